@@ -1,0 +1,31 @@
+# Compiler flags shared by every ROS2 target, and helpers to declare tests.
+
+add_library(ros2_flags INTERFACE)
+target_compile_options(ros2_flags INTERFACE -Wall -Wextra -Wpedantic -Wno-missing-field-initializers)
+if(ROS2_WERROR)
+  target_compile_options(ros2_flags INTERFACE -Werror)
+endif()
+if(ROS2_SANITIZE)
+  target_compile_options(ros2_flags INTERFACE -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(ros2_flags INTERFACE -fsanitize=address,undefined)
+endif()
+
+# ros2_add_test(NAME <name> SOURCES <files...> LIBS <libs...> LABELS <labels...>
+#               [TIMEOUT <seconds>] [ENV <VAR=value...>])
+# Builds one GoogleTest binary and registers its tests with ctest under the given
+# labels (the component names: common, vos, transport, engine, dfs, fuse, agent).
+# Every test also gets the label "unit" or "integration" from the caller.
+function(ros2_add_test)
+  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
+  if(NOT ROS2_BUILD_TESTS)
+    return()
+  endif()
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 300)
+  endif()
+  add_executable(${T_NAME} ${T_SOURCES})
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main ros2_flags)
+  gtest_discover_tests(${T_NAME}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${T_ENV}")
+endfunction()

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs every Debian bookworm package ROS2 needs to build, test and benchmark.
+# Idempotent: packages already present are skipped by apt. Run as root.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git clang-format
+  clang-14 libclang-rt-14-dev lld-14
+  # data plane
+  libucx-dev ucx-utils
+  # control plane
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # storage
+  librocksdb-dev liburing-dev libisal-dev
+  # security
+  libssl-dev
+  # common
+  libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
+  # POSIX face
+  libfuse3-dev fuse3
+  # tests and benchmarks
+  libgtest-dev libgmock-dev libbenchmark-dev fio procps
+)
+
+export DEBIAN_FRONTEND=noninteractive
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+for attempt in 1 2 3 4 5; do
+  if $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null &&
+     $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}" >/tmp/ros2-apt.log 2>&1; then
+    echo "install-deps: done"
+    exit 0
+  fi
+  echo "install-deps: apt-get failed (attempt $attempt), see /tmp/ros2-apt.log; retrying" >&2
+  sleep 10
+done
+tail -20 /tmp/ros2-apt.log >&2
+exit 1

@@ -1,0 +1,211 @@
+// Vos: the versioned object store of one engine target (DAOS's VOS).
+//
+// Data model: object (ObjectId) -> dkey -> akey -> value. A value is either a
+// single value (replaced whole by each update) or an array of fixed-size
+// records addressed by extents [index, index + count). Every update is stamped
+// with an epoch; a fetch at epoch E sees, for each byte, the newest version
+// written at an epoch <= E that no punch at an epoch <= E removed. Array holes
+// read as zeros. Snapshots pin epochs; Aggregate() reclaims versions that
+// neither the latest view nor any snapshot can see.
+//
+// Storage: metadata and values below `inline_threshold` live in RocksDB; larger
+// extents are written out of place to the extent store (a preallocated data file
+// or block device, O_DIRECT through io_uring, or memory for the ram class) and
+// then committed with one RocksDB write batch that also records their checksums.
+// An acknowledged update (callback run with OK) is durable unless the store was
+// opened with `sync_commit = false`. The formats are specified in docs/vos.md.
+//
+// Checksums: every value and extent is stored with chunked checksums (one per
+// `csum_chunk_size` bytes of the update's data). Update verifies the caller's
+// checksums before storing (mismatch: Corruption, nothing stored); fetch verifies
+// what it read against the stored checksums (mismatch: Corruption, never the
+// data) and returns fresh chunked checksums of the bytes it returns.
+//
+// Threading: a Vos is owned by one thread (the engine target thread). Every
+// method must be called from that thread. Callbacks run inside Progress() (or a
+// blocking wrapper) on that thread. Internal threads, if any, are private.
+// Buffers passed in ops must stay valid until the op's callback has run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/checksum.h"
+#include "common/hlc.h"
+#include "common/object_id.h"
+#include "common/status.h"
+
+namespace ros2::vos {
+
+class Env;  // file layer seam (vos/env.h); nullptr means the real OS
+
+enum class StorageClass : uint8_t {
+  kNvme = 0,  // RocksDB on disk + extent data file/device with O_DIRECT via io_uring
+  kRam = 1,   // metadata and data in memory (DAOS's ram class): not durable across restarts
+};
+std::string_view StorageClassName(StorageClass c);
+Result<StorageClass> ParseStorageClass(std::string_view name);  // "nvme" | "ram"
+
+struct VosOptions {
+  std::string path;                    // directory for RocksDB and the data file (created if missing)
+  StorageClass storage_class = StorageClass::kNvme;
+  uint64_t data_size = uint64_t{1} << 30;  // extent store capacity in bytes (preallocated for nvme)
+  std::string block_device;            // if set (nvme class): extents go to this device, not a file
+  uint64_t inline_threshold = 4096;    // values/extents smaller than this live in RocksDB
+  bool sync_commit = true;             // false = relaxed durability (acknowledged before the WAL sync)
+  ChecksumType checksum = ChecksumType::kCrc32c;  // used when an update carries no checksums
+  uint32_t csum_chunk_size = 4096;     // bytes per chunk checksum
+  uint32_t io_depth = 128;             // io_uring submission queue entries
+  Env* env = nullptr;                  // file-layer seam for fault injection (tests); not owned
+};
+
+enum class ValueType : uint8_t { kSingle = 1, kArray = 2 };
+
+// Chunked checksums over a byte range: values[i] covers bytes
+// [i * chunk_size, min((i + 1) * chunk_size, len)) of that range.
+struct Checksums {
+  ChecksumType type = ChecksumType::kNone;
+  uint32_t chunk_size = 0;
+  std::vector<uint64_t> values;
+};
+
+struct UpdateOp {
+  ObjectId oid;
+  std::string dkey;  // non-empty
+  std::string akey;  // non-empty
+  Epoch epoch = 0;   // > 0
+  ValueType type = ValueType::kSingle;
+  uint64_t index = 0;        // kArray: first record
+  uint32_t record_size = 1;  // kArray: bytes per record; data.size() must be a multiple
+  std::span<const std::byte> data;  // kSingle: the whole value (may be empty); kArray: the records
+  Checksums csum;  // over `data`; type kNone: VOS computes them with VosOptions::checksum
+};
+
+struct FetchOp {
+  ObjectId oid;
+  std::string dkey;
+  std::string akey;
+  Epoch epoch = kEpochMax;  // newest version at or below this epoch
+  ValueType type = ValueType::kSingle;
+  uint64_t index = 0;        // kArray
+  uint64_t count = 0;        // kArray: records to read
+  uint32_t record_size = 1;  // kArray: must match the stored record size
+  std::span<std::byte> buffer;  // kArray: count * record_size bytes; kSingle: capacity
+};
+
+struct FetchResult {
+  // kSingle: the value's full size (when larger than the buffer, only the first
+  // buffer.size() bytes were copied and no checksums are returned).
+  // kArray: count * record_size (holes are zero-filled).
+  uint64_t size = 0;
+  Checksums csum;  // over the returned bytes, chunked from the start of the buffer
+};
+
+// A visible array extent as enumeration reports it.
+struct ExtentInfo {
+  uint64_t index = 0;
+  uint64_t count = 0;
+  uint32_t record_size = 0;
+  Epoch epoch = 0;
+};
+
+// Resumable position for enumeration. Start with a default Anchor; pass it back
+// unchanged to continue; eof() says the enumeration is complete.
+class Anchor {
+ public:
+  bool eof() const { return eof_; }
+  // Implementation state: the last key returned, encoded.
+  std::string& position() { return position_; }
+  void set_eof(bool e) { eof_ = e; }
+
+ private:
+  std::string position_;
+  bool eof_ = false;
+};
+
+struct SpaceInfo {
+  uint64_t data_total = 0;  // extent store capacity
+  uint64_t data_used = 0;   // bytes allocated to live extents
+  uint64_t metadata_bytes = 0;  // approximate RocksDB size (SST + memtables)
+};
+
+struct AggregateStats {
+  uint64_t versions_removed = 0;
+  uint64_t bytes_freed = 0;  // extent store bytes returned to the allocator
+};
+
+using UpdateCallback = std::function<void(Status)>;
+using FetchCallback = std::function<void(Result<FetchResult>)>;
+
+class Vos {
+ public:
+  // Opens the store at options.path, creating it (and preallocating the data file)
+  // when missing, and recovering the allocator state when present.
+  static Result<std::unique_ptr<Vos>> Open(const VosOptions& options);
+  // Deletes everything a store at `path` holds.
+  static Status Destroy(const std::string& path, Env* env = nullptr);
+
+  virtual ~Vos() = default;
+
+  // --- asynchronous I/O (the engine's path) ---
+  // Validates and starts an update; `done` runs from Progress() once it is durable
+  // (or failed). Validation errors also arrive through `done`, never silently.
+  virtual void SubmitUpdate(const UpdateOp& op, UpdateCallback done) = 0;
+  virtual void SubmitFetch(const FetchOp& op, FetchCallback done) = 0;
+  // Reaps completions and runs callbacks. Returns the number of callbacks run.
+  // With `wait`, blocks until at least one op completes (if any is in flight).
+  virtual int Progress(bool wait = false) = 0;
+  // A file descriptor that becomes readable when Progress() has work; for epoll
+  // integration with the UCX worker's event fd. -1 if none (then poll Progress).
+  virtual int event_fd() const = 0;
+  // Number of submitted ops whose callbacks have not run yet.
+  virtual size_t in_flight() const = 0;
+
+  // --- blocking wrappers (tests, tools) ---
+  Status Update(const UpdateOp& op);
+  Result<FetchResult> Fetch(const FetchOp& op);
+
+  // --- punch: removes at `epoch`; reads at >= epoch see nothing, older reads still do ---
+  virtual Status PunchObject(const ObjectId& oid, Epoch epoch) = 0;
+  virtual Status PunchDkey(const ObjectId& oid, const std::string& dkey, Epoch epoch) = 0;
+  virtual Status PunchAkey(const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch) = 0;
+
+  // --- enumeration: up to `max` entries visible at `epoch`, resuming from `anchor` ---
+  virtual Result<std::vector<ObjectId>> ListObjects(Epoch epoch, Anchor* anchor, size_t max) = 0;
+  virtual Result<std::vector<std::string>> ListDkeys(const ObjectId& oid, Epoch epoch, Anchor* anchor,
+                                                     size_t max) = 0;
+  virtual Result<std::vector<std::string>> ListAkeys(const ObjectId& oid, const std::string& dkey, Epoch epoch,
+                                                     Anchor* anchor, size_t max) = 0;
+  // Visible extents of an array akey, in index order (overlaps already resolved:
+  // the parts of older extents hidden by newer ones are not reported).
+  virtual Result<std::vector<ExtentInfo>> ListExtents(const ObjectId& oid, const std::string& dkey,
+                                                      const std::string& akey, Epoch epoch, Anchor* anchor,
+                                                      size_t max) = 0;
+
+  // --- queries (file size needs them) ---
+  // The largest visible dkey of the object (bytewise order), or nullopt.
+  virtual Result<std::optional<std::string>> QueryMaxDkey(const ObjectId& oid, Epoch epoch) = 0;
+  // One past the highest visible record index of an array akey, or nullopt.
+  virtual Result<std::optional<uint64_t>> QueryArrayEnd(const ObjectId& oid, const std::string& dkey,
+                                                        const std::string& akey, Epoch epoch) = 0;
+
+  // --- snapshots and aggregation ---
+  virtual Status CreateSnapshot(Epoch epoch) = 0;
+  virtual Status DestroySnapshot(Epoch epoch) = 0;
+  virtual std::vector<Epoch> ListSnapshots() const = 0;
+  // Removes versions at or below `upto` that no snapshot and not the latest view
+  // can see, and frees their extent space.
+  virtual Result<AggregateStats> Aggregate(Epoch upto = kEpochMax) = 0;
+
+  virtual SpaceInfo Space() const = 0;
+  // Flushes everything (relaxed mode included) to stable storage.
+  virtual Status Sync() = 0;
+};
+
+}  // namespace ros2::vos
