@@ -1,0 +1,43 @@
+// PoolMap: the versioned list of a pool's targets, as clients and engines see it.
+//
+// A pool spans every target of every engine that joined it. Each target has a
+// stable global index (its position in `targets`, never reused), the engine it
+// lives on, its index inside that engine, and a state. The map's version grows
+// by one on every change; a client holding an older version must refresh it
+// before trusting a placement. The control plane owns the authoritative copy
+// and ships it in the session reply; this is the plain in-memory form.
+// A value type; safe to copy between threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ros2 {
+
+enum class TargetState : uint8_t {
+  kUp = 0,     // serving I/O
+  kDown = 1,   // failed or excluded: no I/O goes there
+  kDrain = 2,  // serving existing data, being emptied (treated as up for reads and writes until drained)
+};
+std::string_view TargetStateName(TargetState s);
+
+struct TargetInfo {
+  uint32_t engine_rank = 0;   // index of the engine in the pool's engine list
+  uint32_t engine_index = 0;  // target number inside that engine
+  TargetState state = TargetState::kUp;
+};
+
+struct PoolMap {
+  uint64_t version = 0;
+  std::vector<TargetInfo> targets;  // position = global target index
+
+  size_t size() const { return targets.size(); }
+  // InvalidArgument when the map is empty or names an engine rank without targets.
+  Status Validate() const;
+};
+
+}  // namespace ros2
