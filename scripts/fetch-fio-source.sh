@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Fetches and configures fio's source from Debian's own source package, so the
+# ROS2 fio external ioengine is compiled against exactly the headers (struct
+# thread_data, struct io_u, config-host.h) of the fio binary Debian installs.
+# Nothing from fio is committed to the repository: the source lands in
+# ${FIO_SRC_DIR:-third_party/fio-src} (git-ignored) and this script prints its path.
+#
+# Steps: add a deb-src twin of the Debian sources, `apt-get source fio`, install
+# the -dev packages Debian's fio build used (so config-host.h matches the
+# installed binary: the tail of struct io_u depends on it), then run fio's
+# ./configure. Idempotent: a configured tree is reused.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DEST=${FIO_SRC_DIR:-$PWD/third_party/fio-src}
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+
+if [ -f "$DEST/config-host.h" ] && [ -f "$DEST/fio.h" ]; then
+  echo "$DEST"
+  exit 0
+fi
+
+installed=$(dpkg-query -W -f='${Version}' fio 2>/dev/null || true)
+[ -n "$installed" ] || { echo "fetch-fio-source: fio is not installed (run scripts/install-deps.sh)" >&2; exit 1; }
+
+SRC_LIST=/etc/apt/sources.list.d/ros2-deb-src.sources
+if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ /etc/apt/sources.list 2>/dev/null; then
+  base=/etc/apt/sources.list.d/debian.sources
+  [ -f "$base" ] || { echo "fetch-fio-source: $base not found; cannot derive a deb-src entry" >&2; exit 1; }
+  sed 's/^Types: deb$/Types: deb-src/' "$base" | $SUDO tee "$SRC_LIST" >/dev/null
+fi
+$SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
+$SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends \
+  dpkg-dev libaio-dev libnuma-dev librdmacm-dev libibverbs-dev >/dev/null
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+(cd "$work" && apt-get source -q "fio=$installed" >/dev/null 2>"$work/source.log") || {
+  cat "$work/source.log" >&2
+  echo "fetch-fio-source: apt-get source fio=$installed failed" >&2
+  exit 1
+}
+srcdir=$(find "$work" -maxdepth 1 -mindepth 1 -type d -name 'fio-*' | head -n 1)
+[ -n "$srcdir" ] || { echo "fetch-fio-source: no fio-* directory after apt-get source" >&2; exit 1; }
+(cd "$srcdir" && ./configure --disable-native --prefix=/usr >"$work/configure.log" 2>&1) || {
+  tail -20 "$work/configure.log" >&2
+  echo "fetch-fio-source: fio ./configure failed" >&2
+  exit 1
+}
+rm -rf "$DEST"
+mkdir -p "$(dirname "$DEST")"
+mv "$srcdir" "$DEST"
+echo "$DEST"
