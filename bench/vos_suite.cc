@@ -1,0 +1,371 @@
+// `ros2-bench vos`: VOS array update and fetch against fio's io_uring engine on the
+// same file system, case by case in the same run.
+//
+// For every shape (op, block size, queue depth) the suite first runs fio on a file
+// in the scratch directory, then drives VOS with the same shape for the same time,
+// so drift of the noisy VM hits both sides of a ratio alike. VOS update is compared
+// with fio write, fetch with fio read. The VOS data uses the layout of a DFS file:
+// one array object per block size, dkey = 1 MiB chunk number, akey "0", record size
+// 1 (or --record-size), index = offset within the chunk; it is preloaded before the
+// first case so fetches read real extents, as fio's file is laid out before fio
+// reads it. Queue depth for VOS is the number of ops in flight through
+// SubmitUpdate/SubmitFetch with Progress() on this one thread, which is how an
+// engine target drives its VOS. docs/benchmarks.md describes the suite in full.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/bench_report.h"
+#include "bench/fio_bench_util.h"
+#include "bench/process_bench_util.h"
+#include "common/object_id.h"
+#include "vos/vos.h"
+
+namespace ros2::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kChunk = uint64_t{1} << 20;  // bytes per dkey, as a DFS file chunk
+
+struct VosSuiteOptions {
+  std::string dir = "/tmp";
+  std::string storage_class = "nvme";
+  uint64_t size = uint64_t{1} << 30;
+  double runtime_s = 5;
+  std::vector<std::string> ops = {"write", "read", "randwrite", "randread"};
+  std::vector<uint64_t> bs = {uint64_t{1} << 20, 4096};
+  std::vector<int> qd = {1, 32};
+  uint32_t record_size = 1;
+  bool fdatasync_baseline = true;
+  uint64_t vos_data_size = 0;  // 0: 3 x size
+};
+
+VosSuiteOptions g_opts;
+
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
+
+Result<AlignedBuffer> AllocateAligned(size_t bytes) {
+  void* p = nullptr;
+  if (int rc = posix_memalign(&p, 4096, bytes); rc != 0) return Status::FromErrno(rc, "posix_memalign");
+  auto* b = static_cast<std::byte*>(p);
+  // Incompressible-ish content so checksums do real work.
+  std::mt19937_64 gen(bytes);
+  for (size_t i = 0; i + 8 <= bytes; i += 8) {
+    uint64_t v = gen();
+    std::memcpy(b + i, &v, 8);
+  }
+  return AlignedBuffer(b);
+}
+
+bool IsWrite(const std::string& op) {
+  return op == "write" || op == "randwrite";
+}
+bool IsRandom(const std::string& op) {
+  return op == "randread" || op == "randwrite";
+}
+
+std::string ChunkKey(uint64_t chunk) {
+  return fmt::format("{:012}", chunk);
+}
+
+struct Shape {
+  std::string op;
+  uint64_t bs = 0;
+  int qd = 1;
+};
+
+struct CaseStats {
+  double seconds = 0;
+  uint64_t ops = 0;
+  uint64_t bytes = 0;
+  std::vector<double> lat_us;
+};
+
+// Drives VOS with `shape` for `runtime_s` seconds (or, when max_ops > 0, for
+// exactly max_ops sequential ops from offset 0). Time spent in Aggregate() after
+// the extent store filled up is excluded from the measurement.
+class VosCaseRunner {
+ public:
+  VosCaseRunner(vos::Vos* vos, ObjectId oid, uint64_t size, uint32_t record_size, Epoch* next_epoch)
+      : vos_(vos), oid_(oid), size_(size), record_size_(record_size), next_epoch_(next_epoch) {}
+
+  Result<CaseStats> Run(const Shape& shape, double runtime_s, uint64_t max_ops) {
+    shape_ = shape;
+    const uint64_t blocks = size_ / shape.bs;
+    if (blocks == 0) return Status::InvalidArgument("vos bench: size smaller than block size");
+    std::uniform_int_distribution<uint64_t> pick(0, blocks - 1);
+    slots_.clear();
+    free_slots_.clear();
+    for (int i = 0; i < shape.qd; ++i) {
+      ROS2_ASSIGN_OR_RETURN(auto buf, AllocateAligned(shape.bs));
+      slots_.push_back(Slot{std::move(buf), {}});
+      free_slots_.push_back(i);
+    }
+    stats_ = CaseStats{};
+    error_ = Status::Ok();
+    need_space_ = false;
+    uint64_t cursor = 0, submitted = 0;
+    Clock::duration paused{0};
+    const auto start = Clock::now();
+    auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(runtime_s));
+    while (true) {
+      const bool time_left = max_ops > 0 ? submitted < max_ops : Clock::now() < deadline;
+      while (!free_slots_.empty() && time_left && error_.ok() && !need_space_ &&
+             (max_ops == 0 || submitted < max_ops)) {
+        uint64_t block = IsRandom(shape.op) ? pick(rng_) : (cursor++ % blocks);
+        int slot = free_slots_.back();
+        free_slots_.pop_back();
+        Submit(slot, block * shape.bs);
+        ++submitted;
+      }
+      if (vos_->in_flight() == 0) {
+        if (!error_.ok()) return error_;
+        if (!need_space_) {
+          if (!time_left || (max_ops > 0 && submitted >= max_ops)) break;
+          continue;
+        }
+        // The extent store is full of overwritten versions: reclaim them untimed.
+        auto t0 = Clock::now();
+        auto agg = vos_->Aggregate();
+        if (!agg.ok()) return agg.status().WithContext("vos bench: aggregate after NoSpace");
+        if (agg->bytes_freed == 0) return Status::NoSpace("vos bench: extent store full and aggregation freed nothing");
+        need_space_ = false;
+        auto pause = Clock::now() - t0;
+        paused += pause;
+        deadline += pause;
+        continue;
+      }
+      vos_->Progress(/*wait=*/true);
+    }
+    stats_.seconds = std::chrono::duration<double>(Clock::now() - start - paused).count();
+    return std::move(stats_);
+  }
+
+ private:
+  struct Slot {
+    AlignedBuffer buf;
+    Clock::time_point started;
+  };
+
+  void Submit(int slot, uint64_t offset) {
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    const uint64_t chunk = offset / kChunk;
+    const uint64_t in_chunk = offset % kChunk;
+    s.started = Clock::now();
+    const uint64_t bs = shape_.bs;
+    if (IsWrite(shape_.op)) {
+      vos::UpdateOp op;
+      op.oid = oid_;
+      op.dkey = ChunkKey(chunk);
+      op.akey = "0";
+      op.epoch = (*next_epoch_)++;
+      op.type = vos::ValueType::kArray;
+      op.index = in_chunk / record_size_;
+      op.record_size = record_size_;
+      op.data = std::span<const std::byte>(s.buf.get(), bs);
+      vos_->SubmitUpdate(op, [this, slot, offset](Status st) {
+        if (st.IsNoSpace()) {
+          need_space_ = true;
+          free_slots_.push_back(slot);  // the op did not happen; it is not counted
+          return;
+        }
+        Complete(slot, st.WithContext(fmt::format("update offset {}", offset)));
+      });
+    } else {
+      vos::FetchOp op;
+      op.oid = oid_;
+      op.dkey = ChunkKey(chunk);
+      op.akey = "0";
+      op.epoch = kEpochMax;
+      op.type = vos::ValueType::kArray;
+      op.index = in_chunk / record_size_;
+      op.count = bs / record_size_;
+      op.record_size = record_size_;
+      op.buffer = std::span<std::byte>(s.buf.get(), bs);
+      vos_->SubmitFetch(op, [this, slot, offset](Result<vos::FetchResult> r) {
+        Complete(slot, r.status().WithContext(fmt::format("fetch offset {}", offset)));
+      });
+    }
+  }
+
+  void Complete(int slot, const Status& st) {
+    if (!st.ok()) {
+      if (error_.ok()) error_ = st;
+      return;
+    }
+    const Slot& s = slots_[static_cast<size_t>(slot)];
+    stats_.lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s.started).count());
+    stats_.ops++;
+    stats_.bytes += shape_.bs;
+    free_slots_.push_back(slot);
+  }
+
+  vos::Vos* vos_;
+  ObjectId oid_;
+  uint64_t size_;
+  uint32_t record_size_;
+  Epoch* next_epoch_;
+  Shape shape_;
+  std::vector<Slot> slots_;
+  std::vector<int> free_slots_;
+  CaseStats stats_;
+  Status error_;
+  bool need_space_ = false;
+  std::mt19937_64 rng_{42};
+};
+
+void Emit(Reporter& rep, const std::string& case_desc, const CaseStats& vos, const FioSide* fio,
+          const std::string& baseline) {
+  const double iops = vos.seconds > 0 ? static_cast<double>(vos.ops) / vos.seconds : 0;
+  const double mib_s = vos.seconds > 0 ? static_cast<double>(vos.bytes) / vos.seconds / (1 << 20) : 0;
+  auto add = [&](const char* metric, double value, double base) {
+    Record r{"vos", case_desc, metric, value, std::nullopt, std::nullopt};
+    if (fio != nullptr) {
+      r.baseline = baseline;
+      r.baseline_value = base;
+    }
+    rep.Add(std::move(r));
+  };
+  add("iops", iops, fio ? fio->iops : 0);
+  add("mib_s", mib_s, fio ? fio->bw_bytes / (1 << 20) : 0);
+  add("lat_us_p50", Percentile(vos.lat_us, 50), fio ? fio->lat_us_p50 : 0);
+  add("lat_us_p99", Percentile(vos.lat_us, 99), fio ? fio->lat_us_p99 : 0);
+}
+
+Result<FioSide> RunFioShape(const Shape& shape, const std::string& file, bool ram, bool fdatasync) {
+  FioJob job;
+  job.name = fmt::format("{}-{}-qd{}", shape.op, shape.bs, shape.qd);
+  job.rw = shape.op;
+  job.bs = shape.bs;
+  job.iodepth = shape.qd;
+  job.size = g_opts.size;
+  job.runtime_s = g_opts.runtime_s;
+  job.filename = file;
+  job.direct = !ram;
+  // Uniform random offsets with replacement, as the VOS side draws them.
+  if (IsRandom(shape.op)) job.extra.push_back("--norandommap=1");
+  if (ram) job.extra.push_back("--invalidate=0");  // keep the file in the page cache
+  if (fdatasync) job.extra.push_back("--fdatasync=1");
+  ROS2_ASSIGN_OR_RETURN(auto r, RunFio(job));
+  return IsWrite(shape.op) ? r.write : r.read;
+}
+
+int RunVosSuite(Reporter& rep) {
+  auto cls = vos::ParseStorageClass(g_opts.storage_class);
+  if (!cls.ok()) {
+    std::fprintf(stderr, "vos bench: %s\n", cls.status().ToString().c_str());
+    return 2;
+  }
+  const bool ram = *cls == vos::StorageClass::kRam;
+  for (uint64_t bs : g_opts.bs) {
+    if (bs == 0 || bs % 4096 != 0 || (bs > kChunk ? bs % kChunk : kChunk % bs) != 0 || g_opts.size % kChunk != 0) {
+      std::fprintf(stderr, "vos bench: block sizes must be 4 KiB multiples dividing 1 MiB, size a multiple of 1 MiB\n");
+      return 2;
+    }
+    if (bs > kChunk) {
+      std::fprintf(stderr, "vos bench: block size %llu exceeds the 1 MiB chunk\n", static_cast<unsigned long long>(bs));
+      return 2;
+    }
+  }
+  auto scratch = ScratchDir::Create(g_opts.dir, "ros2-bench-vos-");
+  if (!scratch.ok()) {
+    std::fprintf(stderr, "vos bench: %s\n", scratch.status().ToString().c_str());
+    return 1;
+  }
+  const std::string fio_file = scratch->path() + "/fio.dat";
+  vos::VosOptions vopts;
+  vopts.path = scratch->path() + "/vos";
+  vopts.storage_class = *cls;
+  vopts.data_size = g_opts.vos_data_size ? g_opts.vos_data_size : 3 * g_opts.size;
+  auto opened = vos::Vos::Open(vopts);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "vos bench: open %s: %s\n", vopts.path.c_str(), opened.status().ToString().c_str());
+    return 1;
+  }
+  std::unique_ptr<vos::Vos> store = std::move(*opened);
+  Epoch next_epoch = 1;
+  const std::string baseline = ram ? "fio-io_uring-buffered" : "fio-io_uring";
+  std::fprintf(stderr, "vos bench: dir %s class %s size %llu runtime %.1fs; baseline %s\n", scratch->path().c_str(),
+               g_opts.storage_class.c_str(), static_cast<unsigned long long>(g_opts.size), g_opts.runtime_s,
+               baseline.c_str());
+
+  int rc = 0;
+  for (uint64_t bs : g_opts.bs) {
+    const ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kS1, 0xbe7c, bs);
+    VosCaseRunner runner(store.get(), oid, g_opts.size, g_opts.record_size, &next_epoch);
+    // Preload the whole working set with 1 MiB updates, as fio lays out its file.
+    auto pre = runner.Run(Shape{"write", kChunk, 8}, 0, g_opts.size / kChunk);
+    if (!pre.ok()) {
+      std::fprintf(stderr, "vos bench: preload bs=%llu: %s\n", static_cast<unsigned long long>(bs),
+                   pre.status().ToString().c_str());
+      return 1;
+    }
+    std::fprintf(stderr, "vos bench: preloaded %llu MiB in %.2fs\n", static_cast<unsigned long long>(g_opts.size >> 20),
+                 pre->seconds);
+    for (const auto& op : g_opts.ops) {
+      for (int qd : g_opts.qd) {
+        Shape shape{op, bs, qd};
+        const std::string case_desc = CaseString(
+            {{"op", op}, {"bs", std::to_string(bs)}, {"qd", std::to_string(qd)}, {"class", g_opts.storage_class}});
+        auto fio = RunFioShape(shape, fio_file, ram, /*fdatasync=*/false);
+        if (!fio.ok())
+          std::fprintf(stderr, "vos bench: %s: fio: %s\n", case_desc.c_str(), fio.status().ToString().c_str());
+        auto stats = runner.Run(shape, g_opts.runtime_s, 0);
+        if (!stats.ok()) {
+          std::fprintf(stderr, "vos bench: %s: %s\n", case_desc.c_str(), stats.status().ToString().c_str());
+          rc = 1;
+          continue;
+        }
+        Emit(rep, case_desc, *stats, fio.ok() ? &*fio : nullptr, baseline);
+        if (IsWrite(op) && g_opts.fdatasync_baseline && !ram) {
+          auto durable = RunFioShape(shape, fio_file, ram, /*fdatasync=*/true);
+          if (durable.ok()) {
+            Emit(rep, case_desc, *stats, &*durable, "fio-io_uring-fdatasync");
+          } else {
+            std::fprintf(stderr, "vos bench: %s: fio fdatasync: %s\n", case_desc.c_str(),
+                         durable.status().ToString().c_str());
+          }
+        }
+        if (IsWrite(op)) {
+          // Reclaim overwritten versions between cases, outside any measurement.
+          if (auto agg = store->Aggregate(); !agg.ok()) {
+            std::fprintf(stderr, "vos bench: aggregate: %s\n", agg.status().ToString().c_str());
+          }
+        }
+      }
+    }
+  }
+  store.reset();
+  return rc;
+}
+
+const bool registered = RegisterSuite(Suite{
+    "vos",
+    "VOS update/fetch vs fio io_uring (direct=1) on the same file system, same run",
+    [](CLI::App& app) {
+      app.add_option("--dir", g_opts.dir, "parent directory for the scratch dir (VOS store and fio's file)");
+      app.add_option("--class", g_opts.storage_class, "VOS storage class: nvme | ram (ram: fio buffered baseline)");
+      app.add_option("--size", g_opts.size, "working set in bytes (per block size), multiple of 1 MiB");
+      app.add_option("--runtime", g_opts.runtime_s, "seconds per case and side");
+      app.add_option("--ops", g_opts.ops, "ops to run: write read randwrite randread")->delimiter(',');
+      app.add_option("--bs", g_opts.bs, "block sizes in bytes")->delimiter(',');
+      app.add_option("--qd", g_opts.qd, "queue depths")->delimiter(',');
+      app.add_option("--record-size", g_opts.record_size, "VOS array record size (1 or 4096)");
+      app.add_option("--vos-data-size", g_opts.vos_data_size, "VOS extent store capacity (default 3 x size)");
+      app.add_flag("!--no-fdatasync-baseline", g_opts.fdatasync_baseline,
+                   "skip the second write baseline (fio --fdatasync=1)");
+    },
+    RunVosSuite,
+});
+
+}  // namespace
+}  // namespace ros2::bench
