@@ -1,0 +1,408 @@
+// The ROS2 data plane: RPCs over UCX active messages plus server-driven bulk
+// transfer (UCX 1.13). Every byte between clients, agents and engines crosses it.
+//
+// Objects and ownership:
+//   Context  — one per process (or per tenant on the agent). Owns the ucp_context,
+//              the transport selection (tcp | shm | rdma | auto) and the memory
+//              registration cache. Thread-safe.
+//   Worker   — one per I/O thread (engine target thread, client/agent I/O thread).
+//              Owns a ucp_worker, its endpoints, the RPC handler table, the table
+//              of outstanding requests and the adaptive progress loop. NOT
+//              thread-safe: every call except Signal() must come from the thread
+//              that owns it. Every callback runs inside Progress()/Wait()/RunUntil()
+//              on that thread. A Worker must be destroyed before its Context.
+//   Endpoint — a connection from one Worker to a peer Worker, made from the peer's
+//              opaque address blob (Worker::address(), exchanged over gRPC by the
+//              session protocol). Shared by the Worker and the caller; owned and
+//              used on the Worker's thread only.
+//   IncomingRequest — the server-side handle of one received RPC, given to a
+//              registered handler; copyable (reference counted), worker thread only.
+//   MemoryRegion — a registered buffer (ucp_mem_map) and its packed rkey.
+//
+// Data path: a request carries a small payload (RPC arguments) and optionally one
+// client buffer the server reads ("bulk out", e.g. the data of an update) and one
+// client buffer the server fills ("bulk in", e.g. the destination of a fetch).
+// Bulk of at most `inline_limit` bytes travels inside the messages. Larger bulk is
+// moved by the server: IncomingRequest::Pull copies the client's bulk-out bytes
+// into a server buffer, IncomingRequest::Push copies server bytes into the
+// client's bulk-in buffer, then the handler replies. The path is chosen per
+// endpoint from the transport UCX actually uses (see BulkMode): one-sided RMA
+// GET/PUT against the client's registered buffer (shared memory, rc/dc verbs), or
+// UCX active-message rendezvous over TCP, where software-emulated RMA is slow.
+// The wire format is specified in docs/wire-format.md, the design in
+// docs/transport.md.
+//
+// Failure: a peer that dies or disconnects fails all outstanding requests on its
+// endpoint with Status kDisconnected within a bounded time; every request also has
+// a deadline (kTimedOut). Malformed or truncated messages are dropped and counted
+// (WorkerStats::malformed_messages), never trusted.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace ros2::transport {
+
+// Which UCX transports a Context may use. Configuration value names are the
+// lower-case words in the comments.
+enum class TransportKind : uint8_t {
+  kAuto = 0,  // "auto": rdma when rc/dc devices exist, else shm for same-host peers + tcp
+  kTcp = 1,   // "tcp": UCX tcp over `TransportOptions::net_devices`
+  kShm = 2,   // "shm": posix + sysv + cma shared memory; same-host peers only
+  kRdma = 3,  // "rdma": rc/dc verbs; fails at Context::Create when no such device exists
+};
+std::string_view TransportKindName(TransportKind kind);            // "auto", "tcp", ...
+Result<TransportKind> ParseTransportKind(std::string_view name);  // InvalidArgument names the text
+
+// How bulk data (above the inline limit) moves on an endpoint.
+enum class BulkMode : uint8_t {
+  kRma = 0,            // server RMA GET (pull) / PUT (push) against the client's registered buffer
+  kActiveMessage = 1,  // data rides UCX active messages (rendezvous for large sizes), received in place
+};
+std::string_view BulkModeName(BulkMode mode);  // "rma", "am"
+
+// How the death of a peer is noticed on an endpoint.
+enum class FailureDetection : uint8_t {
+  kUcxPeer = 0,   // UCP_ERR_HANDLING_MODE_PEER: UCX reports a broken connection (tcp, verbs)
+  kPidWatch = 1,  // same-host peer: a pidfd on the peer process (UCX error mode NONE keeps shm lanes)
+};
+std::string_view FailureDetectionName(FailureDetection d);  // "ucx-peer", "pid-watch"
+
+struct TransportOptions {
+  TransportKind kind = TransportKind::kAuto;
+  // UCX_NET_DEVICES for the tcp (and verbs) transports. "lo" keeps loopback traffic
+  // on one device (UCX would otherwise stripe it over lo and eth0); multi-host
+  // deployments name their NIC ("eth0", "mlx5_0:1") or "all".
+  std::string net_devices = "lo";
+  // UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE; 0 keeps UCX's defaults.
+  uint64_t tcp_seg_size = 256 * 1024;
+  // Bulk of at most this many bytes travels inside the RPC messages.
+  uint64_t inline_limit = 16 * 1024;
+  // RMA bulk is split into chunks of this size with up to this many in flight.
+  uint64_t bulk_chunk_size = 1024 * 1024;
+  uint32_t bulk_chunks_in_flight = 4;
+  // Adaptive progress: Wait() spins this long without events before it arms the
+  // worker and sleeps on the event fd.
+  std::chrono::microseconds spin_budget{50};
+  // Deadline of a request whose CallOptions::timeout is zero.
+  std::chrono::milliseconds default_timeout{30000};
+  // Connect(): how long to wait for the peer's hello acknowledgement.
+  std::chrono::milliseconds connect_timeout{10000};
+  // Memory registration cache capacity (registrations kept after last use).
+  uint32_t registration_cache_entries = 64;
+  // Upper bound on outstanding client requests per worker (Call returns Busy above it).
+  uint32_t max_outstanding_requests = 65536;
+};
+
+// A registered memory range (ucp_mem_map without allocation) and its packed
+// remote key. Created by Context::RegisterMemory or the registration cache;
+// unregistered when the last reference is dropped. The memory must stay mapped
+// while the region exists. Immutable after creation; thread-safe.
+class MemoryRegion {
+ public:
+  ~MemoryRegion();
+  MemoryRegion(const MemoryRegion&) = delete;
+  MemoryRegion& operator=(const MemoryRegion&) = delete;
+
+  const std::byte* base() const { return base_; }
+  uint64_t length() const { return length_; }
+  // True when [p, p + n) lies inside this region.
+  bool Contains(const void* p, uint64_t n) const;
+  // The packed rkey (ucp_rkey_pack), sent to peers inside RPCs.
+  std::span<const uint8_t> packed_rkey() const { return packed_rkey_; }
+
+ private:
+  friend class Context;
+  MemoryRegion() = default;
+  void* context_ = nullptr;  // ucp_context_h
+  void* memh_ = nullptr;     // ucp_mem_h
+  std::byte* base_ = nullptr;
+  uint64_t length_ = 0;
+  std::vector<uint8_t> packed_rkey_;
+};
+
+class Worker;
+
+// One per process. See the file comment. Thread-safe.
+class Context {
+ public:
+  // Reads the UCX configuration, applies the transport selection explicitly
+  // (ucp_config_modify: UCX_TLS, UCX_NET_DEVICES, tcp segment sizes; nothing via
+  // setenv) and creates the ucp_context with AM, RMA and WAKEUP features.
+  // Errors: InvalidArgument for bad options; NotSupported when the selected kind
+  // has no usable device (the message names the missing devices and lists those
+  // present, e.g. "rdma: no rc/dc verbs device (present: tcp/lo tcp/eth0 ...)").
+  static Result<std::unique_ptr<Context>> Create(const TransportOptions& options);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const TransportOptions& options() const { return options_; }
+  // The selection after resolving kAuto: kRdma, kShm (shm+tcp for auto without
+  // rdma is reported as kShm when shm devices exist), or kTcp.
+  TransportKind resolved_kind() const { return resolved_kind_; }
+  // The UCX_TLS value the context was created with, e.g. "posix,sysv,cma,self".
+  const std::string& ucx_tls() const { return ucx_tls_; }
+  // Every "transport/device" UCX found usable, e.g. {"tcp/lo", "posix/memory"}.
+  const std::vector<std::string>& devices() const { return devices_; }
+  // One line for logs and ros2-bench: "transport=shm tls=posix,sysv,cma,self devices=...".
+  std::string Describe() const;
+
+  // Creates a worker for the calling thread (which then owns it). `name` shows
+  // up in logs and UCX debug output.
+  Result<std::unique_ptr<Worker>> CreateWorker(std::string_view name);
+
+  // Registers [addr, addr + length) for remote read and write. The caller keeps
+  // the region (and the memory) alive as long as peers may access it.
+  Result<std::shared_ptr<const MemoryRegion>> RegisterMemory(void* addr, uint64_t length);
+
+  // Returns a registration covering [addr, addr + length) from the cache, or
+  // registers it and caches it (least recently used entries beyond
+  // `registration_cache_entries` are dropped from the cache; regions still
+  // referenced stay valid). Hot buffers are registered once.
+  Result<std::shared_ptr<const MemoryRegion>> CachedRegistration(void* addr, uint64_t length);
+  // Drops every cached registration overlapping [addr, addr + length). Call it
+  // before unmapping or freeing memory that was used as a bulk buffer.
+  void InvalidateRegistrations(const void* addr, uint64_t length);
+
+  struct RegistrationStats {
+    uint64_t hits = 0, misses = 0, cached = 0;
+  };
+  RegistrationStats registration_stats() const;
+
+  // Internal: the ucp_context_h.
+  void* ucp_handle() const { return context_; }
+
+ private:
+  Context() = default;
+  struct Cache;
+  TransportOptions options_;
+  TransportKind resolved_kind_ = TransportKind::kTcp;
+  std::string ucx_tls_;
+  std::vector<std::string> devices_;
+  void* context_ = nullptr;  // ucp_context_h
+  std::unique_ptr<Cache> cache_;
+};
+
+// What an endpoint really runs over (from ucp_ep_print_info), for logs, tests
+// and ros2-bench.
+struct EndpointInfo {
+  std::string am_transport;         // "tl/device" of the active-message lane, e.g. "posix/memory", "tcp/lo"
+  std::string rma_transport;        // first RMA lane, e.g. "cma/memory"; empty when none
+  std::vector<std::string> lanes;   // every lane as "tl/device", in lane order
+  BulkMode bulk_mode = BulkMode::kActiveMessage;
+  FailureDetection failure_detection = FailureDetection::kUcxPeer;
+  bool same_host = false;           // the peer's address blob names this host (boot id)
+  int32_t peer_pid = 0;
+  std::string ucx_report;           // the raw ucp_ep_print_info text
+  // True when every lane uses one of the shared-memory transports (posix, sysv, cma, self).
+  bool IsSharedMemoryOnly() const;
+  // True when some lane uses tcp.
+  bool UsesTcp() const;
+};
+
+struct CallOptions {
+  // Deadline for the reply; zero means TransportOptions::default_timeout.
+  std::chrono::milliseconds timeout{0};
+  // Opaque capability bytes (at most 1024) carried to the handler unchanged.
+  std::span<const uint8_t> capability;
+  // Client bytes the server may Pull. Must stay valid until the reply callback.
+  std::span<const std::byte> bulk_out;
+  // Client buffer the server may Push into. Must stay valid until the reply callback.
+  std::span<std::byte> bulk_in;
+  // Optional pre-registered regions covering bulk_out / bulk_in (RMA mode); when
+  // null and registration is needed, Context::CachedRegistration is used.
+  std::shared_ptr<const MemoryRegion> bulk_out_region;
+  std::shared_ptr<const MemoryRegion> bulk_in_region;
+};
+
+// The result of a call as seen by the client. `status` is OK, the handler's
+// error (code and message travel on the wire), or a local failure: kTimedOut,
+// kDisconnected, kProtocol (malformed reply), kCancelled (worker shut down).
+// `payload` is valid only during the callback. `bulk_in_bytes` is how many bytes
+// the server pushed into CallOptions::bulk_in.
+struct ReplyView {
+  Status status;
+  std::span<const uint8_t> payload;
+  uint64_t bulk_in_bytes = 0;
+};
+using ReplyCallback = std::function<void(const ReplyView& reply)>;
+
+// A copied reply, for the blocking CallSync.
+struct ReplyMessage {
+  std::vector<uint8_t> payload;
+  uint64_t bulk_in_bytes = 0;
+};
+
+// A connection to one peer worker. Created by Worker::Connect; used on the
+// worker's thread only. Dropping the last reference closes the UCX endpoint
+// after failing its outstanding requests with kCancelled.
+class Endpoint {
+ public:
+  virtual ~Endpoint() = default;
+
+  // Sends request `opcode` (0 .. 0xEFFF; higher values are reserved) with
+  // `payload` (copied or sent before Call returns for eager sizes; otherwise must
+  // stay valid until `done` runs) and the bulk buffers of `options`. `done` runs
+  // exactly once, on the worker thread, inside a later Progress() — never inside
+  // Call. Returns an error (and does not run `done`) for invalid arguments, a
+  // payload above max_payload(), a disconnected endpoint (kDisconnected) or too
+  // many outstanding requests (kBusy).
+  virtual Status Call(uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
+                      ReplyCallback done) = 0;
+
+  // Blocking convenience: Call, then Worker::RunUntil the reply arrives. Returns
+  // the reply payload, or the reply's non-OK status.
+  virtual Result<ReplyMessage> CallSync(uint16_t opcode, std::span<const uint8_t> payload,
+                                        const CallOptions& options = {}) = 0;
+
+  // OK while connected; kDisconnected (naming the peer and the cause) after a
+  // failure or Close().
+  virtual Status status() const = 0;
+  // The lanes and policies in use; filled at connect time.
+  virtual const EndpointInfo& info() const = 0;
+  // Largest request payload accepted by Call (depends on the UCX AM header limit
+  // when bulk rides active messages).
+  virtual uint64_t max_payload() const = 0;
+  // Number of requests sent on this endpoint still waiting for their reply.
+  virtual uint32_t outstanding() const = 0;
+  // Fails outstanding requests with kCancelled, tells the peer goodbye (best
+  // effort) and closes the UCX endpoint. Idempotent.
+  virtual void Close() = 0;
+};
+
+using Completion = std::function<void(const Status& status)>;
+
+// Server-side handle of one received request. Copies share the same request
+// (reference counted, no allocation per copy). The payload and capability stay
+// valid while any copy exists. If the last copy is dropped without Reply, the
+// client gets kInternal ("handler dropped the request"). Worker thread only.
+class IncomingRequest {
+ public:
+  struct State;  // internal, pooled by the worker
+  IncomingRequest() = default;
+  explicit IncomingRequest(State* s);
+  IncomingRequest(const IncomingRequest& other);
+  IncomingRequest(IncomingRequest&& other) noexcept;
+  IncomingRequest& operator=(IncomingRequest other) noexcept;
+  ~IncomingRequest();
+  explicit operator bool() const { return state_ != nullptr; }
+
+  uint16_t opcode() const;
+  uint64_t request_id() const;
+  std::span<const uint8_t> payload() const;
+  std::span<const uint8_t> capability() const;
+  // Bytes the client offers for Pull (0: none) and accepts from Push (0: none).
+  uint64_t bulk_out_size() const;
+  uint64_t bulk_in_capacity() const;
+  // How the bulk of this request moves: inline, or the endpoint's BulkMode.
+  bool bulk_out_inline() const;
+  BulkMode bulk_mode() const;
+  // An id of the client connection (stable while it lasts), for per-client state.
+  uint64_t connection_id() const;
+
+  // Copies all bulk_out_size() bytes of the client's bulk-out buffer into `dst`
+  // (dst.size() must equal bulk_out_size()); `done` runs on the worker thread once
+  // the data is in dst or the transfer failed. At most one Pull per request.
+  // Inline bulk completes before Pull returns; RMA pulls are pipelined in chunks.
+  void Pull(std::span<std::byte> dst, Completion done);
+  // Copies `src` (at most bulk_in_capacity() bytes) into the client's bulk-in
+  // buffer. `done` runs when src may be reused; the data is visible to the client
+  // no later than the reply. At most one Push per request, before Reply.
+  void Push(std::span<const std::byte> src, Completion done);
+  // Sends the reply: `status` (its code and message travel to the client) and a
+  // small `payload` (copied). Exactly once; later calls are ignored.
+  void Reply(const Status& status, std::span<const uint8_t> payload = {});
+  bool replied() const;
+
+ private:
+  State* state_ = nullptr;
+};
+
+// Handles one opcode. Runs on the worker thread inside progress; it may reply at
+// once or keep the request and reply later.
+using RequestHandler = std::function<void(IncomingRequest request)>;
+
+struct WorkerStats {
+  uint64_t requests_sent = 0;
+  uint64_t replies_received = 0;
+  uint64_t requests_received = 0;
+  uint64_t replies_sent = 0;
+  uint64_t requests_timed_out = 0;
+  uint64_t requests_failed_disconnect = 0;
+  uint64_t malformed_messages = 0;   // rejected by the decoder, dropped
+  uint64_t unknown_opcode = 0;       // answered with kNotSupported
+  uint64_t stale_replies = 0;        // replies for unknown or expired request ids
+  uint64_t bulk_inline_bytes = 0;
+  uint64_t bulk_rma_bytes = 0;
+  uint64_t bulk_am_bytes = 0;
+  uint64_t sleeps = 0;               // times Wait() armed the worker and slept
+  uint64_t peers_lost = 0;           // endpoints failed by the peer's death or disconnect
+};
+
+// One per I/O thread. See the file comment.
+class Worker {
+ public:
+  virtual ~Worker() = default;
+
+  // The opaque address blob peers pass to Connect: a ROS2 envelope (version,
+  // host boot id, pid) around the UCX worker address. See docs/wire-format.md.
+  virtual std::span<const uint8_t> address() const = 0;
+
+  // Connects to the worker whose address blob is `peer_address` and performs the
+  // hello exchange (protocol version check, back-connection). Blocks (progressing
+  // this worker) up to TransportOptions::connect_timeout. Errors: InvalidArgument
+  // for a malformed blob, NotSupported when the selected transports cannot reach
+  // the peer, TimedOut / Disconnected when it does not answer.
+  virtual Result<std::shared_ptr<Endpoint>> Connect(std::span<const uint8_t> peer_address) = 0;
+
+  // Installs the handler of `opcode` (0 .. 0xEFFF), replacing any previous one.
+  // Requests for opcodes without a handler are answered with kNotSupported.
+  virtual Status RegisterHandler(uint16_t opcode, RequestHandler handler) = 0;
+
+  // Called when a peer connection (client- or server-side) fails or closes,
+  // after its outstanding requests were failed. Optional.
+  virtual void SetPeerLostHandler(std::function<void(uint64_t connection_id, const Status& why)> handler) = 0;
+
+  // One non-blocking pass: UCX progress, incoming messages, completions, expired
+  // deadlines and dead peers. Returns the number of events handled (0: idle).
+  virtual int Progress() = 0;
+
+  // Adaptive progress: Progress() until an event happens, spinning at most
+  // `spin_budget`; then arms the worker (ucp_worker_arm) and sleeps in epoll on
+  // the event fd until an event, the nearest request deadline or `max_wait`.
+  // Returns the number of events handled.
+  virtual int Wait(std::chrono::microseconds max_wait) = 0;
+
+  // Calls Wait() until `done()` returns true (checked after every pass) or
+  // `timeout` expires (then TimedOut).
+  virtual Status RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) = 0;
+
+  // For callers that run their own epoll loop (engine target threads with
+  // io_uring): an epoll file descriptor that becomes readable when Progress()
+  // has work. Protocol: call Progress() until it returns 0, then PrepareSleep();
+  // if it returns true, sleep on event_fd() (poll/epoll, at most
+  // NextDeadline()); otherwise progress again.
+  virtual int event_fd() const = 0;
+  virtual bool PrepareSleep() = 0;
+  // Time until the nearest request deadline (max_wait if none is sooner).
+  virtual std::chrono::microseconds NextDeadline(std::chrono::microseconds max_wait) const = 0;
+
+  // Thread-safe: wakes the worker's thread if it sleeps (ucp_worker_signal).
+  virtual void Signal() = 0;
+
+  virtual const WorkerStats& stats() const = 0;
+  virtual const std::string& name() const = 0;
+  virtual Context& context() const = 0;
+};
+
+}  // namespace ros2::transport

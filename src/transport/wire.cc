@@ -1,0 +1,262 @@
+// Encoder and validating decoder of the data-plane messages (docs/wire-format.md).
+#include "transport/wire.h"
+
+#include <cstring>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace ros2::transport::wire {
+namespace {
+
+// Fixed header offsets (little-endian).
+constexpr size_t kOffMagic = 0, kOffVersion = 2, kOffKind = 3, kOffFlags = 4, kOffOpcode = 6;
+constexpr size_t kOffRequestId = 8, kOffConnectionId = 16, kOffPayloadLen = 24, kOffCapLen = 28;
+constexpr size_t kOffStatusMsgLen = 30, kOffInlineLen = 32, kOffBulkCount = 36, kOffStatusCode = 37;
+constexpr size_t kOffReserved = 38, kOffPushedBytes = 40;
+constexpr uint8_t kMaxStatusCode = static_cast<uint8_t>(Status::Code::kInternal);
+
+template <typename T>
+void Put(uint8_t* p, T v) {
+  static_assert(std::is_unsigned_v<T>);
+  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+template <typename T>
+T Get(const uint8_t* p) {
+  static_assert(std::is_unsigned_v<T>);
+  T v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(p[i]) << (8 * i));
+  return v;
+}
+
+Status Bad(std::string_view what) { return Status::Protocol(fmt::format("wire: {}", what)); }
+
+bool KindValid(uint8_t k) { return k >= static_cast<uint8_t>(Kind::kHello) && k <= static_cast<uint8_t>(Kind::kBye); }
+
+// The rules shared by the encoder (to refuse building a message the decoder
+// would reject) and the decoder. `m` is fully populated.
+Status CheckSemantics(const Message& m) {
+  const bool request = m.kind == Kind::kRequest, reply = m.kind == Kind::kReply;
+  if (m.capability.size() > kMaxCapability) return Bad(fmt::format("capability length {} > {}", m.capability.size(), kMaxCapability));
+  if (!request && !m.capability.empty()) return Bad("capability outside a request");
+  if (m.status_message.size() > kMaxStatusMessage) return Bad(fmt::format("status message length {} > {}", m.status_message.size(), kMaxStatusMessage));
+  if (!reply && (!m.status_message.empty() || m.status_code != 0)) return Bad("status outside a reply");
+  if (reply && m.status_code > kMaxStatusCode) return Bad(fmt::format("unknown status code {}", m.status_code));
+  if (reply && m.status_code == 0 && !m.status_message.empty()) return Bad("status message on an OK reply");
+  if (!reply && m.pushed_bytes != 0) return Bad("pushed_bytes outside a reply");
+  if (request && m.opcode > kMaxUserOpcode) return Bad(fmt::format("opcode {:#x} is reserved", m.opcode));
+  if (!request && m.opcode != 0) return Bad("opcode outside a request");
+  if (m.payload.size() > kMaxPayload) return Bad(fmt::format("payload length {} > {}", m.payload.size(), kMaxPayload));
+  if (m.inline_data.size() > kMaxInline) return Bad(fmt::format("inline length {} > {}", m.inline_data.size(), kMaxInline));
+  if (m.bulk_count > kMaxBulkDescriptors) return Bad(fmt::format("bulk count {} > {}", m.bulk_count, kMaxBulkDescriptors));
+  if (!request && m.bulk_count != 0) return Bad("bulk descriptors outside a request");
+  if (m.kind == Kind::kHello || m.kind == Kind::kHelloAck || m.kind == Kind::kBye || m.kind == Kind::kPushData) {
+    if (!m.inline_data.empty()) return Bad("inline data on a control message");
+  }
+  if (m.kind == Kind::kHello && m.connection_id != 0) return Bad("hello with a connection id");
+  if (m.kind != Kind::kHello && m.connection_id == 0) return Bad("connection id 0");
+  if (m.kind == Kind::kPushData && !m.payload.empty()) return Bad("payload on push data");
+  if (reply && !m.inline_data.empty() && m.inline_data.size() != m.pushed_bytes) {
+    return Bad(fmt::format("reply inline length {} != pushed_bytes {}", m.inline_data.size(), m.pushed_bytes));
+  }
+  bool seen[2] = {false, false};
+  const BulkDescriptor* out = nullptr;
+  for (uint8_t i = 0; i < m.bulk_count; ++i) {
+    const BulkDescriptor& d = m.bulk[i];
+    const auto dir = static_cast<uint8_t>(d.direction), tr = static_cast<uint8_t>(d.transfer);
+    if (dir > 1) return Bad(fmt::format("bulk[{}] direction {}", i, dir));
+    if (tr > 2) return Bad(fmt::format("bulk[{}] transfer {}", i, tr));
+    if (seen[dir]) return Bad(fmt::format("bulk[{}] repeats direction {}", i, dir));
+    seen[dir] = true;
+    if (d.length == 0) return Bad(fmt::format("bulk[{}] has length 0", i));
+    if (d.rkey.size() > kMaxRkey) return Bad(fmt::format("bulk[{}] rkey length {} > {}", i, d.rkey.size(), kMaxRkey));
+    if (d.transfer == BulkTransfer::kRma) {
+      if (d.rkey.empty()) return Bad(fmt::format("bulk[{}] rma without rkey", i));
+      if (d.remote_addr == 0) return Bad(fmt::format("bulk[{}] rma at address 0", i));
+      if (d.remote_addr + d.length < d.remote_addr) return Bad(fmt::format("bulk[{}] address range wraps", i));
+    } else if (!d.rkey.empty() || d.remote_addr != 0) {
+      return Bad(fmt::format("bulk[{}] rkey or address on a non-rma descriptor", i));
+    }
+    if (d.direction == BulkDirection::kIn && d.transfer == BulkTransfer::kInline) {
+      // Inline bulk-in means "send the bytes back in the reply"; the client buffer
+      // size is the length. Allowed.
+    }
+    if (d.direction == BulkDirection::kOut) out = &d;
+  }
+  if (request) {
+    const bool inline_out = out != nullptr && out->transfer == BulkTransfer::kInline;
+    if (inline_out && out->length != m.inline_data.size()) {
+      return Bad(fmt::format("inline bulk length {} != inline section {}", out->length, m.inline_data.size()));
+    }
+    if (!inline_out && !m.inline_data.empty()) return Bad("inline section without an inline bulk descriptor");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+const BulkDescriptor* Message::FindBulk(BulkDirection dir) const {
+  for (uint8_t i = 0; i < bulk_count && i < kMaxBulkDescriptors; ++i) {
+    if (bulk[i].direction == dir) return &bulk[i];
+  }
+  return nullptr;
+}
+
+size_t EncodedSize(const Message& m) {
+  size_t n = kHeaderSize + m.capability.size() + m.status_message.size() + m.payload.size() + m.inline_data.size();
+  for (uint8_t i = 0; i < m.bulk_count && i < kMaxBulkDescriptors; ++i) n += kBulkDescriptorSize + m.bulk[i].rkey.size();
+  return n;
+}
+
+Result<size_t> Encode(const Message& m, std::span<uint8_t> out) {
+  if (!KindValid(static_cast<uint8_t>(m.kind))) return Status::InvalidArgument("wire: encode: unknown kind");
+  if (Status st = CheckSemantics(m); !st.ok()) return Status::InvalidArgument("encode: " + st.message());
+  const size_t need = EncodedSize(m);
+  if (out.size() < need) return Status::InvalidArgument(fmt::format("wire: encode needs {} bytes, buffer has {}", need, out.size()));
+  uint8_t* p = out.data();
+  std::memset(p, 0, kHeaderSize);
+  Put<uint16_t>(p + kOffMagic, kMagic);
+  p[kOffVersion] = kVersion;
+  p[kOffKind] = static_cast<uint8_t>(m.kind);
+  Put<uint16_t>(p + kOffFlags, 0);
+  Put<uint16_t>(p + kOffOpcode, m.opcode);
+  Put<uint64_t>(p + kOffRequestId, m.request_id);
+  Put<uint64_t>(p + kOffConnectionId, m.connection_id);
+  Put<uint32_t>(p + kOffPayloadLen, static_cast<uint32_t>(m.payload.size()));
+  Put<uint16_t>(p + kOffCapLen, static_cast<uint16_t>(m.capability.size()));
+  Put<uint16_t>(p + kOffStatusMsgLen, static_cast<uint16_t>(m.status_message.size()));
+  Put<uint32_t>(p + kOffInlineLen, static_cast<uint32_t>(m.inline_data.size()));
+  p[kOffBulkCount] = m.bulk_count;
+  p[kOffStatusCode] = m.status_code;
+  Put<uint16_t>(p + kOffReserved, 0);
+  Put<uint64_t>(p + kOffPushedBytes, m.pushed_bytes);
+  size_t off = kHeaderSize;
+  auto append = [&](const void* src, size_t n) {
+    if (n != 0) std::memcpy(p + off, src, n);
+    off += n;
+  };
+  append(m.capability.data(), m.capability.size());
+  for (uint8_t i = 0; i < m.bulk_count; ++i) {
+    const BulkDescriptor& d = m.bulk[i];
+    uint8_t* q = p + off;
+    q[0] = static_cast<uint8_t>(d.direction);
+    q[1] = static_cast<uint8_t>(d.transfer);
+    Put<uint16_t>(q + 2, static_cast<uint16_t>(d.rkey.size()));
+    Put<uint32_t>(q + 4, 0);
+    Put<uint64_t>(q + 8, d.length);
+    Put<uint64_t>(q + 16, d.remote_addr);
+    off += kBulkDescriptorSize;
+    append(d.rkey.data(), d.rkey.size());
+  }
+  append(m.status_message.data(), m.status_message.size());
+  append(m.payload.data(), m.payload.size());
+  append(m.inline_data.data(), m.inline_data.size());
+  return off;
+}
+
+Result<Message> Decode(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kHeaderSize) return Bad(fmt::format("message of {} bytes is shorter than the {}-byte header", bytes.size(), kHeaderSize));
+  const uint8_t* p = bytes.data();
+  if (Get<uint16_t>(p + kOffMagic) != kMagic) return Bad(fmt::format("bad magic {:#06x}", Get<uint16_t>(p + kOffMagic)));
+  if (p[kOffVersion] != kVersion) return Bad(fmt::format("unsupported version {} (this side speaks {})", p[kOffVersion], kVersion));
+  if (!KindValid(p[kOffKind])) return Bad(fmt::format("unknown kind {}", p[kOffKind]));
+  if (Get<uint16_t>(p + kOffFlags) != 0) return Bad(fmt::format("unknown flags {:#06x}", Get<uint16_t>(p + kOffFlags)));
+  if (Get<uint16_t>(p + kOffReserved) != 0) return Bad("reserved header bytes are not zero");
+
+  Message m;
+  m.kind = static_cast<Kind>(p[kOffKind]);
+  m.opcode = Get<uint16_t>(p + kOffOpcode);
+  m.request_id = Get<uint64_t>(p + kOffRequestId);
+  m.connection_id = Get<uint64_t>(p + kOffConnectionId);
+  m.status_code = p[kOffStatusCode];
+  m.pushed_bytes = Get<uint64_t>(p + kOffPushedBytes);
+  const uint32_t payload_len = Get<uint32_t>(p + kOffPayloadLen);
+  const uint16_t cap_len = Get<uint16_t>(p + kOffCapLen);
+  const uint16_t msg_len = Get<uint16_t>(p + kOffStatusMsgLen);
+  const uint32_t inline_len = Get<uint32_t>(p + kOffInlineLen);
+  const uint8_t bulk_count = p[kOffBulkCount];
+  // Check the limits before any length is used to index the buffer.
+  if (cap_len > kMaxCapability) return Bad(fmt::format("capability length {} > {}", cap_len, kMaxCapability));
+  if (msg_len > kMaxStatusMessage) return Bad(fmt::format("status message length {} > {}", msg_len, kMaxStatusMessage));
+  if (payload_len > kMaxPayload) return Bad(fmt::format("payload length {} > {}", payload_len, kMaxPayload));
+  if (inline_len > kMaxInline) return Bad(fmt::format("inline length {} > {}", inline_len, kMaxInline));
+  if (bulk_count > kMaxBulkDescriptors) return Bad(fmt::format("bulk count {} > {}", bulk_count, kMaxBulkDescriptors));
+
+  // From here every size is small enough that sums cannot overflow size_t.
+  size_t off = kHeaderSize;
+  const size_t total = bytes.size();
+  auto take = [&](size_t n, std::string_view what) -> Result<std::span<const uint8_t>> {
+    if (n > total - off) return Bad(fmt::format("truncated in {}: needs {} bytes at offset {}, message has {}", what, n, off, total));
+    std::span<const uint8_t> s = bytes.subspan(off, n);
+    off += n;
+    return s;
+  };
+  ROS2_ASSIGN_OR_RETURN(m.capability, take(cap_len, "capability"));
+  m.bulk_count = bulk_count;
+  for (uint8_t i = 0; i < bulk_count; ++i) {
+    ROS2_ASSIGN_OR_RETURN(auto fixed, take(kBulkDescriptorSize, "bulk descriptor"));
+    BulkDescriptor& d = m.bulk[i];
+    if (fixed[0] > 1) return Bad(fmt::format("bulk[{}] direction {}", i, fixed[0]));
+    if (fixed[1] > 2) return Bad(fmt::format("bulk[{}] transfer {}", i, fixed[1]));
+    d.direction = static_cast<BulkDirection>(fixed[0]);
+    d.transfer = static_cast<BulkTransfer>(fixed[1]);
+    const uint16_t rkey_len = Get<uint16_t>(fixed.data() + 2);
+    if (Get<uint32_t>(fixed.data() + 4) != 0) return Bad(fmt::format("bulk[{}] reserved bytes are not zero", i));
+    d.length = Get<uint64_t>(fixed.data() + 8);
+    d.remote_addr = Get<uint64_t>(fixed.data() + 16);
+    if (rkey_len > kMaxRkey) return Bad(fmt::format("bulk[{}] rkey length {} > {}", i, rkey_len, kMaxRkey));
+    ROS2_ASSIGN_OR_RETURN(d.rkey, take(rkey_len, "rkey"));
+  }
+  ROS2_ASSIGN_OR_RETURN(auto status_bytes, take(msg_len, "status message"));
+  m.status_message = std::string_view(reinterpret_cast<const char*>(status_bytes.data()), status_bytes.size());
+  ROS2_ASSIGN_OR_RETURN(m.payload, take(payload_len, "payload"));
+  ROS2_ASSIGN_OR_RETURN(m.inline_data, take(inline_len, "inline data"));
+  if (off != total) return Bad(fmt::format("{} trailing bytes after the declared sections", total - off));
+  ROS2_RETURN_IF_ERROR(CheckSemantics(m));
+  return m;
+}
+
+// ---- Worker address blob ----------------------------------------------------
+// Layout: magic u32, version u8, reserved u8 x3, pid i32 (as u32), ucx address
+// length u32, boot id 16 bytes, then the UCX address.
+size_t EncodedAddressSize(const WorkerAddress& a) { return kAddressHeaderSize + a.ucx_address.size(); }
+
+Result<size_t> EncodeAddress(const WorkerAddress& a, std::span<uint8_t> out) {
+  if (a.ucx_address.empty() || a.ucx_address.size() > kMaxUcxAddress) {
+    return Status::InvalidArgument(fmt::format("wire: UCX address of {} bytes", a.ucx_address.size()));
+  }
+  if (a.pid <= 0) return Status::InvalidArgument(fmt::format("wire: address pid {}", a.pid));
+  const size_t need = EncodedAddressSize(a);
+  if (out.size() < need) return Status::InvalidArgument("wire: address buffer too small");
+  uint8_t* p = out.data();
+  std::memset(p, 0, kAddressHeaderSize);
+  Put<uint32_t>(p, kAddressMagic);
+  p[4] = kAddressVersion;
+  Put<uint32_t>(p + 8, static_cast<uint32_t>(a.pid));
+  Put<uint32_t>(p + 12, static_cast<uint32_t>(a.ucx_address.size()));
+  std::memcpy(p + 16, a.boot_id.data(), a.boot_id.size());
+  std::memcpy(p + kAddressHeaderSize, a.ucx_address.data(), a.ucx_address.size());
+  return need;
+}
+
+Result<WorkerAddress> DecodeAddress(std::span<const uint8_t> bytes) {
+  auto bad = [](std::string_view what) { return Status::InvalidArgument(fmt::format("worker address: {}", what)); };
+  if (bytes.size() < kAddressHeaderSize) return bad(fmt::format("{} bytes is shorter than the {}-byte header", bytes.size(), kAddressHeaderSize));
+  const uint8_t* p = bytes.data();
+  if (Get<uint32_t>(p) != kAddressMagic) return bad("bad magic (not a ROS2 worker address)");
+  if (p[4] != kAddressVersion) return bad(fmt::format("unsupported version {}", p[4]));
+  if (p[5] != 0 || p[6] != 0 || p[7] != 0) return bad("reserved bytes are not zero");
+  WorkerAddress a;
+  a.pid = static_cast<int32_t>(Get<uint32_t>(p + 8));
+  if (a.pid <= 0) return bad(fmt::format("pid {}", a.pid));
+  const uint32_t len = Get<uint32_t>(p + 12);
+  if (len == 0 || len > kMaxUcxAddress) return bad(fmt::format("UCX address length {}", len));
+  if (len != bytes.size() - kAddressHeaderSize) {
+    return bad(fmt::format("UCX address length {} but {} bytes follow the header", len, bytes.size() - kAddressHeaderSize));
+  }
+  std::memcpy(a.boot_id.data(), p + 16, a.boot_id.size());
+  a.ucx_address = bytes.subspan(kAddressHeaderSize, len);
+  return a;
+}
+
+}  // namespace ros2::transport::wire

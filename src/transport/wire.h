@@ -1,0 +1,117 @@
+// The ROS2 data-plane wire format: encoder and the one decoder every received
+// message goes through. Pure byte manipulation with no UCX dependency, so the
+// libFuzzer targets link only this and ros2_common.
+//
+// A message is a fixed 48-byte little-endian header followed by variable
+// sections in a fixed order: capability, bulk descriptors, status message,
+// payload, inline bulk data. The header declares every section length; the
+// decoder accepts a message only if every field is valid and the sections add up
+// to exactly the received length. Decoded views point into the caller's buffer.
+// The format and every validation rule are specified in docs/wire-format.md;
+// keep the two in step.
+//
+// The worker address blob (Worker::address()) is a second, separate format:
+// an envelope with the peer's host boot id and pid around the UCX address.
+//
+// Free functions and plain structs; thread-safe.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace ros2::transport::wire {
+
+inline constexpr uint16_t kMagic = 0x3252;  // bytes "R2" on the wire
+inline constexpr uint8_t kVersion = 1;
+inline constexpr size_t kHeaderSize = 48;
+inline constexpr size_t kBulkDescriptorSize = 24;  // fixed part, the packed rkey follows
+inline constexpr size_t kMaxCapability = 1024;
+inline constexpr size_t kMaxStatusMessage = 1024;
+inline constexpr size_t kMaxRkey = 4096;
+inline constexpr size_t kMaxBulkDescriptors = 2;   // at most one per direction
+inline constexpr uint16_t kMaxUserOpcode = 0xEFFF;
+// Hard upper bound on payload and on inline data; the configured inline limit is
+// enforced separately by the receiver.
+inline constexpr uint32_t kMaxPayload = 1u << 20;
+inline constexpr uint32_t kMaxInline = 1u << 20;
+
+enum class Kind : uint8_t {
+  kHello = 1,      // client -> server: open a connection; payload = client address blob
+  kHelloAck = 2,   // server -> client: connection accepted
+  kRequest = 3,    // client -> server: an RPC
+  kReply = 4,      // server -> client: the answer to one request
+  kPushData = 5,   // server -> client: bulk-in bytes carried as active-message data (am mode)
+  kBye = 6,        // either side: the connection is closing
+};
+
+enum class BulkDirection : uint8_t {
+  kOut = 0,  // client buffer the server reads (Pull)
+  kIn = 1,   // client buffer the server writes (Push)
+};
+
+enum class BulkTransfer : uint8_t {
+  kInline = 0,         // bytes inside this message (out only)
+  kRma = 1,            // remote address + packed rkey: server GETs / PUTs
+  kActiveMessage = 2,  // bytes ride the UCX AM data of this message (out) or a kPushData message (in)
+};
+
+struct BulkDescriptor {
+  BulkDirection direction = BulkDirection::kOut;
+  BulkTransfer transfer = BulkTransfer::kInline;
+  uint64_t length = 0;       // bytes offered (out) or accepted (in)
+  uint64_t remote_addr = 0;  // kRma only: client virtual address of the buffer
+  std::span<const uint8_t> rkey;  // kRma only: packed rkey
+};
+
+// Everything in one message; the encoder reads it, the decoder fills it with
+// views into the received bytes.
+struct Message {
+  Kind kind = Kind::kRequest;
+  uint16_t opcode = 0;            // kRequest: the RPC; 0 otherwise
+  uint8_t status_code = 0;        // kReply: Status::Code of the result
+  uint64_t request_id = 0;        // kRequest/kReply/kPushData: matches a reply to its request
+  uint64_t connection_id = 0;     // the receiver's id of this connection (0 in kHello)
+  uint64_t pushed_bytes = 0;      // kReply: bytes the server pushed into the bulk-in buffer
+  std::span<const uint8_t> capability;      // kRequest only
+  std::array<BulkDescriptor, kMaxBulkDescriptors> bulk{};
+  uint8_t bulk_count = 0;
+  std::string_view status_message;          // kReply only
+  std::span<const uint8_t> payload;
+  std::span<const uint8_t> inline_data;     // kRequest: inline bulk-out bytes; kReply: inline pushed bytes
+
+  // The descriptor for `dir`, or nullptr.
+  const BulkDescriptor* FindBulk(BulkDirection dir) const;
+};
+
+// Bytes needed to encode `m`.
+size_t EncodedSize(const Message& m);
+// Encodes `m` into `out` (out.size() >= EncodedSize(m)); returns bytes written.
+// InvalidArgument when `m` itself breaks a rule the decoder would reject.
+Result<size_t> Encode(const Message& m, std::span<uint8_t> out);
+// Validates and decodes one message. Every field is checked before it is used:
+// magic, version, kind, reserved bits, opcode range, status code, section
+// lengths against their limits and against `bytes.size()`, descriptor rules.
+// On failure returns kProtocol naming the first offending field.
+Result<Message> Decode(std::span<const uint8_t> bytes);
+
+// ---- Worker address blob --------------------------------------------------
+inline constexpr uint32_t kAddressMagic = 0x41573252;  // bytes "R2WA"
+inline constexpr uint8_t kAddressVersion = 1;
+inline constexpr size_t kAddressHeaderSize = 32;
+inline constexpr size_t kMaxUcxAddress = 64 * 1024;
+
+struct WorkerAddress {
+  std::array<uint8_t, 16> boot_id{};  // /proc/sys/kernel/random/boot_id of the host
+  int32_t pid = 0;                    // process owning the worker
+  std::span<const uint8_t> ucx_address;
+};
+size_t EncodedAddressSize(const WorkerAddress& a);
+Result<size_t> EncodeAddress(const WorkerAddress& a, std::span<uint8_t> out);
+Result<WorkerAddress> DecodeAddress(std::span<const uint8_t> bytes);
+
+}  // namespace ros2::transport::wire
