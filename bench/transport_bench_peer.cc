@@ -1,0 +1,163 @@
+// ros2-bench-transport-peer: the server side of `ros2-bench transport`. It serves
+// the opcodes of transport_bench_peer.h on one Worker driven by the transport's
+// own adaptive progress loop (Worker::Wait), so its CPU use while idle is the
+// transport's real idle cost. Not meant to be run by hand.
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "bench/transport_bench_peer.h"
+#include "common/log.h"
+#include "transport/transport.h"
+
+namespace {
+
+using ros2::Status;
+using namespace ros2::transport;
+using namespace ros2::bench::transport_peer;
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) {
+  g_stop.store(true);
+}
+
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
+
+AlignedBuffer Allocate(uint64_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, bytes) != 0) return nullptr;
+  std::memset(p, 0x5a, bytes);
+  return AlignedBuffer(static_cast<std::byte*>(p));
+}
+
+// Buffers for concurrent Pulls: each in-flight write gets its own destination.
+class BufferPool {
+ public:
+  std::byte* Take(uint64_t size) {
+    for (size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].second >= size) {
+        std::byte* b = free_[i].first;
+        free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+        return b;
+      }
+    }
+    all_.push_back(Allocate(size));
+    sizes_.push_back(size);
+    return all_.back().get();
+  }
+  void Give(std::byte* b) {
+    for (size_t i = 0; i < all_.size(); ++i) {
+      if (all_[i].get() == b) free_.emplace_back(b, sizes_[i]);
+    }
+  }
+
+ private:
+  std::vector<AlignedBuffer> all_;
+  std::vector<uint64_t> sizes_;
+  std::vector<std::pair<std::byte*, uint64_t>> free_;
+};
+
+std::string Hex(std::span<const uint8_t> bytes) {
+  std::string s;
+  s.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) s += fmt::format("{:02x}", b);
+  return s;
+}
+
+int Serve(const std::string& kind_name, const std::string& address_file) {
+  auto kind = ParseTransportKind(kind_name);
+  if (!kind.ok()) {
+    std::fprintf(stderr, "peer: %s\n", kind.status().ToString().c_str());
+    return 2;
+  }
+  TransportOptions options;
+  options.kind = *kind;
+  auto ctx = Context::Create(options);
+  if (!ctx.ok()) {
+    std::fprintf(stderr, "peer: context: %s\n", ctx.status().ToString().c_str());
+    return 1;
+  }
+  auto worker_r = (*ctx)->CreateWorker("bench-peer");
+  if (!worker_r.ok()) {
+    std::fprintf(stderr, "peer: worker: %s\n", worker_r.status().ToString().c_str());
+    return 1;
+  }
+  std::unique_ptr<Worker> worker = std::move(*worker_r);
+  BufferPool pool;
+  AlignedBuffer source = Allocate(kMaxBulk);
+
+  auto check = [](Status st) {
+    if (!st.ok()) std::fprintf(stderr, "peer: register handler: %s\n", st.ToString().c_str());
+    return st.ok();
+  };
+  bool ok = check(worker->RegisterHandler(kOpNoop, [](IncomingRequest req) { req.Reply(Status::Ok()); }));
+  ok = ok && check(worker->RegisterHandler(kOpWrite, [&pool](IncomingRequest req) {
+         const uint64_t n = req.bulk_out_size();
+         if (n == 0) return req.Reply(Status::Ok());
+         if (n > kMaxBulk) return req.Reply(Status::InvalidArgument("bench peer: bulk too large"));
+         std::byte* dst = pool.Take(n);
+         req.Pull(std::span<std::byte>(dst, n), [req, dst, &pool](const Status& st) mutable {
+           pool.Give(dst);
+           req.Reply(st);
+         });
+       }));
+  ok = ok && check(worker->RegisterHandler(kOpRead, [&source](IncomingRequest req) {
+         const uint64_t n = std::min(req.bulk_in_capacity(), kMaxBulk);
+         if (n == 0) return req.Reply(Status::Ok());
+         req.Push(std::span<const std::byte>(source.get(), n), [req](const Status& st) mutable { req.Reply(st); });
+       }));
+  if (!ok) return 1;
+
+  {
+    const std::string tmp = address_file + ".tmp";
+    std::ofstream out(tmp);
+    out << Hex(worker->address()) << "\n";
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "peer: cannot write %s\n", tmp.c_str());
+      return 1;
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, address_file, ec);
+    if (ec) {
+      std::fprintf(stderr, "peer: rename %s: %s\n", tmp.c_str(), ec.message().c_str());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "peer: serving (%s)\n", (*ctx)->Describe().c_str());
+  while (!g_stop.load()) worker->Wait(std::chrono::milliseconds(100));
+  worker.reset();
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ros2-bench transport peer (spawned by ros2-bench transport)"};
+  std::string kind = "tcp", address_file, log_level = "warn";
+  app.add_option("--transport", kind, "tcp | shm | rdma | auto");
+  app.add_option("--address-file", address_file, "where to publish the worker address (hex)")->required();
+  app.add_option("--log-level", log_level, "log level");
+  CLI11_PARSE(app, argc, argv);
+  if (auto st = ros2::InitLogging("bench-peer", log_level); !st.ok()) return 2;
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  return Serve(kind, address_file);
+}

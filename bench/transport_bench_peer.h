@@ -1,0 +1,30 @@
+// The contract between `ros2-bench transport` and its peer process
+// (ros2-bench-transport-peer): the opcodes the peer serves and how it publishes
+// its worker address.
+//
+// The suite spawns the peer with `--transport <kind> --address-file <path>`. The
+// peer creates a transport Context and one Worker, writes the worker's address
+// blob as lower-case hex to <path>.tmp and renames it to <path> (so the suite
+// never reads half a file), then serves requests until SIGTERM or SIGINT:
+//   kOpNoop  — replies OK at once (no bulk);
+//   kOpWrite — Pulls the client's whole bulk-out buffer into a peer buffer, then
+//              replies OK (the shape of a VOS update RPC);
+//   kOpRead  — Pushes bulk_in_capacity() bytes from a peer buffer into the client's
+//              bulk-in buffer, then replies OK (the shape of a fetch RPC).
+// Failures of Pull/Push are returned as the reply status.
+#pragma once
+
+#include <cstdint>
+
+namespace ros2::bench::transport_peer {
+
+inline constexpr uint16_t kOpNoop = 0x0B00;
+inline constexpr uint16_t kOpWrite = 0x0B01;
+inline constexpr uint16_t kOpRead = 0x0B02;
+
+// Largest bulk the peer accepts per request.
+inline constexpr uint64_t kMaxBulk = uint64_t{16} << 20;
+
+inline constexpr const char* kPeerExecutable = "ros2-bench-transport-peer";
+
+}  // namespace ros2::bench::transport_peer

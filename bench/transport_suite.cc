@@ -1,0 +1,373 @@
+// `ros2-bench transport`: RPC round-trip latency, bulk bandwidth and idle CPU of
+// ros2_transport between two processes, against ucx_perftest in the same run.
+//
+// For each transport (tcp, shm) the suite spawns ros2-bench-transport-peer (see
+// transport_bench_peer.h), connects one Worker of this process to it, logs the
+// lanes UCX chose, and then, shape by shape, runs ucx_perftest (server + client
+// on loopback with the UCX_TLS / UCX_NET_DEVICES / tcp segment sizes the
+// transport Context selected) followed by the same shape through the transport:
+//   mode=rpc  — one RPC at a time (CallSync), op=write (server Pulls bs bytes) or
+//               op=read (server Pushes bs bytes); metric lat_us_p50/p99 of the
+//               round trip; baseline ucp_am_lat round trip = 2 x its one-way
+//               figure (perftest moves bs bytes in BOTH directions).
+//   mode=bulk — `qd` RPCs in flight with bs bytes of bulk each; metric mib_s;
+//               baseline ucp_am_bw at message size bs.
+//   mode=idle — the connected pair left idle for --idle seconds; metric
+//               cpu_pct_idle = CPU seconds of both processes / wall seconds x 100.
+// Finally the shm/tcp ratio of the 4 KiB write RPC p50 is a record of its own.
+#include <linux/limits.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/bench_report.h"
+#include "bench/perftest_bench_util.h"
+#include "bench/process_bench_util.h"
+#include "bench/transport_bench_peer.h"
+#include "transport/transport.h"
+
+namespace ros2::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace ros2::transport;
+namespace peer = ros2::bench::transport_peer;
+
+struct TransportSuiteOptions {
+  std::vector<std::string> transports = {"tcp", "shm"};
+  std::vector<uint64_t> bs = {4096, uint64_t{1} << 20};
+  std::vector<std::string> ops = {"write", "read"};
+  int bulk_qd = 8;
+  double runtime_s = 3;
+  double idle_s = 5;
+  bool perftest = true;
+};
+
+TransportSuiteOptions g_opts;
+
+struct FreeDeleter {
+  void operator()(std::byte* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
+
+AlignedBuffer Allocate(uint64_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 4096, bytes) != 0) return nullptr;
+  std::memset(p, 0xa5, bytes);
+  return AlignedBuffer(static_cast<std::byte*>(p));
+}
+
+Result<std::vector<uint8_t>> FromHex(const std::string& hex) {
+  std::vector<uint8_t> out;
+  if (hex.size() % 2 != 0) return Status::Protocol("peer address: odd hex length");
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    out.push_back(static_cast<uint8_t>(std::stoul(hex.substr(i, 2), nullptr, 16)));
+  }
+  return out;
+}
+
+Result<std::string> PeerExecutable() {
+  char self[PATH_MAX] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return Status::FromErrno(errno, "readlink /proc/self/exe");
+  std::string path =
+      std::filesystem::path(std::string(self, static_cast<size_t>(n))).parent_path() / peer::kPeerExecutable;
+  if (access(path.c_str(), X_OK) != 0)
+    return Status::NotFound(path + " is missing (build target " + std::string(peer::kPeerExecutable) + ")");
+  return path;
+}
+
+uint16_t Opcode(const std::string& op) {
+  return op == "read" ? peer::kOpRead : peer::kOpWrite;
+}
+
+CallOptions BulkOptions(const std::string& op, std::byte* buf, uint64_t bs) {
+  CallOptions o;
+  if (op == "read") {
+    o.bulk_in = std::span<std::byte>(buf, bs);
+  } else {
+    o.bulk_out = std::span<const std::byte>(buf, bs);
+  }
+  return o;
+}
+
+// One connected client: context, worker, endpoint, and the spawned peer.
+struct Connection {
+  std::unique_ptr<Context> ctx;
+  std::unique_ptr<Worker> worker;
+  std::shared_ptr<Endpoint> ep;
+  ChildProcess peer_proc;
+  std::unique_ptr<ScratchDir> scratch;
+
+  ~Connection() {
+    if (ep) ep->Close();
+    ep.reset();
+    if (peer_proc.running()) {
+      peer_proc.Signal(SIGTERM);
+      if (!peer_proc.Wait(std::chrono::milliseconds(3000)).ok()) peer_proc.Kill();
+    }
+    worker.reset();
+    ctx.reset();
+  }
+};
+
+Result<std::unique_ptr<Connection>> Connect(const std::string& kind_name) {
+  auto conn = std::make_unique<Connection>();
+  ROS2_ASSIGN_OR_RETURN(TransportKind kind, ParseTransportKind(kind_name));
+  TransportOptions options;
+  options.kind = kind;
+  ROS2_ASSIGN_OR_RETURN(conn->ctx, Context::Create(options));
+  ROS2_ASSIGN_OR_RETURN(conn->worker, conn->ctx->CreateWorker("bench-client"));
+  ROS2_ASSIGN_OR_RETURN(auto scratch, ScratchDir::Create("/tmp", "ros2-bench-transport-"));
+  conn->scratch = std::make_unique<ScratchDir>(std::move(scratch));
+  ROS2_ASSIGN_OR_RETURN(std::string peer_path, PeerExecutable());
+  const std::string address_file = conn->scratch->path() + "/peer.addr";
+  SpawnOptions spawn;
+  spawn.argv = {peer_path, "--transport", kind_name, "--address-file", address_file};
+  spawn.stderr_path = conn->scratch->path() + "/peer.err";
+  ROS2_ASSIGN_OR_RETURN(conn->peer_proc, ChildProcess::Spawn(spawn));
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (!std::filesystem::exists(address_file)) {
+    auto exited = conn->peer_proc.Wait(std::chrono::milliseconds(20));
+    if (exited.ok() || Clock::now() > deadline) {
+      auto err = ReadWholeFile(spawn.stderr_path);
+      return Status::TimedOut("transport peer did not publish its address: " + (err.ok() ? *err : ""));
+    }
+  }
+  ROS2_ASSIGN_OR_RETURN(std::string hex, ReadWholeFile(address_file));
+  while (!hex.empty() && (hex.back() == '\n' || hex.back() == ' ')) hex.pop_back();
+  ROS2_ASSIGN_OR_RETURN(auto address, FromHex(hex));
+  ROS2_ASSIGN_OR_RETURN(conn->ep, conn->worker->Connect(address));
+  return conn;
+}
+
+// Environment that makes ucx_perftest use what the transport Context selected.
+std::vector<std::pair<std::string, std::string>> PerftestEnv(const Context& ctx) {
+  std::vector<std::pair<std::string, std::string>> env = {{"UCX_TLS", ctx.ucx_tls()},
+                                                          {"UCX_NET_DEVICES", ctx.options().net_devices}};
+  if (ctx.options().tcp_seg_size != 0) {
+    env.emplace_back("UCX_TCP_TX_SEG_SIZE", std::to_string(ctx.options().tcp_seg_size));
+    env.emplace_back("UCX_TCP_RX_SEG_SIZE", std::to_string(ctx.options().tcp_seg_size));
+  }
+  return env;
+}
+
+std::optional<PerftestResult> Perftest(const Context& ctx, const std::string& test, uint64_t bs) {
+  if (!g_opts.perftest) return std::nullopt;
+  PerftestJob job;
+  job.test = test;
+  job.size = bs;
+  const bool lat = test.ends_with("_lat");
+  job.iterations = bs <= 65536 ? (lat ? 100000 : 300000) : (lat ? 3000 : 5000);
+  job.warmup = bs <= 65536 ? 1000 : 100;
+  job.env = PerftestEnv(ctx);
+  auto r = RunUcxPerftest(job);
+  if (!r.ok()) {
+    std::fprintf(stderr, "transport bench: ucx_perftest %s bs=%llu: %s\n", test.c_str(),
+                 static_cast<unsigned long long>(bs), r.status().ToString().c_str());
+    return std::nullopt;
+  }
+  std::fprintf(stderr, "transport bench: %s\n", r->command.c_str());
+  return *r;
+}
+
+// One RPC at a time for runtime_s; returns round-trip latencies in microseconds.
+Result<std::vector<double>> RpcLatency(Connection& c, const std::string& op, uint64_t bs) {
+  AlignedBuffer buf = Allocate(bs);
+  std::vector<double> lat;
+  const CallOptions options = BulkOptions(op, buf.get(), bs);
+  for (int i = 0; i < 200; ++i) ROS2_RETURN_IF_ERROR(c.ep->CallSync(Opcode(op), {}, options).status());
+  const auto end =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g_opts.runtime_s));
+  while (Clock::now() < end && lat.size() < 2'000'000) {
+    auto t0 = Clock::now();
+    auto r = c.ep->CallSync(Opcode(op), {}, options);
+    if (!r.ok()) return r.status().WithContext(fmt::format("rpc op={} bs={}", op, bs));
+    lat.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  return lat;
+}
+
+// qd RPCs in flight for runtime_s; returns MiB/s.
+Result<double> BulkBandwidth(Connection& c, const std::string& op, uint64_t bs, int qd) {
+  std::vector<AlignedBuffer> bufs;
+  for (int i = 0; i < qd; ++i) bufs.push_back(Allocate(bs));
+  std::vector<int> free_slots;
+  Status error;
+  uint64_t done_bytes = 0;
+  auto submit = [&](int slot) -> Status {
+    return c.ep->Call(Opcode(op), {}, BulkOptions(op, bufs[static_cast<size_t>(slot)].get(), bs),
+                      [&, slot](const ReplyView& reply) {
+                        if (!reply.status.ok() && error.ok()) error = reply.status;
+                        done_bytes += bs;
+                        free_slots.push_back(slot);
+                      });
+  };
+  auto run_for = [&](double seconds) -> Result<double> {
+    free_slots.clear();
+    for (int i = 0; i < qd; ++i) free_slots.push_back(i);
+    done_bytes = 0;
+    const auto start = Clock::now();
+    const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    while (true) {
+      const bool more = Clock::now() < end && error.ok();
+      while (more && !free_slots.empty()) {
+        int slot = free_slots.back();
+        free_slots.pop_back();
+        ROS2_RETURN_IF_ERROR(submit(slot));
+      }
+      if (c.ep->outstanding() == 0 && !more) break;
+      c.worker->Wait(std::chrono::milliseconds(10));
+    }
+    if (!error.ok()) return error.WithContext(fmt::format("bulk op={} bs={}", op, bs));
+    double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    return static_cast<double>(done_bytes) / secs / (1 << 20);
+  };
+  ROS2_RETURN_IF_ERROR(run_for(0.2).status());  // warm-up: registrations, rendezvous setup
+  return run_for(g_opts.runtime_s);
+}
+
+// CPU of this process and of the peer while the pair sits connected and idle.
+Result<std::pair<double, double>> IdleCpu(Connection& c) {
+  ROS2_ASSIGN_OR_RETURN(double self0, ProcessCpuSeconds(getpid()));
+  ROS2_ASSIGN_OR_RETURN(double peer0, ProcessCpuSeconds(c.peer_proc.pid()));
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g_opts.idle_s));
+  while (Clock::now() < end) c.worker->Wait(std::chrono::milliseconds(100));
+  double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  ROS2_ASSIGN_OR_RETURN(double self1, ProcessCpuSeconds(getpid()));
+  ROS2_ASSIGN_OR_RETURN(double peer1, ProcessCpuSeconds(c.peer_proc.pid()));
+  return std::make_pair((self1 - self0) / wall * 100, (peer1 - peer0) / wall * 100);
+}
+
+std::string Lanes(const EndpointInfo& info) {
+  std::string s;
+  for (const auto& l : info.lanes) s += (s.empty() ? "" : ",") + l;
+  return s;
+}
+
+int RunTransportSuite(Reporter& rep) {
+  int rc = 0;
+  std::map<std::string, double> write4k_p50;  // transport -> p50 of the 4 KiB write RPC
+  for (const auto& kind : g_opts.transports) {
+    auto conn_r = Connect(kind);
+    if (!conn_r.ok()) {
+      std::fprintf(stderr, "transport bench: %s: %s\n", kind.c_str(), conn_r.status().ToString().c_str());
+      rc = 1;
+      continue;
+    }
+    Connection& c = **conn_r;
+    const EndpointInfo& info = c.ep->info();
+    std::fprintf(stderr, "transport bench: %s; endpoint am=%s rma=%s lanes=%s bulk=%s failure=%s\n",
+                 c.ctx->Describe().c_str(), info.am_transport.c_str(), info.rma_transport.c_str(), Lanes(info).c_str(),
+                 std::string(BulkModeName(info.bulk_mode)).c_str(),
+                 std::string(FailureDetectionName(info.failure_detection)).c_str());
+    if ((kind == "shm" && !info.IsSharedMemoryOnly()) || (kind == "tcp" && !info.UsesTcp())) {
+      std::fprintf(stderr, "transport bench: WARNING: %s selected but the endpoint's lanes are %s\n", kind.c_str(),
+                   Lanes(info).c_str());
+    }
+    for (uint64_t bs : g_opts.bs) {
+      // RPC round trip.
+      auto lat_base = Perftest(*c.ctx, "ucp_am_lat", bs);
+      for (const auto& op : g_opts.ops) {
+        auto lat = RpcLatency(c, op, bs);
+        if (!lat.ok()) {
+          std::fprintf(stderr, "transport bench: %s\n", lat.status().ToString().c_str());
+          rc = 1;
+          continue;
+        }
+        const std::string case_desc =
+            CaseString({{"mode", "rpc"}, {"op", op}, {"bs", std::to_string(bs)}, {"qd", "1"}, {"transport", kind}});
+        Record p50{"transport", case_desc, "lat_us_p50", Percentile(*lat, 50), std::nullopt, std::nullopt};
+        if (lat_base) {
+          p50.baseline = "ucx_perftest-ucp_am_lat-rtt";
+          p50.baseline_value = 2 * lat_base->lat_us_typical;
+        }
+        rep.Add(p50);
+        rep.Add(Record{"transport", case_desc, "lat_us_p99", Percentile(*lat, 99), std::nullopt, std::nullopt});
+        if (op == "write" && bs == 4096) write4k_p50[kind] = p50.value;
+      }
+      // Bulk bandwidth.
+      auto bw_base = Perftest(*c.ctx, "ucp_am_bw", bs);
+      for (const auto& op : g_opts.ops) {
+        auto bw = BulkBandwidth(c, op, bs, g_opts.bulk_qd);
+        if (!bw.ok()) {
+          std::fprintf(stderr, "transport bench: %s\n", bw.status().ToString().c_str());
+          rc = 1;
+          continue;
+        }
+        Record r{"transport",
+                 CaseString({{"mode", "bulk"},
+                             {"op", op},
+                             {"bs", std::to_string(bs)},
+                             {"qd", std::to_string(g_opts.bulk_qd)},
+                             {"transport", kind}}),
+                 "mib_s",
+                 *bw,
+                 std::nullopt,
+                 std::nullopt};
+        if (bw_base) {
+          r.baseline = "ucx_perftest-ucp_am_bw";
+          r.baseline_value = bw_base->bw_mib_s;
+        }
+        rep.Add(r);
+      }
+    }
+    // Idle CPU of the connected pair.
+    auto idle = IdleCpu(c);
+    if (idle.ok()) {
+      std::fprintf(stderr, "transport bench: %s idle cpu: client %.2f%% peer %.2f%%\n", kind.c_str(), idle->first,
+                   idle->second);
+      rep.Add(Record{"transport", CaseString({{"mode", "idle"}, {"transport", kind}}), "cpu_pct_idle",
+                     idle->first + idle->second, std::nullopt, std::nullopt});
+    } else {
+      std::fprintf(stderr, "transport bench: idle cpu: %s\n", idle.status().ToString().c_str());
+      rc = 1;
+    }
+    const WorkerStats& st = c.worker->stats();
+    std::fprintf(
+        stderr,
+        "transport bench: %s worker stats: sent %llu replies %llu timed_out %llu inline %llu rma %llu am %llu "
+        "sleeps %llu\n",
+        kind.c_str(), static_cast<unsigned long long>(st.requests_sent),
+        static_cast<unsigned long long>(st.replies_received), static_cast<unsigned long long>(st.requests_timed_out),
+        static_cast<unsigned long long>(st.bulk_inline_bytes), static_cast<unsigned long long>(st.bulk_rma_bytes),
+        static_cast<unsigned long long>(st.bulk_am_bytes), static_cast<unsigned long long>(st.sleeps));
+  }
+  if (write4k_p50.count("shm") && write4k_p50.count("tcp")) {
+    rep.Add(Record{"transport",
+                   CaseString({{"mode", "rpc"}, {"op", "write"}, {"bs", "4096"}, {"qd", "1"}, {"transport", "shm"}}),
+                   "lat_us_p50", write4k_p50["shm"], std::string("transport-tcp"), write4k_p50["tcp"]});
+  }
+  return rc;
+}
+
+const bool registered = RegisterSuite(Suite{
+    "transport",
+    "RPC latency, bulk bandwidth and idle CPU of ros2_transport vs ucx_perftest, same run",
+    [](CLI::App& app) {
+      app.add_option("--transports", g_opts.transports, "transports to measure: tcp shm")->delimiter(',');
+      app.add_option("--bs", g_opts.bs, "message / bulk sizes in bytes")->delimiter(',');
+      app.add_option("--ops", g_opts.ops, "write (server pulls) and/or read (server pushes)")->delimiter(',');
+      app.add_option("--qd", g_opts.bulk_qd, "RPCs in flight for the bandwidth cases");
+      app.add_option("--runtime", g_opts.runtime_s, "seconds per case");
+      app.add_option("--idle", g_opts.idle_s, "seconds of the idle CPU measurement");
+      app.add_flag("!--no-perftest", g_opts.perftest, "skip the ucx_perftest baselines");
+    },
+    RunTransportSuite,
+});
+
+}  // namespace
+}  // namespace ros2::bench
