@@ -1,0 +1,71 @@
+#include "control/container_properties.h"
+
+#include <fmt/format.h>
+
+#include "common/config.h"
+#include "common/object_id.h"
+
+namespace ros2::control {
+namespace {
+
+Result<bool> ParseOnOff(const std::string& key, const std::string& value) {
+  if (value == "on" || value == "true" || value == "yes" || value == "1") return true;
+  if (value == "off" || value == "false" || value == "no" || value == "0") return false;
+  return Status::InvalidArgument(fmt::format("container property {}='{}': expected on or off", key, value));
+}
+
+}  // namespace
+
+rpc::ContainerProperties DefaultContainerProperties() {
+  rpc::ContainerProperties p;
+  p.set_object_class("SX");
+  p.set_checksum(true);
+  p.set_chunk_size(kDefaultChunkSize);
+  p.set_encryption(false);
+  p.set_layout(rpc::LAYOUT_POSIX);
+  return p;
+}
+
+Result<rpc::ContainerProperties> ParseContainerProperties(const std::map<std::string, std::string>& props) {
+  rpc::ContainerProperties p = DefaultContainerProperties();
+  for (const auto& [key, value] : props) {
+    if (key == "oclass") {
+      auto oc = ParseObjectClass(value);
+      if (!oc.ok()) {
+        return Status::InvalidArgument(
+            fmt::format("container property oclass='{}': expected S1, SX, RP_2G1 or RP_3G1", value));
+      }
+      p.set_object_class(std::string(ObjectClassName(*oc)));
+    } else if (key == "checksum") {
+      ROS2_ASSIGN_OR_RETURN(bool on, ParseOnOff(key, value));
+      p.set_checksum(on);
+    } else if (key == "encryption") {
+      ROS2_ASSIGN_OR_RETURN(bool on, ParseOnOff(key, value));
+      p.set_encryption(on);
+    } else if (key == "chunk_size") {
+      auto size = ParseSize(value);
+      if (!size.ok()) {
+        return Status::InvalidArgument(fmt::format("container property chunk_size='{}': not a size", value));
+      }
+      if (*size < 4096 || *size > (uint64_t{64} << 20) || *size % 4096 != 0) {
+        return Status::InvalidArgument(fmt::format(
+            "container property chunk_size='{}': must be a multiple of 4 KiB between 4 KiB and 64 MiB", value));
+      }
+      p.set_chunk_size(*size);
+    } else if (key == "layout") {
+      if (value == "POSIX" || value == "posix") {
+        p.set_layout(rpc::LAYOUT_POSIX);
+      } else if (value == "plain" || value == "PLAIN") {
+        p.set_layout(rpc::LAYOUT_PLAIN);
+      } else {
+        return Status::InvalidArgument(fmt::format("container property layout='{}': expected POSIX or plain", value));
+      }
+    } else {
+      return Status::InvalidArgument(fmt::format(
+          "unknown container property '{}' (known: oclass, checksum, chunk_size, encryption, layout)", key));
+    }
+  }
+  return p;
+}
+
+}  // namespace ros2::control

@@ -1,0 +1,106 @@
+#include "control/control_plane.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/hlc.h"
+#include "common/log.h"
+#include "control/management_service.h"
+#include "control/session_service.h"
+
+namespace ros2::control {
+namespace {
+constexpr std::string_view kCapabilityKeyKey = "meta/capability-key";
+constexpr std::string_view kSchemaKey = "meta/schema";
+constexpr std::string_view kSchemaVersion = "1";
+}  // namespace
+
+ControlPlane::ControlPlane(ControlPlaneOptions options)
+    : options_(std::move(options)), started_(std::chrono::steady_clock::now()) {}
+
+ControlPlane::~ControlPlane() = default;
+
+Result<std::unique_ptr<ControlPlane>> ControlPlane::Open(ControlPlaneOptions options) {
+  if (options.data_dir.empty()) return Status::InvalidArgument("control plane: missing data_dir");
+  if (options.capability_lifetime.count() <= 0) {
+    return Status::InvalidArgument("control plane: capability_lifetime must be positive");
+  }
+  std::unique_ptr<ControlPlane> cp(new ControlPlane(std::move(options)));
+  ROS2_RETURN_IF_ERROR(cp->Init().WithContext(fmt::format("control plane in {}", cp->options_.data_dir)));
+  return cp;
+}
+
+uint64_t ControlPlane::NowMs() const {
+  return options_.now_ms ? options_.now_ms() : HybridClock::WallMillis();
+}
+
+uint64_t ControlPlane::uptime_ms() const {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_).count());
+}
+
+std::string ControlPlane::admin_secret_path() const {
+  return options_.data_dir + "/admin.secret";
+}
+
+Status ControlPlane::LoadOrCreateKey() {
+  auto stored = store_->Get(kCapabilityKeyKey);
+  if (stored.ok()) {
+    if (stored->size() != key_.size()) {
+      return Status::Corruption(
+          fmt::format("state store: the capability key is {} bytes, expected {}", stored->size(), key_.size()));
+    }
+    std::memcpy(key_.data(), stored->data(), key_.size());
+    return Status::Ok();
+  }
+  if (!stored.status().IsNotFound()) return stored.status();
+  ROS2_RETURN_IF_ERROR(RandomBytes(key_));
+  return store_->Put(std::string(kCapabilityKeyKey),
+                     std::string(reinterpret_cast<const char*>(key_.data()), key_.size()));
+}
+
+Status ControlPlane::Init() {
+  if (::mkdir(options_.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Status::FromErrno(errno, fmt::format("mkdir {}", options_.data_dir));
+  }
+  ROS2_ASSIGN_OR_RETURN(store_, StateStore::Open(options_.data_dir + "/control-db"));
+  auto schema = store_->Get(kSchemaKey);
+  if (schema.ok()) {
+    if (*schema != kSchemaVersion) {
+      return Status::NotSupported(
+          fmt::format("state store schema version '{}', this build reads '{}'", *schema, kSchemaVersion));
+    }
+  } else if (schema.status().IsNotFound()) {
+    ROS2_RETURN_IF_ERROR(store_->Put(std::string(kSchemaKey), std::string(kSchemaVersion)));
+  } else {
+    return schema.status();
+  }
+  ROS2_RETURN_IF_ERROR(LoadOrCreateKey());
+  ROS2_ASSIGN_OR_RETURN(CapabilitySigner signer, CapabilitySigner::Create(key_));
+  signer_ = std::make_unique<CapabilitySigner>(std::move(signer));
+  CapabilityVerifier::Options vopts;
+  vopts.now_ms = options_.now_ms;
+  ROS2_ASSIGN_OR_RETURN(verifier_, CapabilityVerifier::Create(key_, vopts));
+
+  ROS2_ASSIGN_OR_RETURN(tenants_, TenantRegistry::Create(store_.get(), options_.pbkdf2_iterations));
+  ROS2_ASSIGN_OR_RETURN(bool created, tenants_->Bootstrap(admin_secret_path()));
+  if (created) ROS2_LOG_INFO("control: created the admin tenant; its secret is in {}", admin_secret_path());
+  ROS2_ASSIGN_OR_RETURN(system_map_, SystemMap::Load(store_.get()));
+  catalog_ = std::make_unique<Catalog>(store_.get(), tenants_.get(), system_map_.get(), options_.hooks);
+  sessions_ = std::make_unique<SessionTable>(store_.get(), verifier_.get());
+  ROS2_RETURN_IF_ERROR(sessions_->LoadRevocations(NowMs()));
+  management_ = std::make_unique<ManagementService>(this);
+  session_ = std::make_unique<SessionService>(this);
+  return Status::Ok();
+}
+
+void ControlPlane::RegisterServices(grpc::ServerBuilder* builder) {
+  builder->RegisterService(management_.get());
+  builder->RegisterService(session_.get());
+}
+
+}  // namespace ros2::control

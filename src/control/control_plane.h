@@ -1,0 +1,103 @@
+// ControlPlane: the management state of one engine and the gRPC services over it.
+//
+// Owns the RocksDB state store under <data_dir>/control-db, the tenant registry,
+// the system map (registered engines and their targets), the catalog (pools,
+// containers, ACLs), the open sessions, the capability key (generated on the
+// first start, kept in the store) with its signer and verifier, and the
+// Management and Session gRPC services. The engine embeds it:
+//
+//   auto cp = ControlPlane::Open({.data_dir = dir, .hooks = &my_hooks});
+//   grpc::ServerBuilder builder;                      // owned by the engine
+//   AddControlListeningPort(&builder, listen);        // control_server.h
+//   (*cp)->RegisterServices(&builder);
+//   (*cp)->RegisterLocalEngine(registration);         // its targets' UCX addresses
+//   ... data path: (*cp)->verifier().Authorize(blob, pool, container, rights)
+//
+// On the first start the admin tenant is created and its secret written to
+// <data_dir>/admin.secret (mode 0600). The ControlPlane must outlive any gRPC
+// server its services are registered with. All methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <grpcpp/server_builder.h>
+
+#include "common/status.h"
+#include "control/capability.h"
+#include "control/catalog.h"
+#include "control/engine_hooks.h"
+#include "control/session_table.h"
+#include "control/state_store.h"
+#include "control/system_map.h"
+#include "control/tenant_registry.h"
+
+namespace ros2::control {
+
+class ManagementService;
+class SessionService;
+
+struct ControlPlaneOptions {
+  std::string data_dir;                            // required; created if missing
+  std::chrono::seconds capability_lifetime{3600};  // expiry of issued capabilities
+  uint32_t pbkdf2_iterations = 10000;              // for newly stored secrets
+  EngineHooks* hooks = nullptr;                    // optional; must outlive the plane
+  std::function<uint64_t()> now_ms = nullptr;      // wall clock (ms); tests inject one
+};
+
+class ControlPlane {
+ public:
+  static Result<std::unique_ptr<ControlPlane>> Open(ControlPlaneOptions options);
+  ~ControlPlane();
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
+
+  // Adds the Management and Session services to a builder the caller owns.
+  void RegisterServices(grpc::ServerBuilder* builder);
+
+  // Registers (or re-registers) an engine's targets without a gRPC round trip;
+  // the engine that embeds the plane calls this for itself at every start.
+  // Returns the new map version.
+  Result<uint64_t> RegisterLocalEngine(const EngineRegistration& registration) {
+    return system_map_->RegisterEngine(registration);
+  }
+
+  // The data path's capability check (shared by every target thread).
+  CapabilityVerifier& verifier() { return *verifier_; }
+  const CapabilitySigner& signer() const { return *signer_; }
+  const CapabilityKey& capability_key() const { return key_; }
+
+  // Path of the admin secret file written at the first start.
+  std::string admin_secret_path() const;
+  const ControlPlaneOptions& options() const { return options_; }
+  uint64_t NowMs() const;
+  uint64_t uptime_ms() const;
+
+  StateStore& store() { return *store_; }
+  TenantRegistry& tenants() { return *tenants_; }
+  SystemMap& system_map() { return *system_map_; }
+  Catalog& catalog() { return *catalog_; }
+  SessionTable& sessions() { return *sessions_; }
+
+ private:
+  explicit ControlPlane(ControlPlaneOptions options);
+  Status Init();
+  Status LoadOrCreateKey();
+
+  ControlPlaneOptions options_;
+  std::chrono::steady_clock::time_point started_;
+  std::unique_ptr<StateStore> store_;
+  std::unique_ptr<TenantRegistry> tenants_;
+  std::unique_ptr<SystemMap> system_map_;
+  std::unique_ptr<Catalog> catalog_;
+  CapabilityKey key_{};
+  std::unique_ptr<CapabilitySigner> signer_;
+  std::unique_ptr<CapabilityVerifier> verifier_;
+  std::unique_ptr<SessionTable> sessions_;
+  std::unique_ptr<ManagementService> management_;
+  std::unique_ptr<SessionService> session_;
+};
+
+}  // namespace ros2::control

@@ -1,0 +1,63 @@
+// ManagementClient: the typed client of the Management service, for ros2ctl,
+// engines registering with a management endpoint, and tests. Every call is
+// authenticated with the credentials given at construction and bounded by the
+// timeout; failures come back as ros2::Status with the server's code and
+// message (FromGrpcStatus). Thread-safe: calls may run concurrently.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <grpcpp/channel.h>
+
+#include "common/status.h"
+#include "control/credentials.h"
+#include "control/rights.h"
+#include "control/system_map.h"
+#include "ros2/mgmt.grpc.pb.h"
+
+namespace ros2::control {
+
+class ManagementClient {
+ public:
+  ManagementClient(std::shared_ptr<grpc::Channel> channel, Credentials credentials,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  Result<rpc::PoolInfo> CreatePool(std::string_view label, uint64_t size_bytes, uint32_t target_count = 0);
+  Result<std::vector<rpc::PoolInfo>> ListPools();
+  Result<rpc::PoolInfo> QueryPool(std::string_view pool);
+  Status DestroyPool(std::string_view pool, bool force = false);
+
+  Result<rpc::ContainerInfo> CreateContainer(std::string_view pool, std::string_view label,
+                                             const std::map<std::string, std::string>& properties = {});
+  Result<std::vector<rpc::ContainerInfo>> ListContainers(std::string_view pool);
+  Result<rpc::ContainerInfo> QueryContainer(std::string_view pool, std::string_view container);
+  Status DestroyContainer(std::string_view pool, std::string_view container);
+
+  // Returns the tenant's secret (generated when `secret` is empty).
+  Result<std::string> CreateTenant(std::string_view name, std::string_view secret = {});
+  Status DeleteTenant(std::string_view name);
+  Result<std::vector<std::string>> ListTenants();
+  // Container empty: the pool's ACL. Rights 0 removes the tenant's entry.
+  Result<std::vector<rpc::AclEntry>> SetAcl(std::string_view pool, std::string_view container, std::string_view tenant,
+                                            Rights rights);
+
+  Result<rpc::RegisterEngineResponse> RegisterEngine(const EngineRegistration& registration);
+  Result<uint64_t> SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state);
+  Result<rpc::EngineStatus> GetEngineStatus();
+
+  // The raw stub (tests send malformed requests through it).
+  rpc::Management::Stub& stub() { return *stub_; }
+  const Credentials& credentials() const { return credentials_; }
+
+ private:
+  std::unique_ptr<rpc::Management::Stub> stub_;
+  Credentials credentials_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace ros2::control

@@ -1,0 +1,186 @@
+#include "control/management_service.h"
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "control/control_plane.h"
+#include "control/service_call.h"
+
+namespace ros2::control {
+namespace {
+
+constexpr std::string_view kControlPlaneVersion = "ros2-control 0.1.0";
+
+Status RequireAdmin(const Principal& who, std::string_view what) {
+  if (who.is_admin()) return Status::Ok();
+  return Status::PermissionDenied(fmt::format("tenant '{}' may not {}: only the admin tenant may", who.name, what));
+}
+
+Result<Uuid> ParseEngineUuid(const std::string& text) {
+  if (text.empty()) return Status::InvalidArgument("missing engine_uuid");
+  auto uuid = Uuid::Parse(text);
+  if (!uuid.ok()) return Status::InvalidArgument(fmt::format("engine_uuid '{}' is a bad UUID", text));
+  if (uuid->IsNil()) return Status::InvalidArgument("engine_uuid must not be the nil UUID");
+  return uuid;
+}
+
+}  // namespace
+
+grpc::Status ManagementService::CreatePool(grpc::ServerContext* ctx, const rpc::CreatePoolRequest* req,
+                                           rpc::PoolInfo* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.CreatePool", [&](const Principal& who) -> Status {
+    ROS2_ASSIGN_OR_RETURN(*resp,
+                          plane_->catalog().CreatePool(who, req->label(), req->size_bytes(), req->target_count()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::ListPools(grpc::ServerContext* ctx, const rpc::ListPoolsRequest* /*req*/,
+                                          rpc::ListPoolsResponse* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.ListPools", [&](const Principal& who) -> Status {
+    ROS2_ASSIGN_OR_RETURN(auto pools, plane_->catalog().ListPools(who));
+    for (auto& p : pools) *resp->add_pools() = std::move(p);
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::QueryPool(grpc::ServerContext* ctx, const rpc::QueryPoolRequest* req,
+                                          rpc::PoolInfo* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.QueryPool", [&](const Principal& who) -> Status {
+    ROS2_ASSIGN_OR_RETURN(*resp, plane_->catalog().QueryPool(who, req->pool()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::DestroyPool(grpc::ServerContext* ctx, const rpc::DestroyPoolRequest* req,
+                                            rpc::DestroyPoolResponse* /*resp*/) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.DestroyPool", [&](const Principal& who) {
+    return plane_->catalog().DestroyPool(who, req->pool(), req->force());
+  });
+}
+
+grpc::Status ManagementService::CreateContainer(grpc::ServerContext* ctx, const rpc::CreateContainerRequest* req,
+                                                rpc::ContainerInfo* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.CreateContainer", [&](const Principal& who) -> Status {
+    std::map<std::string, std::string> props(req->properties().begin(), req->properties().end());
+    ROS2_ASSIGN_OR_RETURN(*resp, plane_->catalog().CreateContainer(who, req->pool(), req->label(), props));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::ListContainers(grpc::ServerContext* ctx, const rpc::ListContainersRequest* req,
+                                               rpc::ListContainersResponse* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.ListContainers", [&](const Principal& who) -> Status {
+    ROS2_ASSIGN_OR_RETURN(auto conts, plane_->catalog().ListContainers(who, req->pool()));
+    for (auto& c : conts) *resp->add_containers() = std::move(c);
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::QueryContainer(grpc::ServerContext* ctx, const rpc::QueryContainerRequest* req,
+                                               rpc::ContainerInfo* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.QueryContainer", [&](const Principal& who) -> Status {
+    ROS2_ASSIGN_OR_RETURN(*resp, plane_->catalog().QueryContainer(who, req->pool(), req->container()));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::DestroyContainer(grpc::ServerContext* ctx, const rpc::DestroyContainerRequest* req,
+                                                 rpc::DestroyContainerResponse* /*resp*/) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.DestroyContainer", [&](const Principal& who) {
+    return plane_->catalog().DestroyContainer(who, req->pool(), req->container());
+  });
+}
+
+grpc::Status ManagementService::CreateTenant(grpc::ServerContext* ctx, const rpc::CreateTenantRequest* req,
+                                             rpc::CreateTenantResponse* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.CreateTenant", [&](const Principal& who) -> Status {
+    ROS2_RETURN_IF_ERROR(RequireAdmin(who, "create tenants"));
+    ROS2_ASSIGN_OR_RETURN(std::string secret, plane_->tenants().CreateTenant(req->name(), req->secret()));
+    resp->set_name(req->name());
+    resp->set_secret(std::move(secret));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::DeleteTenant(grpc::ServerContext* ctx, const rpc::DeleteTenantRequest* req,
+                                             rpc::DeleteTenantResponse* /*resp*/) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.DeleteTenant", [&](const Principal& who) -> Status {
+    ROS2_RETURN_IF_ERROR(RequireAdmin(who, "delete tenants"));
+    return plane_->tenants().DeleteTenant(req->name());
+  });
+}
+
+grpc::Status ManagementService::ListTenants(grpc::ServerContext* ctx, const rpc::ListTenantsRequest* /*req*/,
+                                            rpc::ListTenantsResponse* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.ListTenants", [&](const Principal& who) -> Status {
+    ROS2_RETURN_IF_ERROR(RequireAdmin(who, "list tenants"));
+    ROS2_ASSIGN_OR_RETURN(auto names, plane_->tenants().ListTenants());
+    for (auto& n : names) resp->add_names(std::move(n));
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::SetAcl(grpc::ServerContext* ctx, const rpc::SetAclRequest* req,
+                                       rpc::SetAclResponse* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.SetAcl", [&](const Principal& who) -> Status {
+    ROS2_ASSIGN_OR_RETURN(auto acl,
+                          plane_->catalog().SetAcl(who, req->pool(), req->container(), req->tenant(), req->rights()));
+    for (auto& e : acl) *resp->add_acl() = std::move(e);
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::RegisterEngine(grpc::ServerContext* ctx, const rpc::RegisterEngineRequest* req,
+                                               rpc::RegisterEngineResponse* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.RegisterEngine", [&](const Principal& who) -> Status {
+    ROS2_RETURN_IF_ERROR(RequireAdmin(who, "register engines"));
+    EngineRegistration reg;
+    ROS2_ASSIGN_OR_RETURN(reg.engine, ParseEngineUuid(req->engine_uuid()));
+    reg.address = req->address();
+    reg.capacity_bytes = req->capacity_bytes();
+    for (const auto& t : req->targets()) {
+      reg.targets.push_back(TargetRegistration{t.index(), t.worker_address(), t.capacity_bytes()});
+    }
+    ROS2_ASSIGN_OR_RETURN(uint64_t version, plane_->system_map().RegisterEngine(reg));
+    resp->set_map_version(version);
+    const CapabilityKey& key = plane_->capability_key();
+    resp->set_capability_key(key.data(), key.size());
+    ROS2_LOG_INFO("control: engine {} ({}) registered {} targets, map version {}", req->engine_uuid(), req->address(),
+                  reg.targets.size(), version);
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::SetTargetState(grpc::ServerContext* ctx, const rpc::SetTargetStateRequest* req,
+                                               rpc::SetTargetStateResponse* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.SetTargetState", [&](const Principal& who) -> Status {
+    ROS2_RETURN_IF_ERROR(RequireAdmin(who, "change target states"));
+    ROS2_ASSIGN_OR_RETURN(Uuid engine, ParseEngineUuid(req->engine_uuid()));
+    ROS2_ASSIGN_OR_RETURN(uint64_t version, plane_->system_map().SetTargetState(engine, req->index(), req->state()));
+    resp->set_map_version(version);
+    return Status::Ok();
+  });
+}
+
+grpc::Status ManagementService::GetEngineStatus(grpc::ServerContext* ctx, const rpc::GetEngineStatusRequest* /*req*/,
+                                                rpc::EngineStatus* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.GetEngineStatus", [&](const Principal& who) -> Status {
+    ROS2_RETURN_IF_ERROR(RequireAdmin(who, "read the engine status"));
+    rpc::PoolMap map = plane_->system_map().Snapshot();
+    resp->set_map_version(map.version());
+    *resp->mutable_engines() = map.engines();
+    *resp->mutable_targets() = map.targets();
+    ROS2_ASSIGN_OR_RETURN(uint32_t pools, plane_->catalog().PoolCount());
+    resp->set_pool_count(pools);
+    ROS2_ASSIGN_OR_RETURN(auto tenants, plane_->tenants().ListTenants());
+    resp->set_tenant_count(static_cast<uint32_t>(tenants.size()));
+    resp->set_uptime_ms(plane_->uptime_ms());
+    resp->set_version(std::string(kControlPlaneVersion));
+    return Status::Ok();
+  });
+}
+
+}  // namespace ros2::control

@@ -1,0 +1,38 @@
+// Access rights of tenants on pools and containers, as a bitmask. The same bits
+// are stored in ACL entries, travel in capabilities (one byte) and in the wire
+// enum ros2.rpc.Right. Free functions and constants; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace ros2::control {
+
+using Rights = uint8_t;
+
+inline constexpr Rights kRightRead = 1;    // fetch data, list, query
+inline constexpr Rights kRightWrite = 2;   // update and punch data
+inline constexpr Rights kRightCreate = 4;  // create containers in a pool
+inline constexpr Rights kRightDelete = 8;  // destroy the pool or container
+inline constexpr Rights kRightAdmin = 16;  // change ACLs and properties
+inline constexpr Rights kAllRights = 0x1f;
+
+// True when `granted` holds every bit of `required`.
+inline bool HasRights(Rights granted, Rights required) {
+  return (granted & required) == required;
+}
+
+// "rwcda" letters of the granted bits, "-" for none (e.g. "rw---").
+std::string RightsToString(Rights rights);
+
+// Accepts letters "r", "w", "c", "d", "a" in any order ("rw"), or words
+// separated by commas ("read,write,create,delete,admin"), or "all"/"none".
+Result<Rights> ParseRights(std::string_view text);
+
+// InvalidArgument naming the unknown bits when `rights` has bits outside kAllRights.
+Status ValidateRights(uint32_t rights, std::string_view what);
+
+}  // namespace ros2::control

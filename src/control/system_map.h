@@ -1,0 +1,64 @@
+// SystemMap: every engine registered with this management endpoint and its
+// targets (UCX worker address, capacity, state UP/DOWN/DRAIN), with a version
+// that increases on every change. Pool maps are views of it (Catalog).
+//
+// Persisted as one rpc::PoolMap record under the key "sysmap" (pool_uuid empty),
+// rewritten on each change. Targets keep their position: engines in order of
+// first registration, each engine's targets by index; a re-registering engine
+// (restart, new worker addresses) is updated in place.
+//
+// Owned by ControlPlane. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "common/uuid.h"
+#include "control/state_store.h"
+#include "ros2/common.pb.h"
+
+namespace ros2::control {
+
+struct TargetRegistration {
+  uint32_t index = 0;
+  std::string worker_address;  // UCX worker address blob
+  uint64_t capacity_bytes = 0;
+};
+
+// What an engine tells the management service about itself at start.
+struct EngineRegistration {
+  Uuid engine;
+  std::string address;  // host or fabric name, informative
+  uint64_t capacity_bytes = 0;
+  std::vector<TargetRegistration> targets;
+};
+
+class SystemMap {
+ public:
+  // Loads the persisted map (an empty map at version 0 on first start).
+  static Result<std::unique_ptr<SystemMap>> Load(StateStore* store);
+
+  // Adds or updates the engine; every target of it becomes UP. Returns the new
+  // version. InvalidArgument names a missing field or a duplicate target index.
+  Result<uint64_t> RegisterEngine(const EngineRegistration& reg);
+  // NotFound for an unknown engine or target; returns the new version.
+  Result<uint64_t> SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state);
+
+  // A copy of the map (pool_uuid empty).
+  rpc::PoolMap Snapshot() const;
+  uint64_t version() const;
+
+ private:
+  explicit SystemMap(StateStore* store) : store_(store) {}
+  Status PersistLocked();
+
+  StateStore* store_;
+  mutable std::mutex mu_;
+  rpc::PoolMap map_;  // GUARDED_BY(mu_)
+};
+
+}  // namespace ros2::control

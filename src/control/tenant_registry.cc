@@ -1,0 +1,189 @@
+#include "control/tenant_registry.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "common/hlc.h"
+#include "ros2/common.pb.h"
+
+namespace ros2::control {
+namespace {
+
+constexpr std::string_view kTenantPrefix = "tenant/";
+constexpr size_t kSaltSize = 16;
+constexpr size_t kMaxSecret = 256;
+
+std::span<const uint8_t> AsBytes(std::string_view s) {
+  return std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
+Status WriteSecretFile(const std::string& path, const std::string& secret) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return Status::FromErrno(errno, fmt::format("admin bootstrap: create {}", path));
+  Status st;
+  std::string text = secret + "\n";
+  if (::fchmod(fd, 0600) != 0) {
+    st = Status::FromErrno(errno, fmt::format("admin bootstrap: chmod 0600 {}", path));
+  } else if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    st = Status::FromErrno(errno == 0 ? EIO : errno, fmt::format("admin bootstrap: write {}", path));
+  } else if (::fsync(fd) != 0) {
+    st = Status::FromErrno(errno, fmt::format("admin bootstrap: fsync {}", path));
+  }
+  ::close(fd);
+  return st;
+}
+
+}  // namespace
+
+Status ValidateName(std::string_view name, std::string_view what) {
+  if (name.empty()) return Status::InvalidArgument(fmt::format("missing {}", what));
+  if (name.size() > 64) {
+    return Status::InvalidArgument(
+        fmt::format("{} '{}' is {} characters long, at most 64 allowed", what, name, name.size()));
+  }
+  auto bad = std::find_if(name.begin(), name.end(), [](char c) {
+    return !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+             c == '-');
+  });
+  if (bad != name.end()) {
+    return Status::InvalidArgument(fmt::format(
+        "{} '{}' has the character '{}': only letters, digits, '.', '_' and '-' are allowed", what, name, *bad));
+  }
+  return Status::Ok();
+}
+
+TenantRegistry::TenantRegistry(StateStore* store, uint32_t iterations, HmacSha256 memo_hmac)
+    : store_(store), iterations_(iterations), memo_hmac_(std::move(memo_hmac)) {}
+
+Result<std::unique_ptr<TenantRegistry>> TenantRegistry::Create(StateStore* store, uint32_t pbkdf2_iterations) {
+  if (pbkdf2_iterations == 0) return Status::InvalidArgument("tenant registry: PBKDF2 iterations must be positive");
+  std::array<uint8_t, 32> memo_key{};
+  ROS2_RETURN_IF_ERROR(RandomBytes(memo_key));
+  ROS2_ASSIGN_OR_RETURN(HmacSha256 hmac, HmacSha256::Create(memo_key));
+  return std::unique_ptr<TenantRegistry>(new TenantRegistry(store, pbkdf2_iterations, std::move(hmac)));
+}
+
+Result<bool> TenantRegistry::Bootstrap(const std::string& admin_secret_path) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto existing = store_->Get(fmt::format("{}{}", kTenantPrefix, kAdminTenant));
+  if (existing.ok()) return false;
+  if (!existing.status().IsNotFound()) return existing.status();
+  ROS2_ASSIGN_OR_RETURN(std::string secret, RandomHex(32));
+  // The file first: a crash before the record is stored just repeats bootstrap.
+  ROS2_RETURN_IF_ERROR(WriteSecretFile(admin_secret_path, secret));
+  std::array<uint8_t, kSaltSize> salt{};
+  ROS2_RETURN_IF_ERROR(RandomBytes(salt));
+  ROS2_ASSIGN_OR_RETURN(Sha256Digest hash, Pbkdf2Sha256(secret, salt, iterations_));
+  rpc::TenantRecord rec;
+  rec.set_name(std::string(kAdminTenant));
+  Uuid uuid = Uuid::Generate();
+  rec.set_uuid(uuid.bytes().data(), uuid.bytes().size());
+  rec.set_salt(salt.data(), salt.size());
+  rec.set_secret_hash(hash.data(), hash.size());
+  rec.set_iterations(iterations_);
+  rec.set_created_ms(HybridClock::WallMillis());
+  ROS2_RETURN_IF_ERROR(store_->Put(fmt::format("{}{}", kTenantPrefix, kAdminTenant), rec.SerializeAsString()));
+  return true;
+}
+
+Result<Principal> TenantRegistry::Authenticate(std::string_view name, std::string_view secret) {
+  Status denied = Status::Unauthenticated(fmt::format("authentication failed for tenant '{}'", name));
+  if (name.empty()) return Status::Unauthenticated("missing credentials: no tenant name (metadata 'ros2-tenant')");
+  if (secret.empty() || secret.size() > kMaxSecret) return denied;
+  ROS2_ASSIGN_OR_RETURN(Sha256Digest memo, memo_hmac_.Compute(AsBytes(secret)));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = memo_.find(std::string(name));
+    if (it != memo_.end() && ConstantTimeEqual(it->second.first, memo)) return it->second.second;
+  }
+  auto raw = store_->Get(fmt::format("{}{}", kTenantPrefix, name));
+  if (!raw.ok()) return raw.status().IsNotFound() ? denied : raw.status();
+  rpc::TenantRecord rec;
+  if (!rec.ParseFromString(*raw) || rec.uuid().size() != 16) {
+    return Status::Corruption(fmt::format("state store: tenant record '{}' does not parse", name));
+  }
+  ROS2_ASSIGN_OR_RETURN(Sha256Digest hash, Pbkdf2Sha256(secret, AsBytes(rec.salt()), rec.iterations()));
+  if (!ConstantTimeEqual(hash, AsBytes(rec.secret_hash()))) return denied;
+  std::array<uint8_t, 16> ub{};
+  std::copy(rec.uuid().begin(), rec.uuid().end(), ub.begin());
+  Principal p{rec.name(), Uuid::FromBytes(ub)};
+  std::lock_guard<std::mutex> lock(mu_);
+  memo_[p.name] = {memo, p};
+  return p;
+}
+
+Result<std::string> TenantRegistry::CreateTenant(std::string_view name, std::string_view secret) {
+  ROS2_RETURN_IF_ERROR(ValidateName(name, "tenant name"));
+  if (secret.size() > kMaxSecret) {
+    return Status::InvalidArgument(fmt::format("tenant '{}': secret longer than {} bytes", name, kMaxSecret));
+  }
+  std::string chosen(secret);
+  if (chosen.empty()) {
+    ROS2_ASSIGN_OR_RETURN(chosen, RandomHex(32));
+  }
+  std::array<uint8_t, kSaltSize> salt{};
+  ROS2_RETURN_IF_ERROR(RandomBytes(salt));
+  ROS2_ASSIGN_OR_RETURN(Sha256Digest hash, Pbkdf2Sha256(chosen, salt, iterations_));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string key = fmt::format("{}{}", kTenantPrefix, name);
+  auto existing = store_->Get(key);
+  if (existing.ok()) return Status::AlreadyExists(fmt::format("tenant '{}' already exists", name));
+  if (!existing.status().IsNotFound()) return existing.status();
+  rpc::TenantRecord rec;
+  rec.set_name(std::string(name));
+  Uuid uuid = Uuid::Generate();
+  rec.set_uuid(uuid.bytes().data(), uuid.bytes().size());
+  rec.set_salt(salt.data(), salt.size());
+  rec.set_secret_hash(hash.data(), hash.size());
+  rec.set_iterations(iterations_);
+  rec.set_created_ms(HybridClock::WallMillis());
+  ROS2_RETURN_IF_ERROR(store_->Put(key, rec.SerializeAsString()));
+  return chosen;
+}
+
+Status TenantRegistry::DeleteTenant(std::string_view name) {
+  if (name == kAdminTenant) return Status::InvalidArgument("the admin tenant cannot be deleted");
+  ROS2_RETURN_IF_ERROR(ValidateName(name, "tenant name"));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string key = fmt::format("{}{}", kTenantPrefix, name);
+  auto existing = store_->Get(key);
+  if (!existing.ok()) {
+    return existing.status().IsNotFound() ? Status::NotFound(fmt::format("unknown tenant '{}'", name))
+                                          : existing.status();
+  }
+  StoreBatch b;
+  b.Delete(key);
+  ROS2_RETURN_IF_ERROR(store_->Write(b));
+  memo_.erase(std::string(name));
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> TenantRegistry::ListTenants() const {
+  ROS2_ASSIGN_OR_RETURN(auto rows, store_->Scan(kTenantPrefix));
+  std::vector<std::string> names;
+  names.reserve(rows.size());
+  for (auto& [key, value] : rows) names.push_back(key.substr(kTenantPrefix.size()));
+  return names;
+}
+
+Result<Principal> TenantRegistry::Lookup(std::string_view name) const {
+  auto raw = store_->Get(fmt::format("{}{}", kTenantPrefix, name));
+  if (!raw.ok()) {
+    return raw.status().IsNotFound() ? Status::NotFound(fmt::format("unknown tenant '{}'", name)) : raw.status();
+  }
+  rpc::TenantRecord rec;
+  if (!rec.ParseFromString(*raw) || rec.uuid().size() != 16) {
+    return Status::Corruption(fmt::format("state store: tenant record '{}' does not parse", name));
+  }
+  std::array<uint8_t, 16> ub{};
+  std::copy(rec.uuid().begin(), rec.uuid().end(), ub.begin());
+  return Principal{rec.name(), Uuid::FromBytes(ub)};
+}
+
+}  // namespace ros2::control
