@@ -119,6 +119,10 @@ class MemoryRegion {
   bool Contains(const void* p, uint64_t n) const;
   // The packed rkey (ucp_rkey_pack), sent to peers inside RPCs.
   std::span<const uint8_t> packed_rkey() const { return packed_rkey_; }
+  // True when UCX allocated the memory (Context::AllocateMemory): it lives in a
+  // shared segment a same-host peer maps, so RMA on it is one-sided over shm.
+  bool ucx_allocated() const { return ucx_allocated_; }
+  std::byte* mutable_base() const { return base_; }
 
  private:
   friend class Context;
@@ -127,6 +131,7 @@ class MemoryRegion {
   void* memh_ = nullptr;     // ucp_mem_h
   std::byte* base_ = nullptr;
   uint64_t length_ = 0;
+  bool ucx_allocated_ = false;
   std::vector<uint8_t> packed_rkey_;
 };
 
@@ -161,6 +166,14 @@ class Context {
   // up in logs and UCX debug output.
   Result<std::unique_ptr<Worker>> CreateWorker(std::string_view name);
 
+  // Allocates `length` bytes of registered memory from UCX (ucp_mem_map with
+  // UCP_MEM_MAP_ALLOCATE): a shared-memory segment on shm, pinned memory on
+  // rdma. Bulk buffers inside such a region move by one-sided RMA on every
+  // transport that has RMA (the I/O arena of clients and agents); ordinary heap
+  // memory moves by RMA only where the network registers it (rdma) and by
+  // active-message rendezvous elsewhere. Freed with the last reference.
+  Result<std::shared_ptr<const MemoryRegion>> AllocateMemory(uint64_t length);
+
   // Registers [addr, addr + length) for remote read and write. The caller keeps
   // the region (and the memory) alive as long as peers may access it.
   Result<std::shared_ptr<const MemoryRegion>> RegisterMemory(void* addr, uint64_t length);
@@ -184,7 +197,11 @@ class Context {
 
  private:
   Context() = default;
-  struct Cache;
+  Result<std::shared_ptr<const MemoryRegion>> MapMemory(void* addr, uint64_t length, bool allocate);
+ public:
+  struct Cache;  // internal (context.cc)
+
+ private:
   TransportOptions options_;
   TransportKind resolved_kind_ = TransportKind::kTcp;
   std::string ucx_tls_;
@@ -199,7 +216,11 @@ struct EndpointInfo {
   std::string am_transport;         // "tl/device" of the active-message lane, e.g. "posix/memory", "tcp/lo"
   std::string rma_transport;        // first RMA lane, e.g. "cma/memory"; empty when none
   std::vector<std::string> lanes;   // every lane as "tl/device", in lane order
+  // kRma when the RMA lanes are one-sided (shared memory, verbs). Over shm UCX
+  // 1.13 can only do one-sided RMA on UCX-allocated memory (Context::AllocateMemory);
+  // other buffers then ride active-message rendezvous (a cma copy by the receiver).
   BulkMode bulk_mode = BulkMode::kActiveMessage;
+  bool rma_any_memory = false;      // RMA also works on ordinary registered memory (verbs)
   FailureDetection failure_detection = FailureDetection::kUcxPeer;
   bool same_host = false;           // the peer's address blob names this host (boot id)
   int32_t peer_pid = 0;

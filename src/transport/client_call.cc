@@ -1,0 +1,337 @@
+// The client side of an RPC: building the request (inline, RMA or AM bulk),
+// matching replies and pushed data to calls, deadlines, and EndpointImpl.
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "transport/ucx_util.h"
+#include "transport/worker_impl.h"
+
+namespace ros2::transport {
+namespace {
+
+void PushRecvCallback(void* request, ucs_status_t status, size_t /*length*/, void* user_data) {
+  auto* ctx = static_cast<PushReceive*>(user_data);
+  ctx->worker->OnPushReceived(ctx->slot, ctx->generation, status);
+  ucp_request_free(request);
+}
+
+}  // namespace
+
+Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const uint8_t> payload,
+                             const CallOptions& options, ReplyCallback done) {
+  const TransportOptions& opts = context_.options();
+  if (!conn.status.ok()) return conn.status;
+  if (conn.remote_id == 0) return Status::Disconnected(fmt::format("transport: {} has not accepted the connection", conn.peer_name));
+  if (opcode > wire::kMaxUserOpcode) return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
+  if (!done) return Status::InvalidArgument("transport: call without a reply callback");
+  if (options.capability.size() > wire::kMaxCapability) {
+    return Status::InvalidArgument(fmt::format("transport: capability of {} bytes (max {})", options.capability.size(), wire::kMaxCapability));
+  }
+  if (payload.size() > wire::kMaxPayload) {
+    return Status::InvalidArgument(fmt::format("transport: payload of {} bytes (max {})", payload.size(), wire::kMaxPayload));
+  }
+  if (live_calls_ >= opts.max_outstanding_requests) {
+    return Status::Busy(fmt::format("transport: {} requests outstanding on worker '{}'", live_calls_, name_));
+  }
+  const uint64_t inline_limit = opts.inline_limit;
+  // RMA for a buffer when the lanes are one-sided for it (see FillEndpointInfo).
+  auto use_rma = [&](const std::shared_ptr<const MemoryRegion>& region, const void* addr, uint64_t len) {
+    if (conn.info.bulk_mode != BulkMode::kRma) return false;
+    if (conn.info.rma_any_memory) return true;
+    return region && region->ucx_allocated() && region->Contains(addr, len);
+  };
+
+  wire::Message msg;
+  msg.kind = wire::Kind::kRequest;
+  msg.opcode = opcode;
+  msg.connection_id = conn.remote_id;
+  msg.capability = options.capability;
+  msg.payload = payload;
+  std::span<const std::byte> am_bulk;
+  std::shared_ptr<const MemoryRegion> out_region, in_region;
+
+  if (!options.bulk_out.empty()) {
+    wire::BulkDescriptor& d = msg.bulk[msg.bulk_count++];
+    d.direction = wire::BulkDirection::kOut;
+    d.length = options.bulk_out.size();
+    if (d.length <= inline_limit) {
+      d.transfer = wire::BulkTransfer::kInline;
+      msg.inline_data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(options.bulk_out.data()), d.length);
+    } else if (use_rma(options.bulk_out_region, options.bulk_out.data(), d.length)) {
+      out_region = options.bulk_out_region;
+      void* addr = const_cast<std::byte*>(options.bulk_out.data());
+      if (!out_region || !out_region->Contains(addr, d.length)) {
+        ROS2_ASSIGN_OR_RETURN(out_region, context_.CachedRegistration(addr, d.length));
+      }
+      d.transfer = wire::BulkTransfer::kRma;
+      d.remote_addr = reinterpret_cast<uint64_t>(addr);
+      d.rkey = out_region->packed_rkey();
+    } else {
+      d.transfer = wire::BulkTransfer::kActiveMessage;
+      am_bulk = options.bulk_out;
+    }
+  }
+  if (!options.bulk_in.empty()) {
+    wire::BulkDescriptor& d = msg.bulk[msg.bulk_count++];
+    d.direction = wire::BulkDirection::kIn;
+    d.length = options.bulk_in.size();
+    if (d.length <= inline_limit) {
+      d.transfer = wire::BulkTransfer::kInline;
+    } else if (use_rma(options.bulk_in_region, options.bulk_in.data(), d.length)) {
+      in_region = options.bulk_in_region;
+      void* addr = options.bulk_in.data();
+      if (!in_region || !in_region->Contains(addr, d.length)) {
+        ROS2_ASSIGN_OR_RETURN(in_region, context_.CachedRegistration(addr, d.length));
+      }
+      d.transfer = wire::BulkTransfer::kRma;
+      d.remote_addr = reinterpret_cast<uint64_t>(addr);
+      d.rkey = in_region->packed_rkey();
+    } else {
+      d.transfer = wire::BulkTransfer::kActiveMessage;
+    }
+  }
+  if (!am_bulk.empty() && wire::EncodedSize(msg) > max_am_header_) {
+    return Status::InvalidArgument(fmt::format(
+        "transport: request of {} bytes with bulk over active messages exceeds the AM header limit {} (payload {})",
+        wire::EncodedSize(msg), max_am_header_, payload.size()));
+  }
+
+  // Take a call slot.
+  uint32_t slot;
+  if (!free_calls_.empty()) {
+    slot = free_calls_.back();
+    free_calls_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(calls_.size());
+    calls_.emplace_back();
+  }
+  PendingCall& call = calls_[slot];
+  ++call.generation;
+  if (call.generation == 0) call.generation = 1;
+  msg.request_id = MakeRequestId(slot, call.generation);
+  call.connection_id = conn.local_id;
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : opts.default_timeout;
+  call.deadline = Clock::now() + timeout;
+  call.bulk_in = options.bulk_in;
+  call.out_region = std::move(out_region);
+  call.in_region = std::move(in_region);
+  const wire::BulkDescriptor* in_desc = msg.FindBulk(wire::BulkDirection::kIn);
+  call.in_via_am = in_desc != nullptr && in_desc->transfer == wire::BulkTransfer::kActiveMessage;
+  call.reply_arrived = false;
+  call.push_in_flight = false;
+  call.pushed_expected = call.pushed_received = 0;
+  call.reply_status = Status::Ok();
+  call.reply_payload.clear();
+
+  Status st = SendMessage(conn, msg, am_bulk, nullptr);
+  if (!st.ok()) {
+    call.out_region.reset();
+    call.in_region.reset();
+    free_calls_.push_back(slot);
+    return st;
+  }
+  call.done = std::move(done);
+  ++live_calls_;
+  ++conn.outstanding;
+  ++stats_.requests_sent;
+  if (!am_bulk.empty()) stats_.bulk_am_bytes += am_bulk.size();
+  deadlines_.emplace(call.deadline, msg.request_id);
+  return Status::Ok();
+}
+
+void WorkerImpl::CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed) {
+  PendingCall& call = calls_[slot];
+  ReplyCallback done = std::move(call.done);
+  call.done = nullptr;
+  if (Connection* conn = FindConnection(call.connection_id); conn != nullptr && conn->outstanding > 0) {
+    --conn->outstanding;
+  } else if (conn == nullptr) {
+    // The connection was already removed (failure path); its counter no longer matters.
+  }
+  call.out_region.reset();
+  call.in_region.reset();
+  call.bulk_in = {};
+  --live_calls_;
+  free_calls_.push_back(slot);
+  ReplyView view{status, payload, pushed};
+  done(view);
+}
+
+// Finds the live call for `request_id`, or nullptr.
+static PendingCall* LookupCall(std::deque<PendingCall>& calls, uint64_t request_id, uint32_t* slot_out) {
+  const uint32_t low = static_cast<uint32_t>(request_id);
+  const uint32_t gen = static_cast<uint32_t>(request_id >> 32);
+  if (low == 0 || low > calls.size()) return nullptr;
+  PendingCall& c = calls[low - 1];
+  if (!c.done || c.generation != gen) return nullptr;
+  *slot_out = low - 1;
+  return &c;
+}
+
+void WorkerImpl::HandleReply(const wire::Message& msg) {
+  uint32_t slot = 0;
+  PendingCall* call = LookupCall(calls_, msg.request_id, &slot);
+  Connection* conn = FindConnection(msg.connection_id);
+  if (call == nullptr || conn == nullptr || call->connection_id != conn->local_id) {
+    ++stats_.stale_replies;
+    return;
+  }
+  ++stats_.replies_received;
+  Status status = msg.status_code == 0
+                      ? Status::Ok()
+                      : Status::FromCode(msg.status_code, std::string(msg.status_message));
+  // Pushed bytes: inline in the reply, already placed by RMA, or arriving as push data.
+  if (msg.pushed_bytes > call->bulk_in.size()) {
+    ++stats_.malformed_messages;
+    CompleteCall(slot, Status::Protocol(fmt::format("transport: reply pushed {} bytes into a {}-byte buffer",
+                                                    msg.pushed_bytes, call->bulk_in.size())),
+                 {}, 0);
+    return;
+  }
+  if (!msg.inline_data.empty()) {
+    std::memcpy(call->bulk_in.data(), msg.inline_data.data(), msg.inline_data.size());
+    stats_.bulk_inline_bytes += msg.inline_data.size();
+  }
+  const bool am_push_pending = msg.inline_data.empty() && msg.pushed_bytes > 0 && call->in_via_am &&
+                               call->pushed_received < msg.pushed_bytes;
+  if (am_push_pending) {
+    // The pushed bytes have not all landed yet: keep the reply until they do.
+    call->reply_arrived = true;
+    call->pushed_expected = msg.pushed_bytes;
+    call->reply_status = std::move(status);
+    call->reply_payload.assign(msg.payload.begin(), msg.payload.end());
+    return;
+  }
+  CompleteCall(slot, status, msg.payload, msg.pushed_bytes);
+}
+
+ucs_status_t WorkerImpl::HandlePushData(const wire::Message& msg, void* data, size_t length, bool rndv) {
+  uint32_t slot = 0;
+  PendingCall* call = LookupCall(calls_, msg.request_id, &slot);
+  Connection* conn = FindConnection(msg.connection_id);
+  if (call == nullptr || conn == nullptr || call->connection_id != conn->local_id) {
+    ++stats_.stale_replies;
+    return rndv ? UCS_ERR_CANCELED : UCS_OK;
+  }
+  if (length > call->bulk_in.size() - call->pushed_received || call->push_in_flight) {
+    ++stats_.malformed_messages;
+    CompleteCall(slot, Status::Protocol("transport: pushed data overflows the bulk-in buffer"), {}, 0);
+    return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+  }
+  std::byte* dst = call->bulk_in.data() + call->pushed_received;
+  if (!rndv) {
+    std::memcpy(dst, data, length);
+    call->pushed_received += length;
+    stats_.bulk_am_bytes += length;
+    return UCS_OK;
+  }
+  PushReceive* ctx = &call->push_receive;  // calls_ is a deque: the address is stable
+  *ctx = PushReceive{this, slot, call->generation};
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+  param.cb.recv_am = PushRecvCallback;
+  param.user_data = ctx;
+  call->push_in_flight = true;
+  call->pushed_expected = std::max<uint64_t>(call->pushed_expected, call->pushed_received + length);
+  ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_, data, dst, length, &param);
+  if (UCS_PTR_IS_PTR(req)) return UCS_INPROGRESS;
+  OnPushReceived(slot, call->generation, UCS_PTR_STATUS(req));
+  // recv_data_nbx took over the descriptor either way.
+  return UCS_INPROGRESS;
+}
+
+void WorkerImpl::OnPushReceived(uint32_t slot, uint32_t generation, ucs_status_t status) {
+  if (slot >= calls_.size()) return;
+  PendingCall& call = calls_[slot];
+  if (!call.done || call.generation != generation) return;  // timed out or failed meanwhile
+  call.push_in_flight = false;
+  if (status != UCS_OK) {
+    CompleteCall(slot, UcsError("transport: receiving pushed data", status), {}, 0);
+    return;
+  }
+  const uint64_t got = call.pushed_expected - call.pushed_received;
+  call.pushed_received = call.pushed_expected;
+  stats_.bulk_am_bytes += got;
+  if (call.reply_arrived && call.pushed_received >= call.pushed_expected) {
+    Status st = std::move(call.reply_status);
+    std::vector<uint8_t> payload = std::move(call.reply_payload);
+    CompleteCall(slot, st, payload, call.pushed_received);
+  }
+}
+
+void WorkerImpl::ExpireDeadlines() {
+  const Clock::time_point now = Clock::now();
+  while (!deadlines_.empty() && deadlines_.top().first <= now) {
+    const uint64_t id = deadlines_.top().second;
+    deadlines_.pop();
+    uint32_t slot = 0;
+    PendingCall* call = LookupCall(calls_, id, &slot);
+    if (call == nullptr) continue;
+    if (call->push_in_flight) {
+      // The receive targets the caller's buffer; give it a moment more to finish.
+      deadlines_.emplace(now + std::chrono::milliseconds(10), id);
+      continue;
+    }
+    ++stats_.requests_timed_out;
+    Connection* conn = FindConnection(call->connection_id);
+    CompleteCall(slot,
+                 Status::TimedOut(fmt::format("transport: request {:#x} to {} got no reply in time", id,
+                                              conn != nullptr ? conn->peer_name : std::string("a closed peer"))),
+                 {}, 0);
+  }
+  if (live_calls_ == 0) {
+    while (!deadlines_.empty()) deadlines_.pop();
+  }
+}
+
+// ---- EndpointImpl ----------------------------------------------------------------
+Status EndpointImpl::Call(uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
+                          ReplyCallback done) {
+  if (conn_->worker == nullptr) return conn_->status.ok() ? Status::Disconnected("transport: endpoint closed") : conn_->status;
+  return worker_->StartCall(*conn_, opcode, payload, options, std::move(done));
+}
+
+Result<ReplyMessage> EndpointImpl::CallSync(uint16_t opcode, std::span<const uint8_t> payload,
+                                            const CallOptions& options) {
+  bool finished = false;
+  Status status;
+  ReplyMessage reply;
+  ROS2_RETURN_IF_ERROR(Call(opcode, payload, options, [&](const ReplyView& r) {
+    finished = true;
+    status = r.status;
+    reply.payload.assign(r.payload.begin(), r.payload.end());
+    reply.bulk_in_bytes = r.bulk_in_bytes;
+  }));
+  // The call's own deadline bounds the wait; the extra second covers its expiry pass.
+  const auto timeout = (options.timeout.count() > 0 ? options.timeout : worker_->options().default_timeout) +
+                       std::chrono::seconds(1);
+  ROS2_RETURN_IF_ERROR(worker_->RunUntil([&] { return finished; }, timeout));
+  if (!status.ok()) return status;
+  return reply;
+}
+
+uint64_t EndpointImpl::max_payload() const {
+  if (!conn_->info.rma_any_memory) {  // bulk may ride active messages: the message must fit the AM header
+    const uint64_t fixed = wire::kHeaderSize + 2 * wire::kBulkDescriptorSize + wire::kMaxCapability;
+    const uint64_t limit = worker_->max_am_header();
+    return limit > fixed ? limit - fixed : 0;
+  }
+  return wire::kMaxPayload;
+}
+
+void EndpointImpl::Close() {
+  if (conn_->worker == nullptr) return;
+  WorkerImpl* w = conn_->worker;
+  if (conn_->ep != nullptr && conn_->status.ok() && conn_->remote_id != 0) {
+    wire::Message bye;
+    bye.kind = wire::Kind::kBye;
+    bye.connection_id = conn_->remote_id;
+    (void)w->SendMessage(*conn_, bye, {}, nullptr);
+  }
+  w->FailConnection(conn_->local_id, Status::Cancelled("transport: endpoint closed by its owner"), false,
+                    /*graceful=*/true);
+}
+
+}  // namespace ros2::transport

@@ -1,0 +1,317 @@
+// Context: transport selection, the ucp_context, memory registration and its cache.
+#include <cstdio>
+#include <cstdlib>
+#include <list>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <ucp/api/ucp.h>
+
+#include "common/log.h"
+#include "transport/transport.h"
+#include "transport/ucx_util.h"
+
+namespace ros2::transport {
+
+// ---- MemoryRegion -------------------------------------------------------------
+MemoryRegion::~MemoryRegion() {
+  if (memh_ != nullptr) ucp_mem_unmap(static_cast<ucp_context_h>(context_), static_cast<ucp_mem_h>(memh_));
+}
+
+bool MemoryRegion::Contains(const void* p, uint64_t n) const {
+  const auto* b = static_cast<const std::byte*>(p);
+  if (b < base_ || n > length_) return false;
+  return static_cast<uint64_t>(b - base_) <= length_ - n;
+}
+
+// ---- Registration cache ---------------------------------------------------------
+// Keyed by start address; an entry serves any range it contains. LRU order in
+// `lru` (front = most recent). Guarded by `mu` (workers of several threads share
+// the context).
+struct Context::Cache {
+  std::mutex mu;
+  struct Entry {
+    std::shared_ptr<const MemoryRegion> region;
+    std::list<uintptr_t>::iterator lru_pos;
+  };
+  std::map<uintptr_t, Entry> by_start;
+  std::list<uintptr_t> lru;
+  RegistrationStats stats;
+
+  // REQUIRES: mu held. Drops every entry overlapping [start, start + length).
+  void EraseOverlapping(uintptr_t start, uint64_t length) {
+    for (auto it = by_start.begin(); it != by_start.end();) {
+      const MemoryRegion& r = *it->second.region;
+      const auto rs = reinterpret_cast<uintptr_t>(r.base());
+      if (rs < start + length && start < rs + r.length()) {
+        lru.erase(it->second.lru_pos);
+        it = by_start.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+};
+
+namespace {
+
+// Lists "tl/dev" resources of a context from ucp_context_print_info.
+std::vector<std::string> ListResources(ucp_context_h ctx) {
+  std::string text = CaptureToString([&](FILE* f) { ucp_context_print_info(ctx, f); });
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("resource") == std::string::npos) continue;
+    size_t pos = line.find("-- ");
+    if (pos == std::string::npos) continue;
+    std::string res = line.substr(pos + 3);
+    while (!res.empty() && (res.back() == ' ' || res.back() == '\r')) res.pop_back();
+    out.push_back(res);
+  }
+  return out;
+}
+
+bool HasTl(const std::vector<std::string>& devices, std::initializer_list<std::string_view> tls) {
+  for (const std::string& d : devices) {
+    std::string_view tl = std::string_view(d).substr(0, d.find('/'));
+    for (std::string_view want : tls) {
+      if (tl == want || (tl.size() > want.size() && tl.substr(0, want.size()) == want && tl[want.size()] == '_')) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+struct UcpContextDeleter {
+  void operator()(ucp_context* c) const { ucp_cleanup(c); }
+};
+using UcpContextPtr = std::unique_ptr<ucp_context, UcpContextDeleter>;
+
+// Creates a ucp_context with the given UCX_TLS and the options' device settings.
+Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::string& tls) {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK) return UcsError("transport: ucp_config_read", st);
+  auto release = [&] { ucp_config_release(config); };
+  auto modify = [&](const char* key, const std::string& value) -> Status {
+    ucs_status_t s = ucp_config_modify(config, key, value.c_str());
+    if (s != UCS_OK) return UcsError(fmt::format("transport: ucp_config_modify {}={}", key, value), s);
+    return Status::Ok();
+  };
+  Status ms = modify("TLS", tls);
+  if (ms.ok() && !o.net_devices.empty()) ms = modify("NET_DEVICES", o.net_devices);
+  if (!ms.ok()) {
+    release();
+    return ms;
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 0;  // one worker per thread, never shared
+  params.name = "ros2";
+  ucp_context_h ctx = nullptr;
+  st = ucp_init(&params, config, &ctx);
+  release();
+  if (st != UCS_OK) return UcsError(fmt::format("transport: ucp_init with UCX_TLS={}", tls), st);
+  return UcpContextPtr(ctx);
+}
+
+constexpr const char* kTlsTcp = "tcp,self";
+constexpr const char* kTlsShm = "posix,sysv,cma,self";
+constexpr const char* kTlsRdma = "rc,dc,self";
+constexpr const char* kTlsAutoNoRdma = "posix,sysv,cma,tcp,self";
+constexpr const char* kTlsAutoRdma = "rc,dc,posix,sysv,cma,self";
+
+}  // namespace
+
+Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options) {
+  if (options.inline_limit > (1u << 20)) {
+    return Status::InvalidArgument(fmt::format("transport: inline_limit {} above 1 MiB", options.inline_limit));
+  }
+  if (options.bulk_chunk_size == 0 || options.bulk_chunks_in_flight == 0) {
+    return Status::InvalidArgument("transport: bulk_chunk_size and bulk_chunks_in_flight must be positive");
+  }
+  if (options.max_outstanding_requests == 0 || options.max_outstanding_requests > (1u << 24)) {
+    return Status::InvalidArgument("transport: max_outstanding_requests must be in 1 .. 16M");
+  }
+  // UCX 1.13's ucp_config_modify rejects transport-level keys such as
+  // TCP_TX_SEG_SIZE ("invalid configuration"), so the segment size is the one
+  // setting passed through the environment, and only when the user left it unset.
+  if (options.tcp_seg_size != 0) {
+    std::string v = std::to_string(options.tcp_seg_size);
+    setenv("UCX_TCP_TX_SEG_SIZE", v.c_str(), /*overwrite=*/0);
+    setenv("UCX_TCP_RX_SEG_SIZE", v.c_str(), /*overwrite=*/0);
+  }
+
+  std::unique_ptr<Context> ctx(new Context());
+  ctx->options_ = options;
+  ctx->cache_ = std::make_unique<Cache>();
+
+  std::string tls;
+  TransportKind resolved = options.kind;
+  UcpContextPtr ucp;
+  switch (options.kind) {
+    case TransportKind::kTcp: tls = kTlsTcp; break;
+    case TransportKind::kShm: tls = kTlsShm; break;
+    case TransportKind::kRdma: tls = kTlsRdma; break;
+    case TransportKind::kAuto: {
+      // Probe for verbs devices first; fall back to shared memory + tcp.
+      auto probe = MakeUcpContext(options, kTlsRdma);
+      if (probe.ok() && HasTl(ListResources(probe->get()), {"rc", "dc"})) {
+        tls = kTlsAutoRdma;
+        resolved = TransportKind::kRdma;
+      } else {
+        tls = kTlsAutoNoRdma;
+        resolved = TransportKind::kShm;
+      }
+      break;
+    }
+  }
+  auto made = MakeUcpContext(options, tls);
+  if (!made.ok() && options.kind != TransportKind::kRdma) return made.status();
+  std::vector<std::string> devices = made.ok() ? ListResources(made->get()) : std::vector<std::string>{};
+
+  auto missing = [&](std::string_view what) {
+    std::vector<std::string> present;
+    if (auto all = MakeUcpContext(options, "all"); all.ok()) present = ListResources(all->get());
+    return Status::NotSupported(fmt::format("transport {}: no {} device (present: {})", TransportKindName(options.kind),
+                                            what, present.empty() ? "none" : Join(present)));
+  };
+  if (options.kind == TransportKind::kRdma && !HasTl(devices, {"rc", "dc"})) {
+    return missing("rc/dc verbs (rc_verbs, rc_mlx5, dc_mlx5)");
+  }
+  if (options.kind == TransportKind::kShm && !HasTl(devices, {"posix", "sysv", "cma"})) {
+    return missing("shared-memory (posix, sysv, cma)");
+  }
+  if (options.kind == TransportKind::kTcp && !HasTl(devices, {"tcp"})) {
+    return missing(fmt::format("tcp on net_devices '{}'", options.net_devices));
+  }
+  if (resolved == TransportKind::kShm && options.kind == TransportKind::kAuto &&
+      !HasTl(devices, {"posix", "sysv", "cma"})) {
+    resolved = TransportKind::kTcp;
+  }
+  ctx->context_ = made->release();
+  ctx->ucx_tls_ = tls;
+  ctx->devices_ = std::move(devices);
+  ctx->resolved_kind_ = resolved;
+  ROS2_LOG_INFO("transport: {}", ctx->Describe());
+  return ctx;
+}
+
+Context::~Context() {
+  if (cache_) {
+    cache_->by_start.clear();
+    cache_->lru.clear();
+  }
+  if (context_ != nullptr) ucp_cleanup(static_cast<ucp_context_h>(context_));
+}
+
+std::string Context::Describe() const {
+  return fmt::format("transport={} (asked {}) tls={} net_devices={} devices=[{}]", TransportKindName(resolved_kind_),
+                     TransportKindName(options_.kind), ucx_tls_, options_.net_devices, Join(devices_));
+}
+
+Result<std::shared_ptr<const MemoryRegion>> Context::RegisterMemory(void* addr, uint64_t length) {
+  if (addr == nullptr || length == 0) {
+    return Status::InvalidArgument(fmt::format("transport: register {}+{}: empty range", addr, length));
+  }
+  return MapMemory(addr, length, /*allocate=*/false);
+}
+
+Result<std::shared_ptr<const MemoryRegion>> Context::AllocateMemory(uint64_t length) {
+  if (length == 0) return Status::InvalidArgument("transport: allocate 0 bytes");
+  return MapMemory(nullptr, length, /*allocate=*/true);
+}
+
+Result<std::shared_ptr<const MemoryRegion>> Context::MapMemory(void* addr, uint64_t length, bool allocate) {
+  auto* ucp_ctx = static_cast<ucp_context_h>(context_);
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_PROT;
+  if (allocate) {
+    params.field_mask |= UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    params.flags = UCP_MEM_MAP_ALLOCATE;
+  }
+  params.address = addr;
+  params.length = length;
+  params.prot = UCP_MEM_MAP_PROT_LOCAL_READ | UCP_MEM_MAP_PROT_LOCAL_WRITE | UCP_MEM_MAP_PROT_REMOTE_READ |
+                UCP_MEM_MAP_PROT_REMOTE_WRITE;
+  ucp_mem_h memh = nullptr;
+  ucs_status_t st = ucp_mem_map(ucp_ctx, &params, &memh);
+  if (st != UCS_OK) return UcsError(fmt::format("transport: ucp_mem_map {}+{}", addr, length), st);
+  std::shared_ptr<MemoryRegion> region(new MemoryRegion());
+  region->context_ = ucp_ctx;
+  region->memh_ = memh;
+  region->base_ = static_cast<std::byte*>(addr);
+  region->length_ = length;
+  region->ucx_allocated_ = allocate;
+  if (allocate) {
+    ucp_mem_attr_t attr{};
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    st = ucp_mem_query(memh, &attr);
+    if (st != UCS_OK) return UcsError("transport: ucp_mem_query of allocated memory", st);
+    region->base_ = static_cast<std::byte*>(attr.address);
+    region->length_ = std::min<uint64_t>(attr.length, length);
+  }
+  void* rkey_buf = nullptr;
+  size_t rkey_size = 0;
+  st = ucp_rkey_pack(ucp_ctx, memh, &rkey_buf, &rkey_size);
+  if (st != UCS_OK) return UcsError(fmt::format("transport: ucp_rkey_pack {}+{}", addr, length), st);
+  const auto* rb = static_cast<const uint8_t*>(rkey_buf);
+  region->packed_rkey_.assign(rb, rb + rkey_size);
+  ucp_rkey_buffer_release(rkey_buf);
+  return std::shared_ptr<const MemoryRegion>(std::move(region));
+}
+
+Result<std::shared_ptr<const MemoryRegion>> Context::CachedRegistration(void* addr, uint64_t length) {
+  const auto start = reinterpret_cast<uintptr_t>(addr);
+  Cache& c = *cache_;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.by_start.upper_bound(start);
+    if (it != c.by_start.begin()) {
+      --it;
+      if (it->second.region->Contains(addr, length)) {
+        c.lru.splice(c.lru.begin(), c.lru, it->second.lru_pos);
+        ++c.stats.hits;
+        return it->second.region;
+      }
+    }
+    ++c.stats.misses;
+  }
+  ROS2_ASSIGN_OR_RETURN(auto region, RegisterMemory(addr, length));
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.EraseOverlapping(start, length);  // the new registration is the current one
+  c.lru.push_front(start);
+  c.by_start[start] = Cache::Entry{region, c.lru.begin()};
+  while (c.by_start.size() > options_.registration_cache_entries && !c.lru.empty()) {
+    c.by_start.erase(c.lru.back());
+    c.lru.pop_back();
+  }
+  c.stats.cached = c.by_start.size();
+  return region;
+}
+
+void Context::InvalidateRegistrations(const void* addr, uint64_t length) {
+  const auto start = reinterpret_cast<uintptr_t>(addr);
+  Cache& c = *cache_;
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.EraseOverlapping(start, length);
+  c.stats.cached = c.by_start.size();
+}
+
+Context::RegistrationStats Context::registration_stats() const {
+  std::lock_guard<std::mutex> lock(cache_->mu);
+  return cache_->stats;
+}
+
+}  // namespace ros2::transport

@@ -1,0 +1,398 @@
+// The server side of an RPC: dispatch to handlers, Pull (RMA GET, AM rendezvous
+// receive or inline copy), Push (RMA PUT + flush, AM push data or inline), Reply.
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "transport/ucx_util.h"
+#include "transport/worker_impl.h"
+
+namespace ros2::transport {
+namespace {
+
+using State = IncomingRequest::State;
+
+// In-flight UCX operations hold a reference so the state outlives them.
+void Ref(State* s) { ++s->refs; }
+void Unref(State* s) {
+  if (--s->refs == 0) s->worker->ReleaseState(s);
+}
+
+void IssueRma(State* s);
+
+void FinishRma(State* s) {
+  State::Rma& r = s->rma;
+  r.active = false;
+  if (r.rkey != nullptr) {
+    ucp_rkey_destroy(r.rkey);
+    r.rkey = nullptr;
+  }
+  Completion done = std::move(r.done);
+  r.done = nullptr;
+  Status st = std::move(r.failure);
+  r.failure = Status::Ok();
+  if (st.ok()) {
+    if (r.is_put) s->worker->mutable_stats().bulk_rma_bytes += r.total;
+    else s->worker->mutable_stats().bulk_rma_bytes += r.total;
+  }
+  if (done) done(st);
+}
+
+void RmaChunkCallback(void* request, ucs_status_t status, void* user_data) {
+  auto* s = static_cast<State*>(user_data);
+  State::Rma& r = s->rma;
+  --r.in_flight;
+  if (status != UCS_OK && r.failure.ok()) {
+    r.failure = UcsError(fmt::format("transport: bulk {} of request {:#x}", r.is_put ? "put" : "get", s->msg.request_id),
+                         status);
+  }
+  ucp_request_free(request);
+  IssueRma(s);
+  Unref(s);
+}
+
+void FlushCallback(void* request, ucs_status_t status, void* user_data) {
+  auto* s = static_cast<State*>(user_data);
+  if (status != UCS_OK && s->rma.failure.ok()) s->rma.failure = UcsError("transport: flush after bulk put", status);
+  ucp_request_free(request);
+  s->rma.flushing = false;
+  FinishRma(s);
+  Unref(s);
+}
+
+// Keeps up to `bulk_chunks_in_flight` chunks going; finishes (after a flush for
+// puts, so the data is remotely visible before the reply) when all are done.
+void IssueRma(State* s) {
+  State::Rma& r = s->rma;
+  if (!r.active || r.flushing) return;
+  const TransportOptions& o = s->worker->options();
+  Connection* conn = s->conn.get();
+  while (r.failure.ok() && r.next < r.total && r.in_flight < o.bulk_chunks_in_flight) {
+    if (conn->ep == nullptr) {
+      r.failure = conn->status.ok() ? Status::Disconnected("transport: connection closed") : conn->status;
+      break;
+    }
+    const uint64_t len = std::min<uint64_t>(o.bulk_chunk_size, r.total - r.next);
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = RmaChunkCallback;
+    param.user_data = s;
+    ucs_status_ptr_t req = r.is_put ? ucp_put_nbx(conn->ep, r.local + r.next, len, r.remote_addr + r.next, r.rkey, &param)
+                                    : ucp_get_nbx(conn->ep, r.local + r.next, len, r.remote_addr + r.next, r.rkey, &param);
+    r.next += len;
+    if (UCS_PTR_IS_PTR(req)) {
+      ++r.in_flight;
+      Ref(s);
+    } else if (UCS_PTR_STATUS(req) != UCS_OK) {
+      r.failure = UcsError(fmt::format("transport: bulk {} of request {:#x}", r.is_put ? "put" : "get", s->msg.request_id),
+                           UCS_PTR_STATUS(req));
+    }
+  }
+  if (r.in_flight > 0) return;
+  if (r.failure.ok() && r.next < r.total) return;  // unreachable: the loop issues until done or failed
+  if (r.is_put && r.failure.ok() && conn->ep != nullptr) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+    param.cb.send = FlushCallback;
+    param.user_data = s;
+    ucs_status_ptr_t req = ucp_ep_flush_nbx(conn->ep, &param);
+    if (UCS_PTR_IS_PTR(req)) {
+      r.flushing = true;
+      Ref(s);
+      return;
+    }
+    if (UCS_PTR_STATUS(req) != UCS_OK) r.failure = UcsError("transport: flush after bulk put", UCS_PTR_STATUS(req));
+  }
+  FinishRma(s);
+}
+
+Status StartRma(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool is_put, Completion done) {
+  Connection* conn = s->conn.get();
+  if (conn->ep == nullptr) return conn->status.ok() ? Status::Disconnected("transport: connection closed") : conn->status;
+  ucp_rkey_h rkey = nullptr;
+  ucs_status_t st = ucp_ep_rkey_unpack(conn->ep, d.rkey.data(), &rkey);
+  if (st != UCS_OK) {
+    ++s->worker->mutable_stats().malformed_messages;
+    return UcsError(fmt::format("transport: request {:#x}: unpacking the client's rkey", s->msg.request_id), st);
+  }
+  State::Rma& r = s->rma;
+  r = State::Rma{};
+  r.active = true;
+  r.is_put = is_put;
+  r.local = local;
+  r.remote_addr = d.remote_addr;
+  r.total = len;
+  r.rkey = rkey;
+  r.done = std::move(done);
+  Ref(s);  // held across IssueRma, which may finish synchronously
+  IssueRma(s);
+  Unref(s);
+  return Status::Ok();
+}
+
+void AmPullCallback(void* request, ucs_status_t status, size_t /*length*/, void* user_data) {
+  auto* s = static_cast<State*>(user_data);
+  Completion done = std::move(s->pull_done);
+  s->pull_done = nullptr;
+  if (status == UCS_OK) s->worker->mutable_stats().bulk_am_bytes += s->rndv_length;
+  ucp_request_free(request);
+  if (done) done(status == UCS_OK ? Status::Ok() : UcsError("transport: receiving bulk over active messages", status));
+  Unref(s);
+}
+
+}  // namespace
+
+// ---- State pool and dispatch ------------------------------------------------------
+IncomingRequest::State* WorkerImpl::AcquireState() {
+  std::unique_ptr<State> s;
+  if (!state_pool_.empty()) {
+    s = std::move(state_pool_.back());
+    state_pool_.pop_back();
+  } else {
+    s = std::make_unique<State>();
+  }
+  s->worker = this;
+  s->refs = 0;
+  return s.release();  // owned by the references; returned by ReleaseState
+}
+
+void WorkerImpl::ReleaseState(State* s) {
+  if (!s->replied && s->conn) {
+    // The handler dropped the request: the client still gets an answer.
+    ++s->refs;
+    IncomingRequest(s).Reply(Status::Internal("transport: handler dropped the request without replying"));
+    --s->refs;
+  }
+  if (s->rndv_desc != nullptr) {
+    ucp_am_data_release(worker_, s->rndv_desc);
+    s->rndv_desc = nullptr;
+  }
+  s->conn.reset();
+  s->msg = wire::Message{};
+  s->pulled = s->pushed = s->replied = false;
+  s->in_am_callback = s->rndv_taken = false;
+  s->pushed_bytes = 0;
+  s->rndv_length = 0;
+  s->inline_push.clear();
+  s->pull_done = nullptr;
+  s->rma = State::Rma{};
+  std::unique_ptr<State> owned(s);
+  if (!in_destructor_ && state_pool_.size() < 1024) {
+    state_pool_.push_back(std::move(owned));
+  }
+}
+
+bool WorkerImpl::HandleRequest(Connection& conn, std::span<const uint8_t> bytes, void* rndv_desc,
+                               uint64_t rndv_length) {
+  ++stats_.requests_received;
+  State* s = AcquireState();
+  s->conn = FindConnectionShared(conn.local_id);
+  // The bytes live only during the callback: copy, and decode the copy (it was
+  // already validated, so this cannot fail).
+  s->copy.assign(bytes.begin(), bytes.end());
+  s->msg = wire::Decode(s->copy).value();
+  s->rndv_desc = rndv_desc;
+  s->rndv_length = rndv_length;
+  // UCX data may not be released inside its own callback: hold a reference
+  // across the handler and decide here what happens to the descriptor.
+  ++s->refs;
+  s->in_am_callback = true;
+  DispatchRequest(s);
+  s->in_am_callback = false;
+  const bool taken = s->rndv_taken || s->rndv_desc != nullptr;
+  if (s->refs == 1 && s->rndv_desc != nullptr) {
+    s->rndv_desc = nullptr;  // nobody will pull it: returning UCS_OK drops it
+    --s->refs;
+    ReleaseState(s);
+    return false;
+  }
+  Unref(s);
+  return taken;
+}
+
+void WorkerImpl::DispatchRequest(State* s) {
+  IncomingRequest req(s);
+  const uint16_t op = s->msg.opcode;
+  if (op >= handlers_.size() || !handlers_[op]) {
+    ++stats_.unknown_opcode;
+    req.Reply(Status::NotSupported(fmt::format("transport: worker '{}' has no handler for opcode {}", name_, op)));
+    return;
+  }
+  handlers_[op](std::move(req));
+}
+
+// ---- IncomingRequest ------------------------------------------------------------
+IncomingRequest::IncomingRequest(State* s) : state_(s) {
+  if (state_ != nullptr) ++state_->refs;
+}
+IncomingRequest::IncomingRequest(const IncomingRequest& other) : state_(other.state_) {
+  if (state_ != nullptr) ++state_->refs;
+}
+IncomingRequest::IncomingRequest(IncomingRequest&& other) noexcept : state_(other.state_) { other.state_ = nullptr; }
+IncomingRequest& IncomingRequest::operator=(IncomingRequest other) noexcept {
+  std::swap(state_, other.state_);
+  return *this;
+}
+IncomingRequest::~IncomingRequest() {
+  if (state_ != nullptr) Unref(state_);
+}
+
+uint16_t IncomingRequest::opcode() const { return state_ ? state_->msg.opcode : 0; }
+uint64_t IncomingRequest::request_id() const { return state_ ? state_->msg.request_id : 0; }
+std::span<const uint8_t> IncomingRequest::payload() const {
+  return state_ ? state_->msg.payload : std::span<const uint8_t>();
+}
+std::span<const uint8_t> IncomingRequest::capability() const {
+  return state_ ? state_->msg.capability : std::span<const uint8_t>();
+}
+uint64_t IncomingRequest::bulk_out_size() const {
+  const wire::BulkDescriptor* d = state_ ? state_->msg.FindBulk(wire::BulkDirection::kOut) : nullptr;
+  return d ? d->length : 0;
+}
+uint64_t IncomingRequest::bulk_in_capacity() const {
+  const wire::BulkDescriptor* d = state_ ? state_->msg.FindBulk(wire::BulkDirection::kIn) : nullptr;
+  return d ? d->length : 0;
+}
+bool IncomingRequest::bulk_out_inline() const {
+  const wire::BulkDescriptor* d = state_ ? state_->msg.FindBulk(wire::BulkDirection::kOut) : nullptr;
+  return d != nullptr && d->transfer == wire::BulkTransfer::kInline;
+}
+BulkMode IncomingRequest::bulk_mode() const {
+  return state_ && state_->conn ? state_->conn->info.bulk_mode : BulkMode::kActiveMessage;
+}
+uint64_t IncomingRequest::connection_id() const { return state_ && state_->conn ? state_->conn->local_id : 0; }
+bool IncomingRequest::replied() const { return state_ && state_->replied; }
+
+void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
+  State* s = state_;
+  if (s == nullptr) return;
+  const wire::BulkDescriptor* d = s->msg.FindBulk(wire::BulkDirection::kOut);
+  auto fail = [&](Status st) {
+    if (done) done(st);
+  };
+  if (d == nullptr) return fail(Status::InvalidArgument("transport: Pull on a request without bulk-out data"));
+  if (s->pulled) return fail(Status::InvalidArgument("transport: second Pull on one request"));
+  if (dst.size() != d->length) {
+    return fail(Status::InvalidArgument(
+        fmt::format("transport: Pull into {} bytes, the client offers {}", dst.size(), d->length)));
+  }
+  s->pulled = true;
+  switch (d->transfer) {
+    case wire::BulkTransfer::kInline:
+      std::memcpy(dst.data(), s->msg.inline_data.data(), dst.size());
+      s->worker->mutable_stats().bulk_inline_bytes += dst.size();
+      return fail(Status::Ok());
+    case wire::BulkTransfer::kRma: {
+      Status st = StartRma(s, *d, dst.data(), dst.size(), /*is_put=*/false, std::move(done));
+      if (!st.ok()) return fail(st);
+      return;
+    }
+    case wire::BulkTransfer::kActiveMessage: {
+      if (s->rndv_desc == nullptr) return fail(Status::Protocol("transport: bulk data missing from the message"));
+      void* desc = s->rndv_desc;
+      s->rndv_desc = nullptr;  // handed to ucp_am_recv_data_nbx
+      if (s->in_am_callback) s->rndv_taken = true;
+      s->pull_done = std::move(done);
+      ucp_request_param_t param{};
+      param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+      param.cb.recv_am = AmPullCallback;
+      param.user_data = s;
+      ucs_status_ptr_t req = ucp_am_recv_data_nbx(s->worker->ucp(), desc, dst.data(), dst.size(), &param);
+      if (UCS_PTR_IS_PTR(req)) {
+        Ref(s);
+        return;
+      }
+      Completion cb = std::move(s->pull_done);
+      s->pull_done = nullptr;
+      if (UCS_PTR_STATUS(req) == UCS_OK) s->worker->mutable_stats().bulk_am_bytes += dst.size();
+      if (cb) cb(UCS_PTR_STATUS(req) == UCS_OK ? Status::Ok() : UcsError("transport: bulk receive", UCS_PTR_STATUS(req)));
+      return;
+    }
+  }
+}
+
+void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
+  State* s = state_;
+  if (s == nullptr) return;
+  const wire::BulkDescriptor* d = s->msg.FindBulk(wire::BulkDirection::kIn);
+  auto fail = [&](Status st) {
+    if (done) done(st);
+  };
+  if (d == nullptr) return fail(Status::InvalidArgument("transport: Push on a request without a bulk-in buffer"));
+  if (s->pushed || s->replied) return fail(Status::InvalidArgument("transport: Push after Push or Reply"));
+  if (src.size() > d->length) {
+    return fail(Status::InvalidArgument(
+        fmt::format("transport: Push of {} bytes into a {}-byte client buffer", src.size(), d->length)));
+  }
+  s->pushed = true;
+  s->pushed_bytes = src.size();
+  if (src.empty()) return fail(Status::Ok());
+  const bool inline_push = d->transfer == wire::BulkTransfer::kInline || src.size() <= s->worker->options().inline_limit;
+  if (inline_push) {
+    const auto* b = reinterpret_cast<const uint8_t*>(src.data());
+    s->inline_push.assign(b, b + src.size());
+    s->worker->mutable_stats().bulk_inline_bytes += src.size();
+    return fail(Status::Ok());
+  }
+  Connection* conn = s->conn.get();
+  if (d->transfer == wire::BulkTransfer::kRma) {
+    Status st = StartRma(s, *d, const_cast<std::byte*>(src.data()), src.size(), /*is_put=*/true, std::move(done));
+    if (!st.ok()) return fail(st);
+    return;
+  }
+  // Active messages: a push-data message whose AM data lands in the client's buffer.
+  wire::Message m;
+  m.kind = wire::Kind::kPushData;
+  m.request_id = s->msg.request_id;
+  m.connection_id = conn->remote_id;
+  Ref(s);
+  Completion wrapped = [s, done = std::move(done)](const Status& st) {
+    if (st.ok()) s->worker->mutable_stats().bulk_am_bytes += s->pushed_bytes;
+    if (done) done(st);
+    Unref(s);
+  };
+  Status st = s->worker->SendMessage(*conn, m, src, std::move(wrapped));
+  if (!st.ok()) {
+    Unref(s);
+    s->pushed_bytes = 0;
+    return fail(st);
+  }
+}
+
+void IncomingRequest::Reply(const Status& status, std::span<const uint8_t> payload) {
+  State* s = state_;
+  if (s == nullptr || s->replied) return;
+  s->replied = true;
+  Connection* conn = s->conn.get();
+  if (conn == nullptr || conn->ep == nullptr) return;  // the client is gone; nothing to answer
+  WorkerImpl* w = s->worker;
+  wire::Message m;
+  m.kind = wire::Kind::kReply;
+  m.request_id = s->msg.request_id;
+  m.connection_id = conn->remote_id;
+  m.status_code = static_cast<uint8_t>(status.code());
+  std::string_view text = status.ok() ? std::string_view() : std::string_view(status.message());
+  if (text.size() > wire::kMaxStatusMessage) text = text.substr(0, wire::kMaxStatusMessage);
+  m.status_message = text;
+  std::span<const uint8_t> body = payload;
+  std::string overflow;
+  if (body.size() > wire::kMaxPayload) {
+    m.status_code = static_cast<uint8_t>(Status::Code::kInternal);
+    overflow = fmt::format("transport: reply payload of {} bytes exceeds {}", body.size(), wire::kMaxPayload);
+    m.status_message = overflow;
+    body = {};
+  }
+  m.payload = body;
+  m.pushed_bytes = s->pushed_bytes;
+  if (!s->inline_push.empty()) m.inline_data = s->inline_push;
+  Status st = w->SendMessage(*conn, m, {}, nullptr);
+  if (!st.ok()) {
+    ROS2_LOG_DEBUG("transport: reply to request {:#x} failed: {}", m.request_id, st.ToString());
+    return;
+  }
+  ++w->mutable_stats().replies_sent;
+}
+
+}  // namespace ros2::transport

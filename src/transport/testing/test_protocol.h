@@ -1,0 +1,25 @@
+// Opcodes spoken between the transport tests and transport_test_peer (the
+// server process they start). Test-only.
+#pragma once
+
+#include <cstdint>
+
+namespace ros2::transport::testing {
+
+// Reply payload = request payload. If the request offers bulk-out data, the peer
+// pulls it, and pushes it back into bulk-in (up to its capacity). The reply
+// payload is then 4 bytes of CRC32C of the pulled data followed by the request payload.
+inline constexpr uint16_t kOpEcho = 1;
+// The peer pulls bulk-out (if any) and then keeps the request without replying.
+inline constexpr uint16_t kOpHold = 2;
+// Reply payload: 8 bytes, the number of requests currently held.
+inline constexpr uint16_t kOpHeldCount = 3;
+// The handler drops the request without replying.
+inline constexpr uint16_t kOpDrop = 4;
+// Reply payload: WorkerStats fields of the peer as 4 x uint64: malformed_messages,
+// peers_lost, bulk_rma_bytes, bulk_am_bytes.
+inline constexpr uint16_t kOpStats = 5;
+// Replies with Status::NotFound("no such thing").
+inline constexpr uint16_t kOpFail = 6;
+
+}  // namespace ros2::transport::testing

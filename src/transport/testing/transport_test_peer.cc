@@ -1,0 +1,95 @@
+// transport_test_peer: the server process of the transport tests. Usage:
+//   transport_test_peer <tcp|shm|auto>
+// Prints its worker address as one line "ADDRESS <hex>" on stdout, then serves the opcodes
+// of test_protocol.h until killed or until its parent dies.
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "common/checksum.h"
+#include "transport/testing/test_protocol.h"
+#include "transport/transport.h"
+
+using namespace ros2;
+using namespace ros2::transport;
+
+int main(int argc, char** argv) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s <tcp|shm|auto>\n", argv[0]);
+    return 2;
+  }
+  auto kind = ParseTransportKind(argv[1]);
+  if (!kind.ok()) {
+    fprintf(stderr, "%s\n", kind.status().ToString().c_str());
+    return 2;
+  }
+  TransportOptions opts;
+  opts.kind = *kind;
+  auto ctx = Context::Create(opts);
+  if (!ctx.ok()) {
+    fprintf(stderr, "%s\n", ctx.status().ToString().c_str());
+    return 1;
+  }
+  auto worker_or = (*ctx)->CreateWorker("test-peer");
+  if (!worker_or.ok()) {
+    fprintf(stderr, "%s\n", worker_or.status().ToString().c_str());
+    return 1;
+  }
+  std::unique_ptr<Worker> worker = std::move(*worker_or);
+  std::vector<IncomingRequest> held;
+
+  auto echo = [](IncomingRequest req) {
+    auto buffer = std::make_shared<std::vector<std::byte>>(req.bulk_out_size());
+    auto finish = [req, buffer](const Status& pulled) mutable {
+      if (!pulled.ok()) return req.Reply(pulled);
+      uint32_t crc = Crc32c(buffer->data(), buffer->size());
+      std::vector<uint8_t> reply(4 + req.payload().size());
+      std::memcpy(reply.data(), &crc, 4);
+      if (!req.payload().empty()) std::memcpy(reply.data() + 4, req.payload().data(), req.payload().size());
+      const size_t n = std::min<uint64_t>(buffer->size(), req.bulk_in_capacity());
+      if (n == 0) return req.Reply(Status::Ok(), reply);
+      req.Push(std::span<const std::byte>(buffer->data(), n),
+               [req, buffer, reply = std::move(reply)](const Status& pushed) mutable {
+                 req.Reply(pushed, reply);
+               });
+    };
+    if (buffer->empty()) return finish(Status::Ok());
+    req.Pull(*buffer, std::move(finish));
+  };
+  (void)worker->RegisterHandler(testing::kOpEcho, echo);
+  (void)worker->RegisterHandler(testing::kOpHold, [&held](IncomingRequest req) {
+    auto buffer = std::make_shared<std::vector<std::byte>>(req.bulk_out_size());
+    held.push_back(req);
+    if (!buffer->empty()) req.Pull(*buffer, [buffer](const Status&) {});
+  });
+  (void)worker->RegisterHandler(testing::kOpHeldCount, [&held](IncomingRequest req) {
+    uint64_t n = held.size();
+    req.Reply(Status::Ok(), std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&n), 8));
+  });
+  (void)worker->RegisterHandler(testing::kOpDrop, [](IncomingRequest) {});
+  (void)worker->RegisterHandler(testing::kOpStats, [&worker](IncomingRequest req) {
+    const WorkerStats& st = worker->stats();
+    uint64_t v[4] = {st.malformed_messages, st.peers_lost, st.bulk_rma_bytes, st.bulk_am_bytes};
+    req.Reply(Status::Ok(), std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v), sizeof(v)));
+  });
+  (void)worker->RegisterHandler(testing::kOpFail,
+                                [](IncomingRequest req) { req.Reply(Status::NotFound("no such thing")); });
+  worker->SetPeerLostHandler([&held](uint64_t connection_id, const Status&) {
+    std::erase_if(held, [&](const IncomingRequest& r) { return r.connection_id() == connection_id; });
+  });
+
+  std::string hex;
+  for (uint8_t b : worker->address()) {
+    char two[3];
+    snprintf(two, sizeof two, "%02x", b);
+    hex += two;
+  }
+  printf("ADDRESS %s\n", hex.c_str());
+  fflush(stdout);
+  for (;;) worker->Wait(std::chrono::milliseconds(100));
+}

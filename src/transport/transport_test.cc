@@ -1,0 +1,335 @@
+// Two-process tests of the data plane: this process is the client, a real
+// transport_test_peer process is the server. Run over tcp and over shm; each
+// asserts the transport actually in use.
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include <gtest/gtest.h>
+#include <ucp/api/ucp.h>
+
+#include "common/checksum.h"
+#include "transport/testing/peer_process.h"
+#include "transport/testing/test_protocol.h"
+#include "transport/transport.h"
+#include "transport/wire.h"
+
+namespace ros2::transport {
+namespace {
+
+using namespace std::chrono_literals;
+
+class TransportTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(peer_.Start(TRANSPORT_TEST_PEER_PATH, GetParam()).ok());
+    TransportOptions opts;
+    opts.kind = ParseTransportKind(GetParam()).value();
+    opts.default_timeout = 20s;
+    auto ctx = Context::Create(opts);
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    ctx_ = std::move(*ctx);
+    auto w = ctx_->CreateWorker("test-client");
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    worker_ = std::move(*w);
+    auto ep = worker_->Connect(peer_.address());
+    ASSERT_TRUE(ep.ok()) << ep.status().ToString();
+    ep_ = std::move(*ep);
+  }
+  void TearDown() override {
+    ep_.reset();
+    worker_.reset();
+    ctx_.reset();
+  }
+  bool IsShm() const { return GetParam() == "shm"; }
+
+  testing::PeerProcess peer_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Worker> worker_;
+  std::shared_ptr<Endpoint> ep_;
+};
+
+std::vector<std::byte> Pattern(size_t n, uint32_t seed) {
+  std::vector<std::byte> v(n);
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < n; i += 4) {
+    uint32_t x = rng();
+    std::memcpy(v.data() + i, &x, std::min<size_t>(4, n - i));
+  }
+  return v;
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
+TEST_P(TransportTest, UsesTheSelectedTransport) {
+  const EndpointInfo& info = ep_->info();
+  ASSERT_FALSE(info.lanes.empty()) << info.ucx_report;
+  if (IsShm()) {
+    EXPECT_TRUE(info.IsSharedMemoryOnly()) << info.ucx_report;
+    EXPECT_FALSE(info.UsesTcp()) << info.ucx_report;
+    EXPECT_TRUE(info.am_transport.rfind("posix/", 0) == 0 || info.am_transport.rfind("sysv/", 0) == 0)
+        << info.am_transport << "\n" << info.ucx_report;
+    EXPECT_EQ(info.rma_transport.substr(0, 4), "cma/") << info.ucx_report;
+    EXPECT_EQ(info.bulk_mode, BulkMode::kRma);
+    EXPECT_FALSE(info.rma_any_memory);
+    EXPECT_EQ(info.failure_detection, FailureDetection::kPidWatch);
+  } else {
+    EXPECT_EQ(info.am_transport, "tcp/lo") << info.ucx_report;
+    for (const std::string& lane : info.lanes) EXPECT_EQ(lane, "tcp/lo") << info.ucx_report;
+    EXPECT_EQ(info.bulk_mode, BulkMode::kActiveMessage);
+    EXPECT_EQ(info.failure_detection, FailureDetection::kUcxPeer);
+  }
+  EXPECT_TRUE(info.same_host);
+  EXPECT_EQ(info.peer_pid, peer_.pid());
+}
+
+TEST_P(TransportTest, RoundTrip) {
+  const std::string hello = "hello, engine";
+  auto reply = ep_->CallSync(testing::kOpEcho, Bytes(hello));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->payload.size(), 4 + hello.size());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(reply->payload.data()) + 4, hello.size()), hello);
+  EXPECT_EQ(worker_->stats().replies_received, 1u);
+}
+
+TEST_P(TransportTest, HandlerErrorsTravelToTheClient) {
+  auto failed = ep_->CallSync(testing::kOpFail, {});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(failed.status().message().find("no such thing"), std::string::npos);
+  auto unknown = ep_->CallSync(777, {});
+  EXPECT_EQ(unknown.status().code(), Status::Code::kNotSupported);
+  auto dropped = ep_->CallSync(testing::kOpDrop, {});
+  EXPECT_EQ(dropped.status().code(), Status::Code::kInternal);
+}
+
+struct PeerStats {
+  uint64_t malformed = 0, peers_lost = 0, rma_bytes = 0, am_bytes = 0;
+};
+PeerStats GetPeerStats(Endpoint& ep) {
+  PeerStats p;
+  auto r = ep.CallSync(testing::kOpStats, {});
+  if (r.ok() && r->payload.size() == sizeof(p)) std::memcpy(&p, r->payload.data(), sizeof(p));
+  return p;
+}
+
+// Echoes every size through the peer: client -> server by Pull, server -> client
+// by Push. `arena` selects UCX-allocated buffers (one-sided RMA over shm) over
+// heap buffers (active-message rendezvous).
+void EchoAllSizes(Context& ctx, Endpoint& ep, bool arena) {
+  const uint64_t limit = ctx.options().inline_limit;
+  const std::vector<uint64_t> sizes = {0, 1, 4096, limit - 1, limit, limit + 1, 1u << 20, 64u << 20};
+  uint32_t seed = 1;
+  for (uint64_t size : sizes) {
+    SCOPED_TRACE("size " + std::to_string(size) + (arena ? " arena" : " heap"));
+    std::vector<std::byte> expect = Pattern(size, seed++);
+    std::vector<std::byte> heap_out, heap_in;
+    CallOptions co;
+    if (arena && size > 0) {
+      auto out = ctx.AllocateMemory(size);
+      auto in = ctx.AllocateMemory(size);
+      ASSERT_TRUE(out.ok() && in.ok());
+      std::memcpy((*out)->mutable_base(), expect.data(), size);
+      std::memset((*in)->mutable_base(), 0xEE, size);
+      co.bulk_out = std::span<const std::byte>((*out)->base(), size);
+      co.bulk_in = std::span<std::byte>((*in)->mutable_base(), size);
+      co.bulk_out_region = *out;
+      co.bulk_in_region = *in;
+    } else {
+      heap_out = expect;
+      heap_in.assign(size, std::byte{0xEE});
+      co.bulk_out = heap_out;
+      co.bulk_in = heap_in;
+    }
+    auto reply = ep.CallSync(testing::kOpEcho, {}, co);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    ASSERT_EQ(reply->payload.size(), 4u);
+    uint32_t server_crc;
+    std::memcpy(&server_crc, reply->payload.data(), 4);
+    EXPECT_EQ(server_crc, Crc32c(expect.data(), expect.size())) << "client -> server bytes differ";
+    EXPECT_EQ(reply->bulk_in_bytes, size);
+    EXPECT_TRUE(size == 0 || std::memcmp(co.bulk_in.data(), expect.data(), size) == 0) << "server -> client bytes differ";
+  }
+}
+
+TEST_P(TransportTest, BulkIsByteExactInBothDirections) {
+  const PeerStats before = GetPeerStats(*ep_);
+  EchoAllSizes(*ctx_, *ep_, /*arena=*/false);
+  const PeerStats heap = GetPeerStats(*ep_);
+  EchoAllSizes(*ctx_, *ep_, /*arena=*/true);
+  const PeerStats after = GetPeerStats(*ep_);
+  const uint64_t large = 2 * ((1u << 20) + (64u << 20) + ctx_->options().inline_limit + 1);  // both directions
+  EXPECT_GT(worker_->stats().bulk_inline_bytes, 0u);
+  // Heap buffers: active-message rendezvous on both transports.
+  EXPECT_EQ(heap.am_bytes - before.am_bytes, large);
+  EXPECT_EQ(heap.rma_bytes, before.rma_bytes);
+  if (IsShm()) {
+    // UCX-allocated buffers over shm: the server's one-sided RMA moves them.
+    EXPECT_EQ(after.rma_bytes - heap.rma_bytes, large);
+    EXPECT_EQ(after.am_bytes, heap.am_bytes);
+  } else {
+    EXPECT_EQ(after.am_bytes - heap.am_bytes, large);
+    EXPECT_EQ(after.rma_bytes, 0u);
+  }
+}
+
+TEST_P(TransportTest, ThousandOutstandingRequests) {
+  constexpr int kCalls = 1000;
+  std::vector<std::string> payloads(kCalls);
+  std::vector<std::vector<std::byte>> outs(kCalls), ins(kCalls);
+  int completed = 0, good = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    payloads[i] = "request-" + std::to_string(i);
+    outs[i] = Pattern(i % 10 == 0 ? 4096 : 16, i);
+    ins[i].resize(outs[i].size());
+    CallOptions co;
+    co.bulk_out = outs[i];
+    co.bulk_in = ins[i];
+    Status st = ep_->Call(testing::kOpEcho, Bytes(payloads[i]), co, [&, i](const ReplyView& r) {
+      ++completed;
+      if (r.status.ok() && r.payload.size() == 4 + payloads[i].size() &&
+          std::memcmp(r.payload.data() + 4, payloads[i].data(), payloads[i].size()) == 0 && ins[i] == outs[i]) {
+        ++good;
+      }
+    });
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  EXPECT_GT(ep_->outstanding(), 0u);
+  ASSERT_TRUE(worker_->RunUntil([&] { return completed == kCalls; }, 60s).ok());
+  EXPECT_EQ(good, kCalls);
+  EXPECT_EQ(ep_->outstanding(), 0u);
+}
+
+TEST_P(TransportTest, RequestTimesOut) {
+  CallOptions co;
+  co.timeout = 200ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = ep_->CallSync(testing::kOpHold, {}, co);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status().code(), Status::Code::kTimedOut) << r.status().ToString();
+  EXPECT_LT(took, 5s);
+  EXPECT_EQ(worker_->stats().requests_timed_out, 1u);
+  // The endpoint still works afterwards.
+  EXPECT_TRUE(ep_->CallSync(testing::kOpEcho, {}).ok());
+}
+
+TEST_P(TransportTest, PeerKilledMidTransferFailsOutstandingRequests) {
+  constexpr int kCalls = 20;
+  std::vector<std::byte> out = Pattern(8 << 20, 3);
+  std::vector<std::vector<std::byte>> ins(kCalls, std::vector<std::byte>(1 << 20));
+  int failed = 0, completed = 0;
+  for (int i = 0; i < kCalls; ++i) {
+    CallOptions co;
+    co.bulk_out = out;
+    co.bulk_in = ins[i];
+    ASSERT_TRUE(ep_->Call(testing::kOpHold, {}, co, [&](const ReplyView& r) {
+                     ++completed;
+                     if (r.status.code() == Status::Code::kDisconnected) ++failed;
+                   }).ok());
+  }
+  // Wait until the peer holds a few (their bulk is being pulled), then kill it.
+  uint64_t held = 0;
+  ASSERT_TRUE(worker_->RunUntil([&] {
+                        auto r = ep_->CallSync(testing::kOpHeldCount, {});
+                        if (r.ok() && r->payload.size() == 8) std::memcpy(&held, r->payload.data(), 8);
+                        return held >= 2;
+                      }, 30s)
+                  .ok());
+  const auto start = std::chrono::steady_clock::now();
+  peer_.Kill();
+  ASSERT_TRUE(worker_->RunUntil([&] { return completed == kCalls; }, 10s).ok()) << completed << " of " << kCalls;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_EQ(failed, kCalls);
+  EXPECT_EQ(ep_->status().code(), Status::Code::kDisconnected) << ep_->status().ToString();
+  EXPECT_EQ(ep_->outstanding(), 0u);
+  EXPECT_EQ(worker_->stats().peers_lost, 1u);
+  // New calls fail at once with the same clear error.
+  auto again = ep_->CallSync(testing::kOpEcho, {});
+  EXPECT_EQ(again.status().code(), Status::Code::kDisconnected);
+}
+
+// Sends raw bytes to the peer's worker through a bare UCX endpoint, bypassing
+// the encoder, and checks the peer rejects them, counts them and keeps serving.
+TEST_P(TransportTest, MalformedMessagesAreRejectedAndCounted) {
+  ucp_config_t* cfg = nullptr;
+  ASSERT_EQ(ucp_config_read(nullptr, nullptr, &cfg), UCS_OK);
+  ucp_config_modify(cfg, "TLS", IsShm() ? "posix,sysv,cma" : "tcp");
+  ucp_config_modify(cfg, "NET_DEVICES", "lo");
+  ucp_params_t p{};
+  p.field_mask = UCP_PARAM_FIELD_FEATURES;
+  p.features = UCP_FEATURE_AM;
+  ucp_context_h raw_ctx;
+  ASSERT_EQ(ucp_init(&p, cfg, &raw_ctx), UCS_OK);
+  ucp_config_release(cfg);
+  ucp_worker_params_t wp{};
+  ucp_worker_h raw_worker;
+  ASSERT_EQ(ucp_worker_create(raw_ctx, &wp, &raw_worker), UCS_OK);
+  auto peer_addr = wire::DecodeAddress(peer_.address()).value();
+  ucp_ep_params_t ep_params{};
+  ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  ep_params.address = reinterpret_cast<const ucp_address_t*>(peer_addr.ucx_address.data());
+  ucp_ep_h raw_ep;
+  ASSERT_EQ(ucp_ep_create(raw_worker, &ep_params, &raw_ep), UCS_OK);
+
+  // A valid request with every kind of damage: truncations, bad magic, a
+  // length that points past the end, an unknown connection id.
+  std::string payload = "x";
+  wire::Message m;
+  m.kind = wire::Kind::kRequest;
+  m.opcode = testing::kOpEcho;
+  m.request_id = 1;
+  m.connection_id = 12345;
+  m.payload = Bytes(payload);
+  std::vector<uint8_t> good(wire::EncodedSize(m));
+  ASSERT_TRUE(wire::Encode(m, good).ok());
+  std::vector<std::vector<uint8_t>> bad;
+  for (size_t cut : {size_t{0}, size_t{1}, size_t{10}, good.size() - 1}) bad.emplace_back(good.begin(), good.begin() + cut);
+  bad.push_back(good), bad.back()[0] ^= 0xff;                  // magic
+  bad.push_back(good), bad.back()[24] = 0xff;                  // payload length past the end
+  bad.push_back(good), bad.back()[2] = 99;                     // version
+  bad.push_back(good);                                         // valid, but an unknown connection
+  std::vector<uint8_t> noise = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50};
+  bad.push_back(noise);
+  for (auto& msg : bad) {
+    ucp_request_param_t rp{};
+    rp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    rp.flags = UCP_AM_SEND_FLAG_EAGER;
+    void* req = ucp_am_send_nbx(raw_ep, 0x52, nullptr, 0, msg.data(), msg.size(), &rp);
+    while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS) ucp_worker_progress(raw_worker);
+    if (UCS_PTR_IS_PTR(req)) ucp_request_free(req);
+  }
+  // Flush so everything reached the peer before asking it for its counters.
+  ucp_request_param_t fp{};
+  void* freq = ucp_ep_flush_nbx(raw_ep, &fp);
+  while (UCS_PTR_IS_PTR(freq) && ucp_request_check_status(freq) == UCS_INPROGRESS) ucp_worker_progress(raw_worker);
+  if (UCS_PTR_IS_PTR(freq)) ucp_request_free(freq);
+
+  uint64_t malformed = 0;
+  ASSERT_TRUE(worker_->RunUntil([&] {
+                        ucp_worker_progress(raw_worker);
+                        auto r = ep_->CallSync(testing::kOpStats, {});
+                        if (r.ok() && r->payload.size() == 32) std::memcpy(&malformed, r->payload.data(), 8);
+                        return malformed >= bad.size();
+                      }, 20s)
+                  .ok())
+      << "peer counted " << malformed << " of " << bad.size();
+  EXPECT_EQ(malformed, bad.size());
+  EXPECT_TRUE(ep_->CallSync(testing::kOpEcho, Bytes(payload)).ok());
+
+  ucp_request_param_t cp{};
+  cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  void* creq = ucp_ep_close_nbx(raw_ep, &cp);
+  while (UCS_PTR_IS_PTR(creq) && ucp_request_check_status(creq) == UCS_INPROGRESS) ucp_worker_progress(raw_worker);
+  if (UCS_PTR_IS_PTR(creq)) ucp_request_free(creq);
+  ucp_worker_destroy(raw_worker);
+  ucp_cleanup(raw_ctx);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace ros2::transport

@@ -1,0 +1,581 @@
+// WorkerImpl: the ucp_worker, its address blob, connections and the hello
+// exchange, message dispatch, adaptive progress and failure handling.
+#include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "transport/ucx_util.h"
+#include "transport/worker_impl.h"
+
+namespace ros2::transport {
+namespace {
+
+std::array<uint8_t, 16> ReadBootId() {
+  std::array<uint8_t, 16> id{};
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string text;
+  std::getline(in, text);
+  size_t n = 0;
+  for (size_t i = 0; i + 1 < text.size() && n < id.size(); ++i) {
+    if (!isxdigit(static_cast<unsigned char>(text[i])) || !isxdigit(static_cast<unsigned char>(text[i + 1]))) continue;
+    id[n++] = static_cast<uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16));
+    ++i;
+  }
+  return id;
+}
+
+int PidfdOpen(int pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+ucs_status_t AmRecvCallback(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                            const ucp_am_recv_param_t* param) {
+  return static_cast<WorkerImpl*>(arg)->OnActiveMessage(header, header_length, data, length, param);
+}
+
+void EpErrorCallback(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+  auto* conn = static_cast<Connection*>(arg);
+  if (conn->worker == nullptr) return;
+  // Runs inside ucp_worker_progress: the failure is handled after it returns.
+  conn->worker->DeferFailure(conn->local_id, Status::Disconnected(fmt::format(
+                                                 "transport: connection to {} failed: {}", conn->peer_name,
+                                                 ucs_status_string(status))));
+}
+
+void SendCallback(void* request, ucs_status_t status, void* user_data) {
+  auto* buf = static_cast<SendBuffer*>(user_data);
+  if (buf->done) {
+    Completion done = std::move(buf->done);
+    buf->done = nullptr;
+    done(status == UCS_OK ? Status::Ok() : UcsError("transport: send", status));
+  }
+  --buf->worker->sends_in_flight_;
+  buf->worker->ReleaseSendBuffer(buf);
+  ucp_request_free(request);
+}
+
+}  // namespace
+
+WorkerImpl::WorkerImpl(Context& context, std::string name) : context_(context), name_(std::move(name)) {}
+
+Result<std::unique_ptr<Worker>> Context::CreateWorker(std::string_view name) {
+  auto w = std::make_unique<WorkerImpl>(*this, std::string(name));
+  ROS2_RETURN_IF_ERROR(w->Init());
+  return std::unique_ptr<Worker>(std::move(w));
+}
+
+Status WorkerImpl::Init() {
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_NAME;
+  params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  params.name = name_.c_str();
+  ucs_status_t st = ucp_worker_create(static_cast<ucp_context_h>(context_.ucp_handle()), &params, &worker_);
+  if (st != UCS_OK) return UcsError(fmt::format("transport: worker '{}': ucp_worker_create", name_), st);
+
+  ucp_worker_attr_t attr{};
+  attr.field_mask = UCP_WORKER_ATTR_FIELD_ADDRESS | UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+  st = ucp_worker_query(worker_, &attr);
+  if (st != UCS_OK) return UcsError(fmt::format("transport: worker '{}': ucp_worker_query", name_), st);
+  max_am_header_ = attr.max_am_header;
+  boot_id_ = ReadBootId();
+  wire::WorkerAddress wa;
+  wa.boot_id = boot_id_;
+  wa.pid = static_cast<int32_t>(getpid());
+  wa.ucx_address = std::span<const uint8_t>(static_cast<const uint8_t*>(static_cast<void*>(attr.address)),
+                                            attr.address_length);
+  address_.resize(wire::EncodedAddressSize(wa));
+  auto enc = wire::EncodeAddress(wa, address_);
+  ucp_worker_release_address(worker_, attr.address);
+  if (!enc.ok()) return enc.status();
+
+  ucp_am_handler_param_t hp{};
+  hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                  UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  hp.id = kAmId;
+  hp.cb = AmRecvCallback;
+  hp.arg = this;
+  hp.flags = UCP_AM_FLAG_WHOLE_MSG;
+  st = ucp_worker_set_am_recv_handler(worker_, &hp);
+  if (st != UCS_OK) return UcsError(fmt::format("transport: worker '{}': set AM handler", name_), st);
+
+  st = ucp_worker_get_efd(worker_, &ucx_efd_);
+  if (st != UCS_OK) return UcsError(fmt::format("transport: worker '{}': ucp_worker_get_efd", name_), st);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  pid_epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0 || pid_epoll_fd_ < 0) return Status::FromErrno(errno, "transport: epoll_create1");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = 0;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ucx_efd_, &ev) != 0) return Status::FromErrno(errno, "transport: epoll add efd");
+  ev.data.u64 = 1;
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pid_epoll_fd_, &ev) != 0) {
+    return Status::FromErrno(errno, "transport: epoll add pid epoll");
+  }
+  std::random_device rd;
+  connection_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+  return Status::Ok();
+}
+
+WorkerImpl::~WorkerImpl() {
+  in_destructor_ = true;
+  // Fail every connection (runs outstanding callbacks with Cancelled) and close eps.
+  std::vector<uint64_t> ids;
+  for (auto& [id, conn] : connections_) ids.push_back(id);
+  for (uint64_t id : ids) FailConnection(id, Status::Cancelled(fmt::format("transport: worker '{}' shut down", name_)), false);
+  if (worker_ != nullptr) {
+    for (int i = 0; i < 10000 && !closing_.empty(); ++i) {
+      ucp_worker_progress(worker_);
+      ReapClosing();
+    }
+    for (void* req : closing_) ucp_request_free(req);
+    closing_.clear();
+  }
+  for (auto& buf : send_pool_) buf.reset();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (pid_epoll_fd_ >= 0) close(pid_epoll_fd_);
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+}
+
+uint64_t WorkerImpl::NewConnectionId() {
+  // Unpredictable across processes and never 0; a stale id from a dead
+  // connection does not match a live one.
+  uint64_t id = 0;
+  while (id == 0 || connections_.count(id) != 0) {
+    uint64_t x = connection_salt_ + 0x9e3779b97f4a7c15ull * next_connection_seq_++;
+    x ^= x >> 31;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    id = x;
+  }
+  return id;
+}
+
+Connection* WorkerImpl::FindConnection(uint64_t id) {
+  auto it = connections_.find(id);
+  return it == connections_.end() ? nullptr : it->second.get();
+}
+
+std::shared_ptr<Connection> WorkerImpl::FindConnectionShared(uint64_t id) {
+  auto it = connections_.find(id);
+  return it == connections_.end() ? nullptr : it->second;
+}
+
+Result<std::shared_ptr<Connection>> WorkerImpl::CreateConnection(std::span<const uint8_t> peer_address,
+                                                                 bool client_side) {
+  ROS2_ASSIGN_OR_RETURN(wire::WorkerAddress peer, wire::DecodeAddress(peer_address));
+  auto conn = std::make_shared<Connection>();
+  conn->worker = this;
+  conn->client_side = client_side;
+  conn->local_id = NewConnectionId();
+  const bool same_host = peer.boot_id == boot_id_;
+  conn->peer_name = fmt::format("{}pid {}", same_host ? "" : "remote ", peer.pid);
+  conn->info.same_host = same_host;
+  conn->info.peer_pid = peer.pid;
+  const TransportKind kind = context_.resolved_kind();
+  // Shared memory lanes survive only with error mode NONE in UCX 1.13, so a
+  // same-host peer reachable over shm is watched through a pidfd instead.
+  const bool pid_watch = same_host && (kind == TransportKind::kShm || context_.options().kind == TransportKind::kShm);
+  if (context_.options().kind == TransportKind::kShm && !same_host) {
+    return Status::NotSupported(fmt::format("transport shm: peer {} is on another host", conn->peer_name));
+  }
+  conn->info.failure_detection = pid_watch ? FailureDetection::kPidWatch : FailureDetection::kUcxPeer;
+  if (pid_watch) {
+    conn->pidfd = PidfdOpen(peer.pid);
+    if (conn->pidfd < 0) {
+      return Status::Disconnected(fmt::format("transport: peer pid {} is gone ({})", peer.pid, strerror(errno)));
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = conn->local_id;
+    if (epoll_ctl(pid_epoll_fd_, EPOLL_CTL_ADD, conn->pidfd, &ev) != 0) {
+      Status s = Status::FromErrno(errno, "transport: epoll add pidfd");
+      close(conn->pidfd);
+      return s;
+    }
+  }
+  ucp_ep_params_t ep_params{};
+  ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+  ep_params.address = reinterpret_cast<const ucp_address_t*>(peer.ucx_address.data());
+  ep_params.err_mode = pid_watch ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
+  if (!pid_watch) {
+    ep_params.field_mask |= UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep_params.err_handler.cb = EpErrorCallback;
+    ep_params.err_handler.arg = conn.get();
+  }
+  ucs_status_t st = ucp_ep_create(worker_, &ep_params, &conn->ep);
+  if (st != UCS_OK) {
+    if (conn->pidfd >= 0) close(conn->pidfd);
+    return UcsError(fmt::format("transport: ucp_ep_create to {} (transport {})", conn->peer_name,
+                                TransportKindName(kind)),
+                    st);
+  }
+  FillEndpointInfo(*conn);
+  connections_[conn->local_id] = conn;
+  return conn;
+}
+
+Result<std::shared_ptr<Endpoint>> WorkerImpl::Connect(std::span<const uint8_t> peer_address) {
+  ROS2_ASSIGN_OR_RETURN(auto conn, CreateConnection(peer_address, /*client_side=*/true));
+  wire::Message hello;
+  hello.kind = wire::Kind::kHello;
+  hello.request_id = conn->local_id;
+  hello.payload = address_;
+  Status st = SendMessage(*conn, hello, {}, nullptr);
+  if (st.ok()) {
+    st = RunUntil([&] { return conn->remote_id != 0 || !conn->status.ok(); }, context_.options().connect_timeout);
+  }
+  if (st.ok() && !conn->status.ok()) st = conn->status;
+  if (!st.ok()) {
+    FailConnection(conn->local_id, st, false);
+    return st.WithContext(fmt::format("transport: connect to {}", conn->peer_name));
+  }
+  FillEndpointInfo(*conn);  // lanes are final once wireup completed
+  ROS2_LOG_DEBUG("transport: worker '{}' connected to {}: am={} rma={} bulk={} failure={}", name_, conn->peer_name,
+                 conn->info.am_transport, conn->info.rma_transport, BulkModeName(conn->info.bulk_mode),
+                 FailureDetectionName(conn->info.failure_detection));
+  return std::shared_ptr<Endpoint>(std::make_shared<EndpointImpl>(this, conn));
+}
+
+void WorkerImpl::HandleHello(const wire::Message& msg) {
+  auto made = CreateConnection(msg.payload, /*client_side=*/false);
+  if (!made.ok()) {
+    ++stats_.malformed_messages;
+    ROS2_LOG_WARN("transport: worker '{}' refused a hello: {}", name_, made.status().ToString());
+    return;
+  }
+  Connection& conn = **made;
+  conn.remote_id = msg.request_id;
+  wire::Message ack;
+  ack.kind = wire::Kind::kHelloAck;
+  ack.connection_id = conn.remote_id;
+  ack.request_id = conn.local_id;
+  Status st = SendMessage(conn, ack, {}, nullptr);
+  if (!st.ok()) FailConnection(conn.local_id, st, false);
+}
+
+void WorkerImpl::HandleHelloAck(const wire::Message& msg) {
+  Connection* conn = FindConnection(msg.connection_id);
+  if (conn == nullptr || !conn->client_side || conn->remote_id != 0 || msg.request_id == 0) {
+    ++stats_.malformed_messages;
+    return;
+  }
+  conn->remote_id = msg.request_id;
+}
+
+ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_length, void* data, size_t length,
+                                         const ucp_am_recv_param_t* param) {
+  const bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+  // The message is the AM header when bulk rides as AM data, else the AM data.
+  std::span<const uint8_t> bytes;
+  if (header_length > 0) {
+    bytes = std::span<const uint8_t>(static_cast<const uint8_t*>(header), header_length);
+  } else if (!rndv) {
+    bytes = std::span<const uint8_t>(static_cast<const uint8_t*>(data), length);
+  }
+  auto decoded = wire::Decode(bytes);
+  if (!decoded.ok()) {
+    ++stats_.malformed_messages;
+    ROS2_LOG_DEBUG("transport: worker '{}' dropped a message: {}", name_, decoded.status().ToString());
+    return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+  }
+  const wire::Message& msg = *decoded;
+  const bool carries_bulk = header_length > 0;
+  switch (msg.kind) {
+    case wire::Kind::kHello:
+      if (carries_bulk) break;
+      HandleHello(msg);
+      return UCS_OK;
+    case wire::Kind::kHelloAck:
+      if (carries_bulk) break;
+      HandleHelloAck(msg);
+      return UCS_OK;
+    case wire::Kind::kReply:
+      if (carries_bulk) break;
+      HandleReply(msg);
+      return UCS_OK;
+    case wire::Kind::kPushData:
+      if (!carries_bulk) break;
+      return HandlePushData(msg, data, length, rndv);
+    case wire::Kind::kBye: {
+      if (carries_bulk) break;
+      if (FindConnection(msg.connection_id) != nullptr) {
+        DeferFailure(msg.connection_id, Status::Disconnected("transport: peer closed the connection"));
+      }
+      return UCS_OK;
+    }
+    case wire::Kind::kRequest: {
+      Connection* conn = FindConnection(msg.connection_id);
+      const wire::BulkDescriptor* out = msg.FindBulk(wire::BulkDirection::kOut);
+      const bool am_out = out != nullptr && out->transfer == wire::BulkTransfer::kActiveMessage;
+      if (conn == nullptr || conn->client_side || am_out != carries_bulk ||
+          (am_out && (!rndv || length != out->length))) {
+        ++stats_.malformed_messages;
+        return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+      }
+      // The message is copied (into a pooled buffer): keeping UCX's persistent
+      // receive buffer instead crashed ucp_am_data_release on sysv/posix in
+      // UCX 1.13. A rendezvous descriptor is kept until the handler pulls.
+      const bool descriptor_taken = HandleRequest(*conn, bytes, rndv ? data : nullptr, rndv ? length : 0);
+      return descriptor_taken ? UCS_INPROGRESS : UCS_OK;
+    }
+  }
+  ++stats_.malformed_messages;
+  return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+}
+
+Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::span<const std::byte> bulk,
+                               Completion done, std::shared_ptr<void> keep_alive) {
+  if (conn.ep == nullptr) return conn.status.ok() ? Status::Disconnected("transport: endpoint closed") : conn.status;
+  SendBuffer* buf;
+  if (send_pool_.empty()) {
+    auto fresh = std::make_unique<SendBuffer>();
+    fresh->worker = this;
+    buf = fresh.release();  // owned by UCX's callback or returned to the pool below
+  } else {
+    buf = send_pool_.back().release();
+    send_pool_.pop_back();
+  }
+  buf->bytes.resize(wire::EncodedSize(msg));
+  auto enc = wire::Encode(msg, buf->bytes);
+  if (!enc.ok()) {
+    ReleaseSendBuffer(buf);
+    return enc.status();
+  }
+  buf->done = std::move(done);
+  buf->keep_alive = std::move(keep_alive);
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.cb.send = SendCallback;
+  param.user_data = buf;
+  ucs_status_ptr_t req;
+  if (bulk.empty()) {
+    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    req = ucp_am_send_nbx(conn.ep, kAmId, nullptr, 0, buf->bytes.data(), buf->bytes.size(), &param);
+  } else {
+    if (buf->bytes.size() > max_am_header_) {
+      ReleaseSendBuffer(buf);
+      return Status::InvalidArgument(fmt::format("transport: message of {} bytes exceeds the AM header limit {}",
+                                                 buf->bytes.size(), max_am_header_));
+    }
+    param.flags = UCP_AM_SEND_FLAG_RNDV;
+    req = ucp_am_send_nbx(conn.ep, kAmId, buf->bytes.data(), buf->bytes.size(), bulk.data(), bulk.size(), &param);
+  }
+  if (UCS_PTR_IS_PTR(req)) {
+    ++sends_in_flight_;
+    return Status::Ok();  // SendCallback finishes
+  }
+  const ucs_status_t st = UCS_PTR_STATUS(req);
+  Completion finished = std::move(buf->done);
+  ReleaseSendBuffer(buf);
+  if (st != UCS_OK) return UcsError(fmt::format("transport: send to {}", conn.peer_name), st);
+  if (finished) finished(Status::Ok());
+  return Status::Ok();
+}
+
+void WorkerImpl::ReleaseSendBuffer(SendBuffer* buf) {
+  buf->done = nullptr;
+  buf->keep_alive.reset();
+  std::unique_ptr<SendBuffer> owned(buf);
+  if (!in_destructor_ && send_pool_.size() < 256) send_pool_.push_back(std::move(owned));
+}
+
+void WorkerImpl::FailConnection(uint64_t connection_id, const Status& why, bool count_as_lost, bool graceful) {
+  auto it = connections_.find(connection_id);
+  if (it == connections_.end()) return;
+  std::shared_ptr<Connection> conn = it->second;
+  connections_.erase(it);
+  if (conn->status.ok()) conn->status = why.ok() ? Status::Disconnected("transport: connection closed") : why;
+  if (count_as_lost) ++stats_.peers_lost;
+  if (conn->pidfd >= 0) {
+    epoll_ctl(pid_epoll_fd_, EPOLL_CTL_DEL, conn->pidfd, nullptr);
+    close(conn->pidfd);
+    conn->pidfd = -1;
+  }
+  ucp_ep_h ep = conn->ep;
+  conn->ep = nullptr;
+  // Fail the calls waiting on this connection.
+  if (conn->client_side && conn->outstanding > 0) {
+    for (uint32_t slot = 0; slot < calls_.size(); ++slot) {
+      if (calls_[slot].done && calls_[slot].connection_id == connection_id) {
+        if (conn->status.code() == Status::Code::kDisconnected) ++stats_.requests_failed_disconnect;
+        CompleteCall(slot, conn->status, {}, 0);
+      }
+    }
+    conn->outstanding = 0;
+  }
+  if (ep != nullptr) {
+    // Forced close completes locally; the request (if any) is reaped later.
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    // UCX 1.13 refuses a forced close on error-mode-NONE (pid-watched, shm)
+    // endpoints: those get a flush close, reaped if it ever completes; sends
+    // still queued to a dead peer are purged by ucp_worker_destroy.
+    const bool force = !graceful && conn->info.failure_detection == FailureDetection::kUcxPeer;
+    param.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    void* req = ucp_ep_close_nbx(ep, &param);
+    if (UCS_PTR_IS_PTR(req)) {
+      closing_.push_back(req);
+    } else if (UCS_PTR_STATUS(req) != UCS_OK) {
+      ROS2_LOG_WARN("transport: worker '{}': closing the endpoint to {}: {}", name_, conn->peer_name,
+                    ucs_status_string(UCS_PTR_STATUS(req)));
+    }
+  }
+  conn->worker = nullptr;
+  if (count_as_lost) {
+    ROS2_LOG_WARN("transport: worker '{}' lost {}: {}", name_, conn->peer_name, conn->status.ToString());
+  }
+  if (peer_lost_handler_ && !in_destructor_) peer_lost_handler_(connection_id, conn->status);
+}
+
+void WorkerImpl::CheckPeers() {
+  epoll_event events[16];
+  int n = epoll_wait(pid_epoll_fd_, events, 16, 0);
+  for (int i = 0; i < n; ++i) {
+    const uint64_t id = events[i].data.u64;
+    Connection* conn = FindConnection(id);
+    if (conn == nullptr) continue;
+    FailConnection(id, Status::Disconnected(fmt::format("transport: peer {} died", conn->peer_name)), true);
+  }
+}
+
+void WorkerImpl::DeferFailure(uint64_t connection_id, Status why) {
+  deferred_failures_.emplace_back(connection_id, std::move(why));
+}
+
+void WorkerImpl::ReapClosing() {
+  for (size_t i = 0; i < closing_.size();) {
+    if (ucp_request_check_status(closing_[i]) != UCS_INPROGRESS) {
+      ucp_request_free(closing_[i]);
+      closing_[i] = closing_.back();
+      closing_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+void WorkerImpl::Housekeeping() {
+  ReapClosing();
+  CheckPeers();
+  ExpireDeadlines();
+}
+
+int WorkerImpl::Progress() {
+  int events = static_cast<int>(ucp_worker_progress(worker_));
+  while (!deferred_failures_.empty()) {
+    auto [id, why] = std::move(deferred_failures_.back());
+    deferred_failures_.pop_back();
+    FailConnection(id, why, /*count_as_lost=*/true);
+    ++events;
+  }
+  const Clock::time_point now = Clock::now();
+  if (now >= next_housekeeping_) {
+    next_housekeeping_ = now + std::chrono::milliseconds(1);
+    Housekeeping();
+  }
+  return events;
+}
+
+bool WorkerImpl::PrepareSleep() {
+  ucs_status_t st = ucp_worker_arm(worker_);
+  return st == UCS_OK;  // UCS_ERR_BUSY: events pending, progress again
+}
+
+std::chrono::microseconds WorkerImpl::NextDeadline(std::chrono::microseconds max_wait) const {
+  if (deadlines_.empty() || live_calls_ == 0) return max_wait;
+  auto until = std::chrono::duration_cast<std::chrono::microseconds>(deadlines_.top().first - Clock::now());
+  if (until < std::chrono::microseconds(0)) until = std::chrono::microseconds(0);
+  return std::min(until + std::chrono::microseconds(100), max_wait);
+}
+
+int WorkerImpl::Wait(std::chrono::microseconds max_wait) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point spin_end = start + options().spin_budget;
+  int events = 0;
+  for (;;) {
+    events += Progress();
+    if (events > 0) return events;
+    const Clock::time_point now = Clock::now();
+    if (now >= start + max_wait) return 0;
+    if (now >= spin_end) break;
+  }
+  if (!PrepareSleep()) return Progress();
+  const auto left = std::chrono::duration_cast<std::chrono::microseconds>(start + max_wait - Clock::now());
+  const auto sleep_us = NextDeadline(std::max(left, std::chrono::microseconds(0)));
+  ++stats_.sleeps;
+  epoll_event ev[4];
+  epoll_wait(epoll_fd_, ev, 4, static_cast<int>((sleep_us.count() + 999) / 1000));
+  next_housekeeping_ = Clock::time_point{};  // a pid event or a deadline may be due
+  return Progress();
+}
+
+Status WorkerImpl::RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const Clock::time_point end = Clock::now() + timeout;
+  while (!done()) {
+    const Clock::time_point now = Clock::now();
+    if (now >= end) return Status::TimedOut(fmt::format("transport: worker '{}': wait of {} ms expired", name_, timeout.count()));
+    Wait(std::chrono::duration_cast<std::chrono::microseconds>(end - now));
+  }
+  return Status::Ok();
+}
+
+void WorkerImpl::Signal() { ucp_worker_signal(worker_); }
+
+Status WorkerImpl::RegisterHandler(uint16_t opcode, RequestHandler handler) {
+  if (opcode > wire::kMaxUserOpcode) {
+    return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
+  }
+  if (handlers_.size() <= opcode) handlers_.resize(opcode + 1);
+  handlers_[opcode] = std::move(handler);
+  return Status::Ok();
+}
+
+// ---- Endpoint information from ucp_ep_print_info ----------------------------------
+void WorkerImpl::FillEndpointInfo(Connection& conn) {
+  EndpointInfo& info = conn.info;
+  info.ucx_report = CaptureToString([&](FILE* f) { ucp_ep_print_info(conn.ep, f); });
+  info.lanes.clear();
+  info.am_transport.clear();
+  info.rma_transport.clear();
+  std::istringstream in(info.ucx_report);
+  std::string line;
+  while (std::getline(in, line)) {
+    // "#  lane[1]:  1:posix/memory.0 md[2]  -> md[2]/posix/sysdev[255] am am_bw#0"
+    const size_t lane_pos = line.find("lane[");
+    if (lane_pos == std::string::npos) continue;
+    const size_t colon = line.find(':', line.find("]:", lane_pos) + 2);
+    if (colon == std::string::npos) continue;
+    size_t end = line.find_first_of(" \t", colon);
+    std::string tl_dev = line.substr(colon + 1, end - colon - 1);
+    if (size_t dot = tl_dev.rfind('.'); dot != std::string::npos) tl_dev.resize(dot);
+    info.lanes.push_back(tl_dev);
+    const size_t arrow = line.find("->");
+    std::string roles = arrow == std::string::npos ? std::string() : line.substr(arrow);
+    std::istringstream words(roles);
+    std::string w;
+    while (words >> w) {
+      if (w == "am" && info.am_transport.empty()) info.am_transport = tl_dev;
+      if ((w.rfind("rma_bw", 0) == 0 || w == "rma") && info.rma_transport.empty()) info.rma_transport = tl_dev;
+    }
+  }
+  // One-sided RMA only where the hardware or shared memory does it; over tcp
+  // UCX emulates put/get in software (slow unless the peer progresses), so bulk
+  // rides active-message rendezvous there. Over shm, UCX 1.13 emulates RMA on
+  // ordinary memory too (the rkey carries no cma key), so only UCX-allocated
+  // (shared segment) buffers go by RMA; see docs/transport.md.
+  const std::string_view rma_tl = std::string_view(info.rma_transport).substr(0, info.rma_transport.find('/'));
+  const bool verbs = rma_tl.rfind("rc", 0) == 0 || rma_tl.rfind("dc", 0) == 0;
+  const bool shm = rma_tl == "cma" || rma_tl == "posix" || rma_tl == "sysv";
+  info.bulk_mode = (verbs || shm) ? BulkMode::kRma : BulkMode::kActiveMessage;
+  info.rma_any_memory = verbs;
+}
+
+}  // namespace ros2::transport

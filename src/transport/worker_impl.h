@@ -1,0 +1,255 @@
+// Internal: the Worker implementation shared by worker.cc (UCX worker, progress,
+// connections, failure), client_call.cc (outgoing requests) and
+// incoming_request.cc (server side). Not a public header.
+//
+// Invariants:
+//  - Everything here runs on the worker's owning thread.
+//  - A Connection lives in `connections_` until it is failed or closed; UCX
+//    callbacks that carry a Connection* are only armed while it is there (its
+//    ucp_ep is force-closed before it is erased).
+//  - A client call slot is live iff its `done` is set; request ids carry the
+//    slot index and a generation so late replies to reused slots are stale.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <deque>
+#include <cstdint>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ucp/api/ucp.h>
+
+#include "transport/transport.h"
+#include "transport/wire.h"
+
+namespace ros2::transport {
+
+class WorkerImpl;
+using Clock = std::chrono::steady_clock;
+
+// One peer connection, client side (made by Connect) or server side (made on a
+// hello). Owned by WorkerImpl::connections_.
+struct Connection {
+  WorkerImpl* worker = nullptr;
+  uint64_t local_id = 0;   // our id; peers put it in connection_id of messages to us
+  uint64_t remote_id = 0;  // the peer's id for this connection (0 until the hello ack)
+  bool client_side = true;
+  ucp_ep_h ep = nullptr;
+  Status status;            // OK while usable
+  int pidfd = -1;           // FailureDetection::kPidWatch
+  EndpointInfo info;
+  uint32_t outstanding = 0; // client calls waiting for a reply
+  std::string peer_name;    // "pid 123 on this host" / "remote pid 123"
+};
+
+// A buffer for one outgoing message, returned to the pool when UCX is done.
+struct SendBuffer {
+  WorkerImpl* worker = nullptr;
+  std::vector<uint8_t> bytes;
+  Completion done;  // optional: run when the send completes (push data)
+  std::shared_ptr<void> keep_alive;  // optional: resources the send references
+};
+
+// Where a rendezvous receive of pushed data reports back (lives in PendingCall).
+struct PushReceive {
+  WorkerImpl* worker = nullptr;
+  uint32_t slot = 0;
+  uint32_t generation = 0;
+};
+
+// The state of one client call (a slot in WorkerImpl::calls_).
+struct PendingCall {
+  uint32_t generation = 0;
+  ReplyCallback done;  // set while live
+  uint64_t connection_id = 0;
+  Clock::time_point deadline;
+  std::span<std::byte> bulk_in;
+  std::shared_ptr<const MemoryRegion> out_region, in_region;
+  // Push data over active messages may land after the reply: the reply is kept
+  // until the pushed bytes are in place.
+  bool in_via_am = false;  // bulk-in was offered as kActiveMessage (push data may trail the reply)
+  bool reply_arrived = false;
+  bool push_in_flight = false;
+  uint64_t pushed_expected = 0;
+  uint64_t pushed_received = 0;
+  Status reply_status;
+  std::vector<uint8_t> reply_payload;
+  PushReceive push_receive;
+};
+
+// The server-side state behind IncomingRequest handles (pooled).
+struct IncomingRequest::State {
+  WorkerImpl* worker = nullptr;
+  uint32_t refs = 0;
+  std::shared_ptr<Connection> conn;
+  wire::Message msg;               // views into `copy`
+  std::vector<uint8_t> copy;       // the received message (capacity kept across reuse)
+  void* rndv_desc = nullptr;       // am-mode bulk-out rendezvous descriptor, until pulled
+  uint64_t rndv_length = 0;
+  bool pulled = false, pushed = false, replied = false;
+  bool in_am_callback = false;     // the handler runs inside UCX's AM callback
+  bool rndv_taken = false;         // the rendezvous descriptor went to ucp_am_recv_data_nbx
+  uint64_t pushed_bytes = 0;
+  std::vector<uint8_t> inline_push;  // pushed bytes that ride inside the reply
+  // RMA transfer in progress (Pull or Push).
+  struct Rma {
+    bool active = false;
+    bool is_put = false;
+    std::byte* local = nullptr;
+    uint64_t remote_addr = 0;
+    uint64_t total = 0, next = 0;
+    uint32_t in_flight = 0;
+    bool flushing = false;
+    ucp_rkey_h rkey = nullptr;
+    Status failure;
+    Completion done;
+  } rma;
+  Completion pull_done;  // am-mode pull
+};
+
+class EndpointImpl;
+
+class WorkerImpl final : public Worker {
+ public:
+  WorkerImpl(Context& context, std::string name);
+  ~WorkerImpl() override;
+  Status Init();
+
+  // Worker interface.
+  std::span<const uint8_t> address() const override { return address_; }
+  Result<std::shared_ptr<Endpoint>> Connect(std::span<const uint8_t> peer_address) override;
+  Status RegisterHandler(uint16_t opcode, RequestHandler handler) override;
+  void SetPeerLostHandler(std::function<void(uint64_t, const Status&)> handler) override {
+    peer_lost_handler_ = std::move(handler);
+  }
+  int Progress() override;
+  int Wait(std::chrono::microseconds max_wait) override;
+  Status RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) override;
+  int event_fd() const override { return epoll_fd_; }
+  bool PrepareSleep() override;
+  std::chrono::microseconds NextDeadline(std::chrono::microseconds max_wait) const override;
+  void Signal() override;
+  const WorkerStats& stats() const override { return stats_; }
+  const std::string& name() const override { return name_; }
+  Context& context() const override { return context_; }
+
+  // ---- shared with the other implementation files ----
+  ucp_worker_h ucp() const { return worker_; }
+  const TransportOptions& options() const { return context_.options(); }
+  WorkerStats& mutable_stats() { return stats_; }
+  uint64_t max_am_header() const { return max_am_header_; }
+
+  // Sends `msg` on `conn` as one active message; `bulk` (may be empty) rides as
+  // the UCX data with the rendezvous protocol. `done` (optional) runs when the
+  // send completed. Returns an error only when the send could not start.
+  Status SendMessage(Connection& conn, const wire::Message& msg, std::span<const std::byte> bulk, Completion done,
+                     std::shared_ptr<void> keep_alive = nullptr);
+  void ReleaseSendBuffer(SendBuffer* buf);
+
+  // Fails the connection: outstanding calls get `why`, its ep is force-closed,
+  // the peer-lost handler runs. Idempotent.
+  // `graceful` flushes pending sends before closing (owner's Close); otherwise
+  // the ep is force-closed (peer failure).
+  void FailConnection(uint64_t connection_id, const Status& why, bool count_as_lost, bool graceful = false);
+  // From inside UCX callbacks: FailConnection after ucp_worker_progress returns.
+  void DeferFailure(uint64_t connection_id, Status why);
+  Connection* FindConnection(uint64_t id);
+  std::shared_ptr<Connection> FindConnectionShared(uint64_t id);
+
+  // Client calls (client_call.cc).
+  Status StartCall(Connection& conn, uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
+                   ReplyCallback done);
+  void HandleReply(const wire::Message& msg);
+  ucs_status_t HandlePushData(const wire::Message& msg, void* data, size_t length, bool rndv);
+  void CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed);
+  void ExpireDeadlines();
+  void OnPushReceived(uint32_t slot, uint32_t generation, ucs_status_t status);
+
+  // Server side (incoming_request.cc).
+  // Runs the handler inside the AM callback. Returns true when the rendezvous
+  // descriptor was kept or handed to ucp_am_recv_data_nbx (the callback then
+  // returns UCS_INPROGRESS); false lets UCX drop it.
+  bool HandleRequest(Connection& conn, std::span<const uint8_t> bytes, void* rndv_desc, uint64_t rndv_length);
+  IncomingRequest::State* AcquireState();
+  void ReleaseState(IncomingRequest::State* s);
+  void DispatchRequest(IncomingRequest::State* s);
+
+  // The UCX AM receive callback (worker.cc).
+  ucs_status_t OnActiveMessage(const void* header, size_t header_length, void* data, size_t length,
+                               const ucp_am_recv_param_t* param);
+
+  static constexpr uint16_t kAmId = 0x52;
+  uint64_t sends_in_flight_ = 0;  // UCX send requests not yet completed
+
+ private:
+  friend class EndpointImpl;
+  void HandleHello(const wire::Message& msg);
+  void HandleHelloAck(const wire::Message& msg);
+  Result<std::shared_ptr<Connection>> CreateConnection(std::span<const uint8_t> peer_address, bool client_side);
+  void FillEndpointInfo(Connection& conn);
+  void CheckPeers();
+  void Housekeeping();
+  void ReapClosing();
+  uint64_t NewConnectionId();
+
+  Context& context_;
+  std::string name_;
+  ucp_worker_h worker_ = nullptr;
+  std::vector<uint8_t> address_;
+  std::array<uint8_t, 16> boot_id_{};
+  uint64_t max_am_header_ = 0;
+  int ucx_efd_ = -1;
+  int epoll_fd_ = -1;  // ucx efd + pid_epoll_fd_
+  int pid_epoll_fd_ = -1;  // pidfds of same-host peers
+  WorkerStats stats_;
+  std::unordered_map<uint64_t, std::shared_ptr<Connection>> connections_;
+  std::vector<RequestHandler> handlers_;  // by opcode (grown on demand)
+  std::function<void(uint64_t, const Status&)> peer_lost_handler_;
+  uint64_t next_connection_seq_ = 1;
+  uint64_t connection_salt_ = 0;
+
+  // Client calls: slab + free list + deadline heap of (deadline, request id).
+ public:
+  std::deque<PendingCall> calls_;  // deque: stable addresses for in-flight receives
+  std::vector<uint32_t> free_calls_;
+  uint32_t live_calls_ = 0;
+  using DeadlineEntry = std::pair<Clock::time_point, uint64_t>;
+  std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
+  static uint64_t MakeRequestId(uint32_t slot, uint32_t generation) {
+    return (static_cast<uint64_t>(generation) << 32) | (slot + 1);
+  }
+
+ private:
+  std::vector<std::unique_ptr<SendBuffer>> send_pool_;
+  std::vector<std::unique_ptr<IncomingRequest::State>> state_pool_;  // free states
+  Clock::time_point next_housekeeping_{};
+  bool in_destructor_ = false;
+  std::vector<std::pair<uint64_t, Status>> deferred_failures_;
+  std::vector<void*> closing_;  // ucp_ep_close_nbx requests still in progress
+};
+
+// Client-facing handle of a client-side Connection.
+class EndpointImpl final : public Endpoint {
+ public:
+  EndpointImpl(WorkerImpl* worker, std::shared_ptr<Connection> conn) : worker_(worker), conn_(std::move(conn)) {}
+  ~EndpointImpl() override { Close(); }
+  Status Call(uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
+              ReplyCallback done) override;
+  Result<ReplyMessage> CallSync(uint16_t opcode, std::span<const uint8_t> payload,
+                                const CallOptions& options) override;
+  Status status() const override { return conn_->status; }
+  const EndpointInfo& info() const override { return conn_->info; }
+  uint64_t max_payload() const override;
+  uint32_t outstanding() const override { return conn_->outstanding; }
+  void Close() override;
+
+ private:
+  WorkerImpl* worker_;
+  std::shared_ptr<Connection> conn_;
+};
+
+}  // namespace ros2::transport
