@@ -1,0 +1,107 @@
+// Unit tests of transport selection, names and the memory registration cache
+// (one process, no peer).
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "transport/transport.h"
+
+namespace ros2::transport {
+namespace {
+
+TEST(TransportNamesTest, ParseAndPrint) {
+  for (TransportKind k : {TransportKind::kAuto, TransportKind::kTcp, TransportKind::kShm, TransportKind::kRdma}) {
+    auto parsed = ParseTransportKind(TransportKindName(k));
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, k);
+  }
+  auto bad = ParseTransportKind("infiniband");
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("infiniband"), std::string::npos);
+}
+
+TEST(TransportSelectionTest, RdmaWithoutDevicesFailsNamingWhatIsMissing) {
+  TransportOptions o;
+  o.kind = TransportKind::kRdma;
+  auto ctx = Context::Create(o);
+  ASSERT_FALSE(ctx.ok()) << "this machine has no verbs devices";
+  EXPECT_EQ(ctx.status().code(), Status::Code::kNotSupported);
+  EXPECT_NE(ctx.status().message().find("rc/dc verbs"), std::string::npos) << ctx.status().ToString();
+  EXPECT_NE(ctx.status().message().find("tcp/lo"), std::string::npos) << ctx.status().ToString();
+}
+
+TEST(TransportSelectionTest, AutoPicksSharedMemoryHere) {
+  auto ctx = Context::Create(TransportOptions{});
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  EXPECT_EQ((*ctx)->resolved_kind(), TransportKind::kShm);
+  EXPECT_NE((*ctx)->ucx_tls().find("posix"), std::string::npos);
+  EXPECT_NE((*ctx)->ucx_tls().find("tcp"), std::string::npos);  // for peers on other hosts
+  EXPECT_NE((*ctx)->Describe().find("transport=shm"), std::string::npos);
+}
+
+TEST(TransportSelectionTest, TcpUsesOnlyTheNamedDevice) {
+  TransportOptions o;
+  o.kind = TransportKind::kTcp;
+  auto ctx = Context::Create(o);
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  for (const std::string& d : (*ctx)->devices()) EXPECT_TRUE(d == "tcp/lo" || d.rfind("self/", 0) == 0) << d;
+  o.net_devices = "nosuchnic0";
+  auto none = Context::Create(o);
+  EXPECT_FALSE(none.ok());
+}
+
+TEST(TransportSelectionTest, BadOptionsAreRejected) {
+  TransportOptions o;
+  o.bulk_chunk_size = 0;
+  EXPECT_EQ(Context::Create(o).status().code(), Status::Code::kInvalidArgument);
+  o = TransportOptions{};
+  o.inline_limit = 2u << 20;
+  EXPECT_EQ(Context::Create(o).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(RegistrationCacheTest, HotBuffersAreRegisteredOnce) {
+  TransportOptions o;
+  o.kind = TransportKind::kShm;
+  o.registration_cache_entries = 2;
+  auto ctx = Context::Create(o).value();
+  std::vector<std::byte> a(1 << 20), b(1 << 16), c(1 << 16);
+  auto r1 = ctx->CachedRegistration(a.data(), a.size());
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  auto r2 = ctx->CachedRegistration(a.data() + 4096, 8192);  // inside the first range
+  ASSERT_TRUE(r2.ok());
+  EXPECT_EQ(r1->get(), r2->get());
+  EXPECT_FALSE((*r1)->packed_rkey().empty());
+  EXPECT_FALSE((*r1)->ucx_allocated());
+  auto st = ctx->registration_stats();
+  EXPECT_EQ(st.misses, 1u);
+  EXPECT_EQ(st.hits, 1u);
+  // Capacity 2: a third buffer evicts the least recently used (b).
+  ASSERT_TRUE(ctx->CachedRegistration(b.data(), b.size()).ok());
+  ASSERT_TRUE(ctx->CachedRegistration(a.data(), a.size()).ok());
+  ASSERT_TRUE(ctx->CachedRegistration(c.data(), c.size()).ok());
+  EXPECT_EQ(ctx->registration_stats().cached, 2u);
+  ASSERT_TRUE(ctx->CachedRegistration(a.data(), 1).ok());
+  EXPECT_EQ(ctx->registration_stats().misses, 3u);  // a stayed cached
+  // Invalidation drops the entry; the region a caller holds stays valid.
+  ctx->InvalidateRegistrations(a.data(), a.size());
+  EXPECT_EQ(ctx->registration_stats().cached, 1u);
+  EXPECT_TRUE((*r1)->Contains(a.data(), a.size()));
+  ASSERT_TRUE(ctx->CachedRegistration(a.data(), a.size()).ok());
+  EXPECT_EQ(ctx->registration_stats().misses, 4u);
+}
+
+TEST(RegistrationCacheTest, AllocatedMemoryIsUcxAllocatedAndWritable) {
+  auto ctx = Context::Create(TransportOptions{}).value();
+  auto r = ctx->AllocateMemory(1 << 20);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE((*r)->ucx_allocated());
+  EXPECT_GE((*r)->length(), 1u << 20);
+  std::memset((*r)->mutable_base(), 0x3c, 1 << 20);
+  EXPECT_EQ((*r)->base()[12345], std::byte{0x3c});
+  EXPECT_FALSE(ctx->AllocateMemory(0).ok());
+  EXPECT_FALSE(ctx->RegisterMemory(nullptr, 10).ok());
+}
+
+}  // namespace
+}  // namespace ros2::transport
