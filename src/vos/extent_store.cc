@@ -1,0 +1,259 @@
+#include "vos/extent_store.h"
+
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "vos/aligned_buffer.h"
+#include "vos/uring.h"
+
+namespace ros2::vos {
+namespace {
+
+Status ErrnoStatus(int err, IoKind kind, uint64_t offset, size_t len, const std::string& path) {
+  return Status::FromErrno(
+      err, fmt::format("vos: {} of {} bytes at {} in {}", kind == IoKind::kRead ? "read" : "write", len, offset, path));
+}
+
+// Creates the data file: zeros written once (not fallocate, whose unwritten
+// extents make every later O_DIRECT write pay a journal commit), synced, then
+// renamed into place so a crash never leaves a short file behind.
+Status CreateDataFile(Env* env, const std::string& path, uint64_t size) {
+  std::string tmp = path + ".tmp";
+  ROS2_RETURN_IF_ERROR(env->RemoveFile(tmp));
+  auto file = env->OpenFile(tmp, FileOptions{.create = true, .direct = true});
+  if (!file.ok()) return file.status();
+  constexpr size_t kChunk = size_t{1} << 20;
+  AlignedBuffer zeros(kChunk);
+  zeros.Zero();
+  for (uint64_t off = 0; off < size;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
+    auto written = (*file)->Write(off, std::span<const std::byte>(zeros.data(), n));
+    if (!written.ok()) return written.status().WithContext("creating the data file");
+    if (*written == 0) return Status::IOError(fmt::format("vos: write to {} made no progress", tmp));
+    off += *written;
+  }
+  ROS2_RETURN_IF_ERROR((*file)->Sync());
+  file->reset();
+  ROS2_RETURN_IF_ERROR(env->Rename(tmp, path));
+  std::string dir = path.substr(0, path.find_last_of('/'));
+  return env->SyncDir(dir.empty() ? "." : dir);
+}
+
+class NvmeExtentStore final : public ExtentStore {
+ public:
+  NvmeExtentStore(std::string path, std::unique_ptr<File> file, std::unique_ptr<Uring> ring, uint64_t capacity)
+      : path_(std::move(path)), file_(std::move(file)), ring_(std::move(ring)), capacity_(capacity) {}
+
+  ~NvmeExtentStore() override {
+    // Every slot references caller buffers; wait for the kernel to let go of them.
+    while (in_flight_ > 0) WaitForCompletion(), Reap();
+  }
+
+  void SubmitWrite(uint64_t offset, std::span<const std::byte> data, IoDone done) override {
+    Start(IoKind::kWrite, offset, const_cast<std::byte*>(data.data()), data.size(), std::move(done));
+  }
+  void SubmitRead(uint64_t offset, std::span<std::byte> buf, IoDone done) override {
+    Start(IoKind::kRead, offset, buf.data(), buf.size(), std::move(done));
+  }
+
+  int Reap() override {
+    int ran = 0;
+    while (true) {
+      std::vector<std::pair<Slot*, int>> completed;
+      ring_->Reap(
+          [&](uint64_t user_data, int res) { completed.emplace_back(reinterpret_cast<Slot*>(user_data), res); });
+      if (!failed_.empty()) {
+        for (Slot* s : failed_) completed.emplace_back(s, -EBUSY);
+        failed_.clear();
+      }
+      if (completed.empty()) break;
+      for (auto [slot, res] : completed) ran += Complete(slot, res);
+    }
+    return ran;
+  }
+
+  void Flush() override {
+    if (ring_->queued() > 0) ring_->Submit();
+  }
+
+  void WaitForCompletion() override {
+    if (in_flight_ == 0 || !failed_.empty()) {
+      Flush();
+      return;
+    }
+    ring_->SubmitAndWait(1);
+  }
+
+  Status Sync() override { return file_->Sync(); }
+  uint64_t capacity() const override { return capacity_; }
+  size_t alignment() const override { return file_->direct() ? kBlockSize : 1; }
+  size_t in_flight() const override { return in_flight_; }
+
+ private:
+  struct Slot {
+    IoKind kind;
+    uint64_t offset;
+    std::byte* buf;
+    size_t len;
+    size_t done_bytes;
+    IoDone done;
+  };
+
+  void Start(IoKind kind, uint64_t offset, std::byte* buf, size_t len, IoDone done) {
+    Slot* slot = AcquireSlot();
+    *slot = Slot{kind, offset, buf, len, 0, std::move(done)};
+    ++in_flight_;
+    Queue(slot);
+  }
+
+  void Queue(Slot* slot) {
+    io_uring_sqe* sqe = ring_->GetSqe();
+    if (sqe == nullptr) {
+      failed_.push_back(slot);  // completed with EBUSY from Reap
+      return;
+    }
+    int fd = ring_->fixed_file() ? 0 : file_->fd();
+    std::byte* p = slot->buf + slot->done_bytes;
+    unsigned n = static_cast<unsigned>(slot->len - slot->done_bytes);
+    uint64_t off = slot->offset + slot->done_bytes;
+    if (slot->kind == IoKind::kRead) {
+      io_uring_prep_read(sqe, fd, p, n, off);
+    } else {
+      io_uring_prep_write(sqe, fd, p, n, off);
+    }
+    if (ring_->fixed_file()) sqe->flags |= IOSQE_FIXED_FILE;
+    io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(slot));
+  }
+
+  // Returns 1 when the slot's callback ran, 0 when the I/O continues.
+  int Complete(Slot* slot, int res) {
+    size_t remaining = slot->len - slot->done_bytes;
+    res = file_->FilterAsyncResult(slot->kind, slot->offset + slot->done_bytes, remaining, res);
+    Status st;
+    if (res < 0) {
+      st = ErrnoStatus(-res, slot->kind, slot->offset, slot->len, path_);
+    } else if (res == 0 && remaining > 0) {
+      st = Status::IOError(fmt::format("vos: {} of {} bytes at {} in {} made no progress",
+                                       slot->kind == IoKind::kRead ? "read" : "write", slot->len, slot->offset, path_));
+    } else {
+      slot->done_bytes += static_cast<size_t>(res);
+      if (slot->done_bytes < slot->len) {
+        Queue(slot);  // a short transfer: continue with the rest
+        return 0;
+      }
+    }
+    IoDone done = std::move(slot->done);
+    ReleaseSlot(slot);
+    --in_flight_;
+    done(std::move(st));
+    return 1;
+  }
+
+  Slot* AcquireSlot() {
+    if (free_slots_.empty()) {
+      slots_.push_back(std::make_unique<Slot>());
+      return slots_.back().get();
+    }
+    Slot* s = free_slots_.back();
+    free_slots_.pop_back();
+    return s;
+  }
+  void ReleaseSlot(Slot* s) {
+    s->done = nullptr;
+    free_slots_.push_back(s);
+  }
+
+  std::string path_;
+  std::unique_ptr<File> file_;
+  std::unique_ptr<Uring> ring_;
+  uint64_t capacity_;
+  size_t in_flight_ = 0;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<Slot*> free_slots_;
+  std::vector<Slot*> failed_;  // could not get an SQE
+};
+
+// Anonymous memory, pages committed on first touch. I/O is a memcpy whose
+// callback is deferred to Reap so that the ram class keeps the async contract.
+class RamExtentStore final : public ExtentStore {
+ public:
+  RamExtentStore(std::byte* base, uint64_t size) : base_(base), size_(size) {}
+  ~RamExtentStore() override { ::munmap(base_, size_); }
+  RamExtentStore(const RamExtentStore&) = delete;
+  RamExtentStore& operator=(const RamExtentStore&) = delete;
+
+  void SubmitWrite(uint64_t offset, std::span<const std::byte> data, IoDone done) override {
+    Status st = Check(offset, data.size());
+    if (st.ok()) std::memcpy(base_ + offset, data.data(), data.size());
+    completed_.emplace_back(std::move(done), std::move(st));
+  }
+  void SubmitRead(uint64_t offset, std::span<std::byte> buf, IoDone done) override {
+    Status st = Check(offset, buf.size());
+    if (st.ok()) std::memcpy(buf.data(), base_ + offset, buf.size());
+    completed_.emplace_back(std::move(done), std::move(st));
+  }
+  int Reap() override {
+    int ran = 0;
+    while (!completed_.empty()) {
+      std::vector<std::pair<IoDone, Status>> batch;
+      batch.swap(completed_);
+      for (auto& [done, st] : batch) {
+        done(std::move(st));
+        ++ran;
+      }
+    }
+    return ran;
+  }
+  void Flush() override {}
+  void WaitForCompletion() override {}
+  Status Sync() override { return Status::Ok(); }
+  uint64_t capacity() const override { return size_; }
+  size_t alignment() const override { return 1; }
+  size_t in_flight() const override { return completed_.size(); }
+
+ private:
+  Status Check(uint64_t offset, size_t len) const {
+    if (offset > size_ || len > size_ - offset) {
+      return Status::IOError(fmt::format("vos: ram extent I/O [{}, +{}) beyond {} bytes", offset, len, size_));
+    }
+    return Status::Ok();
+  }
+  std::byte* base_;
+  uint64_t size_;
+  std::vector<std::pair<IoDone, Status>> completed_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<ExtentStore>> ExtentStore::OpenNvme(Env* env, const std::string& path, bool block_device,
+                                                           uint64_t size, unsigned io_depth, int event_fd) {
+  if (!block_device && !env->FileExists(path)) {
+    ROS2_RETURN_IF_ERROR(CreateDataFile(env, path, AlignDown(size, kBlockSize)));
+  }
+  auto file = env->OpenFile(path, FileOptions{.create = false, .direct = true, .block_device = block_device});
+  if (!file.ok()) return file.status();
+  auto file_size = (*file)->Size();
+  if (!file_size.ok()) return file_size.status();
+  uint64_t capacity = AlignDown(block_device ? std::min(*file_size, size) : *file_size, kBlockSize);
+  if (capacity == 0) return Status::InvalidArgument(fmt::format("vos: extent store {} has no space", path));
+  auto ring = Uring::Create(io_depth, event_fd);
+  if (!ring.ok()) return ring.status();
+  if ((*file)->fd() >= 0) ROS2_RETURN_IF_ERROR((*ring)->RegisterFile((*file)->fd()));
+  return std::unique_ptr<ExtentStore>(
+      std::make_unique<NvmeExtentStore>(path, std::move(*file), std::move(*ring), capacity));
+}
+
+Result<std::unique_ptr<ExtentStore>> ExtentStore::OpenRam(uint64_t size) {
+  size = AlignUp(size, kBlockSize);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return Status::FromErrno(errno, fmt::format("vos: mmap {} bytes for the ram extent store", size));
+  return std::unique_ptr<ExtentStore>(std::make_unique<RamExtentStore>(static_cast<std::byte*>(p), size));
+}
+
+}  // namespace ros2::vos

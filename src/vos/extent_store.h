@@ -1,0 +1,52 @@
+// ExtentStore: the bytes of the VOS's large extents.
+//
+// Two kinds, chosen by the storage class: NvmeExtentStore (a preallocated data
+// file or a block device, O_DIRECT reads and writes through io_uring) and
+// RamExtentStore (an anonymous memory mapping). Callers address it by byte
+// offset; the nvme kind requires offsets, lengths and buffer addresses to be
+// multiples of kBlockSize (4 KiB) when the file is O_DIRECT (alignment()).
+// Reads and writes are asynchronous: their callbacks run from Reap() on the
+// target thread. Short transfers are continued until complete; failures are
+// reported as a Status (NoSpace for ENOSPC, IOError otherwise). Sync() makes
+// written data durable and may be called from the VOS commit thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "common/status.h"
+#include "vos/env.h"
+
+namespace ros2::vos {
+
+class ExtentStore {
+ public:
+  using IoDone = std::function<void(Status)>;
+  virtual ~ExtentStore() = default;
+
+  // Opens `path` (a data file created and zero-filled to `size` bytes when
+  // missing, or a block device). Completions signal `event_fd` when >= 0.
+  static Result<std::unique_ptr<ExtentStore>> OpenNvme(Env* env, const std::string& path, bool block_device,
+                                                       uint64_t size, unsigned io_depth, int event_fd);
+  static Result<std::unique_ptr<ExtentStore>> OpenRam(uint64_t size);
+
+  virtual void SubmitWrite(uint64_t offset, std::span<const std::byte> data, IoDone done) = 0;
+  virtual void SubmitRead(uint64_t offset, std::span<std::byte> buf, IoDone done) = 0;
+  // Runs the callbacks of completed I/O; returns how many ran.
+  virtual int Reap() = 0;
+  // Hands queued I/O to the kernel (one system call for the batch).
+  virtual void Flush() = 0;
+  // Flushes and blocks until at least one I/O has completed (returns at once when none is in flight).
+  virtual void WaitForCompletion() = 0;
+  // Makes completed writes durable (fdatasync). Thread-safe.
+  virtual Status Sync() = 0;
+
+  virtual uint64_t capacity() const = 0;
+  virtual size_t alignment() const = 0;  // required alignment of offsets, lengths and buffers
+  virtual size_t in_flight() const = 0;
+};
+
+}  // namespace ros2::vos

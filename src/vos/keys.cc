@@ -1,0 +1,165 @@
+#include "vos/keys.h"
+
+#include <fmt/format.h>
+
+namespace ros2::vos::keys {
+
+void AppendU64(std::string* out, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>((v >> shift) & 0xff));
+}
+
+uint64_t ReadU64(std::string_view in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<uint8_t>(in[i]);
+  return v;
+}
+
+void AppendEscaped(std::string* out, std::string_view key) {
+  for (char c : key) {
+    out->push_back(c);
+    if (c == '\0') out->push_back('\xff');
+  }
+  out->push_back('\0');
+  out->push_back('\x01');
+}
+
+bool ConsumeEscaped(std::string_view* in, std::string* out) {
+  out->clear();
+  size_t i = 0;
+  while (i < in->size()) {
+    char c = (*in)[i];
+    if (c != '\0') {
+      out->push_back(c);
+      ++i;
+      continue;
+    }
+    if (i + 1 >= in->size()) return false;
+    char next = (*in)[i + 1];
+    if (next == '\x01') {
+      in->remove_prefix(i + 2);
+      return true;
+    }
+    if (next != '\xff') return false;
+    out->push_back('\0');
+    i += 2;
+  }
+  return false;
+}
+
+std::string ObjectScope(const ObjectId& oid) {
+  std::string s;
+  s.reserve(16);
+  AppendU64(&s, oid.hi);
+  AppendU64(&s, oid.lo);
+  return s;
+}
+
+std::string DkeyScope(const ObjectId& oid, std::string_view dkey) {
+  std::string s = ObjectScope(oid);
+  AppendEscaped(&s, dkey);
+  return s;
+}
+
+std::string AkeyScope(const ObjectId& oid, std::string_view dkey, std::string_view akey) {
+  std::string s = DkeyScope(oid, dkey);
+  AppendEscaped(&s, akey);
+  return s;
+}
+
+std::string TreeKey(std::string_view scope) {
+  std::string k;
+  k.reserve(scope.size() + 1);
+  k.push_back(kTree);
+  k.append(scope);
+  return k;
+}
+
+std::string HeaderKey(std::string_view akey_scope) {
+  std::string k = TreeKey(akey_scope);
+  k.push_back(kHeaderKind);
+  return k;
+}
+
+std::string SingleKey(std::string_view akey_scope, Epoch epoch) {
+  std::string k = TreeKey(akey_scope);
+  k.push_back(kSingleKind);
+  AppendU64(&k, ~epoch);
+  return k;
+}
+
+std::string ExtentKey(std::string_view akey_scope, uint64_t index, Epoch epoch) {
+  std::string k = TreeKey(akey_scope);
+  k.push_back(kExtentKind);
+  AppendU64(&k, index);
+  AppendU64(&k, ~epoch);
+  return k;
+}
+
+std::string PunchKey(std::string_view scope, Epoch epoch) {
+  std::string k(1, kPunch);
+  k.append(scope);
+  AppendU64(&k, epoch);
+  return k;
+}
+
+std::string AllocKey(uint64_t offset) {
+  std::string k(1, kAlloc);
+  AppendU64(&k, offset);
+  return k;
+}
+
+std::string SnapshotKey(Epoch epoch) {
+  std::string k(1, kSnapshot);
+  AppendU64(&k, epoch);
+  return k;
+}
+
+std::string MetaKey(std::string_view name) {
+  std::string k(1, kMeta);
+  k.append(name);
+  return k;
+}
+
+std::string PrefixSuccessor(std::string_view prefix) {
+  std::string s(prefix);
+  while (!s.empty() && static_cast<uint8_t>(s.back()) == 0xff) s.pop_back();
+  if (!s.empty()) s.back() = static_cast<char>(static_cast<uint8_t>(s.back()) + 1);
+  return s;
+}
+
+Result<ParsedTreeKey> ParseTreeKey(std::string_view key) {
+  auto bad = [&](std::string_view why) {
+    return Status::Corruption(fmt::format("vos: malformed tree key ({} bytes): {}", key.size(), why));
+  };
+  if (key.size() < 17 || key[0] != kTree) return bad("too short or wrong prefix");
+  ParsedTreeKey p;
+  std::string_view in = key.substr(1);
+  p.oid.hi = ReadU64(in);
+  p.oid.lo = ReadU64(in.substr(8));
+  in.remove_prefix(16);
+  if (!ConsumeEscaped(&in, &p.dkey)) return bad("bad dkey");
+  p.dkey_scope_len = key.size() - 1 - in.size();
+  if (!ConsumeEscaped(&in, &p.akey)) return bad("bad akey");
+  p.akey_scope_len = key.size() - 1 - in.size();
+  if (in.empty()) return bad("no record kind");
+  p.kind = in[0];
+  in.remove_prefix(1);
+  switch (p.kind) {
+    case kHeaderKind:
+      if (!in.empty()) return bad("trailing bytes after header");
+      break;
+    case kSingleKind:
+      if (in.size() != 8) return bad("single-value key length");
+      p.epoch = ~ReadU64(in);
+      break;
+    case kExtentKind:
+      if (in.size() != 16) return bad("extent key length");
+      p.index = ReadU64(in);
+      p.epoch = ~ReadU64(in.substr(8));
+      break;
+    default: return bad("unknown record kind");
+  }
+  return p;
+}
+
+}  // namespace ros2::vos::keys

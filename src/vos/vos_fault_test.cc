@@ -1,0 +1,129 @@
+// I/O errors, short writes and ENOSPC through the FaultInjectionEnv: each is a
+// clear Status, nothing is half-written and the space accounting stays right.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+
+#include "vos/fault_injection_env.h"
+#include "vos/vos_test_util.h"
+
+namespace ros2::vos {
+namespace {
+
+using testing::GetArray;
+using testing::GetSingle;
+using testing::Pattern;
+using testing::PutArray;
+using testing::PutSingle;
+using testing::TestOid;
+
+class VosFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+  void Reopen(uint64_t data_size = 64 << 20) { ReopenIn(dir_.path(), data_size); }
+  void ReopenIn(const std::string& dir, uint64_t data_size) {
+    vos_.reset();
+    VosOptions o = testing::SmallOptions(dir);
+    o.data_size = data_size;
+    o.env = &env_;
+    auto v = Vos::Open(o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    vos_ = std::move(*v);
+    env_.Reset();
+  }
+  testing::TempDir dir_;
+  FaultInjectionEnv env_;
+  std::unique_ptr<Vos> vos_;
+};
+
+TEST_F(VosFaultTest, FailedWriteIsAnIOErrorAndLeaksNothing) {
+  ObjectId oid = TestOid(1);
+  auto old = Pattern(1, 64 << 10);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 1, old).ok());
+  uint64_t used = vos_->Space().data_used;
+  env_.FailNthWrite(env_.writes() + 1, EIO);
+  Status st = PutArray(vos_.get(), oid, "d", "a", 20, 0, 1, Pattern(2, 64 << 10));
+  EXPECT_TRUE(st.IsIOError()) << st.ToString();
+  EXPECT_NE(st.message().find("akey='a'"), std::string::npos) << st.ToString();
+  EXPECT_EQ(vos_->Space().data_used, used);
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", kEpochMax, 0, old.size(), 1), old);
+  // The same epoch can be retried and succeeds.
+  auto retry = Pattern(3, 64 << 10);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 20, 0, 1, retry).ok());
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", kEpochMax, 0, old.size(), 1), retry);
+  Reopen();
+  EXPECT_EQ(vos_->Space().data_used, used + (64 << 10));
+}
+
+TEST_F(VosFaultTest, ShortWritesAreContinued) {
+  env_.SetShortWrites(true);
+  auto data = Pattern(4, (1 << 20) + 12345);
+  ASSERT_TRUE(PutSingle(vos_.get(), TestOid(2), "d", "a", 10, data).ok());
+  EXPECT_GT(env_.writes(), 2u);  // the write took several rounds
+  env_.Reset();
+  EXPECT_EQ(*GetSingle(vos_.get(), TestOid(2), "d", "a", kEpochMax), data);
+}
+
+TEST_F(VosFaultTest, DeviceEnospcIsNoSpaceAndNothingIsHalfWritten) {
+  ObjectId oid = TestOid(3);
+  uint64_t used = vos_->Space().data_used;
+  env_.SetWriteBudget(0);
+  Status st = PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(5, 1 << 20));
+  EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
+  EXPECT_EQ(vos_->Space().data_used, used);
+  EXPECT_TRUE(GetSingle(vos_.get(), oid, "d", "a", kEpochMax)->empty());
+  // Inline values do not touch the data file and still work.
+  EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "small", 11, Pattern(6, 100)).ok());
+}
+
+TEST_F(VosFaultTest, FullExtentStoreIsNoSpaceWithExactAccounting) {
+  testing::TempDir small;  // a fresh store: an existing data file keeps its size
+  ReopenIn(small.path(), 1 << 20);
+  ObjectId oid = TestOid(4);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 1, Pattern(1, 768 << 10)).ok());
+  Status st = PutArray(vos_.get(), oid, "d", "a", 11, 0, 1, Pattern(2, 512 << 10));
+  EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
+  EXPECT_EQ(vos_->Space().data_used, 768u << 10);
+  EXPECT_EQ(vos_->Space().data_total, 1u << 20);
+  EXPECT_TRUE(PutArray(vos_.get(), oid, "d", "a", 12, 0, 1, Pattern(3, 256 << 10)).ok());
+  EXPECT_EQ(vos_->Space().data_used, 1u << 20);
+  // Aggregation makes room again.
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 13, 0, 1, Pattern(4, 100)).ok());  // inline
+  EXPECT_TRUE(PutArray(vos_.get(), oid, "d", "b", 14, 0, 1, Pattern(5, 8192)).IsNoSpace());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 15, 0, 1, Pattern(6, 1 << 20)).IsNoSpace());
+  ASSERT_TRUE(vos_->Aggregate(kEpochMax).ok());
+  EXPECT_EQ(vos_->Space().data_used, 1u << 20);  // [100, 768K) of epoch 10 and the epoch-12 part stay visible
+  ASSERT_TRUE(vos_->PunchAkey(oid, "d", "a", 16).ok());
+  ASSERT_TRUE(vos_->Aggregate(kEpochMax).ok());
+  EXPECT_EQ(vos_->Space().data_used, 0u);
+  vos_.reset();  // before `small` goes
+}
+
+TEST_F(VosFaultTest, FailedDataSyncFailsTheUpdateAndFreesItsSpace) {
+  ObjectId oid = TestOid(5);
+  uint64_t used = vos_->Space().data_used;
+  env_.SetFailSync(true);
+  Status st = PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(1, 64 << 10));
+  EXPECT_TRUE(st.IsIOError()) << st.ToString();
+  EXPECT_EQ(vos_->Space().data_used, used);
+  EXPECT_TRUE(GetSingle(vos_.get(), oid, "d", "a", kEpochMax)->empty());
+  env_.Reset();
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(1, 64 << 10)).ok());
+}
+
+TEST_F(VosFaultTest, DataFileCreationFailureIsReportedAndRetryable) {
+  testing::TempDir fresh;
+  VosOptions o = testing::SmallOptions(fresh.path());
+  o.env = &env_;
+  env_.FailNthWrite(3, EIO);
+  auto v = Vos::Open(o);
+  ASSERT_FALSE(v.ok());
+  EXPECT_TRUE(v.status().IsIOError()) << v.status().ToString();
+  env_.Reset();
+  auto again = Vos::Open(o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ((*again)->Space().data_total, 64u << 20);
+}
+
+}  // namespace
+}  // namespace ros2::vos

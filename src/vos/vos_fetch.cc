@@ -1,0 +1,256 @@
+// VosStore: the fetch path (plan from metadata, read extents, verify, compose).
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "vos/vos_store.h"
+
+namespace ros2::vos {
+namespace {
+
+std::string Describe(const FetchOp& op) {
+  return fmt::format("fetch oid={} dkey='{}' akey='{}' epoch={}", op.oid.ToString(), op.dkey, op.akey, op.epoch);
+}
+
+}  // namespace
+
+void VosStore::SubmitFetch(const FetchOp& op, FetchCallback done) {
+  ++in_flight_;
+  FetchState& f = fetches_.emplace_back();
+  f.self = std::prev(fetches_.end());
+  f.op = op;
+  f.done = std::move(done);
+  f.generation = next_generation_++;
+  active_generations_.insert(f.generation);
+  f.status = PrepareFetch(&f);
+  if (f.status.ok()) StartReads(&f);
+  if (f.reads_pending == 0) {
+    FetchState* p = &f;
+    Defer([this, p] { FinishFetch(p); });
+  }
+}
+
+Status VosStore::PrepareFetch(FetchState* f) {
+  const FetchOp& op = f->op;
+  if (op.dkey.empty() || op.akey.empty()) {
+    return Status::InvalidArgument(fmt::format("vos: {}: empty dkey or akey", Describe(op)));
+  }
+  if (op.epoch == 0) return Status::InvalidArgument(fmt::format("vos: {}: epoch must be > 0", Describe(op)));
+  if (op.type == ValueType::kArray) {
+    if (op.record_size == 0 || op.count == 0 || op.count > std::numeric_limits<uint64_t>::max() / op.record_size ||
+        op.count * op.record_size != op.buffer.size()) {
+      return Status::InvalidArgument(fmt::format("vos: {}: buffer of {} bytes does not hold {} records of {} bytes",
+                                                 Describe(op), op.buffer.size(), op.count, op.record_size));
+    }
+    if (op.index > std::numeric_limits<uint64_t>::max() - op.count) {
+      return Status::InvalidArgument(
+          fmt::format("vos: {}: extent [{}, +{}) overflows the index space", Describe(op), op.index, op.count));
+    }
+  } else if (op.type != ValueType::kSingle) {
+    return Status::InvalidArgument(fmt::format("vos: {}: unknown value type", Describe(op)));
+  }
+  std::string scope = keys::AkeyScope(op.oid, op.dkey, op.akey);
+  size_t dkey_scope_len = keys::DkeyScope(op.oid, op.dkey).size();
+  auto header = LoadHeader(scope);
+  if (!header.ok()) return header.status().WithContext(Describe(op));
+  if (!header->has_value()) {
+    if (op.type == ValueType::kArray) {
+      std::memset(op.buffer.data(), 0, op.buffer.size());
+      f->size = f->deliver = op.buffer.size();
+    }
+    return Status::Ok();
+  }
+  const AkeyHeader& h = **header;
+  if (h.type != op.type) {
+    return Status::InvalidArgument(fmt::format("vos: {}: the akey holds {} values", Describe(op),
+                                               h.type == ValueType::kArray ? "array" : "single"));
+  }
+  if (op.type == ValueType::kSingle) return PlanSingle(f, scope, dkey_scope_len);
+  if (h.record_size != op.record_size) {
+    return Status::InvalidArgument(fmt::format("vos: {}: record size {} does not match the akey's {}", Describe(op),
+                                               op.record_size, h.record_size));
+  }
+  return PlanArray(f, scope, dkey_scope_len, h);
+}
+
+Status VosStore::PlanSingle(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len) {
+  const FetchOp& op = f->op;
+  std::string prefix = keys::TreeKey(akey_scope) + keys::kSingleKind;
+  auto it = NewIterator();
+  it->Seek(keys::SingleKey(akey_scope, op.epoch));
+  if (!it->status().ok()) return FromRocks(it->status(), fmt::format("vos: {}", Describe(op)));
+  if (!it->Valid() || !it->key().starts_with(prefix)) return Status::Ok();
+  Epoch e = ~keys::ReadU64(it->key().ToStringView().substr(prefix.size()));
+  if (e <= PunchedAt(akey_scope, dkey_scope_len, op.epoch)) return Status::Ok();
+  SourceVersion& src = f->sources.emplace_back();
+  src.raw = it->value().ToString();
+  src.epoch = e;
+  auto rec = DecodeValueRecord(src.raw, Describe(op));
+  if (!rec.ok()) return rec.status();
+  src.rec = *rec;
+  f->size = src.rec.length;
+  f->deliver = std::min<uint64_t>(src.rec.length, op.buffer.size());
+  if (f->deliver > 0) AddPiece(f, 0, 0, f->deliver, 0);
+  return Status::Ok();
+}
+
+Result<std::vector<std::pair<ExtentCandidate, ValueRecord>>> VosStore::EligibleExtents(std::string_view akey_scope,
+                                                                                       size_t dkey_scope_len,
+                                                                                       Epoch epoch) {
+  std::vector<std::pair<ExtentCandidate, ValueRecord>> out;
+  std::string prefix = keys::TreeKey(akey_scope) + keys::kExtentKind;
+  Epoch punched = PunchedAt(akey_scope, dkey_scope_len, epoch);
+  auto it = NewIterator();
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    std::string_view k = it->key().ToStringView().substr(prefix.size());
+    uint64_t index = keys::ReadU64(k);
+    Epoch e = ~keys::ReadU64(k.substr(8));
+    if (e > epoch || e <= punched) continue;
+    auto rec = DecodeValueRecord(it->value().ToStringView(), "extent");
+    if (!rec.ok()) return rec.status();
+    rec->inline_data = {};  // the iterator's memory goes away
+    out.push_back({ExtentCandidate{index, index + rec->length / rec->record_size, e, out.size()}, *rec});
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "vos: scan extents");
+  return out;
+}
+
+Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len, const AkeyHeader& h) {
+  const FetchOp& op = f->op;
+  uint64_t lo = op.index;
+  uint64_t hi = op.index + op.count;
+  uint64_t rs = op.record_size;
+  f->size = f->deliver = op.buffer.size();
+  Epoch punched = PunchedAt(akey_scope, dkey_scope_len, op.epoch);
+  std::vector<ExtentCandidate> candidates;
+  if (h.max_extent_records > 0) {
+    // An extent overlapping [lo, hi) starts in (lo - longest, hi).
+    uint64_t first = lo >= h.max_extent_records ? lo - h.max_extent_records + 1 : 0;
+    std::string prefix = keys::TreeKey(akey_scope) + keys::kExtentKind;
+    auto it = NewIterator();
+    for (it->Seek(keys::ExtentKey(akey_scope, first, kEpochMax)); it->Valid() && it->key().starts_with(prefix);
+         it->Next()) {
+      std::string_view k = it->key().ToStringView().substr(prefix.size());
+      uint64_t index = keys::ReadU64(k);
+      if (index >= hi) break;
+      Epoch e = ~keys::ReadU64(k.substr(8));
+      if (e > op.epoch || e <= punched) continue;
+      SourceVersion& src = f->sources.emplace_back();
+      src.raw = it->value().ToString();
+      src.epoch = e;
+      src.index = index;
+      auto rec = DecodeValueRecord(src.raw, Describe(op));
+      if (!rec.ok()) return rec.status();
+      src.rec = *rec;
+      uint64_t end = index + src.rec.length / rs;
+      if (end <= lo) {
+        f->sources.pop_back();
+        continue;
+      }
+      candidates.push_back({index, end, e, f->sources.size() - 1});
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), fmt::format("vos: {}", Describe(op)));
+  }
+  std::vector<VisiblePiece> pieces = ResolveVisible(std::move(candidates), lo, hi);
+  uint64_t pos = lo;
+  for (const VisiblePiece& p : pieces) {
+    if (p.begin > pos) std::memset(op.buffer.data() + (pos - lo) * rs, 0, (p.begin - pos) * rs);
+    const SourceVersion& src = f->sources[p.id];
+    AddPiece(f, p.id, (p.begin - src.index) * rs, (p.end - src.index) * rs, (p.begin - lo) * rs);
+    pos = p.end;
+  }
+  if (pos < hi) std::memset(op.buffer.data() + (pos - lo) * rs, 0, (hi - pos) * rs);
+  return Status::Ok();
+}
+
+void VosStore::AddPiece(FetchState* f, size_t source, uint64_t deliver_begin, uint64_t deliver_end, uint64_t dst) {
+  const ValueRecord& rec = f->sources[source].rec;
+  ReadPiece& p = f->pieces.emplace_back();
+  p.source = source;
+  p.deliver_begin = deliver_begin;
+  p.deliver_end = deliver_end;
+  p.dst = dst;
+  uint64_t cs = rec.csum.type == ChecksumType::kNone ? 0 : rec.csum.chunk_size;
+  // Whole covering chunks are read so that their checksums can be verified.
+  p.verify_begin = cs ? AlignDown(deliver_begin, cs) : deliver_begin;
+  p.verify_end = cs ? std::min<uint64_t>(AlignUp(deliver_end, cs), rec.length) : deliver_end;
+  if (!rec.external) return;
+  size_t a = extents_->alignment();
+  p.read_begin = AlignDown(p.verify_begin, a);
+  uint64_t read_end = AlignUp(p.verify_end, a);
+  p.direct = p.read_begin == deliver_begin && read_end == deliver_end && IsAligned(f->op.buffer.data() + dst, a);
+  if (!p.direct) p.bounce = AlignedBuffer(read_end - p.read_begin, std::max<size_t>(a, 64));
+}
+
+void VosStore::StartReads(FetchState* f) {
+  for (ReadPiece& p : f->pieces) {
+    const ValueRecord& rec = f->sources[p.source].rec;
+    if (!rec.external) continue;
+    std::span<std::byte> into =
+        p.direct ? f->op.buffer.subspan(p.dst, p.deliver_end - p.deliver_begin) : p.bounce.span();
+    ++f->reads_pending;
+    extents_->SubmitRead(rec.offset + p.read_begin, into, [this, f](Status s) {
+      if (!s.ok() && f->status.ok()) f->status = s.WithContext(Describe(f->op));
+      if (--f->reads_pending == 0) FinishFetch(f);
+    });
+  }
+}
+
+void VosStore::FinishFetch(FetchState* f) {
+  const FetchOp& op = f->op;
+  for (ReadPiece& p : f->pieces) {
+    if (!f->status.ok()) break;
+    const SourceVersion& src = f->sources[p.source];
+    const ValueRecord& rec = src.rec;
+    const std::byte* verified;  // the bytes [verify_begin, verify_end) of the version
+    if (!rec.external) {
+      verified = reinterpret_cast<const std::byte*>(rec.inline_data.data()) + p.verify_begin;
+    } else if (p.direct) {
+      verified = op.buffer.data() + p.dst;
+    } else {
+      verified = p.bounce.data() + (p.verify_begin - p.read_begin);
+    }
+    if (rec.csum.type != ChecksumType::kNone) {
+      uint64_t cs = rec.csum.chunk_size;
+      uint64_t first = p.verify_begin / cs;
+      uint64_t n = (p.verify_end - p.verify_begin + cs - 1) / cs;
+      Status st = VerifyChunkChecksums(rec.csum.type, {verified, p.verify_end - p.verify_begin}, cs,
+                                       std::span<const uint64_t>(rec.csum.values).subspan(first, n), "stored data");
+      if (!st.ok()) {
+        f->status = Status::Corruption(fmt::format(
+            "vos: {}: version at epoch {} (record {}, {} bytes, {}): {}", Describe(op), src.epoch, src.index,
+            rec.length, rec.external ? fmt::format("extent store offset {}", rec.offset) : std::string("inline"),
+            st.message()));
+        break;
+      }
+    }
+    if (!p.direct) {
+      std::memcpy(op.buffer.data() + p.dst, verified + (p.deliver_begin - p.verify_begin),
+                  p.deliver_end - p.deliver_begin);
+    }
+  }
+  Result<FetchResult> result = f->status;
+  if (f->status.ok()) {
+    FetchResult r;
+    r.size = f->size;
+    bool whole = !(op.type == ValueType::kSingle && f->size > op.buffer.size());
+    if (whole && options_.checksum != ChecksumType::kNone) {
+      r.csum.type = options_.checksum;
+      r.csum.chunk_size = options_.csum_chunk_size;
+      r.csum.values = ComputeChunkChecksums(options_.checksum, op.buffer.first(f->deliver), options_.csum_chunk_size);
+    }
+    result = std::move(r);
+  } else if (f->status.IsCorruption()) {
+    // Never leave unverified bytes in the caller's buffer.
+    std::memset(op.buffer.data(), 0, op.buffer.size());
+  }
+  FetchCallback done = std::move(f->done);
+  active_generations_.erase(active_generations_.find(f->generation));
+  fetches_.erase(f->self);
+  --in_flight_;
+  ReleaseDeferredFrees();
+  if (done) done(std::move(result));
+}
+
+}  // namespace ros2::vos

@@ -1,0 +1,89 @@
+// Punch at object, dkey and akey level; snapshots pin older epochs.
+#include <gtest/gtest.h>
+
+#include "vos/vos_test_util.h"
+
+namespace ros2::vos {
+namespace {
+
+using testing::GetArray;
+using testing::GetSingle;
+using testing::Pattern;
+using testing::PutArray;
+using testing::PutSingle;
+using testing::TestOid;
+
+class VosPunchTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Reopen(); }
+  void Reopen() {
+    vos_.reset();
+    auto v = Vos::Open(testing::SmallOptions(dir_.path()));
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    vos_ = std::move(*v);
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<Vos> vos_;
+};
+
+TEST_F(VosPunchTest, PunchAkeyHidesFromItsEpochOnAndOlderReadsStillSee) {
+  ObjectId oid = TestOid(1);
+  auto v = Pattern(1, 10000);
+  auto arr = Pattern(2, 8192);
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "s", 10, v).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 10, 0, 1, arr).ok());
+  ASSERT_TRUE(vos_->PunchAkey(oid, "d", "s", 20).ok());
+  ASSERT_TRUE(vos_->PunchAkey(oid, "d", "x", 20).ok());
+  EXPECT_TRUE(GetSingle(vos_.get(), oid, "d", "s", 20)->empty());
+  EXPECT_TRUE(GetSingle(vos_.get(), oid, "d", "s", kEpochMax)->empty());
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "s", 19), v);
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "x", kEpochMax, 0, 8192, 1), std::vector<std::byte>(8192));
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "x", 15, 0, 8192, 1), arr);
+  // A later update is visible again, and only it.
+  auto w = Pattern(3, 100);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 30, 100, 1, w).ok());
+  auto got = *GetArray(vos_.get(), oid, "d", "x", kEpochMax, 0, 8192, 1);
+  std::vector<std::byte> want(8192);
+  std::copy(w.begin(), w.end(), want.begin() + 100);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(*vos_->QueryArrayEnd(oid, "d", "x", kEpochMax), 200u);
+  EXPECT_EQ(*vos_->QueryArrayEnd(oid, "d", "x", 15), 8192u);
+}
+
+TEST_F(VosPunchTest, PunchDkeyAndObjectCoverEverythingBelowAndPersist) {
+  ObjectId oid = TestOid(2);
+  auto v = Pattern(1, 50);
+  for (std::string d : {"d1", "d2"}) {
+    for (std::string a : {"a1", "a2"}) ASSERT_TRUE(PutSingle(vos_.get(), oid, d, a, 5, v).ok());
+  }
+  ASSERT_TRUE(vos_->PunchDkey(oid, "d1", 10).ok());
+  EXPECT_TRUE(GetSingle(vos_.get(), oid, "d1", "a1", 10)->empty());
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d2", "a1", 10), v);
+  ASSERT_TRUE(vos_->PunchObject(oid, 12).ok());
+  Reopen();
+  EXPECT_TRUE(GetSingle(vos_.get(), oid, "d1", "a2", kEpochMax)->empty());
+  EXPECT_TRUE(GetSingle(vos_.get(), oid, "d2", "a2", kEpochMax)->empty());
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d2", "a2", 11), v);
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d1", "a2", 9), v);
+  EXPECT_TRUE(vos_->PunchDkey(oid, "", 1).IsInvalidArgument());
+  EXPECT_TRUE(vos_->PunchObject(oid, 0).IsInvalidArgument());
+}
+
+TEST_F(VosPunchTest, SnapshotsPersistAndReadOlderEpochs) {
+  ObjectId oid = TestOid(3);
+  auto v1 = Pattern(1, 6000);
+  auto v2 = Pattern(2, 6000);
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, v1).ok());
+  ASSERT_TRUE(vos_->CreateSnapshot(15).ok());
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 20, v2).ok());
+  Reopen();
+  EXPECT_EQ(vos_->ListSnapshots(), std::vector<Epoch>{15});
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "a", 15), v1);
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "a", kEpochMax), v2);
+  ASSERT_TRUE(vos_->DestroySnapshot(15).ok());
+  EXPECT_TRUE(vos_->DestroySnapshot(15).IsNotFound());
+  EXPECT_TRUE(vos_->ListSnapshots().empty());
+}
+
+}  // namespace
+}  // namespace ros2::vos

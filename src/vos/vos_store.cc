@@ -1,0 +1,312 @@
+// VosStore: opening, recovery, progress, punch, snapshots and space.
+#include "vos/vos_store.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <rocksdb/cache.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+
+namespace ros2::vos {
+namespace {
+
+constexpr uint64_t kFormatVersion = 1;
+
+std::string EncodeU64(uint64_t v) {
+  std::string s;
+  keys::AppendU64(&s, v);
+  return s;
+}
+
+rocksdb::Options MetadataOptions(rocksdb::Env* env) {
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  o.env = env;
+  o.compression = rocksdb::kNoCompression;  // values are mostly data; CPU is scarcer than space
+  o.max_background_jobs = 2;
+  o.write_buffer_size = 64 << 20;
+  o.paranoid_checks = true;
+  rocksdb::BlockBasedTableOptions t;
+  t.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+  t.block_cache = rocksdb::NewLRUCache(64 << 20);
+  t.cache_index_and_filter_blocks = false;
+  o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(t));
+  return o;
+}
+
+}  // namespace
+
+VosStore::VosStore(const VosOptions& options)
+    : options_(options), env_(options.env != nullptr ? options.env : Env::Default()) {}
+
+Result<std::unique_ptr<Vos>> VosStore::Open(const VosOptions& options) {
+  if (options.storage_class == StorageClass::kNvme && options.path.empty()) {
+    return Status::InvalidArgument("vos: open: the nvme class needs a path");
+  }
+  if (options.data_size < kBlockSize) {
+    return Status::InvalidArgument(
+        fmt::format("vos: open {}: data_size {} is below one 4 KiB block", options.path, options.data_size));
+  }
+  if (options.checksum != ChecksumType::kNone && options.csum_chunk_size == 0) {
+    return Status::InvalidArgument(fmt::format("vos: open {}: csum_chunk_size must be > 0", options.path));
+  }
+  if (options.io_depth == 0 || options.io_depth > 4096) {
+    return Status::InvalidArgument(
+        fmt::format("vos: open {}: io_depth {} not in [1, 4096]", options.path, options.io_depth));
+  }
+  std::unique_ptr<VosStore> store(new VosStore(options));
+  Status st = store->Init();
+  if (!st.ok()) return st;
+  return std::unique_ptr<Vos>(std::move(store));
+}
+
+Status VosStore::Init() {
+  event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (event_fd_ < 0) return Status::FromErrno(errno, "vos: eventfd");
+  std::string meta_path;
+  if (options_.storage_class == StorageClass::kRam) {
+    mem_env_.reset(rocksdb::NewMemEnv(rocksdb::Env::Default()));
+    meta_path = "/ros2-vos-ram";
+  } else {
+    ROS2_RETURN_IF_ERROR(env_->CreateDirs(options_.path));
+    meta_path = options_.path + "/meta";
+  }
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status rs =
+      rocksdb::DB::Open(MetadataOptions(mem_env_ ? mem_env_.get() : rocksdb::Env::Default()), meta_path, &raw);
+  if (!rs.ok()) return FromRocks(rs, fmt::format("vos: open metadata {}", meta_path));
+  db_.reset(raw);
+
+  if (options_.storage_class == StorageClass::kRam) {
+    auto ram = ExtentStore::OpenRam(options_.data_size);
+    if (!ram.ok()) return ram.status();
+    extents_ = std::move(*ram);
+  } else {
+    bool device = !options_.block_device.empty();
+    auto nvme = ExtentStore::OpenNvme(env_, device ? options_.block_device : options_.path + "/data", device,
+                                      options_.data_size, options_.io_depth, event_fd_);
+    if (!nvme.ok()) return nvme.status();
+    extents_ = std::move(*nvme);
+  }
+  allocator_ = std::make_unique<ExtentAllocator>(extents_->capacity());
+  ROS2_RETURN_IF_ERROR(LoadState());
+  if (options_.storage_class == StorageClass::kNvme && options_.sync_commit) {
+    committer_ = std::make_unique<CommitThread>(db_.get(), extents_.get(), event_fd_);
+  }
+  return Status::Ok();
+}
+
+Status VosStore::LoadState() {
+  // Format marker: refuse stores written by an unknown format.
+  std::string value;
+  rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), keys::MetaKey("format"), &value);
+  if (rs.IsNotFound()) {
+    rocksdb::WriteBatch batch;
+    batch.Put(keys::MetaKey("format"), EncodeU64(kFormatVersion));
+    batch.Put(keys::MetaKey("capacity"), EncodeU64(extents_->capacity()));
+    ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "vos: write format marker"));
+  } else if (!rs.ok()) {
+    return FromRocks(rs, "vos: read format marker");
+  } else if (value.size() != 8 || keys::ReadU64(value) != kFormatVersion) {
+    return Status::Corruption(fmt::format("vos: {}: unknown store format", options_.path));
+  }
+
+  auto it = NewIterator();
+  // Allocations: rebuild the allocator's free map.
+  for (it->Seek(std::string(1, keys::kAlloc)); it->Valid() && it->key()[0] == keys::kAlloc; it->Next()) {
+    if (it->key().size() != 9 || it->value().size() != 8) return Status::Corruption("vos: malformed allocation record");
+    uint64_t offset = keys::ReadU64(it->key().ToStringView().substr(1));
+    uint64_t len = keys::ReadU64(it->value().ToStringView());
+    ROS2_RETURN_IF_ERROR(allocator_->MarkAllocated(offset, len).WithContext(options_.path));
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "vos: load allocations");
+  // Punch tombstones.
+  for (it->Seek(std::string(1, keys::kPunch)); it->Valid() && it->key()[0] == keys::kPunch; it->Next()) {
+    std::string_view k = it->key().ToStringView();
+    if (k.size() < 1 + 16 + 8) return Status::Corruption("vos: malformed punch record");
+    punches_.Add(k.substr(1, k.size() - 9), keys::ReadU64(k.substr(k.size() - 8)));
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "vos: load punches");
+  for (it->Seek(std::string(1, keys::kSnapshot)); it->Valid() && it->key()[0] == keys::kSnapshot; it->Next()) {
+    if (it->key().size() != 9) return Status::Corruption("vos: malformed snapshot record");
+    snapshots_.insert(keys::ReadU64(it->key().ToStringView().substr(1)));
+  }
+  return FromRocks(it->status(), "vos: load snapshots");
+}
+
+VosStore::~VosStore() {
+  Drain();
+  committer_.reset();
+  extents_.reset();
+  db_.reset();
+  if (event_fd_ >= 0) ::close(event_fd_);
+}
+
+Status VosStore::Drain() {
+  while (in_flight_ > 0) {
+    if (Progress(true) == 0 && in_flight_ > 0 && extents_ && extents_->in_flight() == 0 &&
+        !(committer_ && committer_->busy()) && ready_.empty() && deferred_.empty()) {
+      return Status::Internal("vos: ops in flight with nothing to wait for");
+    }
+  }
+  return Status::Ok();
+}
+
+rocksdb::WriteOptions VosStore::WriteOpts() const {
+  rocksdb::WriteOptions wo;
+  wo.sync = options_.sync_commit && options_.storage_class == StorageClass::kNvme;
+  return wo;
+}
+
+std::unique_ptr<rocksdb::Iterator> VosStore::NewIterator() const {
+  rocksdb::ReadOptions ro;
+  ro.verify_checksums = true;
+  return std::unique_ptr<rocksdb::Iterator>(db_->NewIterator(ro));
+}
+
+int VosStore::RunDeferred() {
+  int ran = 0;
+  while (!deferred_.empty()) {
+    std::vector<std::function<void()>> batch;
+    batch.swap(deferred_);
+    for (auto& fn : batch) {
+      fn();
+      ++ran;
+    }
+  }
+  return ran;
+}
+
+int VosStore::Progress(bool wait) {
+  while (true) {
+    int ran = RunDeferred();
+    ran += extents_->Reap();
+    if (committer_) {
+      if (auto group = committer_->TakeFinished()) ran += FinishCommit(std::move(group));
+    }
+    ran += StartCommitIfIdle();
+    ran += RunDeferred();
+    extents_->Flush();
+    if (ran > 0 || in_flight_ == 0) return ran;
+    bool committing = committer_ && committer_->busy();
+    if (!wait || committing) {
+      // About to return empty-handed or to sleep on the eventfd: clear it, then
+      // look once more so that no completion posted before the read is missed.
+      uint64_t count = 0;
+      ssize_t rc = ::read(event_fd_, &count, sizeof(count));
+      (void)rc;
+      ran = extents_->Reap();
+      if (committer_) {
+        if (auto group = committer_->TakeFinished()) ran += FinishCommit(std::move(group));
+      }
+      if (ran > 0 || !wait) return ran;
+      pollfd pfd{event_fd_, POLLIN, 0};
+      ::poll(&pfd, 1, -1);
+    } else {
+      extents_->WaitForCompletion();
+    }
+  }
+}
+
+Status VosStore::Punch(std::string scope, Epoch epoch, std::string_view what) {
+  if (epoch == 0) return Status::InvalidArgument(fmt::format("vos: punch {}: epoch must be > 0", what));
+  rocksdb::WriteBatch batch;
+  batch.Put(keys::PunchKey(scope, epoch), rocksdb::Slice());
+  ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), fmt::format("vos: punch {}", what)));
+  punches_.Add(scope, epoch);
+  return Status::Ok();
+}
+
+Status VosStore::PunchObject(const ObjectId& oid, Epoch epoch) {
+  return Punch(keys::ObjectScope(oid), epoch, fmt::format("oid={}", oid.ToString()));
+}
+
+Status VosStore::PunchDkey(const ObjectId& oid, const std::string& dkey, Epoch epoch) {
+  if (dkey.empty()) return Status::InvalidArgument(fmt::format("vos: punch oid={}: empty dkey", oid.ToString()));
+  return Punch(keys::DkeyScope(oid, dkey), epoch, fmt::format("oid={} dkey='{}'", oid.ToString(), dkey));
+}
+
+Status VosStore::PunchAkey(const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch) {
+  if (dkey.empty() || akey.empty()) {
+    return Status::InvalidArgument(fmt::format("vos: punch oid={}: empty dkey or akey", oid.ToString()));
+  }
+  return Punch(keys::AkeyScope(oid, dkey, akey), epoch,
+               fmt::format("oid={} dkey='{}' akey='{}'", oid.ToString(), dkey, akey));
+}
+
+Status VosStore::CreateSnapshot(Epoch epoch) {
+  if (epoch == 0) return Status::InvalidArgument("vos: snapshot epoch must be > 0");
+  rocksdb::WriteBatch batch;
+  batch.Put(keys::SnapshotKey(epoch), rocksdb::Slice());
+  ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), fmt::format("vos: create snapshot {}", epoch)));
+  snapshots_.insert(epoch);
+  return Status::Ok();
+}
+
+Status VosStore::DestroySnapshot(Epoch epoch) {
+  if (snapshots_.count(epoch) == 0) return Status::NotFound(fmt::format("vos: no snapshot at epoch {}", epoch));
+  rocksdb::WriteBatch batch;
+  batch.Delete(keys::SnapshotKey(epoch));
+  ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), fmt::format("vos: destroy snapshot {}", epoch)));
+  snapshots_.erase(epoch);
+  return Status::Ok();
+}
+
+SpaceInfo VosStore::Space() const {
+  SpaceInfo s;
+  s.data_total = allocator_->capacity();
+  s.data_used = allocator_->used();
+  uint64_t sst = 0;
+  uint64_t mem = 0;
+  db_->GetIntProperty("rocksdb.total-sst-files-size", &sst);
+  db_->GetIntProperty("rocksdb.cur-size-all-mem-tables", &mem);
+  s.metadata_bytes = sst + mem;
+  return s;
+}
+
+Status VosStore::Sync() {
+  ROS2_RETURN_IF_ERROR(extents_->Sync());
+  if (options_.storage_class == StorageClass::kRam) return Status::Ok();
+  return FromRocks(db_->FlushWAL(/*sync=*/true), "vos: sync WAL");
+}
+
+Result<std::optional<AkeyHeader>> VosStore::LoadHeader(std::string_view akey_scope) {
+  if (auto it = pending_headers_.find(akey_scope); it != pending_headers_.end()) return {it->second.header};
+  std::string value;
+  rocksdb::ReadOptions ro;
+  rocksdb::Status rs = db_->Get(ro, keys::HeaderKey(akey_scope), &value);
+  if (rs.IsNotFound()) return std::optional<AkeyHeader>();
+  if (!rs.ok()) return FromRocks(rs, "vos: read akey header");
+  auto h = DecodeAkeyHeader(value, "akey header");
+  if (!h.ok()) return h.status();
+  return std::optional<AkeyHeader>(*h);
+}
+
+void VosStore::FreeAfterReaders(uint64_t offset, uint64_t len) {
+  // Fetches submitted before now may still read these bytes: hold the space
+  // until they have all completed.
+  if (active_generations_.empty()) {
+    allocator_->Free(offset, len);
+    return;
+  }
+  deferred_frees_.push_back({next_generation_, offset, len});
+  deferred_free_bytes_ += len;
+}
+
+void VosStore::ReleaseDeferredFrees() {
+  uint64_t oldest = active_generations_.empty() ? ~uint64_t{0} : *active_generations_.begin();
+  while (!deferred_frees_.empty() && deferred_frees_.front().generation <= oldest) {
+    const DeferredFree& f = deferred_frees_.front();
+    allocator_->Free(f.offset, f.len);
+    deferred_free_bytes_ -= f.len;
+    deferred_frees_.pop_front();
+  }
+}
+
+}  // namespace ros2::vos

@@ -1,0 +1,192 @@
+// VosStore: the implementation of Vos (vos.h) on RocksDB and an ExtentStore.
+//
+// One instance per target, owned by the target thread; every public method
+// must be called from that thread. It owns the RocksDB instance (metadata and
+// inline values), the extent store (io_uring on the data file, or memory), the
+// extent allocator, the in-memory punch index and snapshot set, and, for the
+// nvme class with durable commits, a private CommitThread. The code is split
+// by operation: vos_store.cc (open, progress, punch, snapshots, space),
+// vos_update.cc, vos_fetch.cc, vos_enum.cc (enumeration and queries) and
+// vos_aggregate.cc. The formats are specified in docs/vos.md.
+#pragma once
+
+#include <rocksdb/db.h>
+#include <rocksdb/env.h>
+
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "vos/aligned_buffer.h"
+#include "vos/commit_thread.h"
+#include "vos/extent_allocator.h"
+#include "vos/extent_store.h"
+#include "vos/keys.h"
+#include "vos/records.h"
+#include "vos/visibility.h"
+#include "vos/vos.h"
+
+namespace ros2::vos {
+
+class VosStore final : public Vos {
+ public:
+  static Result<std::unique_ptr<Vos>> Open(const VosOptions& options);
+  ~VosStore() override;
+
+  void SubmitUpdate(const UpdateOp& op, UpdateCallback done) override;
+  void SubmitFetch(const FetchOp& op, FetchCallback done) override;
+  int Progress(bool wait) override;
+  int event_fd() const override { return event_fd_; }
+  size_t in_flight() const override { return in_flight_; }
+
+  Status PunchObject(const ObjectId& oid, Epoch epoch) override;
+  Status PunchDkey(const ObjectId& oid, const std::string& dkey, Epoch epoch) override;
+  Status PunchAkey(const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch) override;
+
+  Result<std::vector<ObjectId>> ListObjects(Epoch epoch, Anchor* anchor, size_t max) override;
+  Result<std::vector<std::string>> ListDkeys(const ObjectId& oid, Epoch epoch, Anchor* anchor, size_t max) override;
+  Result<std::vector<std::string>> ListAkeys(const ObjectId& oid, const std::string& dkey, Epoch epoch, Anchor* anchor,
+                                             size_t max) override;
+  Result<std::vector<ExtentInfo>> ListExtents(const ObjectId& oid, const std::string& dkey, const std::string& akey,
+                                              Epoch epoch, Anchor* anchor, size_t max) override;
+  Result<std::optional<std::string>> QueryMaxDkey(const ObjectId& oid, Epoch epoch) override;
+  Result<std::optional<uint64_t>> QueryArrayEnd(const ObjectId& oid, const std::string& dkey, const std::string& akey,
+                                                Epoch epoch) override;
+
+  Status CreateSnapshot(Epoch epoch) override;
+  Status DestroySnapshot(Epoch epoch) override;
+  std::vector<Epoch> ListSnapshots() const override { return {snapshots_.begin(), snapshots_.end()}; }
+  Result<AggregateStats> Aggregate(Epoch upto) override;
+
+  SpaceInfo Space() const override;
+  Status Sync() override;
+
+ private:
+  // An update between SubmitUpdate and its callback.
+  struct UpdateState {
+    UpdateOp op;
+    UpdateCallback done;
+    std::string akey_scope;
+    std::string record_key;
+    ValueRecord rec;
+    bool holds_header = false;            // counted in pending_headers_
+    std::optional<ValueRecord> replaced;  // a committed record at the same key, freed after commit
+    AlignedBuffer bounce;                 // the data, when the caller's buffer cannot go to O_DIRECT
+    std::list<UpdateState>::iterator self;
+  };
+
+  // One stored version a fetch reads from.
+  struct SourceVersion {
+    std::string raw;  // the encoded record (inline data points into it)
+    ValueRecord rec;
+    Epoch epoch = 0;
+    uint64_t index = 0;  // arrays: first record
+  };
+  // A contiguous part of one version delivered into the caller's buffer.
+  struct ReadPiece {
+    size_t source = 0;           // index into FetchState::sources
+    uint64_t deliver_begin = 0;  // bytes of the version's data to deliver
+    uint64_t deliver_end = 0;
+    uint64_t dst = 0;           // offset in the caller's buffer
+    uint64_t verify_begin = 0;  // the checksum chunks covering the delivered bytes
+    uint64_t verify_end = 0;
+    uint64_t read_begin = 0;  // external: first byte read (block-aligned)
+    bool direct = false;      // read straight into the caller's buffer
+    AlignedBuffer bounce;
+  };
+  struct FetchState {
+    FetchOp op;
+    FetchCallback done;
+    uint64_t generation = 0;
+    uint64_t size = 0;     // FetchResult::size
+    uint64_t deliver = 0;  // bytes written into the buffer
+    std::deque<SourceVersion> sources;
+    std::vector<ReadPiece> pieces;
+    size_t reads_pending = 0;
+    Status status;
+    std::list<FetchState>::iterator self;
+  };
+
+  struct PendingHeader {
+    AkeyHeader header;
+    int refs = 0;
+  };
+  struct DeferredFree {
+    uint64_t generation;
+    uint64_t offset;
+    uint64_t len;
+  };
+
+  explicit VosStore(const VosOptions& options);
+  Status Init();
+  Status LoadState();
+  Status Drain();  // waits for every in-flight op (used before close)
+
+  // vos_update.cc
+  Status PrepareUpdate(UpdateState* u);
+  void OnUpdateWritten(UpdateState* u, Status st);
+  int StartCommitIfIdle();
+  int FinishCommit(std::unique_ptr<CommitGroup> group);
+  void CompleteUpdate(UpdateState* u, Status st);
+  void ReleaseHeader(UpdateState* u);
+
+  // vos_fetch.cc
+  Status PrepareFetch(FetchState* f);
+  Status PlanSingle(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len);
+  Status PlanArray(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len, const AkeyHeader& header);
+  void AddPiece(FetchState* f, size_t source, uint64_t deliver_begin, uint64_t deliver_end, uint64_t dst);
+  void StartReads(FetchState* f);
+  void FinishFetch(FetchState* f);
+
+  // vos_enum.cc
+  enum class Level { kObject, kDkey, kAkey };
+  Result<std::vector<keys::ParsedTreeKey>> ListLevel(std::string_view parent_prefix, Level level, Epoch epoch,
+                                                     Anchor* anchor, size_t max);
+  Result<bool> HasVisibleUnder(rocksdb::Iterator* it, std::string_view tree_prefix, Epoch epoch);
+  Result<std::vector<std::pair<ExtentCandidate, ValueRecord>>> EligibleExtents(std::string_view akey_scope,
+                                                                               size_t dkey_scope_len, Epoch epoch);
+
+  // shared helpers
+  Result<std::optional<AkeyHeader>> LoadHeader(std::string_view akey_scope);
+  Epoch PunchedAt(std::string_view akey_scope, size_t dkey_scope_len, Epoch at) const {
+    return punches_.LatestCovering(akey_scope, dkey_scope_len, at);
+  }
+  Status Punch(std::string scope, Epoch epoch, std::string_view what);
+  void FreeAfterReaders(uint64_t offset, uint64_t len);
+  void ReleaseDeferredFrees();
+  int RunDeferred();
+  void Defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
+  std::unique_ptr<rocksdb::Iterator> NewIterator() const;
+  rocksdb::WriteOptions WriteOpts() const;
+
+  VosOptions options_;
+  Env* env_;
+  int event_fd_ = -1;
+  std::unique_ptr<rocksdb::Env> mem_env_;  // ram class: RocksDB in memory
+  std::unique_ptr<rocksdb::DB> db_;
+  std::unique_ptr<ExtentStore> extents_;
+  std::unique_ptr<ExtentAllocator> allocator_;
+  std::unique_ptr<CommitThread> committer_;  // nvme class with sync_commit
+  PunchIndex punches_;
+  std::set<Epoch> snapshots_;
+
+  size_t in_flight_ = 0;
+  std::list<UpdateState> updates_;
+  std::list<FetchState> fetches_;
+  std::vector<UpdateState*> ready_;                                    // data written, waiting for a commit group
+  std::vector<std::function<void()>> deferred_;                        // callbacks to run from Progress
+  std::map<std::string, PendingHeader, std::less<>> pending_headers_;  // akeys with uncommitted updates
+  std::set<std::string, std::less<>> uncommitted_keys_;                // record keys of uncommitted updates
+
+  uint64_t next_generation_ = 1;
+  std::multiset<uint64_t> active_generations_;  // of fetches in flight
+  std::deque<DeferredFree> deferred_frees_;
+  uint64_t deferred_free_bytes_ = 0;
+};
+
+}  // namespace ros2::vos

@@ -1,0 +1,112 @@
+#include "vos/vos_test_util.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+
+namespace ros2::vos::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/ros2-vos-test-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  char* made = ::mkdtemp(buf.data());
+  if (made == nullptr) std::abort();
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::vector<std::byte> Pattern(uint64_t seed, size_t len) {
+  std::vector<std::byte> out(len);
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 1);
+  size_t i = 0;
+  while (i + 8 <= len) {
+    uint64_t v = rng();
+    std::memcpy(out.data() + i, &v, 8);
+    i += 8;
+  }
+  uint64_t v = rng();
+  for (; i < len; ++i) out[i] = static_cast<std::byte>(v >> (8 * (i % 8)));
+  return out;
+}
+
+VosOptions SmallOptions(const std::string& dir, StorageClass cls) {
+  VosOptions o;
+  o.path = dir + "/store";
+  o.storage_class = cls;
+  o.data_size = 64ull << 20;
+  o.io_depth = 64;
+  return o;
+}
+
+ObjectId TestOid(uint64_t n) {
+  return ObjectId::Make(ObjectType::kArray, ObjectClass::kS1, 7, n);
+}
+
+Status PutSingle(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,
+                 const std::vector<std::byte>& data) {
+  UpdateOp op;
+  op.oid = oid;
+  op.dkey = dkey;
+  op.akey = akey;
+  op.epoch = epoch;
+  op.type = ValueType::kSingle;
+  op.data = data;
+  return vos->Update(op);
+}
+
+Status PutArray(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,
+                uint64_t index, uint32_t record_size, const std::vector<std::byte>& data) {
+  UpdateOp op;
+  op.oid = oid;
+  op.dkey = dkey;
+  op.akey = akey;
+  op.epoch = epoch;
+  op.type = ValueType::kArray;
+  op.index = index;
+  op.record_size = record_size;
+  op.data = data;
+  return vos->Update(op);
+}
+
+Result<std::vector<std::byte>> GetSingle(Vos* vos, const ObjectId& oid, const std::string& dkey,
+                                         const std::string& akey, Epoch epoch, size_t capacity) {
+  std::vector<std::byte> buf(capacity);
+  FetchOp op;
+  op.oid = oid;
+  op.dkey = dkey;
+  op.akey = akey;
+  op.epoch = epoch;
+  op.type = ValueType::kSingle;
+  op.buffer = buf;
+  auto r = vos->Fetch(op);
+  if (!r.ok()) return r.status();
+  buf.resize(std::min<size_t>(r->size, capacity));
+  return buf;
+}
+
+Result<std::vector<std::byte>> GetArray(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey,
+                                        Epoch epoch, uint64_t index, uint64_t count, uint32_t record_size) {
+  std::vector<std::byte> buf(count * record_size);
+  FetchOp op;
+  op.oid = oid;
+  op.dkey = dkey;
+  op.akey = akey;
+  op.epoch = epoch;
+  op.type = ValueType::kArray;
+  op.index = index;
+  op.count = count;
+  op.record_size = record_size;
+  op.buffer = buf;
+  auto r = vos->Fetch(op);
+  if (!r.ok()) return r.status();
+  if (r->size != buf.size()) return Status::Internal("fetch size differs from the buffer");
+  return buf;
+}
+
+}  // namespace ros2::vos::testing

@@ -1,0 +1,48 @@
+// Helpers shared by the VOS tests: temporary directories, data patterns and
+// short-hand update/fetch calls. Test code only.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "vos/vos.h"
+
+namespace ros2::vos::testing {
+
+// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Deterministic bytes: the same (seed, len) always gives the same data.
+std::vector<std::byte> Pattern(uint64_t seed, size_t len);
+
+// Options for a small store in `dir`: 64 MiB data file, defaults otherwise.
+VosOptions SmallOptions(const std::string& dir, StorageClass cls = StorageClass::kNvme);
+
+ObjectId TestOid(uint64_t n);
+
+Status PutSingle(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,
+                 const std::vector<std::byte>& data);
+Status PutArray(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,
+                uint64_t index, uint32_t record_size, const std::vector<std::byte>& data);
+// Fetches a single value with a buffer of `capacity` bytes; the result is resized to the value size.
+Result<std::vector<std::byte>> GetSingle(Vos* vos, const ObjectId& oid, const std::string& dkey,
+                                         const std::string& akey, Epoch epoch, size_t capacity = 1 << 22);
+Result<std::vector<std::byte>> GetArray(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey,
+                                        Epoch epoch, uint64_t index, uint64_t count, uint32_t record_size);
+
+}  // namespace ros2::vos::testing

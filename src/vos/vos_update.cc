@@ -1,0 +1,216 @@
+// VosStore: the update path (validate, write extents, group commit).
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "vos/vos_store.h"
+
+namespace ros2::vos {
+namespace {
+
+std::string Describe(const UpdateOp& op) {
+  return fmt::format("update oid={} dkey='{}' akey='{}' epoch={}", op.oid.ToString(), op.dkey, op.akey, op.epoch);
+}
+
+}  // namespace
+
+void VosStore::SubmitUpdate(const UpdateOp& op, UpdateCallback done) {
+  ++in_flight_;
+  UpdateState& u = updates_.emplace_back();
+  u.self = std::prev(updates_.end());
+  u.op = op;
+  u.done = std::move(done);
+  Status st = PrepareUpdate(&u);
+  if (!st.ok()) {
+    UpdateState* p = &u;
+    Defer([this, p, st] { CompleteUpdate(p, st); });
+    return;
+  }
+  if (!u.rec.external) {
+    ready_.push_back(&u);
+    if (committer_) StartCommitIfIdle();
+    return;
+  }
+  std::span<const std::byte> data = u.op.data;
+  if (u.bounce.size() > 0) data = u.bounce.span();
+  UpdateState* p = &u;
+  extents_->SubmitWrite(u.rec.offset, data, [this, p](Status s) { OnUpdateWritten(p, std::move(s)); });
+}
+
+Status VosStore::PrepareUpdate(UpdateState* u) {
+  const UpdateOp& op = u->op;
+  if (op.dkey.empty() || op.akey.empty()) {
+    return Status::InvalidArgument(fmt::format("vos: {}: empty dkey or akey", Describe(op)));
+  }
+  if (op.epoch == 0 || op.epoch == kEpochMax) {
+    return Status::InvalidArgument(fmt::format("vos: {}: epoch must be in (0, max)", Describe(op)));
+  }
+  uint64_t records = 1;
+  if (op.type == ValueType::kArray) {
+    if (op.record_size == 0 || op.data.empty() || op.data.size() % op.record_size != 0) {
+      return Status::InvalidArgument(fmt::format("vos: {}: {} bytes are not a positive number of {}-byte records",
+                                                 Describe(op), op.data.size(), op.record_size));
+    }
+    records = op.data.size() / op.record_size;
+    if (op.index > std::numeric_limits<uint64_t>::max() - records) {
+      return Status::InvalidArgument(
+          fmt::format("vos: {}: extent [{}, +{}) overflows the index space", Describe(op), op.index, records));
+    }
+  } else if (op.type != ValueType::kSingle) {
+    return Status::InvalidArgument(fmt::format("vos: {}: unknown value type", Describe(op)));
+  }
+  if (op.data.size() > allocator_->capacity() && op.data.size() >= options_.inline_threshold) {
+    return Status::NoSpace(fmt::format("vos: {}: {} bytes exceed the extent store of {} bytes", Describe(op),
+                                       op.data.size(), allocator_->capacity()));
+  }
+
+  // Checksums: verify the caller's, or compute them.
+  u->rec.length = op.data.size();
+  u->rec.record_size = op.type == ValueType::kArray ? op.record_size : 1;
+  if (op.csum.type != ChecksumType::kNone) {
+    if (op.csum.chunk_size == 0) {
+      return Status::InvalidArgument(fmt::format("vos: {}: checksum chunk size is 0", Describe(op)));
+    }
+    ROS2_RETURN_IF_ERROR(VerifyChunkChecksums(op.csum.type, op.data, op.csum.chunk_size, op.csum.values,
+                                              fmt::format("vos: {}", Describe(op))));
+    u->rec.csum = op.csum;
+  } else if (options_.checksum != ChecksumType::kNone) {
+    u->rec.csum.type = options_.checksum;
+    u->rec.csum.chunk_size = options_.csum_chunk_size;
+    u->rec.csum.values = ComputeChunkChecksums(options_.checksum, op.data, options_.csum_chunk_size);
+  }
+
+  // The akey header fixes the type and record size.
+  u->akey_scope = keys::AkeyScope(op.oid, op.dkey, op.akey);
+  auto header = LoadHeader(u->akey_scope);
+  if (!header.ok()) return header.status().WithContext(Describe(op));
+  AkeyHeader h;
+  if (header->has_value()) {
+    h = **header;
+    if (h.type != op.type) {
+      return Status::InvalidArgument(fmt::format("vos: {}: the akey holds {} values", Describe(op),
+                                                 h.type == ValueType::kArray ? "array" : "single"));
+    }
+    if (op.type == ValueType::kArray && h.record_size != op.record_size) {
+      return Status::InvalidArgument(fmt::format("vos: {}: record size {} does not match the akey's {}", Describe(op),
+                                                 op.record_size, h.record_size));
+    }
+  } else {
+    h.type = op.type;
+    h.record_size = u->rec.record_size;
+  }
+  if (op.type == ValueType::kArray) h.max_extent_records = std::max(h.max_extent_records, records);
+
+  u->record_key = op.type == ValueType::kArray ? keys::ExtentKey(u->akey_scope, op.index, op.epoch)
+                                               : keys::SingleKey(u->akey_scope, op.epoch);
+  if (uncommitted_keys_.count(u->record_key) != 0) {
+    return Status::Busy(fmt::format("vos: {}: an update of the same key at the same epoch is in flight", Describe(op)));
+  }
+  // Rewriting a committed version (a replayed update) replaces it: its space is freed after the commit.
+  std::string old;
+  rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), u->record_key, &old);
+  if (rs.ok()) {
+    auto prev = DecodeValueRecord(old, Describe(op));
+    if (prev.ok() && prev->external) u->replaced = *prev;
+  } else if (!rs.IsNotFound()) {
+    return FromRocks(rs, fmt::format("vos: {}", Describe(op)));
+  }
+
+  // Placement: inline below the threshold, otherwise out of place in the extent store.
+  if (op.data.size() >= options_.inline_threshold && !op.data.empty()) {
+    auto off = allocator_->Allocate(op.data.size());
+    if (!off.ok()) return off.status().WithContext(Describe(op));
+    u->rec.external = true;
+    u->rec.offset = *off;
+    u->rec.alloc_len = AlignUp(op.data.size(), kBlockSize);
+    size_t align = extents_->alignment();
+    if (op.data.size() % align != 0 || !IsAligned(op.data.data(), align)) {
+      u->bounce = AlignedBuffer(u->rec.alloc_len);
+      std::memcpy(u->bounce.data(), op.data.data(), op.data.size());
+      std::memset(u->bounce.data() + op.data.size(), 0, u->rec.alloc_len - op.data.size());
+    }
+  }
+
+  auto [it, inserted] = pending_headers_.try_emplace(u->akey_scope);
+  if (inserted || it->second.header.max_extent_records < h.max_extent_records) it->second.header = h;
+  ++it->second.refs;
+  u->holds_header = true;
+  uncommitted_keys_.insert(u->record_key);
+  return Status::Ok();
+}
+
+void VosStore::OnUpdateWritten(UpdateState* u, Status st) {
+  if (!st.ok()) {
+    // Never referenced by a record: the space goes straight back.
+    allocator_->Free(u->rec.offset, u->rec.alloc_len);
+    CompleteUpdate(u, st.WithContext(Describe(u->op)));
+    return;
+  }
+  ready_.push_back(u);
+}
+
+int VosStore::StartCommitIfIdle() {
+  if (ready_.empty()) return 0;
+  if (committer_ && committer_->busy()) return 0;
+  auto group = std::make_unique<CommitGroup>();
+  for (UpdateState* u : ready_) {
+    auto h = pending_headers_.find(u->akey_scope);
+    group->batch.Put(keys::HeaderKey(u->akey_scope), EncodeAkeyHeader(h->second.header));
+    std::span<const std::byte> inline_data = u->rec.external ? std::span<const std::byte>() : u->op.data;
+    group->batch.Put(u->record_key, EncodeValueRecord(u->rec, inline_data));
+    if (u->rec.external) {
+      std::string len;
+      keys::AppendU64(&len, u->rec.alloc_len);
+      group->batch.Put(keys::AllocKey(u->rec.offset), len);
+      group->sync_data = true;
+    }
+    if (u->replaced) group->batch.Delete(keys::AllocKey(u->replaced->offset));
+    group->updates.push_back(u);
+  }
+  ready_.clear();
+  if (committer_) {
+    committer_->Start(std::move(group));
+    return 0;
+  }
+  CommitGroupNow(db_.get(), extents_.get(), /*sync=*/false, group.get());
+  return FinishCommit(std::move(group));
+}
+
+int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
+  int ran = 0;
+  if (!group->status.ok() && group->metadata_attempted) {
+    ROS2_LOG_ERROR("vos: {}: commit of {} updates failed: {}; their space is reclaimed at the next open", options_.path,
+                   group->updates.size(), group->status.ToString());
+  }
+  for (void* opaque : group->updates) {
+    auto* u = static_cast<UpdateState*>(opaque);
+    if (group->status.ok()) {
+      if (u->replaced) FreeAfterReaders(u->replaced->offset, u->replaced->alloc_len);
+    } else if (u->rec.external && !group->metadata_attempted) {
+      allocator_->Free(u->rec.offset, u->rec.alloc_len);
+    }
+    CompleteUpdate(u, group->status);
+    ++ran;
+  }
+  return ran;
+}
+
+void VosStore::ReleaseHeader(UpdateState* u) {
+  if (!u->holds_header) return;
+  u->holds_header = false;
+  uncommitted_keys_.erase(u->record_key);
+  auto it = pending_headers_.find(u->akey_scope);
+  if (it != pending_headers_.end() && --it->second.refs == 0) pending_headers_.erase(it);
+}
+
+void VosStore::CompleteUpdate(UpdateState* u, Status st) {
+  ReleaseHeader(u);
+  UpdateCallback done = std::move(u->done);
+  updates_.erase(u->self);
+  --in_flight_;
+  if (done) done(std::move(st));
+}
+
+}  // namespace ros2::vos

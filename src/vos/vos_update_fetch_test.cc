@@ -1,0 +1,282 @@
+// Update and fetch: single values, arrays with overlapping and partial
+// overwrites, epochs, checksums, argument errors, persistence, async depth.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+
+#include "vos/aligned_buffer.h"
+#include "vos/vos_test_util.h"
+
+namespace ros2::vos {
+namespace {
+
+using testing::GetArray;
+using testing::GetSingle;
+using testing::Pattern;
+using testing::PutArray;
+using testing::PutSingle;
+using testing::TestOid;
+
+class VosUpdateFetchTest : public ::testing::TestWithParam<StorageClass> {
+ protected:
+  void SetUp() override { Reopen(); }
+  void Reopen() {
+    vos_.reset();
+    auto v = Vos::Open(Options());
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    vos_ = std::move(*v);
+  }
+  VosOptions Options() { return testing::SmallOptions(dir_.path(), GetParam()); }
+  testing::TempDir dir_;
+  std::unique_ptr<Vos> vos_;
+};
+
+TEST_P(VosUpdateFetchTest, SingleValuesInlineAndExternal) {
+  ObjectId oid = TestOid(1);
+  for (size_t len : {size_t{0}, size_t{1}, size_t{100}, size_t{4095}, size_t{4096}, size_t{10000}, size_t{1} << 20}) {
+    auto data = Pattern(len, len);
+    ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a" + std::to_string(len), 10, data).ok());
+    auto got = GetSingle(vos_.get(), oid, "d", "a" + std::to_string(len), kEpochMax);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(*got, data) << len;
+  }
+  EXPECT_GT(vos_->Space().data_used, 0u);
+}
+
+TEST_P(VosUpdateFetchTest, SingleValueIsReplacedWholeAndOlderEpochsStayReadable) {
+  ObjectId oid = TestOid(2);
+  auto v1 = Pattern(1, 20000);
+  auto v2 = Pattern(2, 30);
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, v1).ok());
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 20, v2).ok());
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "a", kEpochMax), v2);
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "a", 19), v1);
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "a", 20), v2);
+  EXPECT_TRUE(GetSingle(vos_.get(), oid, "d", "a", 9)->empty());
+  EXPECT_TRUE(GetSingle(vos_.get(), oid, "d", "missing", kEpochMax)->empty());
+}
+
+TEST_P(VosUpdateFetchTest, SingleValueLargerThanTheBufferReportsItsSize) {
+  ObjectId oid = TestOid(3);
+  auto data = Pattern(3, 9000);
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 1, data).ok());
+  std::vector<std::byte> buf(100);
+  FetchOp op{oid, "d", "a", kEpochMax, ValueType::kSingle, 0, 0, 1, buf};
+  auto r = vos_->Fetch(op);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->size, 9000u);
+  EXPECT_TRUE(r->csum.values.empty());
+  EXPECT_TRUE(std::equal(buf.begin(), buf.end(), data.begin()));
+}
+
+TEST_P(VosUpdateFetchTest, ArrayHolesReadAsZeros) {
+  ObjectId oid = TestOid(4);
+  auto data = Pattern(4, 8 * 16);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 5, 100, 16, data).ok());
+  auto got = GetArray(vos_.get(), oid, "d", "a", kEpochMax, 90, 30, 16);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  std::vector<std::byte> want(30 * 16);
+  std::copy(data.begin(), data.end(), want.begin() + 10 * 16);
+  EXPECT_EQ(*got, want);
+  auto never = GetArray(vos_.get(), oid, "d", "nothing", kEpochMax, 0, 4, 16);
+  ASSERT_TRUE(never.ok());
+  EXPECT_EQ(*never, std::vector<std::byte>(64));
+}
+
+TEST_P(VosUpdateFetchTest, OverlappingAndPartialOverwritesMatchAByteModel) {
+  // Random overlapping extents (inline and external sizes) at increasing
+  // epochs; every fetch at a random epoch must match a per-byte model.
+  ObjectId oid = TestOid(5);
+  constexpr uint64_t kSpan = 3 << 20;  // bytes (record size 1)
+  struct Write {
+    Epoch epoch;
+    uint64_t index;
+    std::vector<std::byte> data;
+  };
+  std::vector<Write> writes;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 60; ++i) {
+    uint64_t len = rng() % 4 == 0 ? 1 + rng() % 3000 : 1 + rng() % (300 << 10);
+    if (rng() % 5 == 0) len = 4096 * (1 + rng() % 64);
+    uint64_t index = rng() % (kSpan - len);
+    if (rng() % 3 == 0) index &= ~uint64_t{4095};
+    writes.push_back({Epoch(100 + i * 10), index, Pattern(1000 + i, len)});
+    ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", writes.back().epoch, index, 1, writes.back().data).ok());
+  }
+  auto model = [&](Epoch at, uint64_t lo, uint64_t n) {
+    std::vector<std::byte> out(n);
+    for (const Write& w : writes) {  // ascending epochs: later ones win
+      if (w.epoch > at) continue;
+      for (uint64_t r = std::max(lo, w.index); r < std::min(lo + n, w.index + w.data.size()); ++r) {
+        out[r - lo] = w.data[r - w.index];
+      }
+    }
+    return out;
+  };
+  for (int i = 0; i < 40; ++i) {
+    Epoch at = i == 0 ? kEpochMax : 100 + rng() % 700;
+    uint64_t n = 1 + rng() % (600 << 10);
+    uint64_t lo = rng() % (kSpan - n);
+    auto got = GetArray(vos_.get(), oid, "d", "a", at, lo, n, 1);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(*got, model(at, lo, n)) << "fetch " << i << " at epoch " << at;
+  }
+  if (GetParam() == StorageClass::kNvme) {
+    Reopen();
+    auto got = GetArray(vos_.get(), oid, "d", "a", kEpochMax, 0, kSpan, 1);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(*got, model(kEpochMax, 0, kSpan));
+  }
+}
+
+TEST_P(VosUpdateFetchTest, RecordSizesAboveOneAndAlignedZeroCopyBuffers) {
+  ObjectId oid = TestOid(6);
+  auto data = Pattern(6, 256 << 10);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 7, 16, 4096, data).ok());
+  AlignedBuffer buf(64 << 10);
+  FetchOp op{oid, "d", "a", kEpochMax, ValueType::kArray, 20, 16, 4096, buf.span()};
+  auto r = vos_->Fetch(op);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(std::memcmp(buf.data(), data.data() + 4 * 4096, 64 << 10), 0);
+  // Returned checksums cover the returned bytes in csum_chunk_size chunks.
+  EXPECT_EQ(r->csum.type, ChecksumType::kCrc32c);
+  EXPECT_EQ(r->csum.values,
+            ComputeChunkChecksums(ChecksumType::kCrc32c, std::span<const std::byte>(buf.data(), buf.size()), 4096));
+}
+
+TEST_P(VosUpdateFetchTest, CallerChecksumsAreVerifiedAtUpdate) {
+  ObjectId oid = TestOid(7);
+  auto data = Pattern(7, 10000);
+  UpdateOp op;
+  op.oid = oid;
+  op.dkey = "d";
+  op.akey = "a";
+  op.epoch = 3;
+  op.data = data;
+  op.csum = {ChecksumType::kCrc64, 1024, ComputeChunkChecksums(ChecksumType::kCrc64, data, 1024)};
+  ASSERT_TRUE(vos_->Update(op).ok());
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "a", kEpochMax), data);
+  op.epoch = 4;
+  op.csum.values[3] ^= 1;
+  Status st = vos_->Update(op);
+  EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+  op.csum.values.pop_back();
+  EXPECT_TRUE(vos_->Update(op).IsInvalidArgument());
+  EXPECT_EQ(GetSingle(vos_.get(), oid, "d", "a", 4)->size(), 10000u);  // still the epoch-3 value
+}
+
+TEST_P(VosUpdateFetchTest, InvalidArgumentsAreRejected) {
+  ObjectId oid = TestOid(8);
+  auto data = Pattern(8, 64);
+  EXPECT_TRUE(PutSingle(vos_.get(), oid, "", "a", 1, data).IsInvalidArgument());
+  EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "", 1, data).IsInvalidArgument());
+  EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 0, data).IsInvalidArgument());
+  EXPECT_TRUE(PutArray(vos_.get(), oid, "d", "arr", 1, 0, 5, data).IsInvalidArgument());  // 64 % 5
+  EXPECT_TRUE(PutArray(vos_.get(), oid, "d", "arr", 1, ~uint64_t{0} - 2, 1, data).IsInvalidArgument());
+  EXPECT_TRUE(PutArray(vos_.get(), oid, "d", "arr", 1, 0, 0, data).IsInvalidArgument());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "arr", 1, 0, 8, data).ok());
+  EXPECT_TRUE(PutArray(vos_.get(), oid, "d", "arr", 2, 0, 16, data).IsInvalidArgument());  // record size
+  EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "arr", 2, data).IsInvalidArgument());        // type
+  EXPECT_TRUE(GetArray(vos_.get(), oid, "d", "arr", kEpochMax, 0, 8, 4).status().IsInvalidArgument());
+  EXPECT_TRUE(GetSingle(vos_.get(), oid, "d", "arr", kEpochMax).status().IsInvalidArgument());
+  std::vector<std::byte> small(10);
+  FetchOp bad{oid, "d", "arr", kEpochMax, ValueType::kArray, 0, 8, 8, small};
+  EXPECT_TRUE(vos_->Fetch(bad).status().IsInvalidArgument());
+  FetchOp wrap{oid, "d", "arr", kEpochMax, ValueType::kArray, ~uint64_t{0}, 1, 8, std::span<std::byte>(small).first(8)};
+  EXPECT_TRUE(vos_->Fetch(wrap).status().IsInvalidArgument());
+  EXPECT_EQ(vos_->in_flight(), 0u);
+}
+
+TEST_P(VosUpdateFetchTest, ManyAsyncOpsInFlight) {
+  ObjectId oid = TestOid(9);
+  constexpr int kOps = 200;
+  std::vector<std::vector<std::byte>> data;
+  for (int i = 0; i < kOps; ++i) data.push_back(Pattern(i, i % 3 == 0 ? 100 : 4096 * (1 + i % 4)));
+  int ok = 0;
+  for (int i = 0; i < kOps; ++i) {
+    UpdateOp op;
+    op.oid = oid;
+    op.dkey = "d" + std::to_string(i % 7);
+    op.akey = "a" + std::to_string(i);
+    op.epoch = 50 + i;
+    op.data = data[i];
+    vos_->SubmitUpdate(op, [&ok](Status s) { ok += s.ok(); });
+  }
+  EXPECT_EQ(vos_->in_flight(), static_cast<size_t>(kOps));
+  while (vos_->in_flight() > 0) vos_->Progress(true);
+  EXPECT_EQ(ok, kOps);
+  std::vector<std::vector<std::byte>> bufs(kOps, std::vector<std::byte>(20000));
+  int matched = 0;
+  for (int i = 0; i < kOps; ++i) {
+    FetchOp op{oid,    "d" + std::to_string(i % 7), "a" + std::to_string(i), kEpochMax, ValueType::kSingle, 0, 0, 1,
+               bufs[i]};
+    vos_->SubmitFetch(op, [&, i](Result<FetchResult> r) {
+      matched += r.ok() && r->size == data[i].size() && std::equal(data[i].begin(), data[i].end(), bufs[i].begin());
+    });
+  }
+  while (vos_->in_flight() > 0) vos_->Progress(true);
+  EXPECT_EQ(matched, kOps);
+}
+
+TEST_P(VosUpdateFetchTest, ReplayedUpdateAtTheSameEpochReplacesAndKeepsSpaceRight) {
+  ObjectId oid = TestOid(10);
+  auto a = Pattern(1, 64 << 10);
+  auto b = Pattern(2, 64 << 10);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 9, 0, 1, a).ok());
+  uint64_t used = vos_->Space().data_used;
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 9, 0, 1, b).ok());
+  EXPECT_EQ(vos_->Space().data_used, used);
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", kEpochMax, 0, a.size(), 1), b);
+}
+
+TEST_P(VosUpdateFetchTest, DataSurvivesReopenOnNvme) {
+  if (GetParam() == StorageClass::kRam) {
+    // The ram class keeps nothing across an open: a reopened store is empty.
+    auto data = Pattern(1, 100);
+    ASSERT_TRUE(PutSingle(vos_.get(), TestOid(11), "d", "a", 1, data).ok());
+    Reopen();
+    EXPECT_TRUE(GetSingle(vos_.get(), TestOid(11), "d", "a", kEpochMax)->empty());
+    return;
+  }
+  auto small = Pattern(1, 100);
+  auto big = Pattern(2, 1 << 20);
+  ASSERT_TRUE(PutSingle(vos_.get(), TestOid(11), "d", "small", 1, small).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), TestOid(11), "d", "big", 2, 0, 1, big).ok());
+  uint64_t used = vos_->Space().data_used;
+  Reopen();
+  EXPECT_EQ(vos_->Space().data_used, used);
+  EXPECT_EQ(*GetSingle(vos_.get(), TestOid(11), "d", "small", kEpochMax), small);
+  EXPECT_EQ(*GetArray(vos_.get(), TestOid(11), "d", "big", kEpochMax, 0, big.size(), 1), big);
+}
+
+TEST_P(VosUpdateFetchTest, RelaxedCommitModeStillReadsBack) {
+  vos_.reset();
+  VosOptions o = Options();
+  o.sync_commit = false;
+  auto v = Vos::Open(o);
+  ASSERT_TRUE(v.ok());
+  vos_ = std::move(*v);
+  auto data = Pattern(5, 50000);
+  ASSERT_TRUE(PutSingle(vos_.get(), TestOid(12), "d", "a", 1, data).ok());
+  ASSERT_TRUE(vos_->Sync().ok());
+  EXPECT_EQ(*GetSingle(vos_.get(), TestOid(12), "d", "a", kEpochMax), data);
+}
+
+INSTANTIATE_TEST_SUITE_P(Classes, VosUpdateFetchTest, ::testing::Values(StorageClass::kNvme, StorageClass::kRam),
+                         [](const auto& info) { return std::string(StorageClassName(info.param)); });
+
+TEST(VosOpenTest, BadOptionsAreRejected) {
+  VosOptions o;
+  EXPECT_TRUE(Vos::Open(o).status().IsInvalidArgument());  // nvme without a path
+  testing::TempDir dir;
+  o = testing::SmallOptions(dir.path());
+  o.data_size = 100;
+  EXPECT_TRUE(Vos::Open(o).status().IsInvalidArgument());
+  o = testing::SmallOptions(dir.path());
+  o.io_depth = 0;
+  EXPECT_TRUE(Vos::Open(o).status().IsInvalidArgument());
+}
+
+}  // namespace
+}  // namespace ros2::vos
