@@ -1,0 +1,300 @@
+// libros2: the native C++ client of ROS2 (the C API beside it is ros2/ros2.h).
+//
+// A program connects a Client to a control endpoint with tenant credentials,
+// connects a Pool (the session: pool map, target worker addresses and the pool
+// capability), opens a Container (its properties and container capability), and
+// does I/O on Objects: single values and array extents under dkeys and akeys,
+// punch, list, and size queries. docs/client.md describes the design.
+//
+// Placement is computed from the pool map (jump consistent hash, src/placement):
+// a request goes straight to the target that owns the dkey, with no lookup.
+// Checksums (the container's "checksum" property) are computed here, sent with
+// every update, and every fetched byte is verified against the checksums the
+// engine returns: a mismatch is a Corruption error, never data.
+//
+// Threads: the Client, Pool and Container are thread-safe. The data plane is
+// per thread: each thread that does I/O gets its own transport Worker (made on
+// its first I/O) and its own endpoints to the targets it talks to. An Object is
+// a small value that any thread may copy and use. An EventQueue belongs to the
+// thread that created it: submit to it and poll it from that thread only.
+// Destroy Objects, EventQueues, Containers and Pools before their Client, and
+// stop every I/O thread's use of the Client before destroying it.
+//
+// Errors: every call returns ros2::Status / ros2::Result<T>; no exception leaves
+// the library. Messages name the object, the key and the cause.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/checksum.h"
+#include "common/object_id.h"
+#include "common/status.h"
+
+namespace ros2::client {
+
+class ClientCore;     // internal (src/client)
+class PoolCore;       // internal
+class ContainerCore;  // internal
+class ThreadIo;       // internal: one thread's worker and endpoints
+struct IoOp;          // internal: one in-flight operation
+
+struct ClientOptions {
+  // Control endpoint: "unix:/path/control.sock", "/path/control.sock" or "host:port".
+  std::string control;
+  std::string tenant = "admin";
+  std::string secret;       // the tenant's secret, or
+  std::string secret_file;  // a file whose first line is the secret
+  // Data-plane transport: "auto", "tcp", "shm" or "rdma"; `net_devices` is
+  // UCX_NET_DEVICES for tcp/rdma ("lo" for a local cluster).
+  std::string transport = "auto";
+  std::string net_devices = "lo";
+  std::chrono::milliseconds control_timeout{10000};  // each gRPC call
+  std::chrono::milliseconds io_timeout{30000};       // each data-plane request
+  // Bytes per checksum chunk for updates (the engine verifies and stores them).
+  uint32_t checksum_chunk_size = 4096;
+};
+
+enum class ValueKind : uint8_t { kSingle = 1, kArray = 2 };
+
+// One update: a single value (replaced whole) or an array extent of
+// data.size() / record_size records starting at record `index`.
+// The data must stay valid until the update completes.
+struct UpdateArgs {
+  std::string dkey;
+  std::string akey;
+  ValueKind kind = ValueKind::kSingle;
+  uint64_t index = 0;        // kArray
+  uint32_t record_size = 1;  // kArray: data.size() must be a multiple
+  std::span<const std::byte> data;
+};
+
+// One fetch into `buffer`: a single value (buffer is its capacity) or `count`
+// records from `index` (buffer.size() >= count * record_size; holes read as
+// zeros). The buffer must stay valid until the fetch completes.
+struct FetchArgs {
+  std::string dkey;
+  std::string akey;
+  ValueKind kind = ValueKind::kSingle;
+  uint64_t index = 0;
+  uint64_t count = 0;
+  uint32_t record_size = 1;
+  std::span<std::byte> buffer;
+};
+
+// The outcome of one asynchronous I/O.
+struct IoResult {
+  Status status;
+  // Fetch: kSingle — the value's full size (0 when absent; when larger than the
+  // buffer only buffer.size() bytes were filled and not verified, fetch again);
+  // kArray — count * record_size. Update: the bytes written.
+  uint64_t size = 0;
+  uint64_t epoch = 0;  // update: the epoch the engine stored it at
+};
+
+using IoCallback = std::function<void(const IoResult& result)>;
+
+// A completed operation taken from an EventQueue.
+struct Event {
+  uint64_t user_data = 0;
+  IoResult result;
+};
+
+// Completion queue of asynchronous I/O for one thread. Owned by the caller;
+// bound to the thread that created it (every method must be called there).
+// Operations submitted with a user_data value appear as Events once complete;
+// operations submitted with a callback run it inside Poll()/Wait(). Destroying a
+// queue with operations in flight waits for them (bounded by io_timeout).
+class EventQueue {
+ public:
+  ~EventQueue();
+  EventQueue(const EventQueue&) = delete;
+  EventQueue& operator=(const EventQueue&) = delete;
+
+  // Makes progress without blocking; moves up to out.size() completed events
+  // into `out` and returns how many.
+  size_t Poll(std::span<Event> out);
+  // Blocks until at least `min_events` (capped at in_flight() + completed) have
+  // completed or `timeout` passes; then behaves like Poll. TimedOut when fewer
+  // than `min_events` completed in time (the events that did are still returned
+  // by the next Poll).
+  Result<size_t> Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout);
+  // Operations submitted and not yet completed.
+  size_t in_flight() const { return in_flight_; }
+  // Completed events not yet returned by Poll/Wait.
+  size_t ready() const { return ready_.size(); }
+
+ private:
+  friend class Client;
+  friend class Object;
+  friend struct IoOp;
+  explicit EventQueue(std::shared_ptr<ThreadIo> io);
+  void Complete(uint64_t user_data, IoCallback& callback, const IoResult& result);
+  size_t Drain(std::span<Event> out);
+
+  std::shared_ptr<ThreadIo> io_;
+  std::deque<Event> ready_;
+  size_t in_flight_ = 0;
+};
+
+struct PoolSummary {
+  std::string uuid;
+  std::string label;
+  uint32_t target_count = 0;
+  uint64_t map_version = 0;
+  uint8_t rights = 0;  // control::Rights bits of the session
+};
+
+struct ContainerSummary {
+  std::string uuid;
+  std::string label;
+  ObjectClass default_object_class = ObjectClass::kSX;
+  bool checksum = true;
+  uint64_t chunk_size = 0;
+  uint8_t rights = 0;
+};
+
+class Object;
+
+// An open container. Thread-safe; created by Pool::OpenContainer.
+class Container {
+ public:
+  ~Container();
+  Container(const Container&) = delete;
+  Container& operator=(const Container&) = delete;
+
+  const ContainerSummary& summary() const;
+
+  // Opens object `oid` (no RPC). NotSupported for classes this release does not
+  // implement (RP_2G1, RP_3G1: replication is reserved), InvalidArgument for an
+  // unknown class.
+  Result<Object> OpenObject(const ObjectId& oid) const;
+  // Convenience: the id of a key-value (or array) object of class `oc`.
+  static ObjectId MakeObjectId(ObjectClass oc, uint64_t lo, uint64_t hi_user = 0,
+                               ObjectType type = ObjectType::kKeyValue) {
+    return ObjectId::Make(type, oc, hi_user, lo);
+  }
+
+  // Enumerates the container's objects across every target (blocking).
+  Result<std::vector<ObjectId>> ListObjects() const;
+
+ private:
+  friend class Pool;
+  explicit Container(std::shared_ptr<ContainerCore> core);
+  std::shared_ptr<ContainerCore> core_;
+};
+
+// A connected pool (one session). Thread-safe; created by Client::ConnectPool.
+// Closing it (destruction) ends the session: the engines then refuse its
+// capabilities.
+class Pool {
+ public:
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  PoolSummary summary() const;
+  // Opens a container by label or UUID; `rights` 0 asks for every right the
+  // container's ACL grants this tenant (control::Rights bits otherwise).
+  Result<std::unique_ptr<Container>> OpenContainer(std::string_view container, uint8_t rights = 0);
+  // Fetches the current pool map from the control plane (after an engine
+  // restarted or a target changed state). Returns the new version.
+  Result<uint64_t> RefreshMap();
+
+ private:
+  friend class Client;
+  explicit Pool(std::shared_ptr<PoolCore> core);
+  std::shared_ptr<PoolCore> core_;
+};
+
+// An object of an open container: a cheap, copyable handle (no state on the
+// engines until written). Any thread may use it; each thread's I/O goes
+// through that thread's worker. Blocking calls progress the calling thread's
+// worker until their reply arrives (bounded by ClientOptions::io_timeout).
+class Object {
+ public:
+  const ObjectId& id() const { return oid_; }
+
+  // --- blocking ---
+  Status Update(const UpdateArgs& args) const;
+  Result<IoResult> Fetch(const FetchArgs& args) const;
+  // Shorthands for single values.
+  Status Put(std::string_view dkey, std::string_view akey, std::span<const std::byte> value) const;
+  // The whole value (grown to its size when larger than `size_hint`); NotFound when absent.
+  Result<std::vector<std::byte>> Get(std::string_view dkey, std::string_view akey, size_t size_hint = 4096) const;
+
+  Status PunchObject() const;
+  Status PunchDkey(std::string_view dkey) const;
+  Status PunchAkey(std::string_view dkey, std::string_view akey) const;
+
+  // Every dkey of the object (across its shards), every akey of a dkey.
+  Result<std::vector<std::string>> ListDkeys() const;
+  Result<std::vector<std::string>> ListAkeys(std::string_view dkey) const;
+  // Largest dkey (bytewise) over all shards; nullopt when the object is empty.
+  Result<std::optional<std::string>> QueryMaxDkey() const;
+  // One past the highest written record of an array akey; nullopt when none.
+  Result<std::optional<uint64_t>> QueryArrayEnd(std::string_view dkey, std::string_view akey) const;
+
+  // --- asynchronous: completion as an Event carrying `user_data`, or by `callback` ---
+  // Submission errors (bad arguments, unreachable target) are returned at once
+  // and nothing is queued; every later failure arrives in the completion.
+  Status SubmitUpdate(EventQueue& eq, const UpdateArgs& args, uint64_t user_data) const;
+  Status SubmitUpdate(EventQueue& eq, const UpdateArgs& args, IoCallback callback) const;
+  Status SubmitFetch(EventQueue& eq, const FetchArgs& args, uint64_t user_data) const;
+  Status SubmitFetch(EventQueue& eq, const FetchArgs& args, IoCallback callback) const;
+
+ private:
+  friend class Container;
+  friend struct IoOp;
+  Object(std::shared_ptr<ContainerCore> cont, ObjectId oid) : cont_(std::move(cont)), oid_(oid) {}
+  Status SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& args, uint64_t user_data,
+                        IoCallback callback) const;
+  Status SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args, uint64_t user_data,
+                       IoCallback callback) const;
+
+  std::shared_ptr<ContainerCore> cont_;
+  ObjectId oid_;
+};
+
+// A connection to a ROS2 control endpoint plus the process's data-plane
+// transport context. Thread-safe. Create one per process (or per tenant).
+class Client {
+ public:
+  // Resolves the credentials, makes the gRPC channel and the transport context.
+  // Does not contact the server yet (ConnectPool does): an unreachable endpoint
+  // is reported by the first call that needs it.
+  static Result<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Opens a session on a pool (label or UUID).
+  Result<std::unique_ptr<Pool>> ConnectPool(std::string_view pool);
+  // An event queue bound to the calling thread.
+  Result<std::unique_ptr<EventQueue>> CreateEventQueue();
+  // Registers a buffer the caller will reuse for I/O in the transport's
+  // registration cache ahead of time (optional: I/O registers on first use).
+  Status RegisterBuffer(void* addr, uint64_t length);
+  // "transport=shm tls=... devices=..." of the data-plane context.
+  std::string DescribeTransport() const;
+  const ClientOptions& options() const;
+
+ private:
+  explicit Client(std::shared_ptr<ClientCore> core);
+  std::shared_ptr<ClientCore> core_;
+};
+
+// Parses an ObjectClass name ("S1", "SX", ...) and refuses the reserved ones
+// with NotSupported: what OpenObject accepts.
+Status CheckObjectClassSupported(ObjectClass oc);
+
+}  // namespace ros2::client

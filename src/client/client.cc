@@ -1,0 +1,189 @@
+// Client and the per-thread data-plane state: credentials, the gRPC channel,
+// the process-wide transport Context, and one Worker per I/O thread.
+#include <fmt/format.h>
+
+#include "client/client_internal.h"
+#include "control/control_channel.h"
+
+namespace ros2::client {
+
+namespace {
+
+// One transport Context per process and transport selection: every Client
+// with the same selection shares it (a UCX context is heavy and holds the
+// registration cache).
+Result<std::shared_ptr<transport::Context>> SharedContext(const transport::TransportOptions& options) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<transport::Context>> contexts;
+  std::string key = fmt::format("{}|{}", transport::TransportKindName(options.kind), options.net_devices);
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto existing = contexts[key].lock()) return existing;
+  ROS2_ASSIGN_OR_RETURN(auto created, transport::Context::Create(options));
+  std::shared_ptr<transport::Context> shared(std::move(created));
+  contexts[key] = shared;
+  return shared;
+}
+
+std::string NormalizeControl(const std::string& endpoint) {
+  if (!endpoint.empty() && endpoint.front() == '/') return "unix:" + endpoint;
+  return endpoint;
+}
+
+}  // namespace
+
+ThreadIo::~ThreadIo() {
+  for (auto& [address, ep] : endpoints_) ep->Close();
+  endpoints_.clear();
+}
+
+Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::string& address) {
+  auto it = endpoints_.find(address);
+  if (it != endpoints_.end()) {
+    if (it->second->status().ok()) return it->second;
+    endpoints_.erase(it);
+  }
+  auto ep =
+      worker_->Connect(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(address.data()), address.size()));
+  if (!ep.ok()) return ep.status();
+  endpoints_[address] = *ep;
+  return *ep;
+}
+
+void ThreadIo::DropEndpoint(const std::string& address) {
+  endpoints_.erase(address);
+}
+
+Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& options) {
+  if (options.control.empty()) {
+    return Status::InvalidArgument("libros2 connect: no control endpoint (ClientOptions::control is empty)");
+  }
+  if (options.tenant.empty()) return Status::InvalidArgument("libros2 connect: no tenant name");
+  if (options.checksum_chunk_size == 0) {
+    return Status::InvalidArgument("libros2 connect: checksum_chunk_size must be above 0");
+  }
+  if (options.io_timeout.count() <= 0 || options.control_timeout.count() <= 0) {
+    return Status::InvalidArgument("libros2 connect: timeouts must be positive");
+  }
+  auto core = std::make_shared<ClientCore>();
+  core->options_ = options;
+  core->options_.control = NormalizeControl(options.control);
+  core->credentials_.tenant = options.tenant;
+  if (!options.secret.empty()) {
+    core->credentials_.secret = options.secret;
+  } else if (!options.secret_file.empty()) {
+    auto secret = control::ReadSecretFile(options.secret_file);
+    if (!secret.ok()) return secret.status().WithContext("libros2 connect: tenant " + options.tenant);
+    core->credentials_.secret = *secret;
+  } else {
+    return Status::InvalidArgument(
+        fmt::format("libros2 connect: no secret for tenant '{}' (set secret or secret_file)", options.tenant));
+  }
+
+  auto kind = transport::ParseTransportKind(options.transport);
+  if (!kind.ok()) return kind.status().WithContext("libros2 connect: transport");
+  transport::TransportOptions topts;
+  topts.kind = *kind;
+  topts.net_devices = options.net_devices;
+  topts.default_timeout = options.io_timeout;
+  auto context = SharedContext(topts);
+  if (!context.ok()) return context.status().WithContext("libros2 connect: data-plane transport");
+  core->context_ = *context;
+
+  auto channel = control::MakeControlChannel({.address = core->options_.control});
+  if (!channel.ok()) return channel.status().WithContext("libros2 connect");
+  core->session_ = std::make_unique<control::SessionClient>(*channel, options.control_timeout);
+  return core;
+}
+
+Result<std::shared_ptr<ThreadIo>> ClientCore::ThisThreadIo() {
+  std::thread::id self = std::this_thread::get_id();
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = threads_.find(self);
+  if (it != threads_.end()) return it->second;
+  auto worker = context_->CreateWorker(fmt::format("libros2-{}", threads_.size()));
+  if (!worker.ok()) return worker.status().WithContext("libros2: creating this thread's transport worker");
+  auto io = std::make_shared<ThreadIo>(context_, std::move(*worker), self);
+  threads_[self] = io;
+  return io;
+}
+
+Result<std::shared_ptr<const MapSnapshot>> MakeMapSnapshot(const rpc::PoolMap& map) {
+  auto snap = std::make_shared<MapSnapshot>();
+  snap->map.version = map.version();
+  std::map<std::string, uint32_t> ranks;
+  for (const auto& e : map.engines()) ranks.emplace(e.uuid(), static_cast<uint32_t>(ranks.size()));
+  for (int i = 0; i < map.targets_size(); ++i) {
+    const auto& t = map.targets(i);
+    auto [it, inserted] = ranks.emplace(t.engine_uuid(), static_cast<uint32_t>(ranks.size()));
+    TargetInfo info;
+    info.engine_rank = it->second;
+    info.engine_index = t.index();
+    switch (t.state()) {
+      case rpc::TARGET_DOWN: info.state = TargetState::kDown; break;
+      case rpc::TARGET_DRAIN: info.state = TargetState::kDrain; break;
+      default: info.state = TargetState::kUp; break;
+    }
+    if (t.worker_address().empty() && info.state != TargetState::kDown) {
+      return Status::InvalidArgument(fmt::format("pool map v{}: target {} (engine {} index {}) has no worker address",
+                                                 map.version(), i, t.engine_uuid(), t.index()));
+    }
+    snap->map.targets.push_back(info);
+    snap->addresses.push_back(t.worker_address());
+    snap->engine_index.push_back(t.index());
+  }
+  Status valid = snap->map.Validate();
+  if (!valid.ok()) return valid.WithContext(fmt::format("pool {} map", map.pool_uuid()));
+  return std::shared_ptr<const MapSnapshot>(std::move(snap));
+}
+
+// --- Client ---
+
+Client::Client(std::shared_ptr<ClientCore> core) : core_(std::move(core)) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  ROS2_ASSIGN_OR_RETURN(auto core, ClientCore::Create(options));
+  return std::unique_ptr<Client>(new Client(std::move(core)));
+}
+
+Result<std::unique_ptr<Pool>> Client::ConnectPool(std::string_view pool) {
+  if (pool.empty()) return Status::InvalidArgument("connect pool: empty pool label");
+  auto conn = core_->session().Connect(pool, core_->credentials());
+  if (!conn.ok()) return conn.status().WithContext(fmt::format("connect pool '{}'", pool));
+  auto snapshot = MakeMapSnapshot(conn->map);
+  if (!snapshot.ok()) return snapshot.status().WithContext(fmt::format("connect pool '{}'", pool));
+  auto pc = std::make_shared<PoolCore>(core_, std::move(*conn), std::move(*snapshot));
+  return std::unique_ptr<Pool>(new Pool(std::move(pc)));
+}
+
+Result<std::unique_ptr<EventQueue>> Client::CreateEventQueue() {
+  ROS2_ASSIGN_OR_RETURN(auto io, core_->ThisThreadIo());
+  return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
+}
+
+Status Client::RegisterBuffer(void* addr, uint64_t length) {
+  if (addr == nullptr || length == 0) return Status::InvalidArgument("register buffer: null address or zero length");
+  auto region = core_->context().CachedRegistration(addr, length);
+  return region.ok() ? Status::Ok() : region.status().WithContext("register buffer");
+}
+
+std::string Client::DescribeTransport() const {
+  return core_->context().Describe();
+}
+const ClientOptions& Client::options() const {
+  return core_->options();
+}
+
+Status CheckObjectClassSupported(ObjectClass oc) {
+  switch (oc) {
+    case ObjectClass::kS1:
+    case ObjectClass::kSX: return Status::Ok();
+    case ObjectClass::kRP2G1:
+    case ObjectClass::kRP3G1:
+      return Status::NotSupported(fmt::format(
+          "object class {} is reserved: replication is not implemented yet (use S1 or SX)", ObjectClassName(oc)));
+  }
+  return Status::InvalidArgument(fmt::format("unknown object class {}", static_cast<int>(oc)));
+}
+
+}  // namespace ros2::client

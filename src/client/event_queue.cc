@@ -1,0 +1,63 @@
+// EventQueue: completion of asynchronous I/O for one thread.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "client/client_internal.h"
+#include "common/log.h"
+
+namespace ros2::client {
+
+EventQueue::EventQueue(std::shared_ptr<ThreadIo> io) : io_(std::move(io)) {}
+
+EventQueue::~EventQueue() {
+  if (in_flight_ == 0) return;
+  // Operations reference this queue until their completion runs; the transport
+  // fails each at its deadline, so this loop ends.
+  while (in_flight_ > 0) {
+    (void)io_->worker().RunUntil([this] { return in_flight_ == 0; }, std::chrono::seconds(5));
+    if (in_flight_ > 0)
+      ROS2_LOG_WARN("libros2: event queue destroyed with {} operations in flight; waiting", in_flight_);
+  }
+}
+
+void EventQueue::Complete(uint64_t user_data, IoCallback& callback, const IoResult& result) {
+  --in_flight_;
+  if (callback) {
+    callback(result);
+  } else {
+    ready_.push_back(Event{user_data, result});
+  }
+}
+
+size_t EventQueue::Drain(std::span<Event> out) {
+  size_t n = std::min(out.size(), ready_.size());
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = std::move(ready_.front());
+    ready_.pop_front();
+  }
+  return n;
+}
+
+size_t EventQueue::Poll(std::span<Event> out) {
+  // Progress until the worker is idle (bounded: a burst of replies is reaped in one call).
+  for (int pass = 0; pass < 64 && io_->worker().Progress() > 0; ++pass) {
+  }
+  return Drain(out);
+}
+
+Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout) {
+  size_t reachable = std::min(min_events, std::min(out.size(), ready_.size() + in_flight_));
+  if (ready_.size() < reachable) {
+    Status st =
+        io_->worker().RunUntil([this, reachable] { return ready_.size() >= reachable || in_flight_ == 0; }, timeout);
+    if (!st.ok() && ready_.size() < reachable) {
+      // Nothing is drained: the events that did complete stay for the next Poll.
+      return Status::TimedOut(fmt::format("event queue: {} of {} events completed within {} ms ({} still in flight)",
+                                          ready_.size(), reachable, timeout.count(), in_flight_));
+    }
+  }
+  return Poll(out);
+}
+
+}  // namespace ros2::client

@@ -1,0 +1,524 @@
+// Object I/O: update and fetch (asynchronous, with blocking wrappers), and the
+// blocking punch, list and query calls. Each request is encoded with the object
+// protocol (object/obj_rpc.h) and sent to the target that owns the dkey through
+// the calling thread's worker.
+#include <algorithm>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "client/client_internal.h"
+#include "client/io_checksum.h"
+
+namespace ros2::client {
+
+namespace {
+
+constexpr std::chrono::seconds kBlockingSlack{5};
+
+std::span<const uint8_t> AsBytes(const std::vector<uint8_t>& v) {
+  return {v.data(), v.size()};
+}
+
+Status ValidateKeys(std::string_view dkey, std::string_view akey, bool need_akey, std::string_view what) {
+  if (dkey.empty()) return Status::InvalidArgument(fmt::format("{}: empty dkey", what));
+  if (dkey.size() > obj::kMaxKeySize) {
+    return Status::InvalidArgument(fmt::format("{}: dkey of {} bytes (limit {})", what, dkey.size(), obj::kMaxKeySize));
+  }
+  if (need_akey && akey.empty()) return Status::InvalidArgument(fmt::format("{}: empty akey", what));
+  if (akey.size() > obj::kMaxKeySize) {
+    return Status::InvalidArgument(fmt::format("{}: akey of {} bytes (limit {})", what, akey.size(), obj::kMaxKeySize));
+  }
+  return Status::Ok();
+}
+
+// Drives `submit` (which registers `callback`) to completion on `io`'s worker.
+template <typename Submit>
+Result<IoResult> RunBlocking(ThreadIo& io, std::chrono::milliseconds timeout, Submit submit) {
+  IoResult out;
+  bool done = false;
+  IoCallback callback = [&out, &done](const IoResult& r) {
+    out = r;
+    done = true;
+  };
+  ROS2_RETURN_IF_ERROR(submit(std::move(callback)));
+  // The transport fails every request at its deadline, so the callback always
+  // runs; keep progressing until it has (it references this frame).
+  while (!done) (void)io.worker().RunUntil([&done] { return done; }, timeout + kBlockingSlack);
+  if (!out.status.ok()) return out.status;
+  return out;
+}
+
+}  // namespace
+
+// One asynchronous update or fetch between its submission and its reply.
+struct IoOp {
+  bool is_fetch = false;
+  std::shared_ptr<ContainerCore> cont;
+  ThreadIo* io = nullptr;  // the submitting thread's; outlives the op (owns the worker)
+  std::string address;
+  uint32_t target = 0;
+  ObjectId oid;
+  std::string dkey, akey;
+  std::vector<uint8_t> payload;
+  EventQueue* eq = nullptr;
+  uint64_t user_data = 0;
+  IoCallback callback;
+  // update
+  uint64_t length = 0;
+  // fetch
+  ValueKind kind = ValueKind::kSingle;
+  std::span<std::byte> buffer;
+  uint64_t expected = 0;  // kArray: count * record_size
+
+  std::string What() const {
+    return fmt::format("{} {} on target {}", is_fetch ? "fetch" : "update", DescribeIo(oid, dkey, akey), target);
+  }
+
+  IoResult Finish(const transport::ReplyView& reply) {
+    IoResult r;
+    if (!reply.status.ok()) {
+      if (reply.status.code() == Status::Code::kDisconnected) {
+        io->DropEndpoint(address);
+        cont->pool().MarkMapStale();
+      }
+      r.status = reply.status.WithContext(What());
+      return r;
+    }
+    if (!is_fetch) {
+      auto decoded = obj::DecodeUpdateReply(reply.payload);
+      if (!decoded.ok()) {
+        r.status = decoded.status().WithContext(What());
+        return r;
+      }
+      r.size = length;
+      r.epoch = decoded->epoch;
+      return r;
+    }
+    auto decoded = obj::DecodeFetchReply(reply.payload);
+    if (!decoded.ok()) {
+      r.status = decoded.status().WithContext(What());
+      return r;
+    }
+    uint64_t pushed = 0;
+    if (kind == ValueKind::kSingle) {
+      if (decoded->size > buffer.size()) {  // truncated: the caller must fetch again with a larger buffer
+        r.size = decoded->size;
+        return r;
+      }
+      pushed = decoded->size;
+    } else {
+      if (decoded->size != expected) {
+        r.status = Status::Protocol(
+            fmt::format("{}: the engine returned {} bytes for {} requested", What(), decoded->size, expected));
+        return r;
+      }
+      pushed = expected;
+    }
+    if (reply.bulk_in_bytes < pushed) {
+      r.status = Status::Protocol(
+          fmt::format("{}: the engine reported {} bytes but transferred {}", What(), pushed, reply.bulk_in_bytes));
+      return r;
+    }
+    r.status = VerifyFetched(cont->summary().checksum, decoded->csum, buffer.first(pushed), What());
+    r.size = decoded->size;
+    return r;
+  }
+
+  void OnReply(const transport::ReplyView& reply) {
+    IoResult result = Finish(reply);
+    if (eq != nullptr) {
+      eq->Complete(user_data, callback, result);
+    } else if (callback) {
+      callback(result);
+    }
+  }
+
+  // Sends `op` (payload encoded, fields set) with `options`; on a submission
+  // error nothing is queued.
+  static Status Send(const std::shared_ptr<IoOp>& op, transport::Endpoint& ep, obj::Opcode opcode,
+                     const transport::CallOptions& options) {
+    if (op->eq != nullptr) ++op->eq->in_flight_;
+    Status st = ep.Call(static_cast<uint16_t>(opcode), AsBytes(op->payload), options,
+                        [op](const transport::ReplyView& reply) { op->OnReply(reply); });
+    if (!st.ok()) {
+      if (op->eq != nullptr) --op->eq->in_flight_;
+      if (st.code() == Status::Code::kDisconnected) {
+        op->io->DropEndpoint(op->address);
+        op->cont->pool().MarkMapStale();
+      }
+      return st.WithContext(op->What());
+    }
+    return Status::Ok();
+  }
+};
+
+namespace {
+
+// A connected endpoint for the route, with errors naming the operation.
+Result<std::shared_ptr<transport::Endpoint>> Connect(ThreadIo& io, ContainerCore& cont, const Route& route,
+                                                     std::string_view what) {
+  auto ep = io.EndpointFor(route.address());
+  if (!ep.ok()) {
+    cont.pool().MarkMapStale();
+    return ep.status().WithContext(fmt::format("{}: connect to target {}", what, route.target));
+  }
+  return ep;
+}
+
+}  // namespace
+
+Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& args, uint64_t user_data,
+                              IoCallback callback) const {
+  auto op = std::make_shared<IoOp>();
+  op->oid = oid_;
+  op->dkey = args.dkey;
+  op->akey = args.akey;
+  ROS2_RETURN_IF_ERROR(ValidateKeys(args.dkey, args.akey, true, op->What()));
+  if (args.kind == ValueKind::kArray) {
+    if (args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
+    if (args.data.empty()) return Status::InvalidArgument(op->What() + ": an array update needs at least one record");
+    if (args.data.size() % args.record_size != 0) {
+      return Status::InvalidArgument(fmt::format("{}: {} bytes are not a whole number of {}-byte records", op->What(),
+                                                 args.data.size(), args.record_size));
+    }
+  } else if (args.kind != ValueKind::kSingle) {
+    return Status::InvalidArgument(op->What() + ": unknown value kind");
+  }
+  if (args.data.size() > obj::kMaxIoSize) {
+    return Status::InvalidArgument(
+        fmt::format("{}: {} bytes (limit {})", op->What(), args.data.size(), obj::kMaxIoSize));
+  }
+  ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, args.dkey));
+  op->cont = cont_;
+  op->io = &io;
+  op->address = route.address();
+  op->target = route.target;
+  op->eq = eq;
+  op->user_data = user_data;
+  op->callback = std::move(callback);
+  op->length = args.data.size();
+  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, op->What()));
+
+  obj::UpdateRequest req;
+  req.header = cont_->Header(route);
+  req.oid = oid_;
+  req.dkey = args.dkey;
+  req.akey = args.akey;
+  req.type = args.kind == ValueKind::kArray ? obj::ValueType::kArray : obj::ValueType::kSingle;
+  req.index = args.kind == ValueKind::kArray ? args.index : 0;
+  req.record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
+  req.length = args.data.size();
+  req.csum =
+      ChecksumsForUpdate(cont_->checksum_type(), cont_->pool().client().options().checksum_chunk_size, args.data);
+  op->payload = obj::Encode(req);
+
+  transport::CallOptions options;
+  options.timeout = cont_->pool().client().options().io_timeout;
+  options.capability = cont_->capability();
+  options.bulk_out = args.data;
+  if (args.data.size() > io.context().options().inline_limit) {
+    auto region = io.context().CachedRegistration(const_cast<std::byte*>(args.data.data()), args.data.size());
+    if (!region.ok()) return region.status().WithContext(op->What() + ": register the data buffer");
+    options.bulk_out_region = *region;
+  }
+  return IoOp::Send(op, *ep, obj::Opcode::kUpdate, options);
+}
+
+Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args, uint64_t user_data,
+                             IoCallback callback) const {
+  auto op = std::make_shared<IoOp>();
+  op->is_fetch = true;
+  op->oid = oid_;
+  op->dkey = args.dkey;
+  op->akey = args.akey;
+  ROS2_RETURN_IF_ERROR(ValidateKeys(args.dkey, args.akey, true, op->What()));
+  uint64_t want = args.buffer.size();
+  if (args.kind == ValueKind::kArray) {
+    if (args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
+    if (args.count == 0) return Status::InvalidArgument(op->What() + ": count 0");
+    if (args.count > std::numeric_limits<uint64_t>::max() / args.record_size ||
+        args.index > std::numeric_limits<uint64_t>::max() - args.count) {
+      return Status::InvalidArgument(op->What() + ": index/count overflow");
+    }
+    want = args.count * args.record_size;
+    if (args.buffer.size() < want) {
+      return Status::InvalidArgument(fmt::format("{}: buffer of {} bytes for {} records of {} bytes", op->What(),
+                                                 args.buffer.size(), args.count, args.record_size));
+    }
+  } else if (args.kind != ValueKind::kSingle) {
+    return Status::InvalidArgument(op->What() + ": unknown value kind");
+  }
+  if (want > obj::kMaxIoSize) {
+    return Status::InvalidArgument(fmt::format("{}: {} bytes (limit {})", op->What(), want, obj::kMaxIoSize));
+  }
+  ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, args.dkey));
+  op->cont = cont_;
+  op->io = &io;
+  op->address = route.address();
+  op->target = route.target;
+  op->eq = eq;
+  op->user_data = user_data;
+  op->callback = std::move(callback);
+  op->kind = args.kind;
+  op->buffer = args.buffer.first(want);
+  op->expected = want;
+  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, op->What()));
+
+  obj::FetchRequest req;
+  req.header = cont_->Header(route);
+  req.oid = oid_;
+  req.dkey = args.dkey;
+  req.akey = args.akey;
+  req.type = args.kind == ValueKind::kArray ? obj::ValueType::kArray : obj::ValueType::kSingle;
+  req.index = args.kind == ValueKind::kArray ? args.index : 0;
+  req.count = args.kind == ValueKind::kArray ? args.count : 0;
+  req.record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
+  op->payload = obj::Encode(req);
+
+  transport::CallOptions options;
+  options.timeout = cont_->pool().client().options().io_timeout;
+  options.capability = cont_->capability();
+  options.bulk_in = op->buffer;
+  if (want > io.context().options().inline_limit) {
+    auto region = io.context().CachedRegistration(op->buffer.data(), want);
+    if (!region.ok()) return region.status().WithContext(op->What() + ": register the buffer");
+    options.bulk_in_region = *region;
+  }
+  return IoOp::Send(op, *ep, obj::Opcode::kFetch, options);
+}
+
+// --- asynchronous entry points ---
+
+Status Object::SubmitUpdate(EventQueue& eq, const UpdateArgs& args, uint64_t user_data) const {
+  return SubmitUpdateTo(*eq.io_, &eq, args, user_data, nullptr);
+}
+Status Object::SubmitUpdate(EventQueue& eq, const UpdateArgs& args, IoCallback callback) const {
+  if (!callback) return Status::InvalidArgument("submit update: empty callback");
+  return SubmitUpdateTo(*eq.io_, &eq, args, 0, std::move(callback));
+}
+Status Object::SubmitFetch(EventQueue& eq, const FetchArgs& args, uint64_t user_data) const {
+  return SubmitFetchTo(*eq.io_, &eq, args, user_data, nullptr);
+}
+Status Object::SubmitFetch(EventQueue& eq, const FetchArgs& args, IoCallback callback) const {
+  if (!callback) return Status::InvalidArgument("submit fetch: empty callback");
+  return SubmitFetchTo(*eq.io_, &eq, args, 0, std::move(callback));
+}
+
+// --- blocking wrappers ---
+
+Status Object::Update(const UpdateArgs& args) const {
+  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+  auto r = RunBlocking(*io, cont_->pool().client().options().io_timeout,
+                       [&](IoCallback cb) { return SubmitUpdateTo(*io, nullptr, args, 0, std::move(cb)); });
+  return r.status();
+}
+
+Result<IoResult> Object::Fetch(const FetchArgs& args) const {
+  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+  return RunBlocking(*io, cont_->pool().client().options().io_timeout,
+                     [&](IoCallback cb) { return SubmitFetchTo(*io, nullptr, args, 0, std::move(cb)); });
+}
+
+Status Object::Put(std::string_view dkey, std::string_view akey, std::span<const std::byte> value) const {
+  UpdateArgs args;
+  args.dkey = dkey;
+  args.akey = akey;
+  args.data = value;
+  return Update(args);
+}
+
+Result<std::vector<std::byte>> Object::Get(std::string_view dkey, std::string_view akey, size_t size_hint) const {
+  std::vector<std::byte> value(std::max<size_t>(size_hint, 1));
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    FetchArgs args;
+    args.dkey = dkey;
+    args.akey = akey;
+    args.buffer = value;
+    ROS2_ASSIGN_OR_RETURN(IoResult r, Fetch(args));
+    if (r.size <= value.size()) {
+      value.resize(r.size);
+      return value;
+    }
+    value.resize(r.size);  // the value is larger than the buffer: fetch it whole
+  }
+  return Status::Busy(fmt::format("get {}: the value kept growing while being read", DescribeIo(oid_, dkey, akey)));
+}
+
+// --- punch, list, query: blocking control of one or all shards ---
+
+namespace {
+
+struct SyncCall {
+  ContainerCore& cont;
+  ThreadIo& io;
+  std::string what;
+
+  Result<std::vector<uint8_t>> Call(const Route& route, obj::Opcode opcode, const std::vector<uint8_t>& payload) {
+    auto ep = Connect(io, cont, route, what);
+    if (!ep.ok()) return ep.status();
+    transport::CallOptions options;
+    options.timeout = cont.pool().client().options().io_timeout;
+    options.capability = cont.capability();
+    auto reply = (*ep)->CallSync(static_cast<uint16_t>(opcode), AsBytes(payload), options);
+    if (!reply.ok()) {
+      if (reply.status().code() == Status::Code::kDisconnected) {
+        io.DropEndpoint(route.address());
+        cont.pool().MarkMapStale();
+      }
+      return reply.status().WithContext(fmt::format("{} on target {}", what, route.target));
+    }
+    return std::move(reply->payload);
+  }
+};
+
+}  // namespace
+
+static Status Punch(ContainerCore& cont, const ObjectId& oid, obj::PunchScope scope, std::string_view dkey,
+                    std::string_view akey) {
+  ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
+  SyncCall call{cont, *io, "punch " + DescribeIo(oid, dkey, akey)};
+  if (scope != obj::PunchScope::kObject) {
+    ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, scope == obj::PunchScope::kAkey, call.what));
+  }
+  std::vector<Route> routes;
+  if (scope == obj::PunchScope::kObject) {
+    ROS2_ASSIGN_OR_RETURN(routes, cont.ShardRoutes(&oid));
+  } else {
+    ROS2_ASSIGN_OR_RETURN(Route r, cont.RouteFor(oid, dkey));
+    routes.push_back(std::move(r));
+  }
+  for (const Route& route : routes) {
+    obj::PunchRequest req;
+    req.header = cont.Header(route);
+    req.scope = scope;
+    req.oid = oid;
+    req.dkey = dkey;
+    req.akey = akey;
+    ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kPunch, obj::Encode(req)));
+    auto decoded = obj::DecodePunchReply(payload);
+    if (!decoded.ok()) return decoded.status().WithContext(call.what);
+  }
+  return Status::Ok();
+}
+
+Status Object::PunchObject() const {
+  return Punch(*cont_, oid_, obj::PunchScope::kObject, {}, {});
+}
+Status Object::PunchDkey(std::string_view dkey) const {
+  return Punch(*cont_, oid_, obj::PunchScope::kDkey, dkey, {});
+}
+Status Object::PunchAkey(std::string_view dkey, std::string_view akey) const {
+  return Punch(*cont_, oid_, obj::PunchScope::kAkey, dkey, akey);
+}
+
+// Pages through one list of one target until its anchor reports eof.
+static Status ListAll(SyncCall& call, const Route& route, obj::ListRequest req,
+                      const std::function<void(obj::ListReply&)>& take) {
+  req.header = call.cont.Header(route);
+  req.max_entries = obj::kMaxListEntries;
+  for (int page = 0; page < 1'000'000; ++page) {
+    ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kList, obj::Encode(req)));
+    auto decoded = obj::DecodeListReply(payload);
+    if (!decoded.ok()) return decoded.status().WithContext(call.what);
+    take(*decoded);
+    if (decoded->anchor.eof) return Status::Ok();
+    if (decoded->anchor == req.anchor) {
+      return Status::Protocol(
+          fmt::format("{} on target {}: the engine's anchor did not advance", call.what, route.target));
+    }
+    req.anchor = std::move(decoded->anchor);
+  }
+  return Status::Protocol(call.what + ": too many pages");
+}
+
+static Result<std::vector<std::string>> ListKeys(ContainerCore& cont, const ObjectId& oid, obj::ListKind kind,
+                                                 std::string_view dkey) {
+  ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
+  SyncCall call{
+      cont, *io,
+      fmt::format("list {} of {}", kind == obj::ListKind::kDkeys ? "dkeys" : "akeys", DescribeIo(oid, dkey, {}))};
+  std::vector<Route> routes;
+  if (kind == obj::ListKind::kDkeys) {
+    ROS2_ASSIGN_OR_RETURN(routes, cont.ShardRoutes(&oid));
+  } else {
+    ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, {}, false, call.what));
+    ROS2_ASSIGN_OR_RETURN(Route r, cont.RouteFor(oid, dkey));
+    routes.push_back(std::move(r));
+  }
+  std::vector<std::string> keys;
+  for (const Route& route : routes) {
+    obj::ListRequest req;
+    req.kind = kind;
+    req.oid = oid;
+    req.dkey = dkey;
+    ROS2_RETURN_IF_ERROR(ListAll(call, route, req, [&keys](obj::ListReply& r) {
+      for (auto& k : r.keys) keys.push_back(std::move(k));
+    }));
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
+}
+
+Result<std::vector<std::string>> Object::ListDkeys() const {
+  return ListKeys(*cont_, oid_, obj::ListKind::kDkeys, {});
+}
+Result<std::vector<std::string>> Object::ListAkeys(std::string_view dkey) const {
+  return ListKeys(*cont_, oid_, obj::ListKind::kAkeys, dkey);
+}
+
+Result<std::vector<ObjectId>> Container::ListObjects() const {
+  ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
+  SyncCall call{*core_, *io, "list objects of container " + core_->summary().label};
+  ROS2_ASSIGN_OR_RETURN(auto routes, core_->ShardRoutes(nullptr));
+  std::vector<ObjectId> objects;
+  for (const Route& route : routes) {
+    obj::ListRequest req;
+    req.kind = obj::ListKind::kObjects;
+    ROS2_RETURN_IF_ERROR(ListAll(call, route, req, [&objects](obj::ListReply& r) {
+      objects.insert(objects.end(), r.objects.begin(), r.objects.end());
+    }));
+  }
+  std::sort(objects.begin(), objects.end());
+  objects.erase(std::unique(objects.begin(), objects.end()), objects.end());
+  return objects;
+}
+
+Result<std::optional<std::string>> Object::QueryMaxDkey() const {
+  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+  SyncCall call{*cont_, *io, "query max dkey of " + DescribeIo(oid_, {}, {})};
+  ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
+  std::optional<std::string> best;
+  for (const Route& route : routes) {
+    obj::QueryRequest req;
+    req.header = cont_->Header(route);
+    req.kind = obj::QueryKind::kMaxDkey;
+    req.oid = oid_;
+    ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
+    auto decoded = obj::DecodeQueryReply(payload);
+    if (!decoded.ok()) return decoded.status().WithContext(call.what);
+    if (decoded->found && (!best || decoded->max_dkey > *best)) best = decoded->max_dkey;
+  }
+  return best;
+}
+
+Result<std::optional<uint64_t>> Object::QueryArrayEnd(std::string_view dkey, std::string_view akey) const {
+  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+  SyncCall call{*cont_, *io, "query array end of " + DescribeIo(oid_, dkey, akey)};
+  ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, true, call.what));
+  ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, dkey));
+  obj::QueryRequest req;
+  req.header = cont_->Header(route);
+  req.kind = obj::QueryKind::kArrayEnd;
+  req.oid = oid_;
+  req.dkey = dkey;
+  req.akey = akey;
+  ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
+  auto decoded = obj::DecodeQueryReply(payload);
+  if (!decoded.ok()) return decoded.status().WithContext(call.what);
+  if (!decoded->found) return std::optional<uint64_t>();
+  return std::optional<uint64_t>(decoded->array_end);
+}
+
+}  // namespace ros2::client

@@ -1,0 +1,118 @@
+// cluster up|down|status|demo: a local single-node cluster in a data directory.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "demo_workload.h"
+#include "format.h"
+#include "local_cluster.h"
+
+namespace ros2::ctl {
+
+namespace {
+
+struct ClusterArgs {
+  ClusterUpOptions up;
+  int timeout_s = 60;
+  bool force = false;
+  DemoOptions demo;
+};
+
+Status RequireDataDir(const CtlContext& ctx, std::string_view cmd) {
+  if (ctx.options().data_dir.empty()) {
+    return Status::InvalidArgument(fmt::format("cluster {}: --data-dir DIR is required", cmd));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected) {
+  CLI::App* cluster = app.add_subcommand("cluster", "Start, stop and inspect a local single-node cluster");
+  cluster->require_subcommand(1);
+  auto a = std::make_shared<ClusterArgs>();
+
+  CLI::App* up =
+      cluster->add_subcommand("up", "Start ros2-engine in the background for --data-dir and wait until ready");
+  up->add_option("--targets,-n", a->up.targets, "Number of targets (engine threads)")->capture_default_str();
+  up->add_option("--class", a->up.storage_class, "Storage class of the targets: nvme or ram")
+      ->check(CLI::IsMember({"nvme", "ram"}))
+      ->capture_default_str();
+  up->add_option("--transport", a->up.transport, "Data-plane transport: tcp, shm or auto")
+      ->check(CLI::IsMember({"tcp", "shm", "auto"}))
+      ->capture_default_str();
+  up->add_option("--target-size", a->up.target_size, "Data capacity of each target")->capture_default_str();
+  up->add_option("--engine", a->up.engine_binary, "Path of the ros2-engine binary");
+  up->add_option("--timeout", a->timeout_s, "Seconds to wait until the engine is ready")->capture_default_str();
+  up->callback([&ctx, a, selected] {
+    *selected = [&ctx, a]() -> Result<CommandOutput> {
+      ROS2_RETURN_IF_ERROR(RequireDataDir(ctx, "up"));
+      ClusterUpOptions o = a->up;
+      o.data_dir = ctx.options().data_dir;
+      o.ready_timeout = std::chrono::seconds(a->timeout_s);
+      ROS2_ASSIGN_OR_RETURN(ClusterInfo info, ClusterUp(o));
+      std::string human = fmt::format(
+          "Cluster up in {} (ros2-engine pid {}, {} {} targets, transport {})\n"
+          "  control endpoint:   {}\n  admin secret file:  {}\n  log:                {}\n"
+          "Use it with: ros2ctl --data-dir {} pool create mypool --size 1GiB\n",
+          info.data_dir, info.pid, info.targets, info.storage_class, info.transport, info.control,
+          info.admin_secret_file, info.log_file, info.data_dir);
+      return CommandOutput{human, info.ToJson()};
+    };
+  });
+
+  CLI::App* down = cluster->add_subcommand("down", "Stop the cluster's engine (SIGTERM) and wait for it to exit");
+  down->add_option("--timeout", a->timeout_s, "Seconds to wait for the engine to exit")->capture_default_str();
+  down->add_flag("--force", a->force, "SIGKILL the engine when it does not exit in time");
+  down->callback([&ctx, a, selected] {
+    *selected = [&ctx, a]() -> Result<CommandOutput> {
+      ROS2_RETURN_IF_ERROR(RequireDataDir(ctx, "down"));
+      ROS2_ASSIGN_OR_RETURN(bool stopped,
+                            ClusterDown(ctx.options().data_dir, std::chrono::seconds(a->timeout_s), a->force));
+      std::string human = stopped ? fmt::format("Cluster in {} stopped\n", ctx.options().data_dir)
+                                  : fmt::format("No engine was running in {}\n", ctx.options().data_dir);
+      return CommandOutput{human, {{"data_dir", ctx.options().data_dir}, {"stopped", stopped}}};
+    };
+  });
+
+  CLI::App* status = cluster->add_subcommand("status", "Show whether the engine runs and its targets");
+  status->callback([&ctx, selected] {
+    *selected = [&ctx]() -> Result<CommandOutput> {
+      ROS2_RETURN_IF_ERROR(RequireDataDir(ctx, "status"));
+      int pid = RunningEnginePid(ctx.options().data_dir);
+      if (pid == 0) {
+        return Status::NotFound(
+            fmt::format("no engine is running in {} (start one with `ros2ctl cluster up "
+                        "--data-dir {}`)",
+                        ctx.options().data_dir, ctx.options().data_dir));
+      }
+      ROS2_ASSIGN_OR_RETURN(auto* mgmt, ctx.Management());
+      ROS2_ASSIGN_OR_RETURN(auto st, mgmt->GetEngineStatus());
+      ROS2_ASSIGN_OR_RETURN(std::string control, ctx.ControlAddress());
+      nlohmann::json j = EngineStatusToJson(st);
+      j["pid"] = pid;
+      j["data_dir"] = ctx.options().data_dir;
+      j["control"] = control;
+      return CommandOutput{fmt::format("Engine pid {} running in {} (control {})\n{}", pid, ctx.options().data_dir,
+                                       control, EngineStatusToText(st)),
+                           j};
+    };
+  });
+
+  CLI::App* demo = cluster->add_subcommand(
+      "demo",
+      "Write a short workload through libros2 (single values, 4 KiB and 1 MiB arrays, S1 and SX), read it "
+      "back and verify it");
+  demo->add_option("--pool", a->demo.pool, "Pool to use (created when missing)")->capture_default_str();
+  demo->add_option("--cont", a->demo.container, "Container to use (created when missing)")->capture_default_str();
+  demo->add_option("--pool-size", a->demo.pool_size, "Size of the pool when it is created")->capture_default_str();
+  demo->add_option("--transport", a->demo.transport, "Client data-plane transport: tcp, shm or auto")
+      ->check(CLI::IsMember({"tcp", "shm", "auto"}))
+      ->capture_default_str();
+  demo->add_option("--mib", a->demo.mib, "MiB of 1 MiB extents per object class")->capture_default_str();
+  demo->callback(
+      [&ctx, a, selected] { *selected = [&ctx, a]() -> Result<CommandOutput> { return RunDemo(ctx, a->demo); }; });
+}
+
+}  // namespace ros2::ctl

@@ -1,0 +1,23 @@
+// Registration of ros2ctl's sub-commands on the CLI11 application. Each
+// function adds one command group; when the user picks a command, its runner is
+// stored in *selected and main() runs it after parsing. Runners return the
+// command's output or a Status whose message is printed as the error.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+#include "ctl_context.h"
+
+namespace ros2::ctl {
+
+using CommandRunner = std::function<Result<CommandOutput>()>;
+
+void AddPoolCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+void AddContainerCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+void AddTenantCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+void AddAclCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+
+}  // namespace ros2::ctl

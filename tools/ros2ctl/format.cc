@@ -1,0 +1,155 @@
+#include "format.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/config.h"
+#include "control/rights.h"
+
+namespace ros2::ctl {
+
+namespace {
+std::string LayoutName(rpc::ContainerLayout layout) {
+  switch (layout) {
+    case rpc::LAYOUT_POSIX: return "POSIX";
+    case rpc::LAYOUT_PLAIN: return "plain";
+    default: return "unspecified";
+  }
+}
+}  // namespace
+
+std::string TargetStateText(rpc::TargetState state) {
+  switch (state) {
+    case rpc::TARGET_UP: return "up";
+    case rpc::TARGET_DOWN: return "down";
+    case rpc::TARGET_DRAIN: return "drain";
+    default: return "unspecified";
+  }
+}
+
+nlohmann::json AclToJson(const google::protobuf::RepeatedPtrField<rpc::AclEntry>& acl) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& e : acl) {
+    out.push_back({{"tenant", e.tenant()},
+                   {"rights", control::RightsToString(static_cast<control::Rights>(e.rights()))},
+                   {"rights_mask", e.rights()}});
+  }
+  return out;
+}
+
+nlohmann::json PoolToJson(const rpc::PoolInfo& p) {
+  return {{"uuid", p.uuid()},
+          {"label", p.label()},
+          {"size_bytes", p.size_bytes()},
+          {"target_count", p.target_count()},
+          {"used_bytes", p.used_bytes()},
+          {"free_bytes", p.free_bytes()},
+          {"owner", p.owner()},
+          {"map_version", p.map_version()},
+          {"created_ms", p.created_ms()},
+          {"container_count", p.container_count()},
+          {"acl", AclToJson(p.acl())}};
+}
+
+nlohmann::json ContainerToJson(const rpc::ContainerInfo& c) {
+  const auto& pr = c.properties();
+  return {{"uuid", c.uuid()},
+          {"label", c.label()},
+          {"pool_uuid", c.pool_uuid()},
+          {"owner", c.owner()},
+          {"created_ms", c.created_ms()},
+          {"properties",
+           {{"oclass", pr.object_class()},
+            {"checksum", pr.checksum()},
+            {"chunk_size", pr.chunk_size()},
+            {"encryption", pr.encryption()},
+            {"layout", LayoutName(pr.layout())}}},
+          {"acl", AclToJson(c.acl())}};
+}
+
+nlohmann::json EngineStatusToJson(const rpc::EngineStatus& s) {
+  nlohmann::json engines = nlohmann::json::array();
+  for (const auto& e : s.engines()) {
+    engines.push_back({{"uuid", e.uuid()},
+                       {"address", e.address()},
+                       {"capacity_bytes", e.capacity_bytes()},
+                       {"target_count", e.target_count()},
+                       {"registered_ms", e.registered_ms()}});
+  }
+  nlohmann::json targets = nlohmann::json::array();
+  for (const auto& t : s.targets()) {
+    targets.push_back({{"engine_uuid", t.engine_uuid()},
+                       {"index", t.index()},
+                       {"state", TargetStateText(t.state())},
+                       {"capacity_bytes", t.capacity_bytes()}});
+  }
+  return {{"map_version", s.map_version()},
+          {"engines", engines},
+          {"targets", targets},
+          {"pool_count", s.pool_count()},
+          {"tenant_count", s.tenant_count()},
+          {"uptime_ms", s.uptime_ms()},
+          {"version", s.version()}};
+}
+
+std::string AclToText(const google::protobuf::RepeatedPtrField<rpc::AclEntry>& acl, const std::string& indent) {
+  if (acl.empty()) return indent + "(no entries)\n";
+  std::string out;
+  for (const auto& e : acl) {
+    out += fmt::format("{}{:<24} {}\n", indent, e.tenant(),
+                       control::RightsToString(static_cast<control::Rights>(e.rights())));
+  }
+  return out;
+}
+
+std::string PoolToText(const rpc::PoolInfo& p) {
+  std::string out = fmt::format(
+      "Pool {} ({})\n  size:        {}\n  targets:     {}\n  used:        {}\n  free:        {}\n"
+      "  owner:       {}\n  containers:  {}\n  map version: {}\n  acl:\n",
+      p.label(), p.uuid(), FormatSize(p.size_bytes()), p.target_count(), FormatSize(p.used_bytes()),
+      FormatSize(p.free_bytes()), p.owner(), p.container_count(), p.map_version());
+  return out + AclToText(p.acl(), "    ");
+}
+
+std::string ContainerToText(const rpc::ContainerInfo& c) {
+  const auto& pr = c.properties();
+  std::string out = fmt::format(
+      "Container {} ({}) in pool {}\n  oclass:      {}\n  checksum:    {}\n  chunk size:  {}\n"
+      "  encryption:  {}\n  layout:      {}\n  owner:       {}\n  acl:\n",
+      c.label(), c.uuid(), c.pool_uuid(), pr.object_class(), pr.checksum() ? "on" : "off", FormatSize(pr.chunk_size()),
+      pr.encryption() ? "on" : "off", LayoutName(pr.layout()), c.owner());
+  return out + AclToText(c.acl(), "    ");
+}
+
+std::string EngineStatusToText(const rpc::EngineStatus& s) {
+  std::string out = fmt::format("Engines: {}  targets: {}  pools: {}  tenants: {}  map version: {}  uptime: {:.1f} s\n",
+                                s.engines_size(), s.targets_size(), s.pool_count(), s.tenant_count(), s.map_version(),
+                                static_cast<double>(s.uptime_ms()) / 1000.0);
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& t : s.targets()) {
+    rows.push_back(
+        {t.engine_uuid(), std::to_string(t.index()), TargetStateText(t.state()), FormatSize(t.capacity_bytes())});
+  }
+  return out + Table({"ENGINE", "TARGET", "STATE", "CAPACITY"}, rows);
+}
+
+std::string Table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width(header.size());
+  for (size_t i = 0; i < header.size(); ++i) width[i] = header[i].size();
+  for (const auto& r : rows) {
+    for (size_t i = 0; i < r.size() && i < width.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string s;
+    for (size_t i = 0; i < cells.size() && i < width.size(); ++i) {
+      s += (i + 1 == cells.size()) ? cells[i] : fmt::format("{:<{}}  ", cells[i], width[i]);
+    }
+    return s + "\n";
+  };
+  std::string out = line(header);
+  for (const auto& r : rows) out += line(r);
+  return out;
+}
+
+}  // namespace ros2::ctl

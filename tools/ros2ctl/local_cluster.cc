@@ -1,0 +1,320 @@
+#include "local_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/config.h"
+#include "control/control_channel.h"
+#include "control/management_client.h"
+#include "ctl_context.h"
+
+namespace fs = std::filesystem;
+
+namespace ros2::ctl {
+
+namespace {
+
+std::string PathIn(const std::string& dir, const char* name) {
+  return (fs::path(dir) / name).string();
+}
+
+Result<std::string> ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::NotFound("cannot read " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return Status::IOError("cannot write " + tmp);
+    out << text;
+    out.close();
+    if (!out) return Status::IOError("cannot write " + tmp);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::IOError(fmt::format("rename {} to {}: {}", tmp, path, ec.message()));
+  return Status::Ok();
+}
+
+// The last `lines` lines of a log file, indented, for error messages.
+std::string LogTail(const std::string& path, size_t lines = 15) {
+  auto text = ReadFile(path);
+  if (!text.ok() || text->empty()) return "(engine.log is empty)";
+  std::vector<std::string> all;
+  std::istringstream in(*text);
+  for (std::string line; std::getline(in, line);) all.push_back(line);
+  size_t from = all.size() > lines ? all.size() - lines : 0;
+  std::string out;
+  for (size_t i = from; i < all.size(); ++i) out += "\n    " + all[i];
+  return out;
+}
+
+bool IsExecutable(const std::string& path) {
+  return !path.empty() && ::access(path.c_str(), X_OK) == 0;
+}
+
+Result<std::string> FindEngineBinary(const std::string& requested) {
+  if (!requested.empty()) {
+    if (IsExecutable(requested)) return requested;
+    return Status::NotFound(fmt::format("engine binary {} is not an executable file", requested));
+  }
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("ROS2_ENGINE")) candidates.emplace_back(env);
+#ifdef ROS2_ENGINE_BUILD_PATH
+  candidates.emplace_back(ROS2_ENGINE_BUILD_PATH);
+#endif
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back((self.parent_path() / "ros2-engine").string());
+    candidates.push_back((self.parent_path().parent_path().parent_path() / "src/engine/ros2-engine").string());
+  }
+  if (const char* path = std::getenv("PATH")) {
+    std::istringstream in(path);
+    for (std::string dir; std::getline(in, dir, ':');) {
+      if (!dir.empty()) candidates.push_back(dir + "/ros2-engine");
+    }
+  }
+  for (const auto& c : candidates) {
+    if (IsExecutable(c)) return c;
+  }
+  return Status::NotFound(
+      "cannot find the ros2-engine binary: pass --engine PATH or set ROS2_ENGINE (looked in the build tree, next "
+      "to ros2ctl and on PATH)");
+}
+
+bool ProcessIsEngine(int pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
+  auto cmdline = ReadFile(fmt::format("/proc/{}/cmdline", pid));
+  if (!cmdline.ok()) return false;
+  // A zombie has an empty command line: it is no longer running.
+  return cmdline->find("ros2-engine") != std::string::npos;
+}
+
+int ReadPidFile(const std::string& data_dir) {
+  auto text = ReadFile(PathIn(data_dir, "engine.pid"));
+  if (!text.ok()) return 0;
+  try {
+    return std::stoi(*text);
+  } catch (...) {
+    return 0;
+  }
+}
+
+// Starts the engine in a new session with stdout/stderr appended to the log.
+Result<int> SpawnEngine(const std::string& binary, const std::string& config, const std::string& log) {
+  int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return Status::FromErrno(errno, "open " + log);
+  int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null_fd < 0) {
+    ::close(log_fd);
+    return Status::FromErrno(errno, "open /dev/null");
+  }
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    int err = errno;
+    ::close(log_fd);
+    ::close(null_fd);
+    return Status::FromErrno(err, "fork for ros2-engine");
+  }
+  if (pid == 0) {
+    ::setsid();
+    ::dup2(null_fd, STDIN_FILENO);
+    ::dup2(log_fd, STDOUT_FILENO);
+    ::dup2(log_fd, STDERR_FILENO);
+    ::execl(binary.c_str(), binary.c_str(), "--config", config.c_str(), static_cast<char*>(nullptr));
+    std::string msg = fmt::format("ros2ctl: exec {} failed: {}\n", binary, std::strerror(errno));
+    (void)!::write(STDERR_FILENO, msg.data(), msg.size());
+    ::_exit(127);
+  }
+  ::close(log_fd);
+  ::close(null_fd);
+  return static_cast<int>(pid);
+}
+
+// Polls the management service until every target of the engine is
+// registered and up, the engine exits, or the deadline passes.
+Status WaitReady(const ClusterInfo& info, int pid, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  Status last = Status::TimedOut("no answer yet");
+  std::unique_ptr<control::ManagementClient> mgmt;
+  while (std::chrono::steady_clock::now() < deadline) {
+    int wstatus = 0;
+    pid_t r = ::waitpid(pid, &wstatus, WNOHANG);
+    if (r == pid) {
+      std::string how = WIFEXITED(wstatus) ? fmt::format("exited with status {}", WEXITSTATUS(wstatus))
+                                           : fmt::format("was killed by signal {}", WTERMSIG(wstatus));
+      return Status::IOError(fmt::format("ros2-engine {} before it was ready; the end of {}:{}", how, info.log_file,
+                                         LogTail(info.log_file)));
+    }
+    if (!mgmt && fs::exists(info.admin_secret_file)) {
+      auto secret = control::ReadSecretFile(info.admin_secret_file);
+      auto channel = control::MakeControlChannel({.address = info.control});
+      if (secret.ok() && channel.ok()) {
+        mgmt = std::make_unique<control::ManagementClient>(*channel, control::Credentials{"admin", *secret},
+                                                           std::chrono::seconds(2));
+      }
+    }
+    if (mgmt) {
+      auto status = mgmt->GetEngineStatus();
+      if (status.ok()) {
+        uint32_t up = 0;
+        for (const auto& t : status->targets()) up += t.state() == rpc::TARGET_UP ? 1 : 0;
+        if (up >= info.targets) return Status::Ok();
+        last = Status::Busy(fmt::format("{} of {} targets up", up, info.targets));
+      } else {
+        last = status.status();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return Status::TimedOut(fmt::format("ros2-engine was not ready within {} s (last: {}); the end of {}:{}",
+                                      timeout.count(), last.ToString(), info.log_file, LogTail(info.log_file)));
+}
+
+}  // namespace
+
+nlohmann::json ClusterInfo::ToJson() const {
+  return {{"data_dir", data_dir}, {"control", control},      {"admin_secret_file", admin_secret_file},
+          {"log_file", log_file}, {"engine", engine_binary}, {"pid", pid},
+          {"targets", targets},   {"class", storage_class},  {"transport", transport}};
+}
+
+std::string EngineConfigYaml(const ClusterUpOptions& o) {
+  // The engine's configuration schema is documented in docs/engine.md.
+  return fmt::format(
+      "# Generated by `ros2ctl cluster up`; edit and restart with `ros2ctl cluster down/up`.\n"
+      "data_dir: {dir}\n"
+      "control:\n"
+      "  listen: unix:{dir}/control.sock\n"
+      "transport:\n"
+      "  kind: {transport}\n"
+      "  net_devices: lo\n"
+      "targets:\n"
+      "  count: {targets}\n"
+      "  class: {cls}\n"
+      "  data_size: {size}\n"
+      "log:\n"
+      "  level: info\n",
+      fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("targets", o.targets),
+      fmt::arg("cls", o.storage_class), fmt::arg("size", o.target_size));
+}
+
+int RunningEnginePid(const std::string& data_dir) {
+  int pid = ReadPidFile(data_dir);
+  return ProcessIsEngine(pid) ? pid : 0;
+}
+
+Result<ClusterInfo> ClusterUp(const ClusterUpOptions& options) {
+  if (options.data_dir.empty()) return Status::InvalidArgument("cluster up: --data-dir is required");
+  if (options.targets == 0 || options.targets > 64) {
+    return Status::InvalidArgument(fmt::format("cluster up: --targets {} (expected 1 to 64)", options.targets));
+  }
+  if (options.storage_class != "nvme" && options.storage_class != "ram") {
+    return Status::InvalidArgument(
+        fmt::format("cluster up: --class '{}' (expected nvme or ram)", options.storage_class));
+  }
+  if (options.transport != "tcp" && options.transport != "shm" && options.transport != "auto") {
+    return Status::InvalidArgument(
+        fmt::format("cluster up: --transport '{}' (expected tcp, shm or auto)", options.transport));
+  }
+  auto size = ParseSize(options.target_size);
+  if (!size.ok() || *size == 0) {
+    return Status::InvalidArgument(fmt::format("cluster up: bad --target-size '{}'", options.target_size));
+  }
+
+  std::error_code ec;
+  fs::create_directories(options.data_dir, ec);
+  if (ec) return Status::IOError(fmt::format("cluster up: create {}: {}", options.data_dir, ec.message()));
+  ClusterUpOptions o = options;
+  o.data_dir = fs::absolute(options.data_dir).lexically_normal().string();
+  if (!o.data_dir.empty() && o.data_dir.back() == '/') o.data_dir.pop_back();
+
+  if (int pid = RunningEnginePid(o.data_dir)) {
+    return Status::AlreadyExists(
+        fmt::format("cluster up: an engine (pid {}) is already running in {}; stop it with `ros2ctl cluster down "
+                    "--data-dir {}`",
+                    pid, o.data_dir, o.data_dir));
+  }
+  ROS2_ASSIGN_OR_RETURN(std::string binary, FindEngineBinary(o.engine_binary));
+
+  ClusterInfo info;
+  info.data_dir = o.data_dir;
+  info.control = "unix:" + PathIn(o.data_dir, "control.sock");
+  info.admin_secret_file = PathIn(o.data_dir, "admin.secret");
+  info.log_file = PathIn(o.data_dir, "engine.log");
+  info.engine_binary = binary;
+  info.targets = o.targets;
+  info.storage_class = o.storage_class;
+  info.transport = o.transport;
+  if (info.control.size() - 5 >= 108) {
+    return Status::InvalidArgument(
+        fmt::format("cluster up: the control socket path {} is too long for a Unix socket "
+                    "(limit 107 bytes); use a shorter --data-dir",
+                    info.control.substr(5)));
+  }
+
+  std::string config = PathIn(o.data_dir, "engine.yaml");
+  ROS2_RETURN_IF_ERROR(WriteFile(config, EngineConfigYaml(o)));
+  ROS2_ASSIGN_OR_RETURN(info.pid, SpawnEngine(binary, config, info.log_file));
+  ROS2_RETURN_IF_ERROR(WriteFile(PathIn(o.data_dir, "engine.pid"), std::to_string(info.pid) + "\n"));
+
+  Status ready = WaitReady(info, info.pid, o.ready_timeout);
+  if (!ready.ok()) {
+    ::kill(info.pid, SIGKILL);
+    ::waitpid(info.pid, nullptr, 0);
+    fs::remove(PathIn(o.data_dir, "engine.pid"), ec);
+    return ready.WithContext("cluster up");
+  }
+  ROS2_RETURN_IF_ERROR(WriteFile(PathIn(o.data_dir, kClusterFileName), info.ToJson().dump(2) + "\n"));
+  return info;
+}
+
+Result<bool> ClusterDown(const std::string& data_dir, std::chrono::seconds timeout, bool force) {
+  if (data_dir.empty()) return Status::InvalidArgument("cluster down: --data-dir is required");
+  std::error_code ec;
+  int pid = RunningEnginePid(data_dir);
+  if (pid == 0) {
+    fs::remove(PathIn(data_dir, "engine.pid"), ec);
+    return false;
+  }
+  if (::kill(pid, SIGTERM) != 0) return Status::FromErrno(errno, fmt::format("cluster down: SIGTERM to pid {}", pid));
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (ProcessIsEngine(pid)) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (!force) {
+        return Status::TimedOut(
+            fmt::format("cluster down: ros2-engine (pid {}) still runs {} s after SIGTERM; see {} "
+                        "or retry with --force",
+                        pid, timeout.count(), PathIn(data_dir, "engine.log")));
+      }
+      ::kill(pid, SIGKILL);
+      deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      force = false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  fs::remove(PathIn(data_dir, "engine.pid"), ec);
+  return true;
+}
+
+}  // namespace ros2::ctl

@@ -1,0 +1,62 @@
+// LocalCluster: a single-node ROS2 cluster kept in one data directory, as
+// `ros2ctl cluster up|down|status` manage it.
+//
+// Files in the directory: engine.yaml (the generated engine configuration),
+// engine.pid, engine.log (the daemon's stdout and stderr), cluster.json (what
+// clients need: the control endpoint and the admin secret file), plus what the
+// engine itself keeps there (control.sock, admin.secret, target data). Up
+// starts `ros2-engine --config DIR/engine.yaml` in its own session, writes the
+// pid file, and waits until the management service answers with every target
+// registered. Down sends SIGTERM and waits for the process to exit.
+// Single-threaded helper of ros2ctl.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+
+namespace ros2::ctl {
+
+struct ClusterUpOptions {
+  std::string data_dir;
+  uint32_t targets = 2;
+  std::string storage_class = "nvme";  // nvme | ram
+  std::string transport = "auto";      // tcp | shm | auto
+  std::string target_size = "256MiB";  // data capacity of each target
+  std::string engine_binary;           // empty: ROS2_ENGINE, the build tree, next to ros2ctl, PATH
+  std::chrono::seconds ready_timeout{60};
+};
+
+// Everything `cluster up` reports.
+struct ClusterInfo {
+  std::string data_dir;
+  std::string control;            // "unix:DIR/control.sock"
+  std::string admin_secret_file;  // DIR/admin.secret
+  std::string log_file;
+  std::string engine_binary;
+  int pid = 0;
+  uint32_t targets = 0;
+  std::string storage_class;
+  std::string transport;
+  nlohmann::json ToJson() const;
+};
+
+// Starts the engine and waits until it is ready. AlreadyExists when an engine
+// of this directory is running; the error of a failed start quotes the end of
+// engine.log.
+Result<ClusterInfo> ClusterUp(const ClusterUpOptions& options);
+
+// Stops the engine (SIGTERM, then waits up to `timeout`; SIGKILL afterwards when
+// `force`). Returns false when no engine was running.
+Result<bool> ClusterDown(const std::string& data_dir, std::chrono::seconds timeout, bool force);
+
+// The pid of the running engine of `data_dir`, or 0.
+int RunningEnginePid(const std::string& data_dir);
+
+// The engine.yaml text for these options (exposed for tests and docs).
+std::string EngineConfigYaml(const ClusterUpOptions& options);
+
+}  // namespace ros2::ctl

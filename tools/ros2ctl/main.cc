@@ -1,0 +1,90 @@
+// ros2ctl: the ROS2 administration tool. See docs/ros2ctl.md for every command.
+//
+// Exit codes: 0 success, 1 the command failed (the message names the object
+// and the cause), 2 bad usage (unknown command or option, missing argument).
+#include <cstdio>
+#include <exception>
+#include <iostream>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "commands.h"
+#include "common/log.h"
+#include "ctl_context.h"
+
+namespace {
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+
+int Run(int argc, char** argv) {
+  using namespace ros2::ctl;
+  CtlContext ctx(GlobalOptions{});
+  GlobalOptions& g = ctx.options();
+
+  CLI::App app{"ros2ctl — administer a ROS2 cluster: local cluster, pools, containers, tenants, ACLs", "ros2ctl"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.add_option("--data-dir,-d", g.data_dir,
+                 "Data directory of a local cluster (finds its control socket and admin "
+                 "credentials)")
+      ->envname("ROS2_DATA_DIR");
+  app.add_option("--control,-c", g.control, "Control endpoint: unix:/path, /path or host:port")
+      ->envname("ROS2_CONTROL");
+  app.add_option("--tenant", g.tenant, "Tenant to authenticate as (default admin)")->envname("ROS2_TENANT");
+  app.add_option("--secret-file", g.secret_file, "File holding the tenant's secret")->envname("ROS2_SECRET_FILE");
+  app.add_flag("--json", g.json, "Print JSON for scripts instead of text");
+  app.add_option("--rpc-timeout", g.timeout_s, "Seconds each control call may take")->capture_default_str();
+
+  CommandRunner selected;
+  AddClusterCommands(app, ctx, &selected);
+  AddPoolCommands(app, ctx, &selected);
+  AddContainerCommands(app, ctx, &selected);
+  AddTenantCommands(app, ctx, &selected);
+  AddAclCommands(app, ctx, &selected);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // CLI11 names the unexpected or missing argument; say where help is.
+    std::fprintf(stderr, "ros2ctl: %s\nRun `ros2ctl --help` (or `ros2ctl <command> --help`) for usage.\n", e.what());
+    return kExitUsage;
+  }
+  if (!selected) {
+    std::fprintf(stderr, "ros2ctl: no command given; run `ros2ctl --help`\n");
+    return kExitUsage;
+  }
+  ros2::Result<CommandOutput> out = selected();
+  if (!out.ok()) {
+    if (g.json) {
+      nlohmann::json err = {
+          {"error", {{"code", std::string(ros2::CodeName(out.status().code()))}, {"message", out.status().message()}}}};
+      std::printf("%s\n", err.dump(2).c_str());
+    }
+    std::fprintf(stderr, "ros2ctl: %s\n", out.status().ToString().c_str());
+    return kExitFailed;
+  }
+  if (g.json) {
+    std::printf("%s\n", out->json.dump(2).c_str());
+  } else {
+    std::fputs(out->human.c_str(), stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  (void)ros2::InitLogging("ros2ctl", "warn");
+  try {
+    return Run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ros2ctl: internal error: %s\n", e.what());
+    return kExitFailed;
+  }
+}
