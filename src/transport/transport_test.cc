@@ -72,7 +72,7 @@ TEST_P(TransportTest, UsesTheSelectedTransport) {
     EXPECT_TRUE(info.am_transport.rfind("posix/", 0) == 0 || info.am_transport.rfind("sysv/", 0) == 0)
         << info.am_transport << "\n" << info.ucx_report;
     EXPECT_EQ(info.rma_transport.substr(0, 4), "cma/") << info.ucx_report;
-    EXPECT_EQ(info.bulk_mode, BulkMode::kRma);
+    EXPECT_EQ(info.bulk_mode, BulkMode::kActiveMessage);  // rendezvous over cma: faster here
     EXPECT_FALSE(info.rma_any_memory);
     EXPECT_EQ(info.failure_detection, FailureDetection::kPidWatch);
   } else {
@@ -157,22 +157,41 @@ void EchoAllSizes(Context& ctx, Endpoint& ep, bool arena) {
 TEST_P(TransportTest, BulkIsByteExactInBothDirections) {
   const PeerStats before = GetPeerStats(*ep_);
   EchoAllSizes(*ctx_, *ep_, /*arena=*/false);
-  const PeerStats heap = GetPeerStats(*ep_);
   EchoAllSizes(*ctx_, *ep_, /*arena=*/true);
   const PeerStats after = GetPeerStats(*ep_);
-  const uint64_t large = 2 * ((1u << 20) + (64u << 20) + ctx_->options().inline_limit + 1);  // both directions
+  // Large bulk, both directions, heap and arena: active-message rendezvous by default.
+  const uint64_t large = 2 * ((1u << 20) + (64u << 20) + ctx_->options().inline_limit + 1);
   EXPECT_GT(worker_->stats().bulk_inline_bytes, 0u);
-  // Heap buffers: active-message rendezvous on both transports.
-  EXPECT_EQ(heap.am_bytes - before.am_bytes, large);
-  EXPECT_EQ(heap.rma_bytes, before.rma_bytes);
+  EXPECT_EQ(after.am_bytes - before.am_bytes, 2 * large);
+  EXPECT_EQ(after.rma_bytes, before.rma_bytes);
+}
+
+// With shm_rma_for_allocated_memory, UCX-allocated buffers move by the server's
+// one-sided RMA on the shared segment (GET for pulls, PUT + flush for pushes);
+// heap buffers still ride rendezvous. Over tcp the option changes nothing.
+TEST_P(TransportTest, SegmentRmaWhenEnabled) {
+  TransportOptions o = ctx_->options();
+  o.shm_rma_for_allocated_memory = true;
+  auto ctx = Context::Create(o).value();
+  auto worker = ctx->CreateWorker("rma-client").value();
+  auto ep = worker->Connect(peer_.address()).value();
+  EXPECT_EQ(ep->info().bulk_mode, IsShm() ? BulkMode::kRma : BulkMode::kActiveMessage);
+  const PeerStats before = GetPeerStats(*ep);
+  EchoAllSizes(*ctx, *ep, /*arena=*/true);
+  const PeerStats arena = GetPeerStats(*ep);
+  EchoAllSizes(*ctx, *ep, /*arena=*/false);
+  const PeerStats after = GetPeerStats(*ep);
+  const uint64_t large = 2 * ((1u << 20) + (64u << 20) + o.inline_limit + 1);
   if (IsShm()) {
-    // UCX-allocated buffers over shm: the server's one-sided RMA moves them.
-    EXPECT_EQ(after.rma_bytes - heap.rma_bytes, large);
-    EXPECT_EQ(after.am_bytes, heap.am_bytes);
+    EXPECT_EQ(arena.rma_bytes - before.rma_bytes, large);
+    EXPECT_EQ(arena.am_bytes, before.am_bytes);
   } else {
-    EXPECT_EQ(after.am_bytes - heap.am_bytes, large);
-    EXPECT_EQ(after.rma_bytes, 0u);
+    EXPECT_EQ(arena.am_bytes - before.am_bytes, large);
+    EXPECT_EQ(arena.rma_bytes, before.rma_bytes);
   }
+  EXPECT_EQ(after.am_bytes - arena.am_bytes, large);
+  ep.reset();
+  worker.reset();
 }
 
 TEST_P(TransportTest, ThousandOutstandingRequests) {

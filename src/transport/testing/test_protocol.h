@@ -22,4 +22,11 @@ inline constexpr uint16_t kOpStats = 5;
 // Replies with Status::NotFound("no such thing").
 inline constexpr uint16_t kOpFail = 6;
 
+// The peer pushes bulk_in_capacity() bytes (a fixed pattern) into bulk-in and
+// replies with an empty payload: the "fetch" direction of a bandwidth probe.
+inline constexpr uint16_t kOpFill = 7;
+// The peer pulls bulk-out into a scratch buffer and replies with an empty
+// payload: the "update" direction of a bandwidth probe.
+inline constexpr uint16_t kOpSink = 8;
+
 }  // namespace ros2::transport::testing

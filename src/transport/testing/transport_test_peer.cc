@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   }
   TransportOptions opts;
   opts.kind = *kind;
+  if (const char* spin = getenv("ROS2_TRANSPORT_SPIN_US")) opts.spin_budget = std::chrono::microseconds(atoi(spin));
   auto ctx = Context::Create(opts);
   if (!ctx.ok()) {
     fprintf(stderr, "%s\n", ctx.status().ToString().c_str());
@@ -79,6 +80,17 @@ int main(int argc, char** argv) {
   });
   (void)worker->RegisterHandler(testing::kOpFail,
                                 [](IncomingRequest req) { req.Reply(Status::NotFound("no such thing")); });
+  // Bandwidth probes: one scratch buffer, reused (no per-request allocation).
+  std::vector<std::byte> scratch(64u << 20, std::byte{0x5a});
+  (void)worker->RegisterHandler(testing::kOpFill, [&scratch](IncomingRequest req) {
+    const uint64_t n = std::min<uint64_t>(req.bulk_in_capacity(), scratch.size());
+    req.Push(std::span<const std::byte>(scratch.data(), n), [req](const Status& st) mutable { req.Reply(st); });
+  });
+  (void)worker->RegisterHandler(testing::kOpSink, [&scratch](IncomingRequest req) {
+    if (req.bulk_out_size() > scratch.size()) return req.Reply(Status::InvalidArgument("too large"));
+    req.Pull(std::span<std::byte>(scratch.data(), req.bulk_out_size()),
+             [req](const Status& st) mutable { req.Reply(st); });
+  });
   worker->SetPeerLostHandler([&held](uint64_t connection_id, const Status&) {
     std::erase_if(held, [&](const IncomingRequest& r) { return r.connection_id() == connection_id; });
   });
