@@ -27,5 +27,25 @@ function(ros2_add_test)
   target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main ros2_flags)
   gtest_discover_tests(${T_NAME}
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${T_LABELS}" TIMEOUT ${T_TIMEOUT} ENVIRONMENT "${T_ENV}")
+    PROPERTIES TIMEOUT ${T_TIMEOUT})
+  # gtest_discover_tests flattens list-valued PROPERTIES (LABELS "engine;unit"
+  # arrived as LABELS engine, so `ctest -L unit` matched nothing), and no
+  # escaping survives its command line. Set the list-valued properties from a
+  # ctest include file that runs after the discovered tests are defined.
+  set(tests_file "${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}[1]_tests.cmake")
+  set(props_file "${CMAKE_CURRENT_BINARY_DIR}/${T_NAME}_properties.cmake")
+  set(props "LABELS \"${T_LABELS}\"")
+  if(T_ENV)
+    string(APPEND props " ENVIRONMENT \"${T_ENV}\"")
+  endif()
+  file(WRITE "${props_file}"
+    "if(EXISTS \"${tests_file}\")\n"
+    "  file(STRINGS \"${tests_file}\" _ros2_lines REGEX \"^add_test\")\n"
+    "  foreach(_ros2_line IN LISTS _ros2_lines)\n"
+    "    if(_ros2_line MATCHES \"^add_test\\\\(\\\\[=\\\\[(.+)\\\\]=\\\\] \")\n"
+    "      set_tests_properties(\"\${CMAKE_MATCH_1}\" PROPERTIES ${props})\n"
+    "    endif()\n"
+    "  endforeach()\n"
+    "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${props_file}")
 endfunction()
