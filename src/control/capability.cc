@@ -1,6 +1,7 @@
 #include "control/capability.h"
 
 #include <cstring>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -104,6 +105,12 @@ size_t CapabilityVerifier::UuidHash::operator()(const Uuid& u) const {
   return static_cast<size_t>(a ^ (b * 0x9e3779b97f4a7c15ULL));
 }
 
+size_t CapabilityVerifier::BlobHash::operator()(const Blob& b) const {
+  uint64_t h = 0;
+  std::memcpy(&h, b.data() + Capability::kBodySize, sizeof(h));
+  return static_cast<size_t>(h);
+}
+
 CapabilityVerifier::CapabilityVerifier(HmacSha256 hmac, Options options)
     : hmac_(std::move(hmac)), options_(std::move(options)) {
   if (options_.cache_capacity == 0) options_.cache_capacity = 1;
@@ -119,7 +126,10 @@ uint64_t CapabilityVerifier::NowMs() const {
 }
 
 Result<Capability> CapabilityVerifier::Verify(std::span<const uint8_t> blob) {
-  std::string cache_key(reinterpret_cast<const char*>(blob.data()), blob.size());
+  // Malformed sizes never reach the cache; Decode names the problem.
+  if (blob.size() != Capability::kEncodedSize) return Capability::Decode(blob).status();
+  Blob cache_key;
+  std::memcpy(cache_key.data(), blob.data(), cache_key.size());
   std::optional<Capability> cached;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -151,7 +161,7 @@ Result<Capability> CapabilityVerifier::Verify(std::span<const uint8_t> blob) {
   }
   if (!cached) {
     if (verified_.size() >= options_.cache_capacity) verified_.clear();
-    verified_.emplace(std::move(cache_key), cap);
+    verified_.emplace(cache_key, cap);
   }
   return cap;
 }

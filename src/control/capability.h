@@ -115,14 +115,19 @@ class CapabilityVerifier {
   struct UuidHash {
     size_t operator()(const Uuid& u) const;
   };
+  using Blob = std::array<uint8_t, Capability::kEncodedSize>;
+  // The MAC bytes are pseudo-random: eight of them make a good hash.
+  struct BlobHash {
+    size_t operator()(const Blob& b) const;
+  };
   CapabilityVerifier(HmacSha256 hmac, Options options);
   uint64_t NowMs() const;
 
   HmacSha256 hmac_;
   Options options_;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Capability> verified_;  // GUARDED_BY(mu_)
-  std::unordered_map<Uuid, uint64_t, UuidHash> revoked_;  // GUARDED_BY(mu_)
+  std::unordered_map<Blob, Capability, BlobHash> verified_;  // GUARDED_BY(mu_)
+  std::unordered_map<Uuid, uint64_t, UuidHash> revoked_;     // GUARDED_BY(mu_)
   std::atomic<uint64_t> cache_hits_{0};
   std::atomic<uint64_t> cache_misses_{0};
 };
