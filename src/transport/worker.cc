@@ -497,10 +497,6 @@ std::chrono::microseconds WorkerImpl::NextDeadline(std::chrono::microseconds max
   return std::min(until + std::chrono::microseconds(100), max_wait);
 }
 
-namespace {
-constexpr std::chrono::microseconds kPureSpin{0};
-}  // namespace
-
 int WorkerImpl::Wait(std::chrono::microseconds max_wait) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point spin_end = start + options().spin_budget;
@@ -512,9 +508,11 @@ int WorkerImpl::Wait(std::chrono::microseconds max_wait) {
     if (now >= start + max_wait) return 0;
     if (now >= spin_end) break;
     // On a loaded 2-core machine the peer we wait for may be queued on our
-    // core: after a short pure spin, yielding lets it run instead of burning
-    // the rest of our budget (measured: 223 us -> 5 us round trips over shm).
-    if (now >= start + kPureSpin) sched_yield();
+    // core: yielding lets it run instead of burning our budget (measured: 4 KiB
+    // round trips over shm 223 us -> 5 us; a pure spin of 3-20 us first was
+    // bimodal, 1.5 us when the two processes sat on different cores and 11-45 us
+    // when they shared one). See docs/transport.md.
+    sched_yield();
   }
   if (!PrepareSleep()) return Progress();
   const auto left = std::chrono::duration_cast<std::chrono::microseconds>(start + max_wait - Clock::now());
