@@ -1,0 +1,224 @@
+// libros2 parts that need no server: argument validation, checksum handling,
+// pool map conversion, the event queue without I/O, and the C API's handle
+// checks (those are written in C: c_api_checks.c).
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "client/client_internal.h"
+#include "client/io_checksum.h"
+#include "ros2/client.h"
+#include "ros2/ros2.h"
+
+extern "C" {
+// c_api_checks.c: each returns 0 when every check held, else the line of the first failure.
+int ros2_c_check_null_handles(void);
+int ros2_c_check_connect_arguments(void);
+int ros2_c_check_strerror(void);
+}
+
+namespace ros2::client {
+namespace {
+
+std::vector<std::byte> Pattern(size_t n, uint8_t seed) {
+  std::vector<std::byte> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
+  return v;
+}
+
+// --- checksums ---
+
+TEST(ClientChecksumTest, UpdateChecksumsAreChunked) {
+  auto data = Pattern(10000, 1);
+  obj::Checksums c = ChecksumsForUpdate(ChecksumType::kCrc32c, 4096, data);
+  EXPECT_EQ(c.type, ChecksumType::kCrc32c);
+  EXPECT_EQ(c.chunk_size, 4096u);
+  ASSERT_EQ(c.values.size(), 3u);  // 4096 + 4096 + 1808
+  EXPECT_EQ(c.values[2], Crc32c(data.data() + 8192, 1808));
+  EXPECT_TRUE(obj::ValidateChecksums(c, data.size(), "test").ok());
+
+  obj::Checksums none = ChecksumsForUpdate(ChecksumType::kNone, 4096, data);
+  EXPECT_EQ(none.type, ChecksumType::kNone);
+  EXPECT_TRUE(none.values.empty());
+  EXPECT_TRUE(ChecksumsForUpdate(ChecksumType::kCrc32c, 4096, {}).values.empty());
+}
+
+TEST(ClientChecksumTest, VerifyAcceptsIntactData) {
+  auto data = Pattern(8192, 2);
+  obj::Checksums c = ChecksumsForUpdate(ChecksumType::kCrc64, 1024, data);
+  EXPECT_TRUE(VerifyFetched(true, c, data, "fetch").ok());
+}
+
+TEST(ClientChecksumTest, VerifyRefusesAFlippedBitAsCorruption) {
+  auto data = Pattern(8192, 3);
+  obj::Checksums c = ChecksumsForUpdate(ChecksumType::kCrc32c, 4096, data);
+  data[5000] ^= std::byte{0x10};
+  Status st = VerifyFetched(true, c, data, "fetch oid=1.2 dkey='d'");
+  EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+  EXPECT_NE(st.message().find("oid=1.2"), std::string::npos) << st.message();
+}
+
+TEST(ClientChecksumTest, VerifyRefusesMissingOrMisshapenChecksums) {
+  auto data = Pattern(4096, 4);
+  Status missing = VerifyFetched(true, obj::Checksums{}, data, "fetch");
+  EXPECT_EQ(missing.code(), Status::Code::kProtocol) << missing.ToString();
+  EXPECT_NE(missing.message().find("without checksums"), std::string::npos);
+
+  obj::Checksums short_list = ChecksumsForUpdate(ChecksumType::kCrc32c, 1024, data);
+  short_list.values.pop_back();
+  EXPECT_EQ(VerifyFetched(true, short_list, data, "fetch").code(), Status::Code::kProtocol);
+  // Disabled checking still refuses a malformed shape but accepts absent checksums.
+  EXPECT_EQ(VerifyFetched(false, short_list, data, "fetch").code(), Status::Code::kProtocol);
+  EXPECT_TRUE(VerifyFetched(false, obj::Checksums{}, data, "fetch").ok());
+  // Nothing to verify: an empty value needs no checksums.
+  EXPECT_TRUE(VerifyFetched(true, obj::Checksums{}, {}, "fetch").ok());
+}
+
+// --- options, classes, descriptions ---
+
+TEST(ClientOptionsTest, ConnectValidatesOptionsBeforeAnyNetworkCall) {
+  ClientOptions o;
+  auto r = Client::Connect(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsInvalidArgument());
+  EXPECT_NE(r.status().message().find("control endpoint"), std::string::npos);
+
+  o.control = "unix:/nonexistent/control.sock";
+  r = Client::Connect(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("no secret"), std::string::npos) << r.status().ToString();
+
+  o.secret_file = "/nonexistent/secret";
+  r = Client::Connect(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("/nonexistent/secret"), std::string::npos) << r.status().ToString();
+
+  o.secret_file.clear();
+  o.secret = "s";
+  o.transport = "carrier-pigeon";
+  r = Client::Connect(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsInvalidArgument());
+  EXPECT_NE(r.status().message().find("carrier-pigeon"), std::string::npos) << r.status().ToString();
+
+  o.transport = "tcp";
+  o.checksum_chunk_size = 0;
+  EXPECT_TRUE(Client::Connect(o).status().IsInvalidArgument());
+}
+
+TEST(ClientOptionsTest, ReservedObjectClassesAreNotSupported) {
+  EXPECT_TRUE(CheckObjectClassSupported(ObjectClass::kS1).ok());
+  EXPECT_TRUE(CheckObjectClassSupported(ObjectClass::kSX).ok());
+  Status rp = CheckObjectClassSupported(ObjectClass::kRP2G1);
+  EXPECT_EQ(rp.code(), Status::Code::kNotSupported);
+  EXPECT_NE(rp.message().find("RP_2G1"), std::string::npos) << rp.message();
+  EXPECT_NE(rp.message().find("reserved"), std::string::npos) << rp.message();
+  EXPECT_TRUE(CheckObjectClassSupported(static_cast<ObjectClass>(77)).IsInvalidArgument());
+}
+
+TEST(ClientOptionsTest, DescribeIoEscapesBinaryKeys) {
+  ObjectId oid = Container::MakeObjectId(ObjectClass::kSX, 7);
+  std::string d = DescribeIo(oid, std::string("a\0b", 3), "akey");
+  EXPECT_NE(d.find("oid=" + oid.ToString()), std::string::npos);
+  EXPECT_NE(d.find("dkey='a\\x00b'"), std::string::npos) << d;
+  EXPECT_NE(d.find("akey='akey'"), std::string::npos) << d;
+}
+
+// --- pool map conversion ---
+
+rpc::PoolMap TwoEngineMap() {
+  rpc::PoolMap m;
+  m.set_pool_uuid("p");
+  m.set_version(7);
+  m.add_engines()->set_uuid("e-a");
+  m.add_engines()->set_uuid("e-b");
+  for (int e = 0; e < 2; ++e) {
+    for (uint32_t i = 0; i < 2; ++i) {
+      auto* t = m.add_targets();
+      t->set_engine_uuid(e == 0 ? "e-a" : "e-b");
+      t->set_index(i);
+      t->set_state(rpc::TARGET_UP);
+      t->set_worker_address("addr-" + std::to_string(e) + "-" + std::to_string(i));
+    }
+  }
+  return m;
+}
+
+TEST(ClientMapTest, SnapshotKeepsOrderEnginesAndAddresses) {
+  rpc::PoolMap m = TwoEngineMap();
+  m.mutable_targets(3)->set_state(rpc::TARGET_DOWN);
+  auto snap = MakeMapSnapshot(m);
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  const MapSnapshot& s = **snap;
+  EXPECT_EQ(s.map.version, 7u);
+  ASSERT_EQ(s.map.size(), 4u);
+  EXPECT_EQ(s.map.targets[1].engine_rank, 0u);
+  EXPECT_EQ(s.map.targets[2].engine_rank, 1u);
+  EXPECT_EQ(s.engine_index[3], 1u);
+  EXPECT_EQ(s.addresses[2], "addr-1-0");
+  EXPECT_EQ(s.map.targets[3].state, TargetState::kDown);
+  // Every dkey of an S1 object lands on one target; placement needs no lookup.
+  ObjectId s1 = Container::MakeObjectId(ObjectClass::kS1, 42);
+  auto a = TargetForDkey(s.map, s1, "a");
+  auto b = TargetForDkey(s.map, s1, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+}
+
+TEST(ClientMapTest, SnapshotRefusesAnUpTargetWithoutAddressAndAnEmptyMap) {
+  rpc::PoolMap m = TwoEngineMap();
+  m.mutable_targets(1)->clear_worker_address();
+  auto snap = MakeMapSnapshot(m);
+  ASSERT_FALSE(snap.ok());
+  EXPECT_NE(snap.status().message().find("no worker address"), std::string::npos) << snap.status().ToString();
+  EXPECT_FALSE(MakeMapSnapshot(rpc::PoolMap{}).ok());
+}
+
+// --- event queue without I/O ---
+
+TEST(ClientEventQueueTest, EmptyQueuePollsAndWaitsWithoutBlocking) {
+  ClientOptions o;
+  o.control = "unix:/nonexistent/control.sock";
+  o.secret = "s";
+  o.transport = "tcp";
+  auto c = Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto eq = (*c)->CreateEventQueue();
+  ASSERT_TRUE(eq.ok()) << eq.status().ToString();
+  std::vector<Event> events(4);
+  EXPECT_EQ((*eq)->Poll(events), 0u);
+  auto start = std::chrono::steady_clock::now();
+  auto n = (*eq)->Wait(events, 1, std::chrono::seconds(5));  // nothing in flight: nothing to wait for
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_EQ((*eq)->in_flight(), 0u);
+  EXPECT_NE((*c)->DescribeTransport().find("tcp"), std::string::npos) << (*c)->DescribeTransport();
+  // An unreachable control endpoint is reported by the first call that needs it.
+  ClientOptions quick = o;
+  quick.control_timeout = std::chrono::milliseconds(300);
+  auto c2 = Client::Connect(quick);
+  ASSERT_TRUE(c2.ok());
+  auto pool = (*c2)->ConnectPool("nopool");
+  ASSERT_FALSE(pool.ok());
+  EXPECT_NE(pool.status().message().find("nopool"), std::string::npos) << pool.status().ToString();
+  EXPECT_TRUE((*c2)->ConnectPool("").status().IsInvalidArgument());
+  EXPECT_TRUE((*c2)->RegisterBuffer(nullptr, 10).IsInvalidArgument());
+}
+
+// --- the C API ---
+
+TEST(ClientCApiTest, NullAndStaleHandlesAreRefused) {
+  EXPECT_EQ(ros2_c_check_null_handles(), 0);
+}
+TEST(ClientCApiTest, ConnectArgumentsAreValidated) {
+  EXPECT_EQ(ros2_c_check_connect_arguments(), 0);
+}
+TEST(ClientCApiTest, ErrorsHaveNamesAndMessages) {
+  EXPECT_EQ(ros2_c_check_strerror(), 0);
+}
+
+}  // namespace
+}  // namespace ros2::client
