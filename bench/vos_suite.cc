@@ -43,6 +43,7 @@ struct VosSuiteOptions {
   std::vector<int> qd = {1, 32};
   uint32_t record_size = 1;
   bool fdatasync_baseline = true;
+  bool fio = true;
   uint64_t vos_data_size = 0;  // 0: 3 x size
 };
 
@@ -178,7 +179,7 @@ class VosCaseRunner {
           free_slots_.push_back(slot);  // the op did not happen; it is not counted
           return;
         }
-        Complete(slot, st.WithContext(fmt::format("update offset {}", offset)));
+        Complete(slot, st.ok() ? st : st.WithContext(fmt::format("update offset {}", offset)));
       });
     } else {
       vos::FetchOp op;
@@ -192,7 +193,7 @@ class VosCaseRunner {
       op.record_size = record_size_;
       op.buffer = std::span<std::byte>(s.buf.get(), bs);
       vos_->SubmitFetch(op, [this, slot, offset](Result<vos::FetchResult> r) {
-        Complete(slot, r.status().WithContext(fmt::format("fetch offset {}", offset)));
+        Complete(slot, r.ok() ? Status::Ok() : r.status().WithContext(fmt::format("fetch offset {}", offset)));
       });
     }
   }
@@ -316,7 +317,8 @@ int RunVosSuite(Reporter& rep) {
         Shape shape{op, bs, qd};
         const std::string case_desc = CaseString(
             {{"op", op}, {"bs", std::to_string(bs)}, {"qd", std::to_string(qd)}, {"class", g_opts.storage_class}});
-        auto fio = RunFioShape(shape, fio_file, ram, /*fdatasync=*/false);
+        Result<FioSide> fio = Status::Cancelled("fio baseline disabled (--no-fio)");
+        if (g_opts.fio) fio = RunFioShape(shape, fio_file, ram, /*fdatasync=*/false);
         if (!fio.ok())
           std::fprintf(stderr, "vos bench: %s: fio: %s\n", case_desc.c_str(), fio.status().ToString().c_str());
         auto stats = runner.Run(shape, g_opts.runtime_s, 0);
@@ -326,7 +328,7 @@ int RunVosSuite(Reporter& rep) {
           continue;
         }
         Emit(rep, case_desc, *stats, fio.ok() ? &*fio : nullptr, baseline);
-        if (IsWrite(op) && g_opts.fdatasync_baseline && !ram) {
+        if (IsWrite(op) && g_opts.fdatasync_baseline && g_opts.fio && !ram) {
           auto durable = RunFioShape(shape, fio_file, ram, /*fdatasync=*/true);
           if (durable.ok()) {
             Emit(rep, case_desc, *stats, &*durable, "fio-io_uring-fdatasync");
@@ -361,6 +363,7 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--qd", g_opts.qd, "queue depths")->delimiter(',');
       app.add_option("--record-size", g_opts.record_size, "VOS array record size (1 or 4096)");
       app.add_option("--vos-data-size", g_opts.vos_data_size, "VOS extent store capacity (default 3 x size)");
+      app.add_flag("!--no-fio", g_opts.fio, "VOS only, no fio baseline (for profiling)");
       app.add_flag("!--no-fdatasync-baseline", g_opts.fdatasync_baseline,
                    "skip the second write baseline (fio --fdatasync=1)");
     },
