@@ -46,8 +46,13 @@ Status CreateDataFile(Env* env, const std::string& path, uint64_t size) {
 
 class NvmeExtentStore final : public ExtentStore {
  public:
-  NvmeExtentStore(std::string path, std::unique_ptr<File> file, std::unique_ptr<Uring> ring, uint64_t capacity)
-      : path_(std::move(path)), file_(std::move(file)), ring_(std::move(ring)), capacity_(capacity) {}
+  NvmeExtentStore(std::string path, std::unique_ptr<File> file, std::unique_ptr<Uring> ring, uint64_t capacity,
+                  bool dsync_writes)
+      : path_(std::move(path)),
+        file_(std::move(file)),
+        ring_(std::move(ring)),
+        capacity_(capacity),
+        dsync_writes_(dsync_writes) {}
 
   ~NvmeExtentStore() override {
     // Every slot references caller buffers; wait for the kernel to let go of them.
@@ -90,6 +95,7 @@ class NvmeExtentStore final : public ExtentStore {
   }
 
   Status Sync() override { return file_->Sync(); }
+  bool writes_are_durable() const override { return dsync_writes_; }
   uint64_t capacity() const override { return capacity_; }
   size_t alignment() const override { return file_->direct() ? kBlockSize : 1; }
   size_t in_flight() const override { return in_flight_; }
@@ -125,6 +131,7 @@ class NvmeExtentStore final : public ExtentStore {
       io_uring_prep_read(sqe, fd, p, n, off);
     } else {
       io_uring_prep_write(sqe, fd, p, n, off);
+      if (dsync_writes_) sqe->rw_flags = RWF_DSYNC;
     }
     if (ring_->fixed_file()) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, reinterpret_cast<uint64_t>(slot));
@@ -172,6 +179,7 @@ class NvmeExtentStore final : public ExtentStore {
   std::unique_ptr<File> file_;
   std::unique_ptr<Uring> ring_;
   uint64_t capacity_;
+  bool dsync_writes_;
   size_t in_flight_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<Slot*> free_slots_;
@@ -212,6 +220,7 @@ class RamExtentStore final : public ExtentStore {
   void Flush() override {}
   void WaitForCompletion() override {}
   Status Sync() override { return Status::Ok(); }
+  bool writes_are_durable() const override { return false; }
   uint64_t capacity() const override { return size_; }
   size_t alignment() const override { return 1; }
   size_t in_flight() const override { return completed_.size(); }
@@ -231,7 +240,8 @@ class RamExtentStore final : public ExtentStore {
 }  // namespace
 
 Result<std::unique_ptr<ExtentStore>> ExtentStore::OpenNvme(Env* env, const std::string& path, bool block_device,
-                                                           uint64_t size, unsigned io_depth, int event_fd) {
+                                                           uint64_t size, unsigned io_depth, int event_fd,
+                                                           bool dsync_writes) {
   if (!block_device && !env->FileExists(path)) {
     ROS2_RETURN_IF_ERROR(CreateDataFile(env, path, AlignDown(size, kBlockSize)));
   }
@@ -245,7 +255,7 @@ Result<std::unique_ptr<ExtentStore>> ExtentStore::OpenNvme(Env* env, const std::
   if (!ring.ok()) return ring.status();
   if ((*file)->fd() >= 0) ROS2_RETURN_IF_ERROR((*ring)->RegisterFile((*file)->fd()));
   return std::unique_ptr<ExtentStore>(
-      std::make_unique<NvmeExtentStore>(path, std::move(*file), std::move(*ring), capacity));
+      std::make_unique<NvmeExtentStore>(path, std::move(*file), std::move(*ring), capacity, dsync_writes));
 }
 
 Result<std::unique_ptr<ExtentStore>> ExtentStore::OpenRam(uint64_t size) {

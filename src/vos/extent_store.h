@@ -29,8 +29,11 @@ class ExtentStore {
 
   // Opens `path` (a data file created and zero-filled to `size` bytes when
   // missing, or a block device). Completions signal `event_fd` when >= 0.
+  // With `dsync_writes`, every write is issued with RWF_DSYNC: it completes
+  // only once its data is on stable storage (FUA, or a flush by the kernel).
   static Result<std::unique_ptr<ExtentStore>> OpenNvme(Env* env, const std::string& path, bool block_device,
-                                                       uint64_t size, unsigned io_depth, int event_fd);
+                                                       uint64_t size, unsigned io_depth, int event_fd,
+                                                       bool dsync_writes);
   static Result<std::unique_ptr<ExtentStore>> OpenRam(uint64_t size);
 
   virtual void SubmitWrite(uint64_t offset, std::span<const std::byte> data, IoDone done) = 0;
@@ -43,6 +46,8 @@ class ExtentStore {
   virtual void WaitForCompletion() = 0;
   // Makes completed writes durable (fdatasync). Thread-safe.
   virtual Status Sync() = 0;
+  // True when every completed write is already durable (RWF_DSYNC).
+  virtual bool writes_are_durable() const = 0;
 
   virtual uint64_t capacity() const = 0;
   virtual size_t alignment() const = 0;  // required alignment of offsets, lengths and buffers

@@ -72,10 +72,15 @@ Result<ValueRecord> DecodeValueRecord(std::string_view encoded, std::string_view
   uint64_t n = 0;
   if (!GetLe(&in, 4, &n) || n * 4 > in.size()) return bad("bad checksum count");
   int width = ChecksumWidth(rec.csum.type);
+  if (n * width > in.size()) return bad("truncated checksums");
   rec.csum.values.resize(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    if (!GetLe(&in, width, &rec.csum.values[i])) return bad("truncated checksums");
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
+  for (uint64_t i = 0; i < n; ++i, p += width) {
+    uint64_t v = 0;
+    for (int b = width - 1; b >= 0; --b) v = (v << 8) | p[b];  // little-endian; compilers fold this into a load
+    rec.csum.values[i] = v;
   }
+  in.remove_prefix(n * width);
   if (rec.external) {
     if (!GetLe(&in, 8, &rec.offset) || !GetLe(&in, 8, &rec.alloc_len)) return bad("truncated location");
   }

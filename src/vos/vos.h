@@ -156,6 +156,12 @@ class Vos {
   // --- asynchronous I/O (the engine's path) ---
   // Validates and starts an update; `done` runs from Progress() once it is durable
   // (or failed). Validation errors also arrive through `done`, never silently.
+  // Extent I/O is queued on io_uring and handed to the kernel by the next
+  // Progress() call (one system call for everything queued), so call Progress()
+  // after submitting. Zero copy: data and buffers whose address and length are
+  // multiples of 4 KiB (and, for fetch, ranges that line up with the stored
+  // extents' 4 KiB blocks and checksum chunks) go to O_DIRECT as they are;
+  // anything else is staged through an aligned bounce buffer.
   virtual void SubmitUpdate(const UpdateOp& op, UpdateCallback done) = 0;
   virtual void SubmitFetch(const FetchOp& op, FetchCallback done) = 0;
   // Reaps completions and runs callbacks. Returns the number of callbacks run.

@@ -116,7 +116,10 @@ Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
         stats.bytes_freed += versions[i].alloc_len;
       }
     }
-    if (kept == 0 && has_header) batch.Delete(keys::HeaderKey(scope));
+    if (kept == 0 && has_header) {
+      batch.Delete(keys::HeaderKey(scope));
+      if (auto c = header_cache_.find(scope); c != header_cache_.end()) header_cache_.erase(c);
+    }
     if (batch.Count() >= kBatchLimit) ROS2_RETURN_IF_ERROR(flush());
   }
   if (!it->status().ok()) return FromRocks(it->status(), "vos: aggregate scan");

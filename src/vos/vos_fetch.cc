@@ -15,6 +15,23 @@ std::string Describe(const FetchOp& op) {
 
 }  // namespace
 
+rocksdb::Iterator* VosStore::FetchIterator() {
+  rocksdb::SequenceNumber seq = db_->GetLatestSequenceNumber();
+  if (fetch_iter_ && seq != fetch_iter_seq_ && !fetch_iter_->Refresh().ok()) fetch_iter_.reset();
+  if (!fetch_iter_) fetch_iter_ = NewIterator();
+  fetch_iter_seq_ = seq;
+  return fetch_iter_.get();
+}
+
+Status VosStore::LoadSource(const rocksdb::Slice& value, std::string_view what, SourceVersion* src) {
+  auto rec = DecodeValueRecord(value.ToStringView(), what);
+  if (!rec.ok()) return rec.status();
+  src->rec = std::move(*rec);
+  if (!src->rec.external) src->inline_data.assign(src->rec.inline_data);
+  src->rec.inline_data = {};
+  return Status::Ok();
+}
+
 void VosStore::SubmitFetch(const FetchOp& op, FetchCallback done) {
   ++in_flight_;
   FetchState& f = fetches_.emplace_back();
@@ -77,18 +94,15 @@ Status VosStore::PrepareFetch(FetchState* f) {
 Status VosStore::PlanSingle(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len) {
   const FetchOp& op = f->op;
   std::string prefix = keys::TreeKey(akey_scope) + keys::kSingleKind;
-  auto it = NewIterator();
+  rocksdb::Iterator* it = FetchIterator();
   it->Seek(keys::SingleKey(akey_scope, op.epoch));
   if (!it->status().ok()) return FromRocks(it->status(), fmt::format("vos: {}", Describe(op)));
   if (!it->Valid() || !it->key().starts_with(prefix)) return Status::Ok();
   Epoch e = ~keys::ReadU64(it->key().ToStringView().substr(prefix.size()));
   if (e <= PunchedAt(akey_scope, dkey_scope_len, op.epoch)) return Status::Ok();
   SourceVersion& src = f->sources.emplace_back();
-  src.raw = it->value().ToString();
   src.epoch = e;
-  auto rec = DecodeValueRecord(src.raw, Describe(op));
-  if (!rec.ok()) return rec.status();
-  src.rec = *rec;
+  if (Status st = LoadSource(it->value(), "stored version", &src); !st.ok()) return st.WithContext(Describe(op));
   f->size = src.rec.length;
   f->deliver = std::min<uint64_t>(src.rec.length, op.buffer.size());
   if (f->deliver > 0) AddPiece(f, 0, 0, f->deliver, 0);
@@ -128,7 +142,7 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
     // An extent overlapping [lo, hi) starts in (lo - longest, hi).
     uint64_t first = lo >= h.max_extent_records ? lo - h.max_extent_records + 1 : 0;
     std::string prefix = keys::TreeKey(akey_scope) + keys::kExtentKind;
-    auto it = NewIterator();
+    rocksdb::Iterator* it = FetchIterator();
     for (it->Seek(keys::ExtentKey(akey_scope, first, kEpochMax)); it->Valid() && it->key().starts_with(prefix);
          it->Next()) {
       std::string_view k = it->key().ToStringView().substr(prefix.size());
@@ -137,12 +151,9 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
       Epoch e = ~keys::ReadU64(k.substr(8));
       if (e > op.epoch || e <= punched) continue;
       SourceVersion& src = f->sources.emplace_back();
-      src.raw = it->value().ToString();
       src.epoch = e;
       src.index = index;
-      auto rec = DecodeValueRecord(src.raw, Describe(op));
-      if (!rec.ok()) return rec.status();
-      src.rec = *rec;
+      if (Status st = LoadSource(it->value(), "stored version", &src); !st.ok()) return st.WithContext(Describe(op));
       uint64_t end = index + src.rec.length / rs;
       if (end <= lo) {
         f->sources.pop_back();
@@ -205,7 +216,7 @@ void VosStore::FinishFetch(FetchState* f) {
     const ValueRecord& rec = src.rec;
     const std::byte* verified;  // the bytes [verify_begin, verify_end) of the version
     if (!rec.external) {
-      verified = reinterpret_cast<const std::byte*>(rec.inline_data.data()) + p.verify_begin;
+      verified = reinterpret_cast<const std::byte*>(src.inline_data.data()) + p.verify_begin;
     } else if (p.direct) {
       verified = op.buffer.data() + p.dst;
     } else {

@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "vos/aligned_buffer.h"
@@ -77,12 +78,13 @@ class VosStore final : public Vos {
     bool holds_header = false;            // counted in pending_headers_
     std::optional<ValueRecord> replaced;  // a committed record at the same key, freed after commit
     AlignedBuffer bounce;                 // the data, when the caller's buffer cannot go to O_DIRECT
+    AkeyHeader committed_header;          // the header its commit group wrote
     std::list<UpdateState>::iterator self;
   };
 
   // One stored version a fetch reads from.
   struct SourceVersion {
-    std::string raw;  // the encoded record (inline data points into it)
+    std::string inline_data;  // inline records: their data (rec.inline_data is not used)
     ValueRecord rec;
     Epoch epoch = 0;
     uint64_t index = 0;  // arrays: first record
@@ -105,7 +107,7 @@ class VosStore final : public Vos {
     uint64_t generation = 0;
     uint64_t size = 0;     // FetchResult::size
     uint64_t deliver = 0;  // bytes written into the buffer
-    std::deque<SourceVersion> sources;
+    std::vector<SourceVersion> sources;
     std::vector<ReadPiece> pieces;
     size_t reads_pending = 0;
     Status status;
@@ -153,6 +155,7 @@ class VosStore final : public Vos {
 
   // shared helpers
   Result<std::optional<AkeyHeader>> LoadHeader(std::string_view akey_scope);
+  void CacheHeader(std::string_view akey_scope, const AkeyHeader& h);
   Epoch PunchedAt(std::string_view akey_scope, size_t dkey_scope_len, Epoch at) const {
     return punches_.LatestCovering(akey_scope, dkey_scope_len, at);
   }
@@ -162,6 +165,10 @@ class VosStore final : public Vos {
   int RunDeferred();
   void Defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
   std::unique_ptr<rocksdb::Iterator> NewIterator() const;
+  // The iterator of the fetch path, refreshed when the database has changed.
+  rocksdb::Iterator* FetchIterator();
+  // Decodes a record read from RocksDB into `src` (copying inline data).
+  Status LoadSource(const rocksdb::Slice& value, std::string_view what, SourceVersion* src);
   rocksdb::WriteOptions WriteOpts() const;
 
   VosOptions options_;
@@ -181,7 +188,14 @@ class VosStore final : public Vos {
   std::vector<UpdateState*> ready_;                                    // data written, waiting for a commit group
   std::vector<std::function<void()>> deferred_;                        // callbacks to run from Progress
   std::map<std::string, PendingHeader, std::less<>> pending_headers_;  // akeys with uncommitted updates
-  std::set<std::string, std::less<>> uncommitted_keys_;                // record keys of uncommitted updates
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  std::unordered_map<std::string, AkeyHeader, StringHash, std::equal_to<>> header_cache_;  // committed (bounded)
+  std::unique_ptr<rocksdb::Iterator> fetch_iter_;
+  rocksdb::SequenceNumber fetch_iter_seq_ = 0;
+  std::set<std::string, std::less<>> uncommitted_keys_;  // record keys of uncommitted updates
 
   uint64_t next_generation_ = 1;
   std::multiset<uint64_t> active_generations_;  // of fetches in flight

@@ -157,14 +157,15 @@ int VosStore::StartCommitIfIdle() {
   auto group = std::make_unique<CommitGroup>();
   for (UpdateState* u : ready_) {
     auto h = pending_headers_.find(u->akey_scope);
-    group->batch.Put(keys::HeaderKey(u->akey_scope), EncodeAkeyHeader(h->second.header));
+    u->committed_header = h->second.header;
+    group->batch.Put(keys::HeaderKey(u->akey_scope), EncodeAkeyHeader(u->committed_header));
     std::span<const std::byte> inline_data = u->rec.external ? std::span<const std::byte>() : u->op.data;
     group->batch.Put(u->record_key, EncodeValueRecord(u->rec, inline_data));
     if (u->rec.external) {
       std::string len;
       keys::AppendU64(&len, u->rec.alloc_len);
       group->batch.Put(keys::AllocKey(u->rec.offset), len);
-      group->sync_data = true;
+      group->sync_data = !extents_->writes_are_durable();
     }
     if (u->replaced) group->batch.Delete(keys::AllocKey(u->replaced->offset));
     group->updates.push_back(u);
@@ -187,6 +188,7 @@ int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
   for (void* opaque : group->updates) {
     auto* u = static_cast<UpdateState*>(opaque);
     if (group->status.ok()) {
+      CacheHeader(u->akey_scope, u->committed_header);
       if (u->replaced) FreeAfterReaders(u->replaced->offset, u->replaced->alloc_len);
     } else if (u->rec.external && !group->metadata_attempted) {
       allocator_->Free(u->rec.offset, u->rec.alloc_len);
