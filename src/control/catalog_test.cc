@@ -348,3 +348,71 @@ TEST_F(CatalogTest, RevocationSurvivesRestart) {
 
 }  // namespace
 }  // namespace ros2::control
+
+namespace ros2::control {
+namespace {
+
+// An engine that refuses pools named "refused" and reports 5 MiB used.
+class RecordingHooks : public EngineHooks {
+ public:
+  Status OnPoolCreate(const rpc::PoolInfo& pool, const rpc::PoolMap& map) override {
+    if (pool.label() == "refused") return Status::NoSpace("the engine has no room");
+    created_targets = map.targets_size();
+    ++pools_created;
+    return Status::Ok();
+  }
+  Status OnPoolDestroy(const Uuid& /*pool*/) override {
+    ++pools_destroyed;
+    return Status::Ok();
+  }
+  Status OnContainerCreate(const rpc::ContainerInfo& /*container*/) override {
+    ++containers_created;
+    return Status::Ok();
+  }
+  Status OnContainerDestroy(const Uuid& /*pool*/, const Uuid& /*container*/) override {
+    ++containers_destroyed;
+    return Status::Ok();
+  }
+  uint64_t PoolUsedBytes(const Uuid& /*pool*/) override { return 5 << 20; }
+
+  int pools_created = 0, pools_destroyed = 0, containers_created = 0, containers_destroyed = 0;
+  int created_targets = -1;
+};
+
+TEST(CatalogHooksTest, EngineHooksSeeLifecycleAndReportUsage) {
+  TestDir dir;
+  RecordingHooks hooks;
+  ControlPlaneOptions opts;
+  opts.data_dir = dir.path() + "/engine";
+  opts.pbkdf2_iterations = 1000;
+  opts.hooks = &hooks;
+  auto plane = ControlPlane::Open(opts);
+  ASSERT_TRUE(plane.ok()) << plane.status().ToString();
+  Catalog& catalog = (*plane)->catalog();
+  Principal admin = *(*plane)->tenants().Lookup(kAdminTenant);
+  ASSERT_TRUE((*plane)->RegisterLocalEngine(MakeEngine(3)).ok());
+
+  auto refused = catalog.CreatePool(admin, "refused", 64 << 20, 0);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Status::Code::kNoSpace);
+  EXPECT_NE(refused.status().message().find("create pool 'refused': the engine has no room"), std::string::npos);
+  EXPECT_EQ(catalog.QueryPool(admin, "refused").status().code(), Status::Code::kNotFound);
+
+  auto pool = catalog.CreatePool(admin, "p", 64 << 20, 0);
+  ASSERT_TRUE(pool.ok());
+  EXPECT_EQ(hooks.pools_created, 1);
+  EXPECT_EQ(hooks.created_targets, 3);
+  auto q = catalog.QueryPool(admin, "p");
+  ASSERT_TRUE(q.ok());
+  EXPECT_EQ(q->used_bytes(), uint64_t{5} << 20);
+  EXPECT_EQ(q->free_bytes(), uint64_t{59} << 20);
+  ASSERT_TRUE(catalog.CreateContainer(admin, "p", "c", {}).ok());
+  ASSERT_TRUE(catalog.DestroyContainer(admin, "p", "c").ok());
+  ASSERT_TRUE(catalog.DestroyPool(admin, "p", false).ok());
+  EXPECT_EQ(hooks.containers_created, 1);
+  EXPECT_EQ(hooks.containers_destroyed, 1);
+  EXPECT_EQ(hooks.pools_destroyed, 1);
+}
+
+}  // namespace
+}  // namespace ros2::control

@@ -196,6 +196,7 @@ TEST_F(ControlServiceTest, BadInputGetsClearErrorsAndGrpcCodes) {
   EXPECT_EQ(as_alice.CreateTenant("eve").status().code(), Status::Code::kPermissionDenied);
   EXPECT_EQ(as_alice.RegisterEngine(MakeEngine(1)).status().code(), Status::Code::kPermissionDenied);
   EXPECT_EQ(as_alice.GetEngineStatus().status().code(), Status::Code::kPermissionDenied);
+  EXPECT_EQ(as_alice.SyncRevocations(&plane_->verifier()).status().code(), Status::Code::kPermissionDenied);
   EXPECT_EQ(as_alice.QueryPool("tank").status().code(), Status::Code::kPermissionDenied);
   // Nothing changed.
   EXPECT_EQ(mgmt_->ListPools()->size(), 1u);
@@ -360,6 +361,22 @@ TEST_F(ControlServiceTest, TwoEnginesRegisterAndThePoolMapListsBoth) {
   EXPECT_EQ(status->engines_size(), 2);
   EXPECT_EQ(status->targets(3).state(), rpc::TARGET_DRAIN);
   EXPECT_EQ(mgmt_->SetTargetState(e2.engine, 7, rpc::TARGET_DOWN).status().code(), Status::Code::kNotFound);
+
+  // The second engine verifies with the key it received, and learns about
+  // sessions closed on the management endpoint by syncing revocations.
+  CapabilityKey key{};
+  std::memcpy(key.data(), r2->capability_key().data(), key.size());
+  auto remote_verifier = CapabilityVerifier::Create(key);
+  ASSERT_TRUE(remote_verifier.ok());
+  Uuid pool = *Uuid::Parse(conn->pool.uuid());
+  EXPECT_TRUE((*remote_verifier)->Authorize(Bytes(conn->capability), pool, Uuid(), kRightRead).ok());
+  ASSERT_TRUE(session_->Disconnect(admin_, conn->session_uuid).ok());
+  auto synced = mgmt_->SyncRevocations(remote_verifier->get());
+  ASSERT_TRUE(synced.ok()) << synced.status().ToString();
+  EXPECT_EQ(*synced, 1u);
+  auto refused = (*remote_verifier)->Authorize(Bytes(conn->capability), pool, Uuid(), kRightRead);
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnauthenticated);
+  EXPECT_NE(refused.status().message().find("revoked"), std::string::npos);
 }
 
 TEST(ControlListenTest, TlsNeedsBothCertificateAndKey) {

@@ -1,5 +1,7 @@
 #include "control/management_client.h"
 
+#include <fmt/format.h>
+
 #include "control/control_channel.h"
 
 namespace ros2::control {
@@ -132,6 +134,21 @@ Result<uint64_t> ManagementClient::SetTargetState(const Uuid& engine, uint32_t i
 Result<rpc::EngineStatus> ManagementClient::GetEngineStatus() {
   return CallControl(stub_.get(), &Stub::GetEngineStatus, rpc::GetEngineStatusRequest(), credentials_, timeout_,
                      "Management.GetEngineStatus");
+}
+
+Result<size_t> ManagementClient::SyncRevocations(CapabilityVerifier* verifier) {
+  ROS2_ASSIGN_OR_RETURN(rpc::ListRevocationsResponse resp,
+                        CallControl(stub_.get(), &Stub::ListRevocations, rpc::ListRevocationsRequest(), credentials_,
+                                    timeout_, "Management.ListRevocations"));
+  for (const auto& r : resp.revocations()) {
+    auto session = Uuid::Parse(r.session_uuid());
+    if (!session.ok()) {
+      return Status::Protocol(fmt::format("Management.ListRevocations: bad session uuid '{}'", r.session_uuid()));
+    }
+    verifier->Revoke(*session, r.until_ms());
+  }
+  verifier->PurgeExpiredRevocations();
+  return static_cast<size_t>(resp.revocations_size());
 }
 
 }  // namespace ros2::control

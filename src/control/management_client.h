@@ -15,6 +15,7 @@
 #include <grpcpp/channel.h>
 
 #include "common/status.h"
+#include "control/capability.h"
 #include "control/credentials.h"
 #include "control/rights.h"
 #include "control/system_map.h"
@@ -49,6 +50,10 @@ class ManagementClient {
   Result<rpc::RegisterEngineResponse> RegisterEngine(const EngineRegistration& registration);
   Result<uint64_t> SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state);
   Result<rpc::EngineStatus> GetEngineStatus();
+  // Fetches the endpoint's revocations and applies them to `verifier`: an
+  // engine that is not the management endpoint calls this periodically so
+  // sessions closed elsewhere stop working on it too. Returns how many.
+  Result<size_t> SyncRevocations(CapabilityVerifier* verifier);
 
   // The raw stub (tests send malformed requests through it).
   rpc::Management::Stub& stub() { return *stub_; }

@@ -183,4 +183,18 @@ grpc::Status ManagementService::GetEngineStatus(grpc::ServerContext* ctx, const 
   });
 }
 
+grpc::Status ManagementService::ListRevocations(grpc::ServerContext* ctx, const rpc::ListRevocationsRequest* /*req*/,
+                                                rpc::ListRevocationsResponse* resp) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Management.ListRevocations", [&](const Principal& who) -> Status {
+    ROS2_RETURN_IF_ERROR(RequireAdmin(who, "list revocations"));
+    ROS2_ASSIGN_OR_RETURN(auto revoked, plane_->sessions().ListRevocations(plane_->NowMs()));
+    for (const auto& [session, until] : revoked) {
+      rpc::Revocation* r = resp->add_revocations();
+      r->set_session_uuid(session.ToString());
+      r->set_until_ms(until);
+    }
+    return Status::Ok();
+  });
+}
+
 }  // namespace ros2::control

@@ -45,6 +45,8 @@ class ManagementService final : public rpc::Management::Service {
                               rpc::SetTargetStateResponse* resp) override;
   grpc::Status GetEngineStatus(grpc::ServerContext* ctx, const rpc::GetEngineStatusRequest* req,
                                rpc::EngineStatus* resp) override;
+  grpc::Status ListRevocations(grpc::ServerContext* ctx, const rpc::ListRevocationsRequest* req,
+                               rpc::ListRevocationsResponse* resp) override;
 
  private:
   ControlPlane* plane_;

@@ -68,6 +68,21 @@ Status SessionTable::Close(std::string_view session, const Principal& tenant) {
   return Status::Ok();
 }
 
+Result<std::vector<std::pair<Uuid, uint64_t>>> SessionTable::ListRevocations(uint64_t now_ms) const {
+  ROS2_ASSIGN_OR_RETURN(auto rows, store_->Scan(kRevokedPrefix));
+  std::vector<std::pair<Uuid, uint64_t>> out;
+  for (const auto& [key, value] : rows) {
+    uint64_t until = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), until);
+    auto session = Uuid::Parse(std::string_view(key).substr(kRevokedPrefix.size()));
+    if (ec != std::errc() || ptr != value.data() + value.size() || !session.ok()) {
+      return Status::Corruption(fmt::format("state store: revocation record '{}' = '{}' does not parse", key, value));
+    }
+    if (until > now_ms) out.emplace_back(*session, until);
+  }
+  return out;
+}
+
 size_t SessionTable::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return sessions_.size();

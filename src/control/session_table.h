@@ -15,6 +15,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "common/uuid.h"
@@ -47,6 +49,9 @@ class SessionTable {
   void Extend(const Uuid& session, uint64_t expiry_ms);
   // Removes the session and revokes its capabilities (durably).
   Status Close(std::string_view session, const Principal& tenant);
+
+  // Stored revocations that are still in force at `now_ms`.
+  Result<std::vector<std::pair<Uuid, uint64_t>>> ListRevocations(uint64_t now_ms) const;
 
   size_t size() const;
 
