@@ -23,14 +23,18 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
                              const CallOptions& options, ReplyCallback done) {
   const TransportOptions& opts = context_.options();
   if (!conn.status.ok()) return conn.status;
-  if (conn.remote_id == 0) return Status::Disconnected(fmt::format("transport: {} has not accepted the connection", conn.peer_name));
-  if (opcode > wire::kMaxUserOpcode) return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
+  if (conn.remote_id == 0)
+    return Status::Disconnected(fmt::format("transport: {} has not accepted the connection", conn.peer_name));
+  if (opcode > wire::kMaxUserOpcode)
+    return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
   if (!done) return Status::InvalidArgument("transport: call without a reply callback");
   if (options.capability.size() > wire::kMaxCapability) {
-    return Status::InvalidArgument(fmt::format("transport: capability of {} bytes (max {})", options.capability.size(), wire::kMaxCapability));
+    return Status::InvalidArgument(
+        fmt::format("transport: capability of {} bytes (max {})", options.capability.size(), wire::kMaxCapability));
   }
   if (payload.size() > wire::kMaxPayload) {
-    return Status::InvalidArgument(fmt::format("transport: payload of {} bytes (max {})", payload.size(), wire::kMaxPayload));
+    return Status::InvalidArgument(
+        fmt::format("transport: payload of {} bytes (max {})", payload.size(), wire::kMaxPayload));
   }
   if (live_calls_ >= opts.max_outstanding_requests) {
     return Status::Busy(fmt::format("transport: {} requests outstanding on worker '{}'", live_calls_, name_));
@@ -179,14 +183,14 @@ void WorkerImpl::HandleReply(const wire::Message& msg) {
     return;
   }
   ++stats_.replies_received;
-  Status status = msg.status_code == 0
-                      ? Status::Ok()
-                      : Status::FromCode(msg.status_code, std::string(msg.status_message));
+  Status status =
+      msg.status_code == 0 ? Status::Ok() : Status::FromCode(msg.status_code, std::string(msg.status_message));
   // Pushed bytes: inline in the reply, already placed by RMA, or arriving as push data.
   if (msg.pushed_bytes > call->bulk_in.size()) {
     ++stats_.malformed_messages;
-    CompleteCall(slot, Status::Protocol(fmt::format("transport: reply pushed {} bytes into a {}-byte buffer",
-                                                    msg.pushed_bytes, call->bulk_in.size())),
+    CompleteCall(slot,
+                 Status::Protocol(fmt::format("transport: reply pushed {} bytes into a {}-byte buffer",
+                                              msg.pushed_bytes, call->bulk_in.size())),
                  {}, 0);
     return;
   }
@@ -194,8 +198,8 @@ void WorkerImpl::HandleReply(const wire::Message& msg) {
     std::memcpy(call->bulk_in.data(), msg.inline_data.data(), msg.inline_data.size());
     stats_.bulk_inline_bytes += msg.inline_data.size();
   }
-  const bool am_push_pending = msg.inline_data.empty() && msg.pushed_bytes > 0 && call->in_via_am &&
-                               call->pushed_received < msg.pushed_bytes;
+  const bool am_push_pending =
+      msg.inline_data.empty() && msg.pushed_bytes > 0 && call->in_via_am && call->pushed_received < msg.pushed_bytes;
   if (am_push_pending) {
     // The pushed bytes have not all landed yet: keep the reply until they do.
     call->reply_arrived = true;
@@ -289,7 +293,8 @@ void WorkerImpl::ExpireDeadlines() {
 // ---- EndpointImpl ----------------------------------------------------------------
 Status EndpointImpl::Call(uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
                           ReplyCallback done) {
-  if (conn_->worker == nullptr) return conn_->status.ok() ? Status::Disconnected("transport: endpoint closed") : conn_->status;
+  if (conn_->worker == nullptr)
+    return conn_->status.ok() ? Status::Disconnected("transport: endpoint closed") : conn_->status;
   return worker_->StartCall(*conn_, opcode, payload, options, std::move(done));
 }
 
@@ -305,8 +310,8 @@ Result<ReplyMessage> EndpointImpl::CallSync(uint16_t opcode, std::span<const uin
     reply.bulk_in_bytes = r.bulk_in_bytes;
   }));
   // The call's own deadline bounds the wait; the extra second covers its expiry pass.
-  const auto timeout = (options.timeout.count() > 0 ? options.timeout : worker_->options().default_timeout) +
-                       std::chrono::seconds(1);
+  const auto timeout =
+      (options.timeout.count() > 0 ? options.timeout : worker_->options().default_timeout) + std::chrono::seconds(1);
   ROS2_RETURN_IF_ERROR(worker_->RunUntil([&] { return finished; }, timeout));
   if (!status.ok()) return status;
   return reply;

@@ -15,7 +15,9 @@ namespace {
 using State = IncomingRequest::State;
 
 // In-flight UCX operations hold a reference so the state outlives them.
-void Ref(State* s) { ++s->refs; }
+void Ref(State* s) {
+  ++s->refs;
+}
 void Unref(State* s) {
   if (--s->refs == 0) s->worker->ReleaseState(s);
 }
@@ -34,8 +36,10 @@ void FinishRma(State* s) {
   Status st = std::move(r.failure);
   r.failure = Status::Ok();
   if (st.ok()) {
-    if (r.is_put) s->worker->mutable_stats().bulk_rma_bytes += r.total;
-    else s->worker->mutable_stats().bulk_rma_bytes += r.total;
+    if (r.is_put)
+      s->worker->mutable_stats().bulk_rma_bytes += r.total;
+    else
+      s->worker->mutable_stats().bulk_rma_bytes += r.total;
   }
   if (done) done(st);
 }
@@ -45,8 +49,8 @@ void RmaChunkCallback(void* request, ucs_status_t status, void* user_data) {
   State::Rma& r = s->rma;
   --r.in_flight;
   if (status != UCS_OK && r.failure.ok()) {
-    r.failure = UcsError(fmt::format("transport: bulk {} of request {:#x}", r.is_put ? "put" : "get", s->msg.request_id),
-                         status);
+    r.failure = UcsError(
+        fmt::format("transport: bulk {} of request {:#x}", r.is_put ? "put" : "get", s->msg.request_id), status);
   }
   ucp_request_free(request);
   IssueRma(s);
@@ -79,15 +83,17 @@ void IssueRma(State* s) {
     param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
     param.cb.send = RmaChunkCallback;
     param.user_data = s;
-    ucs_status_ptr_t req = r.is_put ? ucp_put_nbx(conn->ep, r.local + r.next, len, r.remote_addr + r.next, r.rkey, &param)
-                                    : ucp_get_nbx(conn->ep, r.local + r.next, len, r.remote_addr + r.next, r.rkey, &param);
+    ucs_status_ptr_t req = r.is_put
+                               ? ucp_put_nbx(conn->ep, r.local + r.next, len, r.remote_addr + r.next, r.rkey, &param)
+                               : ucp_get_nbx(conn->ep, r.local + r.next, len, r.remote_addr + r.next, r.rkey, &param);
     r.next += len;
     if (UCS_PTR_IS_PTR(req)) {
       ++r.in_flight;
       Ref(s);
     } else if (UCS_PTR_STATUS(req) != UCS_OK) {
-      r.failure = UcsError(fmt::format("transport: bulk {} of request {:#x}", r.is_put ? "put" : "get", s->msg.request_id),
-                           UCS_PTR_STATUS(req));
+      r.failure =
+          UcsError(fmt::format("transport: bulk {} of request {:#x}", r.is_put ? "put" : "get", s->msg.request_id),
+                   UCS_PTR_STATUS(req));
     }
   }
   if (r.in_flight > 0) return;
@@ -110,7 +116,8 @@ void IssueRma(State* s) {
 
 Status StartRma(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool is_put, Completion done) {
   Connection* conn = s->conn.get();
-  if (conn->ep == nullptr) return conn->status.ok() ? Status::Disconnected("transport: connection closed") : conn->status;
+  if (conn->ep == nullptr)
+    return conn->status.ok() ? Status::Disconnected("transport: connection closed") : conn->status;
   ucp_rkey_h rkey = nullptr;
   ucs_status_t st = ucp_ep_rkey_unpack(conn->ep, d.rkey.data(), &rkey);
   if (st != UCS_OK) {
@@ -230,7 +237,9 @@ IncomingRequest::IncomingRequest(State* s) : state_(s) {
 IncomingRequest::IncomingRequest(const IncomingRequest& other) : state_(other.state_) {
   if (state_ != nullptr) ++state_->refs;
 }
-IncomingRequest::IncomingRequest(IncomingRequest&& other) noexcept : state_(other.state_) { other.state_ = nullptr; }
+IncomingRequest::IncomingRequest(IncomingRequest&& other) noexcept : state_(other.state_) {
+  other.state_ = nullptr;
+}
 IncomingRequest& IncomingRequest::operator=(IncomingRequest other) noexcept {
   std::swap(state_, other.state_);
   return *this;
@@ -239,8 +248,12 @@ IncomingRequest::~IncomingRequest() {
   if (state_ != nullptr) Unref(state_);
 }
 
-uint16_t IncomingRequest::opcode() const { return state_ ? state_->msg.opcode : 0; }
-uint64_t IncomingRequest::request_id() const { return state_ ? state_->msg.request_id : 0; }
+uint16_t IncomingRequest::opcode() const {
+  return state_ ? state_->msg.opcode : 0;
+}
+uint64_t IncomingRequest::request_id() const {
+  return state_ ? state_->msg.request_id : 0;
+}
 std::span<const uint8_t> IncomingRequest::payload() const {
   return state_ ? state_->msg.payload : std::span<const uint8_t>();
 }
@@ -262,8 +275,12 @@ bool IncomingRequest::bulk_out_inline() const {
 BulkMode IncomingRequest::bulk_mode() const {
   return state_ && state_->conn ? state_->conn->info.bulk_mode : BulkMode::kActiveMessage;
 }
-uint64_t IncomingRequest::connection_id() const { return state_ && state_->conn ? state_->conn->local_id : 0; }
-bool IncomingRequest::replied() const { return state_ && state_->replied; }
+uint64_t IncomingRequest::connection_id() const {
+  return state_ && state_->conn ? state_->conn->local_id : 0;
+}
+bool IncomingRequest::replied() const {
+  return state_ && state_->replied;
+}
 
 void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
   State* s = state_;
@@ -307,7 +324,8 @@ void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
       Completion cb = std::move(s->pull_done);
       s->pull_done = nullptr;
       if (UCS_PTR_STATUS(req) == UCS_OK) s->worker->mutable_stats().bulk_am_bytes += dst.size();
-      if (cb) cb(UCS_PTR_STATUS(req) == UCS_OK ? Status::Ok() : UcsError("transport: bulk receive", UCS_PTR_STATUS(req)));
+      if (cb)
+        cb(UCS_PTR_STATUS(req) == UCS_OK ? Status::Ok() : UcsError("transport: bulk receive", UCS_PTR_STATUS(req)));
       return;
     }
   }
@@ -329,7 +347,8 @@ void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
   s->pushed = true;
   s->pushed_bytes = src.size();
   if (src.empty()) return fail(Status::Ok());
-  const bool inline_push = d->transfer == wire::BulkTransfer::kInline || src.size() <= s->worker->options().inline_limit;
+  const bool inline_push =
+      d->transfer == wire::BulkTransfer::kInline || src.size() <= s->worker->options().inline_limit;
   if (inline_push) {
     const auto* b = reinterpret_cast<const uint8_t*>(src.data());
     s->inline_push.assign(b, b + src.size());

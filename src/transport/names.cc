@@ -25,14 +25,18 @@ Result<TransportKind> ParseTransportKind(std::string_view name) {
   return Status::InvalidArgument(fmt::format("transport: unknown kind '{}' (expected auto, tcp, shm or rdma)", name));
 }
 
-std::string_view BulkModeName(BulkMode mode) { return mode == BulkMode::kRma ? "rma" : "am"; }
+std::string_view BulkModeName(BulkMode mode) {
+  return mode == BulkMode::kRma ? "rma" : "am";
+}
 
 std::string_view FailureDetectionName(FailureDetection d) {
   return d == FailureDetection::kUcxPeer ? "ucx-peer" : "pid-watch";
 }
 
 namespace {
-std::string_view TlOf(const std::string& lane) { return std::string_view(lane).substr(0, lane.find('/')); }
+std::string_view TlOf(const std::string& lane) {
+  return std::string_view(lane).substr(0, lane.find('/'));
+}
 }  // namespace
 
 bool EndpointInfo::IsSharedMemoryOnly() const {

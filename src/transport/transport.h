@@ -60,7 +60,7 @@ enum class TransportKind : uint8_t {
   kShm = 2,   // "shm": posix + sysv + cma shared memory; same-host peers only
   kRdma = 3,  // "rdma": rc/dc verbs; fails at Context::Create when no such device exists
 };
-std::string_view TransportKindName(TransportKind kind);            // "auto", "tcp", ...
+std::string_view TransportKindName(TransportKind kind);           // "auto", "tcp", ...
 Result<TransportKind> ParseTransportKind(std::string_view name);  // InvalidArgument names the text
 
 // How bulk data (above the inline limit) moves on an endpoint.
@@ -203,6 +203,7 @@ class Context {
  private:
   Context() = default;
   Result<std::shared_ptr<const MemoryRegion>> MapMemory(void* addr, uint64_t length, bool allocate);
+
  public:
   struct Cache;  // internal (context.cc)
 
@@ -218,19 +219,19 @@ class Context {
 // What an endpoint really runs over (from ucp_ep_print_info), for logs, tests
 // and ros2-bench.
 struct EndpointInfo {
-  std::string am_transport;         // "tl/device" of the active-message lane, e.g. "posix/memory", "tcp/lo"
-  std::string rma_transport;        // first RMA lane, e.g. "cma/memory"; empty when none
-  std::vector<std::string> lanes;   // every lane as "tl/device", in lane order
+  std::string am_transport;        // "tl/device" of the active-message lane, e.g. "posix/memory", "tcp/lo"
+  std::string rma_transport;       // first RMA lane, e.g. "cma/memory"; empty when none
+  std::vector<std::string> lanes;  // every lane as "tl/device", in lane order
   // kRma on verbs lanes. Over shm: kActiveMessage (rendezvous, a cma copy by the
   // receiver), or kRma for UCX-allocated buffers only when
   // TransportOptions::shm_rma_for_allocated_memory is set (UCX 1.13 emulates RMA
   // on ordinary memory over shm). kActiveMessage over tcp.
   BulkMode bulk_mode = BulkMode::kActiveMessage;
-  bool rma_any_memory = false;      // RMA also works on ordinary registered memory (verbs)
+  bool rma_any_memory = false;  // RMA also works on ordinary registered memory (verbs)
   FailureDetection failure_detection = FailureDetection::kUcxPeer;
-  bool same_host = false;           // the peer's address blob names this host (boot id)
+  bool same_host = false;  // the peer's address blob names this host (boot id)
   int32_t peer_pid = 0;
-  std::string ucx_report;           // the raw ucp_ep_print_info text
+  std::string ucx_report;  // the raw ucp_ep_print_info text
   // True when every lane uses one of the shared-memory transports (posix, sysv, cma, self).
   bool IsSharedMemoryOnly() const;
   // True when some lane uses tcp.
@@ -366,14 +367,14 @@ struct WorkerStats {
   uint64_t replies_sent = 0;
   uint64_t requests_timed_out = 0;
   uint64_t requests_failed_disconnect = 0;
-  uint64_t malformed_messages = 0;   // rejected by the decoder, dropped
-  uint64_t unknown_opcode = 0;       // answered with kNotSupported
-  uint64_t stale_replies = 0;        // replies for unknown or expired request ids
+  uint64_t malformed_messages = 0;  // rejected by the decoder, dropped
+  uint64_t unknown_opcode = 0;      // answered with kNotSupported
+  uint64_t stale_replies = 0;       // replies for unknown or expired request ids
   uint64_t bulk_inline_bytes = 0;
   uint64_t bulk_rma_bytes = 0;
   uint64_t bulk_am_bytes = 0;
-  uint64_t sleeps = 0;               // times Wait() armed the worker and slept
-  uint64_t peers_lost = 0;           // endpoints failed by the peer's death or disconnect
+  uint64_t sleeps = 0;      // times Wait() armed the worker and slept
+  uint64_t peers_lost = 0;  // endpoints failed by the peer's death or disconnect
 };
 
 // One per I/O thread. See the file comment.

@@ -70,7 +70,8 @@ TEST_P(TransportTest, UsesTheSelectedTransport) {
     EXPECT_TRUE(info.IsSharedMemoryOnly()) << info.ucx_report;
     EXPECT_FALSE(info.UsesTcp()) << info.ucx_report;
     EXPECT_TRUE(info.am_transport.rfind("posix/", 0) == 0 || info.am_transport.rfind("sysv/", 0) == 0)
-        << info.am_transport << "\n" << info.ucx_report;
+        << info.am_transport << "\n"
+        << info.ucx_report;
     EXPECT_EQ(info.rma_transport.substr(0, 4), "cma/") << info.ucx_report;
     EXPECT_EQ(info.bulk_mode, BulkMode::kActiveMessage);  // rendezvous over cma: faster here
     EXPECT_FALSE(info.rma_any_memory);
@@ -150,7 +151,8 @@ void EchoAllSizes(Context& ctx, Endpoint& ep, bool arena) {
     std::memcpy(&server_crc, reply->payload.data(), 4);
     EXPECT_EQ(server_crc, Crc32c(expect.data(), expect.size())) << "client -> server bytes differ";
     EXPECT_EQ(reply->bulk_in_bytes, size);
-    EXPECT_TRUE(size == 0 || std::memcmp(co.bulk_in.data(), expect.data(), size) == 0) << "server -> client bytes differ";
+    EXPECT_TRUE(size == 0 || std::memcmp(co.bulk_in.data(), expect.data(), size) == 0)
+        << "server -> client bytes differ";
   }
 }
 
@@ -243,18 +245,23 @@ TEST_P(TransportTest, PeerKilledMidTransferFailsOutstandingRequests) {
     CallOptions co;
     co.bulk_out = out;
     co.bulk_in = ins[i];
-    ASSERT_TRUE(ep_->Call(testing::kOpHold, {}, co, [&](const ReplyView& r) {
-                     ++completed;
-                     if (r.status.code() == Status::Code::kDisconnected) ++failed;
-                   }).ok());
+    ASSERT_TRUE(ep_->Call(testing::kOpHold, {}, co,
+                          [&](const ReplyView& r) {
+                            ++completed;
+                            if (r.status.code() == Status::Code::kDisconnected) ++failed;
+                          })
+                    .ok());
   }
   // Wait until the peer holds a few (their bulk is being pulled), then kill it.
   uint64_t held = 0;
-  ASSERT_TRUE(worker_->RunUntil([&] {
+  ASSERT_TRUE(worker_
+                  ->RunUntil(
+                      [&] {
                         auto r = ep_->CallSync(testing::kOpHeldCount, {});
                         if (r.ok() && r->payload.size() == 8) std::memcpy(&held, r->payload.data(), 8);
                         return held >= 2;
-                      }, 30s)
+                      },
+                      30s)
                   .ok());
   const auto start = std::chrono::steady_clock::now();
   peer_.Kill();
@@ -304,12 +311,15 @@ TEST_P(TransportTest, MalformedMessagesAreRejectedAndCounted) {
   std::vector<uint8_t> good(wire::EncodedSize(m));
   ASSERT_TRUE(wire::Encode(m, good).ok());
   std::vector<std::vector<uint8_t>> bad;
-  for (size_t cut : {size_t{0}, size_t{1}, size_t{10}, good.size() - 1}) bad.emplace_back(good.begin(), good.begin() + cut);
-  bad.push_back(good), bad.back()[0] ^= 0xff;                  // magic
-  bad.push_back(good), bad.back()[24] = 0xff;                  // payload length past the end
-  bad.push_back(good), bad.back()[2] = 99;                     // version
-  bad.push_back(good);                                         // valid, but an unknown connection
-  std::vector<uint8_t> noise = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50};
+  for (size_t cut : {size_t{0}, size_t{1}, size_t{10}, good.size() - 1})
+    bad.emplace_back(good.begin(), good.begin() + cut);
+  bad.push_back(good), bad.back()[0] ^= 0xff;  // magic
+  bad.push_back(good), bad.back()[24] = 0xff;  // payload length past the end
+  bad.push_back(good), bad.back()[2] = 99;     // version
+  bad.push_back(good);                         // valid, but an unknown connection
+  std::vector<uint8_t> noise = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,
+                                18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34,
+                                35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50};
   bad.push_back(noise);
   for (auto& msg : bad) {
     ucp_request_param_t rp{};
@@ -326,12 +336,15 @@ TEST_P(TransportTest, MalformedMessagesAreRejectedAndCounted) {
   if (UCS_PTR_IS_PTR(freq)) ucp_request_free(freq);
 
   uint64_t malformed = 0;
-  ASSERT_TRUE(worker_->RunUntil([&] {
+  ASSERT_TRUE(worker_
+                  ->RunUntil(
+                      [&] {
                         ucp_worker_progress(raw_worker);
                         auto r = ep_->CallSync(testing::kOpStats, {});
                         if (r.ok() && r->payload.size() == 32) std::memcpy(&malformed, r->payload.data(), 8);
                         return malformed >= bad.size();
-                      }, 20s)
+                      },
+                      20s)
                   .ok())
       << "peer counted " << malformed << " of " << bad.size();
   EXPECT_EQ(malformed, bad.size());

@@ -29,17 +29,23 @@ T Get(const uint8_t* p) {
   return v;
 }
 
-Status Bad(std::string_view what) { return Status::Protocol(fmt::format("wire: {}", what)); }
+Status Bad(std::string_view what) {
+  return Status::Protocol(fmt::format("wire: {}", what));
+}
 
-bool KindValid(uint8_t k) { return k >= static_cast<uint8_t>(Kind::kHello) && k <= static_cast<uint8_t>(Kind::kBye); }
+bool KindValid(uint8_t k) {
+  return k >= static_cast<uint8_t>(Kind::kHello) && k <= static_cast<uint8_t>(Kind::kBye);
+}
 
 // The rules shared by the encoder (to refuse building a message the decoder
 // would reject) and the decoder. `m` is fully populated.
 Status CheckSemantics(const Message& m) {
   const bool request = m.kind == Kind::kRequest, reply = m.kind == Kind::kReply;
-  if (m.capability.size() > kMaxCapability) return Bad(fmt::format("capability length {} > {}", m.capability.size(), kMaxCapability));
+  if (m.capability.size() > kMaxCapability)
+    return Bad(fmt::format("capability length {} > {}", m.capability.size(), kMaxCapability));
   if (!request && !m.capability.empty()) return Bad("capability outside a request");
-  if (m.status_message.size() > kMaxStatusMessage) return Bad(fmt::format("status message length {} > {}", m.status_message.size(), kMaxStatusMessage));
+  if (m.status_message.size() > kMaxStatusMessage)
+    return Bad(fmt::format("status message length {} > {}", m.status_message.size(), kMaxStatusMessage));
   if (!reply && (!m.status_message.empty() || m.status_code != 0)) return Bad("status outside a reply");
   if (reply && m.status_code > kMaxStatusCode) return Bad(fmt::format("unknown status code {}", m.status_code));
   if (reply && m.status_code == 0 && !m.status_message.empty()) return Bad("status message on an OK reply");
@@ -47,8 +53,10 @@ Status CheckSemantics(const Message& m) {
   if (request && m.opcode > kMaxUserOpcode) return Bad(fmt::format("opcode {:#x} is reserved", m.opcode));
   if (!request && m.opcode != 0) return Bad("opcode outside a request");
   if (m.payload.size() > kMaxPayload) return Bad(fmt::format("payload length {} > {}", m.payload.size(), kMaxPayload));
-  if (m.inline_data.size() > kMaxInline) return Bad(fmt::format("inline length {} > {}", m.inline_data.size(), kMaxInline));
-  if (m.bulk_count > kMaxBulkDescriptors) return Bad(fmt::format("bulk count {} > {}", m.bulk_count, kMaxBulkDescriptors));
+  if (m.inline_data.size() > kMaxInline)
+    return Bad(fmt::format("inline length {} > {}", m.inline_data.size(), kMaxInline));
+  if (m.bulk_count > kMaxBulkDescriptors)
+    return Bad(fmt::format("bulk count {} > {}", m.bulk_count, kMaxBulkDescriptors));
   if (!request && m.bulk_count != 0) return Bad("bulk descriptors outside a request");
   if (m.kind == Kind::kHello || m.kind == Kind::kHelloAck || m.kind == Kind::kBye || m.kind == Kind::kPushData) {
     if (!m.inline_data.empty()) return Bad("inline data on a control message");
@@ -104,7 +112,8 @@ const BulkDescriptor* Message::FindBulk(BulkDirection dir) const {
 
 size_t EncodedSize(const Message& m) {
   size_t n = kHeaderSize + m.capability.size() + m.status_message.size() + m.payload.size() + m.inline_data.size();
-  for (uint8_t i = 0; i < m.bulk_count && i < kMaxBulkDescriptors; ++i) n += kBulkDescriptorSize + m.bulk[i].rkey.size();
+  for (uint8_t i = 0; i < m.bulk_count && i < kMaxBulkDescriptors; ++i)
+    n += kBulkDescriptorSize + m.bulk[i].rkey.size();
   return n;
 }
 
@@ -112,7 +121,8 @@ Result<size_t> Encode(const Message& m, std::span<uint8_t> out) {
   if (!KindValid(static_cast<uint8_t>(m.kind))) return Status::InvalidArgument("wire: encode: unknown kind");
   if (Status st = CheckSemantics(m); !st.ok()) return Status::InvalidArgument("encode: " + st.message());
   const size_t need = EncodedSize(m);
-  if (out.size() < need) return Status::InvalidArgument(fmt::format("wire: encode needs {} bytes, buffer has {}", need, out.size()));
+  if (out.size() < need)
+    return Status::InvalidArgument(fmt::format("wire: encode needs {} bytes, buffer has {}", need, out.size()));
   uint8_t* p = out.data();
   std::memset(p, 0, kHeaderSize);
   Put<uint16_t>(p + kOffMagic, kMagic);
@@ -155,10 +165,13 @@ Result<size_t> Encode(const Message& m, std::span<uint8_t> out) {
 }
 
 Result<Message> Decode(std::span<const uint8_t> bytes) {
-  if (bytes.size() < kHeaderSize) return Bad(fmt::format("message of {} bytes is shorter than the {}-byte header", bytes.size(), kHeaderSize));
+  if (bytes.size() < kHeaderSize)
+    return Bad(fmt::format("message of {} bytes is shorter than the {}-byte header", bytes.size(), kHeaderSize));
   const uint8_t* p = bytes.data();
-  if (Get<uint16_t>(p + kOffMagic) != kMagic) return Bad(fmt::format("bad magic {:#06x}", Get<uint16_t>(p + kOffMagic)));
-  if (p[kOffVersion] != kVersion) return Bad(fmt::format("unsupported version {} (this side speaks {})", p[kOffVersion], kVersion));
+  if (Get<uint16_t>(p + kOffMagic) != kMagic)
+    return Bad(fmt::format("bad magic {:#06x}", Get<uint16_t>(p + kOffMagic)));
+  if (p[kOffVersion] != kVersion)
+    return Bad(fmt::format("unsupported version {} (this side speaks {})", p[kOffVersion], kVersion));
   if (!KindValid(p[kOffKind])) return Bad(fmt::format("unknown kind {}", p[kOffKind]));
   if (Get<uint16_t>(p + kOffFlags) != 0) return Bad(fmt::format("unknown flags {:#06x}", Get<uint16_t>(p + kOffFlags)));
   if (Get<uint16_t>(p + kOffReserved) != 0) return Bad("reserved header bytes are not zero");
@@ -186,7 +199,8 @@ Result<Message> Decode(std::span<const uint8_t> bytes) {
   size_t off = kHeaderSize;
   const size_t total = bytes.size();
   auto take = [&](size_t n, std::string_view what) -> Result<std::span<const uint8_t>> {
-    if (n > total - off) return Bad(fmt::format("truncated in {}: needs {} bytes at offset {}, message has {}", what, n, off, total));
+    if (n > total - off)
+      return Bad(fmt::format("truncated in {}: needs {} bytes at offset {}, message has {}", what, n, off, total));
     std::span<const uint8_t> s = bytes.subspan(off, n);
     off += n;
     return s;
@@ -219,7 +233,9 @@ Result<Message> Decode(std::span<const uint8_t> bytes) {
 // ---- Worker address blob ----------------------------------------------------
 // Layout: magic u32, version u8, reserved u8 x3, pid i32 (as u32), ucx address
 // length u32, boot id 16 bytes, then the UCX address.
-size_t EncodedAddressSize(const WorkerAddress& a) { return kAddressHeaderSize + a.ucx_address.size(); }
+size_t EncodedAddressSize(const WorkerAddress& a) {
+  return kAddressHeaderSize + a.ucx_address.size();
+}
 
 Result<size_t> EncodeAddress(const WorkerAddress& a, std::span<uint8_t> out) {
   if (a.ucx_address.empty() || a.ucx_address.size() > kMaxUcxAddress) {
@@ -241,7 +257,8 @@ Result<size_t> EncodeAddress(const WorkerAddress& a, std::span<uint8_t> out) {
 
 Result<WorkerAddress> DecodeAddress(std::span<const uint8_t> bytes) {
   auto bad = [](std::string_view what) { return Status::InvalidArgument(fmt::format("worker address: {}", what)); };
-  if (bytes.size() < kAddressHeaderSize) return bad(fmt::format("{} bytes is shorter than the {}-byte header", bytes.size(), kAddressHeaderSize));
+  if (bytes.size() < kAddressHeaderSize)
+    return bad(fmt::format("{} bytes is shorter than the {}-byte header", bytes.size(), kAddressHeaderSize));
   const uint8_t* p = bytes.data();
   if (Get<uint32_t>(p) != kAddressMagic) return bad("bad magic (not a ROS2 worker address)");
   if (p[4] != kAddressVersion) return bad(fmt::format("unsupported version {}", p[4]));
@@ -252,7 +269,8 @@ Result<WorkerAddress> DecodeAddress(std::span<const uint8_t> bytes) {
   const uint32_t len = Get<uint32_t>(p + 12);
   if (len == 0 || len > kMaxUcxAddress) return bad(fmt::format("UCX address length {}", len));
   if (len != bytes.size() - kAddressHeaderSize) {
-    return bad(fmt::format("UCX address length {} but {} bytes follow the header", len, bytes.size() - kAddressHeaderSize));
+    return bad(
+        fmt::format("UCX address length {} but {} bytes follow the header", len, bytes.size() - kAddressHeaderSize));
   }
   std::memcpy(a.boot_id.data(), p + 16, a.boot_id.size());
   a.ucx_address = bytes.subspan(kAddressHeaderSize, len);

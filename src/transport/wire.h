@@ -33,7 +33,7 @@ inline constexpr size_t kBulkDescriptorSize = 24;  // fixed part, the packed rke
 inline constexpr size_t kMaxCapability = 1024;
 inline constexpr size_t kMaxStatusMessage = 1024;
 inline constexpr size_t kMaxRkey = 4096;
-inline constexpr size_t kMaxBulkDescriptors = 2;   // at most one per direction
+inline constexpr size_t kMaxBulkDescriptors = 2;  // at most one per direction
 inline constexpr uint16_t kMaxUserOpcode = 0xEFFF;
 // Hard upper bound on payload and on inline data; the configured inline limit is
 // enforced separately by the receiver.
@@ -41,12 +41,12 @@ inline constexpr uint32_t kMaxPayload = 1u << 20;
 inline constexpr uint32_t kMaxInline = 1u << 20;
 
 enum class Kind : uint8_t {
-  kHello = 1,      // client -> server: open a connection; payload = client address blob
-  kHelloAck = 2,   // server -> client: connection accepted
-  kRequest = 3,    // client -> server: an RPC
-  kReply = 4,      // server -> client: the answer to one request
-  kPushData = 5,   // server -> client: bulk-in bytes carried as active-message data (am mode)
-  kBye = 6,        // either side: the connection is closing
+  kHello = 1,     // client -> server: open a connection; payload = client address blob
+  kHelloAck = 2,  // server -> client: connection accepted
+  kRequest = 3,   // client -> server: an RPC
+  kReply = 4,     // server -> client: the answer to one request
+  kPushData = 5,  // server -> client: bulk-in bytes carried as active-message data (am mode)
+  kBye = 6,       // either side: the connection is closing
 };
 
 enum class BulkDirection : uint8_t {
@@ -63,8 +63,8 @@ enum class BulkTransfer : uint8_t {
 struct BulkDescriptor {
   BulkDirection direction = BulkDirection::kOut;
   BulkTransfer transfer = BulkTransfer::kInline;
-  uint64_t length = 0;       // bytes offered (out) or accepted (in)
-  uint64_t remote_addr = 0;  // kRma only: client virtual address of the buffer
+  uint64_t length = 0;            // bytes offered (out) or accepted (in)
+  uint64_t remote_addr = 0;       // kRma only: client virtual address of the buffer
   std::span<const uint8_t> rkey;  // kRma only: packed rkey
 };
 
@@ -72,17 +72,17 @@ struct BulkDescriptor {
 // views into the received bytes.
 struct Message {
   Kind kind = Kind::kRequest;
-  uint16_t opcode = 0;            // kRequest: the RPC; 0 otherwise
-  uint8_t status_code = 0;        // kReply: Status::Code of the result
-  uint64_t request_id = 0;        // kRequest/kReply/kPushData: matches a reply to its request
-  uint64_t connection_id = 0;     // the receiver's id of this connection (0 in kHello)
-  uint64_t pushed_bytes = 0;      // kReply: bytes the server pushed into the bulk-in buffer
-  std::span<const uint8_t> capability;      // kRequest only
+  uint16_t opcode = 0;                  // kRequest: the RPC; 0 otherwise
+  uint8_t status_code = 0;              // kReply: Status::Code of the result
+  uint64_t request_id = 0;              // kRequest/kReply/kPushData: matches a reply to its request
+  uint64_t connection_id = 0;           // the receiver's id of this connection (0 in kHello)
+  uint64_t pushed_bytes = 0;            // kReply: bytes the server pushed into the bulk-in buffer
+  std::span<const uint8_t> capability;  // kRequest only
   std::array<BulkDescriptor, kMaxBulkDescriptors> bulk{};
   uint8_t bulk_count = 0;
-  std::string_view status_message;          // kReply only
+  std::string_view status_message;  // kReply only
   std::span<const uint8_t> payload;
-  std::span<const uint8_t> inline_data;     // kRequest: inline bulk-out bytes; kReply: inline pushed bytes
+  std::span<const uint8_t> inline_data;  // kRequest: inline bulk-out bytes; kReply: inline pushed bytes
 
   // The descriptor for `dir`, or nullptr.
   const BulkDescriptor* FindBulk(BulkDirection dir) const;

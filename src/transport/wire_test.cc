@@ -82,7 +82,8 @@ TEST(WireTest, RequestRoundTrip) {
 
 TEST(WireTest, ReplyRoundTrip) {
   Fixture f;
-  auto m = Decode(EncodeOrDie(f.Reply()));
+  const std::vector<uint8_t> bytes = EncodeOrDie(f.Reply());  // the decoded views point into it
+  auto m = Decode(bytes);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   EXPECT_EQ(m->status_code, static_cast<uint8_t>(Status::Code::kNotFound));
   EXPECT_EQ(m->status_message, "no such key");
@@ -111,24 +112,24 @@ TEST(WireTest, HeaderFieldsAreValidated) {
     std::memcpy(b.data() + offset, value.data(), value.size());
     return Decode(b);
   };
-  EXPECT_FALSE(corrupt(0, {0x00, 0x00}).ok());         // magic
-  EXPECT_FALSE(corrupt(2, {2}).ok());                  // version
-  EXPECT_FALSE(corrupt(3, {0}).ok());                  // kind 0
-  EXPECT_FALSE(corrupt(3, {7}).ok());                  // kind 7
-  EXPECT_FALSE(corrupt(4, {1, 0}).ok());               // flags
-  EXPECT_FALSE(corrupt(6, {0x00, 0xF0}).ok());         // reserved opcode
+  EXPECT_FALSE(corrupt(0, {0x00, 0x00}).ok());               // magic
+  EXPECT_FALSE(corrupt(2, {2}).ok());                        // version
+  EXPECT_FALSE(corrupt(3, {0}).ok());                        // kind 0
+  EXPECT_FALSE(corrupt(3, {7}).ok());                        // kind 7
+  EXPECT_FALSE(corrupt(4, {1, 0}).ok());                     // flags
+  EXPECT_FALSE(corrupt(6, {0x00, 0xF0}).ok());               // reserved opcode
   EXPECT_FALSE(corrupt(16, {0, 0, 0, 0, 0, 0, 0, 0}).ok());  // connection id 0
   EXPECT_FALSE(corrupt(24, {0xff, 0xff, 0xff, 0xff}).ok());  // payload length
-  EXPECT_FALSE(corrupt(28, {0x01, 0x10}).ok());        // capability above the limit
-  EXPECT_FALSE(corrupt(36, {3}).ok());                 // bulk count
-  EXPECT_FALSE(corrupt(37, {1}).ok());                 // status code on a request
-  EXPECT_FALSE(corrupt(38, {1, 0}).ok());              // reserved
-  EXPECT_FALSE(corrupt(40, {1}).ok());                 // pushed bytes on a request
+  EXPECT_FALSE(corrupt(28, {0x01, 0x10}).ok());              // capability above the limit
+  EXPECT_FALSE(corrupt(36, {3}).ok());                       // bulk count
+  EXPECT_FALSE(corrupt(37, {1}).ok());                       // status code on a request
+  EXPECT_FALSE(corrupt(38, {1, 0}).ok());                    // reserved
+  EXPECT_FALSE(corrupt(40, {1}).ok());                       // pushed bytes on a request
   const size_t desc0 = kHeaderSize + f.cap.size();
-  EXPECT_FALSE(corrupt(desc0 + 0, {2}).ok());          // direction
-  EXPECT_FALSE(corrupt(desc0 + 1, {3}).ok());          // transfer
-  EXPECT_FALSE(corrupt(desc0 + 4, {1}).ok());          // descriptor reserved
-  EXPECT_FALSE(corrupt(desc0 + 8, {0xff}).ok());       // inline length != section
+  EXPECT_FALSE(corrupt(desc0 + 0, {2}).ok());     // direction
+  EXPECT_FALSE(corrupt(desc0 + 1, {3}).ok());     // transfer
+  EXPECT_FALSE(corrupt(desc0 + 4, {1}).ok());     // descriptor reserved
+  EXPECT_FALSE(corrupt(desc0 + 8, {0xff}).ok());  // inline length != section
   EXPECT_TRUE(Decode(good).ok());
 }
 

@@ -35,7 +35,9 @@ std::array<uint8_t, 16> ReadBootId() {
   return id;
 }
 
-int PidfdOpen(int pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+int PidfdOpen(int pid) {
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+}
 
 ucs_status_t AmRecvCallback(void* arg, const void* header, size_t header_length, void* data, size_t length,
                             const ucp_am_recv_param_t* param) {
@@ -46,9 +48,9 @@ void EpErrorCallback(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
   auto* conn = static_cast<Connection*>(arg);
   if (conn->worker == nullptr) return;
   // Runs inside ucp_worker_progress: the failure is handled after it returns.
-  conn->worker->DeferFailure(conn->local_id, Status::Disconnected(fmt::format(
-                                                 "transport: connection to {} failed: {}", conn->peer_name,
-                                                 ucs_status_string(status))));
+  conn->worker->DeferFailure(conn->local_id,
+                             Status::Disconnected(fmt::format("transport: connection to {} failed: {}", conn->peer_name,
+                                                              ucs_status_string(status))));
 }
 
 void SendCallback(void* request, ucs_status_t status, void* user_data) {
@@ -58,7 +60,7 @@ void SendCallback(void* request, ucs_status_t status, void* user_data) {
     buf->done = nullptr;
     done(status == UCS_OK ? Status::Ok() : UcsError("transport: send", status));
   }
-  --buf->worker->sends_in_flight_;
+  buf->worker->UnlinkInFlight(buf);
   buf->worker->ReleaseSendBuffer(buf);
   ucp_request_free(request);
 }
@@ -90,8 +92,8 @@ Status WorkerImpl::Init() {
   wire::WorkerAddress wa;
   wa.boot_id = boot_id_;
   wa.pid = static_cast<int32_t>(getpid());
-  wa.ucx_address = std::span<const uint8_t>(static_cast<const uint8_t*>(static_cast<void*>(attr.address)),
-                                            attr.address_length);
+  wa.ucx_address =
+      std::span<const uint8_t>(static_cast<const uint8_t*>(static_cast<void*>(attr.address)), attr.address_length);
   address_.resize(wire::EncodedAddressSize(wa));
   auto enc = wire::EncodeAddress(wa, address_);
   ucp_worker_release_address(worker_, attr.address);
@@ -115,7 +117,8 @@ Status WorkerImpl::Init() {
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = 0;
-  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ucx_efd_, &ev) != 0) return Status::FromErrno(errno, "transport: epoll add efd");
+  if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ucx_efd_, &ev) != 0)
+    return Status::FromErrno(errno, "transport: epoll add efd");
   ev.data.u64 = 1;
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pid_epoll_fd_, &ev) != 0) {
     return Status::FromErrno(errno, "transport: epoll add pid epoll");
@@ -130,7 +133,8 @@ WorkerImpl::~WorkerImpl() {
   // Fail every connection (runs outstanding callbacks with Cancelled) and close eps.
   std::vector<uint64_t> ids;
   for (auto& [id, conn] : connections_) ids.push_back(id);
-  for (uint64_t id : ids) FailConnection(id, Status::Cancelled(fmt::format("transport: worker '{}' shut down", name_)), false);
+  for (uint64_t id : ids)
+    FailConnection(id, Status::Cancelled(fmt::format("transport: worker '{}' shut down", name_)), false);
   if (worker_ != nullptr) {
     for (int i = 0; i < 10000 && !closing_.empty(); ++i) {
       ucp_worker_progress(worker_);
@@ -143,6 +147,12 @@ WorkerImpl::~WorkerImpl() {
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (pid_epoll_fd_ >= 0) close(pid_epoll_fd_);
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  // Sends UCX never completed (queued to a dead peer) were purged with the worker.
+  while (in_flight_head_ != nullptr) {
+    SendBuffer* buf = in_flight_head_;
+    UnlinkInFlight(buf);
+    std::unique_ptr<SendBuffer> owned(buf);
+  }
 }
 
 uint64_t WorkerImpl::NewConnectionId() {
@@ -214,9 +224,8 @@ Result<std::shared_ptr<Connection>> WorkerImpl::CreateConnection(std::span<const
   ucs_status_t st = ucp_ep_create(worker_, &ep_params, &conn->ep);
   if (st != UCS_OK) {
     if (conn->pidfd >= 0) close(conn->pidfd);
-    return UcsError(fmt::format("transport: ucp_ep_create to {} (transport {})", conn->peer_name,
-                                TransportKindName(kind)),
-                    st);
+    return UcsError(
+        fmt::format("transport: ucp_ep_create to {} (transport {})", conn->peer_name, TransportKindName(kind)), st);
   }
   FillEndpointInfo(*conn);
   connections_[conn->local_id] = conn;
@@ -370,7 +379,7 @@ Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::
     req = ucp_am_send_nbx(conn.ep, kAmId, buf->bytes.data(), buf->bytes.size(), bulk.data(), bulk.size(), &param);
   }
   if (UCS_PTR_IS_PTR(req)) {
-    ++sends_in_flight_;
+    LinkInFlight(buf);
     return Status::Ok();  // SendCallback finishes
   }
   const ucs_status_t st = UCS_PTR_STATUS(req);
@@ -379,6 +388,22 @@ Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::
   if (st != UCS_OK) return UcsError(fmt::format("transport: send to {}", conn.peer_name), st);
   if (finished) finished(Status::Ok());
   return Status::Ok();
+}
+
+void WorkerImpl::LinkInFlight(SendBuffer* buf) {
+  buf->prev_in_flight = nullptr;
+  buf->next_in_flight = in_flight_head_;
+  if (in_flight_head_ != nullptr) in_flight_head_->prev_in_flight = buf;
+  in_flight_head_ = buf;
+  ++sends_in_flight_;
+}
+
+void WorkerImpl::UnlinkInFlight(SendBuffer* buf) {
+  if (buf->prev_in_flight != nullptr) buf->prev_in_flight->next_in_flight = buf->next_in_flight;
+  else if (in_flight_head_ == buf) in_flight_head_ = buf->next_in_flight;
+  if (buf->next_in_flight != nullptr) buf->next_in_flight->prev_in_flight = buf->prev_in_flight;
+  buf->prev_in_flight = buf->next_in_flight = nullptr;
+  --sends_in_flight_;
 }
 
 void WorkerImpl::ReleaseSendBuffer(SendBuffer* buf) {
@@ -528,13 +553,16 @@ Status WorkerImpl::RunUntil(const std::function<bool()>& done, std::chrono::mill
   const Clock::time_point end = Clock::now() + timeout;
   while (!done()) {
     const Clock::time_point now = Clock::now();
-    if (now >= end) return Status::TimedOut(fmt::format("transport: worker '{}': wait of {} ms expired", name_, timeout.count()));
+    if (now >= end)
+      return Status::TimedOut(fmt::format("transport: worker '{}': wait of {} ms expired", name_, timeout.count()));
     Wait(std::chrono::duration_cast<std::chrono::microseconds>(end - now));
   }
   return Status::Ok();
 }
 
-void WorkerImpl::Signal() { ucp_worker_signal(worker_); }
+void WorkerImpl::Signal() {
+  ucp_worker_signal(worker_);
+}
 
 Status WorkerImpl::RegisterHandler(uint16_t opcode, RequestHandler handler) {
   if (opcode > wire::kMaxUserOpcode) {

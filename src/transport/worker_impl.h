@@ -13,8 +13,8 @@
 
 #include <array>
 #include <chrono>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <queue>
 #include <string>
@@ -39,18 +39,22 @@ struct Connection {
   uint64_t remote_id = 0;  // the peer's id for this connection (0 until the hello ack)
   bool client_side = true;
   ucp_ep_h ep = nullptr;
-  Status status;            // OK while usable
-  int pidfd = -1;           // FailureDetection::kPidWatch
+  Status status;   // OK while usable
+  int pidfd = -1;  // FailureDetection::kPidWatch
   EndpointInfo info;
-  uint32_t outstanding = 0; // client calls waiting for a reply
-  std::string peer_name;    // "pid 123 on this host" / "remote pid 123"
+  uint32_t outstanding = 0;  // client calls waiting for a reply
+  std::string peer_name;     // "pid 123 on this host" / "remote pid 123"
 };
 
 // A buffer for one outgoing message, returned to the pool when UCX is done.
+// While UCX holds it, it is linked in WorkerImpl's in-flight list (so buffers of
+// sends that never complete, e.g. to a dead shm peer, are freed with the worker).
 struct SendBuffer {
   WorkerImpl* worker = nullptr;
+  SendBuffer* prev_in_flight = nullptr;
+  SendBuffer* next_in_flight = nullptr;
   std::vector<uint8_t> bytes;
-  Completion done;  // optional: run when the send completes (push data)
+  Completion done;                   // optional: run when the send completes (push data)
   std::shared_ptr<void> keep_alive;  // optional: resources the send references
 };
 
@@ -86,13 +90,13 @@ struct IncomingRequest::State {
   WorkerImpl* worker = nullptr;
   uint32_t refs = 0;
   std::shared_ptr<Connection> conn;
-  wire::Message msg;               // views into `copy`
-  std::vector<uint8_t> copy;       // the received message (capacity kept across reuse)
-  void* rndv_desc = nullptr;       // am-mode bulk-out rendezvous descriptor, until pulled
+  wire::Message msg;          // views into `copy`
+  std::vector<uint8_t> copy;  // the received message (capacity kept across reuse)
+  void* rndv_desc = nullptr;  // am-mode bulk-out rendezvous descriptor, until pulled
   uint64_t rndv_length = 0;
   bool pulled = false, pushed = false, replied = false;
-  bool in_am_callback = false;     // the handler runs inside UCX's AM callback
-  bool rndv_taken = false;         // the rendezvous descriptor went to ucp_am_recv_data_nbx
+  bool in_am_callback = false;  // the handler runs inside UCX's AM callback
+  bool rndv_taken = false;      // the rendezvous descriptor went to ucp_am_recv_data_nbx
   uint64_t pushed_bytes = 0;
   std::vector<uint8_t> inline_push;  // pushed bytes that ride inside the reply
   // RMA transfer in progress (Pull or Push).
@@ -149,6 +153,9 @@ class WorkerImpl final : public Worker {
   Status SendMessage(Connection& conn, const wire::Message& msg, std::span<const std::byte> bulk, Completion done,
                      std::shared_ptr<void> keep_alive = nullptr);
   void ReleaseSendBuffer(SendBuffer* buf);
+  // The in-flight list (intrusive, O(1), no allocation).
+  void LinkInFlight(SendBuffer* buf);
+  void UnlinkInFlight(SendBuffer* buf);
 
   // Fails the connection: outstanding calls get `why`, its ep is force-closed,
   // the peer-lost handler runs. Idempotent.
@@ -184,6 +191,7 @@ class WorkerImpl final : public Worker {
 
   static constexpr uint16_t kAmId = 0x52;
   uint64_t sends_in_flight_ = 0;  // UCX send requests not yet completed
+  SendBuffer* in_flight_head_ = nullptr;
 
  private:
   friend class EndpointImpl;
@@ -203,7 +211,7 @@ class WorkerImpl final : public Worker {
   std::array<uint8_t, 16> boot_id_{};
   uint64_t max_am_header_ = 0;
   int ucx_efd_ = -1;
-  int epoll_fd_ = -1;  // ucx efd + pid_epoll_fd_
+  int epoll_fd_ = -1;      // ucx efd + pid_epoll_fd_
   int pid_epoll_fd_ = -1;  // pidfds of same-host peers
   WorkerStats stats_;
   std::unordered_map<uint64_t, std::shared_ptr<Connection>> connections_;
@@ -239,8 +247,7 @@ class EndpointImpl final : public Endpoint {
   ~EndpointImpl() override { Close(); }
   Status Call(uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
               ReplyCallback done) override;
-  Result<ReplyMessage> CallSync(uint16_t opcode, std::span<const uint8_t> payload,
-                                const CallOptions& options) override;
+  Result<ReplyMessage> CallSync(uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options) override;
   Status status() const override { return conn_->status; }
   const EndpointInfo& info() const override { return conn_->info; }
   uint64_t max_payload() const override;

@@ -54,7 +54,8 @@ class PeerProcess {
     close(fds[0]);
     if (!found) return Status::IOError("test peer: no address line from " + binary);
     address_.clear();
-    for (size_t i = 0; i + 1 < line.size(); i += 2) address_.push_back(static_cast<uint8_t>(std::stoi(line.substr(i, 2), nullptr, 16)));
+    for (size_t i = 0; i + 1 < line.size(); i += 2)
+      address_.push_back(static_cast<uint8_t>(std::stoi(line.substr(i, 2), nullptr, 16)));
     return Status::Ok();
   }
 

@@ -104,8 +104,10 @@ int main(int argc, char** argv) {
       const int n = std::max(4, static_cast<int>((256u << 20) / size));
       for (uint16_t op : {testing::kOpSink, testing::kOpFill}) {
         CallOptions co;
-        if (op == testing::kOpSink) co.bulk_out = std::span<const std::byte>(buf, size);
-        else co.bulk_in = std::span<std::byte>(buf, size);
+        if (op == testing::kOpSink)
+          co.bulk_out = std::span<const std::byte>(buf, size);
+        else
+          co.bulk_in = std::span<std::byte>(buf, size);
         co.bulk_out_region = co.bulk_in_region = region;
         std::vector<double> gbs;
         for (int i = 0; i < n; ++i) {

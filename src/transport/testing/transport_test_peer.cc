@@ -55,9 +55,7 @@ int main(int argc, char** argv) {
       const size_t n = std::min<uint64_t>(buffer->size(), req.bulk_in_capacity());
       if (n == 0) return req.Reply(Status::Ok(), reply);
       req.Push(std::span<const std::byte>(buffer->data(), n),
-               [req, buffer, reply = std::move(reply)](const Status& pushed) mutable {
-                 req.Reply(pushed, reply);
-               });
+               [req, buffer, reply = std::move(reply)](const Status& pushed) mutable { req.Reply(pushed, reply); });
     };
     if (buffer->empty()) return finish(Status::Ok());
     req.Pull(*buffer, std::move(finish));
