@@ -200,13 +200,16 @@ int VosStore::Progress(bool wait) {
     ran += RunDeferred();
     bool committing = committer_ && committer_->busy();
     if (ran > 0 || in_flight_ == 0 || !wait || committing) extents_->Flush();
-    if (ran > 0 || in_flight_ == 0) return ran;
+    if (in_flight_ == 0) {
+      // Idle: clear the eventfd so that an epoll loop does not spin on stale wake-ups.
+      if (ran > 0) DrainEventFd();
+      return ran;
+    }
+    if (ran > 0) return ran;
     if (!wait || committing) {
       // About to return empty-handed or to sleep on the eventfd: clear it, then
       // look once more so that no completion posted before the read is missed.
-      uint64_t count = 0;
-      ssize_t rc = ::read(event_fd_, &count, sizeof(count));
-      (void)rc;
+      DrainEventFd();
       ran = extents_->Reap();
       if (committer_) {
         if (auto group = committer_->TakeFinished()) ran += FinishCommit(std::move(group));
@@ -218,6 +221,12 @@ int VosStore::Progress(bool wait) {
       extents_->WaitForCompletion();  // submits what is queued and waits, in one system call
     }
   }
+}
+
+void VosStore::DrainEventFd() {
+  uint64_t count = 0;
+  ssize_t rc = ::read(event_fd_, &count, sizeof(count));  // EAGAIN when already clear
+  (void)rc;
 }
 
 Status VosStore::Punch(std::string scope, Epoch epoch, std::string_view what) {

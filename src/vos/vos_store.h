@@ -163,6 +163,7 @@ class VosStore final : public Vos {
   void FreeAfterReaders(uint64_t offset, uint64_t len);
   void ReleaseDeferredFrees();
   int RunDeferred();
+  void DrainEventFd();
   void Defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
   std::unique_ptr<rocksdb::Iterator> NewIterator() const;
   // The iterator of the fetch path, refreshed when the database has changed.

@@ -1,5 +1,7 @@
 // Update and fetch: single values, arrays with overlapping and partial
 // overwrites, epochs, checksums, argument errors, persistence, async depth.
+#include <poll.h>
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -265,6 +267,39 @@ TEST_P(VosUpdateFetchTest, RelaxedCommitModeStillReadsBack) {
 
 INSTANTIATE_TEST_SUITE_P(Classes, VosUpdateFetchTest, ::testing::Values(StorageClass::kNvme, StorageClass::kRam),
                          [](const auto& info) { return std::string(StorageClassName(info.param)); });
+
+TEST(VosEventFdTest, EventFdWakesAnEpollStyleLoop) {
+  // The engine sleeps in poll/epoll on event_fd() and calls Progress(false) when it fires.
+  testing::TempDir dir;
+  auto v = Vos::Open(testing::SmallOptions(dir.path()));
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  Vos* vos = v->get();
+  ASSERT_GE(vos->event_fd(), 0);
+  auto data = Pattern(1, 256 << 10);
+  int done = 0;
+  for (int i = 0; i < 8; ++i) {
+    UpdateOp op;
+    op.oid = TestOid(1);
+    op.dkey = "d";
+    op.akey = "a" + std::to_string(i);
+    op.epoch = 10;
+    op.data = data;
+    vos->SubmitUpdate(op, [&done](Status s) { done += s.ok(); });
+  }
+  vos->Progress(false);  // hands the queued writes to the kernel
+  int wakeups = 0;
+  while (done < 8) {
+    pollfd pfd{vos->event_fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&pfd, 1, 20000), 1) << "no wake-up with " << vos->in_flight() << " ops in flight";
+    vos->Progress(false);
+    ASSERT_LT(++wakeups, 1000);
+  }
+  EXPECT_EQ(vos->in_flight(), 0u);
+  // Idle: the fd is clear again, so an epoll loop would sleep.
+  pollfd pfd{vos->event_fd(), POLLIN, 0};
+  EXPECT_EQ(::poll(&pfd, 1, 0), 0);
+  EXPECT_EQ(*GetSingle(vos, TestOid(1), "d", "a7", kEpochMax), data);
+}
 
 TEST(VosOpenTest, BadOptionsAreRejected) {
   VosOptions o;
