@@ -277,6 +277,10 @@ TEST_F(ControlServiceTest, CapabilitiesExpireAreForgeryProofAndDieWithTheSession
   auto e = verifier.Authorize(Bytes(opened->capability), pool, c, kRightRead);
   EXPECT_EQ(e.status().code(), Status::Code::kUnauthenticated);
   EXPECT_NE(e.status().message().find("expired"), std::string::npos);
+  // The session expired with its capabilities: no new ones from it.
+  auto late = session_->OpenContainer(a, conn->session_uuid, "c");
+  EXPECT_EQ(late.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(late.status().message().find("expired"), std::string::npos);
   skew_ms_ = 0;
 
   ASSERT_TRUE(session_->Disconnect(a, conn->session_uuid).ok());

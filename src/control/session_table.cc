@@ -31,7 +31,9 @@ Status SessionTable::LoadRevocations(uint64_t now_ms) {
 
 SessionRecord SessionTable::Open(const Principal& tenant, const Uuid& pool, uint64_t expiry_ms) {
   SessionRecord rec{Uuid::Generate(), tenant, pool, expiry_ms};
+  uint64_t now = now_ms_();
   std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(sessions_, [now](const auto& entry) { return entry.second.expiry_ms <= now; });
   sessions_[rec.session] = rec;
   return rec;
 }
@@ -45,9 +47,9 @@ Result<SessionRecord> SessionTable::Find(std::string_view session, const Princip
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto it = sessions_.find(*uuid);
-  if (it == sessions_.end() || it->second.tenant.name != tenant.name) {
+  if (it == sessions_.end() || it->second.tenant.name != tenant.name || it->second.expiry_ms <= now_ms_()) {
     return Status::NotFound(
-        fmt::format("unknown session {} (closed, or the service restarted: connect again)", session));
+        fmt::format("unknown session {} (closed, expired, or the service restarted: connect again)", session));
   }
   return it->second;
 }
@@ -63,6 +65,7 @@ Status SessionTable::Close(std::string_view session, const Principal& tenant) {
   ROS2_RETURN_IF_ERROR(
       store_->Put(fmt::format("{}{}", kRevokedPrefix, rec.session.ToString()), std::to_string(rec.expiry_ms)));
   verifier_->Revoke(rec.session, rec.expiry_ms);
+  verifier_->PurgeExpiredRevocations();
   std::lock_guard<std::mutex> lock(mu_);
   sessions_.erase(rec.session);
   return Status::Ok();

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -35,15 +36,18 @@ struct SessionRecord {
 
 class SessionTable {
  public:
-  // REQUIRES: both outlive the table.
-  SessionTable(StateStore* store, CapabilityVerifier* verifier) : store_(store), verifier_(verifier) {}
+  // REQUIRES: store and verifier outlive the table; now_ms is the wall clock.
+  SessionTable(StateStore* store, CapabilityVerifier* verifier, std::function<uint64_t()> now_ms)
+      : store_(store), verifier_(verifier), now_ms_(std::move(now_ms)) {}
 
   // Loads stored revocations into the verifier, dropping expired ones.
   Status LoadRevocations(uint64_t now_ms);
 
+  // Opens a session; sessions whose capabilities have all expired are
+  // forgotten on the way (their clients connect again).
   SessionRecord Open(const Principal& tenant, const Uuid& pool, uint64_t expiry_ms);
-  // The session, if it is open and belongs to `tenant`: NotFound otherwise
-  // (also for another tenant's session: its existence is not revealed).
+  // The session, if it is open, unexpired and belongs to `tenant`: NotFound
+  // otherwise (also for another tenant's session: its existence is not revealed).
   Result<SessionRecord> Find(std::string_view session, const Principal& tenant);
   // Extends the recorded expiry (a container capability was issued).
   void Extend(const Uuid& session, uint64_t expiry_ms);
@@ -58,6 +62,7 @@ class SessionTable {
  private:
   StateStore* store_;
   CapabilityVerifier* verifier_;
+  std::function<uint64_t()> now_ms_;
   mutable std::mutex mu_;
   std::map<Uuid, SessionRecord> sessions_;  // GUARDED_BY(mu_)
 };
