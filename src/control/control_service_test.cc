@@ -188,6 +188,22 @@ TEST_F(ControlServiceTest, BadInputGetsClearErrorsAndGrpcCodes) {
   EXPECT_EQ(no_targets.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(no_targets.status().message().find("no targets"), std::string::npos);
 
+  // Malformed rights and states.
+  auto bad_rights = mgmt_->SetAcl("tank", "", "admin", 0x40);
+  EXPECT_EQ(bad_rights.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad_rights.status().message().find("unknown bits"), std::string::npos);
+  EXPECT_EQ(mgmt_->SetAcl("tank", "", "nobody", kRightRead).status().code(), Status::Code::kNotFound);
+  EngineRegistration one = MakeEngine(1);
+  ASSERT_TRUE(mgmt_->RegisterEngine(one).ok());
+  auto bad_state = mgmt_->SetTargetState(one.engine, 0, rpc::TARGET_STATE_UNSPECIFIED);
+  EXPECT_EQ(bad_state.status().code(), Status::Code::kInvalidArgument);
+  auto conn = session_->Connect("tank", admin_);
+  ASSERT_TRUE(conn.ok());
+  auto bad_open = session_->OpenContainer(admin_, conn->session_uuid, "c", 0x80);
+  EXPECT_EQ(bad_open.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(session_->OpenContainer(admin_, "", "c").status().code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(session_->Connect("", admin_).status().code(), Status::Code::kInvalidArgument);
+
   // Non-admins may not manage.
   Credentials alice = AddTenant("alice");
   ManagementClient as_alice(channel_, alice);
