@@ -130,7 +130,8 @@ class Reader {
     if (c->type == ChecksumType::kNone && count != 0) return Fail("checksum values present with type none");
     if (Remaining() < count * width) return Truncated("checksum values");
     c->values.resize(count);
-    for (uint32_t i = 0; i < count; ++i) ROS2_RETURN_IF_ERROR(Le("checksum value", static_cast<int>(width), &c->values[i]));
+    for (uint32_t i = 0; i < count; ++i)
+      ROS2_RETURN_IF_ERROR(Le("checksum value", static_cast<int>(width), &c->values[i]));
     return Status::Ok();
   }
   Status Anchor(ListAnchor* a) {
@@ -191,8 +192,8 @@ Status RequireEmpty(const Reader& r, const std::string& key, const char* name) {
 Status CheckArrayShape(const Reader& r, uint64_t index, uint64_t count, uint32_t record_size) {
   if (record_size == 0) return r.Invalid("array record size is 0");
   if (count > kMaxIoSize / record_size) {
-    return r.Invalid(fmt::format("{} records of {} bytes exceed the I/O limit of {} bytes", count, record_size,
-                                 kMaxIoSize));
+    return r.Invalid(
+        fmt::format("{} records of {} bytes exceed the I/O limit of {} bytes", count, record_size, kMaxIoSize));
   }
   if (index > std::numeric_limits<uint64_t>::max() - count) {
     return r.Invalid(fmt::format("extent [{}, +{}) overflows the index space", index, count));
@@ -295,7 +296,8 @@ Result<UpdateRequest> DecodeUpdateRequest(std::span<const uint8_t> bytes) {
   ROS2_RETURN_IF_ERROR(r.Done());
   ROS2_RETURN_IF_ERROR(RequireKey(r, m.dkey, "dkey"));
   ROS2_RETURN_IF_ERROR(RequireKey(r, m.akey, "akey"));
-  if (m.length > kMaxIoSize) return r.Invalid(fmt::format("length {} exceeds the I/O limit of {}", m.length, kMaxIoSize));
+  if (m.length > kMaxIoSize)
+    return r.Invalid(fmt::format("length {} exceeds the I/O limit of {}", m.length, kMaxIoSize));
   if (m.type == ValueType::kSingle) {
     if (m.index != 0 || m.record_size != 1) return r.Invalid("single value with an index or record size");
   } else {

@@ -44,11 +44,11 @@ namespace ros2::obj {
 inline constexpr uint8_t kProtocolVersion = 1;
 
 // Limits enforced by the decoders (and by the encoders' callers).
-inline constexpr size_t kMaxKeySize = 1024;            // dkey and akey bytes
-inline constexpr size_t kMaxAnchorSize = 8192;         // opaque enumeration position
+inline constexpr size_t kMaxKeySize = 1024;                // dkey and akey bytes
+inline constexpr size_t kMaxAnchorSize = 8192;             // opaque enumeration position
 inline constexpr uint64_t kMaxIoSize = uint64_t{1} << 32;  // bytes of one update or fetch
-inline constexpr size_t kMaxChecksums = 1u << 20;      // chunk checksums in one message
-inline constexpr uint32_t kMaxListEntries = 4096;      // entries one list request may ask for
+inline constexpr size_t kMaxChecksums = 1u << 20;          // chunk checksums in one message
+inline constexpr uint32_t kMaxListEntries = 4096;          // entries one list request may ask for
 // A list reply never encodes more than this many bytes; the engine returns fewer
 // entries (with an anchor to continue) rather than exceed it.
 inline constexpr size_t kMaxListReplyBytes = 64 * 1024;
@@ -197,9 +197,9 @@ struct QueryRequest {
 };
 struct QueryReply {
   QueryKind kind = QueryKind::kMaxDkey;
-  bool found = false;     // false: no visible dkey / no visible record
-  std::string max_dkey;   // kMaxDkey
-  uint64_t array_end = 0; // kArrayEnd: one past the highest visible record index
+  bool found = false;      // false: no visible dkey / no visible record
+  std::string max_dkey;    // kMaxDkey
+  uint64_t array_end = 0;  // kArrayEnd: one past the highest visible record index
   friend bool operator==(const QueryReply&, const QueryReply&) = default;
 };
 
@@ -237,7 +237,9 @@ Result<QueryReply> DecodeQueryReply(std::span<const uint8_t> bytes);
 inline constexpr size_t kListReplyOverhead = 1 + 1 + 4 + 4 + 1;
 inline constexpr size_t kObjectEntrySize = 16;
 inline constexpr size_t kExtentEntrySize = 8 + 8 + 4 + 8;
-inline size_t KeyEntrySize(size_t key_bytes) { return 2 + key_bytes; }
+inline size_t KeyEntrySize(size_t key_bytes) {
+  return 2 + key_bytes;
+}
 
 // Validates checksums against a data length: type known; kNone has no chunk
 // size and no values; otherwise chunk_size > 0 and exactly

@@ -150,14 +150,14 @@ TEST(ObjRpc, EveryTruncationIsRejectedAsProtocolError) {
     const auto& full = messages[m];
     for (size_t n = 0; n < full.size(); ++n) {
       std::span<const uint8_t> cut(full.data(), n);
-      Status st = m == 0 ? DecodeUpdateRequest(cut).status()
+      Status st = m == 0   ? DecodeUpdateRequest(cut).status()
                   : m == 1 ? DecodeFetchRequest(cut).status()
                            : DecodeListRequest(cut).status();
       EXPECT_EQ(st.code(), Status::Code::kProtocol) << "message " << m << " cut at " << n << ": " << st.ToString();
     }
     auto extra = full;
     extra.push_back(0);
-    Status st = m == 0 ? DecodeUpdateRequest(extra).status()
+    Status st = m == 0   ? DecodeUpdateRequest(extra).status()
                 : m == 1 ? DecodeFetchRequest(extra).status()
                          : DecodeListRequest(extra).status();
     EXPECT_EQ(st.code(), Status::Code::kProtocol);

@@ -1,0 +1,244 @@
+// Engine start-up, registration, ready file and shutdown.
+#include "engine/engine.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <grpcpp/server_builder.h>
+
+#include "common/log.h"
+#include "control/control_channel.h"
+#include "control/control_server.h"
+#include "control/credentials.h"
+#include "control/management_client.h"
+
+namespace ros2::engine {
+
+Result<std::unique_ptr<Engine>> Engine::Start(EngineConfig config) {
+  std::unique_ptr<Engine> engine(new Engine(std::move(config)));
+  Status st = engine->StartAll();
+  if (!st.ok()) {
+    engine->Shutdown();
+    return st;
+  }
+  return engine;
+}
+
+Engine::~Engine() {
+  Shutdown();
+}
+
+Status Engine::StartAll() {
+  std::error_code ec;
+  std::filesystem::create_directories(config_.data_dir + "/targets", ec);
+  if (ec) return Status::IOError(fmt::format("engine: create data dir {}: {}", config_.data_dir, ec.message()));
+  std::filesystem::remove(ready_file(), ec);
+  ROS2_RETURN_IF_ERROR(LoadEngineId());
+
+  auto transport = transport::Context::Create(config_.transport);
+  if (!transport.ok()) return transport.status().WithContext("engine: transport");
+  transport_ = std::move(*transport);
+  ROS2_LOG_INFO("engine {}: {}", env_.engine_id.ToString(), transport_->Describe());
+
+  env_.target_count = config_.targets;
+  env_.data_dir = config_.data_dir;
+  env_.vos_template = config_.vos;
+  env_.transport = transport_.get();
+  env_.clock = &clock_;
+  env_.spin = config_.transport.spin_budget;
+  env_.shutdown_grace = config_.shutdown_grace;
+
+  if (config_.control.join.empty()) ROS2_RETURN_IF_ERROR(StartEmbeddedControl());
+  ROS2_RETURN_IF_ERROR(StartTargets());
+  if (config_.control.join.empty()) {
+    ROS2_RETURN_IF_ERROR(RegisterEmbedded());
+  } else {
+    ROS2_RETURN_IF_ERROR(JoinManagement());
+  }
+  return WriteReadyFile();
+}
+
+Status Engine::LoadEngineId() {
+  const std::string path = config_.data_dir + "/engine.id";
+  std::ifstream in(path);
+  if (in) {
+    std::string text;
+    std::getline(in, text);
+    auto id = Uuid::Parse(text);
+    if (!id.ok()) return id.status().WithContext(fmt::format("engine: {}", path));
+    env_.engine_id = *id;
+    return Status::Ok();
+  }
+  env_.engine_id = Uuid::Generate();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << env_.engine_id.ToString() << "\n";
+    out.flush();
+    if (!out) return Status::IOError(fmt::format("engine: cannot write {}", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status::IOError(fmt::format("engine: rename {} to {}: {}", tmp, path, ec.message()));
+  return Status::Ok();
+}
+
+Status Engine::StartEmbeddedControl() {
+  control::ControlPlaneOptions options;
+  options.data_dir = config_.data_dir;
+  options.hooks = this;
+  auto cp = control::ControlPlane::Open(std::move(options));
+  if (!cp.ok()) return cp.status().WithContext("engine: control plane");
+  control_ = std::move(*cp);
+  env_.verifier.store(&control_->verifier(), std::memory_order_release);
+  return Status::Ok();
+}
+
+Status Engine::StartTargets() {
+  for (uint32_t i = 0; i < config_.targets; ++i) {
+    auto target = std::make_unique<Target>(i, &env_);
+    ROS2_RETURN_IF_ERROR(target->Start());
+    targets_.push_back(std::move(target));
+  }
+  return Status::Ok();
+}
+
+control::EngineRegistration Engine::Registration() const {
+  control::EngineRegistration reg;
+  reg.engine = env_.engine_id;
+  reg.address = config_.control.address;
+  if (reg.address.empty()) {
+    char host[256] = {};
+    if (::gethostname(host, sizeof(host) - 1) == 0) reg.address = host;
+  }
+  reg.capacity_bytes = config_.vos.data_size * config_.targets;
+  for (const auto& t : targets_) {
+    const auto& a = t->worker_address();
+    reg.targets.push_back({t->index(), std::string(a.begin(), a.end()), config_.vos.data_size});
+  }
+  return reg;
+}
+
+Status Engine::RegisterEmbedded() {
+  auto version = control_->RegisterLocalEngine(Registration());
+  if (!version.ok()) return version.status().WithContext("engine: registering the local targets");
+
+  grpc::ServerBuilder builder;
+  control_address_ = ControlSocketAddress(config_);
+  ROS2_RETURN_IF_ERROR(control::AddControlListeningPort(&builder, {.address = control_address_}, nullptr));
+  int tcp_port = 0;
+  if (!config_.control.listen.empty()) {
+    ROS2_RETURN_IF_ERROR(control::AddControlListeningPort(&builder, {.address = config_.control.listen}, &tcp_port));
+  }
+  control_->RegisterServices(&builder);
+  grpc_ = builder.BuildAndStart();
+  if (!grpc_) return Status::IOError(fmt::format("engine: cannot start the control plane on {}", control_address_));
+  if (!config_.control.listen.empty()) {
+    if (tcp_port == 0) return Status::IOError(fmt::format("engine: cannot listen on {}", config_.control.listen));
+    const std::string& l = config_.control.listen;
+    tcp_address_ = fmt::format("{}:{}", l.substr(0, l.rfind(':')), tcp_port);
+  }
+  ROS2_LOG_INFO("engine {}: control plane on {}{}{} (map version {})", env_.engine_id.ToString(), control_address_,
+                tcp_address_.empty() ? "" : " and ", tcp_address_, *version);
+  return Status::Ok();
+}
+
+Status Engine::JoinManagement() {
+  auto secret = control::ReadSecretFile(config_.control.join_secret_file);
+  if (!secret.ok()) return secret.status().WithContext("engine: control.join_secret_file");
+  auto channel = control::MakeControlChannel({.address = config_.control.join});
+  if (!channel.ok()) return channel.status().WithContext(fmt::format("engine: join {}", config_.control.join));
+  control::ManagementClient client(*channel, {config_.control.join_tenant, *secret});
+  auto reply = client.RegisterEngine(Registration());
+  if (!reply.ok()) return reply.status().WithContext(fmt::format("engine: registering with {}", config_.control.join));
+  const std::string& key_bytes = reply->capability_key();
+  if (key_bytes.size() != control::kCapabilityKeySize) {
+    return Status::Protocol(fmt::format("engine: {} returned a capability key of {} bytes, expected {}",
+                                        config_.control.join, key_bytes.size(), control::kCapabilityKeySize));
+  }
+  control::CapabilityKey key{};
+  std::copy(key_bytes.begin(), key_bytes.end(), reinterpret_cast<char*>(key.data()));
+  auto verifier = control::CapabilityVerifier::Create(key);
+  if (!verifier.ok()) return verifier.status();
+  joined_verifier_ = std::move(*verifier);
+  env_.verifier.store(joined_verifier_.get(), std::memory_order_release);
+  control_address_ = config_.control.join;
+  ROS2_LOG_INFO("engine {}: joined {} (map version {})", env_.engine_id.ToString(), config_.control.join,
+                reply->map_version());
+  return Status::Ok();
+}
+
+std::string Engine::ReadyLine() const {
+  return fmt::format("ros2-engine ready control={} engine={} targets={} transport={}{}", control_address_,
+                     env_.engine_id.ToString(), config_.targets,
+                     transport::TransportKindName(transport_->resolved_kind()),
+                     tcp_address_.empty() ? "" : " tcp=" + tcp_address_);
+}
+
+Status Engine::WriteReadyFile() const {
+  const std::string tmp = ready_file() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << ReadyLine() << "\n";
+    out << "control=" << control_address_ << "\n";
+    if (!tcp_address_.empty()) out << "tcp=" << tcp_address_ << "\n";
+    out << "engine=" << env_.engine_id.ToString() << "\n";
+    out << "pid=" << ::getpid() << "\n";
+    if (control_) out << "admin_secret_file=" << control_->admin_secret_path() << "\n";
+    out.flush();
+    if (!out) return Status::IOError(fmt::format("engine: cannot write {}", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, ready_file(), ec);
+  if (ec) return Status::IOError(fmt::format("engine: publish {}: {}", ready_file(), ec.message()));
+  return Status::Ok();
+}
+
+void Engine::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  std::error_code ec;
+  std::filesystem::remove(ready_file(), ec);
+  if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Targets drain in parallel: each waits at most the shutdown grace.
+  std::vector<std::thread> stoppers;
+  for (auto& t : targets_) stoppers.emplace_back([&t] { t->Stop(); });
+  for (auto& s : stoppers) s.join();
+  targets_.clear();
+  grpc_.reset();
+  env_.verifier.store(nullptr, std::memory_order_release);
+  control_.reset();
+  joined_verifier_.reset();
+  transport_.reset();
+  ROS2_LOG_INFO("engine {}: stopped", env_.engine_id.ToString());
+}
+
+Status Engine::OnPoolDestroy(const Uuid& pool) {
+  {
+    std::lock_guard lock(env_.destroyed_mu);
+    env_.destroyed.emplace_back(pool, Uuid());
+  }
+  for (auto& t : targets_) t->DestroyPool(pool);
+  return Status::Ok();
+}
+
+Status Engine::OnContainerDestroy(const Uuid& pool, const Uuid& container) {
+  {
+    std::lock_guard lock(env_.destroyed_mu);
+    env_.destroyed.emplace_back(pool, container);
+  }
+  for (auto& t : targets_) t->DestroyContainer(pool, container);
+  return Status::Ok();
+}
+
+uint64_t Engine::PoolUsedBytes(const Uuid& pool) {
+  uint64_t total = 0;
+  for (auto& t : targets_) total += t->UsedBytes(pool);
+  return total;
+}
+
+}  // namespace ros2::engine

@@ -1,0 +1,83 @@
+// Engine: the storage server of one node — N target threads (target.h) behind
+// one transport Context, plus the control plane: either embedded (management
+// and session gRPC services over a state store in the data directory, on a Unix
+// socket and optionally TCP) or joined (the engine registers its targets with
+// another engine's management endpoint and verifies capabilities with the key
+// that endpoint returns).
+//
+// Start order: data directory and engine id, transport, control plane (embedded
+// mode: the capability key), targets (worker addresses), registration of the
+// targets, gRPC listener, ready file. Shutdown reverses it: the ready file goes,
+// gRPC stops accepting, targets drain or fail in-flight requests and close
+// their VOS shards, the control plane closes.
+//
+// The Engine is the EngineHooks of its embedded control plane: container and
+// pool destruction delete the shards on every target. Start() and Shutdown()
+// are called from one thread (main); the hooks from gRPC threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/server.h>
+
+#include "common/hlc.h"
+#include "common/status.h"
+#include "common/uuid.h"
+#include "control/control_plane.h"
+#include "control/engine_hooks.h"
+#include "engine/engine_config.h"
+#include "engine/target.h"
+#include "transport/transport.h"
+
+namespace ros2::engine {
+
+class Engine : public control::EngineHooks {
+ public:
+  // Starts everything; on error, whatever started is stopped again.
+  static Result<std::unique_ptr<Engine>> Start(EngineConfig config);
+  ~Engine() override;
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Clean shutdown (see the class comment). Idempotent.
+  void Shutdown();
+
+  // "ros2-engine ready control=unix:/... engine=<uuid> targets=N transport=shm"
+  std::string ReadyLine() const;
+  // Path of the ready file (its content is ReadyLine() and key=value lines).
+  std::string ready_file() const { return config_.data_dir + "/engine.ready"; }
+  const std::string& control_address() const { return control_address_; }
+  const Uuid& engine_id() const { return env_.engine_id; }
+
+  // --- EngineHooks ---
+  Status OnPoolDestroy(const Uuid& pool) override;
+  Status OnContainerDestroy(const Uuid& pool, const Uuid& container) override;
+  uint64_t PoolUsedBytes(const Uuid& pool) override;
+
+ private:
+  explicit Engine(EngineConfig config) : config_(std::move(config)) {}
+  Status StartAll();
+  Status LoadEngineId();
+  Status StartEmbeddedControl();
+  Status StartTargets();
+  control::EngineRegistration Registration() const;
+  Status RegisterEmbedded();
+  Status JoinManagement();
+  Status WriteReadyFile() const;
+
+  EngineConfig config_;
+  HybridClock clock_;
+  std::unique_ptr<transport::Context> transport_;
+  TargetEnvironment env_;
+  std::unique_ptr<control::ControlPlane> control_;
+  std::unique_ptr<control::CapabilityVerifier> joined_verifier_;
+  std::vector<std::unique_ptr<Target>> targets_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::string control_address_;  // embedded: the Unix socket; joined: the joined endpoint
+  std::string tcp_address_;      // embedded with control.listen: "host:port"
+  bool shut_down_ = false;
+};
+
+}  // namespace ros2::engine

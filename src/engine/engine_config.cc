@@ -1,0 +1,160 @@
+// Engine configuration: defaults, YAML keys, overrides and cross-field checks.
+#include "engine/engine_config.h"
+
+#include <fmt/format.h>
+
+#include <spdlog/spdlog.h>
+
+#include "common/config.h"
+#include "vos/vos_config.h"
+
+namespace ros2::engine {
+namespace {
+
+constexpr uint64_t kDefaultShardDataSize = uint64_t{256} << 20;
+constexpr uint32_t kMaxTargets = 64;
+
+Status CheckKnownKeys(const YAML::Node& node, std::string_view where, std::initializer_list<const char*> known) {
+  if (!node.IsMap()) return Status::InvalidArgument(fmt::format("{}: expected a map", where));
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    bool found = false;
+    for (const char* k : known) found = found || key == k;
+    if (!found) return Status::InvalidArgument(fmt::format("{}.{}: unknown setting", where, key));
+  }
+  return Status::Ok();
+}
+
+Status ApplyTransport(const YAML::Node& node, const std::string& where, transport::TransportOptions* t) {
+  ROS2_RETURN_IF_ERROR(
+      CheckKnownKeys(node, where, {"kind", "inline_limit", "net_devices", "tcp_seg_size", "spin", "timeout"}));
+  std::string kind(transport::TransportKindName(t->kind));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "kind", &kind));
+  auto parsed = transport::ParseTransportKind(kind);
+  if (!parsed.ok()) return parsed.status().WithContext(where + ".kind");
+  t->kind = *parsed;
+  ROS2_RETURN_IF_ERROR(ReadSize(node, where, "inline_limit", &t->inline_limit));
+  if (t->inline_limit > (uint64_t{1} << 20)) {
+    return Status::InvalidArgument(fmt::format("{}.inline_limit: {} exceeds 1 MiB", where, t->inline_limit));
+  }
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "net_devices", &t->net_devices));
+  ROS2_RETURN_IF_ERROR(ReadSize(node, where, "tcp_seg_size", &t->tcp_seg_size));
+  if (node["spin"]) {
+    // "50us" is accepted besides the millisecond forms of ParseDuration.
+    std::string text = node["spin"].as<std::string>();
+    if (text.size() > 2 && text.ends_with("us")) {
+      try {
+        t->spin_budget = std::chrono::microseconds(std::stoull(text.substr(0, text.size() - 2)));
+      } catch (const std::exception&) {
+        return Status::InvalidArgument(fmt::format("{}.spin: '{}' is not a duration", where, text));
+      }
+    } else {
+      std::chrono::milliseconds ms{0};
+      ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "spin", &ms));
+      t->spin_budget = std::chrono::duration_cast<std::chrono::microseconds>(ms);
+    }
+  }
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "timeout", &t->default_timeout));
+  return Status::Ok();
+}
+
+Status ApplyControl(const YAML::Node& node, const std::string& where, ControlConfig* c) {
+  ROS2_RETURN_IF_ERROR(
+      CheckKnownKeys(node, where, {"socket", "listen", "join", "join_tenant", "join_secret_file", "address"}));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "socket", &c->socket));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "listen", &c->listen));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "join", &c->join));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "join_tenant", &c->join_tenant));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "join_secret_file", &c->join_secret_file));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "address", &c->address));
+  return Status::Ok();
+}
+
+}  // namespace
+
+EngineConfig DefaultEngineConfig() {
+  EngineConfig c;
+  c.vos.data_size = kDefaultShardDataSize;
+  return c;
+}
+
+Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, EngineConfig* config) {
+  config->origin = std::string(origin);
+  if (!root || root.IsNull()) return Status::Ok();
+  const std::string where(origin);
+  ROS2_RETURN_IF_ERROR(CheckKnownKeys(
+      root, where, {"data_dir", "log_level", "targets", "vos", "transport", "control", "shutdown_grace"}));
+  try {
+    ROS2_RETURN_IF_ERROR(ReadString(root, where, "data_dir", &config->data_dir));
+    ROS2_RETURN_IF_ERROR(ReadString(root, where, "log_level", &config->log_level));
+    uint64_t targets = config->targets;
+    ROS2_RETURN_IF_ERROR(ReadUint(root, where, "targets", &targets));
+    if (targets == 0 || targets > kMaxTargets) {
+      return Status::InvalidArgument(fmt::format("{}: targets: {} not in [1, {}]", where, targets, kMaxTargets));
+    }
+    config->targets = static_cast<uint32_t>(targets);
+    if (const YAML::Node vos_node = root["vos"]) {
+      const std::string vos_where = where + ": vos";
+      if (!vos_node.IsMap()) return Status::InvalidArgument(vos_where + ": expected a map");
+      if (vos_node["path"] || vos_node["block_device"]) {
+        return Status::InvalidArgument(vos_where +
+                                       ".path/block_device: the engine places every container shard under data_dir");
+      }
+      // ParseVosOptions starts from VosOptions' defaults: carry ours over and
+      // give it a placeholder path (the real one is chosen per shard).
+      YAML::Node copy = YAML::Clone(vos_node);
+      copy["path"] = "per-shard";
+      if (!copy["data_size"]) copy["data_size"] = std::to_string(config->vos.data_size);
+      auto parsed = vos::ParseVosOptions(copy, vos_where);
+      if (!parsed.ok()) return parsed.status();
+      config->vos = *parsed;
+      config->vos.path.clear();
+    }
+    if (const YAML::Node t = root["transport"])
+      ROS2_RETURN_IF_ERROR(ApplyTransport(t, where + ": transport", &config->transport));
+    if (const YAML::Node c = root["control"])
+      ROS2_RETURN_IF_ERROR(ApplyControl(c, where + ": control", &config->control));
+    ROS2_RETURN_IF_ERROR(ReadDuration(root, where, "shutdown_grace", &config->shutdown_grace));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(fmt::format("{}: {}", where, e.what()));
+  }
+  return Status::Ok();
+}
+
+Result<EngineConfig> LoadEngineConfig(const std::string& path) {
+  auto root = LoadYamlFile(path);
+  if (!root.ok()) return root.status();
+  EngineConfig config = DefaultEngineConfig();
+  ROS2_RETURN_IF_ERROR(ApplyEngineConfig(*root, path, &config));
+  return config;
+}
+
+Status FinalizeEngineConfig(EngineConfig* config) {
+  if (config->data_dir.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: data_dir: required (set it in the file or with --data-dir)", config->origin));
+  }
+  if (config->targets == 0 || config->targets > kMaxTargets) {
+    return Status::InvalidArgument(fmt::format("targets: {} not in [1, {}]", config->targets, kMaxTargets));
+  }
+  if (!config->control.join.empty() && config->control.join_secret_file.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: control.join_secret_file: required with control.join (the secret of tenant '{}')",
+                    config->origin, config->control.join_tenant));
+  }
+  auto level = spdlog::level::from_str(config->log_level);
+  if (level == spdlog::level::off && config->log_level != "off") {
+    return Status::InvalidArgument(
+        fmt::format("{}: log_level: '{}' is not trace|debug|info|warn|error|off", config->origin, config->log_level));
+  }
+  return Status::Ok();
+}
+
+std::string ControlSocketAddress(const EngineConfig& config) {
+  const std::string& s = config.control.socket;
+  if (s.empty()) return "unix:" + config.data_dir + "/control.sock";
+  if (s.starts_with("unix:")) return s;
+  return "unix:" + s;
+}
+
+}  // namespace ros2::engine

@@ -1,0 +1,72 @@
+// EngineConfig: everything `ros2-engine` is told at start, from a YAML file,
+// from embedded defaults, and from command-line overrides.
+//
+// File layout (every key optional; docs/engine.md has the reference):
+//   data_dir: /var/lib/ros2          # required unless given with --data-dir
+//   log_level: info
+//   targets: 2                       # target threads (1 .. 64)
+//   vos: { class: nvme, data_size: 256MiB, ... }   # per container shard (vos_config.h)
+//   transport: { kind: auto, inline_limit: 16KiB, net_devices: lo, spin: 50us }
+//   control:
+//     socket: <data_dir>/control.sock  # Unix socket of the embedded control plane
+//     listen: 127.0.0.1:0              # optional extra TCP listener
+//     join: unix:/other/control.sock   # register with another engine's control plane
+//     join_secret_file: /other/admin.secret
+//     address: host name shown in the pool map
+//   shutdown_grace: 5s               # how long in-flight requests may finish
+// A value type; parsing is a free function, safe from any thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/status.h"
+#include "transport/transport.h"
+#include "vos/vos.h"
+
+namespace ros2::engine {
+
+struct ControlConfig {
+  std::string socket;  // "unix:/path" or a bare path; empty: <data_dir>/control.sock
+  std::string listen;  // optional "host:port" TCP listener (port 0: any)
+  std::string join;    // management endpoint to register with; empty: embed one
+  std::string join_tenant = "admin";
+  std::string join_secret_file;  // secret of join_tenant (required with join)
+  std::string address;           // informative host name; empty: gethostname()
+};
+
+struct EngineConfig {
+  std::string data_dir;
+  std::string log_level = "info";
+  uint32_t targets = 2;
+  vos::VosOptions vos;  // template for every container shard; `path` is set per shard
+  transport::TransportOptions transport;
+  ControlConfig control;
+  std::chrono::milliseconds shutdown_grace{5000};
+  // Where the config came from, for error messages ("engine.yaml", "defaults").
+  std::string origin = "defaults";
+};
+
+// The embedded defaults: 2 targets, nvme class with 256 MiB per container
+// shard, transport auto, control plane on <data_dir>/control.sock.
+EngineConfig DefaultEngineConfig();
+
+// Applies the keys of `root` on top of `config`. Errors name `origin` and the
+// key ("engine.yaml: transport.kind: ...").
+Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, EngineConfig* config);
+
+// Loads a YAML file on top of the defaults.
+Result<EngineConfig> LoadEngineConfig(const std::string& path);
+
+// Checks cross-field rules after overrides (data_dir set, targets in range,
+// join with a secret file) and fills derived defaults (socket path).
+Status FinalizeEngineConfig(EngineConfig* config);
+
+// The Unix socket address ("unix:/...") of the control plane in `config`.
+std::string ControlSocketAddress(const EngineConfig& config);
+
+}  // namespace ros2::engine

@@ -1,0 +1,82 @@
+// Engine configuration: defaults, YAML keys and errors that name the key.
+#include "engine/engine_config.h"
+
+#include <gtest/gtest.h>
+
+#include "common/config.h"
+
+namespace ros2::engine {
+namespace {
+
+Status Apply(std::string_view yaml, EngineConfig* c) {
+  auto node = ParseYaml(yaml, "engine.yaml");
+  if (!node.ok()) return node.status();
+  return ApplyEngineConfig(*node, "engine.yaml", c);
+}
+
+TEST(EngineConfig, DefaultsNeedOnlyADataDir) {
+  EngineConfig c = DefaultEngineConfig();
+  Status st = FinalizeEngineConfig(&c);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find("data_dir"), std::string::npos) << st.ToString();
+  c.data_dir = "/tmp/x";
+  EXPECT_TRUE(FinalizeEngineConfig(&c).ok());
+  EXPECT_EQ(c.targets, 2u);
+  EXPECT_EQ(c.vos.data_size, uint64_t{256} << 20);
+  EXPECT_EQ(ControlSocketAddress(c), "unix:/tmp/x/control.sock");
+}
+
+TEST(EngineConfig, ReadsEverySection) {
+  EngineConfig c = DefaultEngineConfig();
+  ASSERT_TRUE(Apply(R"(
+data_dir: /d
+targets: 4
+log_level: debug
+vos: { class: ram, data_size: 64MiB }
+transport: { kind: shm, inline_limit: 8KiB, spin: 20us }
+control: { socket: /d/ctl.sock, listen: "127.0.0.1:0" }
+shutdown_grace: 2s
+)",
+                    &c)
+                  .ok());
+  EXPECT_EQ(c.data_dir, "/d");
+  EXPECT_EQ(c.targets, 4u);
+  EXPECT_EQ(c.vos.storage_class, vos::StorageClass::kRam);
+  EXPECT_EQ(c.vos.data_size, uint64_t{64} << 20);
+  EXPECT_EQ(c.transport.kind, transport::TransportKind::kShm);
+  EXPECT_EQ(c.transport.inline_limit, 8192u);
+  EXPECT_EQ(c.transport.spin_budget, std::chrono::microseconds(20));
+  EXPECT_EQ(ControlSocketAddress(c), "unix:/d/ctl.sock");
+  EXPECT_EQ(c.control.listen, "127.0.0.1:0");
+  EXPECT_EQ(c.shutdown_grace, std::chrono::seconds(2));
+}
+
+TEST(EngineConfig, ErrorsNameTheKey) {
+  struct Case {
+    const char* yaml;
+    const char* needle;
+  } cases[] = {
+      {"targets: 0", "targets"},
+      {"bogus: 1", "bogus"},
+      {"vos: { class: ssd }", "vos.class"},
+      {"vos: { path: /x }", "vos.path"},
+      {"transport: { kind: carrier-pigeon }", "transport.kind"},
+      {"control: { joinn: x }", "control.joinn"},
+      {"transport: { inline_limit: 2GiB }", "inline_limit"},
+  };
+  for (const auto& tc : cases) {
+    EngineConfig c = DefaultEngineConfig();
+    Status st = Apply(tc.yaml, &c);
+    EXPECT_FALSE(st.ok()) << tc.yaml;
+    EXPECT_NE(st.message().find(tc.needle), std::string::npos) << tc.yaml << " -> " << st.ToString();
+    EXPECT_NE(st.message().find("engine.yaml"), std::string::npos) << st.ToString();
+  }
+  EngineConfig c = DefaultEngineConfig();
+  c.data_dir = "/d";
+  c.control.join = "unix:/other.sock";
+  Status st = FinalizeEngineConfig(&c);
+  EXPECT_NE(st.message().find("join_secret_file"), std::string::npos) << st.ToString();
+}
+
+}  // namespace
+}  // namespace ros2::engine

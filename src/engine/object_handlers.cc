@@ -1,0 +1,297 @@
+// The object RPC handlers of a target: decode (obj_rpc), admit (shutdown,
+// target, capability, shard), run the VOS operation, move the bulk, reply.
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "engine/target.h"
+
+namespace ros2::engine {
+namespace {
+
+using obj::Opcode;
+using transport::IncomingRequest;
+
+vos::Checksums ToVos(const obj::Checksums& c) {
+  return vos::Checksums{c.type, c.chunk_size, c.values};
+}
+obj::Checksums FromVos(const vos::Checksums& c) {
+  return obj::Checksums{c.type, c.chunk_size, c.values};
+}
+
+Epoch ReadEpoch(Epoch e) {
+  return e == 0 ? kEpochMax : e;
+}
+
+}  // namespace
+
+void Target::RegisterHandlers() {
+  auto reg = [this](Opcode op, void (Target::*fn)(IncomingRequest)) {
+    Status st = worker_->RegisterHandler(static_cast<uint16_t>(op),
+                                         [this, fn](IncomingRequest r) { (this->*fn)(std::move(r)); });
+    if (!st.ok())
+      ROS2_LOG_ERROR("engine target {}: register {}: {}", index_, obj::OpcodeName(static_cast<uint16_t>(op)),
+                     st.ToString());
+  };
+  reg(Opcode::kPing, &Target::HandlePing);
+  reg(Opcode::kUpdate, &Target::HandleUpdate);
+  reg(Opcode::kFetch, &Target::HandleFetch);
+  reg(Opcode::kPunch, &Target::HandlePunch);
+  reg(Opcode::kList, &Target::HandleList);
+  reg(Opcode::kQuery, &Target::HandleQuery);
+}
+
+Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::RequestHeader& header,
+                                     control::Rights rights) {
+  const auto op = obj::OpcodeName(req.opcode());
+  if (stopping_) return Status::Cancelled(fmt::format("engine target {}: shutting down, {} refused", index_, op));
+  if (header.target != index_) {
+    return Status::InvalidArgument(fmt::format(
+        "engine target {}: {} addressed to target {} arrived here (stale pool map?)", index_, op, header.target));
+  }
+  if (header.pool.IsNil() || header.container.IsNil()) {
+    return Status::InvalidArgument(fmt::format("engine target {}: {} names no pool or no container", index_, op));
+  }
+  control::CapabilityVerifier* verifier = env_->verifier.load(std::memory_order_acquire);
+  if (verifier == nullptr) return Status::Busy(fmt::format("engine target {}: still starting", index_));
+  if (req.capability().empty()) {
+    return Status::Unauthenticated(fmt::format("engine target {}: {} carries no capability", index_, op));
+  }
+  auto cap = verifier->Authorize(req.capability(), header.pool, header.container, rights);
+  if (!cap.ok()) return cap.status().WithContext(fmt::format("engine target {}: {}", index_, op));
+  if (cap->IsPoolCapability()) {
+    return Status::PermissionDenied(
+        fmt::format("engine target {}: {} needs a container capability, got a pool capability", index_, op));
+  }
+  return ShardFor(header.pool, header.container);
+}
+
+void Target::HandlePing(IncomingRequest req) {
+  auto m = obj::DecodePingRequest(req.payload());
+  if (!m.ok()) return req.Reply(m.status());
+  obj::PingReply reply{index_, env_->target_count, env_->engine_id};
+  req.Reply(Status::Ok(), obj::Encode(reply));
+}
+
+void Target::HandleUpdate(IncomingRequest req) {
+  auto m = obj::DecodeUpdateRequest(req.payload());
+  if (!m.ok()) return req.Reply(m.status());
+  auto shard = Admit(req, m->header, control::kRightWrite);
+  if (!shard.ok()) return req.Reply(shard.status());
+  if (req.bulk_out_size() != m->length) {
+    return req.Reply(Status::InvalidArgument(fmt::format(
+        "engine target {}: update of {} bytes carries {} bytes of data", index_, m->length, req.bulk_out_size())));
+  }
+  auto buffer = buffers_.Get(m->length);
+  if (!buffer.ok()) return req.Reply(buffer.status());
+
+  // The op, its data buffer and the request live until the VOS callback.
+  struct UpdateState {
+    vos::UpdateOp op;
+    PooledBuffer buffer;
+    uint64_t ticket = 0;
+  };
+  auto state = std::make_shared<UpdateState>();
+  state->buffer = std::move(*buffer);
+  state->ticket = Track(req);
+  vos::UpdateOp& op = state->op;
+  op.oid = m->oid;
+  op.dkey = std::move(m->dkey);
+  op.akey = std::move(m->akey);
+  if (m->header.epoch == 0) {
+    op.epoch = env_->clock->Now();
+  } else {
+    env_->clock->Update(m->header.epoch);
+    op.epoch = m->header.epoch;
+  }
+  op.type = static_cast<vos::ValueType>(m->type);
+  op.index = m->index;
+  op.record_size = m->record_size;
+  op.data = state->buffer.span();
+  op.csum = ToVos(m->csum);
+  vos::Vos* vos = (*shard)->vos.get();
+
+  auto submit = [this, state, vos](const Status& pulled) {
+    if (!pulled.ok()) {
+      return Finish(state->ticket, pulled.WithContext(fmt::format("engine target {}: pulling update data", index_)));
+    }
+    vos->SubmitUpdate(state->op, [this, state](Status st) {
+      usage_dirty_ = true;
+      const Epoch epoch = state->op.epoch;
+      state->buffer = PooledBuffer();  // back to the pool before the reply
+      Finish(state->ticket, st, obj::Encode(obj::UpdateReply{epoch}));
+    });
+  };
+  if (m->length == 0) return submit(Status::Ok());
+  req.Pull(state->buffer.span(), submit);
+}
+
+void Target::HandleFetch(IncomingRequest req) {
+  auto m = obj::DecodeFetchRequest(req.payload());
+  if (!m.ok()) return req.Reply(m.status());
+  auto shard = Admit(req, m->header, control::kRightRead);
+  if (!shard.ok()) return req.Reply(shard.status());
+  const uint64_t capacity = req.bulk_in_capacity();
+  uint64_t want = capacity;
+  if (m->type == obj::ValueType::kArray) {
+    want = m->count * m->record_size;
+    if (want > capacity) {
+      return req.Reply(Status::InvalidArgument(
+          fmt::format("engine target {}: fetch of {} records of {} bytes does not fit the {}-byte buffer", index_,
+                      m->count, m->record_size, capacity)));
+    }
+  } else if (want > obj::kMaxIoSize) {
+    want = obj::kMaxIoSize;
+  }
+  auto buffer = buffers_.Get(want);
+  if (!buffer.ok()) return req.Reply(buffer.status());
+
+  struct FetchState {
+    vos::FetchOp op;
+    PooledBuffer buffer;
+    obj::FetchReply reply;
+    uint64_t ticket = 0;
+  };
+  auto state = std::make_shared<FetchState>();
+  state->buffer = std::move(*buffer);
+  state->ticket = Track(req);
+  vos::FetchOp& op = state->op;
+  op.oid = m->oid;
+  op.dkey = std::move(m->dkey);
+  op.akey = std::move(m->akey);
+  op.epoch = ReadEpoch(m->header.epoch);
+  op.type = static_cast<vos::ValueType>(m->type);
+  op.index = m->index;
+  op.count = m->count;
+  op.record_size = m->record_size;
+  op.buffer = state->buffer.span();
+
+  (*shard)->vos->SubmitFetch(op, [this, state, req](Result<vos::FetchResult> r) mutable {
+    if (!r.ok()) return Finish(state->ticket, r.status());
+    state->reply.size = r->size;
+    state->reply.csum = FromVos(r->csum);
+    const uint64_t pushed = std::min<uint64_t>(r->size, state->buffer.size());
+    auto reply = [this, state](const Status& st) {
+      if (!st.ok()) {
+        return Finish(state->ticket, st.WithContext(fmt::format("engine target {}: pushing fetch data", index_)));
+      }
+      state->buffer = PooledBuffer();
+      Finish(state->ticket, Status::Ok(), obj::Encode(state->reply));
+    };
+    if (pushed == 0) return reply(Status::Ok());
+    req.Push(std::span<const std::byte>(state->buffer.data(), pushed), reply);
+  });
+}
+
+void Target::HandlePunch(IncomingRequest req) {
+  auto m = obj::DecodePunchRequest(req.payload());
+  if (!m.ok()) return req.Reply(m.status());
+  auto shard = Admit(req, m->header, control::kRightWrite);
+  if (!shard.ok()) return req.Reply(shard.status());
+  Epoch epoch = m->header.epoch;
+  if (epoch == 0) {
+    epoch = env_->clock->Now();
+  } else {
+    env_->clock->Update(epoch);
+  }
+  vos::Vos& vos = *(*shard)->vos;
+  Status st;
+  switch (m->scope) {
+    case obj::PunchScope::kObject: st = vos.PunchObject(m->oid, epoch); break;
+    case obj::PunchScope::kDkey: st = vos.PunchDkey(m->oid, m->dkey, epoch); break;
+    case obj::PunchScope::kAkey: st = vos.PunchAkey(m->oid, m->dkey, m->akey, epoch); break;
+  }
+  usage_dirty_ = true;
+  if (!st.ok()) return req.Reply(st);
+  req.Reply(Status::Ok(), obj::Encode(obj::PunchReply{epoch}));
+}
+
+void Target::HandleList(IncomingRequest req) {
+  auto m = obj::DecodeListRequest(req.payload());
+  if (!m.ok()) return req.Reply(m.status());
+  auto shard = Admit(req, m->header, control::kRightRead);
+  if (!shard.ok()) return req.Reply(shard.status());
+  vos::Vos& vos = *(*shard)->vos;
+  const Epoch epoch = ReadEpoch(m->header.epoch);
+
+  obj::ListReply reply;
+  reply.kind = m->kind;
+  vos::Anchor anchor;
+  anchor.position() = m->anchor.position;
+  anchor.set_eof(m->anchor.eof);
+  // Budget the reply: ask VOS for no more entries than the worst case fits.
+  const size_t worst = m->kind == obj::ListKind::kObjects   ? obj::kObjectEntrySize
+                       : m->kind == obj::ListKind::kExtents ? obj::kExtentEntrySize
+                                                            : obj::KeyEntrySize(obj::kMaxKeySize);
+  size_t budget = obj::kMaxListReplyBytes - obj::kListReplyOverhead - obj::kMaxAnchorSize;
+  size_t remaining = m->max_entries;
+  while (!anchor.eof() && remaining > 0 && budget >= worst) {
+    const size_t ask = std::min(remaining, budget / worst);
+    size_t got = 0;
+    Status st;
+    switch (m->kind) {
+      case obj::ListKind::kObjects: {
+        auto r = vos.ListObjects(epoch, &anchor, ask);
+        if (!(st = r.status()).ok()) break;
+        got = r->size();
+        budget -= got * obj::kObjectEntrySize;
+        reply.objects.insert(reply.objects.end(), r->begin(), r->end());
+        break;
+      }
+      case obj::ListKind::kDkeys:
+      case obj::ListKind::kAkeys: {
+        auto r = m->kind == obj::ListKind::kDkeys ? vos.ListDkeys(m->oid, epoch, &anchor, ask)
+                                                  : vos.ListAkeys(m->oid, m->dkey, epoch, &anchor, ask);
+        if (!(st = r.status()).ok()) break;
+        got = r->size();
+        for (auto& k : *r) {
+          budget -= obj::KeyEntrySize(k.size());
+          reply.keys.push_back(std::move(k));
+        }
+        break;
+      }
+      case obj::ListKind::kExtents: {
+        auto r = vos.ListExtents(m->oid, m->dkey, m->akey, epoch, &anchor, ask);
+        if (!(st = r.status()).ok()) break;
+        got = r->size();
+        budget -= got * obj::kExtentEntrySize;
+        for (const auto& e : *r) reply.extents.push_back({e.index, e.count, e.record_size, e.epoch});
+        break;
+      }
+    }
+    if (!st.ok()) return req.Reply(st);
+    remaining -= std::min(remaining, got);
+    if (got < ask) break;
+  }
+  if (anchor.position().size() > obj::kMaxAnchorSize) {
+    return req.Reply(Status::Internal(fmt::format(
+        "engine target {}: list anchor of {} bytes exceeds the protocol limit", index_, anchor.position().size())));
+  }
+  reply.anchor.position = anchor.position();
+  reply.anchor.eof = anchor.eof();
+  req.Reply(Status::Ok(), obj::Encode(reply));
+}
+
+void Target::HandleQuery(IncomingRequest req) {
+  auto m = obj::DecodeQueryRequest(req.payload());
+  if (!m.ok()) return req.Reply(m.status());
+  auto shard = Admit(req, m->header, control::kRightRead);
+  if (!shard.ok()) return req.Reply(shard.status());
+  vos::Vos& vos = *(*shard)->vos;
+  const Epoch epoch = ReadEpoch(m->header.epoch);
+  obj::QueryReply reply;
+  reply.kind = m->kind;
+  if (m->kind == obj::QueryKind::kMaxDkey) {
+    auto r = vos.QueryMaxDkey(m->oid, epoch);
+    if (!r.ok()) return req.Reply(r.status());
+    reply.found = r->has_value();
+    if (reply.found) reply.max_dkey = **r;
+  } else {
+    auto r = vos.QueryArrayEnd(m->oid, m->dkey, m->akey, epoch);
+    if (!r.ok()) return req.Reply(r.status());
+    reply.found = r->has_value();
+    if (reply.found) reply.array_end = **r;
+  }
+  req.Reply(Status::Ok(), obj::Encode(reply));
+}
+
+}  // namespace ros2::engine

@@ -1,0 +1,286 @@
+// Target thread: lifecycle, the epoll progress loop, container shards, mailbox.
+#include "engine/target.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+
+namespace ros2::engine {
+
+bool TargetEnvironment::IsDestroyed(const Uuid& pool, const Uuid& container) {
+  std::lock_guard lock(destroyed_mu);
+  for (const auto& [p, c] : destroyed) {
+    if (p == pool && (c.IsNil() || c == container)) return true;  // a nil container stands for the whole pool
+  }
+  return false;
+}
+
+Target::Target(uint32_t index, TargetEnvironment* env) : index_(index), env_(env) {}
+
+Target::~Target() {
+  Stop();
+}
+
+Status Target::Start() {
+  std::promise<Status> started;
+  auto result = started.get_future();
+  thread_ = std::thread([this, &started] { Run(&started); });
+  Status st = result.get();
+  if (!st.ok() && thread_.joinable()) thread_.join();
+  return st;
+}
+
+void Target::Stop() {
+  if (!thread_.joinable()) return;
+  stop_requested_.store(true, std::memory_order_release);
+  Post([] {});  // wake the loop
+  thread_.join();
+}
+
+void Target::Post(std::function<void()> fn) {
+  {
+    std::lock_guard lock(mailbox_mu_);
+    mailbox_.push_back(std::move(fn));
+  }
+  if (mailbox_fd_ >= 0) {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t n = ::write(mailbox_fd_, &one, sizeof(one));
+  }
+}
+
+void Target::DestroyContainer(const Uuid& pool, const Uuid& container) {
+  Post([this, pool, container] {
+    RetireShards([&](const Shard& s) { return s.pool == pool && s.container == container; });
+    std::error_code ec;
+    std::filesystem::remove_all(
+        fmt::format("{}/targets/{}/{}/{}", env_->data_dir, index_, pool.ToString(), container.ToString()), ec);
+  });
+}
+
+void Target::DestroyPool(const Uuid& pool) {
+  Post([this, pool] {
+    RetireShards([&](const Shard& s) { return s.pool == pool; });
+    std::error_code ec;
+    std::filesystem::remove_all(fmt::format("{}/targets/{}/{}", env_->data_dir, index_, pool.ToString()), ec);
+    std::lock_guard lock(usage_mu_);
+    usage_.erase(pool);
+  });
+}
+
+uint64_t Target::UsedBytes(const Uuid& pool) const {
+  std::lock_guard lock(usage_mu_);
+  auto it = usage_.find(pool);
+  return it == usage_.end() ? 0 : it->second;
+}
+
+void Target::Run(std::promise<Status>* started) {
+  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  mailbox_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || mailbox_fd_ < 0) {
+    started->set_value(Status::FromErrno(errno, fmt::format("engine target {}: epoll/eventfd", index_)));
+    return;
+  }
+  auto worker = env_->transport->CreateWorker(fmt::format("target-{}", index_));
+  if (!worker.ok()) {
+    started->set_value(worker.status().WithContext(fmt::format("engine target {}", index_)));
+    ::close(epoll_fd_);
+    ::close(mailbox_fd_);
+    return;
+  }
+  worker_ = std::move(*worker);
+  auto addr = worker_->address();
+  address_.assign(addr.begin(), addr.end());
+  AddToEpoll(worker_->event_fd());
+  AddToEpoll(mailbox_fd_);
+  RegisterHandlers();
+  started->set_value(Status::Ok());  // `started` dies with Start()'s frame after this
+  Loop();
+  FinishShutdown();
+}
+
+void Target::AddToEpoll(int fd) {
+  if (fd < 0) return;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    ROS2_LOG_WARN("engine target {}: epoll add fd {}: {}", index_, fd, std::strerror(errno));
+  }
+}
+
+void Target::RemoveFromEpoll(int fd) {
+  if (fd >= 0) ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+}
+
+int Target::DrainMailbox() {
+  uint64_t count = 0;
+  [[maybe_unused]] ssize_t n = ::read(mailbox_fd_, &count, sizeof(count));
+  std::deque<std::function<void()>> work;
+  {
+    std::lock_guard lock(mailbox_mu_);
+    work.swap(mailbox_);
+  }
+  for (auto& fn : work) fn();
+  return static_cast<int>(work.size());
+}
+
+int Target::ProgressShards() {
+  int events = 0;
+  for (auto& [key, shard] : shards_) events += shard->vos->Progress(false);
+  for (auto it = retiring_.begin(); it != retiring_.end();) {
+    Shard& s = **it;
+    events += s.vos->Progress(false);
+    if (s.vos->in_flight() == 0) {
+      RemoveFromEpoll(s.vos->event_fd());
+      s.vos.reset();
+      Status st = vos::Vos::Destroy(s.path);
+      if (!st.ok()) ROS2_LOG_WARN("engine target {}: destroying {}: {}", index_, s.path, st.ToString());
+      it = retiring_.erase(it);
+      ++events;
+    } else {
+      ++it;
+    }
+  }
+  return events;
+}
+
+void Target::RetireShards(const std::function<bool(const Shard&)>& match) {
+  for (auto it = shards_.begin(); it != shards_.end();) {
+    if (match(*it->second)) {
+      retiring_.push_back(std::move(it->second));
+      it = shards_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Target::Loop() {
+  auto last_event = std::chrono::steady_clock::now();
+  for (;;) {
+    int events = worker_->Progress();
+    events += ProgressShards();
+    events += DrainMailbox();
+    const auto now = std::chrono::steady_clock::now();
+    if (stop_requested_.load(std::memory_order_acquire) && !stopping_) {
+      stopping_ = true;
+      stop_deadline_ = now + env_->shutdown_grace;
+      ROS2_LOG_INFO("engine target {}: shutting down ({} requests in flight)", index_, pending_.size());
+    }
+    if (stopping_) {
+      if (pending_.empty()) return;
+      if (now >= stop_deadline_) {
+        ROS2_LOG_WARN("engine target {}: failing {} requests still in flight after the shutdown grace", index_,
+                      pending_.size());
+        auto left = std::move(pending_);
+        pending_.clear();
+        for (auto& [ticket, req] : left) {
+          req.Reply(
+              Status::Cancelled(fmt::format("engine target {}: shutting down before the request finished", index_)));
+        }
+        return;
+      }
+    }
+    if (usage_dirty_ && now - usage_refreshed_ > std::chrono::seconds(1)) RefreshUsage();
+    if (events > 0) {
+      last_event = now;
+      continue;
+    }
+    if (now - last_event < env_->spin) continue;
+    if (!worker_->PrepareSleep()) continue;
+    Sleep();
+    last_event = std::chrono::steady_clock::now();
+  }
+}
+
+void Target::Sleep() {
+  auto wait = worker_->NextDeadline(std::chrono::milliseconds(100));
+  if (stopping_) wait = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(10));
+  if (usage_dirty_) wait = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(1000));
+  const int timeout_ms = static_cast<int>((wait.count() + 999) / 1000);
+  epoll_event events[8];
+  ::epoll_wait(epoll_fd_, events, 8, timeout_ms);
+}
+
+void Target::RefreshUsage() {
+  std::map<Uuid, uint64_t> usage;
+  for (auto& [key, shard] : shards_) {
+    vos::SpaceInfo space = shard->vos->Space();
+    usage[shard->pool] += space.data_used + space.metadata_bytes;
+  }
+  {
+    std::lock_guard lock(usage_mu_);
+    for (auto& [pool, bytes] : usage) usage_[pool] = bytes;
+  }
+  usage_dirty_ = false;
+  usage_refreshed_ = std::chrono::steady_clock::now();
+}
+
+void Target::FinishShutdown() {
+  // Let the last replies leave before the worker goes away.
+  const auto flush_until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  while (std::chrono::steady_clock::now() < flush_until) {
+    if (worker_->Progress() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  RefreshUsage();
+  for (auto& [key, shard] : shards_) {
+    Status st = shard->vos->Sync();
+    if (!st.ok()) ROS2_LOG_WARN("engine target {}: sync {}: {}", index_, shard->path, st.ToString());
+  }
+  shards_.clear();
+  retiring_.clear();
+  pending_.clear();
+  worker_.reset();
+  ::close(epoll_fd_);
+  ::close(mailbox_fd_);
+  epoll_fd_ = -1;
+  ROS2_LOG_INFO("engine target {}: stopped", index_);
+}
+
+Result<Target::Shard*> Target::ShardFor(const Uuid& pool, const Uuid& container) {
+  auto key = std::make_pair(pool, container);
+  auto it = shards_.find(key);
+  if (it != shards_.end()) return it->second.get();
+  if (env_->IsDestroyed(pool, container)) {
+    return Status::NotFound(fmt::format("engine target {}: container {} of pool {} was destroyed", index_,
+                                        container.ToString(), pool.ToString()));
+  }
+  auto shard = std::make_unique<Shard>();
+  shard->pool = pool;
+  shard->container = container;
+  shard->path = fmt::format("{}/targets/{}/{}/{}", env_->data_dir, index_, pool.ToString(), container.ToString());
+  vos::VosOptions options = env_->vos_template;
+  options.path = shard->path;
+  auto vos = vos::Vos::Open(options);
+  if (!vos.ok()) return vos.status().WithContext(fmt::format("engine target {}: open shard {}", index_, shard->path));
+  shard->vos = std::move(*vos);
+  AddToEpoll(shard->vos->event_fd());
+  ROS2_LOG_INFO("engine target {}: opened shard of container {} ({})", index_, container.ToString(),
+                vos::StorageClassName(options.storage_class));
+  Shard* raw = shard.get();
+  shards_.emplace(key, std::move(shard));
+  return raw;
+}
+
+uint64_t Target::Track(const transport::IncomingRequest& req) {
+  uint64_t ticket = next_ticket_++;
+  pending_.emplace(ticket, req);
+  return ticket;
+}
+
+void Target::Finish(uint64_t ticket, const Status& status, std::span<const uint8_t> payload) {
+  auto it = pending_.find(ticket);
+  if (it == pending_.end()) return;  // already failed by the shutdown
+  transport::IncomingRequest req = std::move(it->second);
+  pending_.erase(it);
+  req.Reply(status, status.ok() ? payload : std::span<const uint8_t>{});
+}
+
+}  // namespace ros2::engine

@@ -1,0 +1,152 @@
+// Target: one engine target — a thread that owns a transport Worker, the VOS
+// shards of every container it serves, and an I/O buffer pool, and runs the
+// object RPC handlers (object_handlers.cc) in one epoll loop.
+//
+// Container mapping: each (pool, container) has its own Vos per target, at
+// <data_dir>/targets/<index>/<pool uuid>/<container uuid>, opened on the first
+// request that names it (with a capability the control plane signed for it)
+// and destroyed when the control plane destroys the container or the pool.
+//
+// The loop: Progress() the worker, every Vos and the mailbox until idle, spin
+// for `spin` without events, then PrepareSleep() and sleep in epoll on the
+// worker's event fd, every Vos event fd and the mailbox eventfd (at most until
+// the worker's next request deadline).
+//
+// Threading: the constructor, Start(), Stop(), Post(), worker_address() and
+// UsedBytes() may be called from any thread; everything else runs on the
+// target's own thread. Stop() joins the thread; the destructor calls it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "common/hlc.h"
+#include "common/status.h"
+#include "common/uuid.h"
+#include "control/capability.h"
+#include "engine/buffer_pool.h"
+#include "object/obj_rpc.h"
+#include "transport/transport.h"
+#include "vos/vos.h"
+
+namespace ros2::engine {
+
+// What every target of an engine shares; owned by the Engine, which outlives
+// its targets.
+struct TargetEnvironment {
+  Uuid engine_id;
+  uint32_t target_count = 0;
+  std::string data_dir;
+  vos::VosOptions vos_template;  // path set per shard
+  transport::Context* transport = nullptr;
+  HybridClock* clock = nullptr;
+  // Set once the capability key is known (at once for an engine that embeds the
+  // control plane, after registration for one that joins another); requests
+  // arriving before are refused with Busy.
+  std::atomic<control::CapabilityVerifier*> verifier{nullptr};
+  std::chrono::microseconds spin{50};
+  std::chrono::milliseconds shutdown_grace{5000};
+  // Containers destroyed while this engine ran: never reopened.
+  std::mutex destroyed_mu;
+  std::vector<std::pair<Uuid, Uuid>> destroyed;  // GUARDED_BY(destroyed_mu)
+  bool IsDestroyed(const Uuid& pool, const Uuid& container);
+};
+
+class Target {
+ public:
+  Target(uint32_t index, TargetEnvironment* env);
+  ~Target();
+  Target(const Target&) = delete;
+  Target& operator=(const Target&) = delete;
+
+  // Starts the thread, which creates its worker and registers the handlers.
+  // Returns once the worker exists (or failed to be created).
+  Status Start();
+  // Stops accepting requests, lets in-flight ones finish for the shutdown
+  // grace (then fails them with Cancelled), closes every Vos, joins the thread.
+  void Stop();
+
+  uint32_t index() const { return index_; }
+  // The worker's address blob (valid after Start()).
+  const std::vector<uint8_t>& worker_address() const { return address_; }
+  // Runs `fn` on the target thread soon. Thread-safe.
+  void Post(std::function<void()> fn);
+  // Closes and deletes the shards of a container / of every container of a pool
+  // (asynchronously, on the target thread). Thread-safe.
+  void DestroyContainer(const Uuid& pool, const Uuid& container);
+  void DestroyPool(const Uuid& pool);
+  // Bytes the pool's shards on this target use (refreshed about once a second). Thread-safe.
+  uint64_t UsedBytes(const Uuid& pool) const;
+
+ private:
+  struct Shard {
+    Uuid pool;
+    Uuid container;
+    std::string path;
+    std::unique_ptr<vos::Vos> vos;
+  };
+  using ShardKey = std::pair<Uuid, Uuid>;
+
+  void Run(std::promise<Status>* started);
+  void Loop();
+  int DrainMailbox();
+  int ProgressShards();
+  void Sleep();
+  void AddToEpoll(int fd);
+  void RemoveFromEpoll(int fd);
+  void RefreshUsage();
+  void FinishShutdown();
+  void RetireShards(const std::function<bool(const Shard&)>& match);
+
+  // --- request handling (object_handlers.cc) ---
+  void RegisterHandlers();
+  void HandlePing(transport::IncomingRequest req);
+  void HandleUpdate(transport::IncomingRequest req);
+  void HandleFetch(transport::IncomingRequest req);
+  void HandlePunch(transport::IncomingRequest req);
+  void HandleList(transport::IncomingRequest req);
+  void HandleQuery(transport::IncomingRequest req);
+  // Shutdown, target, capability and shard checks shared by every handler.
+  Result<Shard*> Admit(const transport::IncomingRequest& req, const obj::RequestHeader& header, control::Rights rights);
+  Result<Shard*> ShardFor(const Uuid& pool, const Uuid& container);
+  // Tracks a request whose reply comes later; Finish() replies and forgets it.
+  uint64_t Track(const transport::IncomingRequest& req);
+  void Finish(uint64_t ticket, const Status& status, std::span<const uint8_t> payload = {});
+
+  const uint32_t index_;
+  TargetEnvironment* const env_;
+  std::thread thread_;
+  std::vector<uint8_t> address_;
+  std::unique_ptr<transport::Worker> worker_;
+  BufferPool buffers_;
+  std::map<ShardKey, std::unique_ptr<Shard>> shards_;
+  std::vector<std::unique_ptr<Shard>> retiring_;  // closing once their ops drain
+  std::unordered_map<uint64_t, transport::IncomingRequest> pending_;
+  uint64_t next_ticket_ = 1;
+  bool stopping_ = false;
+  std::chrono::steady_clock::time_point stop_deadline_;
+  bool usage_dirty_ = false;
+  std::chrono::steady_clock::time_point usage_refreshed_;
+
+  int epoll_fd_ = -1;
+  int mailbox_fd_ = -1;
+  std::atomic<bool> stop_requested_{false};
+  std::mutex mailbox_mu_;
+  std::deque<std::function<void()>> mailbox_;  // GUARDED_BY(mailbox_mu_)
+  mutable std::mutex usage_mu_;
+  std::map<Uuid, uint64_t> usage_;  // GUARDED_BY(usage_mu_)
+};
+
+}  // namespace ros2::engine
