@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "control/crypto.h"
 #include "control/rights.h"
@@ -215,6 +217,40 @@ TEST_F(CapabilityTest, SignRefusesNilIdentities) {
   bad = cap_;
   bad.rights = 0x40;
   EXPECT_FALSE(signer_->Sign(bad).ok());
+}
+
+TEST_F(CapabilityTest, ConcurrentVerificationFromManyThreads) {
+  std::vector<std::string> blobs;
+  for (int i = 0; i < 8; ++i) {
+    Capability c = cap_;
+    c.session = Uuid::Generate();
+    blobs.push_back(Sign(c));
+  }
+  std::string forged = blobs[0];
+  forged[90] = static_cast<char>(forged[90] ^ 1);
+  verifier_->Revoke(Capability::Decode(Bytes(blobs[7]))->session, cap_.expiry_ms);
+  std::atomic<int> accepted{0}, refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 500; ++i) {
+        const std::string& b = (i % 9 == 8) ? forged : blobs[static_cast<size_t>((i + t) % 8)];
+        (verifier_->Verify(Bytes(b)).ok() ? accepted : refused).fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  // Per thread: 500 calls, 55 forged, and 1/8 of the other 445 (rounded per
+  // thread's offset) on the revoked session.
+  EXPECT_EQ(accepted.load() + refused.load(), 2000);
+  int expected_refused = 0;
+  for (int t = 0; t < 4; ++t) {
+    for (int i = 0; i < 500; ++i) {
+      if (i % 9 == 8 || (i + t) % 8 == 7) ++expected_refused;
+    }
+  }
+  EXPECT_EQ(refused.load(), expected_refused);
+  EXPECT_GT(verifier_->cache_hits(), 0u);
 }
 
 TEST(CryptoTest, HmacSha256MatchesRfc4231) {

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include <grpcpp/client_context.h>
 
@@ -397,6 +399,34 @@ TEST_F(ControlServiceTest, TwoEnginesRegisterAndThePoolMapListsBoth) {
   auto refused = (*remote_verifier)->Authorize(Bytes(conn->capability), pool, Uuid(), kRightRead);
   EXPECT_EQ(refused.status().code(), Status::Code::kUnauthenticated);
   EXPECT_NE(refused.status().message().find("revoked"), std::string::npos);
+}
+
+TEST_F(ControlServiceTest, ConcurrentCreatesRaceCleanly) {
+  ASSERT_TRUE(mgmt_->CreatePool("busy", 64 << 20).ok());
+  std::atomic<int> created{0}, duplicates{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      ManagementClient client(channel_, admin_);
+      for (int i = 0; i < 10; ++i) {
+        auto r = client.CreateContainer("busy", "c" + std::to_string(i));
+        if (r.ok()) {
+          created.fetch_add(1);
+        } else if (r.status().code() == Status::Code::kAlreadyExists) {
+          duplicates.fetch_add(1);
+        } else {
+          other.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(created.load(), 10);
+  EXPECT_EQ(duplicates.load(), 30);
+  EXPECT_EQ(other.load(), 0);
+  auto conts = mgmt_->ListContainers("busy");
+  ASSERT_TRUE(conts.ok());
+  EXPECT_EQ(conts->size(), 10u);
 }
 
 TEST(ControlListenTest, TlsNeedsBothCertificateAndKey) {
