@@ -1,5 +1,7 @@
 #include "vos/keys.h"
 
+#include <bit>
+
 #include <fmt/format.h>
 
 namespace ros2::vos::keys {
@@ -87,9 +89,23 @@ std::string SingleKey(std::string_view akey_scope, Epoch epoch) {
   return k;
 }
 
-std::string ExtentKey(std::string_view akey_scope, uint64_t index, Epoch epoch) {
+uint8_t ExtentSizeClass(uint64_t count) {
+  return static_cast<uint8_t>(std::min<int>(std::bit_width(count - 1), kMaxSizeClass));
+}
+
+uint64_t ExtentClassBound(uint8_t size_class) {
+  return size_class >= kMaxSizeClass ? ~uint64_t{0} : uint64_t{1} << size_class;
+}
+
+std::string ExtentClassPrefix(std::string_view akey_scope, uint8_t size_class) {
   std::string k = TreeKey(akey_scope);
   k.push_back(kExtentKind);
+  k.push_back(static_cast<char>(size_class));
+  return k;
+}
+
+std::string ExtentKey(std::string_view akey_scope, uint8_t size_class, uint64_t index, Epoch epoch) {
+  std::string k = ExtentClassPrefix(akey_scope, size_class);
   AppendU64(&k, index);
   AppendU64(&k, ~epoch);
   return k;
@@ -153,9 +169,10 @@ Result<ParsedTreeKey> ParseTreeKey(std::string_view key) {
       p.epoch = ~ReadU64(in);
       break;
     case kExtentKind:
-      if (in.size() != 16) return bad("extent key length");
-      p.index = ReadU64(in);
-      p.epoch = ~ReadU64(in.substr(8));
+      if (in.size() != 17 || static_cast<uint8_t>(in[0]) > kMaxSizeClass) return bad("extent key length or size class");
+      p.size_class = static_cast<uint8_t>(in[0]);
+      p.index = ReadU64(in.substr(1));
+      p.epoch = ~ReadU64(in.substr(9));
       break;
     default: return bad("unknown record kind");
   }

@@ -44,7 +44,14 @@ std::string AkeyScope(const ObjectId& oid, std::string_view dkey, std::string_vi
 std::string TreeKey(std::string_view scope);  // 'T' + scope: prefix of everything below the scope
 std::string HeaderKey(std::string_view akey_scope);
 std::string SingleKey(std::string_view akey_scope, Epoch epoch);
-std::string ExtentKey(std::string_view akey_scope, uint64_t index, Epoch epoch);
+// Extents are filed by size class, c = bit_width(count - 1), so that an extent
+// of class c is at most ExtentClassBound(c) = 2^c records long: a fetch of
+// [lo, hi) scans, per class the akey uses, only starts in (lo - 2^c, hi).
+inline constexpr int kMaxSizeClass = 63;  // the last class holds everything longer than 2^62 records
+uint8_t ExtentSizeClass(uint64_t count);  // REQUIRES: count > 0
+uint64_t ExtentClassBound(uint8_t size_class);
+std::string ExtentClassPrefix(std::string_view akey_scope, uint8_t size_class);
+std::string ExtentKey(std::string_view akey_scope, uint8_t size_class, uint64_t index, Epoch epoch);
 std::string PunchKey(std::string_view scope, Epoch epoch);
 std::string AllocKey(uint64_t offset);
 std::string SnapshotKey(Epoch epoch);
@@ -60,6 +67,7 @@ struct ParsedTreeKey {
   std::string dkey;
   std::string akey;
   char kind = 0;
+  uint8_t size_class = 0;     // kExtentKind
   uint64_t index = 0;         // kExtentKind
   Epoch epoch = 0;            // kSingleKind, kExtentKind
   size_t dkey_scope_len = 0;  // bytes of the key up to the end of the escaped dkey (excluding 'T')

@@ -52,12 +52,13 @@ TEST(KeysTest, ExtendedKeysStayInsideTheirParentRange) {
 TEST(KeysTest, TreeKeysRoundTrip) {
   ObjectId oid{0x0102030405060708ULL, 0x1112131415161718ULL};
   std::string scope = AkeyScope(oid, std::string("d\0k", 3), "ak");
-  auto p = ParseTreeKey(ExtentKey(scope, 77, 900));
+  auto p = ParseTreeKey(ExtentKey(scope, 12, 77, 900));
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->oid, oid);
   EXPECT_EQ(p->dkey, std::string("d\0k", 3));
   EXPECT_EQ(p->akey, "ak");
   EXPECT_EQ(p->kind, kExtentKind);
+  EXPECT_EQ(p->size_class, 12u);
   EXPECT_EQ(p->index, 77u);
   EXPECT_EQ(p->epoch, 900u);
   EXPECT_EQ(p->akey_scope_len, scope.size());
@@ -71,9 +72,21 @@ TEST(KeysTest, TreeKeysRoundTrip) {
 TEST(KeysTest, VersionsSortNewestFirstAndExtentsByIndex) {
   std::string scope = AkeyScope(ObjectId{1, 1}, "d", "a");
   EXPECT_LT(SingleKey(scope, 10), SingleKey(scope, 9));
-  EXPECT_LT(ExtentKey(scope, 1, 5), ExtentKey(scope, 2, 9));
-  EXPECT_LT(ExtentKey(scope, 1, 9), ExtentKey(scope, 1, 5));
+  EXPECT_LT(ExtentKey(scope, 3, 1, 5), ExtentKey(scope, 3, 2, 9));
+  EXPECT_LT(ExtentKey(scope, 3, 1, 9), ExtentKey(scope, 3, 1, 5));
+  EXPECT_LT(ExtentKey(scope, 3, 9, 9), ExtentKey(scope, 4, 0, 9));
   EXPECT_LT(HeaderKey(scope), SingleKey(scope, ~Epoch{0} - 1));
+}
+
+TEST(KeysTest, SizeClassesBoundExtentLengths) {
+  EXPECT_EQ(ExtentSizeClass(1), 0);
+  EXPECT_EQ(ExtentSizeClass(2), 1);
+  EXPECT_EQ(ExtentSizeClass(4096), 12);
+  EXPECT_EQ(ExtentSizeClass(4097), 13);
+  EXPECT_EQ(ExtentSizeClass(~uint64_t{0}), kMaxSizeClass);
+  for (uint64_t n : {uint64_t{1}, uint64_t{3}, uint64_t{4096}, uint64_t{5000}, uint64_t{1} << 40, ~uint64_t{0}}) {
+    EXPECT_LE(n, ExtentClassBound(ExtentSizeClass(n))) << n;
+  }
 }
 
 TEST(KeysTest, PrefixSuccessor) {

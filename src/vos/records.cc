@@ -113,6 +113,7 @@ std::string EncodeAkeyHeader(const AkeyHeader& h) {
   out.push_back(static_cast<char>(h.type));
   PutLe(&out, h.record_size, 4);
   PutLe(&out, h.max_extent_records, 8);
+  PutLe(&out, h.class_mask, 8);
   return out;
 }
 
@@ -125,7 +126,7 @@ Result<AkeyHeader> DecodeAkeyHeader(std::string_view encoded, std::string_view w
     return Status::Corruption(fmt::format("vos: {}: malformed akey header", what));
   }
   h.type = static_cast<ValueType>(v);
-  if (!GetLe(&in, 4, &v) || !GetLe(&in, 8, &h.max_extent_records) || !in.empty()) {
+  if (!GetLe(&in, 4, &v) || !GetLe(&in, 8, &h.max_extent_records) || !GetLe(&in, 8, &h.class_mask) || !in.empty()) {
     return Status::Corruption(fmt::format("vos: {}: malformed akey header", what));
   }
   h.record_size = static_cast<uint32_t>(v);

@@ -58,12 +58,13 @@ TEST(RecordsTest, AnyFlippedMetadataBitIsCorruption) {
 }
 
 TEST(RecordsTest, AkeyHeaderRoundTrips) {
-  AkeyHeader h{ValueType::kArray, 512, 1 << 20};
+  AkeyHeader h{ValueType::kArray, 512, 1 << 20, 0x1001};
   auto back = DecodeAkeyHeader(EncodeAkeyHeader(h), "h");
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->type, ValueType::kArray);
   EXPECT_EQ(back->record_size, 512u);
   EXPECT_EQ(back->max_extent_records, uint64_t{1} << 20);
+  EXPECT_EQ(back->class_mask, 0x1001u);
   EXPECT_TRUE(DecodeAkeyHeader("xx", "h").status().IsCorruption());
 }
 

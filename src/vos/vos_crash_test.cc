@@ -28,8 +28,11 @@ struct ChildReport {
   bool finished = false;
 };
 
-// Runs the child, kills it `kill_after` after it reported ready, and collects its report.
-ChildReport RunChild(const std::string& store, Epoch first, int ops, std::chrono::milliseconds kill_after) {
+// Runs the child, kills it `delay` after it acknowledged `kill_after_acks`
+// updates (so the kill lands mid-flight however fast the machine is), and
+// collects its report.
+ChildReport RunChild(const std::string& store, Epoch first, int ops, int kill_after_acks,
+                     std::chrono::microseconds delay) {
   int fds[2];
   EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
   pid_t pid = ::fork();
@@ -61,7 +64,9 @@ ChildReport RunChild(const std::string& store, Epoch first, int ops, std::chrono
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
     if (deadline == std::chrono::steady_clock::time_point::max() && out.find("R\n") != std::string::npos) {
-      deadline = std::chrono::steady_clock::now() + kill_after;
+      int acks = 0;
+      for (size_t pos = out.find("A "); pos != std::string::npos; pos = out.find("A ", pos + 1)) ++acks;
+      if (acks >= kill_after_acks) deadline = std::chrono::steady_clock::now() + delay;
     }
   }
   ::close(fds[0]);
@@ -104,8 +109,9 @@ TEST(VosCrashTest, AcknowledgedUpdatesSurviveSigkillAndNothingIsTorn) {
   std::vector<Epoch> all_acked;
   int torn_checks = 0, landed = 0, kills_mid_flight = 0;
   for (int round = 0; round < kRounds; ++round) {
-    auto kill_after = std::chrono::milliseconds(rng() % 120);
-    ChildReport r = RunChild(store, next, 200, kill_after);
+    int kill_after_acks = static_cast<int>(rng() % 150);
+    auto delay = std::chrono::microseconds(rng() % 3000);
+    ChildReport r = RunChild(store, next, 200, kill_after_acks, delay);
     ASSERT_FALSE(::testing::Test::HasFailure()) << "round " << round;
     if (!r.finished) ++kills_mid_flight;
     for (Epoch e : r.acked) ASSERT_TRUE(r.begun.count(e)) << e;

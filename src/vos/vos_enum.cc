@@ -28,7 +28,7 @@ Result<bool> VosStore::HasVisibleUnder(rocksdb::Iterator* it, std::string_view t
     } else {
       std::string extent_prefix = akey_tree + keys::kExtentKind;
       for (; it->Valid() && it->key().starts_with(extent_prefix); it->Next()) {
-        Epoch e = ~keys::ReadU64(it->key().ToStringView().substr(extent_prefix.size() + 8));
+        Epoch e = ~keys::ReadU64(it->key().ToStringView().substr(extent_prefix.size() + 1 + 8));
         if (e <= epoch && e > punched) return true;
       }
     }
@@ -146,24 +146,28 @@ Result<std::optional<uint64_t>> VosStore::QueryArrayEnd(const ObjectId& oid, con
     return Status::InvalidArgument(
         fmt::format("vos: query array end oid={} dkey='{}' akey='{}': not an array", oid.ToString(), dkey, akey));
   }
-  uint64_t longest = (*header)->max_extent_records;
   Epoch punched = PunchedAt(scope, keys::DkeyScope(oid, dkey).size(), epoch);
-  std::string prefix = keys::TreeKey(scope) + keys::kExtentKind;
   std::optional<uint64_t> best;
   auto it = NewIterator();
-  // Backwards from the highest start: once start + longest <= best, nothing earlier can end later.
-  for (it->SeekForPrev(keys::PrefixSuccessor(prefix)); it->Valid() && it->key().starts_with(prefix); it->Prev()) {
-    std::string_view k = it->key().ToStringView().substr(prefix.size());
-    uint64_t index = keys::ReadU64(k);
-    if (best && index <= *best && *best - index >= longest) break;
-    Epoch e = ~keys::ReadU64(k.substr(8));
-    if (e > epoch || e <= punched) continue;
-    auto rec = DecodeValueRecord(it->value().ToStringView(), "extent");
-    if (!rec.ok()) return rec.status();
-    uint64_t end = index + rec->length / rec->record_size;
-    if (!best || end > *best) best = end;
+  for (int c = keys::kMaxSizeClass; c >= 0; --c) {
+    if (((*header)->class_mask & (uint64_t{1} << c)) == 0) continue;
+    uint8_t size_class = static_cast<uint8_t>(c);
+    uint64_t longest = keys::ExtentClassBound(size_class);
+    std::string prefix = keys::ExtentClassPrefix(scope, size_class);
+    // Backwards from the highest start: once start + longest <= best, nothing earlier in the class ends later.
+    for (it->SeekForPrev(keys::PrefixSuccessor(prefix)); it->Valid() && it->key().starts_with(prefix); it->Prev()) {
+      std::string_view k = it->key().ToStringView().substr(prefix.size());
+      uint64_t index = keys::ReadU64(k);
+      if (best && index <= *best && *best - index >= longest) break;
+      Epoch e = ~keys::ReadU64(k.substr(8));
+      if (e > epoch || e <= punched) continue;
+      auto rec = DecodeValueRecord(it->value().ToStringView(), "extent");
+      if (!rec.ok()) return rec.status();
+      uint64_t end = index + rec->length / rec->record_size;
+      if (!best || end > *best) best = end;
+    }
+    if (!it->status().ok()) return FromRocks(it->status(), "vos: query array end");
   }
-  if (!it->status().ok()) return FromRocks(it->status(), "vos: query array end");
   return best;
 }
 

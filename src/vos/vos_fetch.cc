@@ -117,7 +117,7 @@ Result<std::vector<std::pair<ExtentCandidate, ValueRecord>>> VosStore::EligibleE
   Epoch punched = PunchedAt(akey_scope, dkey_scope_len, epoch);
   auto it = NewIterator();
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
-    std::string_view k = it->key().ToStringView().substr(prefix.size());
+    std::string_view k = it->key().ToStringView().substr(prefix.size() + 1);  // after the size class
     uint64_t index = keys::ReadU64(k);
     Epoch e = ~keys::ReadU64(k.substr(8));
     if (e > epoch || e <= punched) continue;
@@ -138,13 +138,16 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
   f->size = f->deliver = op.buffer.size();
   Epoch punched = PunchedAt(akey_scope, dkey_scope_len, op.epoch);
   std::vector<ExtentCandidate> candidates;
-  if (h.max_extent_records > 0) {
-    // An extent overlapping [lo, hi) starts in (lo - longest, hi).
-    uint64_t first = lo >= h.max_extent_records ? lo - h.max_extent_records + 1 : 0;
-    std::string prefix = keys::TreeKey(akey_scope) + keys::kExtentKind;
+  for (int c = 0; c <= keys::kMaxSizeClass; ++c) {
+    if ((h.class_mask & (uint64_t{1} << c)) == 0) continue;
+    // An extent of class c overlapping [lo, hi) starts in (lo - 2^c, hi).
+    uint8_t size_class = static_cast<uint8_t>(c);
+    uint64_t bound = keys::ExtentClassBound(size_class);
+    uint64_t first = lo >= bound ? lo - bound + 1 : 0;
+    std::string prefix = keys::ExtentClassPrefix(akey_scope, size_class);
     rocksdb::Iterator* it = FetchIterator();
-    for (it->Seek(keys::ExtentKey(akey_scope, first, kEpochMax)); it->Valid() && it->key().starts_with(prefix);
-         it->Next()) {
+    for (it->Seek(keys::ExtentKey(akey_scope, size_class, first, kEpochMax));
+         it->Valid() && it->key().starts_with(prefix); it->Next()) {
       std::string_view k = it->key().ToStringView().substr(prefix.size());
       uint64_t index = keys::ReadU64(k);
       if (index >= hi) break;

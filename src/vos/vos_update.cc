@@ -101,9 +101,13 @@ Status VosStore::PrepareUpdate(UpdateState* u) {
     h.type = op.type;
     h.record_size = u->rec.record_size;
   }
-  if (op.type == ValueType::kArray) h.max_extent_records = std::max(h.max_extent_records, records);
+  uint8_t size_class = keys::ExtentSizeClass(records);
+  if (op.type == ValueType::kArray) {
+    h.max_extent_records = std::max(h.max_extent_records, records);
+    h.class_mask |= uint64_t{1} << size_class;
+  }
 
-  u->record_key = op.type == ValueType::kArray ? keys::ExtentKey(u->akey_scope, op.index, op.epoch)
+  u->record_key = op.type == ValueType::kArray ? keys::ExtentKey(u->akey_scope, size_class, op.index, op.epoch)
                                                : keys::SingleKey(u->akey_scope, op.epoch);
   if (uncommitted_keys_.count(u->record_key) != 0) {
     return Status::Busy(fmt::format("vos: {}: an update of the same key at the same epoch is in flight", Describe(op)));
@@ -134,7 +138,12 @@ Status VosStore::PrepareUpdate(UpdateState* u) {
   }
 
   auto [it, inserted] = pending_headers_.try_emplace(u->akey_scope);
-  if (inserted || it->second.header.max_extent_records < h.max_extent_records) it->second.header = h;
+  if (inserted) {
+    it->second.header = h;
+  } else {
+    it->second.header.max_extent_records = std::max(it->second.header.max_extent_records, h.max_extent_records);
+    it->second.header.class_mask |= h.class_mask;
+  }
   ++it->second.refs;
   u->holds_header = true;
   uncommitted_keys_.insert(u->record_key);
