@@ -44,7 +44,7 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   auto use_rma = [&](const std::shared_ptr<const MemoryRegion>& region, const void* addr, uint64_t len) {
     if (conn.info.bulk_mode != BulkMode::kRma) return false;
     if (conn.info.rma_any_memory) return true;
-    return region && region->ucx_allocated() && region->Contains(addr, len);
+    return region && region->Contains(addr, len);
   };
 
   wire::Message msg;

@@ -110,6 +110,7 @@ Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::strin
   };
   Status ms = modify("TLS", tls);
   if (ms.ok() && !o.net_devices.empty()) ms = modify("NET_DEVICES", o.net_devices);
+  if (ms.ok()) ms = modify("KEEPALIVE_INTERVAL", fmt::format("{}ms", o.keepalive_interval.count()));
   if (!ms.ok()) {
     release();
     return ms;
@@ -145,13 +146,19 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
     return Status::InvalidArgument("transport: max_outstanding_requests must be in 1 .. 16M");
   }
   // UCX 1.13's ucp_config_modify rejects transport-level keys such as
-  // TCP_TX_SEG_SIZE ("invalid configuration"), so the segment size is the one
-  // setting passed through the environment, and only when the user left it unset.
+  // TCP_TX_SEG_SIZE ("invalid configuration"), so transport-level settings go
+  // through the environment, and only when the user left them unset.
   if (options.tcp_seg_size != 0) {
     std::string v = std::to_string(options.tcp_seg_size);
     setenv("UCX_TCP_TX_SEG_SIZE", v.c_str(), /*overwrite=*/0);
     setenv("UCX_TCP_RX_SEG_SIZE", v.c_str(), /*overwrite=*/0);
   }
+  // Error handling on the shared-memory transports, so endpoints can use error
+  // mode PEER without UCX 1.13 dropping posix/sysv for tcp (FACTS.md). It drops
+  // cma (which has no peer-failure support); measured here, rendezvous over
+  // posix/sysv then ran faster than over cma. Same environment route as above.
+  setenv("UCX_POSIX_ERROR_HANDLING", "y", /*overwrite=*/0);
+  setenv("UCX_SYSV_ERROR_HANDLING", "y", /*overwrite=*/0);
 
   std::unique_ptr<Context> ctx(new Context());
   ctx->options_ = options;

@@ -72,8 +72,8 @@ std::string_view BulkModeName(BulkMode mode);  // "rma", "am"
 
 // How the death of a peer is noticed on an endpoint.
 enum class FailureDetection : uint8_t {
-  kUcxPeer = 0,   // UCP_ERR_HANDLING_MODE_PEER: UCX reports a broken connection (tcp, verbs)
-  kPidWatch = 1,  // same-host peer: a pidfd on the peer process (UCX error mode NONE keeps shm lanes)
+  kUcxPeer = 0,   // UCP_ERR_HANDLING_MODE_PEER: UCX reports a broken connection or missed keepalives
+  kPidWatch = 1,  // same-host peer: error mode PEER plus a pidfd on the peer process (immediate)
 };
 std::string_view FailureDetectionName(FailureDetection d);  // "ucx-peer", "pid-watch"
 
@@ -99,11 +99,14 @@ struct TransportOptions {
   std::chrono::milliseconds connect_timeout{10000};
   // Memory registration cache capacity (registrations kept after last use).
   uint32_t registration_cache_entries = 64;
-  // Over shm, move bulk in UCX-allocated buffers (AllocateMemory) by one-sided
-  // RMA on the shared segment instead of active-message rendezvous. Off by
-  // default: measured here, rendezvous (a cma copy) ran at 8-10 GB/s for 1 MiB
-  // against 2 GB/s for UCX 1.13's segment RMA (see docs/transport.md).
-  bool shm_rma_for_allocated_memory = false;
+  // Move bulk above the inline limit by RMA on every transport, even where UCX
+  // only emulates RMA in software (tcp, and shm with error handling). Off by
+  // default (rendezvous is faster there, see docs/transport.md); tests use it to
+  // exercise the RMA path that verbs endpoints take, and benchmarks to compare.
+  bool force_rma_bulk = false;
+  // UCX keepalive interval for error-mode-PEER endpoints (detects a dead remote
+  // peer whose connection did not break); same-host peers are also watched by pidfd.
+  std::chrono::milliseconds keepalive_interval{2000};
   // Upper bound on outstanding client requests per worker (Call returns Busy above it).
   uint32_t max_outstanding_requests = 65536;
 };
@@ -124,8 +127,7 @@ class MemoryRegion {
   bool Contains(const void* p, uint64_t n) const;
   // The packed rkey (ucp_rkey_pack), sent to peers inside RPCs.
   std::span<const uint8_t> packed_rkey() const { return packed_rkey_; }
-  // True when UCX allocated the memory (Context::AllocateMemory): it lives in a
-  // shared segment a same-host peer maps, so RMA on it is one-sided over shm.
+  // True when UCX allocated the memory (Context::AllocateMemory).
   bool ucx_allocated() const { return ucx_allocated_; }
   std::byte* mutable_base() const { return base_; }
 
@@ -172,11 +174,9 @@ class Context {
   Result<std::unique_ptr<Worker>> CreateWorker(std::string_view name);
 
   // Allocates `length` bytes of registered memory from UCX (ucp_mem_map with
-  // UCP_MEM_MAP_ALLOCATE): a shared-memory segment on shm, pinned memory on
-  // rdma. Bulk buffers inside such a region move by one-sided RMA on every
-  // transport that has RMA (the I/O arena of clients and agents); ordinary heap
-  // memory moves by RMA only where the network registers it (rdma) and by
-  // active-message rendezvous elsewhere. Freed with the last reference.
+  // UCP_MEM_MAP_ALLOCATE; pinned on verbs), for I/O arenas whose buffers are
+  // reused as bulk buffers: pass the region in CallOptions so no registration
+  // lookup is needed. Freed with the last reference.
   Result<std::shared_ptr<const MemoryRegion>> AllocateMemory(uint64_t length);
 
   // Registers [addr, addr + length) for remote read and write. The caller keeps
@@ -222,10 +222,9 @@ struct EndpointInfo {
   std::string am_transport;        // "tl/device" of the active-message lane, e.g. "posix/memory", "tcp/lo"
   std::string rma_transport;       // first RMA lane, e.g. "cma/memory"; empty when none
   std::vector<std::string> lanes;  // every lane as "tl/device", in lane order
-  // kRma on verbs lanes. Over shm: kActiveMessage (rendezvous, a cma copy by the
-  // receiver), or kRma for UCX-allocated buffers only when
-  // TransportOptions::shm_rma_for_allocated_memory is set (UCX 1.13 emulates RMA
-  // on ordinary memory over shm). kActiveMessage over tcp.
+  // kRma on verbs lanes (one-sided); kActiveMessage (rendezvous) over tcp and
+  // shm, where UCX 1.13 only emulates RMA. TransportOptions::force_rma_bulk
+  // overrides it to kRma.
   BulkMode bulk_mode = BulkMode::kActiveMessage;
   bool rma_any_memory = false;  // RMA also works on ordinary registered memory (verbs)
   FailureDetection failure_detection = FailureDetection::kUcxPeer;

@@ -72,16 +72,15 @@ TEST_P(TransportTest, UsesTheSelectedTransport) {
     EXPECT_TRUE(info.am_transport.rfind("posix/", 0) == 0 || info.am_transport.rfind("sysv/", 0) == 0)
         << info.am_transport << "\n"
         << info.ucx_report;
-    EXPECT_EQ(info.rma_transport.substr(0, 4), "cma/") << info.ucx_report;
-    EXPECT_EQ(info.bulk_mode, BulkMode::kActiveMessage);  // rendezvous over cma: faster here
-    EXPECT_FALSE(info.rma_any_memory);
-    EXPECT_EQ(info.failure_detection, FailureDetection::kPidWatch);
   } else {
     EXPECT_EQ(info.am_transport, "tcp/lo") << info.ucx_report;
     for (const std::string& lane : info.lanes) EXPECT_EQ(lane, "tcp/lo") << info.ucx_report;
-    EXPECT_EQ(info.bulk_mode, BulkMode::kActiveMessage);
-    EXPECT_EQ(info.failure_detection, FailureDetection::kUcxPeer);
   }
+  // No verbs here: bulk rides rendezvous; a same-host peer is watched by pidfd
+  // on top of UCX's error mode PEER.
+  EXPECT_EQ(info.bulk_mode, BulkMode::kActiveMessage);
+  EXPECT_FALSE(info.rma_any_memory);
+  EXPECT_EQ(info.failure_detection, FailureDetection::kPidWatch);
   EXPECT_TRUE(info.same_host);
   EXPECT_EQ(info.peer_pid, peer_.pid());
 }
@@ -168,30 +167,26 @@ TEST_P(TransportTest, BulkIsByteExactInBothDirections) {
   EXPECT_EQ(after.rma_bytes, before.rma_bytes);
 }
 
-// With shm_rma_for_allocated_memory, UCX-allocated buffers move by the server's
-// one-sided RMA on the shared segment (GET for pulls, PUT + flush for pushes);
-// heap buffers still ride rendezvous. Over tcp the option changes nothing.
-TEST_P(TransportTest, SegmentRmaWhenEnabled) {
+// With force_rma_bulk, large bulk moves by the server's RMA (GET for pulls,
+// PUT + flush for pushes) against the client's registered buffers: the path
+// verbs endpoints take. UCX emulates it over tcp and shm, so this checks our
+// side of it (rkeys, chunking, flush before reply), not one-sidedness.
+TEST_P(TransportTest, RmaPathIsByteExact) {
   TransportOptions o = ctx_->options();
-  o.shm_rma_for_allocated_memory = true;
+  o.force_rma_bulk = true;
+  o.bulk_chunk_size = 256 * 1024;  // several chunks in flight for the 1 MiB case
   auto ctx = Context::Create(o).value();
   auto worker = ctx->CreateWorker("rma-client").value();
   auto ep = worker->Connect(peer_.address()).value();
-  EXPECT_EQ(ep->info().bulk_mode, IsShm() ? BulkMode::kRma : BulkMode::kActiveMessage);
+  EXPECT_EQ(ep->info().bulk_mode, BulkMode::kRma);
   const PeerStats before = GetPeerStats(*ep);
   EchoAllSizes(*ctx, *ep, /*arena=*/true);
-  const PeerStats arena = GetPeerStats(*ep);
   EchoAllSizes(*ctx, *ep, /*arena=*/false);
   const PeerStats after = GetPeerStats(*ep);
   const uint64_t large = 2 * ((1u << 20) + (64u << 20) + o.inline_limit + 1);
-  if (IsShm()) {
-    EXPECT_EQ(arena.rma_bytes - before.rma_bytes, large);
-    EXPECT_EQ(arena.am_bytes, before.am_bytes);
-  } else {
-    EXPECT_EQ(arena.am_bytes - before.am_bytes, large);
-    EXPECT_EQ(arena.rma_bytes, before.rma_bytes);
-  }
-  EXPECT_EQ(after.am_bytes - arena.am_bytes, large);
+  EXPECT_EQ(after.rma_bytes - before.rma_bytes, 2 * large);
+  EXPECT_EQ(after.am_bytes, before.am_bytes);
+  EXPECT_GE(ctx->registration_stats().misses, 1u);  // heap buffers went through the cache
   ep.reset();
   worker.reset();
 }
@@ -274,6 +269,52 @@ TEST_P(TransportTest, PeerKilledMidTransferFailsOutstandingRequests) {
   // New calls fail at once with the same clear error.
   auto again = ep_->CallSync(testing::kOpEcho, {});
   EXPECT_EQ(again.status().code(), Status::Code::kDisconnected);
+}
+
+// A client killed while the server pulls its bulk: the server must survive,
+// drop that client (peers_lost) and keep serving others.
+TEST_P(TransportTest, ServerSurvivesAClientKilledMidTransfer) {
+  std::string hex;
+  for (uint8_t b : peer_.address()) {
+    char two[3];
+    snprintf(two, sizeof two, "%02x", b);
+    hex += two;
+  }
+  testing::PeerProcess doomed;
+  ASSERT_TRUE(doomed.Start(TRANSPORT_TEST_PEER_PATH, GetParam(), {"client", hex}).ok());
+  uint64_t held = 0;
+  ASSERT_TRUE(worker_
+                  ->RunUntil(
+                      [&] {
+                        auto r = ep_->CallSync(testing::kOpHeldCount, {});
+                        if (r.ok() && r->payload.size() == 8) std::memcpy(&held, r->payload.data(), 8);
+                        return held >= 1;
+                      },
+                      30s)
+                  .ok());
+  doomed.Kill();
+  PeerStats st;
+  ASSERT_TRUE(worker_
+                  ->RunUntil(
+                      [&] {
+                        st = GetPeerStats(*ep_);
+                        return st.peers_lost >= 1;
+                      },
+                      20s)
+                  .ok())
+      << "the server did not notice the dead client";
+  auto r = ep_->CallSync(testing::kOpEcho, Bytes("still here"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(worker_
+                  ->RunUntil(
+                      [&] {
+                        auto c = ep_->CallSync(testing::kOpHeldCount, {});
+                        if (c.ok() && c->payload.size() == 8) std::memcpy(&held, c->payload.data(), 8);
+                        return held == 0;
+                      },
+                      20s)
+                  .ok())
+      << "the server still holds " << held << " requests of the dead client";
 }
 
 // Sends raw bytes to the peer's worker through a bare UCX endpoint, bypassing

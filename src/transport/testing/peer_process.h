@@ -24,14 +24,17 @@ class PeerProcess {
   ~PeerProcess() { Kill(); }
 
   // Starts `binary transport` and waits (up to 20 s) for its address line.
-  Status Start(const std::string& binary, const std::string& transport) {
+  Status Start(const std::string& binary, const std::string& transport, const std::vector<std::string>& extra = {}) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno(errno, "test peer: pipe");
     pid_ = fork();
     if (pid_ < 0) return Status::FromErrno(errno, "test peer: fork");
     if (pid_ == 0) {
       dup2(fds[1], STDOUT_FILENO);
-      execl(binary.c_str(), binary.c_str(), transport.c_str(), static_cast<char*>(nullptr));
+      std::vector<char*> args = {const_cast<char*>(binary.c_str()), const_cast<char*>(transport.c_str())};
+      for (const std::string& a : extra) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(binary.c_str(), args.data());
       _exit(127);
     }
     close(fds[1]);
@@ -51,7 +54,7 @@ class PeerProcess {
         line.clear();
       }
     }
-    close(fds[0]);
+    out_fd_ = fds[0];  // kept open: the peer logs to stdout and must not get SIGPIPE
     if (!found) return Status::IOError("test peer: no address line from " + binary);
     address_.clear();
     for (size_t i = 0; i + 1 < line.size(); i += 2)
@@ -68,10 +71,15 @@ class PeerProcess {
       waitpid(pid_, nullptr, 0);
       pid_ = -1;
     }
+    if (out_fd_ >= 0) {
+      close(out_fd_);
+      out_fd_ = -1;
+    }
   }
 
  private:
   pid_t pid_ = -1;
+  int out_fd_ = -1;
   std::vector<uint8_t> address_;
 };
 

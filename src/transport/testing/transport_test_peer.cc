@@ -1,5 +1,9 @@
 // transport_test_peer: the server process of the transport tests. Usage:
 //   transport_test_peer <tcp|shm|auto>
+//   transport_test_peer <tcp|shm|auto> client <server address hex>
+// The client form connects to a server, sends kOpHold requests with 64 MiB of
+// bulk-out each (the server starts pulling) and waits to be killed: the tests
+// use it to kill a client in the middle of a transfer.
 // Prints its worker address as one line "ADDRESS <hex>" on stdout, then serves the opcodes
 // of test_protocol.h until killed or until its parent dies.
 #include <sys/prctl.h>
@@ -8,6 +12,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/checksum.h"
@@ -19,6 +24,7 @@ using namespace ros2::transport;
 
 int main(int argc, char** argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  signal(SIGPIPE, SIG_IGN);  // as a daemon: a closed stdout must not kill the server
   if (argc < 2) {
     fprintf(stderr, "usage: %s <tcp|shm|auto>\n", argv[0]);
     return 2;
@@ -42,6 +48,26 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::unique_ptr<Worker> worker = std::move(*worker_or);
+  if (argc >= 4 && std::string(argv[2]) == "client") {
+    std::vector<uint8_t> address;
+    for (size_t i = 0; i + 1 < strlen(argv[3]); i += 2) {
+      address.push_back(static_cast<uint8_t>(std::stoi(std::string(argv[3] + i, 2), nullptr, 16)));
+    }
+    auto ep = worker->Connect(address);
+    if (!ep.ok()) {
+      fprintf(stderr, "%s\n", ep.status().ToString().c_str());
+      return 1;
+    }
+    std::vector<std::byte> big(64u << 20, std::byte{7});
+    for (int i = 0; i < 4; ++i) {
+      CallOptions co;
+      co.bulk_out = big;
+      (void)(*ep)->Call(testing::kOpHold, {}, co, [](const ReplyView&) {});
+    }
+    printf("ADDRESS 00\n");  // tells the test the requests are on their way
+    fflush(stdout);
+    for (;;) worker->Wait(std::chrono::milliseconds(100));
+  }
   std::vector<IncomingRequest> held;
 
   auto echo = [](IncomingRequest req) {
