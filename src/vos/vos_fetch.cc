@@ -211,6 +211,26 @@ void VosStore::StartReads(FetchState* f) {
   }
 }
 
+bool VosStore::ReuseStoredChecksums(const FetchState& f, std::vector<uint64_t>* out) const {
+  // When the whole result is one piece of one version, chunked exactly like the
+  // store's chunking, the stored checksums (verified a moment ago against these
+  // very bytes) are the checksums of the result: no recomputation and no window.
+  if (f.pieces.size() != 1 || f.deliver == 0) return false;
+  const ReadPiece& p = f.pieces[0];
+  const ValueRecord& rec = f.sources[p.source].rec;
+  uint64_t cs = options_.csum_chunk_size;
+  if (p.dst != 0 || rec.csum.type != options_.checksum || rec.csum.chunk_size != cs || p.deliver_begin % cs != 0 ||
+      p.deliver_end - p.deliver_begin != f.deliver) {
+    return false;
+  }
+  if (p.deliver_end != rec.length && f.deliver % cs != 0) return false;
+  uint64_t first = p.deliver_begin / cs;
+  uint64_t n = (f.deliver + cs - 1) / cs;
+  out->assign(rec.csum.values.begin() + static_cast<ptrdiff_t>(first),
+              rec.csum.values.begin() + static_cast<ptrdiff_t>(first + n));
+  return true;
+}
+
 void VosStore::FinishFetch(FetchState* f) {
   const FetchOp& op = f->op;
   for (ReadPiece& p : f->pieces) {
@@ -252,7 +272,9 @@ void VosStore::FinishFetch(FetchState* f) {
     if (whole && options_.checksum != ChecksumType::kNone) {
       r.csum.type = options_.checksum;
       r.csum.chunk_size = options_.csum_chunk_size;
-      r.csum.values = ComputeChunkChecksums(options_.checksum, op.buffer.first(f->deliver), options_.csum_chunk_size);
+      if (!ReuseStoredChecksums(*f, &r.csum.values)) {
+        r.csum.values = ComputeChunkChecksums(options_.checksum, op.buffer.first(f->deliver), options_.csum_chunk_size);
+      }
     }
     result = std::move(r);
   } else if (f->status.IsCorruption()) {

@@ -144,6 +144,7 @@ class VosStore final : public Vos {
   void AddPiece(FetchState* f, size_t source, uint64_t deliver_begin, uint64_t deliver_end, uint64_t dst);
   void StartReads(FetchState* f);
   void FinishFetch(FetchState* f);
+  bool ReuseStoredChecksums(const FetchState& f, std::vector<uint64_t>* out) const;
 
   // vos_enum.cc
   enum class Level { kObject, kDkey, kAkey };

@@ -147,6 +147,33 @@ TEST_P(VosUpdateFetchTest, RecordSizesAboveOneAndAlignedZeroCopyBuffers) {
             ComputeChunkChecksums(ChecksumType::kCrc32c, std::span<const std::byte>(buf.data(), buf.size()), 4096));
 }
 
+TEST_P(VosUpdateFetchTest, ReturnedChecksumsAlwaysCoverTheReturnedBytes) {
+  // Whole values (stored checksums reused), unaligned parts and compositions of
+  // several versions (recomputed) must all match a fresh computation.
+  ObjectId oid = TestOid(13);
+  auto value = Pattern(1, 10000);
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "s", 5, value).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 5, 0, 1, Pattern(2, 50000)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 6, 9000, 1, Pattern(3, 5000)).ok());
+  auto check = [&](FetchOp op) {
+    auto r = vos_->Fetch(op);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    size_t n = op.type == ValueType::kSingle ? r->size : op.buffer.size();
+    EXPECT_EQ(r->csum.values, ComputeChunkChecksums(ChecksumType::kCrc32c, op.buffer.first(n), 4096))
+        << "index " << op.index << " count " << op.count;
+  };
+  std::vector<std::byte> buf(50000);
+  check(FetchOp{oid, "d", "s", kEpochMax, ValueType::kSingle, 0, 0, 1, buf});
+  for (auto [index, count] : {std::pair<uint64_t, uint64_t>{0, 50000},
+                              {4096, 8192},
+                              {4096, 4000},
+                              {100, 9000},
+                              {8192, 4096},
+                              {45056, 4944}}) {
+    check(FetchOp{oid, "d", "x", kEpochMax, ValueType::kArray, index, count, 1, std::span(buf).first(count)});
+  }
+}
+
 TEST_P(VosUpdateFetchTest, CallerChecksumsAreVerifiedAtUpdate) {
   ObjectId oid = TestOid(7);
   auto data = Pattern(7, 10000);
