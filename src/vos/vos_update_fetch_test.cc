@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <map>
 #include <random>
 
@@ -326,6 +328,35 @@ TEST(VosEventFdTest, EventFdWakesAnEpollStyleLoop) {
   pollfd pfd{vos->event_fd(), POLLIN, 0};
   EXPECT_EQ(::poll(&pfd, 1, 0), 0);
   EXPECT_EQ(*GetSingle(vos, TestOid(1), "d", "a7", kEpochMax), data);
+}
+
+TEST(VosOpenTest, BlockDeviceOptionUsesThatTargetAsIs) {
+  // A pre-sized regular file stands in for a device: the store must use it as
+  // it is (no creation, no zero fill) and bound its capacity by data_size.
+  testing::TempDir dir;
+  std::string device = dir.path() + "/fake-device";
+  {
+    std::vector<char> zeros(1 << 20);
+    FILE* f = std::fopen(device.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    for (int i = 0; i < 16; ++i) ASSERT_EQ(std::fwrite(zeros.data(), 1, zeros.size(), f), zeros.size());
+    std::fclose(f);
+  }
+  VosOptions o = testing::SmallOptions(dir.path());
+  o.block_device = device;
+  o.data_size = 8 << 20;
+  auto data = Pattern(9, 1 << 20);
+  {
+    auto v = Vos::Open(o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    EXPECT_EQ((*v)->Space().data_total, 8u << 20);
+    ASSERT_TRUE(PutSingle(v->get(), TestOid(1), "d", "a", 3, data).ok());
+  }
+  EXPECT_FALSE(std::filesystem::exists(o.path + "/data"));
+  auto v = Vos::Open(o);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(*GetSingle(v->get(), TestOid(1), "d", "a", kEpochMax), data);
+  EXPECT_EQ((*v)->Space().data_used, 1u << 20);
 }
 
 TEST(VosOpenTest, BadOptionsAreRejected) {
