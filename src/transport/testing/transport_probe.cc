@@ -1,6 +1,7 @@
 // transport_probe: a quick manual measurement of the data plane against a
 // transport_test_peer process (not a benchmark suite; ros2-bench transport is).
 // Usage: transport_probe <tcp|shm> [iterations]
+// Environment: ROS2_TRANSPORT_SPIN_US (spin budget), ROS2_TRANSPORT_FORCE_RMA (bulk by RMA).
 // Prints RPC round-trip percentiles (payload inline) and bulk bandwidth for
 // heap and UCX-allocated buffers in both directions, plus the peer's idle CPU.
 #include <sys/resource.h>
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   TransportOptions o;
   o.kind = ParseTransportKind(kind).value();
   if (const char* spin = getenv("ROS2_TRANSPORT_SPIN_US")) o.spin_budget = std::chrono::microseconds(atoi(spin));
+  o.force_rma_bulk = getenv("ROS2_TRANSPORT_FORCE_RMA") != nullptr;
   auto ctx = Context::Create(o).value();
   auto worker = ctx->CreateWorker("probe").value();
   auto ep = worker->Connect(peer.address()).value();
