@@ -10,6 +10,9 @@
 namespace ros2::vos {
 namespace {
 
+// One io_uring transfer carries at most 2^31 - 1 bytes; values stay below 1 GiB.
+constexpr uint64_t kMaxValueBytes = uint64_t{1} << 30;
+
 std::string Describe(const UpdateOp& op) {
   return fmt::format("update oid={} dkey='{}' akey='{}' epoch={}", op.oid.ToString(), op.dkey, op.akey, op.epoch);
 }
@@ -60,6 +63,10 @@ Status VosStore::PrepareUpdate(UpdateState* u) {
     }
   } else if (op.type != ValueType::kSingle) {
     return Status::InvalidArgument(fmt::format("vos: {}: unknown value type", Describe(op)));
+  }
+  if (op.data.size() > kMaxValueBytes) {
+    return Status::InvalidArgument(fmt::format("vos: {}: {} bytes exceed the largest value or extent ({} bytes)",
+                                               Describe(op), op.data.size(), kMaxValueBytes));
   }
   if (op.data.size() > allocator_->capacity() && op.data.size() >= options_.inline_threshold) {
     return Status::NoSpace(fmt::format("vos: {}: {} bytes exceed the extent store of {} bytes", Describe(op),
