@@ -42,7 +42,9 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
   up->add_option("--transport", a->up.transport, "Data-plane transport: tcp, shm or auto")
       ->check(CLI::IsMember({"tcp", "shm", "auto"}))
       ->capture_default_str();
-  up->add_option("--target-size", a->up.target_size, "Data capacity of each target")->capture_default_str();
+  up->add_option("--shard-size", a->up.shard_size,
+                 "Extent capacity of each container shard on each target (vos.data_size)")
+      ->capture_default_str();
   up->add_option("--engine", a->up.engine_binary, "Path of the ros2-engine binary");
   up->add_option("--timeout", a->timeout_s, "Seconds to wait until the engine is ready")->capture_default_str();
   up->callback([&ctx, a, selected] {

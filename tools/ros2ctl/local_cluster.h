@@ -25,7 +25,7 @@ struct ClusterUpOptions {
   uint32_t targets = 2;
   std::string storage_class = "nvme";  // nvme | ram
   std::string transport = "auto";      // tcp | shm | auto
-  std::string target_size = "256MiB";  // data capacity of each target
+  std::string shard_size = "256MiB";   // extent capacity of each container shard on each target (vos.data_size)
   std::string engine_binary;           // empty: ROS2_ENGINE, the build tree, next to ros2ctl, PATH
   std::chrono::seconds ready_timeout{60};
 };

@@ -18,6 +18,48 @@ namespace {
 constexpr int kExitFailed = 1;
 constexpr int kExitUsage = 2;
 
+// CLI11 reports a mistyped sub-command as "A subcommand is required" (the
+// word becomes an extra positional) and checks required options before
+// unknown ones. Walk argv along the command tree to name the word that is not
+// a command (listing what would have been accepted) or the unknown option.
+std::string UnknownCommandHint(CLI::App& app, int argc, char** argv) {
+  CLI::App* current = &app;
+  std::string path = "ros2ctl";
+  for (int i = 1; i < argc; ++i) {
+    std::string word = argv[i];
+    if (word.size() > 1 && word[0] == '-' && word != "--") {
+      std::string name = word.substr(0, word.find('='));
+      if (name != "-h" && name != "--help" && current->get_option_no_throw(name) == nullptr &&
+          app.get_option_no_throw(name) == nullptr) {
+        return fmt::format("unknown option '{}' for '{}' (see `{} --help`)", name, path, path);
+      }
+      continue;
+    }
+    if (word.empty()) continue;
+    auto subs = current->get_subcommands([](CLI::App*) { return true; });
+    if (subs.empty()) continue;  // a positional argument of a leaf command
+    CLI::App* next = nullptr;
+    for (CLI::App* s : subs) {
+      if (s->get_name() == word) next = s;
+    }
+    if (next == nullptr) {
+      // An option value ("-d DIR") is not a command: only report words that
+      // follow a command name directly or that no option consumed.
+      if (i > 1 && argv[i - 1][0] == '-' && std::string(argv[i - 1]).find('=') == std::string::npos) {
+        const CLI::Option* opt = current->get_option_no_throw(argv[i - 1]);
+        if (opt == nullptr) opt = app.get_option_no_throw(argv[i - 1]);
+        if (opt != nullptr && opt->get_expected_min() > 0) continue;
+      }
+      std::string names;
+      for (CLI::App* s : subs) names += (names.empty() ? "" : ", ") + s->get_name();
+      return fmt::format("unknown command '{}' for '{}' (expected one of: {})", word, path, names);
+    }
+    current = next;
+    path += " " + word;
+  }
+  return {};
+}
+
 int Run(int argc, char** argv) {
   using namespace ros2::ctl;
   CtlContext ctx(GlobalOptions{});
@@ -52,7 +94,9 @@ int Run(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // CLI11 names the unexpected or missing argument; say where help is.
-    std::fprintf(stderr, "ros2ctl: %s\nRun `ros2ctl --help` (or `ros2ctl <command> --help`) for usage.\n", e.what());
+    std::string hint = UnknownCommandHint(app, argc, argv);
+    std::fprintf(stderr, "ros2ctl: %s\nRun `ros2ctl --help` (or `ros2ctl <command> --help`) for usage.\n",
+                 hint.empty() ? e.what() : hint.c_str());
     return kExitUsage;
   }
   if (!selected) {

@@ -1,0 +1,140 @@
+// TestCluster: a real single-node ROS2 cluster for integration tests, started
+// with `ros2ctl cluster up` in a fresh temporary directory and stopped with
+// `ros2ctl cluster down` (then the directory is removed). Also runs ros2ctl
+// commands and captures their exit code, stdout and stderr. Test-only,
+// header-only; one thread. Needs the compile definitions ROS2CTL_PATH and
+// ROS2_ENGINE_PATH (the built binaries).
+#pragma once
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ros2::testing {
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+  // stdout parsed as JSON (discarded value when it is not JSON).
+  nlohmann::json Json() const { return nlohmann::json::parse(out, nullptr, false); }
+};
+
+inline std::string ReadWholeFile(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Runs `argv` (argv[0] is the binary), stdout/stderr captured through files in
+// `scratch_dir`.
+inline CommandResult RunProcess(const std::vector<std::string>& argv, const std::string& scratch_dir) {
+  CommandResult r;
+  std::string out_path = scratch_dir + "/cmd.out", err_path = scratch_dir + "/cmd.err";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0 || err < 0) ::_exit(126);
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(err, STDERR_FILENO);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  if (pid > 0 && ::waitpid(pid, &status, 0) == pid) {
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  r.out = ReadWholeFile(out_path);
+  r.err = ReadWholeFile(err_path);
+  return r;
+}
+
+class TestCluster {
+ public:
+  // A directory only (no engine): for ros2ctl error cases.
+  static std::unique_ptr<TestCluster> MakeDirectory() {
+    const char* base = std::getenv("TMPDIR");
+    // Short: the control socket path must stay under 108 bytes.
+    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/r2c-XXXXXX";
+    if (::mkdtemp(tmpl.data()) == nullptr) return nullptr;
+    auto c = std::unique_ptr<TestCluster>(new TestCluster());
+    c->dir_ = tmpl;
+    std::filesystem::create_directories(c->scratch());
+    return c;
+  }
+
+  // Starts ros2-engine through `ros2ctl cluster up` (ram class, small shards).
+  // Returns null (with the command's output in *error) when it failed.
+  static std::unique_ptr<TestCluster> Start(const std::string& transport, int targets, std::string* error) {
+    auto c = MakeDirectory();
+    if (!c) {
+      *error = "mkdtemp failed";
+      return nullptr;
+    }
+    CommandResult up =
+        c->Ctl({"--json", "cluster", "up", "--targets", std::to_string(targets), "--class", "ram", "--transport",
+                transport, "--shard-size", "64MiB", "--engine", ROS2_ENGINE_PATH, "--timeout", "60"});
+    auto j = up.Json();
+    if (up.exit_code != 0 || j.is_discarded() || !j.contains("control")) {
+      *error = "cluster up failed (exit " + std::to_string(up.exit_code) + "): " + up.err + up.out;
+      return nullptr;
+    }
+    c->control_ = j["control"].get<std::string>();
+    c->admin_secret_file_ = j["admin_secret_file"].get<std::string>();
+    c->running_ = true;
+    return c;
+  }
+
+  ~TestCluster() {
+    if (running_) Ctl({"cluster", "down", "--timeout", "30", "--force"});
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  // Runs ros2ctl with --data-dir of this cluster first.
+  CommandResult Ctl(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {ROS2CTL_PATH, "--data-dir", dir_};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, scratch());
+  }
+  // Runs ros2ctl without --data-dir.
+  CommandResult CtlBare(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {ROS2CTL_PATH};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return RunProcess(argv, scratch());
+  }
+
+  const std::string& dir() const { return dir_; }
+  std::string scratch() const { return dir_ + "/scratch"; }
+  const std::string& control() const { return control_; }
+  const std::string& admin_secret_file() const { return admin_secret_file_; }
+  std::string AdminSecret() const {
+    std::string s = ReadWholeFile(admin_secret_file_);
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+
+ private:
+  TestCluster() = default;
+  std::string dir_;
+  std::string control_;
+  std::string admin_secret_file_;
+  bool running_ = false;
+};
+
+}  // namespace ros2::testing

@@ -1,0 +1,165 @@
+// ros2ctl end to end: usage errors without a cluster, then every command group
+// against a real single-node cluster (`cluster up` in a temporary directory),
+// with --json output parsed and checked and error cases giving a non-zero exit
+// and a clear message.
+#include <gtest/gtest.h>
+
+#include "client/testing/test_cluster.h"
+
+namespace ros2::ctl {
+namespace {
+
+using ros2::testing::CommandResult;
+using ros2::testing::TestCluster;
+
+#define EXPECT_FAILS_WITH(result, code, text)                                        \
+  do {                                                                               \
+    const CommandResult& r_ = (result);                                              \
+    EXPECT_EQ(r_.exit_code, code) << "stdout: " << r_.out << "\nstderr: " << r_.err; \
+    EXPECT_NE(r_.err.find(text), std::string::npos) << "stderr: " << r_.err;         \
+  } while (0)
+
+TEST(Ros2ctlCliTest, TyposAndMissingArgumentsAreUsageErrors) {
+  auto dir = TestCluster::MakeDirectory();
+  ASSERT_NE(dir, nullptr);
+  EXPECT_FAILS_WITH(dir->CtlBare({"pool", "craete", "x"}), 2, "craete");
+  EXPECT_FAILS_WITH(dir->CtlBare({"poool", "list"}), 2, "poool");
+  EXPECT_FAILS_WITH(dir->CtlBare({"pool", "create", "x", "--sise", "1G"}), 2, "--sise");
+  EXPECT_FAILS_WITH(dir->CtlBare({"pool", "create", "x"}), 2, "--size");
+  EXPECT_FAILS_WITH(dir->CtlBare({"cluster", "up", "--class", "ssd"}), 2, "ssd");
+  EXPECT_FAILS_WITH(dir->CtlBare({}), 2, "ros2ctl --help");
+  CommandResult help = dir->CtlBare({"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("cluster"), std::string::npos);
+  EXPECT_NE(help.out.find("pool"), std::string::npos);
+}
+
+TEST(Ros2ctlCliTest, MissingClusterOrEndpointIsAClearError) {
+  auto dir = TestCluster::MakeDirectory();
+  ASSERT_NE(dir, nullptr);
+  EXPECT_FAILS_WITH(dir->CtlBare({"pool", "list"}), 1, "no control endpoint");
+  EXPECT_FAILS_WITH(dir->Ctl({"pool", "list"}), 1, "no local cluster");
+  EXPECT_FAILS_WITH(dir->Ctl({"cluster", "status"}), 1, "no engine is running");
+  CommandResult down = dir->Ctl({"cluster", "down"});
+  EXPECT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_NE(down.out.find("No engine was running"), std::string::npos) << down.out;
+  EXPECT_FAILS_WITH(dir->Ctl({"cluster", "up", "--engine", "/nonexistent/ros2-engine"}), 1, "not an executable");
+  // --json errors are JSON on stdout too.
+  CommandResult j = dir->Ctl({"--json", "pool", "list"});
+  EXPECT_EQ(j.exit_code, 1);
+  auto parsed = j.Json();
+  ASSERT_FALSE(parsed.is_discarded()) << j.out;
+  EXPECT_EQ(parsed["error"]["code"], "NotFound");
+}
+
+TEST(Ros2ctlClusterTest, EveryCommandGroupEndToEnd) {
+  std::string error;
+  auto c = TestCluster::Start("auto", 2, &error);
+  ASSERT_NE(c, nullptr) << error;
+
+  // cluster status
+  CommandResult status = c->Ctl({"--json", "cluster", "status"});
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  auto st = status.Json();
+  EXPECT_GT(st["pid"].get<int>(), 0);
+  EXPECT_EQ(st["targets"].size(), 2u);
+  EXPECT_EQ(st["targets"][0]["state"], "up");
+  EXPECT_FAILS_WITH(c->Ctl({"cluster", "up"}), 1, "already running");
+
+  // pools
+  CommandResult created = c->Ctl({"--json", "pool", "create", "data", "--size", "512MiB"});
+  ASSERT_EQ(created.exit_code, 0) << created.err;
+  auto pool = created.Json();
+  EXPECT_EQ(pool["label"], "data");
+  EXPECT_EQ(pool["size_bytes"], 512u << 20);
+  EXPECT_EQ(pool["uuid"].get<std::string>().size(), 36u);
+  EXPECT_FAILS_WITH(c->Ctl({"pool", "create", "data", "--size", "1GiB"}), 1, "data");  // duplicate label
+  CommandResult dup = c->Ctl({"pool", "create", "data", "--size", "1GiB"});
+  EXPECT_NE(dup.err.find("AlreadyExists"), std::string::npos) << dup.err;
+  EXPECT_FAILS_WITH(c->Ctl({"pool", "create", "other", "--size", "12XB"}), 1, "bad --size '12XB'");
+  EXPECT_FAILS_WITH(c->Ctl({"pool", "create", "other", "--size", "0"}), 1, "bad --size '0'");
+  EXPECT_FAILS_WITH(c->Ctl({"pool", "query", "nosuchpool"}), 1, "nosuchpool");
+  CommandResult unknown = c->Ctl({"pool", "query", "nosuchpool"});
+  EXPECT_NE(unknown.err.find("NotFound"), std::string::npos) << unknown.err;
+  CommandResult list = c->Ctl({"--json", "pool", "list"});
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  ASSERT_EQ(list.Json()["pools"].size(), 1u);
+  EXPECT_EQ(list.Json()["pools"][0]["uuid"], pool["uuid"]);
+  CommandResult query = c->Ctl({"--json", "pool", "query", pool["uuid"].get<std::string>()});
+  ASSERT_EQ(query.exit_code, 0) << query.err;
+  EXPECT_EQ(query.Json()["label"], "data");
+  EXPECT_EQ(query.Json()["target_count"], 2u);
+  CommandResult human = c->Ctl({"pool", "query", "data"});
+  EXPECT_NE(human.out.find("Pool data"), std::string::npos) << human.out;
+
+  // containers
+  CommandResult cont = c->Ctl(
+      {"--json", "cont", "create", "data", "ckpt", "--oclass", "S1", "--checksum", "off", "--chunk-size", "4MiB"});
+  ASSERT_EQ(cont.exit_code, 0) << cont.err;
+  EXPECT_EQ(cont.Json()["properties"]["oclass"], "S1");
+  EXPECT_EQ(cont.Json()["properties"]["checksum"], false);
+  EXPECT_EQ(cont.Json()["properties"]["chunk_size"], 4u << 20);
+  EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "ckpt"}), 1, "ckpt");
+  EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "bad", "--oclass", "S9"}), 1, "S9");
+  EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "bad", "--property", "noequals"}), 1, "KEY=VALUE");
+  EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "nosuchpool", "x"}), 1, "nosuchpool");
+  CommandResult cq = c->Ctl({"--json", "cont", "query", "data", "ckpt"});
+  ASSERT_EQ(cq.exit_code, 0) << cq.err;
+  EXPECT_EQ(cq.Json()["label"], "ckpt");
+  EXPECT_EQ(cq.Json()["pool_uuid"], pool["uuid"]);
+  CommandResult cl = c->Ctl({"--json", "cont", "list", "data"});
+  ASSERT_EQ(cl.exit_code, 0) << cl.err;
+  EXPECT_EQ(cl.Json()["containers"].size(), 1u);
+
+  // tenants and ACLs
+  std::string secret_file = c->scratch() + "/alice.secret";
+  CommandResult alice = c->Ctl({"--json", "tenant", "add", "alice", "--secret-out", secret_file});
+  ASSERT_EQ(alice.exit_code, 0) << alice.err;
+  EXPECT_FALSE(alice.Json()["secret"].get<std::string>().empty());
+  EXPECT_EQ(ros2::testing::ReadWholeFile(secret_file), alice.Json()["secret"].get<std::string>() + "\n");
+  EXPECT_FAILS_WITH(c->Ctl({"tenant", "add", "alice"}), 1, "alice");
+  CommandResult tenants = c->Ctl({"--json", "tenant", "list"});
+  ASSERT_EQ(tenants.exit_code, 0);
+  auto names = tenants.Json()["tenants"];
+  EXPECT_NE(std::find(names.begin(), names.end(), "alice"), names.end()) << tenants.out;
+  // alice cannot administer anything yet.
+  CommandResult denied =
+      c->Ctl({"--tenant", "alice", "--secret-file", secret_file, "pool", "create", "mine", "--size", "1GiB"});
+  EXPECT_EQ(denied.exit_code, 1) << denied.out;
+  CommandResult set = c->Ctl({"--json", "acl", "set", "data", "ckpt", "--tenant", "alice", "--rights", "rw"});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  CommandResult get = c->Ctl({"--json", "acl", "get", "data", "ckpt"});
+  ASSERT_EQ(get.exit_code, 0) << get.err;
+  bool found = false;
+  for (const auto& e : get.Json()["acl"]) {
+    if (e["tenant"] == "alice") {
+      found = true;
+      EXPECT_EQ(e["rights"], "rw---");
+    }
+  }
+  EXPECT_TRUE(found) << get.out;
+  EXPECT_FAILS_WITH(c->Ctl({"acl", "set", "data", "--tenant", "alice", "--rights", "rwx"}), 1, "rwx");
+
+  // The demo workload through libros2.
+  CommandResult demo =
+      c->Ctl({"--json", "cluster", "demo", "--pool", "demo", "--cont", "demo", "--pool-size", "512MiB", "--mib", "2"});
+  ASSERT_EQ(demo.exit_code, 0) << demo.err << demo.out;
+  EXPECT_EQ(demo.Json()["ok"], true);
+  EXPECT_GT(demo.Json()["verified_bytes"].get<uint64_t>(), 4u << 20);
+
+  // Destroy.
+  CommandResult notempty = c->Ctl({"pool", "destroy", "data"});
+  EXPECT_EQ(notempty.exit_code, 1) << notempty.out;
+  ASSERT_EQ(c->Ctl({"cont", "destroy", "data", "ckpt"}).exit_code, 0);
+  ASSERT_EQ(c->Ctl({"pool", "destroy", "data"}).exit_code, 0);
+  EXPECT_FAILS_WITH(c->Ctl({"pool", "query", "data"}), 1, "data");
+
+  // Down, then status says so.
+  CommandResult down = c->Ctl({"--json", "cluster", "down"});
+  ASSERT_EQ(down.exit_code, 0) << down.err;
+  EXPECT_EQ(down.Json()["stopped"], true);
+  EXPECT_FAILS_WITH(c->Ctl({"cluster", "status"}), 1, "no engine is running");
+}
+
+}  // namespace
+}  // namespace ros2::ctl
