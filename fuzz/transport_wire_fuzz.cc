@@ -31,9 +31,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckInside(m.capability, data, size);
   CheckInside(m.payload, data, size);
   CheckInside(m.inline_data, data, size);
-  CheckInside(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(m.status_message.data()),
-                                       m.status_message.size()),
-              data, size);
+  CheckInside(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(m.status_message.data()), m.status_message.size()),
+      data, size);
   for (uint8_t i = 0; i < m.bulk_count; ++i) CheckInside(m.bulk[i].rkey, data, size);
   if (EncodedSize(m) != size) abort();
   std::vector<uint8_t> again(size);
