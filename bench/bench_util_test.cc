@@ -1,0 +1,170 @@
+// Tests of the baseline runners shared by ros2-bench suites: fio JSON and
+// ucx_perftest output parsing, child processes and scratch directories.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "bench/fio_bench_util.h"
+#include "bench/perftest_bench_util.h"
+#include "bench/process_bench_util.h"
+
+namespace ros2::bench {
+namespace {
+
+// Trimmed from a real fio 3.33 --output-format=json --lat_percentiles=1 report.
+constexpr const char* kFioJson = R"(fio: some warning printed before the document
+{
+  "fio version" : "fio-3.33",
+  "jobs" : [
+    {
+      "jobname" : "job", "error" : 0, "usr_cpu" : 4.5, "sys_cpu" : 40.25,
+      "read" : {
+        "io_bytes" : 661651456, "bw_bytes" : 330588753, "iops" : 80710.5, "total_ios" : 161536,
+        "clat_ns" : { "mean" : 390000.0, "percentile" : { "50.000000" : 366592, "99.000000" : 505856 } },
+        "lat_ns" : { "mean" : 396000.0, "percentile" : { "50.000000" : 370688, "99.000000" : 514048 } }
+      },
+      "write" : {
+        "io_bytes" : 0, "bw_bytes" : 0, "iops" : 0.0, "total_ios" : 0,
+        "clat_ns" : { "mean" : 0.0 }, "lat_ns" : { "mean" : 0.0 }
+      }
+    }
+  ]
+})";
+
+TEST(FioParse, ReadsIopsBandwidthAndTotalLatencyPercentiles) {
+  auto r = ParseFioJson(kFioJson);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_DOUBLE_EQ(r->read.iops, 80710.5);
+  EXPECT_DOUBLE_EQ(r->read.bw_bytes, 330588753);
+  EXPECT_EQ(r->read.total_ios, 161536u);
+  EXPECT_NEAR(r->read.lat_us_p50, 370.688, 1e-9);
+  EXPECT_NEAR(r->read.lat_us_p99, 514.048, 1e-9);
+  EXPECT_NEAR(r->read.clat_us_p50, 366.592, 1e-9);
+  EXPECT_NEAR(r->read.lat_us_mean, 396.0, 1e-9);
+  EXPECT_DOUBLE_EQ(r->write.iops, 0);
+  EXPECT_DOUBLE_EQ(r->sys_cpu_pct, 40.25);
+}
+
+TEST(FioParse, RejectsGarbageAndFailedJobs) {
+  EXPECT_EQ(ParseFioJson("no json here").status().code(), Status::Code::kProtocol);
+  EXPECT_EQ(ParseFioJson("{ \"jobs\": [ ").status().code(), Status::Code::kProtocol);
+  EXPECT_EQ(ParseFioJson("{ \"jobs\": [] }").status().code(), Status::Code::kProtocol);
+  auto failed = ParseFioJson(R"({ "jobs": [ { "jobname": "x", "error": 5 } ] })");
+  EXPECT_EQ(failed.status().code(), Status::Code::kIOError);
+}
+
+TEST(FioRun, NullEngineJobRunsAndReportsIos) {
+  auto dir = ScratchDir::Create("/tmp", "bench-util-test-");
+  ASSERT_TRUE(dir.ok());
+  FioJob job;
+  job.rw = "randread";
+  job.bs = 4096;
+  job.size = 1 << 20;
+  job.runtime_s = 0.3;
+  job.filename = dir->path() + "/f";
+  job.ioengine = "null";
+  job.direct = false;
+  auto r = RunFio(job);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_GT(r->read.total_ios, 0u);
+  EXPECT_NE(r->command.find("--ioengine=null"), std::string::npos);
+}
+
+TEST(FioRun, FailureCarriesFiosMessage) {
+  auto dir = ScratchDir::Create("/tmp", "bench-util-test-");
+  ASSERT_TRUE(dir.ok());
+  FioJob job;
+  job.rw = "not-a-mode";
+  job.filename = dir->path() + "/f";
+  job.ioengine = "null";
+  auto r = RunFio(job);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kIOError);
+  EXPECT_NE(r.status().message().find("not-a-mode"), std::string::npos) << r.status().message();
+  FioJob no_file;
+  EXPECT_EQ(RunFio(no_file).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(PerftestParse, TakesTheFinalNumericLine) {
+  const std::string out =
+      "+------+\n|  Test  | # iterations | 50.0%ile | average |\n+------+\n"
+      "                       20000      4.733     4.694     4.694      832.14     832.14      213029      213029\n";
+  auto r = ParsePerftestOutput(out);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->iterations, 20000u);
+  EXPECT_DOUBLE_EQ(r->lat_us_typical, 4.733);
+  EXPECT_DOUBLE_EQ(r->lat_us_avg, 4.694);
+  EXPECT_DOUBLE_EQ(r->bw_mib_s, 832.14);
+  EXPECT_DOUBLE_EQ(r->msg_rate, 213029);
+  EXPECT_EQ(ParsePerftestOutput("| header only |\n").status().code(), Status::Code::kProtocol);
+}
+
+TEST(PerftestPort, PicksAnUnprivilegedPort) {
+  auto port = PickFreeTcpPort();
+  ASSERT_TRUE(port.ok());
+  EXPECT_GT(*port, 1023);
+  EXPECT_LT(*port, 65536);
+}
+
+TEST(ChildProcess, ReportsExitCodeAndCapturesOutput) {
+  auto dir = ScratchDir::Create("/tmp", "bench-util-test-");
+  ASSERT_TRUE(dir.ok());
+  SpawnOptions opts;
+  opts.argv = {"sh", "-c", "echo \"$BENCH_UTIL_TEST\"; exit 3"};
+  opts.env = {{"BENCH_UTIL_TEST", "hello"}};
+  opts.stdout_path = dir->path() + "/out";
+  auto child = ChildProcess::Spawn(opts);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  auto rc = child->Wait(std::chrono::seconds(20));
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  EXPECT_EQ(*rc, 3);
+  EXPECT_FALSE(child->running());
+  auto out = ReadWholeFile(opts.stdout_path);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out, "hello\n");
+}
+
+TEST(ChildProcess, WaitTimesOutAndDestructorKills) {
+  pid_t pid = -1;
+  {
+    SpawnOptions opts;
+    opts.argv = {"sleep", "30"};
+    auto child = ChildProcess::Spawn(opts);
+    ASSERT_TRUE(child.ok());
+    pid = child->pid();
+    EXPECT_EQ(child->Wait(std::chrono::milliseconds(50)).status().code(), Status::Code::kTimedOut);
+    auto cpu = ProcessCpuSeconds(pid);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    EXPECT_GE(*cpu, 0.0);
+  }
+  // Reaped by the destructor: the pid no longer exists as our child.
+  EXPECT_NE(::kill(pid, 0), 0);
+}
+
+TEST(ChildProcess, MissingProgramIsNotFound) {
+  SpawnOptions opts;
+  opts.argv = {"ros2-no-such-program-xyz"};
+  EXPECT_EQ(ChildProcess::Spawn(opts).status().code(), Status::Code::kNotFound);
+}
+
+TEST(ScratchDir, RemovesEverythingOnDestruction) {
+  std::string path;
+  {
+    auto dir = ScratchDir::Create("/tmp", "bench-util-test-");
+    ASSERT_TRUE(dir.ok());
+    path = dir->path();
+    std::filesystem::create_directories(path + "/a/b");
+    std::ofstream(path + "/a/b/file") << "x";
+    EXPECT_TRUE(std::filesystem::exists(path + "/a/b/file"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+}  // namespace
+}  // namespace ros2::bench
