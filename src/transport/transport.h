@@ -27,8 +27,9 @@
 // into a server buffer, IncomingRequest::Push copies server bytes into the
 // client's bulk-in buffer, then the handler replies. The path is chosen per
 // endpoint from the transport UCX actually uses (see BulkMode): one-sided RMA
-// GET/PUT against the client's registered buffer (shared memory, rc/dc verbs), or
-// UCX active-message rendezvous over TCP, where software-emulated RMA is slow.
+// GET/PUT against the client's registered buffer (rc/dc verbs), or UCX
+// active-message rendezvous over tcp and shared memory, where UCX 1.13 only
+// emulates RMA and rendezvous measured faster.
 // The wire format is specified in docs/wire-format.md, the design in
 // docs/transport.md.
 //
@@ -83,7 +84,8 @@ struct TransportOptions {
   // on one device (UCX would otherwise stripe it over lo and eth0); multi-host
   // deployments name their NIC ("eth0", "mlx5_0:1") or "all".
   std::string net_devices = "lo";
-  // UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE; 0 keeps UCX's defaults.
+  // UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE (set in the environment when
+  // unset there); 0 keeps UCX's defaults.
   uint64_t tcp_seg_size = 256 * 1024;
   // Bulk of at most this many bytes travels inside the RPC messages.
   uint64_t inline_limit = 16 * 1024;
@@ -148,8 +150,11 @@ class Worker;
 class Context {
  public:
   // Reads the UCX configuration, applies the transport selection explicitly
-  // (ucp_config_modify: UCX_TLS, UCX_NET_DEVICES, tcp segment sizes; nothing via
-  // setenv) and creates the ucp_context with AM, RMA and WAKEUP features.
+  // (ucp_config_modify: TLS, NET_DEVICES, KEEPALIVE_INTERVAL) and creates the
+  // ucp_context with AM, RMA and WAKEUP features. Transport-level settings UCX
+  // 1.13 refuses in ucp_config_modify are set in the environment first, only
+  // when unset: UCX_TCP_{TX,RX}_SEG_SIZE and UCX_{POSIX,SYSV}_ERROR_HANDLING=y
+  // (shared memory with error mode PEER; see docs/transport.md).
   // Errors: InvalidArgument for bad options; NotSupported when the selected kind
   // has no usable device (the message names the missing devices and lists those
   // present, e.g. "rdma: no rc/dc verbs device (present: tcp/lo tcp/eth0 ...)").
@@ -278,8 +283,8 @@ class Endpoint {
   virtual ~Endpoint() = default;
 
   // Sends request `opcode` (0 .. 0xEFFF; higher values are reserved) with
-  // `payload` (copied or sent before Call returns for eager sizes; otherwise must
-  // stay valid until `done` runs) and the bulk buffers of `options`. `done` runs
+  // `payload` (copied before Call returns) and the bulk buffers of `options`
+  // (which must stay valid until `done` runs). `done` runs
   // exactly once, on the worker thread, inside a later Progress() — never inside
   // Call. Returns an error (and does not run `done`) for invalid arguments, a
   // payload above max_payload(), a disconnected endpoint (kDisconnected) or too
