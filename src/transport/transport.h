@@ -154,7 +154,8 @@ class Context {
   // ucp_context with AM, RMA and WAKEUP features. Transport-level settings UCX
   // 1.13 refuses in ucp_config_modify are set in the environment first, only
   // when unset: UCX_TCP_{TX,RX}_SEG_SIZE and UCX_{POSIX,SYSV}_ERROR_HANDLING=y
-  // (shared memory with error mode PEER; see docs/transport.md).
+  // (shared memory with error mode PEER; see docs/transport.md). Because of
+  // setenv, create contexts before starting threads that read the environment.
   // Errors: InvalidArgument for bad options; NotSupported when the selected kind
   // has no usable device (the message names the missing devices and lists those
   // present, e.g. "rdma: no rc/dc verbs device (present: tcp/lo tcp/eth0 ...)").
@@ -276,7 +277,8 @@ struct ReplyMessage {
 };
 
 // A connection to one peer worker. Created by Worker::Connect; used on the
-// worker's thread only. Dropping the last reference closes the UCX endpoint
+// worker's thread only. Drop endpoints before their Worker (after the worker is
+// gone, Call and CallSync return its final status and Close does nothing). Dropping the last reference closes the UCX endpoint
 // after failing its outstanding requests with kCancelled.
 class Endpoint {
  public:
@@ -317,7 +319,8 @@ using Completion = std::function<void(const Status& status)>;
 // Server-side handle of one received request. Copies share the same request
 // (reference counted, no allocation per copy). The payload and capability stay
 // valid while any copy exists. If the last copy is dropped without Reply, the
-// client gets kInternal ("handler dropped the request"). Worker thread only.
+// client gets kInternal ("handler dropped the request"). Worker thread only;
+// every copy must be dropped before the Worker is destroyed.
 class IncomingRequest {
  public:
   struct State;  // internal, pooled by the worker
