@@ -108,7 +108,8 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
       "back and verify it");
   demo->add_option("--pool", a->demo.pool, "Pool to use (created when missing)")->capture_default_str();
   demo->add_option("--cont", a->demo.container, "Container to use (created when missing)")->capture_default_str();
-  demo->add_option("--pool-size", a->demo.pool_size, "Size of the pool when it is created")->capture_default_str();
+  demo->add_option("--pool-size", a->demo.pool_size,
+                   "Size of the pool when it is created (default: the targets' capacity, at most 1 GiB)");
   demo->add_option("--transport", a->demo.transport, "Client data-plane transport: tcp, shm or auto")
       ->check(CLI::IsMember({"tcp", "shm", "auto"}))
       ->capture_default_str();

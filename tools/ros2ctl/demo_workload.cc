@@ -1,5 +1,6 @@
 #include "demo_workload.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -177,9 +178,21 @@ Result<CommandOutput> RunDemo(CtlContext& ctx, const DemoOptions& o) {
   bool created_pool = false, created_cont = false;
   auto pool_info = mgmt->QueryPool(o.pool);
   if (!pool_info.ok() && pool_info.status().IsNotFound()) {
-    auto size = ParseSize(o.pool_size);
-    if (!size.ok()) return Status::InvalidArgument(fmt::format("demo: bad --pool-size '{}'", o.pool_size));
-    pool_info = mgmt->CreatePool(o.pool, *size, 0);
+    uint64_t size = 0;
+    if (o.pool_size.empty()) {
+      // Default: every byte the targets have, at most 1 GiB.
+      ROS2_ASSIGN_OR_RETURN(auto status, mgmt->GetEngineStatus());
+      for (const auto& t : status.targets()) size += t.state() == rpc::TARGET_UP ? t.capacity_bytes() : 0;
+      size = std::min<uint64_t>(size, uint64_t{1} << 30);
+      if (size == 0) return Status::NoSpace("demo: the cluster reports no target capacity for a pool");
+    } else {
+      auto parsed = ParseSize(o.pool_size);
+      if (!parsed.ok() || *parsed == 0) {
+        return Status::InvalidArgument(fmt::format("demo: bad --pool-size '{}'", o.pool_size));
+      }
+      size = *parsed;
+    }
+    pool_info = mgmt->CreatePool(o.pool, size, 0);
     created_pool = true;
   }
   if (!pool_info.ok()) return pool_info.status().WithContext("demo: pool " + o.pool);

@@ -14,7 +14,7 @@ namespace ros2::ctl {
 struct DemoOptions {
   std::string pool = "demo";
   std::string container = "demo";
-  std::string pool_size = "1GiB";
+  std::string pool_size;  // empty: the targets' capacity, at most 1 GiB
   std::string transport = "auto";
   uint32_t mib = 16;            // 1 MiB extents per object class
   uint32_t small_ios = 256;     // 4 KiB extents per object class
