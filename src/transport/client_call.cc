@@ -318,9 +318,10 @@ Result<ReplyMessage> EndpointImpl::CallSync(uint16_t opcode, std::span<const uin
 }
 
 uint64_t EndpointImpl::max_payload() const {
+  if (conn_->worker == nullptr) return 0;  // the worker is gone
   if (!conn_->info.rma_any_memory) {  // bulk may ride active messages: the message must fit the AM header
     const uint64_t fixed = wire::kHeaderSize + 2 * wire::kBulkDescriptorSize + wire::kMaxCapability;
-    const uint64_t limit = worker_->max_am_header();
+    const uint64_t limit = conn_->worker->max_am_header();
     return limit > fixed ? limit - fixed : 0;
   }
   return wire::kMaxPayload;
