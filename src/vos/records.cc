@@ -1,5 +1,6 @@
 #include "vos/records.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -51,7 +52,7 @@ std::string EncodeValueRecord(const ValueRecord& rec, std::span<const std::byte>
   return out;
 }
 
-Result<ValueRecord> DecodeValueRecord(std::string_view encoded, std::string_view what) {
+Result<ValueRecord> DecodeValueRecord(std::string_view encoded, std::string_view what, ChecksumWindow window) {
   auto bad = [&](std::string_view why) {
     return Status::Corruption(fmt::format("vos: {}: malformed value record: {}", what, why));
   };
@@ -73,9 +74,18 @@ Result<ValueRecord> DecodeValueRecord(std::string_view encoded, std::string_view
   if (!GetLe(&in, 4, &n) || n * 4 > in.size()) return bad("bad checksum count");
   int width = ChecksumWidth(rec.csum.type);
   if (n * width > in.size()) return bad("truncated checksums");
-  rec.csum.values.resize(n);
-  const auto* p = reinterpret_cast<const unsigned char*>(in.data());
-  for (uint64_t i = 0; i < n; ++i, p += width) {
+  uint64_t first = 0;
+  uint64_t last = n;  // one past the last chunk kept
+  if (rec.csum.chunk_size > 0 && n > 0) {
+    uint64_t b = std::min(window.begin, rec.length);
+    uint64_t e = std::min(window.end, rec.length);
+    first = std::min<uint64_t>(b / rec.csum.chunk_size, n);
+    last = e <= b ? first : std::min<uint64_t>((e - 1) / rec.csum.chunk_size + 1, n);
+  }
+  rec.csum_first = first;
+  rec.csum.values.resize(last - first);
+  const auto* p = reinterpret_cast<const unsigned char*>(in.data()) + first * width;
+  for (uint64_t i = 0; i < last - first; ++i, p += width) {
     uint64_t v = 0;
     for (int b = width - 1; b >= 0; --b) v = (v << 8) | p[b];  // little-endian; compilers fold this into a load
     rec.csum.values[i] = v;

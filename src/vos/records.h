@@ -18,7 +18,8 @@ namespace ros2::vos {
 struct ValueRecord {
   uint64_t length = 0;       // data bytes
   uint32_t record_size = 1;  // arrays: bytes per record; single values: 1
-  Checksums csum;            // chunked over the data
+  Checksums csum;            // chunked over the data; values[i] is the checksum of chunk csum_first + i
+  uint64_t csum_first = 0;   // first chunk whose checksum was decoded (see ChecksumWindow)
   bool external = false;
   uint64_t offset = 0;           // external: byte offset in the extent store
   uint64_t alloc_len = 0;        // external: allocated bytes (length rounded up to the block size)
@@ -27,9 +28,20 @@ struct ValueRecord {
 
 // Appends the encoding of `rec` (with `inline_data` when not external).
 std::string EncodeValueRecord(const ValueRecord& rec, std::span<const std::byte> inline_data);
-// Decodes a record; `encoded` must outlive the result (inline_data points into
-// it). Corruption when malformed or when the record's own CRC fails.
-Result<ValueRecord> DecodeValueRecord(std::string_view encoded, std::string_view what);
+// The data bytes whose chunk checksums a decoder should keep (the fetch path
+// only needs the chunks it reads; a large extent has hundreds).
+struct ChecksumWindow {
+  uint64_t begin = 0;
+  uint64_t end = ~uint64_t{0};
+};
+inline constexpr ChecksumWindow kAllChecksums{};
+inline constexpr ChecksumWindow kNoChecksums{0, 0};
+
+// Decodes a record, keeping the checksums of the chunks that cover `window`;
+// `encoded` must outlive the result (inline_data points into it). Corruption
+// when malformed or when the record's own CRC fails (always checked in full).
+Result<ValueRecord> DecodeValueRecord(std::string_view encoded, std::string_view what,
+                                      ChecksumWindow window = kAllChecksums);
 
 // Per-akey header: fixes the value type and record size of the akey and bounds
 // the length of its extents (fetch uses it to find overlapping extents).

@@ -57,6 +57,25 @@ TEST(RecordsTest, AnyFlippedMetadataBitIsCorruption) {
   EXPECT_TRUE(DecodeValueRecord(enc.substr(0, 10), "t").status().IsCorruption());
 }
 
+TEST(RecordsTest, ChecksumWindowKeepsOnlyTheCoveringChunks) {
+  std::vector<std::byte> data(10000, std::byte{3});
+  ValueRecord rec;
+  rec.length = data.size();
+  rec.csum = {ChecksumType::kCrc32c, 1000, ComputeChunkChecksums(ChecksumType::kCrc32c, data, 1000)};
+  std::string enc = EncodeValueRecord(rec, data);
+  auto part = DecodeValueRecord(enc, "t", ChecksumWindow{2500, 4001});
+  ASSERT_TRUE(part.ok()) << part.status().ToString();
+  EXPECT_EQ(part->csum_first, 2u);
+  EXPECT_EQ(part->csum.values, std::vector<uint64_t>(rec.csum.values.begin() + 2, rec.csum.values.begin() + 5));
+  auto none = DecodeValueRecord(enc, "t", kNoChecksums);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->csum.values.empty());
+  auto tail = DecodeValueRecord(enc, "t", ChecksumWindow{9999, ~uint64_t{0}});
+  ASSERT_TRUE(tail.ok());
+  EXPECT_EQ(tail->csum_first, 9u);
+  EXPECT_EQ(tail->csum.values.size(), 1u);
+}
+
 TEST(RecordsTest, AkeyHeaderRoundTrips) {
   AkeyHeader h{ValueType::kArray, 512, 1 << 20, 0x1001};
   auto back = DecodeAkeyHeader(EncodeAkeyHeader(h), "h");

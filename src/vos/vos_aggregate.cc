@@ -68,7 +68,7 @@ Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
         has_header = true;
         continue;
       }
-      auto rec = DecodeValueRecord(it->value().ToStringView(), "aggregate");
+      auto rec = DecodeValueRecord(it->value().ToStringView(), "aggregate", kNoChecksums);
       if (!rec.ok()) return rec.status();
       is_array = k->kind == keys::kExtentKind;
       Version& v = versions.emplace_back();

@@ -23,8 +23,9 @@ rocksdb::Iterator* VosStore::FetchIterator() {
   return fetch_iter_.get();
 }
 
-Status VosStore::LoadSource(const rocksdb::Slice& value, std::string_view what, SourceVersion* src) {
-  auto rec = DecodeValueRecord(value.ToStringView(), what);
+Status VosStore::LoadSource(const rocksdb::Slice& value, std::string_view what, ChecksumWindow window,
+                            SourceVersion* src) {
+  auto rec = DecodeValueRecord(value.ToStringView(), what, window);
   if (!rec.ok()) return rec.status();
   src->rec = std::move(*rec);
   if (!src->rec.external) src->inline_data.assign(src->rec.inline_data);
@@ -102,7 +103,10 @@ Status VosStore::PlanSingle(FetchState* f, std::string_view akey_scope, size_t d
   if (e <= PunchedAt(akey_scope, dkey_scope_len, op.epoch)) return Status::Ok();
   SourceVersion& src = f->sources.emplace_back();
   src.epoch = e;
-  if (Status st = LoadSource(it->value(), "stored version", &src); !st.ok()) return st.WithContext(Describe(op));
+  ChecksumWindow window{0, op.buffer.size()};
+  if (Status st = LoadSource(it->value(), "stored version", window, &src); !st.ok()) {
+    return st.WithContext(Describe(op));
+  }
   f->size = src.rec.length;
   f->deliver = std::min<uint64_t>(src.rec.length, op.buffer.size());
   if (f->deliver > 0) AddPiece(f, 0, 0, f->deliver, 0);
@@ -121,7 +125,7 @@ Result<std::vector<std::pair<ExtentCandidate, ValueRecord>>> VosStore::EligibleE
     uint64_t index = keys::ReadU64(k);
     Epoch e = ~keys::ReadU64(k.substr(8));
     if (e > epoch || e <= punched) continue;
-    auto rec = DecodeValueRecord(it->value().ToStringView(), "extent");
+    auto rec = DecodeValueRecord(it->value().ToStringView(), "extent", kNoChecksums);
     if (!rec.ok()) return rec.status();
     rec->inline_data = {};  // the iterator's memory goes away
     out.push_back({ExtentCandidate{index, index + rec->length / rec->record_size, e, out.size()}, *rec});
@@ -156,7 +160,13 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
       SourceVersion& src = f->sources.emplace_back();
       src.epoch = e;
       src.index = index;
-      if (Status st = LoadSource(it->value(), "stored version", &src); !st.ok()) return st.WithContext(Describe(op));
+      // Only the chunks of this version inside [lo, hi) can be read.
+      uint64_t records_to_hi = hi - index;
+      ChecksumWindow window{lo > index ? (lo - index) * rs : 0,
+                            records_to_hi > ~uint64_t{0} / rs ? ~uint64_t{0} : records_to_hi * rs};
+      if (Status st = LoadSource(it->value(), "stored version", window, &src); !st.ok()) {
+        return st.WithContext(Describe(op));
+      }
       uint64_t end = index + src.rec.length / rs;
       if (end <= lo) {
         f->sources.pop_back();
@@ -226,8 +236,9 @@ bool VosStore::ReuseStoredChecksums(const FetchState& f, std::vector<uint64_t>* 
   if (p.deliver_end != rec.length && f.deliver % cs != 0) return false;
   uint64_t first = p.deliver_begin / cs;
   uint64_t n = (f.deliver + cs - 1) / cs;
-  out->assign(rec.csum.values.begin() + static_cast<ptrdiff_t>(first),
-              rec.csum.values.begin() + static_cast<ptrdiff_t>(first + n));
+  if (first < rec.csum_first || first - rec.csum_first + n > rec.csum.values.size()) return false;
+  auto begin = rec.csum.values.begin() + static_cast<ptrdiff_t>(first - rec.csum_first);
+  out->assign(begin, begin + static_cast<ptrdiff_t>(n));
   return true;
 }
 
@@ -249,8 +260,14 @@ void VosStore::FinishFetch(FetchState* f) {
       uint64_t cs = rec.csum.chunk_size;
       uint64_t first = p.verify_begin / cs;
       uint64_t n = (p.verify_end - p.verify_begin + cs - 1) / cs;
+      if (first < rec.csum_first || first - rec.csum_first + n > rec.csum.values.size()) {
+        f->status = Status::Internal(
+            fmt::format("vos: {}: checksums of chunks [{}, +{}) were not decoded", Describe(op), first, n));
+        break;
+      }
       Status st = VerifyChunkChecksums(rec.csum.type, {verified, p.verify_end - p.verify_begin}, cs,
-                                       std::span<const uint64_t>(rec.csum.values).subspan(first, n), "stored data");
+                                       std::span<const uint64_t>(rec.csum.values).subspan(first - rec.csum_first, n),
+                                       "stored data");
       if (!st.ok()) {
         f->status = Status::Corruption(fmt::format(
             "vos: {}: version at epoch {} (record {}, {} bytes, {}): {}", Describe(op), src.epoch, src.index,

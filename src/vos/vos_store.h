@@ -170,7 +170,7 @@ class VosStore final : public Vos {
   // The iterator of the fetch path, refreshed when the database has changed.
   rocksdb::Iterator* FetchIterator();
   // Decodes a record read from RocksDB into `src` (copying inline data).
-  Status LoadSource(const rocksdb::Slice& value, std::string_view what, SourceVersion* src);
+  Status LoadSource(const rocksdb::Slice& value, std::string_view what, ChecksumWindow window, SourceVersion* src);
   rocksdb::WriteOptions WriteOpts() const;
 
   VosOptions options_;

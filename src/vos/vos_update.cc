@@ -123,7 +123,7 @@ Status VosStore::PrepareUpdate(UpdateState* u) {
   std::string old;
   rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), u->record_key, &old);
   if (rs.ok()) {
-    auto prev = DecodeValueRecord(old, Describe(op));
+    auto prev = DecodeValueRecord(old, Describe(op), kNoChecksums);
     if (prev.ok() && prev->external) u->replaced = *prev;
   } else if (!rs.IsNotFound()) {
     return FromRocks(rs, fmt::format("vos: {}", Describe(op)));
