@@ -401,6 +401,23 @@ TEST_P(TransportTest, MalformedMessagesAreRejectedAndCounted) {
   ucp_cleanup(raw_ctx);
 }
 
+// `auto` on a host without verbs: a same-host peer is reached over shared memory
+// only, although tcp is enabled for remote peers.
+TEST(TransportAutoTest, SameHostPeerUsesSharedMemory) {
+  testing::PeerProcess peer;
+  ASSERT_TRUE(peer.Start(TRANSPORT_TEST_PEER_PATH, "auto").ok());
+  auto ctx = Context::Create(TransportOptions{}).value();
+  EXPECT_EQ(ctx->resolved_kind(), TransportKind::kShm);
+  auto worker = ctx->CreateWorker("auto-client").value();
+  auto ep = worker->Connect(peer.address());
+  ASSERT_TRUE(ep.ok()) << ep.status().ToString();
+  EXPECT_TRUE((*ep)->info().IsSharedMemoryOnly()) << (*ep)->info().ucx_report;
+  EXPECT_FALSE((*ep)->info().UsesTcp()) << (*ep)->info().ucx_report;
+  EXPECT_TRUE((*ep)->CallSync(testing::kOpEcho, Bytes("auto")).ok());
+  ep->reset();
+  worker.reset();
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, TransportTest, ::testing::Values("tcp", "shm"),
                          [](const auto& info) { return info.param; });
 
