@@ -12,6 +12,7 @@
 #include "control/control_channel.h"
 #include "control/session_client.h"
 #include "object/obj_rpc.h"
+#include "placement/placement.h"
 #include "ros2/client.h"
 #include "ros2/ros2.h"
 #include "transport/transport.h"
@@ -45,7 +46,7 @@ class ClientEngineTest : public ::testing::TestWithParam<std::string> {
       std::string error;
       auto c = TestCluster::Start(transport, 2, &error);
       ASSERT_NE(c, nullptr) << error;
-      auto pool = c->Ctl({"pool", "create", "p", "--size", "1GiB"});
+      auto pool = c->Ctl({"pool", "create", "p", "--size", "128MiB"});
       ASSERT_EQ(pool.exit_code, 0) << pool.err;
       auto cont = c->Ctl({"cont", "create", "p", "c"});
       ASSERT_EQ(cont.exit_code, 0) << cont.err;

@@ -67,14 +67,14 @@ TEST(Ros2ctlClusterTest, EveryCommandGroupEndToEnd) {
   EXPECT_FAILS_WITH(c->Ctl({"cluster", "up"}), 1, "already running");
 
   // pools
-  CommandResult created = c->Ctl({"--json", "pool", "create", "data", "--size", "512MiB"});
+  CommandResult created = c->Ctl({"--json", "pool", "create", "data", "--size", "100MiB"});
   ASSERT_EQ(created.exit_code, 0) << created.err;
   auto pool = created.Json();
   EXPECT_EQ(pool["label"], "data");
-  EXPECT_EQ(pool["size_bytes"], 512u << 20);
+  EXPECT_EQ(pool["size_bytes"], 100u << 20);
   EXPECT_EQ(pool["uuid"].get<std::string>().size(), 36u);
-  EXPECT_FAILS_WITH(c->Ctl({"pool", "create", "data", "--size", "1GiB"}), 1, "data");  // duplicate label
-  CommandResult dup = c->Ctl({"pool", "create", "data", "--size", "1GiB"});
+  EXPECT_FAILS_WITH(c->Ctl({"pool", "create", "data", "--size", "64MiB"}), 1, "data");  // duplicate label
+  CommandResult dup = c->Ctl({"pool", "create", "data", "--size", "64MiB"});
   EXPECT_NE(dup.err.find("AlreadyExists"), std::string::npos) << dup.err;
   EXPECT_FAILS_WITH(c->Ctl({"pool", "create", "other", "--size", "12XB"}), 1, "bad --size '12XB'");
   EXPECT_FAILS_WITH(c->Ctl({"pool", "create", "other", "--size", "0"}), 1, "bad --size '0'");
@@ -142,7 +142,7 @@ TEST(Ros2ctlClusterTest, EveryCommandGroupEndToEnd) {
 
   // The demo workload through libros2.
   CommandResult demo =
-      c->Ctl({"--json", "cluster", "demo", "--pool", "demo", "--cont", "demo", "--pool-size", "512MiB", "--mib", "2"});
+      c->Ctl({"--json", "cluster", "demo", "--pool", "demo", "--cont", "demo", "--pool-size", "16MiB", "--mib", "2"});
   ASSERT_EQ(demo.exit_code, 0) << demo.err << demo.out;
   EXPECT_EQ(demo.Json()["ok"], true);
   EXPECT_GT(demo.Json()["verified_bytes"].get<uint64_t>(), 4u << 20);
