@@ -1,6 +1,7 @@
 // Engine start-up, registration, ready file and shutdown.
 #include "engine/engine.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -91,6 +92,9 @@ Status Engine::StartEmbeddedControl() {
   control::ControlPlaneOptions options;
   options.data_dir = config_.data_dir;
   options.hooks = this;
+  // Explicit wall clock: the session table calls now_ms without a fallback.
+  options.now_ms = [] { return HybridClock::WallMillis(); };
+  options.capability_lifetime = std::chrono::duration_cast<std::chrono::seconds>(config_.control.capability_lifetime);
   auto cp = control::ControlPlane::Open(std::move(options));
   if (!cp.ok()) return cp.status().WithContext("engine: control plane");
   control_ = std::move(*cp);
@@ -115,10 +119,18 @@ control::EngineRegistration Engine::Registration() const {
     char host[256] = {};
     if (::gethostname(host, sizeof(host) - 1) == 0) reg.address = host;
   }
-  reg.capacity_bytes = config_.vos.data_size * config_.targets;
+  // Every container gets its own shard of vos.data_size per target, so a
+  // target's capacity is what its medium can hold: the free space of the data
+  // directory's file system shared by the targets (nvme), or one shard (ram).
+  uint64_t per_target = config_.vos.data_size;
+  struct statvfs fs {};
+  if (config_.vos.storage_class == vos::StorageClass::kNvme && ::statvfs(config_.data_dir.c_str(), &fs) == 0) {
+    per_target = std::max<uint64_t>(per_target, uint64_t{fs.f_bavail} * fs.f_frsize / config_.targets);
+  }
+  reg.capacity_bytes = per_target * config_.targets;
   for (const auto& t : targets_) {
     const auto& a = t->worker_address();
-    reg.targets.push_back({t->index(), std::string(a.begin(), a.end()), config_.vos.data_size});
+    reg.targets.push_back({t->index(), std::string(a.begin(), a.end()), per_target});
   }
   return reg;
 }
@@ -222,6 +234,7 @@ Status Engine::OnPoolDestroy(const Uuid& pool) {
     std::lock_guard lock(env_.destroyed_mu);
     env_.destroyed.emplace_back(pool, Uuid());
   }
+  env_.destroyed_version.fetch_add(1, std::memory_order_release);
   for (auto& t : targets_) t->DestroyPool(pool);
   return Status::Ok();
 }
@@ -231,6 +244,7 @@ Status Engine::OnContainerDestroy(const Uuid& pool, const Uuid& container) {
     std::lock_guard lock(env_.destroyed_mu);
     env_.destroyed.emplace_back(pool, container);
   }
+  env_.destroyed_version.fetch_add(1, std::memory_order_release);
   for (auto& t : targets_) t->DestroyContainer(pool, container);
   return Status::Ok();
 }

@@ -59,14 +59,18 @@ Status ApplyTransport(const YAML::Node& node, const std::string& where, transpor
 }
 
 Status ApplyControl(const YAML::Node& node, const std::string& where, ControlConfig* c) {
-  ROS2_RETURN_IF_ERROR(
-      CheckKnownKeys(node, where, {"socket", "listen", "join", "join_tenant", "join_secret_file", "address"}));
+  ROS2_RETURN_IF_ERROR(CheckKnownKeys(
+      node, where, {"socket", "listen", "join", "join_tenant", "join_secret_file", "address", "capability_lifetime"}));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "socket", &c->socket));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "listen", &c->listen));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "join", &c->join));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "join_tenant", &c->join_tenant));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "join_secret_file", &c->join_secret_file));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "address", &c->address));
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "capability_lifetime", &c->capability_lifetime));
+  if (c->capability_lifetime < std::chrono::seconds(1)) {
+    return Status::InvalidArgument(fmt::format("{}.capability_lifetime: must be at least 1s", where));
+  }
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@
 //     join: unix:/other/control.sock   # register with another engine's control plane
 //     join_secret_file: /other/admin.secret
 //     address: host name shown in the pool map
+//     capability_lifetime: 1h          # how long issued capabilities stay valid
 //   shutdown_grace: 5s               # how long in-flight requests may finish
 // A value type; parsing is a free function, safe from any thread.
 #pragma once
@@ -35,8 +36,9 @@ struct ControlConfig {
   std::string listen;  // optional "host:port" TCP listener (port 0: any)
   std::string join;    // management endpoint to register with; empty: embed one
   std::string join_tenant = "admin";
-  std::string join_secret_file;  // secret of join_tenant (required with join)
-  std::string address;           // informative host name; empty: gethostname()
+  std::string join_secret_file;                                          // secret of join_tenant (required with join)
+  std::string address;                                                   // informative host name; empty: gethostname()
+  std::chrono::milliseconds capability_lifetime{std::chrono::hours(1)};  // expiry of issued capabilities
 };
 
 struct EngineConfig {

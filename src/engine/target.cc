@@ -245,6 +245,13 @@ void Target::FinishShutdown() {
 }
 
 Result<Target::Shard*> Target::ShardFor(const Uuid& pool, const Uuid& container) {
+  const uint64_t destroyed_version = env_->destroyed_version.load(std::memory_order_acquire);
+  if (destroyed_version != destroyed_seen_) {
+    // A container or pool was destroyed: retire its open shards before the
+    // mailbox message that deletes them arrives, so no request uses them.
+    destroyed_seen_ = destroyed_version;
+    RetireShards([this](const Shard& s) { return env_->IsDestroyed(s.pool, s.container); });
+  }
   auto key = std::make_pair(pool, container);
   auto it = shards_.find(key);
   if (it != shards_.end()) return it->second.get();

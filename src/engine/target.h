@@ -61,6 +61,7 @@ struct TargetEnvironment {
   // Containers destroyed while this engine ran: never reopened.
   std::mutex destroyed_mu;
   std::vector<std::pair<Uuid, Uuid>> destroyed;  // GUARDED_BY(destroyed_mu)
+  std::atomic<uint64_t> destroyed_version{0};    // bumped after each addition
   bool IsDestroyed(const Uuid& pool, const Uuid& container);
 };
 
@@ -137,6 +138,7 @@ class Target {
   uint64_t next_ticket_ = 1;
   bool stopping_ = false;
   std::chrono::steady_clock::time_point stop_deadline_;
+  uint64_t destroyed_seen_ = 0;  // env_->destroyed_version already applied to shards_
   bool usage_dirty_ = false;
   std::chrono::steady_clock::time_point usage_refreshed_;
 

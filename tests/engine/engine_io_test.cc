@@ -1,0 +1,282 @@
+// End-to-end object I/O against real ros2-engine processes: tcp and shm data
+// planes, malformed requests, two engines in one pool, restart durability.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "control/control_channel.h"
+#include "control/management_client.h"
+#include "engine_process.h"
+#include "object_session.h"
+
+namespace ros2::testing {
+namespace {
+
+using transport::TransportKind;
+
+// One engine plus an admin management client.
+struct Cluster {
+  TempDir dir;
+  std::unique_ptr<EngineProcess> engine;
+  control::Credentials admin;
+  std::unique_ptr<control::ManagementClient> mgmt;
+
+  void Start(EngineOptions options) {
+    options.data_dir = dir.path() + "/engine0";
+    auto e = EngineProcess::Start(options);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    engine = std::move(*e);
+    Connect();
+  }
+  void Connect() {
+    auto secret = control::ReadSecretFile(engine->admin_secret_file());
+    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
+    admin = {"admin", *secret};
+    auto channel = control::MakeControlChannel({.address = engine->control()});
+    ASSERT_TRUE(channel.ok()) << channel.status().ToString();
+    mgmt = std::make_unique<control::ManagementClient>(*channel, admin);
+  }
+};
+
+void RunIoScenario(const char* transport, TransportKind kind, bool expect_shm) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.Start({.transport = transport}));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 20));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "c", kind);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ObjectSession& session = **s;
+  ASSERT_EQ(session.target_count(), 2u);
+  const auto& info = session.endpoint(0).info();
+  if (expect_shm) {
+    EXPECT_TRUE(info.IsSharedMemoryOnly()) << info.ucx_report;
+  } else {
+    EXPECT_TRUE(info.UsesTcp()) << info.ucx_report;
+    EXPECT_FALSE(info.IsSharedMemoryOnly());
+  }
+
+  const ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kSX, 7, 1);
+  std::set<std::string> dkeys;
+  std::set<uint32_t> targets_used;
+  for (int i = 0; i < 8; ++i) {
+    const std::string dkey = fmt::format("chunk-{}", i);
+    dkeys.insert(dkey);
+    auto t = session.TargetOf(oid, dkey);
+    ASSERT_TRUE(t.ok());
+    targets_used.insert(*t);
+    auto data = Pattern(4096, i);
+    auto r = session.UpdateArray(oid, dkey, "data", 0, data);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_GT(r->epoch, 0u);
+  }
+  EXPECT_EQ(targets_used.size(), 2u) << "SX object should spread its dkeys";
+  // A 1 MiB extent goes through the RMA / rendezvous path.
+  auto big = Pattern(1 << 20, 99);
+  auto r = session.UpdateArray(oid, "chunk-0", "data", 4096, big);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto single = Pattern(300, 5);
+  ROS2_ASSERT_OK(session.UpdateSingle(oid, "chunk-1", "attr", single));
+
+  for (int i = 0; i < 8; ++i) {
+    auto f = session.FetchArray(oid, fmt::format("chunk-{}", i), "data", 0, 4096);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->data, Pattern(4096, i)) << "chunk " << i;
+    EXPECT_EQ(f->reply.csum.type, ChecksumType::kCrc32c);
+  }
+  auto fb = session.FetchArray(oid, "chunk-0", "data", 4096, 1 << 20);
+  ASSERT_TRUE(fb.ok()) << fb.status().ToString();
+  EXPECT_EQ(fb->data, big);
+  auto fs = session.FetchSingle(oid, "chunk-1", "attr", 4096);
+  ASSERT_TRUE(fs.ok()) << fs.status().ToString();
+  EXPECT_EQ(fs->reply.size, 300u);
+  EXPECT_EQ(fs->data, single);
+
+  // Enumeration over both targets finds every dkey exactly once.
+  std::set<std::string> listed;
+  for (uint32_t t = 0; t < session.target_count(); ++t) {
+    obj::ListRequest lr;
+    lr.header = session.Header(t);
+    lr.kind = obj::ListKind::kDkeys;
+    lr.oid = oid;
+    lr.max_entries = 3;  // forces several rounds with anchors
+    while (!lr.anchor.eof) {
+      auto reply = session.Call(t, obj::Opcode::kList, obj::Encode(lr));
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+      auto lst = obj::DecodeListReply(reply->payload);
+      ASSERT_TRUE(lst.ok()) << lst.status().ToString();
+      for (auto& k : lst->keys) EXPECT_TRUE(listed.insert(k).second) << "listed twice: " << k;
+      lr.anchor = lst->anchor;
+    }
+  }
+  EXPECT_EQ(listed, dkeys);
+
+  // Array end of chunk-0 covers the 1 MiB extent; punching the dkey hides it.
+  auto t0 = session.TargetOf(oid, "chunk-0");
+  ASSERT_TRUE(t0.ok());
+  obj::QueryRequest q{session.Header(*t0), obj::QueryKind::kArrayEnd, oid, "chunk-0", "data"};
+  auto qr = session.Call(*t0, obj::Opcode::kQuery, obj::Encode(q));
+  ASSERT_TRUE(qr.ok()) << qr.status().ToString();
+  auto qd = obj::DecodeQueryReply(qr->payload);
+  ASSERT_TRUE(qd.ok());
+  EXPECT_TRUE(qd->found);
+  EXPECT_EQ(qd->array_end, 4096u + (1u << 20));
+
+  obj::PunchRequest p{session.Header(*t0), obj::PunchScope::kDkey, oid, "chunk-0", ""};
+  auto pr = session.Call(*t0, obj::Opcode::kPunch, obj::Encode(p));
+  ASSERT_TRUE(pr.ok()) << pr.status().ToString();
+  q.header = session.Header(*t0);
+  qr = session.Call(*t0, obj::Opcode::kQuery, obj::Encode(q));
+  ASSERT_TRUE(qr.ok()) << qr.status().ToString();
+  qd = obj::DecodeQueryReply(qr->payload);
+  ASSERT_TRUE(qd.ok());
+  EXPECT_FALSE(qd->found) << "punched dkey still has an array end";
+
+  auto rc = c.engine->Terminate();
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  EXPECT_EQ(*rc, 0) << c.engine->LogTail();
+}
+
+TEST(EngineIo, EndToEndOverTcp) {
+  RunIoScenario("tcp", TransportKind::kTcp, false);
+}
+
+TEST(EngineIo, EndToEndOverShm) {
+  RunIoScenario("shm", TransportKind::kShm, true);
+}
+
+TEST(EngineIo, MalformedRequestsGetClearErrorsAndTheEngineKeepsServing) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .targets = 1}));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 20));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "c", TransportKind::kTcp);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ObjectSession& session = **s;
+  const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, 2);
+  auto data = Pattern(5000, 1);
+  ROS2_ASSERT_OK(session.UpdateArray(oid, "d", "a", 0, data));
+
+  const std::vector<uint8_t> garbage = {1, 0, 0xde, 0xad, 0xbe, 0xef};
+  for (obj::Opcode op : {obj::Opcode::kUpdate, obj::Opcode::kFetch, obj::Opcode::kList, obj::Opcode::kQuery,
+                         obj::Opcode::kPunch, obj::Opcode::kPing}) {
+    auto reply = session.Call(0, op, garbage);
+    ASSERT_FALSE(reply.ok()) << obj::OpcodeName(static_cast<uint16_t>(op));
+    EXPECT_EQ(reply.status().code(), Status::Code::kProtocol) << reply.status().ToString();
+    EXPECT_NE(reply.status().message().find("object rpc"), std::string::npos) << reply.status().ToString();
+  }
+  // Misaddressed request.
+  obj::FetchRequest f{session.Header(0), oid, "d", "a", obj::ValueType::kArray, 0, 5000, 1};
+  f.header.target = 5;
+  std::vector<std::byte> buf(5000);
+  auto wrong = session.Call(0, obj::Opcode::kFetch, obj::Encode(f), {}, buf);
+  EXPECT_EQ(wrong.status().code(), Status::Code::kInvalidArgument) << wrong.status().ToString();
+  // Update whose declared length differs from its data, and bad checksums.
+  obj::UpdateRequest u;
+  u.header = session.Header(0);
+  u.oid = oid;
+  u.dkey = "d";
+  u.akey = "a";
+  u.type = obj::ValueType::kArray;
+  u.length = 10;
+  auto mismatch = session.Call(0, obj::Opcode::kUpdate, obj::Encode(u), std::span(data).first(20));
+  EXPECT_EQ(mismatch.status().code(), Status::Code::kInvalidArgument) << mismatch.status().ToString();
+  u.length = 5000;
+  u.csum = {ChecksumType::kCrc32c, 4096, {1, 2}};  // wrong values
+  auto corrupt = session.Call(0, obj::Opcode::kUpdate, obj::Encode(u), Pattern(5000, 2));
+  EXPECT_EQ(corrupt.status().code(), Status::Code::kCorruption) << corrupt.status().ToString();
+
+  // Still serving, and nothing changed.
+  auto ping = session.Call(0, obj::Opcode::kPing, obj::Encode(obj::PingRequest{0}));
+  ASSERT_TRUE(ping.ok()) << ping.status().ToString();
+  auto pr = obj::DecodePingReply(ping->payload);
+  ASSERT_TRUE(pr.ok());
+  EXPECT_EQ(pr->target_count, 1u);
+  EXPECT_EQ(pr->engine.ToString(), c.engine->engine_id());
+  auto back = session.FetchArray(oid, "d", "a", 0, 5000);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->data, data);
+}
+
+TEST(EngineIo, TwoEnginesServeOnePool) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp"}));
+  EngineOptions second;
+  second.data_dir = c.dir.path() + "/engine1";
+  second.transport = "tcp";
+  second.join = c.engine->control();
+  second.join_secret_file = c.engine->admin_secret_file();
+  auto e1 = EngineProcess::Start(second);
+  ASSERT_TRUE(e1.ok()) << e1.status().ToString();
+  EXPECT_NE((*e1)->engine_id(), c.engine->engine_id());
+
+  auto status = c.mgmt->GetEngineStatus();
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  EXPECT_EQ(status->engines_size(), 2);
+  EXPECT_EQ(status->targets_size(), 4);
+
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("wide", uint64_t{8} << 20));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("wide", "c"));
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "wide", "c", TransportKind::kTcp);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ObjectSession& session = **s;
+  ASSERT_EQ(session.target_count(), 4u);
+
+  std::set<std::string> engines_used;
+  for (uint64_t i = 0; i < 16; ++i) {
+    const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 1, i);
+    auto t = session.TargetOf(oid, "d");
+    ASSERT_TRUE(t.ok());
+    engines_used.insert(session.engine_of(*t));
+    ASSERT_TRUE(session.UpdateSingle(oid, "d", "a", Pattern(100 + i, i)).ok()) << "object " << i;
+  }
+  EXPECT_EQ(engines_used.size(), 2u) << "16 S1 objects should land on both engines";
+  for (uint64_t i = 0; i < 16; ++i) {
+    const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 1, i);
+    auto f = session.FetchSingle(oid, "d", "a", 1024);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->data, Pattern(100 + i, i));
+  }
+  auto rc = (*e1)->Terminate();
+  ASSERT_TRUE(rc.ok());
+  EXPECT_EQ(*rc, 0) << (*e1)->LogTail();
+}
+
+TEST(EngineIo, RestartKeepsEveryAcknowledgedWrite) {
+  Cluster c;
+  EngineOptions options{.transport = "tcp", .storage_class = "nvme"};
+  ASSERT_NO_FATAL_FAILURE(c.Start(options));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 20));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
+  const ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kSX, 3, 3);
+  {
+    auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "c", TransportKind::kTcp);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    for (int i = 0; i < 12; ++i) {
+      // Small (RocksDB) and large (extent store) values.
+      const size_t n = i % 2 == 0 ? 512 : 64 * 1024;
+      auto r = (*s)->UpdateArray(oid, fmt::format("k{}", i), "data", 0, Pattern(n, i));
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+    }
+  }
+  c.engine->Kill();  // no clean shutdown: only acknowledged (durable) writes may be relied on
+
+  options.data_dir = c.dir.path() + "/engine0";
+  auto restarted = EngineProcess::Start(options);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  c.engine = std::move(*restarted);
+  ASSERT_NO_FATAL_FAILURE(c.Connect());
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "c", TransportKind::kTcp);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  for (int i = 0; i < 12; ++i) {
+    const size_t n = i % 2 == 0 ? 512 : 64 * 1024;
+    auto f = (*s)->FetchArray(oid, fmt::format("k{}", i), "data", 0, n);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->data, Pattern(n, i)) << "value " << i << " lost or changed across the restart";
+  }
+  auto rc = c.engine->Terminate();
+  ASSERT_TRUE(rc.ok());
+  EXPECT_EQ(*rc, 0) << c.engine->LogTail();
+}
+
+}  // namespace
+}  // namespace ros2::testing

@@ -1,0 +1,133 @@
+// Starting, stopping and killing ros2-engine processes for tests.
+#include "engine_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace ros2::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = fmt::format("{}/ros2-engine-test-XXXXXX", base != nullptr && *base != '\0' ? base : "/tmp");
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) != nullptr) path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions& options) {
+  std::unique_ptr<EngineProcess> p(new EngineProcess(options));
+  const std::string& dir = options.data_dir;
+  std::filesystem::create_directories(dir);
+  const std::string config_path = dir + "/engine.yaml";
+  {
+    std::ofstream y(config_path, std::ios::trunc);
+    y << "data_dir: " << dir << "\n";
+    y << "targets: " << options.targets << "\n";
+    y << "log_level: info\n";
+    y << "shutdown_grace: " << options.shutdown_grace << "\n";
+    y << "vos: { class: " << options.storage_class << ", data_size: " << options.data_size << " }\n";
+    y << "transport: { kind: " << options.transport << " }\n";
+    y << "control:\n";
+    if (!options.join.empty()) {
+      y << "  join: \"" << options.join << "\"\n";
+      y << "  join_secret_file: " << options.join_secret_file << "\n";
+    }
+    if (!options.capability_lifetime.empty()) y << "  capability_lifetime: " << options.capability_lifetime << "\n";
+    y << "  address: test-host\n";
+  }
+  const std::string ready = dir + "/engine.ready";
+  std::error_code ec;
+  std::filesystem::remove(ready, ec);
+
+  pid_t pid = ::fork();
+  if (pid < 0) return Status::FromErrno(errno, "fork ros2-engine");
+  if (pid == 0) {
+    int log = ::open((dir + "/engine.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (log >= 0) {
+      ::dup2(log, 1);
+      ::dup2(log, 2);
+    }
+    // ROS2_ENGINE_TEST_GDB=<gdb command file> runs the engine under gdb (debugging aid).
+    if (const char* gdb = std::getenv("ROS2_ENGINE_TEST_GDB"); gdb != nullptr && *gdb != '\0') {
+      ::execlp("gdb", "gdb", "-q", "-batch", "-x", gdb, "--args", ROS2_ENGINE_PATH, "--config", config_path.c_str(),
+               static_cast<char*>(nullptr));
+    }
+    ::execl(ROS2_ENGINE_PATH, "ros2-engine", "--config", config_path.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  p->pid_ = pid;
+
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int wstatus = 0;
+    if (::waitpid(pid, &wstatus, WNOHANG) == pid) {
+      p->pid_ = -1;
+      return Status::IOError(fmt::format("ros2-engine exited during start-up (status {}):\n{}", wstatus, p->LogTail()));
+    }
+    std::ifstream in(ready);
+    if (in) {
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.starts_with("control=")) p->control_ = line.substr(8);
+        if (line.starts_with("engine=")) p->engine_id_ = line.substr(7);
+      }
+      if (!p->control_.empty()) return p;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status::TimedOut(fmt::format("ros2-engine not ready after 30 s:\n{}", p->LogTail()));
+}
+
+EngineProcess::~EngineProcess() {
+  Kill();
+}
+
+Result<int> EngineProcess::Terminate() {
+  if (pid_ < 0) return Status::InvalidArgument("engine not running");
+  ::kill(pid_, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int wstatus = 0;
+    if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
+      pid_ = -1;
+      if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+      return 128 + WTERMSIG(wstatus);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return Status::TimedOut(fmt::format("ros2-engine {} ignored SIGTERM for 20 s", pid_));
+}
+
+void EngineProcess::Kill() {
+  if (pid_ < 0) return;
+  ::kill(pid_, SIGKILL);
+  int wstatus = 0;
+  ::waitpid(pid_, &wstatus, 0);
+  pid_ = -1;
+}
+
+std::string EngineProcess::LogTail() const {
+  std::ifstream in(options_.data_dir + "/engine.log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string all = ss.str();
+  return all.size() > 4000 ? all.substr(all.size() - 4000) : all;
+}
+
+}  // namespace ros2::testing

@@ -1,0 +1,83 @@
+// Test helpers that run real ros2-engine processes: a temporary directory that
+// removes itself, and EngineProcess, which writes an engine.yaml, starts the
+// binary (ROS2_ENGINE_PATH), waits for its ready file and stops or kills it.
+// Used from the test thread only.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+
+namespace ros2::testing {
+
+inline Status StatusOf(const Status& s) {
+  return s;
+}
+template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r.status();
+}
+// Asserts that a Status or Result is OK and prints the status otherwise.
+#define ROS2_ASSERT_OK(expr)                                                                  \
+  do {                                                                                        \
+    const auto& ros2_assert_r_ = (expr);                                                      \
+    ASSERT_TRUE(ros2_assert_r_.ok()) << ::ros2::testing::StatusOf(ros2_assert_r_).ToString(); \
+  } while (0)
+
+// mkdtemp under $TMPDIR (or /tmp); removed recursively by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+struct EngineOptions {
+  std::string data_dir;
+  std::string transport = "tcp";      // engine transport kind
+  std::string storage_class = "ram";  // vos.class of container shards
+  std::string data_size = "16MiB";    // per container shard
+  uint32_t targets = 2;
+  std::string join;  // management endpoint to join (empty: embedded control plane)
+  std::string join_secret_file;
+  std::string capability_lifetime;  // e.g. "2s"; empty: the default
+  std::string shutdown_grace = "3s";
+};
+
+class EngineProcess {
+ public:
+  // Starts the engine and waits (up to 30 s) for its ready file. The error
+  // carries the tail of the engine's log when it exits or never gets ready.
+  static Result<std::unique_ptr<EngineProcess>> Start(const EngineOptions& options);
+  ~EngineProcess();  // kills the process if it still runs
+
+  // SIGTERM, then waits up to 20 s; returns the exit status (or TimedOut).
+  Result<int> Terminate();
+  // SIGKILL and reap.
+  void Kill();
+
+  pid_t pid() const { return pid_; }
+  const std::string& control() const { return control_; }  // "unix:/.../control.sock" or the joined endpoint
+  const std::string& engine_id() const { return engine_id_; }
+  std::string admin_secret_file() const { return options_.data_dir + "/admin.secret"; }
+  std::string LogTail() const;
+
+ private:
+  explicit EngineProcess(EngineOptions options) : options_(std::move(options)) {}
+  EngineOptions options_;
+  pid_t pid_ = -1;
+  std::string control_;
+  std::string engine_id_;
+};
+
+}  // namespace ros2::testing
