@@ -2,6 +2,8 @@
 //
 // Exit codes: 0 success, 1 the command failed (the message names the object
 // and the cause), 2 bad usage (unknown command or option, missing argument).
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -103,7 +105,18 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "ros2ctl: no command given; run `ros2ctl --help`\n");
     return kExitUsage;
   }
+  // Libraries may write to stdout while the command runs (UCX prints its
+  // warnings there); send that to stderr so stdout carries only the result
+  // (--json output stays parseable).
+  std::fflush(stdout);
+  int saved_stdout = ::dup(STDOUT_FILENO);
+  if (saved_stdout >= 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
   ros2::Result<CommandOutput> out = selected();
+  std::fflush(stdout);
+  if (saved_stdout >= 0) {
+    ::dup2(saved_stdout, STDOUT_FILENO);
+    ::close(saved_stdout);
+  }
   if (!out.ok()) {
     if (g.json) {
       nlohmann::json err = {

@@ -131,7 +131,8 @@ TEST(Ros2ctlClusterTest, EveryCommandGroupEndToEnd) {
   CommandResult get = c->Ctl({"--json", "acl", "get", "data", "ckpt"});
   ASSERT_EQ(get.exit_code, 0) << get.err;
   bool found = false;
-  for (const auto& e : get.Json()["acl"]) {
+  const nlohmann::json acl_json = get.Json();
+  for (const auto& e : acl_json["acl"]) {
     if (e["tenant"] == "alice") {
       found = true;
       EXPECT_EQ(e["rights"], "rw---");
@@ -144,6 +145,7 @@ TEST(Ros2ctlClusterTest, EveryCommandGroupEndToEnd) {
   CommandResult demo =
       c->Ctl({"--json", "cluster", "demo", "--pool", "demo", "--cont", "demo", "--pool-size", "16MiB", "--mib", "2"});
   ASSERT_EQ(demo.exit_code, 0) << demo.err << demo.out;
+  ASSERT_FALSE(demo.Json().is_discarded()) << "stdout is not only JSON: " << demo.out;
   EXPECT_EQ(demo.Json()["ok"], true);
   EXPECT_GT(demo.Json()["verified_bytes"].get<uint64_t>(), 4u << 20);
 
