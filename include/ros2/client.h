@@ -229,7 +229,9 @@ class Object {
   Result<IoResult> Fetch(const FetchArgs& args) const;
   // Shorthands for single values.
   Status Put(std::string_view dkey, std::string_view akey, std::span<const std::byte> value) const;
-  // The whole value (grown to its size when larger than `size_hint`); NotFound when absent.
+  // The whole value (the buffer grows to its size when larger than
+  // `size_hint`); empty when no value is stored (an absent single value reads
+  // as size 0, like an empty one).
   Result<std::vector<std::byte>> Get(std::string_view dkey, std::string_view akey, size_t size_hint = 4096) const;
 
   Status PunchObject() const;
