@@ -45,6 +45,7 @@ struct VosSuiteOptions {
   bool fdatasync_baseline = true;
   bool fio = true;
   uint64_t vos_data_size = 0;  // 0: 3 x size
+  std::string extent_sync;     // empty: the VosOptions default
 };
 
 VosSuiteOptions g_opts;
@@ -287,6 +288,14 @@ int RunVosSuite(Reporter& rep) {
   vopts.path = scratch->path() + "/vos";
   vopts.storage_class = *cls;
   vopts.data_size = g_opts.vos_data_size ? g_opts.vos_data_size : 3 * g_opts.size;
+  if (!g_opts.extent_sync.empty()) {
+    auto sync = vos::ParseExtentSync(g_opts.extent_sync);
+    if (!sync.ok()) {
+      std::fprintf(stderr, "vos bench: --extent-sync: %s\n", sync.status().ToString().c_str());
+      return 2;
+    }
+    vopts.extent_sync = *sync;
+  }
   auto opened = vos::Vos::Open(vopts);
   if (!opened.ok()) {
     std::fprintf(stderr, "vos bench: open %s: %s\n", vopts.path.c_str(), opened.status().ToString().c_str());
@@ -295,9 +304,10 @@ int RunVosSuite(Reporter& rep) {
   std::unique_ptr<vos::Vos> store = std::move(*opened);
   Epoch next_epoch = 1;
   const std::string baseline = ram ? "fio-io_uring-buffered" : "fio-io_uring";
-  std::fprintf(stderr, "vos bench: dir %s class %s size %llu runtime %.1fs; baseline %s\n", scratch->path().c_str(),
-               g_opts.storage_class.c_str(), static_cast<unsigned long long>(g_opts.size), g_opts.runtime_s,
-               baseline.c_str());
+  std::fprintf(stderr, "vos bench: dir %s class %s extent_sync %s size %llu runtime %.1fs; baseline %s\n",
+               scratch->path().c_str(), g_opts.storage_class.c_str(),
+               std::string(vos::ExtentSyncName(vopts.extent_sync)).c_str(),
+               static_cast<unsigned long long>(g_opts.size), g_opts.runtime_s, baseline.c_str());
 
   int rc = 0;
   for (uint64_t bs : g_opts.bs) {
@@ -363,6 +373,7 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--qd", g_opts.qd, "queue depths")->delimiter(',');
       app.add_option("--record-size", g_opts.record_size, "VOS array record size (1 or 4096)");
       app.add_option("--vos-data-size", g_opts.vos_data_size, "VOS extent store capacity (default 3 x size)");
+      app.add_option("--extent-sync", g_opts.extent_sync, "VOS durable extent writes: group | dsync (default: VOS's)");
       app.add_flag("!--no-fio", g_opts.fio, "VOS only, no fio baseline (for profiling)");
       app.add_flag("!--no-fdatasync-baseline", g_opts.fdatasync_baseline,
                    "skip the second write baseline (fio --fdatasync=1)");

@@ -22,6 +22,20 @@ Result<StorageClass> ParseStorageClass(std::string_view name) {
   return Status::InvalidArgument(fmt::format("unknown storage class '{}' (expected 'nvme' or 'ram')", name));
 }
 
+std::string_view ExtentSyncName(ExtentSync s) {
+  switch (s) {
+    case ExtentSync::kGroup: return "group";
+    case ExtentSync::kDsync: return "dsync";
+  }
+  return "unknown";
+}
+
+Result<ExtentSync> ParseExtentSync(std::string_view name) {
+  if (name == "group") return ExtentSync::kGroup;
+  if (name == "dsync") return ExtentSync::kDsync;
+  return Status::InvalidArgument(fmt::format("unknown extent sync mode '{}' (expected 'group' or 'dsync')", name));
+}
+
 Result<std::unique_ptr<Vos>> Vos::Open(const VosOptions& options) {
   return VosStore::Open(options);
 }

@@ -52,17 +52,27 @@ enum class StorageClass : uint8_t {
 std::string_view StorageClassName(StorageClass c);
 Result<StorageClass> ParseStorageClass(std::string_view name);  // "nvme" | "ram"
 
+// How a durable update's extent data reaches stable storage before its commit
+// record (nvme class with sync_commit; see docs/vos.md, "Durability").
+enum class ExtentSync : uint8_t {
+  kGroup = 0,  // plain O_DIRECT writes; one fdatasync of the data file per commit group
+  kDsync = 1,  // every extent write carries RWF_DSYNC (one device flush per write)
+};
+std::string_view ExtentSyncName(ExtentSync s);
+Result<ExtentSync> ParseExtentSync(std::string_view name);  // "group" | "dsync"
+
 struct VosOptions {
-  std::string path;                    // directory for RocksDB and the data file (created if missing)
+  std::string path;  // directory for RocksDB and the data file (created if missing)
   StorageClass storage_class = StorageClass::kNvme;
-  uint64_t data_size = uint64_t{1} << 30;  // extent store capacity in bytes (preallocated for nvme)
-  std::string block_device;            // if set (nvme class): extents go to this device, not a file
-  uint64_t inline_threshold = 4096;    // values/extents smaller than this live in RocksDB
-  bool sync_commit = true;             // false = relaxed durability (acknowledged before the WAL sync)
+  uint64_t data_size = uint64_t{1} << 30;         // extent store capacity in bytes (preallocated for nvme)
+  std::string block_device;                       // if set (nvme class): extents go to this device, not a file
+  uint64_t inline_threshold = 4096;               // values/extents smaller than this live in RocksDB
+  bool sync_commit = true;                        // false = relaxed durability (acknowledged before the WAL sync)
+  ExtentSync extent_sync = ExtentSync::kGroup;    // with sync_commit: how extent data is made durable
   ChecksumType checksum = ChecksumType::kCrc32c;  // used when an update carries no checksums
-  uint32_t csum_chunk_size = 4096;     // bytes per chunk checksum
-  uint32_t io_depth = 128;             // io_uring submission queue entries
-  Env* env = nullptr;                  // file-layer seam for fault injection (tests); not owned
+  uint32_t csum_chunk_size = 4096;                // bytes per chunk checksum
+  uint32_t io_depth = 128;                        // io_uring submission queue entries
+  Env* env = nullptr;                             // file-layer seam for fault injection (tests); not owned
 };
 
 enum class ValueType : uint8_t { kSingle = 1, kArray = 2 };
@@ -81,10 +91,10 @@ struct UpdateOp {
   std::string akey;  // non-empty
   Epoch epoch = 0;   // > 0
   ValueType type = ValueType::kSingle;
-  uint64_t index = 0;        // kArray: first record
-  uint32_t record_size = 1;  // kArray: bytes per record; data.size() must be a multiple
+  uint64_t index = 0;               // kArray: first record
+  uint32_t record_size = 1;         // kArray: bytes per record; data.size() must be a multiple
   std::span<const std::byte> data;  // kSingle: the whole value (may be empty); kArray: the records
-  Checksums csum;  // over `data`; type kNone: VOS computes them with VosOptions::checksum
+  Checksums csum;                   // over `data`; type kNone: VOS computes them with VosOptions::checksum
 };
 
 struct FetchOp {
@@ -93,9 +103,9 @@ struct FetchOp {
   std::string akey;
   Epoch epoch = kEpochMax;  // newest version at or below this epoch
   ValueType type = ValueType::kSingle;
-  uint64_t index = 0;        // kArray
-  uint64_t count = 0;        // kArray: records to read
-  uint32_t record_size = 1;  // kArray: must match the stored record size
+  uint64_t index = 0;           // kArray
+  uint64_t count = 0;           // kArray: records to read
+  uint32_t record_size = 1;     // kArray: must match the stored record size
   std::span<std::byte> buffer;  // kArray: count * record_size bytes; kSingle: capacity
 };
 
@@ -130,8 +140,8 @@ class Anchor {
 };
 
 struct SpaceInfo {
-  uint64_t data_total = 0;  // extent store capacity
-  uint64_t data_used = 0;   // bytes allocated to live extents
+  uint64_t data_total = 0;      // extent store capacity
+  uint64_t data_used = 0;       // bytes allocated to live extents
   uint64_t metadata_bytes = 0;  // approximate RocksDB size (SST + memtables)
 };
 
@@ -184,8 +194,7 @@ class Vos {
 
   // --- enumeration: up to `max` entries visible at `epoch`, resuming from `anchor` ---
   virtual Result<std::vector<ObjectId>> ListObjects(Epoch epoch, Anchor* anchor, size_t max) = 0;
-  virtual Result<std::vector<std::string>> ListDkeys(const ObjectId& oid, Epoch epoch, Anchor* anchor,
-                                                     size_t max) = 0;
+  virtual Result<std::vector<std::string>> ListDkeys(const ObjectId& oid, Epoch epoch, Anchor* anchor, size_t max) = 0;
   virtual Result<std::vector<std::string>> ListAkeys(const ObjectId& oid, const std::string& dkey, Epoch epoch,
                                                      Anchor* anchor, size_t max) = 0;
   // Visible extents of an array akey, in index order (overlaps already resolved:

@@ -12,8 +12,8 @@ Result<VosOptions> ParseVosOptions(const YAML::Node& node, std::string_view wher
     return Status::InvalidArgument(fmt::format("{}: expected a map of VOS settings", where));
   }
   static constexpr const char* kKnown[] = {
-      "class",       "path",     "block_device",    "data_size", "inline_threshold",
-      "sync_commit", "checksum", "csum_chunk_size", "io_depth"};
+      "class",       "path",        "block_device", "data_size",       "inline_threshold",
+      "sync_commit", "extent_sync", "checksum",     "csum_chunk_size", "io_depth"};
   if (node && node.IsMap()) {
     for (const auto& kv : node) {
       std::string key = kv.first.as<std::string>();
@@ -32,6 +32,11 @@ Result<VosOptions> ParseVosOptions(const YAML::Node& node, std::string_view wher
   ROS2_RETURN_IF_ERROR(ReadSize(node, where, "data_size", &o.data_size));
   ROS2_RETURN_IF_ERROR(ReadSize(node, where, "inline_threshold", &o.inline_threshold));
   ROS2_RETURN_IF_ERROR(ReadBool(node, where, "sync_commit", &o.sync_commit));
+  std::string extent_sync = std::string(ExtentSyncName(o.extent_sync));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "extent_sync", &extent_sync));
+  auto parsed_sync = ParseExtentSync(extent_sync);
+  if (!parsed_sync.ok()) return parsed_sync.status().WithContext(fmt::format("{}.extent_sync", where));
+  o.extent_sync = *parsed_sync;
   std::string csum = std::string(ChecksumTypeName(o.checksum));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "checksum", &csum));
   auto parsed_csum = ParseChecksumType(csum);

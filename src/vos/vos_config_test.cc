@@ -16,13 +16,14 @@ Result<VosOptions> Parse(std::string_view text) {
 TEST(VosConfigTest, ParsesEveryKey) {
   auto o = Parse(
       "class: nvme\npath: /data/t0\ndata_size: 2GiB\ninline_threshold: 8k\nsync_commit: false\n"
-      "checksum: crc64\ncsum_chunk_size: 16KiB\nio_depth: 64\n");
+      "extent_sync: dsync\nchecksum: crc64\ncsum_chunk_size: 16KiB\nio_depth: 64\n");
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->storage_class, StorageClass::kNvme);
   EXPECT_EQ(o->path, "/data/t0");
   EXPECT_EQ(o->data_size, uint64_t{2} << 30);
   EXPECT_EQ(o->inline_threshold, 8192u);
   EXPECT_FALSE(o->sync_commit);
+  EXPECT_EQ(o->extent_sync, ExtentSync::kDsync);
   EXPECT_EQ(o->checksum, ChecksumType::kCrc64);
   EXPECT_EQ(o->csum_chunk_size, 16384u);
   EXPECT_EQ(o->io_depth, 64u);
@@ -33,6 +34,7 @@ TEST(VosConfigTest, RamNeedsNoPathAndDefaultsAreKept) {
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->storage_class, StorageClass::kRam);
   EXPECT_TRUE(o->sync_commit);
+  EXPECT_EQ(o->extent_sync, ExtentSync::kGroup);
   EXPECT_EQ(o->inline_threshold, 4096u);
 }
 
@@ -47,6 +49,9 @@ TEST(VosConfigTest, ErrorsNameTheKey) {
   EXPECT_FALSE(Parse("path: /x\ndata_size: lots\n").ok());
   EXPECT_FALSE(Parse("path: /x\nio_depth: 0\n").ok());
   EXPECT_FALSE(Parse("path: /x\nchecksum: md5\n").ok());
+  auto bad_sync = Parse("path: /x\nextent_sync: fsync\n");
+  ASSERT_FALSE(bad_sync.ok());
+  EXPECT_NE(bad_sync.status().message().find("vos.extent_sync"), std::string::npos) << bad_sync.status().ToString();
   EXPECT_EQ(ParseStorageClass("ram").value(), StorageClass::kRam);
   EXPECT_EQ(StorageClassName(StorageClass::kNvme), "nvme");
 }

@@ -99,9 +99,29 @@ TEST_F(VosFaultTest, FullExtentStoreIsNoSpaceWithExactAccounting) {
   vos_.reset();  // before `small` goes
 }
 
+TEST_F(VosFaultTest, FailedGroupDataSyncFailsTheUpdate) {
+  // Group mode: the commit thread fdatasyncs the data file before the WAL
+  // write; when that fails, the update must fail and nothing be committed.
+  vos_.reset();
+  VosOptions o = testing::SmallOptions(dir_.path());
+  o.env = &env_;
+  o.extent_sync = ExtentSync::kGroup;
+  auto v = Vos::Open(o);
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  vos_ = std::move(*v);
+  env_.SetFailSync(true);
+  Status st = PutSingle(vos_.get(), TestOid(6), "d", "a", 10, Pattern(1, 64 << 10));
+  EXPECT_TRUE(st.IsIOError()) << st.ToString();
+  env_.Reset();
+  EXPECT_EQ(vos_->Space().data_used, 0u);  // the failed update's extent went back
+  auto r = GetSingle(vos_.get(), TestOid(6), "d", "a", kEpochMax);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->empty());  // nothing was committed
+  ASSERT_TRUE(PutSingle(vos_.get(), TestOid(6), "d", "a", 11, Pattern(2, 64 << 10)).ok());
+}
+
 TEST_F(VosFaultTest, FailedDataSyncIsReportedBySync) {
-  // Durable commits write extents with RWF_DSYNC (a failure there is a failed
-  // write, covered above); relaxed mode relies on Sync(), which must report it.
+  // Relaxed mode relies on Sync(), which must report a failed fdatasync.
   vos_.reset();
   VosOptions o = testing::SmallOptions(dir_.path());
   o.env = &env_;

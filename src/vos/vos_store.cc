@@ -93,9 +93,10 @@ Status VosStore::Init() {
     extents_ = std::move(*ram);
   } else {
     bool device = !options_.block_device.empty();
-    auto nvme = ExtentStore::OpenNvme(env_, device ? options_.block_device : options_.path + "/data", device,
-                                      options_.data_size, options_.io_depth, event_fd_,
-                                      /*dsync_writes=*/options_.sync_commit);
+    auto nvme =
+        ExtentStore::OpenNvme(env_, device ? options_.block_device : options_.path + "/data", device,
+                              options_.data_size, options_.io_depth, event_fd_,
+                              /*dsync_writes=*/options_.sync_commit && options_.extent_sync == ExtentSync::kDsync);
     if (!nvme.ok()) return nvme.status();
     extents_ = std::move(*nvme);
   }
