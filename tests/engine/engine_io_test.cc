@@ -2,6 +2,8 @@
 // planes, malformed requests, two engines in one pool, restart durability.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 #include <set>
 
 #include "control/control_channel.h"
@@ -275,6 +277,59 @@ TEST(EngineIo, RestartKeepsEveryAcknowledgedWrite) {
   }
   auto rc = c.engine->Terminate();
   ASSERT_TRUE(rc.ok());
+  EXPECT_EQ(*rc, 0) << c.engine->LogTail();
+}
+
+TEST(EngineIo, SigtermFinishesOrFailsInFlightRequestsAndExitsCleanly) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .targets = 1}));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 20));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "c", TransportKind::kTcp);
+  ROS2_ASSERT_OK(s);
+  ObjectSession& session = **s;
+  constexpr int kRequests = 64;
+  const auto data = Pattern(32 * 1024, 7);
+  std::vector<std::vector<uint8_t>> payloads;
+  for (int i = 0; i < kRequests; ++i) {
+    obj::UpdateRequest u;
+    u.header = session.Header(0);
+    u.oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kS1, 0, 77);
+    u.dkey = fmt::format("k{}", i);
+    u.akey = "a";
+    u.type = obj::ValueType::kArray;
+    u.length = data.size();
+    payloads.push_back(obj::Encode(u));
+  }
+  int done = 0, ok = 0;
+  std::vector<Status> failures;
+  transport::CallOptions options;
+  options.capability =
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(session.capability.data()), session.capability.size());
+  options.bulk_out = data;
+  for (int i = 0; i < kRequests; ++i) {
+    ROS2_ASSERT_OK(session.endpoint(0).Call(static_cast<uint16_t>(obj::Opcode::kUpdate), payloads[i], options,
+                                            [&](const transport::ReplyView& r) {
+                                              ++done;
+                                              if (r.status.ok()) {
+                                                ++ok;
+                                              } else {
+                                                failures.push_back(r.status);
+                                              }
+                                            }));
+    if (i == kRequests / 2) ::kill(c.engine->pid(), SIGTERM);  // stop in the middle of the stream
+  }
+  ROS2_ASSERT_OK(session.worker().RunUntil([&] { return done == kRequests; }, std::chrono::seconds(40)));
+  for (const Status& st : failures) {
+    // Refused at the door or cut by the exit: a clear error, never a hang or a wrong success.
+    EXPECT_TRUE(st.code() == Status::Code::kCancelled || st.code() == Status::Code::kDisconnected) << st.ToString();
+    if (st.code() == Status::Code::kCancelled) {
+      EXPECT_NE(st.message().find("shutting down"), std::string::npos) << st.ToString();
+    }
+  }
+  EXPECT_EQ(ok + static_cast<int>(failures.size()), kRequests);
+  auto rc = c.engine->Terminate();  // already signalled: this reaps it
+  ROS2_ASSERT_OK(rc);
   EXPECT_EQ(*rc, 0) << c.engine->LogTail();
 }
 

@@ -35,6 +35,7 @@ class ObjectSession {
   const PoolMap& map() const { return map_; }
   size_t target_count() const { return endpoints_.size(); }
   transport::Endpoint& endpoint(uint32_t global_target) { return *endpoints_[global_target]; }
+  transport::Worker& worker() { return *worker_; }
   // The engine uuid serving a global target.
   const std::string& engine_of(uint32_t global_target) const { return engine_of_[global_target]; }
 
