@@ -92,6 +92,7 @@ Result<PerftestResult> RunUcxPerftest(const PerftestJob& job) {
   SpawnOptions server;
   server.argv = {*binary, "-p", std::to_string(port)};
   for (const auto& e : job.extra) server.argv.push_back(e);
+  server.argv.insert(server.argv.begin(), job.server_launcher.begin(), job.server_launcher.end());
   server.env = job.env;
   server.stdout_path = scratch.path() + "/server.out";
   server.stderr_path = scratch.path() + "/server.err";
@@ -106,6 +107,7 @@ Result<PerftestResult> RunUcxPerftest(const PerftestJob& job) {
                  "-w",    std::to_string(job.warmup),
                  "-f"};
   for (const auto& e : job.extra) client.argv.push_back(e);
+  client.argv.insert(client.argv.begin(), job.client_launcher.begin(), job.client_launcher.end());
   client.env = job.env;
   client.stdout_path = scratch.path() + "/client.out";
   client.stderr_path = scratch.path() + "/client.err";

@@ -26,6 +26,8 @@ struct PerftestJob {
   uint64_t warmup = 1000;                                // -w
   std::vector<std::pair<std::string, std::string>> env;  // e.g. {"UCX_TLS","tcp,self"}
   std::vector<std::string> extra;                        // more client+server arguments
+  std::vector<std::string> server_launcher;              // runs the server through it, e.g. {"taskset", "-c", "1"}
+  std::vector<std::string> client_launcher;              // same for the client
   double timeout_s = 120;
 };
 

@@ -79,7 +79,13 @@ std::string Hex(std::span<const uint8_t> bytes) {
   return s;
 }
 
-int Serve(const std::string& kind_name, const std::string& address_file) {
+int Serve(const std::string& kind_name, const std::string& address_file, int cpu) {
+  if (cpu >= 0) {
+    if (Status st = PinCurrentThreadToCpu(cpu); !st.ok()) {
+      std::fprintf(stderr, "peer: %s\n", st.ToString().c_str());
+      return 2;
+    }
+  }
   auto kind = ParseTransportKind(kind_name);
   if (!kind.ok()) {
     std::fprintf(stderr, "peer: %s\n", kind.status().ToString().c_str());
@@ -150,14 +156,16 @@ int Serve(const std::string& kind_name, const std::string& address_file) {
 int main(int argc, char** argv) {
   CLI::App app{"ros2-bench transport peer (spawned by ros2-bench transport)"};
   std::string kind = "tcp", address_file, log_level = "warn";
+  int cpu = -1;
   app.add_option("--transport", kind, "tcp | shm | rdma | auto");
   app.add_option("--address-file", address_file, "where to publish the worker address (hex)")->required();
   app.add_option("--log-level", log_level, "log level");
+  app.add_option("--cpu", cpu, "pin the serving thread to this CPU (default: not pinned)");
   CLI11_PARSE(app, argc, argv);
   if (auto st = ros2::InitLogging("bench-peer", log_level); !st.ok()) return 2;
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
-  return Serve(kind, address_file);
+  return Serve(kind, address_file, cpu);
 }

@@ -53,6 +53,9 @@ struct TransportSuiteOptions {
   double runtime_s = 3;
   double idle_s = 5;
   bool perftest = true;
+  // --pin CLIENT,SERVER: the client thread (this process), the bench peer and
+  // ucx_perftest's client/server (through taskset) run on these CPUs.
+  std::vector<int> pin;
 };
 
 TransportSuiteOptions g_opts;
@@ -136,6 +139,11 @@ Result<std::unique_ptr<Connection>> Connect(const std::string& kind_name) {
   const std::string address_file = conn->scratch->path() + "/peer.addr";
   SpawnOptions spawn;
   spawn.argv = {peer_path, "--transport", kind_name, "--address-file", address_file};
+  if (g_opts.pin.size() == 2) {
+    ROS2_RETURN_IF_ERROR(PinCurrentThreadToCpu(g_opts.pin[0]));
+    spawn.argv.push_back("--cpu");
+    spawn.argv.push_back(std::to_string(g_opts.pin[1]));
+  }
   spawn.stderr_path = conn->scratch->path() + "/peer.err";
   ROS2_ASSIGN_OR_RETURN(conn->peer_proc, ChildProcess::Spawn(spawn));
   auto deadline = Clock::now() + std::chrono::seconds(30);
@@ -173,6 +181,10 @@ std::optional<PerftestResult> Perftest(const Context& ctx, const std::string& te
   job.iterations = bs <= 65536 ? (lat ? 100000 : 300000) : (lat ? 3000 : 5000);
   job.warmup = bs <= 65536 ? 1000 : 100;
   job.env = PerftestEnv(ctx);
+  if (g_opts.pin.size() == 2) {
+    job.client_launcher = {"taskset", "-c", std::to_string(g_opts.pin[0])};
+    job.server_launcher = {"taskset", "-c", std::to_string(g_opts.pin[1])};
+  }
   auto r = RunUcxPerftest(job);
   if (!r.ok()) {
     std::fprintf(stderr, "transport bench: ucx_perftest %s bs=%llu: %s\n", test.c_str(),
@@ -260,6 +272,16 @@ std::string Lanes(const EndpointInfo& info) {
 
 int RunTransportSuite(Reporter& rep) {
   int rc = 0;
+  if (!g_opts.pin.empty() && g_opts.pin.size() != 2) {
+    std::fprintf(stderr, "transport bench: --pin takes two CPUs: CLIENT,SERVER\n");
+    return 2;
+  }
+  if (g_opts.pin.size() == 2) {
+    std::fprintf(
+        stderr,
+        "transport bench: pinned: client (and perftest client) on CPU %d, server (and perftest server) on CPU %d\n",
+        g_opts.pin[0], g_opts.pin[1]);
+  }
   std::map<std::string, double> write4k_p50;  // transport -> p50 of the 4 KiB write RPC
   for (const auto& kind : g_opts.transports) {
     auto conn_r = Connect(kind);
@@ -365,6 +387,10 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--runtime", g_opts.runtime_s, "seconds per case");
       app.add_option("--idle", g_opts.idle_s, "seconds of the idle CPU measurement");
       app.add_flag("!--no-perftest", g_opts.perftest, "skip the ucx_perftest baselines");
+      app.add_option("--pin", g_opts.pin,
+                     "CLIENT,SERVER CPUs: pin the client thread and the bench peer, and ucx_perftest's client and "
+                     "server (taskset) the same way")
+          ->delimiter(',');
     },
     RunTransportSuite,
 });

@@ -78,6 +78,14 @@ enum class FailureDetection : uint8_t {
 };
 std::string_view FailureDetectionName(FailureDetection d);  // "ucx-peer", "pid-watch"
 
+// Pins the calling thread to one CPU (sched_setaffinity), as DAOS pins each
+// target thread to a core. A worker whose thread is pinned busy-polls for
+// TransportOptions::pinned_busy_poll before it starts yielding. InvalidArgument
+// for a CPU this process may not use.
+Status PinCurrentThreadToCpu(int cpu);
+// True when the calling thread may run on exactly one CPU.
+bool CurrentThreadPinnedToOneCpu();
+
 struct TransportOptions {
   TransportKind kind = TransportKind::kAuto;
   // UCX_NET_DEVICES for the tcp (and verbs) transports. "lo" keeps loopback traffic
@@ -95,6 +103,12 @@ struct TransportOptions {
   // Adaptive progress: Wait() spins this long without events before it arms the
   // worker and sleeps on the event fd.
   std::chrono::microseconds spin_budget{50};
+  // The first part of that spin that polls without sched_yield, used only when
+  // the thread calling Wait() is pinned to a single CPU (PinCurrentThreadToCpu
+  // or taskset): a pinned peer cannot be queued behind us, so yielding only
+  // adds a system call to every poll. Unpinned threads yield from the start
+  // (two spinners sharing a core starve each other). See docs/transport.md.
+  std::chrono::microseconds pinned_busy_poll{20};
   // Deadline of a request whose CallOptions::timeout is zero.
   std::chrono::milliseconds default_timeout{30000};
   // Connect(): how long to wait for the peer's hello acknowledgement.
@@ -278,8 +292,8 @@ struct ReplyMessage {
 
 // A connection to one peer worker. Created by Worker::Connect; used on the
 // worker's thread only. Drop endpoints before their Worker (after the worker is
-// gone, Call and CallSync return its final status and Close does nothing). Dropping the last reference closes the UCX endpoint
-// after failing its outstanding requests with kCancelled.
+// gone, Call and CallSync return its final status and Close does nothing). Dropping the last reference closes the UCX
+// endpoint after failing its outstanding requests with kCancelled.
 class Endpoint {
  public:
   virtual ~Endpoint() = default;
@@ -413,9 +427,10 @@ class Worker {
   virtual int Progress() = 0;
 
   // Adaptive progress: Progress() until an event happens, spinning at most
-  // `spin_budget`; then arms the worker (ucp_worker_arm) and sleeps in epoll on
-  // the event fd until an event, the nearest request deadline or `max_wait`.
-  // Returns the number of events handled.
+  // `spin_budget` (busy-polling for `pinned_busy_poll` first when the calling
+  // thread is pinned to one CPU, yielding between polls otherwise); then arms the worker (ucp_worker_arm) and sleeps in
+  // epoll on the event fd until an event, the nearest request deadline or `max_wait`. Returns the number of events
+  // handled.
   virtual int Wait(std::chrono::microseconds max_wait) = 0;
 
   // Calls Wait() until `done()` returns true (checked after every pass) or
