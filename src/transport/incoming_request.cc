@@ -191,15 +191,24 @@ void WorkerImpl::ReleaseState(State* s) {
   }
 }
 
-bool WorkerImpl::HandleRequest(Connection& conn, std::span<const uint8_t> bytes, void* rndv_desc,
-                               uint64_t rndv_length) {
+bool WorkerImpl::HandleRequest(Connection& conn, const wire::Message& msg, std::span<const uint8_t> bytes,
+                               void* rndv_desc, uint64_t rndv_length) {
   ++stats_.requests_received;
   State* s = AcquireState();
   s->conn = FindConnectionShared(conn.local_id);
-  // The bytes live only during the callback: copy, and decode the copy (it was
-  // already validated, so this cannot fail).
+  // The bytes live only during the callback: copy them, and point the decoded
+  // message's views at the copy (no second decode).
   s->copy.assign(bytes.begin(), bytes.end());
-  s->msg = wire::Decode(s->copy).value();
+  s->msg = msg;
+  const auto moved = [&](std::span<const uint8_t> view) {
+    if (view.empty()) return std::span<const uint8_t>();
+    return std::span<const uint8_t>(s->copy.data() + (view.data() - bytes.data()), view.size());
+  };
+  s->msg.capability = moved(msg.capability);
+  s->msg.payload = moved(msg.payload);
+  s->msg.inline_data = moved(msg.inline_data);
+  for (uint8_t i = 0; i < s->msg.bulk_count; ++i) s->msg.bulk[i].rkey = moved(msg.bulk[i].rkey);
+  s->msg.status_message = {};  // replies only
   s->rndv_desc = rndv_desc;
   s->rndv_length = rndv_length;
   // UCX data may not be released inside its own callback: hold a reference

@@ -332,7 +332,7 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
       // The message is copied (into a pooled buffer): keeping UCX's persistent
       // receive buffer instead crashed ucp_am_data_release on sysv/posix in
       // UCX 1.13. A rendezvous descriptor is kept until the handler pulls.
-      const bool descriptor_taken = HandleRequest(*conn, bytes, rndv ? data : nullptr, rndv ? length : 0);
+      const bool descriptor_taken = HandleRequest(*conn, msg, bytes, rndv ? data : nullptr, rndv ? length : 0);
       return descriptor_taken ? UCS_INPROGRESS : UCS_OK;
     }
   }

@@ -184,7 +184,9 @@ class WorkerImpl final : public Worker {
   // Runs the handler inside the AM callback. Returns true when the rendezvous
   // descriptor was kept or handed to ucp_am_recv_data_nbx (the callback then
   // returns UCS_INPROGRESS); false lets UCX drop it.
-  bool HandleRequest(Connection& conn, std::span<const uint8_t> bytes, void* rndv_desc, uint64_t rndv_length);
+  // `msg` was decoded from `bytes` (UCX's buffer, valid during the callback).
+  bool HandleRequest(Connection& conn, const wire::Message& msg, std::span<const uint8_t> bytes, void* rndv_desc,
+                     uint64_t rndv_length);
   IncomingRequest::State* AcquireState();
   void ReleaseState(IncomingRequest::State* s);
   void DispatchRequest(IncomingRequest::State* s);
