@@ -1,6 +1,9 @@
 // Unit tests of transport selection, names and the memory registration cache
 // (one process, no peer).
+#include <sched.h>
+
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -101,6 +104,28 @@ TEST(RegistrationCacheTest, AllocatedMemoryIsUcxAllocatedAndWritable) {
   EXPECT_EQ((*r)->base()[12345], std::byte{0x3c});
   EXPECT_FALSE(ctx->AllocateMemory(0).ok());
   EXPECT_FALSE(ctx->RegisterMemory(nullptr, 10).ok());
+}
+
+TEST(AffinityTest, PinsTheCallingThreadOnly) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &allowed)) ++cpu;
+  bool pinned_inside = false;
+  bool ok_inside = false;
+  std::thread t([&] {
+    ok_inside = PinCurrentThreadToCpu(cpu).ok();
+    pinned_inside = CurrentThreadPinnedToOneCpu();
+  });
+  t.join();
+  EXPECT_TRUE(ok_inside);
+  EXPECT_TRUE(pinned_inside);
+  // The test's own thread keeps its mask.
+  EXPECT_EQ(CurrentThreadPinnedToOneCpu(), CPU_COUNT(&allowed) == 1);
+  Status bad = PinCurrentThreadToCpu(-1);
+  EXPECT_EQ(bad.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.message().find("CPU -1"), std::string::npos) << bad.ToString();
 }
 
 }  // namespace
