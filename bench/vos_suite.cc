@@ -24,14 +24,12 @@
 #include "bench/bench_report.h"
 #include "bench/fio_bench_util.h"
 #include "bench/process_bench_util.h"
+#include "bench/vos_bench_util.h"
 #include "common/object_id.h"
 #include "vos/vos.h"
 
 namespace ros2::bench {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-constexpr uint64_t kChunk = uint64_t{1} << 20;  // bytes per dkey, as a DFS file chunk
 
 struct VosSuiteOptions {
   std::string dir = "/tmp";
@@ -49,181 +47,6 @@ struct VosSuiteOptions {
 };
 
 VosSuiteOptions g_opts;
-
-struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
-
-Result<AlignedBuffer> AllocateAligned(size_t bytes) {
-  void* p = nullptr;
-  if (int rc = posix_memalign(&p, 4096, bytes); rc != 0) return Status::FromErrno(rc, "posix_memalign");
-  auto* b = static_cast<std::byte*>(p);
-  // Incompressible-ish content so checksums do real work.
-  std::mt19937_64 gen(bytes);
-  for (size_t i = 0; i + 8 <= bytes; i += 8) {
-    uint64_t v = gen();
-    std::memcpy(b + i, &v, 8);
-  }
-  return AlignedBuffer(b);
-}
-
-bool IsWrite(const std::string& op) {
-  return op == "write" || op == "randwrite";
-}
-bool IsRandom(const std::string& op) {
-  return op == "randread" || op == "randwrite";
-}
-
-std::string ChunkKey(uint64_t chunk) {
-  return fmt::format("{:012}", chunk);
-}
-
-struct Shape {
-  std::string op;
-  uint64_t bs = 0;
-  int qd = 1;
-};
-
-struct CaseStats {
-  double seconds = 0;
-  uint64_t ops = 0;
-  uint64_t bytes = 0;
-  std::vector<double> lat_us;
-};
-
-// Drives VOS with `shape` for `runtime_s` seconds (or, when max_ops > 0, for
-// exactly max_ops sequential ops from offset 0). Time spent in Aggregate() after
-// the extent store filled up is excluded from the measurement.
-class VosCaseRunner {
- public:
-  VosCaseRunner(vos::Vos* vos, ObjectId oid, uint64_t size, uint32_t record_size, Epoch* next_epoch)
-      : vos_(vos), oid_(oid), size_(size), record_size_(record_size), next_epoch_(next_epoch) {}
-
-  Result<CaseStats> Run(const Shape& shape, double runtime_s, uint64_t max_ops) {
-    shape_ = shape;
-    const uint64_t blocks = size_ / shape.bs;
-    if (blocks == 0) return Status::InvalidArgument("vos bench: size smaller than block size");
-    std::uniform_int_distribution<uint64_t> pick(0, blocks - 1);
-    slots_.clear();
-    free_slots_.clear();
-    for (int i = 0; i < shape.qd; ++i) {
-      ROS2_ASSIGN_OR_RETURN(auto buf, AllocateAligned(shape.bs));
-      slots_.push_back(Slot{std::move(buf), {}});
-      free_slots_.push_back(i);
-    }
-    stats_ = CaseStats{};
-    error_ = Status::Ok();
-    need_space_ = false;
-    uint64_t cursor = 0, submitted = 0;
-    Clock::duration paused{0};
-    const auto start = Clock::now();
-    auto deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(runtime_s));
-    while (true) {
-      const bool time_left = max_ops > 0 ? submitted < max_ops : Clock::now() < deadline;
-      while (!free_slots_.empty() && time_left && error_.ok() && !need_space_ &&
-             (max_ops == 0 || submitted < max_ops)) {
-        uint64_t block = IsRandom(shape.op) ? pick(rng_) : (cursor++ % blocks);
-        int slot = free_slots_.back();
-        free_slots_.pop_back();
-        Submit(slot, block * shape.bs);
-        ++submitted;
-      }
-      if (vos_->in_flight() == 0) {
-        if (!error_.ok()) return error_;
-        if (!need_space_) {
-          if (!time_left || (max_ops > 0 && submitted >= max_ops)) break;
-          continue;
-        }
-        // The extent store is full of overwritten versions: reclaim them untimed.
-        auto t0 = Clock::now();
-        auto agg = vos_->Aggregate();
-        if (!agg.ok()) return agg.status().WithContext("vos bench: aggregate after NoSpace");
-        if (agg->bytes_freed == 0) return Status::NoSpace("vos bench: extent store full and aggregation freed nothing");
-        need_space_ = false;
-        auto pause = Clock::now() - t0;
-        paused += pause;
-        deadline += pause;
-        continue;
-      }
-      vos_->Progress(/*wait=*/true);
-    }
-    stats_.seconds = std::chrono::duration<double>(Clock::now() - start - paused).count();
-    return std::move(stats_);
-  }
-
- private:
-  struct Slot {
-    AlignedBuffer buf;
-    Clock::time_point started;
-  };
-
-  void Submit(int slot, uint64_t offset) {
-    Slot& s = slots_[static_cast<size_t>(slot)];
-    const uint64_t chunk = offset / kChunk;
-    const uint64_t in_chunk = offset % kChunk;
-    s.started = Clock::now();
-    const uint64_t bs = shape_.bs;
-    if (IsWrite(shape_.op)) {
-      vos::UpdateOp op;
-      op.oid = oid_;
-      op.dkey = ChunkKey(chunk);
-      op.akey = "0";
-      op.epoch = (*next_epoch_)++;
-      op.type = vos::ValueType::kArray;
-      op.index = in_chunk / record_size_;
-      op.record_size = record_size_;
-      op.data = std::span<const std::byte>(s.buf.get(), bs);
-      vos_->SubmitUpdate(op, [this, slot, offset](Status st) {
-        if (st.IsNoSpace()) {
-          need_space_ = true;
-          free_slots_.push_back(slot);  // the op did not happen; it is not counted
-          return;
-        }
-        Complete(slot, st.ok() ? st : st.WithContext(fmt::format("update offset {}", offset)));
-      });
-    } else {
-      vos::FetchOp op;
-      op.oid = oid_;
-      op.dkey = ChunkKey(chunk);
-      op.akey = "0";
-      op.epoch = kEpochMax;
-      op.type = vos::ValueType::kArray;
-      op.index = in_chunk / record_size_;
-      op.count = bs / record_size_;
-      op.record_size = record_size_;
-      op.buffer = std::span<std::byte>(s.buf.get(), bs);
-      vos_->SubmitFetch(op, [this, slot, offset](Result<vos::FetchResult> r) {
-        Complete(slot, r.ok() ? Status::Ok() : r.status().WithContext(fmt::format("fetch offset {}", offset)));
-      });
-    }
-  }
-
-  void Complete(int slot, const Status& st) {
-    if (!st.ok()) {
-      if (error_.ok()) error_ = st;
-      return;
-    }
-    const Slot& s = slots_[static_cast<size_t>(slot)];
-    stats_.lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - s.started).count());
-    stats_.ops++;
-    stats_.bytes += shape_.bs;
-    free_slots_.push_back(slot);
-  }
-
-  vos::Vos* vos_;
-  ObjectId oid_;
-  uint64_t size_;
-  uint32_t record_size_;
-  Epoch* next_epoch_;
-  Shape shape_;
-  std::vector<Slot> slots_;
-  std::vector<int> free_slots_;
-  CaseStats stats_;
-  Status error_;
-  bool need_space_ = false;
-  std::mt19937_64 rng_{42};
-};
 
 void Emit(Reporter& rep, const std::string& case_desc, const CaseStats& vos, const FioSide* fio,
           const std::string& baseline) {

@@ -1,0 +1,538 @@
+// `ros2-bench obj`: object update and fetch through libros2 and a real engine,
+// against VOS driven directly in-process with the same shapes, in the same run.
+//
+// For every (class, transport) the suite starts its own single-node cluster with
+// `ros2ctl cluster up --class C --transport T` in a scratch directory, creates a
+// pool and a container, preloads every job's working set, and runs each case
+// (op, block size, jobs) for --runtime seconds. A job is a thread with its own
+// libros2 Client, Pool, Container, Object and EventQueue (hence its own
+// transport worker and endpoints) keeping --qd I/Os in flight. Each job's
+// object is an S1 array object with the layout of a DFS file (dkey = 1 MiB
+// chunk, akey "0", record size 1), so it lives on one target.
+//
+// The "vos-only" baseline of a case is the same shape on the same storage class
+// with VOS in this process: as many threads as jobs, each with its own Vos store
+// (its own directory) and --qd ops in flight through SubmitUpdate/SubmitFetch and
+// Progress(), as an engine target drives its shard (bench/vos_bench_util.h). It
+// runs once per (class, op, bs, jobs), the first time a transport needs it.
+// Writes go to a fresh container per case (destroyed after it), reads to the
+// preloaded one. The 4 KiB randread IOPS over shm is also reported against the
+// same case over tcp ("transport-tcp"). docs/benchmarks.md describes the suite.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <latch>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "bench/bench_report.h"
+#include "bench/process_bench_util.h"
+#include "bench/vos_bench_util.h"
+#include "common/object_id.h"
+#include "ros2/client.h"
+#include "vos/vos.h"
+
+namespace ros2::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ObjSuiteOptions {
+  std::string dir = "/tmp";
+  std::vector<std::string> classes = {"ram", "nvme"};
+  std::vector<std::string> transports = {"tcp", "shm"};
+  std::vector<std::string> ops = {"write", "read", "randwrite", "randread"};
+  std::vector<uint64_t> bs = {uint64_t{1} << 20, 4096};
+  std::vector<int> jobs = {1, 2, 4};
+  int qd = 8;
+  double runtime_s = 3;
+  uint64_t size = uint64_t{64} << 20;  // working set per job
+  std::string shard_size = "1GiB";
+  int targets = 2;
+  std::string ros2ctl;
+  std::string engine;
+  bool baseline = true;
+};
+
+ObjSuiteOptions g_opts;
+
+std::string BuildTreeBinary(const std::string& relative) {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  // <build>/bench/ros2-bench -> <build>/<relative>
+  return (self.parent_path().parent_path() / relative).string();
+}
+
+// Runs ros2ctl with `args`; returns its stdout, or an error quoting its stderr.
+Result<std::string> RunCtl(const std::string& scratch, const std::vector<std::string>& args) {
+  SpawnOptions so;
+  so.argv.push_back(g_opts.ros2ctl);
+  so.argv.insert(so.argv.end(), args.begin(), args.end());
+  so.stdout_path = scratch + "/ctl.out";
+  so.stderr_path = scratch + "/ctl.err";
+  ROS2_ASSIGN_OR_RETURN(auto child, ChildProcess::Spawn(so));
+  ROS2_ASSIGN_OR_RETURN(int rc, child.Wait(std::chrono::seconds(180)));
+  auto out = ReadWholeFile(so.stdout_path);
+  if (rc != 0) {
+    auto err = ReadWholeFile(so.stderr_path);
+    return Status::Internal(fmt::format("ros2ctl {} exited {}: {}", fmt::join(args, " "), rc,
+                                        err.ok() ? *err : std::string("(no stderr)")));
+  }
+  return out.ok() ? *out : std::string();
+}
+
+// A running single-node cluster in a data directory; `cluster down` (forced
+// after the timeout) on destruction, also when the suite returns early.
+class BenchCluster {
+ public:
+  static Result<std::unique_ptr<BenchCluster>> Up(const std::string& scratch, const std::string& cls,
+                                                  const std::string& transport) {
+    auto c = std::unique_ptr<BenchCluster>(new BenchCluster(scratch, scratch + "/cluster-" + cls + "-" + transport));
+    std::vector<std::string> args = {"cluster",      "up",
+                                     "--data-dir",   c->data_dir_,
+                                     "--class",      cls,
+                                     "--transport",  transport,
+                                     "--targets",    std::to_string(g_opts.targets),
+                                     "--shard-size", g_opts.shard_size};
+    if (!g_opts.engine.empty()) {
+      args.push_back("--engine");
+      args.push_back(g_opts.engine);
+    }
+    auto up = RunCtl(scratch, args);
+    if (!up.ok()) return up.status();
+    c->up_ = true;
+    return c;
+  }
+  ~BenchCluster() {
+    if (!up_) return;
+    auto down = RunCtl(scratch_, {"cluster", "down", "--data-dir", data_dir_, "--timeout", "30", "--force"});
+    if (!down.ok()) std::fprintf(stderr, "obj bench: cluster down: %s\n", down.status().ToString().c_str());
+  }
+  BenchCluster(const BenchCluster&) = delete;
+  BenchCluster& operator=(const BenchCluster&) = delete;
+
+  Result<std::string> Ctl(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--data-dir", data_dir_});
+    return RunCtl(scratch_, args);
+  }
+  client::ClientOptions ClientOptionsFor(const std::string& transport) const {
+    client::ClientOptions o;
+    o.control = "unix:" + data_dir_ + "/control.sock";
+    o.secret_file = data_dir_ + "/admin.secret";
+    o.transport = transport;
+    return o;
+  }
+
+ private:
+  BenchCluster(std::string scratch, std::string data_dir)
+      : scratch_(std::move(scratch)), data_dir_(std::move(data_dir)) {}
+  std::string scratch_;
+  std::string data_dir_;
+  bool up_ = false;
+};
+
+// One job's libros2 handles (destroyed container, pool, client in that order).
+struct JobHandles {
+  std::unique_ptr<client::Client> client;
+  std::unique_ptr<client::Pool> pool;
+  std::unique_ptr<client::Container> container;
+  ObjectId oid;
+};
+
+ObjectId JobObject(int job) {
+  return client::Container::MakeObjectId(ObjectClass::kS1, static_cast<uint64_t>(job) + 1, 0xbe7c, ObjectType::kArray);
+}
+
+// Keeps g_opts.qd I/Os of `shape` in flight on `cont` from the calling thread
+// for runtime_s seconds (or exactly max_ops sequential ones when max_ops > 0).
+// `warmup` untimed ops come first; `start` is counted down before timing.
+Result<CaseStats> RunClientJob(client::Client& cli, const client::Container& cont, ObjectId oid, const Shape& shape,
+                               double runtime_s, uint64_t max_ops, uint64_t seed, std::latch* start) {
+  bool arrived = false;
+  auto fail = [&](Status st) -> Result<CaseStats> {
+    if (start != nullptr && !arrived) start->count_down();
+    arrived = true;
+    return st;
+  };
+  auto obj = cont.OpenObject(oid);
+  if (!obj.ok()) return fail(obj.status());
+  std::vector<AlignedBuffer> bufs;  // declared before the queue: it outlives any I/O in flight
+  std::vector<Clock::time_point> started(static_cast<size_t>(shape.qd));
+  std::vector<int> free_slots;
+  for (int i = 0; i < shape.qd; ++i) {
+    auto b = AllocateAligned(shape.bs);
+    if (!b.ok()) return fail(b.status());
+    bufs.push_back(std::move(*b));
+    free_slots.push_back(i);
+  }
+  auto eq = cli.CreateEventQueue();
+  if (!eq.ok()) return fail(eq.status());
+  const uint64_t blocks = g_opts.size / shape.bs;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<uint64_t> pick(0, blocks - 1);
+  uint64_t cursor = 0, submitted = 0;
+  auto submit = [&](int slot) -> Status {
+    ++submitted;
+    const uint64_t block = IsRandom(shape.op) ? pick(rng) : (cursor++ % blocks);
+    const uint64_t offset = block * shape.bs;
+    std::byte* buf = bufs[static_cast<size_t>(slot)].get();
+    started[static_cast<size_t>(slot)] = Clock::now();
+    if (IsWrite(shape.op)) {
+      client::UpdateArgs a;
+      a.dkey = ChunkKey(offset / kChunk);
+      a.akey = "0";
+      a.kind = client::ValueKind::kArray;
+      a.index = offset % kChunk;
+      a.data = std::span<const std::byte>(buf, shape.bs);
+      return obj->SubmitUpdate(**eq, a, static_cast<uint64_t>(slot));
+    }
+    client::FetchArgs a;
+    a.dkey = ChunkKey(offset / kChunk);
+    a.akey = "0";
+    a.kind = client::ValueKind::kArray;
+    a.index = offset % kChunk;
+    a.count = shape.bs;
+    a.buffer = std::span<std::byte>(buf, shape.bs);
+    return obj->SubmitFetch(**eq, a, static_cast<uint64_t>(slot));
+  };
+  std::vector<client::Event> events(static_cast<size_t>(shape.qd));
+  // Runs until `done()`; records latencies when `timed`.
+  auto drive = [&](auto done, bool timed, CaseStats& stats) -> Status {
+    while (true) {
+      while (!free_slots.empty() && !done()) {
+        int slot = free_slots.back();
+        free_slots.pop_back();
+        ROS2_RETURN_IF_ERROR(submit(slot));
+      }
+      if ((*eq)->in_flight() == 0 && (*eq)->ready() == 0) {
+        if (done()) return Status::Ok();
+        continue;
+      }
+      auto n = (*eq)->Wait(events, 1, std::chrono::seconds(60));
+      if (!n.ok()) return n.status();
+      for (size_t i = 0; i < *n; ++i) {
+        const auto& ev = events[i];
+        if (!ev.result.status.ok()) return ev.result.status.WithContext(fmt::format("obj bench: {}", shape.op));
+        const int slot = static_cast<int>(ev.user_data);
+        if (timed) {
+          stats.lat_us.push_back(
+              std::chrono::duration<double, std::micro>(Clock::now() - started[static_cast<size_t>(slot)]).count());
+          stats.ops++;
+          stats.bytes += shape.bs;
+        }
+        free_slots.push_back(slot);
+      }
+    }
+  };
+  CaseStats warm, stats;
+  if (max_ops > 0) {
+    if (start != nullptr) start->count_down();
+    const auto t0 = Clock::now();
+    Status st = drive([&] { return submitted >= max_ops; }, true, stats);
+    if (!st.ok()) return st;
+    stats.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    return stats;
+  }
+  // Warm-up: the first I/Os make the thread's worker, endpoints and (for a new
+  // container) the shard on the target.
+  const uint64_t warm_ops = static_cast<uint64_t>(shape.qd) * 2;
+  if (Status st = drive([&] { return submitted >= warm_ops; }, false, warm); !st.ok()) return fail(st);
+  cursor = 0;
+  arrived = true;
+  if (start != nullptr) start->arrive_and_wait();
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(runtime_s));
+  Status st = drive([&] { return Clock::now() >= deadline; }, true, stats);
+  stats.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!st.ok()) {
+    // A write case that fills the shard ends early: report what completed.
+    if (st.IsNoSpace() && stats.ops > 0) {
+      std::fprintf(stderr, "obj bench: %s bs=%llu: extent store full after %.2fs; measured up to there\n",
+                   shape.op.c_str(), static_cast<unsigned long long>(shape.bs), stats.seconds);
+      return stats;
+    }
+    return st;
+  }
+  return stats;
+}
+
+CaseStats Merge(std::vector<CaseStats>& parts) {
+  CaseStats m;
+  for (auto& p : parts) {
+    m.seconds = std::max(m.seconds, p.seconds);
+    m.ops += p.ops;
+    m.bytes += p.bytes;
+    m.lat_us.insert(m.lat_us.end(), p.lat_us.begin(), p.lat_us.end());
+  }
+  return m;
+}
+
+// Runs fn(job) on `jobs` threads and merges their statistics.
+template <typename Fn>
+Result<CaseStats> RunJobs(int jobs, Fn fn) {
+  std::vector<Result<CaseStats>> results(static_cast<size_t>(jobs), Status::Cancelled("job did not run"));
+  std::latch start(jobs);
+  {
+    std::vector<std::jthread> threads;
+    for (int j = 0; j < jobs; ++j) threads.emplace_back([&, j] { results[static_cast<size_t>(j)] = fn(j, &start); });
+  }
+  std::vector<CaseStats> parts;
+  for (auto& r : results) {
+    if (!r.ok()) return r.status();
+    parts.push_back(std::move(*r));
+  }
+  return Merge(parts);
+}
+
+struct Figures {
+  double iops = 0, mib_s = 0, p50 = 0;
+};
+Figures FiguresOf(const CaseStats& s) {
+  Figures f;
+  if (s.seconds > 0) {
+    f.iops = static_cast<double>(s.ops) / s.seconds;
+    f.mib_s = static_cast<double>(s.bytes) / s.seconds / (1 << 20);
+  }
+  f.p50 = Percentile(s.lat_us, 50);
+  return f;
+}
+
+// The VOS-only side of one class: one store per job, preloaded once.
+class VosBaseline {
+ public:
+  static Result<std::unique_ptr<VosBaseline>> Open(const std::string& scratch, const std::string& cls, int max_jobs) {
+    ROS2_ASSIGN_OR_RETURN(auto sc, vos::ParseStorageClass(cls));
+    auto b = std::unique_ptr<VosBaseline>(new VosBaseline());
+    for (int j = 0; j < max_jobs; ++j) {
+      vos::VosOptions o;
+      o.path = fmt::format("{}/vos-{}-{}", scratch, cls, j);
+      o.storage_class = sc;
+      o.data_size = 3 * g_opts.size;
+      ROS2_ASSIGN_OR_RETURN(auto store, vos::Vos::Open(o));
+      b->stores_.push_back(std::move(store));
+      b->epochs_.push_back(1);
+    }
+    ROS2_ASSIGN_OR_RETURN(auto pre, b->Run(Shape{"write", kChunk, g_opts.qd}, max_jobs, 0, g_opts.size / kChunk));
+    std::fprintf(stderr, "obj bench: vos-only %s: preloaded %d x %llu MiB in %.2fs\n", cls.c_str(), max_jobs,
+                 static_cast<unsigned long long>(g_opts.size >> 20), pre.seconds);
+    return b;
+  }
+
+  Result<CaseStats> Run(const Shape& shape, int jobs, double runtime_s, uint64_t max_ops) {
+    auto r = RunJobs(jobs, [&](int j, std::latch* start) -> Result<CaseStats> {
+      start->arrive_and_wait();
+      VosCaseRunner runner(stores_[static_cast<size_t>(j)].get(), JobObject(j), g_opts.size, 1,
+                           &epochs_[static_cast<size_t>(j)], 42 + static_cast<uint64_t>(j));
+      return runner.Run(shape, runtime_s, max_ops);
+    });
+    if (IsWrite(shape.op)) {
+      for (auto& s : stores_) (void)s->Aggregate();  // reclaim overwritten versions, untimed
+    }
+    return r;
+  }
+
+ private:
+  VosBaseline() = default;
+  std::vector<std::unique_ptr<vos::Vos>> stores_;
+  std::vector<Epoch> epochs_;
+};
+
+struct CaseKey {
+  std::string op;
+  uint64_t bs;
+  int jobs;
+  auto operator<=>(const CaseKey&) const = default;
+};
+
+std::string CaseDesc(const CaseKey& k, const std::string& transport, const std::string& cls) {
+  return CaseString({{"op", k.op},
+                     {"bs", std::to_string(k.bs)},
+                     {"qd", std::to_string(g_opts.qd)},
+                     {"jobs", std::to_string(k.jobs)},
+                     {"transport", transport},
+                     {"class", cls}});
+}
+
+// Connects `jobs` handle sets to container `cont` of pool "bench".
+Result<std::vector<JobHandles>> ConnectJobs(const BenchCluster& cluster, const std::string& transport, int jobs,
+                                            const std::string& cont) {
+  std::vector<JobHandles> out;
+  for (int j = 0; j < jobs; ++j) {
+    JobHandles h;
+    ROS2_ASSIGN_OR_RETURN(h.client, client::Client::Connect(cluster.ClientOptionsFor(transport)));
+    ROS2_ASSIGN_OR_RETURN(h.pool, h.client->ConnectPool("bench"));
+    ROS2_ASSIGN_OR_RETURN(h.container, h.pool->OpenContainer(cont));
+    h.oid = JobObject(j);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+Result<CaseStats> RunClientCase(std::vector<JobHandles>& handles, const Shape& shape, int jobs, double runtime_s,
+                                uint64_t max_ops) {
+  return RunJobs(jobs, [&](int j, std::latch* start) {
+    auto& h = handles[static_cast<size_t>(j)];
+    return RunClientJob(*h.client, *h.container, h.oid, shape, runtime_s, max_ops, 42 + static_cast<uint64_t>(j),
+                        start);
+  });
+}
+
+// Runs every case of one (class, transport) on its own cluster.
+Status RunTransport(Reporter& rep, const std::string& scratch, const std::string& cls, const std::string& transport,
+                    VosBaseline* baseline, std::map<CaseKey, Figures>& vos_figures,
+                    std::map<CaseKey, Figures>& client_figures) {
+  const int max_jobs = *std::max_element(g_opts.jobs.begin(), g_opts.jobs.end());
+  ROS2_ASSIGN_OR_RETURN(auto cluster, BenchCluster::Up(scratch, cls, transport));
+  ROS2_RETURN_IF_ERROR(cluster->Ctl({"pool", "create", "bench", "--size", g_opts.shard_size}).status());
+  ROS2_RETURN_IF_ERROR(cluster->Ctl({"cont", "create", "bench", "data", "--oclass", "S1"}).status());
+  ROS2_ASSIGN_OR_RETURN(auto readers, ConnectJobs(*cluster, transport, max_jobs, "data"));
+  // Preload every job's working set with 1 MiB updates (also creates the shards).
+  ROS2_ASSIGN_OR_RETURN(auto pre,
+                        RunClientCase(readers, Shape{"write", kChunk, g_opts.qd}, max_jobs, 0, g_opts.size / kChunk));
+  std::fprintf(stderr, "obj bench: %s/%s: preloaded %d x %llu MiB in %.2fs (%s)\n", cls.c_str(), transport.c_str(),
+               max_jobs, static_cast<unsigned long long>(g_opts.size >> 20), pre.seconds,
+               readers[0].client->DescribeTransport().c_str());
+  int write_seq = 0;
+  for (uint64_t bs : g_opts.bs) {
+    for (const auto& op : g_opts.ops) {
+      for (int jobs : g_opts.jobs) {
+        const CaseKey key{op, bs, jobs};
+        const Shape shape{op, bs, g_opts.qd};
+        const std::string desc = CaseDesc(key, transport, cls);
+        if (baseline != nullptr && !vos_figures.contains(key)) {
+          auto v = baseline->Run(shape, jobs, g_opts.runtime_s, 0);
+          if (!v.ok()) return v.status().WithContext("vos-only " + desc);
+          vos_figures[key] = FiguresOf(*v);
+        }
+        Result<CaseStats> stats = Status::Cancelled("not run");
+        if (IsWrite(op)) {
+          // A fresh container per write case, so overwrites never fill the read set's shard.
+          const std::string cont = fmt::format("w{}", write_seq++);
+          ROS2_RETURN_IF_ERROR(cluster->Ctl({"cont", "create", "bench", cont, "--oclass", "S1"}).status());
+          {
+            ROS2_ASSIGN_OR_RETURN(auto writers, ConnectJobs(*cluster, transport, jobs, cont));
+            stats = RunClientCase(writers, shape, jobs, g_opts.runtime_s, 0);
+          }
+          if (auto d = cluster->Ctl({"cont", "destroy", "bench", cont}); !d.ok())
+            std::fprintf(stderr, "obj bench: %s\n", d.status().ToString().c_str());
+        } else {
+          stats = RunClientCase(readers, shape, jobs, g_opts.runtime_s, 0);
+        }
+        if (!stats.ok()) return stats.status().WithContext(desc);
+        const Figures f = FiguresOf(*stats);
+        client_figures[key] = f;
+        auto add = [&](const char* metric, double value, double (*base)(const Figures&)) {
+          Record r{"obj", desc, metric, value, std::nullopt, std::nullopt};
+          if (auto it = vos_figures.find(key); it != vos_figures.end()) {
+            r.baseline = "vos-only";
+            r.baseline_value = base(it->second);
+          }
+          rep.Add(std::move(r));
+        };
+        add("iops", f.iops, [](const Figures& b) { return b.iops; });
+        add("mib_s", f.mib_s, [](const Figures& b) { return b.mib_s; });
+        add("lat_us_p50", f.p50, [](const Figures& b) { return b.p50; });
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+int RunObjSuite(Reporter& rep) {
+  if (g_opts.ros2ctl.empty()) g_opts.ros2ctl = BuildTreeBinary("tools/ros2ctl/ros2ctl");
+  if (g_opts.engine.empty()) {
+    std::string e = BuildTreeBinary("src/engine/ros2-engine");
+    if (!e.empty() && access(e.c_str(), X_OK) == 0) g_opts.engine = e;
+  }
+  if (access(g_opts.ros2ctl.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "obj bench: ros2ctl not found at '%s' (use --ros2ctl)\n", g_opts.ros2ctl.c_str());
+    return 2;
+  }
+  for (uint64_t bs : g_opts.bs) {
+    if (bs == 0 || bs > kChunk || kChunk % bs != 0 || g_opts.size % kChunk != 0 || g_opts.size < kChunk) {
+      std::fprintf(stderr, "obj bench: block sizes must divide 1 MiB; --size a multiple of 1 MiB\n");
+      return 2;
+    }
+  }
+  if (g_opts.jobs.empty() || g_opts.qd < 1) {
+    std::fprintf(stderr, "obj bench: need at least one --jobs value and --qd >= 1\n");
+    return 2;
+  }
+  auto scratch = ScratchDir::Create(g_opts.dir, "ros2-bench-obj-");
+  if (!scratch.ok()) {
+    std::fprintf(stderr, "obj bench: %s\n", scratch.status().ToString().c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "obj bench: dir %s ros2ctl %s qd %d size/job %llu MiB runtime %.1fs\n", scratch->path().c_str(),
+               g_opts.ros2ctl.c_str(), g_opts.qd, static_cast<unsigned long long>(g_opts.size >> 20), g_opts.runtime_s);
+  const int max_jobs = *std::max_element(g_opts.jobs.begin(), g_opts.jobs.end());
+  int rc = 0;
+  for (const auto& cls : g_opts.classes) {
+    std::unique_ptr<VosBaseline> baseline;
+    if (g_opts.baseline) {
+      auto b = VosBaseline::Open(scratch->path(), cls, max_jobs);
+      if (!b.ok()) {
+        std::fprintf(stderr, "obj bench: vos-only %s: %s\n", cls.c_str(), b.status().ToString().c_str());
+        rc = 1;
+        continue;
+      }
+      baseline = std::move(*b);
+    }
+    std::map<CaseKey, Figures> vos_figures;
+    std::map<std::string, std::map<CaseKey, Figures>> by_transport;
+    for (const auto& transport : g_opts.transports) {
+      Status st =
+          RunTransport(rep, scratch->path(), cls, transport, baseline.get(), vos_figures, by_transport[transport]);
+      if (!st.ok()) {
+        std::fprintf(stderr, "obj bench: %s/%s: %s\n", cls.c_str(), transport.c_str(), st.ToString().c_str());
+        rc = 1;
+      }
+    }
+    // Cross-transport: 4 KiB randread IOPS over shm against tcp, same run.
+    for (const auto& [key, shm] : by_transport["shm"]) {
+      if (key.op != "randread" || key.bs != 4096) continue;
+      auto& tcp = by_transport["tcp"];
+      auto it = tcp.find(key);
+      if (it == tcp.end()) continue;
+      rep.Add(
+          Record{"obj", CaseDesc(key, "shm", cls), "iops", shm.iops, std::string("transport-tcp"), it->second.iops});
+    }
+  }
+  return rc;
+}
+
+const bool registered = RegisterSuite(Suite{
+    "obj",
+    "object update/fetch through libros2 and a local engine vs VOS in-process (vos-only), same run",
+    [](CLI::App& app) {
+      app.add_option("--dir", g_opts.dir, "parent directory for the scratch dir (clusters and VOS stores)");
+      app.add_option("--classes", g_opts.classes, "storage classes: ram nvme")->delimiter(',');
+      app.add_option("--transports", g_opts.transports, "transports: tcp shm")->delimiter(',');
+      app.add_option("--ops", g_opts.ops, "ops: write read randwrite randread")->delimiter(',');
+      app.add_option("--bs", g_opts.bs, "block sizes in bytes (dividing 1 MiB)")->delimiter(',');
+      app.add_option("--jobs", g_opts.jobs, "job counts (threads, each its own client)")->delimiter(',');
+      app.add_option("--qd", g_opts.qd, "I/Os in flight per job");
+      app.add_option("--runtime", g_opts.runtime_s, "seconds per case and side");
+      app.add_option("--size", g_opts.size, "working set per job in bytes, multiple of 1 MiB");
+      app.add_option("--shard-size", g_opts.shard_size, "extent capacity of each container shard (cluster up)");
+      app.add_option("--targets", g_opts.targets, "engine targets");
+      app.add_option("--ros2ctl", g_opts.ros2ctl, "ros2ctl binary (default: the build tree's)");
+      app.add_option("--engine", g_opts.engine, "ros2-engine binary (default: the build tree's)");
+      app.add_flag("!--no-baseline", g_opts.baseline, "skip the vos-only baseline");
+    },
+    RunObjSuite,
+});
+
+}  // namespace
+}  // namespace ros2::bench
