@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <latch>
 #include <map>
@@ -450,6 +451,9 @@ Status RunTransport(Reporter& rep, const std::string& scratch, const std::string
 }
 
 int RunObjSuite(Reporter& rep) {
+  // UCX prints its warnings on stdout, which would break --json; keep them quiet
+  // unless the caller asked otherwise.
+  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", /*overwrite=*/0);
   if (g_opts.ros2ctl.empty()) g_opts.ros2ctl = BuildTreeBinary("tools/ros2ctl/ros2ctl");
   if (g_opts.engine.empty()) {
     std::string e = BuildTreeBinary("src/engine/ros2-engine");
