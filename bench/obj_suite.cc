@@ -15,8 +15,8 @@
 // (its own directory) and --qd ops in flight through SubmitUpdate/SubmitFetch and
 // Progress(), as an engine target drives its shard (bench/vos_bench_util.h). It
 // runs once per (class, op, bs, jobs), the first time a transport needs it.
-// Writes go to a fresh container per case (destroyed after it), reads to the
-// preloaded one. The 4 KiB randread IOPS over shm is also reported against the
+// Writes go to a fresh container per case (destroyed after it) and, on the VOS
+// side, to fresh stores; reads to the preloaded ones. The 4 KiB randread IOPS over shm is also reported against the
 // same case over tcp ("transport-tcp"). docs/benchmarks.md describes the suite.
 #include <unistd.h>
 
@@ -314,39 +314,66 @@ class VosBaseline {
  public:
   static Result<std::unique_ptr<VosBaseline>> Open(const std::string& scratch, const std::string& cls, int max_jobs) {
     ROS2_ASSIGN_OR_RETURN(auto sc, vos::ParseStorageClass(cls));
-    auto b = std::unique_ptr<VosBaseline>(new VosBaseline());
-    for (int j = 0; j < max_jobs; ++j) {
-      vos::VosOptions o;
-      o.path = fmt::format("{}/vos-{}-{}", scratch, cls, j);
-      o.storage_class = sc;
-      o.data_size = 3 * g_opts.size;
-      ROS2_ASSIGN_OR_RETURN(auto store, vos::Vos::Open(o));
-      b->stores_.push_back(std::move(store));
-      b->epochs_.push_back(1);
-    }
-    ROS2_ASSIGN_OR_RETURN(auto pre, b->Run(Shape{"write", kChunk, g_opts.qd}, max_jobs, 0, g_opts.size / kChunk));
+    auto b = std::unique_ptr<VosBaseline>(new VosBaseline(scratch, cls, sc));
+    ROS2_ASSIGN_OR_RETURN(b->read_stores_, b->OpenStores("read", max_jobs));
+    b->read_epochs_.assign(static_cast<size_t>(max_jobs), 1);
+    ROS2_ASSIGN_OR_RETURN(auto pre, RunOn(b->read_stores_, b->read_epochs_, Shape{"write", kChunk, g_opts.qd}, max_jobs,
+                                          0, g_opts.size / kChunk));
     std::fprintf(stderr, "obj bench: vos-only %s: preloaded %d x %llu MiB in %.2fs\n", cls.c_str(), max_jobs,
                  static_cast<unsigned long long>(g_opts.size >> 20), pre.seconds);
     return b;
   }
 
-  Result<CaseStats> Run(const Shape& shape, int jobs, double runtime_s, uint64_t max_ops) {
-    auto r = RunJobs(jobs, [&](int j, std::latch* start) -> Result<CaseStats> {
-      start->arrive_and_wait();
-      VosCaseRunner runner(stores_[static_cast<size_t>(j)].get(), JobObject(j), g_opts.size, 1,
-                           &epochs_[static_cast<size_t>(j)], 42 + static_cast<uint64_t>(j));
-      return runner.Run(shape, runtime_s, max_ops);
-    });
-    if (IsWrite(shape.op)) {
-      for (auto& s : stores_) (void)s->Aggregate();  // reclaim overwritten versions, untimed
-    }
+  // Reads use the preloaded stores; each write case gets fresh stores (removed
+  // after it), as the engine side writes into a fresh container.
+  Result<CaseStats> Run(const Shape& shape, int jobs, double runtime_s) {
+    if (!IsWrite(shape.op)) return RunOn(read_stores_, read_epochs_, shape, jobs, runtime_s, 0);
+    const std::string tag = fmt::format("write{}", write_seq_++);
+    ROS2_ASSIGN_OR_RETURN(auto stores, OpenStores(tag, jobs));
+    std::vector<Epoch> epochs(static_cast<size_t>(jobs), 1);
+    auto r = RunOn(stores, epochs, shape, jobs, runtime_s, 0);
+    stores.clear();
+    for (int j = 0; j < jobs; ++j) (void)vos::Vos::Destroy(StorePath(tag, j));
     return r;
   }
 
  private:
-  VosBaseline() = default;
-  std::vector<std::unique_ptr<vos::Vos>> stores_;
-  std::vector<Epoch> epochs_;
+  VosBaseline(std::string scratch, std::string cls, vos::StorageClass sc)
+      : scratch_(std::move(scratch)), cls_(std::move(cls)), sc_(sc) {}
+
+  std::string StorePath(const std::string& tag, int job) const {
+    return fmt::format("{}/vos-{}-{}-{}", scratch_, cls_, tag, job);
+  }
+
+  Result<std::vector<std::unique_ptr<vos::Vos>>> OpenStores(const std::string& tag, int jobs) const {
+    std::vector<std::unique_ptr<vos::Vos>> stores;
+    for (int j = 0; j < jobs; ++j) {
+      vos::VosOptions o;
+      o.path = StorePath(tag, j);
+      o.storage_class = sc_;
+      o.data_size = 3 * g_opts.size;
+      ROS2_ASSIGN_OR_RETURN(auto store, vos::Vos::Open(o));
+      stores.push_back(std::move(store));
+    }
+    return stores;
+  }
+
+  static Result<CaseStats> RunOn(std::vector<std::unique_ptr<vos::Vos>>& stores, std::vector<Epoch>& epochs,
+                                 const Shape& shape, int jobs, double runtime_s, uint64_t max_ops) {
+    return RunJobs(jobs, [&](int j, std::latch* start) -> Result<CaseStats> {
+      start->arrive_and_wait();
+      VosCaseRunner runner(stores[static_cast<size_t>(j)].get(), JobObject(j), g_opts.size, 1,
+                           &epochs[static_cast<size_t>(j)], 42 + static_cast<uint64_t>(j));
+      return runner.Run(shape, runtime_s, max_ops);
+    });
+  }
+
+  std::string scratch_;
+  std::string cls_;
+  vos::StorageClass sc_;
+  std::vector<std::unique_ptr<vos::Vos>> read_stores_;
+  std::vector<Epoch> read_epochs_;
+  int write_seq_ = 0;
 };
 
 struct CaseKey {
@@ -365,9 +392,32 @@ std::string CaseDesc(const CaseKey& k, const std::string& transport, const std::
                      {"class", cls}});
 }
 
+// While alive, writes to stdout (fd 1) go to stderr: UCX prints its warnings on
+// stdout (when a context or worker is made), which would break --json.
+class StdoutToStderr {
+ public:
+  StdoutToStderr() {
+    std::fflush(stdout);
+    saved_ = dup(STDOUT_FILENO);
+    if (saved_ >= 0) (void)dup2(STDERR_FILENO, STDOUT_FILENO);
+  }
+  ~StdoutToStderr() {
+    if (saved_ < 0) return;
+    std::fflush(stdout);
+    (void)dup2(saved_, STDOUT_FILENO);
+    close(saved_);
+  }
+  StdoutToStderr(const StdoutToStderr&) = delete;
+  StdoutToStderr& operator=(const StdoutToStderr&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
 // Connects `jobs` handle sets to container `cont` of pool "bench".
 Result<std::vector<JobHandles>> ConnectJobs(const BenchCluster& cluster, const std::string& transport, int jobs,
                                             const std::string& cont) {
+  StdoutToStderr quiet;
   std::vector<JobHandles> out;
   for (int j = 0; j < jobs; ++j) {
     JobHandles h;
@@ -382,6 +432,7 @@ Result<std::vector<JobHandles>> ConnectJobs(const BenchCluster& cluster, const s
 
 Result<CaseStats> RunClientCase(std::vector<JobHandles>& handles, const Shape& shape, int jobs, double runtime_s,
                                 uint64_t max_ops) {
+  StdoutToStderr quiet;
   return RunJobs(jobs, [&](int j, std::latch* start) {
     auto& h = handles[static_cast<size_t>(j)];
     return RunClientJob(*h.client, *h.container, h.oid, shape, runtime_s, max_ops, 42 + static_cast<uint64_t>(j),
@@ -412,7 +463,7 @@ Status RunTransport(Reporter& rep, const std::string& scratch, const std::string
         const Shape shape{op, bs, g_opts.qd};
         const std::string desc = CaseDesc(key, transport, cls);
         if (baseline != nullptr && !vos_figures.contains(key)) {
-          auto v = baseline->Run(shape, jobs, g_opts.runtime_s, 0);
+          auto v = baseline->Run(shape, jobs, g_opts.runtime_s);
           if (!v.ok()) return v.status().WithContext("vos-only " + desc);
           vos_figures[key] = FiguresOf(*v);
         }
@@ -451,9 +502,6 @@ Status RunTransport(Reporter& rep, const std::string& scratch, const std::string
 }
 
 int RunObjSuite(Reporter& rep) {
-  // UCX prints its warnings on stdout, which would break --json; keep them quiet
-  // unless the caller asked otherwise.
-  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", /*overwrite=*/0);
   if (g_opts.ros2ctl.empty()) g_opts.ros2ctl = BuildTreeBinary("tools/ros2ctl/ros2ctl");
   if (g_opts.engine.empty()) {
     std::string e = BuildTreeBinary("src/engine/ros2-engine");
