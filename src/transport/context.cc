@@ -172,8 +172,10 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
     case TransportKind::kShm: tls = kTlsShm; break;
     case TransportKind::kRdma: tls = kTlsRdma; break;
     case TransportKind::kAuto: {
-      // Probe for verbs devices first; fall back to shared memory + tcp.
-      auto probe = MakeUcpContext(options, kTlsRdma);
+      // Probe for verbs devices first; fall back to shared memory + tcp. The
+      // probe enables "all" rather than "rc,dc": asking UCX for transports that
+      // do not exist makes it print a warning on every start of every process.
+      auto probe = MakeUcpContext(options, "all");
       if (probe.ok() && HasTl(ListResources(probe->get()), {"rc", "dc"})) {
         tls = kTlsAutoRdma;
         resolved = TransportKind::kRdma;
