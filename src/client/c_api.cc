@@ -64,6 +64,16 @@ bool Valid(const H* h, uint32_t magic) {
   return h != nullptr && h->magic == magic;
 }
 
+// Releases a handle made by one of the open/create calls. A NULL, foreign or
+// already released handle is ignored; the magic is poisoned before the delete so
+// a use after close is reported as an invalid handle, not trusted.
+template <typename H>
+void Release(H* h, uint32_t magic) {
+  if (!Valid(h, magic)) return;
+  h->magic = kClosedMagic;
+  delete h;
+}
+
 std::span<const std::byte> In(const void* p, size_t n) {
   return {static_cast<const std::byte*>(p), n};
 }
@@ -125,9 +135,7 @@ int ros2_connect(const ros2_client_options_t* options, ros2_client_t** client) {
 }
 
 void ros2_client_close(ros2_client_t* client) {
-  if (!Valid(client, kClientMagic)) return;
-  client->magic = kClosedMagic;
-  delete client;
+  Release(client, kClientMagic);
 }
 
 int ros2_pool_connect(ros2_client_t* client, const char* pool, ros2_pool_t** pool_out) {
@@ -142,9 +150,7 @@ int ros2_pool_connect(ros2_client_t* client, const char* pool, ros2_pool_t** poo
 }
 
 void ros2_pool_close(ros2_pool_t* pool) {
-  if (!Valid(pool, kPoolMagic)) return;
-  pool->magic = kClosedMagic;
-  delete pool;
+  Release(pool, kPoolMagic);
 }
 
 int ros2_cont_open(ros2_pool_t* pool, const char* container, ros2_cont_t** cont) {
@@ -159,9 +165,7 @@ int ros2_cont_open(ros2_pool_t* pool, const char* container, ros2_cont_t** cont)
 }
 
 void ros2_cont_close(ros2_cont_t* cont) {
-  if (!Valid(cont, kContMagic)) return;
-  cont->magic = kClosedMagic;
-  delete cont;
+  Release(cont, kContMagic);
 }
 
 int ros2_obj_open(ros2_cont_t* cont, int oclass, uint64_t hi, uint64_t lo, ros2_obj_t** obj) {
@@ -177,9 +181,7 @@ int ros2_obj_open(ros2_cont_t* cont, int oclass, uint64_t hi, uint64_t lo, ros2_
 }
 
 void ros2_obj_close(ros2_obj_t* obj) {
-  if (!Valid(obj, kObjMagic)) return;
-  obj->magic = kClosedMagic;
-  delete obj;
+  Release(obj, kObjMagic);
 }
 
 #define ROS2_CHECK_OBJ_KEYS(fn)                                             \
@@ -271,9 +273,7 @@ int ros2_eq_create(ros2_client_t* client, ros2_eq_t** eq) {
 }
 
 void ros2_eq_destroy(ros2_eq_t* eq) {
-  if (!Valid(eq, kEqMagic)) return;
-  eq->magic = kClosedMagic;
-  delete eq;
+  Release(eq, kEqMagic);
 }
 
 int ros2_obj_write_array_async(ros2_obj_t* obj, ros2_eq_t* eq, const char* dkey, const char* akey, uint64_t index,
