@@ -8,6 +8,7 @@
 
 #include "control/control_channel.h"
 #include "control/management_client.h"
+#include "engine_cluster.h"
 #include "engine_process.h"
 #include "object_session.h"
 
@@ -16,32 +17,8 @@ namespace {
 
 using transport::TransportKind;
 
-// One engine plus an admin management client.
-struct Cluster {
-  TempDir dir;
-  std::unique_ptr<EngineProcess> engine;
-  control::Credentials admin;
-  std::unique_ptr<control::ManagementClient> mgmt;
-
-  void Start(EngineOptions options) {
-    options.data_dir = dir.path() + "/engine0";
-    auto e = EngineProcess::Start(options);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    engine = std::move(*e);
-    Connect();
-  }
-  void Connect() {
-    auto secret = control::ReadSecretFile(engine->admin_secret_file());
-    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
-    admin = {"admin", *secret};
-    auto channel = control::MakeControlChannel({.address = engine->control()});
-    ASSERT_TRUE(channel.ok()) << channel.status().ToString();
-    mgmt = std::make_unique<control::ManagementClient>(*channel, admin);
-  }
-};
-
 void RunIoScenario(const char* transport, TransportKind kind, bool expect_shm) {
-  Cluster c;
+  EngineCluster c;
   ASSERT_NO_FATAL_FAILURE(c.Start({.transport = transport}));
   ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 20));
   ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
@@ -147,7 +124,7 @@ TEST(EngineIo, EndToEndOverShm) {
 }
 
 TEST(EngineIo, MalformedRequestsGetClearErrorsAndTheEngineKeepsServing) {
-  Cluster c;
+  EngineCluster c;
   ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .targets = 1}));
   ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 20));
   ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
@@ -200,7 +177,7 @@ TEST(EngineIo, MalformedRequestsGetClearErrorsAndTheEngineKeepsServing) {
 }
 
 TEST(EngineIo, TwoEnginesServeOnePool) {
-  Cluster c;
+  EngineCluster c;
   ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp"}));
   EngineOptions second;
   second.data_dir = c.dir.path() + "/engine1";
@@ -244,7 +221,7 @@ TEST(EngineIo, TwoEnginesServeOnePool) {
 }
 
 TEST(EngineIo, RestartKeepsEveryAcknowledgedWrite) {
-  Cluster c;
+  EngineCluster c;
   EngineOptions options{.transport = "tcp", .storage_class = "nvme"};
   ASSERT_NO_FATAL_FAILURE(c.Start(options));
   ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 20));
@@ -281,7 +258,7 @@ TEST(EngineIo, RestartKeepsEveryAcknowledgedWrite) {
 }
 
 TEST(EngineIo, SigtermFinishesOrFailsInFlightRequestsAndExitsCleanly) {
-  Cluster c;
+  EngineCluster c;
   ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .targets = 1}));
   ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 20));
   ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));

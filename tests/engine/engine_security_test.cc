@@ -6,6 +6,7 @@
 
 #include "control/control_channel.h"
 #include "control/management_client.h"
+#include "engine_cluster.h"
 #include "engine_process.h"
 #include "object_session.h"
 
@@ -13,26 +14,6 @@ namespace ros2::testing {
 namespace {
 
 using transport::TransportKind;
-
-struct SecureCluster {
-  TempDir dir;
-  std::unique_ptr<EngineProcess> engine;
-  control::Credentials admin;
-  std::unique_ptr<control::ManagementClient> mgmt;
-
-  void Start(EngineOptions options) {
-    options.data_dir = dir.path() + "/engine0";
-    auto e = EngineProcess::Start(options);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    engine = std::move(*e);
-    auto secret = control::ReadSecretFile(engine->admin_secret_file());
-    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
-    admin = {"admin", *secret};
-    auto channel = control::MakeControlChannel({.address = engine->control()});
-    ASSERT_TRUE(channel.ok());
-    mgmt = std::make_unique<control::ManagementClient>(*channel, admin);
-  }
-};
 
 // Fetches d/a of `oid` with the session's own (valid) capability.
 std::vector<std::byte> ReadBack(ObjectSession& s, const ObjectId& oid, size_t n) {
@@ -42,7 +23,7 @@ std::vector<std::byte> ReadBack(ObjectSession& s, const ObjectId& oid, size_t n)
 }
 
 TEST(EngineSecurity, BadCapabilitiesAreRefusedAndChangeNothing) {
-  SecureCluster c;
+  EngineCluster c;
   ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .targets = 1, .capability_lifetime = "3s"}));
   ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 20));
   ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c1"));
@@ -105,7 +86,7 @@ TEST(EngineSecurity, BadCapabilitiesAreRefusedAndChangeNothing) {
 }
 
 TEST(EngineSecurity, TenantCannotReadAnotherTenantsContainer) {
-  SecureCluster c;
+  EngineCluster c;
   ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .targets = 1}));
   ROS2_ASSERT_OK(c.mgmt->CreatePool("shared", uint64_t{8} << 20));
   auto secret_a = c.mgmt->CreateTenant("tenant-a");
@@ -141,7 +122,7 @@ TEST(EngineSecurity, TenantCannotReadAnotherTenantsContainer) {
 }
 
 TEST(EngineSecurity, BadManagementInputGivesClearErrors) {
-  SecureCluster c;
+  EngineCluster c;
   ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .targets = 1}));
   auto unknown = c.mgmt->QueryPool("no-such-pool");
   ASSERT_FALSE(unknown.ok());
