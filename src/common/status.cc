@@ -25,6 +25,10 @@ std::string_view CodeName(Status::Code code) {
     case Status::Code::kProtocol: return "Protocol";
     case Status::Code::kNotEmpty: return "NotEmpty";
     case Status::Code::kInternal: return "Internal";
+    case Status::Code::kNotDirectory: return "NotDirectory";
+    case Status::Code::kIsDirectory: return "IsDirectory";
+    case Status::Code::kNameTooLong: return "NameTooLong";
+    case Status::Code::kLoop: return "Loop";
   }
   return "Unknown";
 }
@@ -37,8 +41,11 @@ Status Status::FromErrno(int err, std::string_view context) {
     case EEXIST: return AlreadyExists(std::move(msg));
     case ENOSPC:
     case EDQUOT: return NoSpace(std::move(msg));
+    case ENOTDIR: return NotDirectory(std::move(msg));
+    case EISDIR: return IsDirectory(std::move(msg));
+    case ENAMETOOLONG: return NameTooLong(std::move(msg));
+    case ELOOP: return Loop(std::move(msg));
     case EINVAL:
-    case ENAMETOOLONG:
     case EBADF: return InvalidArgument(std::move(msg));
     case EACCES:
     case EPERM: return PermissionDenied(std::move(msg));
@@ -60,7 +67,7 @@ Status Status::FromErrno(int err, std::string_view context) {
 
 Status Status::FromCode(uint8_t code, std::string msg) {
   if (code == 0) return Status::Ok();
-  if (code > static_cast<uint8_t>(Code::kInternal)) {
+  if (code > static_cast<uint8_t>(kLastCode)) {
     return Protocol(fmt::format("unknown status code {}: {}", code, msg));
   }
   return Status(static_cast<Code>(code), std::move(msg));
@@ -95,6 +102,10 @@ int Status::ToErrno() const {
     case Code::kProtocol: return EPROTO;
     case Code::kNotEmpty: return ENOTEMPTY;
     case Code::kInternal: return EIO;
+    case Code::kNotDirectory: return ENOTDIR;
+    case Code::kIsDirectory: return EISDIR;
+    case Code::kNameTooLong: return ENAMETOOLONG;
+    case Code::kLoop: return ELOOP;
   }
   return EIO;
 }

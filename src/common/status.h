@@ -41,7 +41,13 @@ class Status {
     kProtocol = 14,         // a malformed or unexpected message from a peer
     kNotEmpty = 15,
     kInternal = 16,
+    kNotDirectory = 17,  // a path component or the target is not a directory (POSIX namespace)
+    kIsDirectory = 18,   // a directory where a file was required
+    kNameTooLong = 19,
+    kLoop = 20,          // too many symbolic links while resolving a path
   };
+  // The highest code number (wire decoders refuse larger ones).
+  static constexpr Code kLastCode = Code::kLoop;
 
   Status() = default;  // OK
   static Status Ok() { return Status(); }
@@ -61,6 +67,10 @@ class Status {
   static Status Protocol(std::string msg) { return Status(Code::kProtocol, std::move(msg)); }
   static Status NotEmpty(std::string msg) { return Status(Code::kNotEmpty, std::move(msg)); }
   static Status Internal(std::string msg) { return Status(Code::kInternal, std::move(msg)); }
+  static Status NotDirectory(std::string msg) { return Status(Code::kNotDirectory, std::move(msg)); }
+  static Status IsDirectory(std::string msg) { return Status(Code::kIsDirectory, std::move(msg)); }
+  static Status NameTooLong(std::string msg) { return Status(Code::kNameTooLong, std::move(msg)); }
+  static Status Loop(std::string msg) { return Status(Code::kLoop, std::move(msg)); }
 
   // Maps an errno value to the closest Code; `context` names the object and the
   // operation ("open /data/target0/extents"), strerror(err) is appended.

@@ -27,6 +27,14 @@ TEST(StatusTest, FromErrnoMapsCommonCodes) {
   EXPECT_NE(Status::FromErrno(EIO, "read f").message().find("read f"), std::string::npos);
 }
 
+TEST(StatusTest, PosixNamespaceCodesRoundTripThroughErrno) {
+  for (int err : {ENOTDIR, EISDIR, ENAMETOOLONG, ELOOP, ENOTEMPTY, EEXIST, ENOENT, EACCES, ENOSPC, EINVAL}) {
+    EXPECT_EQ(Status::FromErrno(err, "lookup /a/b").ToErrno(), err) << err;
+  }
+  EXPECT_EQ(Status::NotDirectory("x").ToErrno(), ENOTDIR);
+  EXPECT_EQ(Status::FromCode(static_cast<uint8_t>(Status::kLastCode), "x").code(), Status::kLastCode);
+}
+
 TEST(StatusTest, FromCodeRejectsUnknownWireCodes) {
   EXPECT_EQ(Status::FromCode(5, "x").code(), Status::Code::kNoSpace);
   EXPECT_EQ(Status::FromCode(200, "x").code(), Status::Code::kProtocol);

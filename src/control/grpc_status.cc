@@ -29,6 +29,10 @@ grpc::StatusCode GrpcCodeFor(Status::Code code) {
     case C::kProtocol: return grpc::StatusCode::INTERNAL;
     case C::kNotEmpty: return grpc::StatusCode::FAILED_PRECONDITION;
     case C::kInternal: return grpc::StatusCode::INTERNAL;
+    case C::kNotDirectory:
+    case C::kIsDirectory:
+    case C::kNameTooLong: return grpc::StatusCode::INVALID_ARGUMENT;
+    case C::kLoop: return grpc::StatusCode::FAILED_PRECONDITION;
   }
   return grpc::StatusCode::UNKNOWN;
 }

@@ -8,7 +8,7 @@ namespace ros2::control {
 namespace {
 
 TEST(GrpcStatusTest, EveryCodeRoundTrips) {
-  for (uint8_t c = 1; c <= static_cast<uint8_t>(Status::Code::kInternal); ++c) {
+  for (uint8_t c = 1; c <= static_cast<uint8_t>(Status::kLastCode); ++c) {
     Status s = Status::FromCode(c, "message " + std::to_string(c));
     grpc::Status g = ToGrpcStatus(s);
     EXPECT_FALSE(g.ok());

@@ -14,7 +14,7 @@ constexpr size_t kOffMagic = 0, kOffVersion = 2, kOffKind = 3, kOffFlags = 4, kO
 constexpr size_t kOffRequestId = 8, kOffConnectionId = 16, kOffPayloadLen = 24, kOffCapLen = 28;
 constexpr size_t kOffStatusMsgLen = 30, kOffInlineLen = 32, kOffBulkCount = 36, kOffStatusCode = 37;
 constexpr size_t kOffReserved = 38, kOffPushedBytes = 40;
-constexpr uint8_t kMaxStatusCode = static_cast<uint8_t>(Status::Code::kInternal);
+constexpr uint8_t kMaxStatusCode = static_cast<uint8_t>(Status::kLastCode);
 
 template <typename T>
 void Put(uint8_t* p, T v) {
