@@ -1,0 +1,90 @@
+// Files: open, create, read, write, release, fsync.
+#include <fcntl.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+
+#include "fuse/fuse_filesystem.h"
+#include "fuse/open_handles.h"
+
+namespace ros2::fuse {
+
+namespace {
+
+// Each worker thread reads into its own buffer, reused across requests (it
+// stays in the transport's registration cache).
+std::span<std::byte> ThreadReadBuffer(size_t size) {
+  thread_local std::unique_ptr<std::byte[]> buffer;
+  thread_local size_t capacity = 0;
+  if (capacity < size) {
+    capacity = std::max<size_t>(size, kMaxIoSize);
+    buffer = std::make_unique_for_overwrite<std::byte[]>(capacity);
+  }
+  return {buffer.get(), size};
+}
+
+}  // namespace
+
+void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+  auto entry = EntryOrReply(req, ino);
+  if (!entry) return;
+  if (entry->is_dir()) return (void)fuse_reply_err(req, EISDIR);
+  // Permissions were checked by the kernel (default_permissions) and O_TRUNC
+  // arrived as a setattr before this open; the handle only pins the entry.
+  fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*entry}));
+  fi->direct_io = cache_.data_cache ? 0 : 1;
+  fi->keep_cache = cache_.data_cache ? 1 : 0;
+  if (fuse_reply_open(req, fi) != 0) TakeHandle<OpenFile>(fi->fh);
+}
+
+void FuseFilesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
+  auto dir = EntryOrReply(req, parent);
+  if (!dir) return;
+  auto created = fs_.Open(*dir, name, (fi->flags & (O_ACCMODE | O_EXCL | O_TRUNC)) | O_CREAT, mode & 07777);
+  if (!created.ok()) return ReplyError(req, created.status(), "create");
+  auto attr = fs_.Stat(*created);
+  if (!attr.ok()) return ReplyError(req, attr.status(), "create");
+  if (Status s = ChownToCaller(req, *created, *attr); !s.ok()) return ReplyError(req, s, "create");
+  fuse_entry_param e = MakeEntryParam(*created, *attr);
+  fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*created}));
+  fi->direct_io = cache_.data_cache ? 0 : 1;
+  fi->keep_cache = cache_.data_cache ? 1 : 0;
+  if (fuse_reply_create(req, &e, fi) != 0) {
+    inodes_.Forget(e.ino, 1);
+    TakeHandle<OpenFile>(fi->fh);
+  }
+}
+
+void FuseFilesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi) {
+  const OpenFile& file = HandleObject<OpenFile>(fi->fh);
+  if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+  std::span<std::byte> buffer = ThreadReadBuffer(size);
+  auto n = fs_.Read(file.entry, static_cast<uint64_t>(off), buffer);
+  if (!n.ok()) return ReplyError(req, n.status(), "read");
+  fuse_reply_buf(req, reinterpret_cast<const char*>(buffer.data()), *n);
+}
+
+void FuseFilesystem::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
+  const OpenFile& file = HandleObject<OpenFile>(fi->fh);
+  if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+  auto n = fs_.Write(file.entry, static_cast<uint64_t>(off), {reinterpret_cast<const std::byte*>(buf), size});
+  if (!n.ok()) return ReplyError(req, n.status(), "write");
+  fuse_reply_write(req, *n);
+}
+
+void FuseFilesystem::Release(fuse_req_t req, fuse_file_info* fi) {
+  TakeHandle<OpenFile>(fi->fh);
+  fuse_reply_err(req, 0);
+}
+
+void FuseFilesystem::FSync(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
+  // Also fsyncdir's: the inode, not the handle (which is an OpenDirectory there).
+  auto entry = EntryOrReply(req, ino);
+  if (!entry) return;
+  Status s = fs_.Sync(*entry);
+  if (!s.ok()) return ReplyError(req, s, "fsync");
+  fuse_reply_err(req, 0);
+}
+
+}  // namespace ros2::fuse

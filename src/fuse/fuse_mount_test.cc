@@ -1,0 +1,472 @@
+// ros2-fuse on a real single-node cluster (nvme class), exercised by real
+// programs through the kernel: tar, git, dd, cmp, fio (psync, io_uring),
+// several processes at once, and the POSIX error cases through system calls.
+//
+// Each test starts its own cluster and mounts (ctest runs every test in its
+// own process): mount "direct" with --data-cache off (every read and write
+// reaches the DFS) and mount "cached" with the defaults (page cache kept).
+// Teardown always unmounts (fusermount3 -u, then umount -l as a last resort).
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "client/testing/test_cluster.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+namespace ros2::fuse {
+namespace {
+
+using ros2::testing::CommandResult;
+using ros2::testing::ReadWholeFile;
+using ros2::testing::TestCluster;
+using Clock = std::chrono::steady_clock;
+
+// Starts /bin/sh -c `script` with stdout and stderr appended to `log`.
+pid_t SpawnShell(const std::string& script, const std::string& log) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) ::_exit(126);
+    ::dup2(fd, STDOUT_FILENO);
+    ::dup2(fd, STDERR_FILENO);
+    ::execl("/bin/sh", "sh", "-c", script.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// The exit code of `pid` (128 + signal), or -1 when it did not end within `timeout`.
+int WaitExit(pid_t pid, std::chrono::seconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (true) {
+    int status = 0;
+    pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (r < 0) return -2;
+    if (Clock::now() > deadline) return -1;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// Runs a shell script to completion (bounded); returns its exit code and output.
+CommandResult Sh(const std::string& script, const std::string& scratch,
+                 std::chrono::seconds timeout = std::chrono::seconds(180)) {
+  static int counter = 0;
+  std::string log = scratch + "/sh-" + std::to_string(++counter) + ".log";
+  pid_t pid = SpawnShell(script, log);
+  CommandResult r;
+  r.exit_code = WaitExit(pid, timeout);
+  if (r.exit_code == -1) {
+    ::kill(pid, SIGKILL);
+    WaitExit(pid, std::chrono::seconds(10));
+  }
+  r.out = ReadWholeFile(log);
+  return r;
+}
+
+bool IsMounted(const std::string& path) {
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mount_point;
+    fields >> id >> parent >> dev >> root >> mount_point;
+    if (mount_point == path) return true;
+  }
+  return false;
+}
+
+// One ros2-fuse process serving a mount point.
+class FuseMount {
+ public:
+  // Starts `ros2-fuse -f ... POOL CONT DIR` and waits until DIR is a mount.
+  static std::unique_ptr<FuseMount> Start(const TestCluster& cluster, const std::string& dir,
+                                          const std::vector<std::string>& options, std::string* error) {
+    std::filesystem::create_directories(dir);
+    auto m = std::unique_ptr<FuseMount>(new FuseMount());
+    m->path_ = dir;
+    m->log_ = dir + ".log";
+    std::string cmd = std::string("exec ") + ROS2_FUSE_PATH + " -f --data-dir " + cluster.dir() + " --log-level info";
+    for (const auto& o : options) cmd += " " + o;
+    cmd += " p1 c1 " + dir;
+    m->pid_ = SpawnShell(cmd, m->log_);
+    auto deadline = Clock::now() + std::chrono::seconds(60);
+    while (!IsMounted(dir)) {
+      int status = 0;
+      if (::waitpid(m->pid_, &status, WNOHANG) == m->pid_) {
+        m->pid_ = -1;
+        *error = "ros2-fuse exited before mounting: " + ReadWholeFile(m->log_);
+        return nullptr;
+      }
+      if (Clock::now() > deadline) {
+        *error = "ros2-fuse did not mount within 60 s: " + ReadWholeFile(m->log_);
+        return nullptr;  // the destructor kills it
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return m;
+  }
+
+  ~FuseMount() { Stop(); }
+
+  // Unmounts the way a user would and waits for the process to end; escalates
+  // (SIGTERM, umount -l, SIGKILL) so that nothing stays mounted. Returns the
+  // daemon's exit code (-1 when it had to be killed).
+  int Stop() {
+    if (pid_ < 0) return exit_code_;
+    std::string scratch = std::filesystem::path(path_).parent_path().string();
+    if (IsMounted(path_)) Sh("fusermount3 -u " + path_, scratch, std::chrono::seconds(30));
+    exit_code_ = WaitExit(pid_, std::chrono::seconds(30));
+    if (exit_code_ == -1) {
+      ::kill(pid_, SIGTERM);
+      if (WaitExit(pid_, std::chrono::seconds(10)) == -1) {
+        ::kill(pid_, SIGKILL);
+        WaitExit(pid_, std::chrono::seconds(10));
+      }
+    }
+    if (IsMounted(path_)) Sh("umount -l " + path_, scratch, std::chrono::seconds(30));
+    pid_ = -1;
+    return exit_code_;
+  }
+
+  const std::string& path() const { return path_; }
+  std::string log() const { return ReadWholeFile(log_); }
+
+ private:
+  FuseMount() = default;
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+  std::string path_;
+  std::string log_;
+};
+
+class FuseMountTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = TestCluster::MakeDirectory();
+    ASSERT_NE(cluster_, nullptr);
+    // nvme class: extents in files; shards large enough for the 1 GiB file.
+    CommandResult up = cluster_->Ctl({"--json", "cluster", "up", "--targets", "2", "--class", "nvme", "--transport",
+                                      "auto", "--shard-size", "2GiB", "--engine", ROS2_ENGINE_PATH, "--timeout", "60"});
+    ASSERT_EQ(up.exit_code, 0) << up.err << up.out;
+    cluster_up_ = true;
+    CommandResult pool = cluster_->Ctl({"pool", "create", "p1", "--size", "3GiB"});
+    ASSERT_EQ(pool.exit_code, 0) << pool.err << pool.out;
+    CommandResult cont = cluster_->Ctl({"cont", "create", "p1", "c1"});
+    ASSERT_EQ(cont.exit_code, 0) << cont.err << cont.out;
+    local_ = cluster_->dir() + "/local";
+    std::filesystem::create_directories(local_);
+    std::string error;
+    direct_ = FuseMount::Start(*cluster_, cluster_->dir() + "/direct", {"--data-cache", "off"}, &error);
+    ASSERT_NE(direct_, nullptr) << error;
+    cached_ = FuseMount::Start(*cluster_, cluster_->dir() + "/cached", {}, &error);
+    ASSERT_NE(cached_, nullptr) << error;
+  }
+
+  void TearDown() override {
+    for (auto* mount : {&direct_, &cached_}) {
+      if (!*mount) continue;
+      int exit_code = (*mount)->Stop();
+      EXPECT_EQ(exit_code, 0) << "ros2-fuse on " << (*mount)->path()
+                              << " did not exit cleanly on fusermount3 -u: " << (*mount)->log();
+      EXPECT_FALSE(IsMounted((*mount)->path()));
+      mount->reset();
+    }
+    if (cluster_up_) cluster_->Ctl({"cluster", "down", "--timeout", "30", "--force"});
+    cluster_.reset();
+  }
+
+  std::string D(const std::string& rel) const { return direct_->path() + "/" + rel; }
+  std::string C(const std::string& rel) const { return cached_->path() + "/" + rel; }
+  std::string L(const std::string& rel) const { return local_ + "/" + rel; }
+  CommandResult Run(const std::string& script) const { return Sh(script, cluster_->scratch()); }
+
+  std::unique_ptr<TestCluster> cluster_;
+  bool cluster_up_ = false;
+  std::string local_;
+  std::unique_ptr<FuseMount> direct_;
+  std::unique_ptr<FuseMount> cached_;
+};
+
+TEST_F(FuseMountTest, DaemonModeReturnsOnceLiveAndUnmountsOnRequest) {
+  std::string dir = cluster_->dir() + "/daemon";
+  std::filesystem::create_directories(dir);
+  CommandResult r = Run(std::string(ROS2_FUSE_PATH) + " --data-dir " + cluster_->dir() + " p1 c1 " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_TRUE(IsMounted(dir));  // live when the command returned
+  struct statfs_guard {
+    std::string dir, scratch;
+    ~statfs_guard() {
+      if (IsMounted(dir)) Sh("fusermount3 -u " + dir + " || umount -l " + dir, scratch);
+    }
+  } guard{dir, cluster_->scratch()};
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0) << std::strerror(errno);
+  EXPECT_TRUE(S_ISDIR(st.st_mode));
+  EXPECT_EQ(st.st_ino, 1u);
+  // The same namespace as the other mounts.
+  ASSERT_EQ(Run("echo hello > " + D("hello.txt")).exit_code, 0);
+  EXPECT_EQ(ReadWholeFile(dir + "/hello.txt"), "hello\n");
+  ASSERT_EQ(Run("fusermount3 -u " + dir).exit_code, 0);
+  EXPECT_FALSE(IsMounted(dir));
+
+  // Errors before the mount is live come back from the command itself.
+  CommandResult bad = Run(std::string(ROS2_FUSE_PATH) + " --data-dir " + cluster_->dir() + " nosuchpool c1 " + dir);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.out.find("nosuchpool"), std::string::npos) << bad.out;
+  EXPECT_FALSE(IsMounted(dir));
+  CommandResult usage = Run(std::string(ROS2_FUSE_PATH) + " --data-cache maybe p1 c1 " + dir);
+  EXPECT_EQ(usage.exit_code, 2) << usage.out;
+}
+
+TEST_F(FuseMountTest, TarTreeInAndOutAndGitCommit) {
+  // A snapshot of the source tree (other work may change src/ meanwhile),
+  // with a symlink and an empty directory added.
+  std::string src = std::string(ROS2_SOURCE_DIR) + "/src";
+  ASSERT_EQ(
+      Run("mkdir -p " + L("orig") + " && tar -C " + src + " -cf - . | tar -C " + L("orig") + " -xf - && ln -s common " +
+          L("orig/link-to-common") + " && mkdir " + L("orig/empty") + " && chmod 0750 " + L("orig/empty"))
+          .exit_code,
+      0);
+  CommandResult in =
+      Run("mkdir " + C("tree") + " && tar -C " + L("orig") + " -cf - . | tar -C " + C("tree") + " -xf -");
+  ASSERT_EQ(in.exit_code, 0) << in.out;
+  CommandResult out = Run("mkdir " + L("out") + " && tar -C " + C("tree") + " -cf - . | tar -C " + L("out") + " -xf -");
+  ASSERT_EQ(out.exit_code, 0) << out.out;
+  CommandResult diff = Run("diff -r " + L("orig") + " " + L("out"));
+  EXPECT_EQ(diff.exit_code, 0) << diff.out;
+  // The other mount (no page cache) sees the same bytes.
+  CommandResult diff_direct = Run("diff -r " + L("orig") + " " + D("tree"));
+  EXPECT_EQ(diff_direct.exit_code, 0) << diff_direct.out;
+  CommandResult modes = Run("stat -c '%a %F' " + D("tree/empty") + " " + D("tree/link-to-common"));
+  EXPECT_EQ(modes.out, "750 directory\n777 symbolic link\n");
+  CommandResult mtimes = Run("test \"$(stat -c %Y " + L("orig/CMakeLists.txt") + ")\" = \"$(stat -c %Y " +
+                             D("tree/CMakeLists.txt") + ")\"");
+  EXPECT_EQ(mtimes.exit_code, 0) << "tar's utimens did not stick";
+
+  // git: lock files (O_EXCL), renames over files, fsync, mmap, chmod probes.
+  std::string git = "git -c user.name=ros2 -c user.email=ros2@example.com -c init.defaultBranch=main";
+  std::string repo = C("repo");
+  CommandResult commit =
+      Run("set -e; mkdir " + repo + "; cd " + repo + "; " + git + " init -q .; cp -r " + L("orig/common") + " " +
+          L("orig/fuse") + " .; " + git + " add -A; " + git + " commit -q -m first; echo change >> common/status.h; " +
+          git + " commit -q -am second; " + git + " log --oneline | wc -l; " + git + " status --porcelain | wc -l; " +
+          git + " fsck --full 2>&1; " + git + " diff --stat HEAD~1 | tail -1");
+  ASSERT_EQ(commit.exit_code, 0) << commit.out;
+  EXPECT_NE(commit.out.find("2\n0\n"), std::string::npos) << commit.out;
+  EXPECT_NE(commit.out.find("1 file changed, 1 insertion"), std::string::npos) << commit.out;
+  // A clone through the other mount checks out the same tree.
+  CommandResult clone = Run("set -e; cd " + direct_->path() + "; " + git + " clone -q " + repo + " clone; diff -r " +
+                            L("orig/fuse") + " clone/fuse");
+  EXPECT_EQ(clone.exit_code, 0) << clone.out;
+}
+
+TEST_F(FuseMountTest, OneGiBFileByDdComparesByteForByte) {
+  ASSERT_EQ(Run("dd if=/dev/urandom of=" + L("big") + " bs=1M count=1024 status=none").exit_code, 0);
+  CommandResult dd = Run("dd if=" + L("big") + " of=" + D("big") + " bs=1M status=none conv=fsync");
+  ASSERT_EQ(dd.exit_code, 0) << dd.out;
+  struct stat st {};
+  ASSERT_EQ(::stat(D("big").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 1073741824);
+  CommandResult cmp = Run("cmp " + L("big") + " " + D("big"));
+  EXPECT_EQ(cmp.exit_code, 0) << cmp.out;
+  std::filesystem::remove(L("big"));
+}
+
+TEST_F(FuseMountTest, FioPsyncAndIoUringVerifyTheirData) {
+  ASSERT_EQ(::mkdir(D("fio").c_str(), 0755), 0);
+  std::string common = " --directory=" + D("fio") + " --size=64M --verify=crc32c --do_verify=1 --group_reporting";
+  CommandResult psync = Run("fio --name=psync --ioengine=psync --rw=write --bs=1M" + common);
+  EXPECT_EQ(psync.exit_code, 0) << psync.out;
+  CommandResult uring =
+      Run("fio --name=uring --ioengine=io_uring --direct=1 --iodepth=8 --rw=randwrite --bs=64k" + common);
+  EXPECT_EQ(uring.exit_code, 0) << uring.out;
+  // Through the page cache too.
+  ASSERT_EQ(::mkdir(C("fio-cached").c_str(), 0755), 0);
+  CommandResult cached =
+      Run("fio --name=cached --ioengine=psync --rw=randwrite --bs=16k --size=16M --verify=crc32c "
+          "--directory=" +
+          C("fio-cached"));
+  EXPECT_EQ(cached.exit_code, 0) << cached.out;
+  for (const auto* out : {&psync.out, &uring.out, &cached.out}) {
+    EXPECT_EQ(out->find("verify: bad"), std::string::npos) << *out;
+    EXPECT_NE(out->find("err= 0"), std::string::npos) << *out;
+  }
+}
+
+TEST_F(FuseMountTest, ConcurrentWritersAndReadersOnDistinctFiles) {
+  ASSERT_EQ(::mkdir(D("conc").c_str(), 0755), 0);
+  ASSERT_EQ(
+      Run("head -c 16M /dev/urandom > " + L("shared") + " && cp " + L("shared") + " " + D("conc/shared")).exit_code, 0);
+  std::vector<pid_t> pids;
+  for (int i = 0; i < 4; ++i) {
+    std::string n = std::to_string(i);
+    // Each writer: its own random data, written with one block size, read back with another.
+    pids.push_back(SpawnShell("set -e; head -c 24M /dev/urandom > " + L("w" + n) + "; dd if=" + L("w" + n) +
+                                  " of=" + D("conc/w" + n) + " bs=" + std::to_string(64 << i) + "k status=none; cmp " +
+                                  L("w" + n) + " " + D("conc/w" + n) + "; cmp " + L("w" + n) + " " + C("conc/w" + n),
+                              L("writer" + n + ".log")));
+  }
+  for (int i = 0; i < 2; ++i) {
+    std::string n = std::to_string(i);
+    pids.push_back(SpawnShell("set -e; for k in 1 2 3; do cmp " + L("shared") + " " + D("conc/shared") + "; cmp " +
+                                  L("shared") + " " + C("conc/shared") + "; done",
+                              L("reader" + n + ".log")));
+  }
+  for (size_t i = 0; i < pids.size(); ++i) {
+    std::string what = i < 4 ? "writer" + std::to_string(i) : "reader" + std::to_string(i - 4);
+    EXPECT_EQ(WaitExit(pids[i], std::chrono::seconds(180)), 0) << what << ": " << ReadWholeFile(L(what + ".log"));
+  }
+  CommandResult sizes = Run("stat -c %s " + D("conc/w0") + " " + D("conc/w3"));
+  EXPECT_EQ(sizes.out, "25165824\n25165824\n");
+}
+
+// Writes `data` to `path` (created or truncated).
+bool WriteFile(const std::string& path, const std::string& data) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, data.data(), data.size()) == static_cast<ssize_t>(data.size());
+  return ::close(fd) == 0 && ok;
+}
+
+TEST_F(FuseMountTest, PosixErrorsAndMetadataThroughTheMount) {
+  // mkdir of an existing name, rmdir of a non-empty directory, type mismatches.
+  ASSERT_EQ(::mkdir(D("d").c_str(), 0755), 0);
+  EXPECT_EQ(::mkdir(D("d").c_str(), 0755), -1);
+  EXPECT_EQ(errno, EEXIST);
+  ASSERT_TRUE(WriteFile(D("d/f"), "x"));
+  EXPECT_EQ(::rmdir(D("d").c_str()), -1);
+  EXPECT_EQ(errno, ENOTEMPTY);
+  EXPECT_EQ(::rmdir(D("d/f").c_str()), -1);
+  EXPECT_EQ(errno, ENOTDIR);
+  EXPECT_EQ(::unlink(D("d").c_str()), -1);
+  EXPECT_EQ(errno, EISDIR);
+  EXPECT_EQ(::open(D("d/f").c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644), -1);
+  EXPECT_EQ(errno, EEXIST);
+  EXPECT_EQ(::open(D("d/missing").c_str(), O_RDONLY), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(::open(D(std::string(256, 'n')).c_str(), O_CREAT | O_WRONLY, 0644), -1);
+  EXPECT_EQ(errno, ENAMETOOLONG);
+  EXPECT_EQ(::mkfifo(D("fifo").c_str(), 0644), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(::link(D("d/f").c_str(), D("hardlink").c_str()), -1);
+  EXPECT_EQ(errno, EPERM);
+  ASSERT_EQ(::unlink(D("d/f").c_str()), 0);
+  EXPECT_EQ(::rmdir(D("d").c_str()), 0);
+
+  // rename over an existing file, across directories, and its flags.
+  ASSERT_EQ(::mkdir(D("r").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFile(D("r/a"), "one"));
+  ASSERT_TRUE(WriteFile(D("r/b"), "two"));
+  ASSERT_EQ(::rename(D("r/a").c_str(), D("r/b").c_str()), 0) << std::strerror(errno);
+  EXPECT_EQ(ReadWholeFile(D("r/b")), "one");
+  EXPECT_FALSE(std::filesystem::exists(D("r/a")));
+  ASSERT_TRUE(WriteFile(D("r/c"), "three"));
+  EXPECT_EQ(::renameat2(AT_FDCWD, D("r/c").c_str(), AT_FDCWD, D("r/b").c_str(), RENAME_NOREPLACE), -1);
+  EXPECT_EQ(errno, EEXIST);
+  EXPECT_EQ(::renameat2(AT_FDCWD, D("r/c").c_str(), AT_FDCWD, D("r/b").c_str(), RENAME_EXCHANGE), -1);
+  EXPECT_EQ(errno, EINVAL);
+  ASSERT_EQ(::mkdir(D("r2").c_str(), 0755), 0);
+  ASSERT_EQ(::rename(D("r/c").c_str(), D("r2/moved").c_str()), 0);
+  EXPECT_EQ(ReadWholeFile(D("r2/moved")), "three");
+  EXPECT_EQ(ReadWholeFile(C("r2/moved")), "three");
+  ASSERT_EQ(::rename(D("r2").c_str(), D("r/sub").c_str()), 0);  // a directory moves too
+  EXPECT_EQ(ReadWholeFile(D("r/sub/moved")), "three");
+
+  // 1,000 entries: readdir sees each once, ls counts them.
+  ASSERT_EQ(::mkdir(D("many").c_str(), 0755), 0);
+  for (int i = 0; i < 1000; ++i) {
+    int fd = ::open(D("many/f" + std::to_string(i)).c_str(), O_CREAT | O_EXCL | O_WRONLY, 0644);
+    ASSERT_GE(fd, 0) << i << ": " << std::strerror(errno);
+    ::close(fd);
+  }
+  DIR* dir = ::opendir(D("many").c_str());
+  ASSERT_NE(dir, nullptr);
+  std::vector<bool> seen(1000, false);
+  int entries = 0, dots = 0;
+  while (dirent* de = ::readdir(dir)) {
+    std::string name = de->d_name;
+    if (name == "." || name == "..") {
+      ++dots;
+      continue;
+    }
+    ASSERT_EQ(name[0], 'f') << name;
+    int i = std::stoi(name.substr(1));
+    EXPECT_FALSE(seen[static_cast<size_t>(i)]) << name << " listed twice";
+    seen[static_cast<size_t>(i)] = true;
+    ++entries;
+  }
+  ::closedir(dir);
+  EXPECT_EQ(entries, 1000);
+  EXPECT_EQ(dots, 2);
+  EXPECT_EQ(Run("ls " + C("many") + " | wc -l").out, "1000\n");
+  EXPECT_EQ(Run("ls -l " + D("many") + " | grep -c '^-rw-r--r--'").out, "1000\n");
+
+  // symlink + readlink.
+  ASSERT_EQ(::symlink("some/where/else", D("lnk").c_str()), 0);
+  char target[64] = {};
+  ASSERT_EQ(::readlink(D("lnk").c_str(), target, sizeof(target)), 15);
+  EXPECT_STREQ(target, "some/where/else");
+  struct stat st {};
+  ASSERT_EQ(::lstat(D("lnk").c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode));
+  EXPECT_EQ(st.st_size, 15);
+
+  // chmod, utimens, truncate shrink and grow (the grown part reads as zeros), stat size.
+  std::string data(10000, 'a');
+  ASSERT_TRUE(WriteFile(D("t"), data));
+  ASSERT_EQ(::stat(D("t").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 10000);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  ASSERT_EQ(::chmod(D("t").c_str(), 0600), 0);
+  ASSERT_EQ(::stat(D("t").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  struct timespec times[2] = {{1000000000, 5}, {1200000000, 7}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, D("t").c_str(), times, 0), 0);
+  ASSERT_EQ(::stat(D("t").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mtim.tv_sec, 1200000000);
+  EXPECT_EQ(st.st_mtim.tv_nsec, 7);
+  ASSERT_EQ(Run("truncate -s 4000 " + D("t")).exit_code, 0);
+  ASSERT_EQ(::stat(D("t").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 4000);
+  ASSERT_EQ(Run("truncate -s 20000 " + D("t")).exit_code, 0);
+  ASSERT_EQ(::stat(D("t").c_str(), &st), 0);
+  EXPECT_EQ(st.st_size, 20000);
+  std::string back = ReadWholeFile(D("t"));
+  ASSERT_EQ(back.size(), 20000u);
+  EXPECT_EQ(back.substr(0, 4000), std::string(4000, 'a'));
+  EXPECT_EQ(back.substr(4000), std::string(16000, '\0'));
+
+  // statfs reports the pool's space.
+  struct statvfs vfs {};
+  ASSERT_EQ(::statvfs(direct_->path().c_str(), &vfs), 0);
+  EXPECT_GT(vfs.f_blocks, 0u);
+  EXPECT_LE(vfs.f_bfree, vfs.f_blocks);
+  EXPECT_EQ(vfs.f_namemax, 255u);
+}
+
+}  // namespace
+}  // namespace ros2::fuse

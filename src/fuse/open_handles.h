@@ -1,0 +1,50 @@
+// Handles of open files and directories, stored in fuse_file_info::fh.
+//
+// An OpenFile carries a copy of the file's DFS Entry taken at open, so reads
+// and writes need no inode-table lookup. An OpenDirectory carries the listing
+// read so far: FUSE readdir offsets are indexes into it (0 is ".", 1 is "..",
+// 2 + i is entry i), so a reader resuming at any offset it was given sees a
+// stable sequence even while the directory changes. The kernel serializes
+// readdir on one open directory; the mutex guards against misbehaving callers.
+//
+// A handle is created by open/opendir/create and destroyed by
+// release/releasedir; fh holds its address in between (released ownership of
+// a unique_ptr, taken back exactly once).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ros2/dfs.h"
+
+namespace ros2::fuse {
+
+struct OpenFile {
+  dfs::Entry entry;
+};
+
+struct OpenDirectory {
+  dfs::Entry dir;
+  std::mutex mu;
+  dfs::DirAnchor anchor;
+  std::vector<dfs::DirEntry> listed;
+};
+
+template <typename T>
+uint64_t ReleaseToHandle(std::unique_ptr<T> object) {
+  return reinterpret_cast<uint64_t>(object.release());
+}
+
+template <typename T>
+T& HandleObject(uint64_t fh) {
+  return *reinterpret_cast<T*>(fh);
+}
+
+template <typename T>
+std::unique_ptr<T> TakeHandle(uint64_t fh) {
+  return std::unique_ptr<T>(reinterpret_cast<T*>(fh));
+}
+
+}  // namespace ros2::fuse
