@@ -16,6 +16,7 @@
 #include "control/control_server.h"
 #include "control/credentials.h"
 #include "control/management_client.h"
+#include "engine/joined_sync.h"
 
 namespace ros2::engine {
 
@@ -39,6 +40,7 @@ Status Engine::StartAll() {
   if (ec) return Status::IOError(fmt::format("engine: create data dir {}: {}", config_.data_dir, ec.message()));
   std::filesystem::remove(ready_file(), ec);
   ROS2_RETURN_IF_ERROR(LoadEngineId());
+  ROS2_RETURN_IF_ERROR(LoadTombstones());
 
   auto transport = transport::Context::Create(config_.transport);
   if (!transport.ok()) return transport.status().WithContext("engine: transport");
@@ -85,6 +87,15 @@ Status Engine::LoadEngineId() {
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Status::IOError(fmt::format("engine: rename {} to {}: {}", tmp, path, ec.message()));
+  return Status::Ok();
+}
+
+Status Engine::LoadTombstones() {
+  auto log = TombstoneLog::Open(config_.data_dir + "/destroyed.log");
+  if (!log.ok()) return log.status();
+  tombstones_ = std::make_unique<TombstoneLog>(std::move(log->first));
+  std::lock_guard lock(env_.destroyed_mu);
+  env_.destroyed = std::move(log->second);
   return Status::Ok();
 }
 
@@ -181,6 +192,27 @@ Status Engine::JoinManagement() {
   control_address_ = config_.control.join;
   ROS2_LOG_INFO("engine {}: joined {} (map version {})", env_.engine_id.ToString(), config_.control.join,
                 reply->map_version());
+
+  JoinedSyncOptions sync;
+  sync.data_dir = config_.data_dir;
+  sync.interval = config_.control.sync_interval;
+  sync.verifier = joined_verifier_.get();
+  sync.opened_shards = [this] {
+    std::lock_guard lock(env_.opened_mu);
+    return std::vector<std::pair<Uuid, Uuid>>(env_.opened.begin(), env_.opened.end());
+  };
+  // Shards stay in `opened` (and on disk until the targets delete them): report
+  // each destruction once.
+  sync.on_pool_destroyed = [this](const Uuid& pool) {
+    if (!env_.IsDestroyed(pool, Uuid())) (void)OnPoolDestroy(pool);
+  };
+  sync.on_container_destroyed = [this](const Uuid& pool, const Uuid& c) {
+    if (!env_.IsDestroyed(pool, c)) (void)OnContainerDestroy(pool, c);
+  };
+  joined_sync_ = std::make_unique<JoinedSync>(
+      std::make_unique<control::ManagementClient>(*channel, control::Credentials{config_.control.join_tenant, *secret}),
+      std::move(sync));
+  joined_sync_->Start();
   return Status::Ok();
 }
 
@@ -215,6 +247,7 @@ void Engine::Shutdown() {
   shut_down_ = true;
   std::error_code ec;
   std::filesystem::remove(ready_file(), ec);
+  if (joined_sync_) joined_sync_->Stop();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   // Targets drain in parallel: each waits at most the shutdown grace.
   std::vector<std::thread> stoppers;
@@ -224,29 +257,34 @@ void Engine::Shutdown() {
   grpc_.reset();
   env_.verifier.store(nullptr, std::memory_order_release);
   control_.reset();
+  joined_sync_.reset();
   joined_verifier_.reset();
   transport_.reset();
   ROS2_LOG_INFO("engine {}: stopped", env_.engine_id.ToString());
 }
 
-Status Engine::OnPoolDestroy(const Uuid& pool) {
-  {
-    std::lock_guard lock(env_.destroyed_mu);
-    env_.destroyed.emplace_back(pool, Uuid());
-  }
-  env_.destroyed_version.fetch_add(1, std::memory_order_release);
-  for (auto& t : targets_) t->DestroyPool(pool);
-  return Status::Ok();
-}
-
-Status Engine::OnContainerDestroy(const Uuid& pool, const Uuid& container) {
+Status Engine::RecordDestroyed(const Uuid& pool, const Uuid& container) {
+  // Durable first: a restart must not reopen (recreate) the destroyed shards.
+  Status st = tombstones_ ? tombstones_->Append(pool, container) : Status::Ok();
+  if (!st.ok()) ROS2_LOG_ERROR("engine {}: {}", env_.engine_id.ToString(), st.ToString());
   {
     std::lock_guard lock(env_.destroyed_mu);
     env_.destroyed.emplace_back(pool, container);
   }
   env_.destroyed_version.fetch_add(1, std::memory_order_release);
+  return st;
+}
+
+Status Engine::OnPoolDestroy(const Uuid& pool) {
+  Status st = RecordDestroyed(pool, Uuid());
+  for (auto& t : targets_) t->DestroyPool(pool);
+  return st;
+}
+
+Status Engine::OnContainerDestroy(const Uuid& pool, const Uuid& container) {
+  Status st = RecordDestroyed(pool, container);
   for (auto& t : targets_) t->DestroyContainer(pool, container);
-  return Status::Ok();
+  return st;
 }
 
 uint64_t Engine::PoolUsedBytes(const Uuid& pool) {

@@ -12,7 +12,10 @@
 // their VOS shards, the control plane closes.
 //
 // The Engine is the EngineHooks of its embedded control plane: container and
-// pool destruction delete the shards on every target. Start() and Shutdown()
+// pool destruction delete the shards on every target, after a durable
+// tombstone (tombstones.h) so no restart or stale capability recreates them. A
+// joined engine learns of destructions and closed sessions from its
+// management endpoint through JoinedSync (joined_sync.h). Start() and Shutdown()
 // are called from one thread (main); the hooks from gRPC threads.
 #pragma once
 
@@ -28,7 +31,9 @@
 #include "control/control_plane.h"
 #include "control/engine_hooks.h"
 #include "engine/engine_config.h"
+#include "engine/joined_sync.h"
 #include "engine/target.h"
+#include "engine/tombstones.h"
 #include "transport/transport.h"
 
 namespace ros2::engine {
@@ -60,6 +65,9 @@ class Engine : public control::EngineHooks {
   explicit Engine(EngineConfig config) : config_(std::move(config)) {}
   Status StartAll();
   Status LoadEngineId();
+  Status LoadTombstones();
+  // Tombstones (durably) and retires a destroyed pool (container nil) or container.
+  Status RecordDestroyed(const Uuid& pool, const Uuid& container);
   Status StartEmbeddedControl();
   Status StartTargets();
   control::EngineRegistration Registration() const;
@@ -73,6 +81,8 @@ class Engine : public control::EngineHooks {
   TargetEnvironment env_;
   std::unique_ptr<control::ControlPlane> control_;
   std::unique_ptr<control::CapabilityVerifier> joined_verifier_;
+  std::unique_ptr<JoinedSync> joined_sync_;    // joined mode: revocations and destructions
+  std::unique_ptr<TombstoneLog> tombstones_;  // <data_dir>/destroyed.log
   std::vector<std::unique_ptr<Target>> targets_;
   std::unique_ptr<grpc::Server> grpc_;
   std::string control_address_;  // embedded: the Unix socket; joined: the joined endpoint

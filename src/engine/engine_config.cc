@@ -60,7 +60,8 @@ Status ApplyTransport(const YAML::Node& node, const std::string& where, transpor
 
 Status ApplyControl(const YAML::Node& node, const std::string& where, ControlConfig* c) {
   ROS2_RETURN_IF_ERROR(CheckKnownKeys(
-      node, where, {"socket", "listen", "join", "join_tenant", "join_secret_file", "address", "capability_lifetime"}));
+      node, where, {"socket", "listen", "join", "join_tenant", "join_secret_file", "address", "capability_lifetime",
+                   "sync_interval"}));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "socket", &c->socket));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "listen", &c->listen));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "join", &c->join));
@@ -68,6 +69,10 @@ Status ApplyControl(const YAML::Node& node, const std::string& where, ControlCon
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "join_secret_file", &c->join_secret_file));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "address", &c->address));
   ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "capability_lifetime", &c->capability_lifetime));
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "sync_interval", &c->sync_interval));
+  if (c->sync_interval < std::chrono::milliseconds(100)) {
+    return Status::InvalidArgument(fmt::format("{}.sync_interval: must be at least 100ms", where));
+  }
   if (c->capability_lifetime < std::chrono::seconds(1)) {
     return Status::InvalidArgument(fmt::format("{}.capability_lifetime: must be at least 1s", where));
   }

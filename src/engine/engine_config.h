@@ -39,6 +39,9 @@ struct ControlConfig {
   std::string join_secret_file;                                          // secret of join_tenant (required with join)
   std::string address;                                                   // informative host name; empty: gethostname()
   std::chrono::milliseconds capability_lifetime{std::chrono::hours(1)};  // expiry of issued capabilities
+  // Joined mode: how often revocations and destroyed pools/containers are
+  // fetched from the management endpoint.
+  std::chrono::milliseconds sync_interval{2000};
 };
 
 struct EngineConfig {

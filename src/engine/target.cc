@@ -271,6 +271,10 @@ Result<Target::Shard*> Target::ShardFor(const Uuid& pool, const Uuid& container)
   AddToEpoll(shard->vos->event_fd());
   ROS2_LOG_INFO("engine target {}: opened shard of container {} ({})", index_, container.ToString(),
                 vos::StorageClassName(options.storage_class));
+  {
+    std::lock_guard lock(env_->opened_mu);
+    env_->opened.emplace(pool, container);
+  }
   Shard* raw = shard.get();
   shards_.emplace(key, std::move(shard));
   return raw;

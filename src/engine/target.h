@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -63,6 +64,10 @@ struct TargetEnvironment {
   std::vector<std::pair<Uuid, Uuid>> destroyed;  // GUARDED_BY(destroyed_mu)
   std::atomic<uint64_t> destroyed_version{0};    // bumped after each addition
   bool IsDestroyed(const Uuid& pool, const Uuid& container);
+  // Every (pool, container) a shard was opened for since the engine started (a
+  // joined engine reconciles them with its management endpoint).
+  std::mutex opened_mu;
+  std::set<std::pair<Uuid, Uuid>> opened;  // GUARDED_BY(opened_mu)
 };
 
 class Target {

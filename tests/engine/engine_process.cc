@@ -49,6 +49,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
       y << "  join_secret_file: " << options.join_secret_file << "\n";
     }
     if (!options.capability_lifetime.empty()) y << "  capability_lifetime: " << options.capability_lifetime << "\n";
+    if (!options.sync_interval.empty()) y << "  sync_interval: " << options.sync_interval << "\n";
     y << "  address: test-host\n";
   }
   const std::string ready = dir + "/engine.ready";

@@ -51,6 +51,7 @@ struct EngineOptions {
   std::string join;  // management endpoint to join (empty: embedded control plane)
   std::string join_secret_file;
   std::string capability_lifetime;  // e.g. "2s"; empty: the default
+  std::string sync_interval;        // joined engines, e.g. "200ms"; empty: the default
   std::string shutdown_grace = "3s";
 };
 

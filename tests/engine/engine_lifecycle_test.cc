@@ -1,0 +1,179 @@
+// Pool and container lifecycle across engines and restarts: a destroyed
+// container's shards are never recreated (durable tombstones), and an engine
+// that joined another's management endpoint follows destructions and closed
+// sessions made there.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "control/control_channel.h"
+#include "control/management_client.h"
+#include "control/session_client.h"
+#include "engine_cluster.h"
+#include "engine_process.h"
+#include "object_session.h"
+
+namespace ros2::testing {
+namespace {
+
+using transport::TransportKind;
+
+// Does any target of the engine in `engine_dir` hold a shard of `container`?
+bool HasShardDir(const std::string& engine_dir, const std::string& pool, const std::string& container) {
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator(engine_dir + "/targets", ec)) {
+    if (std::filesystem::exists(t.path() / pool / container)) return true;
+  }
+  return false;
+}
+
+// An update of `container` sent with `capability` through `session`'s endpoints
+// (the session may belong to another container of the same pool).
+Status UpdateWith(ObjectSession& session, uint32_t target, const Uuid& container, const std::string& capability,
+                  const ObjectId& oid) {
+  obj::UpdateRequest req;
+  req.header = session.Header(target);
+  req.header.container = container;
+  req.oid = oid;
+  req.dkey = "d";
+  req.akey = "a";
+  const auto data = Pattern(64, 7);
+  req.length = data.size();
+  const std::string saved = session.capability;
+  session.capability = capability;
+  auto reply = session.Call(target, obj::Opcode::kUpdate, obj::Encode(req), data);
+  session.capability = saved;
+  return reply.status();
+}
+
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds limit) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
+
+TEST(EngineLifecycle, DestroyedContainerStaysDestroyedAcrossRestart) {
+  EngineCluster c;
+  EngineOptions options{.transport = "tcp", .storage_class = "nvme", .targets = 1};
+  ASSERT_NO_FATAL_FAILURE(c.Start(options));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{64} << 20));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "gone"));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "kept"));
+  const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 1, 1);
+  std::string pool_uuid, gone_uuid, gone_capability;
+  {
+    auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "gone", TransportKind::kTcp);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ROS2_ASSERT_OK((*s)->UpdateSingle(oid, "d", "a", Pattern(100, 1)));
+    pool_uuid = (*s)->container().container.pool_uuid();
+    gone_uuid = (*s)->container().container.uuid();
+    gone_capability = (*s)->capability;
+  }
+  const std::string engine_dir = c.dir.path() + "/engine0";
+  ASSERT_TRUE(HasShardDir(engine_dir, pool_uuid, gone_uuid));
+  ASSERT_TRUE(c.mgmt->DestroyContainer("p", "gone").ok());
+  ASSERT_TRUE(WaitFor([&] { return !HasShardDir(engine_dir, pool_uuid, gone_uuid); }, std::chrono::seconds(5)));
+
+  c.engine->Kill();
+  options.data_dir = engine_dir;
+  auto restarted = EngineProcess::Start(options);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  c.engine = std::move(*restarted);
+  ASSERT_NO_FATAL_FAILURE(c.Connect());
+
+  // The old capability is still unexpired and correctly signed; the tombstone
+  // alone must stop it from recreating the destroyed container's shard.
+  auto kept = ObjectSession::Open(c.engine->control(), c.admin, "p", "kept", TransportKind::kTcp);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  Status st = UpdateWith(**kept, 0, *Uuid::Parse(gone_uuid), gone_capability, oid);
+  EXPECT_EQ(st.code(), Status::Code::kNotFound) << st.ToString();
+  EXPECT_FALSE(HasShardDir(engine_dir, pool_uuid, gone_uuid)) << "a destroyed container's shard was recreated";
+  ROS2_ASSERT_OK((*kept)->UpdateSingle(oid, "d", "a", Pattern(100, 2)));  // the pool's other container still works
+  auto rc = c.engine->Terminate();
+  ASSERT_TRUE(rc.ok());
+  EXPECT_EQ(*rc, 0) << c.engine->LogTail();
+}
+
+TEST(EngineLifecycle, JoinedEngineFollowsDestructionsAndClosedSessions) {
+  EngineCluster c;
+  // nvme shards, so the test can watch their directories come and go.
+  ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .storage_class = "nvme", .targets = 1}));
+  EngineOptions second;
+  second.storage_class = "nvme";
+  second.data_dir = c.dir.path() + "/engine1";
+  second.transport = "tcp";
+  second.targets = 1;
+  second.join = c.engine->control();
+  second.join_secret_file = c.engine->admin_secret_file();
+  second.sync_interval = "200ms";
+  auto e1 = EngineProcess::Start(second);
+  ASSERT_TRUE(e1.ok()) << e1.status().ToString();
+  const std::string joined_engine = (*e1)->engine_id();
+
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("wide", uint64_t{8} << 20));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("wide", "c1"));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("wide", "c2"));
+
+  // Finds an object of `s` placed on the joined engine.
+  auto object_on_joined = [&](ObjectSession& s, uint32_t* target) {
+    for (uint64_t i = 0; i < 64; ++i) {
+      const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 2, i);
+      auto t = s.TargetOf(oid, "d");
+      if (t.ok() && s.engine_of(*t) == joined_engine) {
+        *target = *t;
+        return oid;
+      }
+    }
+    ADD_FAILURE() << "no object of 64 placed on the joined engine";
+    return ObjectId{};
+  };
+
+  // 1. A container destroyed at the management endpoint disappears from the
+  //    joined engine, and its capability stops working there.
+  auto s1 = ObjectSession::Open(c.engine->control(), c.admin, "wide", "c1", TransportKind::kTcp);
+  ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+  uint32_t target = 0;
+  const ObjectId oid1 = object_on_joined(**s1, &target);
+  ROS2_ASSERT_OK((*s1)->UpdateSingle(oid1, "d", "a", Pattern(100, 1)));
+  const std::string pool_uuid = (*s1)->container().container.pool_uuid();
+  const std::string c1_uuid = (*s1)->container().container.uuid();
+  ASSERT_TRUE(HasShardDir(second.data_dir, pool_uuid, c1_uuid));
+  ASSERT_TRUE(c.mgmt->DestroyContainer("wide", "c1").ok());
+  EXPECT_TRUE(WaitFor([&] { return !HasShardDir(second.data_dir, pool_uuid, c1_uuid); }, std::chrono::seconds(10)))
+      << "the joined engine kept the destroyed container's shard";
+  EXPECT_FALSE((*s1)->UpdateSingle(oid1, "d", "a", Pattern(100, 2)).ok());
+  EXPECT_FALSE(HasShardDir(second.data_dir, pool_uuid, c1_uuid));
+
+  // 2. A session closed at the management endpoint is refused by the joined
+  //    engine once it synced the revocation.
+  auto s2 = ObjectSession::Open(c.engine->control(), c.admin, "wide", "c2", TransportKind::kTcp);
+  ASSERT_TRUE(s2.ok()) << s2.status().ToString();
+  const ObjectId oid2 = object_on_joined(**s2, &target);
+  ROS2_ASSERT_OK((*s2)->UpdateSingle(oid2, "d", "a", Pattern(100, 3)));
+  auto channel = control::MakeControlChannel({.address = c.engine->control()});
+  ASSERT_TRUE(channel.ok());
+  control::SessionClient sessions(*channel);
+  ASSERT_TRUE(sessions.Disconnect(c.admin, (*s2)->pool().session_uuid).ok());
+  Status last;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        last = (*s2)->UpdateSingle(oid2, "d", "a", Pattern(100, 4)).status();
+        return !last.ok();
+      },
+      std::chrono::seconds(10)))
+      << "the joined engine still accepts a closed session's capability";
+  EXPECT_EQ(last.code(), Status::Code::kUnauthenticated) << last.ToString();
+
+  auto rc = (*e1)->Terminate();
+  ASSERT_TRUE(rc.ok());
+  EXPECT_EQ(*rc, 0) << (*e1)->LogTail();
+}
+
+}  // namespace
+}  // namespace ros2::testing
