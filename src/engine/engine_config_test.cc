@@ -62,6 +62,7 @@ TEST(EngineConfig, ErrorsNameTheKey) {
       {"vos: { path: /x }", "vos.path"},
       {"transport: { kind: carrier-pigeon }", "transport.kind"},
       {"control: { joinn: x }", "control.joinn"},
+      {"control: { sync_interval: 10ms }", "control.sync_interval"},
       {"transport: { inline_limit: 2GiB }", "inline_limit"},
   };
   for (const auto& tc : cases) {
