@@ -7,6 +7,8 @@
 // some view (extents partly hidden are kept whole, not trimmed). A punch
 // tombstone at or below `upto` goes once no version it covers is older than it.
 // Akeys with updates in flight are skipped until a later pass.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "vos/vos_store.h"
@@ -103,6 +105,7 @@ Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
       for (const VisiblePiece& p : ResolveVisible(std::move(candidates), 0, ~uint64_t{0})) keep[p.id] = true;
     }
     size_t kept = 0;
+    if (std::find(keep.begin(), keep.end(), false) != keep.end()) extent_cache_.Erase(scope);
     for (size_t i = 0; i < versions.size(); ++i) {
       if (keep[i]) {
         ++kept;

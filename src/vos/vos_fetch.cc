@@ -142,6 +142,102 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
   f->size = f->deliver = op.buffer.size();
   Epoch punched = PunchedAt(akey_scope, dkey_scope_len, op.epoch);
   std::vector<ExtentCandidate> candidates;
+  if (const ExtentCache::Extents* cached = CachedExtents(akey_scope)) {
+    ROS2_RETURN_IF_ERROR(CollectCachedSources(f, *cached, h, punched, &candidates));
+  } else {
+    ROS2_RETURN_IF_ERROR(CollectStoredSources(f, akey_scope, h, punched, &candidates));
+  }
+  std::vector<VisiblePiece> pieces = ResolveVisible(std::move(candidates), lo, hi);
+  uint64_t pos = lo;
+  for (const VisiblePiece& p : pieces) {
+    if (p.begin > pos) std::memset(op.buffer.data() + (pos - lo) * rs, 0, (p.begin - pos) * rs);
+    const SourceVersion& src = f->sources[p.id];
+    AddPiece(f, p.id, (p.begin - src.index) * rs, (p.end - src.index) * rs, (p.begin - lo) * rs);
+    pos = p.end;
+  }
+  if (pos < hi) std::memset(op.buffer.data() + (pos - lo) * rs, 0, (hi - pos) * rs);
+  return Status::Ok();
+}
+
+const ExtentCache::Extents* VosStore::CachedExtents(std::string_view akey_scope) {
+  if (const ExtentCache::Extents* hit = extent_cache_.Find(akey_scope)) return hit;
+  if (extent_cache_.IsUncacheable(akey_scope)) return nullptr;
+  ExtentCache::Extents loaded;
+  std::string prefix = keys::TreeKey(akey_scope) + keys::kExtentKind;
+  rocksdb::Iterator* it = FetchIterator();
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    std::string_view k = it->key().ToStringView().substr(prefix.size());
+    auto rec = DecodeValueRecord(it->value().ToStringView(), "stored version", kAllChecksums);
+    if (k.size() != 17 || !rec.ok() || loaded.size() >= ExtentCache::kMaxExtentsPerAkey) {
+      extent_cache_.MarkUncacheable(akey_scope);
+      return nullptr;
+    }
+    ExtentSlot slot{static_cast<uint8_t>(k[0]), keys::ReadU64(k.substr(1)), ~keys::ReadU64(k.substr(9))};
+    CachedExtent e;
+    e.rec = std::move(*rec);
+    if (!e.rec.external) e.inline_data.assign(e.rec.inline_data);
+    e.rec.inline_data = {};
+    loaded.emplace(slot, std::move(e));
+  }
+  if (!it->status().ok()) return nullptr;  // the RocksDB path reports the error
+  return extent_cache_.Insert(akey_scope, std::move(loaded));
+}
+
+Status VosStore::CollectCachedSources(FetchState* f, const ExtentCache::Extents& extents, const AkeyHeader& h,
+                                      Epoch punched, std::vector<ExtentCandidate>* candidates) {
+  const FetchOp& op = f->op;
+  uint64_t lo = op.index;
+  uint64_t hi = op.index + op.count;
+  uint64_t rs = op.record_size;
+  for (int c = 0; c <= keys::kMaxSizeClass; ++c) {
+    if ((h.class_mask & (uint64_t{1} << c)) == 0) continue;
+    // An extent of class c overlapping [lo, hi) starts in (lo - 2^c, hi).
+    uint8_t size_class = static_cast<uint8_t>(c);
+    uint64_t bound = keys::ExtentClassBound(size_class);
+    uint64_t first = lo >= bound ? lo - bound + 1 : 0;
+    for (auto it = extents.lower_bound(ExtentSlot{size_class, first, kEpochMax});
+         it != extents.end() && it->first.size_class == size_class && it->first.index < hi; ++it) {
+      const ExtentSlot& slot = it->first;
+      const ValueRecord& rec = it->second.rec;
+      if (slot.epoch > op.epoch || slot.epoch <= punched) continue;
+      uint64_t end = slot.index + rec.length / rs;
+      if (end <= lo) continue;
+      SourceVersion& src = f->sources.emplace_back();
+      src.epoch = slot.epoch;
+      src.index = slot.index;
+      // Copy the record with the checksums of the chunks inside [lo, hi) only.
+      src.rec.length = rec.length;
+      src.rec.record_size = rec.record_size;
+      src.rec.external = rec.external;
+      src.rec.offset = rec.offset;
+      src.rec.alloc_len = rec.alloc_len;
+      src.rec.csum.type = rec.csum.type;
+      src.rec.csum.chunk_size = rec.csum.chunk_size;
+      uint64_t n = rec.csum.values.size();
+      uint64_t first_chunk = 0;
+      uint64_t last_chunk = n;
+      if (rec.csum.chunk_size > 0 && n > 0) {
+        uint64_t b = lo > slot.index ? std::min((lo - slot.index) * rs, rec.length) : 0;
+        uint64_t e = hi - slot.index > rec.length / rs ? rec.length : (hi - slot.index) * rs;
+        first_chunk = std::min<uint64_t>(b / rec.csum.chunk_size, n);
+        last_chunk = e <= b ? first_chunk : std::min<uint64_t>((e - 1) / rec.csum.chunk_size + 1, n);
+      }
+      src.rec.csum_first = first_chunk;
+      src.rec.csum.values.assign(rec.csum.values.begin() + static_cast<ptrdiff_t>(first_chunk),
+                                 rec.csum.values.begin() + static_cast<ptrdiff_t>(last_chunk));
+      if (!rec.external) src.inline_data = it->second.inline_data;
+      candidates->push_back({slot.index, end, slot.epoch, f->sources.size() - 1});
+    }
+  }
+  return Status::Ok();
+}
+
+Status VosStore::CollectStoredSources(FetchState* f, std::string_view akey_scope, const AkeyHeader& h, Epoch punched,
+                                      std::vector<ExtentCandidate>* candidates) {
+  const FetchOp& op = f->op;
+  uint64_t lo = op.index;
+  uint64_t hi = op.index + op.count;
+  uint64_t rs = op.record_size;
   for (int c = 0; c <= keys::kMaxSizeClass; ++c) {
     if ((h.class_mask & (uint64_t{1} << c)) == 0) continue;
     // An extent of class c overlapping [lo, hi) starts in (lo - 2^c, hi).
@@ -172,19 +268,10 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
         f->sources.pop_back();
         continue;
       }
-      candidates.push_back({index, end, e, f->sources.size() - 1});
+      candidates->push_back({index, end, e, f->sources.size() - 1});
     }
     if (!it->status().ok()) return FromRocks(it->status(), fmt::format("vos: {}", Describe(op)));
   }
-  std::vector<VisiblePiece> pieces = ResolveVisible(std::move(candidates), lo, hi);
-  uint64_t pos = lo;
-  for (const VisiblePiece& p : pieces) {
-    if (p.begin > pos) std::memset(op.buffer.data() + (pos - lo) * rs, 0, (p.begin - pos) * rs);
-    const SourceVersion& src = f->sources[p.id];
-    AddPiece(f, p.id, (p.begin - src.index) * rs, (p.end - src.index) * rs, (p.begin - lo) * rs);
-    pos = p.end;
-  }
-  if (pos < hi) std::memset(op.buffer.data() + (pos - lo) * rs, 0, (hi - pos) * rs);
   return Status::Ok();
 }
 

@@ -26,6 +26,7 @@
 #include "vos/aligned_buffer.h"
 #include "vos/commit_thread.h"
 #include "vos/extent_allocator.h"
+#include "vos/extent_cache.h"
 #include "vos/extent_store.h"
 #include "vos/keys.h"
 #include "vos/records.h"
@@ -124,6 +125,8 @@ class VosStore final : public Vos {
     uint64_t len;
   };
 
+  static constexpr size_t kExtentCacheBytes = size_t{256} << 20;
+
   explicit VosStore(const VosOptions& options);
   Status Init();
   Status LoadState();
@@ -141,6 +144,14 @@ class VosStore final : public Vos {
   Status PrepareFetch(FetchState* f);
   Status PlanSingle(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len);
   Status PlanArray(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len, const AkeyHeader& header);
+  // The akey's extents from the extent cache, loaded from RocksDB on a miss;
+  // nullptr when the akey cannot be cached (too large, or a record that does
+  // not decode: the RocksDB path then reports it for the fetches it affects).
+  const ExtentCache::Extents* CachedExtents(std::string_view akey_scope);
+  Status CollectCachedSources(FetchState* f, const ExtentCache::Extents& extents, const AkeyHeader& h, Epoch punched,
+                              std::vector<ExtentCandidate>* candidates);
+  Status CollectStoredSources(FetchState* f, std::string_view akey_scope, const AkeyHeader& h, Epoch punched,
+                              std::vector<ExtentCandidate>* candidates);
   void AddPiece(FetchState* f, size_t source, uint64_t deliver_begin, uint64_t deliver_end, uint64_t dst);
   void StartReads(FetchState* f);
   void FinishFetch(FetchState* f);
@@ -195,6 +206,7 @@ class VosStore final : public Vos {
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
   std::unordered_map<std::string, AkeyHeader, StringHash, std::equal_to<>> header_cache_;  // committed (bounded)
+  ExtentCache extent_cache_{kExtentCacheBytes};
   std::unique_ptr<rocksdb::Iterator> fetch_iter_;
   rocksdb::SequenceNumber fetch_iter_seq_ = 0;
   std::set<std::string, std::less<>> uncommitted_keys_;  // record keys of uncommitted updates

@@ -205,8 +205,20 @@ int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
     auto* u = static_cast<UpdateState*>(opaque);
     if (group->status.ok()) {
       CacheHeader(u->akey_scope, u->committed_header);
+      if (u->op.type == ValueType::kArray) {
+        // Keep a cached akey equal to RocksDB (the same key replaces a replayed version).
+        ExtentSlot slot{keys::ExtentSizeClass(u->op.data.size() / u->op.record_size), u->op.index, u->op.epoch};
+        CachedExtent extent;
+        extent.rec = u->rec;
+        extent.rec.inline_data = {};
+        if (!u->rec.external)
+          extent.inline_data.assign(reinterpret_cast<const char*>(u->op.data.data()), u->op.data.size());
+        extent_cache_.Add(u->akey_scope, slot, std::move(extent));
+      }
       if (u->replaced) FreeAfterReaders(u->replaced->offset, u->replaced->alloc_len);
-    } else if (u->rec.external && !group->metadata_attempted) {
+    } else if (group->metadata_attempted) {
+      extent_cache_.Erase(u->akey_scope);  // the batch may or may not be in RocksDB: reload from there
+    } else if (u->rec.external) {
       allocator_->Free(u->rec.offset, u->rec.alloc_len);
     }
     CompleteUpdate(u, group->status);

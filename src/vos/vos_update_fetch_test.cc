@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -131,6 +132,45 @@ TEST_P(VosUpdateFetchTest, OverlappingAndPartialOverwritesMatchAByteModel) {
     auto got = GetArray(vos_.get(), oid, "d", "a", kEpochMax, 0, kSpan, 1);
     ASSERT_TRUE(got.ok());
     EXPECT_EQ(*got, model(kEpochMax, 0, kSpan));
+  }
+}
+
+TEST_P(VosUpdateFetchTest, FetchesInterleavedWithUpdatesAndAggregationMatchAByteModel) {
+  // Fetches plan from the in-memory extent cache once an akey was read; this
+  // checks that the cache follows every later commit, same-epoch replay and
+  // aggregation exactly like RocksDB does.
+  ObjectId oid = TestOid(15);
+  constexpr uint64_t kSpan = 1 << 20;
+  std::vector<std::byte> model(kSpan);
+  std::mt19937_64 rng(15);
+  Epoch epoch = 10;
+  uint64_t index = 0, len = 0;
+  for (int round = 0; round < 120; ++round) {
+    // Now and then replay the previous update (same epoch, same extent) with
+    // other data: the new version replaces the old one under the same key.
+    bool replay = round > 0 && rng() % 8 == 0;
+    if (!replay) {
+      ++epoch;
+      len = rng() % 3 == 0 ? 1 + rng() % 3000 : 4096 * (1 + rng() % 32);
+      index = rng() % (kSpan - len);
+      if (rng() % 2 == 0) index &= ~uint64_t{4095};
+    }
+    auto data = Pattern(5000 + round, len);
+    ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", epoch, index, 1, data).ok()) << "round " << round;
+    std::copy(data.begin(), data.end(), model.begin() + static_cast<ptrdiff_t>(index));
+    if (round % 25 == 24) {
+      auto agg = vos_->Aggregate();
+      ASSERT_TRUE(agg.ok()) << agg.status().ToString();
+    }
+    for (int f = 0; f < 3; ++f) {
+      uint64_t n = 1 + rng() % (128 << 10);
+      uint64_t lo = rng() % (kSpan - n);
+      if (f == 0) lo = index, n = std::min<uint64_t>(len, kSpan - lo);  // the bytes just written
+      auto got = GetArray(vos_.get(), oid, "d", "a", kEpochMax, lo, n, 1);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ASSERT_TRUE(std::equal(got->begin(), got->end(), model.begin() + static_cast<ptrdiff_t>(lo)))
+          << "round " << round << " fetch [" << lo << ", +" << n << ")";
+    }
   }
 }
 
