@@ -197,8 +197,15 @@ bool WorkerImpl::HandleRequest(Connection& conn, const wire::Message& msg, std::
   State* s = AcquireState();
   s->conn = FindConnectionShared(conn.local_id);
   // The bytes live only during the callback: copy them, and point the decoded
-  // message's views at the copy (no second decode).
-  s->copy.assign(bytes.begin(), bytes.end());
+  // message's views at the copy (no second decode). The inline bulk-out section
+  // (always last) is not copied yet: a handler that pulls inside the callback,
+  // as the engine's update does, copies it once, straight from UCX's buffer into
+  // its own; it is copied here only if the handler keeps the request unpulled.
+  const size_t inline_len = msg.inline_data.size();
+  const bool inline_last = inline_len == 0 || msg.inline_data.data() + inline_len == bytes.data() + bytes.size();
+  const size_t head_len = inline_last ? bytes.size() - inline_len : bytes.size();
+  s->copy.reserve(bytes.size());  // appending the inline bytes later must not move the views
+  s->copy.assign(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(head_len));
   s->msg = msg;
   const auto moved = [&](std::span<const uint8_t> view) {
     if (view.empty()) return std::span<const uint8_t>();
@@ -206,7 +213,7 @@ bool WorkerImpl::HandleRequest(Connection& conn, const wire::Message& msg, std::
   };
   s->msg.capability = moved(msg.capability);
   s->msg.payload = moved(msg.payload);
-  s->msg.inline_data = moved(msg.inline_data);
+  s->msg.inline_data = inline_last ? msg.inline_data : moved(msg.inline_data);  // UCX's bytes until the callback ends
   for (uint8_t i = 0; i < s->msg.bulk_count; ++i) s->msg.bulk[i].rkey = moved(msg.bulk[i].rkey);
   s->msg.status_message = {};  // replies only
   s->rndv_desc = rndv_desc;
@@ -217,6 +224,12 @@ bool WorkerImpl::HandleRequest(Connection& conn, const wire::Message& msg, std::
   s->in_am_callback = true;
   DispatchRequest(s);
   s->in_am_callback = false;
+  if (inline_last && inline_len > 0 && s->refs > 1 && !s->pulled) {
+    // The handler kept the request without pulling: keep the inline bytes too.
+    const size_t at = s->copy.size();
+    s->copy.insert(s->copy.end(), msg.inline_data.begin(), msg.inline_data.end());
+    s->msg.inline_data = std::span<const uint8_t>(s->copy.data() + at, inline_len);
+  }
   const bool taken = s->rndv_taken || s->rndv_desc != nullptr;
   if (s->refs == 1 && s->rndv_desc != nullptr) {
     s->rndv_desc = nullptr;  // nobody will pull it: returning UCS_OK drops it
@@ -415,7 +428,8 @@ void IncomingRequest::Reply(const Status& status, std::span<const uint8_t> paylo
   m.payload = body;
   m.pushed_bytes = s->pushed_bytes;
   if (!s->inline_push.empty()) m.inline_data = s->inline_push;
-  Status st = w->SendMessage(*conn, m, {}, nullptr);
+  // The pushed bytes go out as the second iovec element (no copy into the send buffer).
+  Status st = w->SendMessage(*conn, m, {}, nullptr, nullptr, &s->inline_push);
   if (!st.ok()) {
     ROS2_LOG_DEBUG("transport: reply to request {:#x} failed: {}", m.request_id, st.ToString());
     return;

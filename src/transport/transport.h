@@ -388,9 +388,10 @@ struct WorkerStats {
   uint64_t replies_sent = 0;
   uint64_t requests_timed_out = 0;
   uint64_t requests_failed_disconnect = 0;
-  uint64_t malformed_messages = 0;  // rejected by the decoder, dropped
-  uint64_t unknown_opcode = 0;      // answered with kNotSupported
-  uint64_t stale_replies = 0;       // replies for unknown or expired request ids
+  uint64_t malformed_messages = 0;       // rejected by the decoder, dropped
+  uint64_t wire_version_mismatches = 0;  // of those: messages of another wire version
+  uint64_t unknown_opcode = 0;           // answered with kNotSupported
+  uint64_t stale_replies = 0;            // replies for unknown or expired request ids
   uint64_t bulk_inline_bytes = 0;
   uint64_t bulk_rma_bytes = 0;
   uint64_t bulk_am_bytes = 0;
@@ -403,15 +404,17 @@ class Worker {
  public:
   virtual ~Worker() = default;
 
-  // The opaque address blob peers pass to Connect: a ROS2 envelope (version,
-  // host boot id, pid) around the UCX worker address. See docs/wire-format.md.
+  // The opaque address blob peers pass to Connect: a ROS2 envelope (format
+  // version, the wire version this worker speaks, host boot id, pid) around the
+  // UCX worker address. See docs/wire-format.md.
   virtual std::span<const uint8_t> address() const = 0;
 
   // Connects to the worker whose address blob is `peer_address` and performs the
   // hello exchange (protocol version check, back-connection). Blocks (progressing
   // this worker) up to TransportOptions::connect_timeout. Errors: InvalidArgument
-  // for a malformed blob, NotSupported when the selected transports cannot reach
-  // the peer, TimedOut / Disconnected when it does not answer.
+  // for a malformed blob, NotSupported when the peer speaks another wire version
+  // (both named) or the selected transports cannot reach it, TimedOut /
+  // Disconnected when it does not answer.
   virtual Result<std::shared_ptr<Endpoint>> Connect(std::span<const uint8_t> peer_address) = 0;
 
   // Installs the handler of `opcode` (0 .. 0xEFFF), replacing any previous one.

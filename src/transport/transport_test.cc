@@ -5,6 +5,7 @@
 #include <numeric>
 #include <random>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <ucp/api/ucp.h>
 
@@ -106,7 +107,7 @@ TEST_P(TransportTest, HandlerErrorsTravelToTheClient) {
 }
 
 struct PeerStats {
-  uint64_t malformed = 0, peers_lost = 0, rma_bytes = 0, am_bytes = 0;
+  uint64_t malformed = 0, peers_lost = 0, rma_bytes = 0, am_bytes = 0, version_mismatches = 0;
 };
 PeerStats GetPeerStats(Endpoint& ep) {
   PeerStats p;
@@ -376,19 +377,19 @@ TEST_P(TransportTest, MalformedMessagesAreRejectedAndCounted) {
   while (UCS_PTR_IS_PTR(freq) && ucp_request_check_status(freq) == UCS_INPROGRESS) ucp_worker_progress(raw_worker);
   if (UCS_PTR_IS_PTR(freq)) ucp_request_free(freq);
 
-  uint64_t malformed = 0;
+  PeerStats stats;
   ASSERT_TRUE(worker_
                   ->RunUntil(
                       [&] {
                         ucp_worker_progress(raw_worker);
-                        auto r = ep_->CallSync(testing::kOpStats, {});
-                        if (r.ok() && r->payload.size() == 32) std::memcpy(&malformed, r->payload.data(), 8);
-                        return malformed >= bad.size();
+                        stats = GetPeerStats(*ep_);
+                        return stats.malformed >= bad.size();
                       },
                       20s)
                   .ok())
-      << "peer counted " << malformed << " of " << bad.size();
-  EXPECT_EQ(malformed, bad.size());
+      << "peer counted " << stats.malformed << " of " << bad.size();
+  EXPECT_EQ(stats.malformed, bad.size());
+  EXPECT_EQ(stats.version_mismatches, 1u);  // the one with version 99
   EXPECT_TRUE(ep_->CallSync(testing::kOpEcho, Bytes(payload)).ok());
 
   ucp_request_param_t cp{};
@@ -399,6 +400,28 @@ TEST_P(TransportTest, MalformedMessagesAreRejectedAndCounted) {
   if (UCS_PTR_IS_PTR(creq)) ucp_request_free(creq);
   ucp_worker_destroy(raw_worker);
   ucp_cleanup(raw_ctx);
+}
+
+// A peer of another data-plane wire version: its address blob says so, and
+// Connect refuses at once with both versions named instead of timing out on a
+// hello the peer would drop.
+TEST_P(TransportTest, ConnectToAnotherWireVersionFailsClearly) {
+  std::vector<uint8_t> blob(peer_.address().begin(), peer_.address().end());
+  ASSERT_EQ(wire::DecodeAddress(blob).value().wire_version, wire::kVersion);
+  blob[5] =
+      static_cast<uint8_t>(wire::kVersion + 1);  // the wire version byte of the address blob (docs/wire-format.md)
+  const auto start = std::chrono::steady_clock::now();
+  auto ep = worker_->Connect(blob);
+  const auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(ep.ok());
+  EXPECT_EQ(ep.status().code(), Status::Code::kNotSupported) << ep.status().ToString();
+  const std::string msg = ep.status().message();
+  EXPECT_NE(msg.find(fmt::format("wire version {}", wire::kVersion + 1)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fmt::format("speaks version {}", wire::kVersion)), std::string::npos) << msg;
+  EXPECT_NE(msg.find(fmt::format("pid {}", peer_.pid())), std::string::npos) << msg;
+  EXPECT_LT(took, 1s);  // refused, not timed out
+  // The existing connection is untouched.
+  EXPECT_TRUE(ep_->CallSync(testing::kOpEcho, Bytes("still here")).ok());
 }
 
 // `auto` on a host without verbs: a same-host peer is reached over shared memory

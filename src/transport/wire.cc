@@ -117,10 +117,23 @@ size_t EncodedSize(const Message& m) {
   return n;
 }
 
+size_t EncodedHeadSize(const Message& m) {
+  return EncodedSize(m) - m.inline_data.size();
+}
+
 Result<size_t> Encode(const Message& m, std::span<uint8_t> out) {
+  if (out.size() < EncodedSize(m))
+    return Status::InvalidArgument(
+        fmt::format("wire: encode needs {} bytes, buffer has {}", EncodedSize(m), out.size()));
+  ROS2_ASSIGN_OR_RETURN(size_t off, EncodeHead(m, out));
+  if (!m.inline_data.empty()) std::memcpy(out.data() + off, m.inline_data.data(), m.inline_data.size());
+  return off + m.inline_data.size();
+}
+
+Result<size_t> EncodeHead(const Message& m, std::span<uint8_t> out) {
   if (!KindValid(static_cast<uint8_t>(m.kind))) return Status::InvalidArgument("wire: encode: unknown kind");
   if (Status st = CheckSemantics(m); !st.ok()) return Status::InvalidArgument("encode: " + st.message());
-  const size_t need = EncodedSize(m);
+  const size_t need = EncodedHeadSize(m);
   if (out.size() < need)
     return Status::InvalidArgument(fmt::format("wire: encode needs {} bytes, buffer has {}", need, out.size()));
   uint8_t* p = out.data();
@@ -160,7 +173,6 @@ Result<size_t> Encode(const Message& m, std::span<uint8_t> out) {
   }
   append(m.status_message.data(), m.status_message.size());
   append(m.payload.data(), m.payload.size());
-  append(m.inline_data.data(), m.inline_data.size());
   return off;
 }
 
@@ -231,8 +243,8 @@ Result<Message> Decode(std::span<const uint8_t> bytes) {
 }
 
 // ---- Worker address blob ----------------------------------------------------
-// Layout: magic u32, version u8, reserved u8 x3, pid i32 (as u32), ucx address
-// length u32, boot id 16 bytes, then the UCX address.
+// Layout: magic u32, version u8, message wire version u8, reserved u8 x2, pid
+// i32 (as u32), ucx address length u32, boot id 16 bytes, then the UCX address.
 size_t EncodedAddressSize(const WorkerAddress& a) {
   return kAddressHeaderSize + a.ucx_address.size();
 }
@@ -242,12 +254,14 @@ Result<size_t> EncodeAddress(const WorkerAddress& a, std::span<uint8_t> out) {
     return Status::InvalidArgument(fmt::format("wire: UCX address of {} bytes", a.ucx_address.size()));
   }
   if (a.pid <= 0) return Status::InvalidArgument(fmt::format("wire: address pid {}", a.pid));
+  if (a.wire_version == 0) return Status::InvalidArgument("wire: address with wire version 0");
   const size_t need = EncodedAddressSize(a);
   if (out.size() < need) return Status::InvalidArgument("wire: address buffer too small");
   uint8_t* p = out.data();
   std::memset(p, 0, kAddressHeaderSize);
   Put<uint32_t>(p, kAddressMagic);
   p[4] = kAddressVersion;
+  p[5] = a.wire_version;
   Put<uint32_t>(p + 8, static_cast<uint32_t>(a.pid));
   Put<uint32_t>(p + 12, static_cast<uint32_t>(a.ucx_address.size()));
   std::memcpy(p + 16, a.boot_id.data(), a.boot_id.size());
@@ -261,9 +275,12 @@ Result<WorkerAddress> DecodeAddress(std::span<const uint8_t> bytes) {
     return bad(fmt::format("{} bytes is shorter than the {}-byte header", bytes.size(), kAddressHeaderSize));
   const uint8_t* p = bytes.data();
   if (Get<uint32_t>(p) != kAddressMagic) return bad("bad magic (not a ROS2 worker address)");
-  if (p[4] != kAddressVersion) return bad(fmt::format("unsupported version {}", p[4]));
-  if (p[5] != 0 || p[6] != 0 || p[7] != 0) return bad("reserved bytes are not zero");
+  if (p[4] != kAddressVersion)
+    return bad(fmt::format("address format version {} (this side reads version {})", p[4], kAddressVersion));
+  if (p[5] == 0) return bad("wire version 0");
+  if (p[6] != 0 || p[7] != 0) return bad("reserved bytes are not zero");
   WorkerAddress a;
+  a.wire_version = p[5];
   a.pid = static_cast<int32_t>(Get<uint32_t>(p + 8));
   if (a.pid <= 0) return bad(fmt::format("pid {}", a.pid));
   const uint32_t len = Get<uint32_t>(p + 12);
@@ -275,6 +292,19 @@ Result<WorkerAddress> DecodeAddress(std::span<const uint8_t> bytes) {
   std::memcpy(a.boot_id.data(), p + 16, a.boot_id.size());
   a.ucx_address = bytes.subspan(kAddressHeaderSize, len);
   return a;
+}
+
+Status CheckPeerWireVersion(uint8_t peer_version, std::string_view peer) {
+  if (peer_version == kVersion) return Status::Ok();
+  return Status::NotSupported(
+      fmt::format("transport: {} speaks data-plane wire version {}, this side speaks version {}; both ends must run "
+                  "the same wire version",
+                  peer, peer_version, kVersion));
+}
+
+uint8_t PeekVersion(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kOffVersion + 1 || Get<uint16_t>(bytes.data() + kOffMagic) != kMagic) return 0;
+  return bytes[kOffVersion];
 }
 
 }  // namespace ros2::transport::wire

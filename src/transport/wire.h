@@ -93,6 +93,11 @@ size_t EncodedSize(const Message& m);
 // Encodes `m` into `out` (out.size() >= EncodedSize(m)); returns bytes written.
 // InvalidArgument when `m` itself breaks a rule the decoder would reject.
 Result<size_t> Encode(const Message& m, std::span<uint8_t> out);
+// The same without the inline data section, which is last: the header still
+// declares its length, and the sender transmits `m.inline_data` right after
+// these bytes (an iovec send), so the inline bytes are not copied here.
+size_t EncodedHeadSize(const Message& m);
+Result<size_t> EncodeHead(const Message& m, std::span<uint8_t> out);
 // Validates and decodes one message. Every field is checked before it is used:
 // magic, version, kind, reserved bits, opcode range, status code, section
 // lengths against their limits and against `bytes.size()`, descriptor rules.
@@ -108,10 +113,20 @@ inline constexpr size_t kMaxUcxAddress = 64 * 1024;
 struct WorkerAddress {
   std::array<uint8_t, 16> boot_id{};  // /proc/sys/kernel/random/boot_id of the host
   int32_t pid = 0;                    // process owning the worker
+  uint8_t wire_version = kVersion;    // the message version (kVersion) the worker speaks; never 0
   std::span<const uint8_t> ucx_address;
 };
 size_t EncodedAddressSize(const WorkerAddress& a);
 Result<size_t> EncodeAddress(const WorkerAddress& a, std::span<uint8_t> out);
+// Decodes any wire_version (the connecting side decides what to do with a
+// peer of another version: CheckPeerWireVersion below).
 Result<WorkerAddress> DecodeAddress(std::span<const uint8_t> bytes);
+// kNotSupported naming both message versions when `peer_version` is not ours;
+// OK otherwise. `peer` names the peer in the message.
+Status CheckPeerWireVersion(uint8_t peer_version, std::string_view peer);
+// The version byte of a received message whose magic is ours, or 0 when the
+// bytes are too short or not a ROS2 message (lets a receiver tell a message of
+// another version from noise).
+uint8_t PeekVersion(std::span<const uint8_t> bytes);
 
 }  // namespace ros2::transport::wire

@@ -204,8 +204,55 @@ TEST(WireTest, AddressRoundTripAndValidation) {
   bad[8] = bad[9] = bad[10] = bad[11] = 0;  // pid 0
   EXPECT_FALSE(DecodeAddress(bad).ok());
   bad = blob;
-  bad[5] = 1;  // reserved
+  bad[6] = 1;  // reserved
   EXPECT_FALSE(DecodeAddress(bad).ok());
+  bad = blob;
+  bad[5] = 0;  // no wire version
+  EXPECT_FALSE(DecodeAddress(bad).ok());
+  bad = blob;
+  bad[4] = static_cast<uint8_t>(kAddressVersion + 1);
+  auto other_format = DecodeAddress(bad);
+  ASSERT_FALSE(other_format.ok());
+  EXPECT_NE(other_format.status().message().find("format version 2"), std::string::npos)
+      << other_format.status().ToString();
+}
+
+TEST(WireTest, AddressCarriesTheWireVersion) {
+  std::vector<uint8_t> ucx(8, 0xcd);
+  WorkerAddress a;
+  a.pid = 7;
+  a.ucx_address = ucx;
+  EXPECT_EQ(a.wire_version, kVersion);
+  std::vector<uint8_t> blob(EncodedAddressSize(a));
+  ASSERT_TRUE(EncodeAddress(a, blob).ok());
+  EXPECT_EQ(blob[5], kVersion);
+  a.wire_version = static_cast<uint8_t>(kVersion + 1);  // a peer of a later version still decodes...
+  ASSERT_TRUE(EncodeAddress(a, blob).ok());
+  auto d = DecodeAddress(blob);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->wire_version, kVersion + 1);
+  // ...and the connecting side refuses it by name.
+  Status st = CheckPeerWireVersion(d->wire_version, "peer pid 7");
+  EXPECT_EQ(st.code(), Status::Code::kNotSupported);
+  EXPECT_NE(st.message().find("peer pid 7 speaks data-plane wire version 2, this side speaks version 1"),
+            std::string::npos)
+      << st.ToString();
+  EXPECT_TRUE(CheckPeerWireVersion(kVersion, "peer pid 7").ok());
+}
+
+TEST(WireTest, PeekVersionTellsAnotherVersionFromNoise) {
+  Message m;
+  m.kind = Kind::kBye;
+  m.connection_id = 9;
+  std::vector<uint8_t> bytes(EncodedSize(m));
+  ASSERT_TRUE(Encode(m, bytes).ok());
+  EXPECT_EQ(PeekVersion(bytes), kVersion);
+  bytes[2] = 7;
+  EXPECT_FALSE(Decode(bytes).ok());
+  EXPECT_EQ(PeekVersion(bytes), 7);
+  bytes[0] ^= 0xff;  // not ours at all
+  EXPECT_EQ(PeekVersion(bytes), 0);
+  EXPECT_EQ(PeekVersion(std::span<const uint8_t>(bytes.data(), 2)), 0);
 }
 
 }  // namespace

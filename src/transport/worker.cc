@@ -182,6 +182,9 @@ std::shared_ptr<Connection> WorkerImpl::FindConnectionShared(uint64_t id) {
 Result<std::shared_ptr<Connection>> WorkerImpl::CreateConnection(std::span<const uint8_t> peer_address,
                                                                  bool client_side) {
   ROS2_ASSIGN_OR_RETURN(wire::WorkerAddress peer, wire::DecodeAddress(peer_address));
+  // A peer of another wire version would drop our hello (and we its
+  // messages): refuse at once, naming both versions, instead of timing out.
+  ROS2_RETURN_IF_ERROR(wire::CheckPeerWireVersion(peer.wire_version, fmt::format("peer pid {}", peer.pid)));
   auto conn = std::make_shared<Connection>();
   conn->worker = this;
   conn->client_side = client_side;
@@ -292,7 +295,16 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
   auto decoded = wire::Decode(bytes);
   if (!decoded.ok()) {
     ++stats_.malformed_messages;
-    ROS2_LOG_DEBUG("transport: worker '{}' dropped a message: {}", name_, decoded.status().ToString());
+    if (const uint8_t version = wire::PeekVersion(bytes); version != 0 && version != wire::kVersion) {
+      // A peer of another version (its Connect fails on our address blob's
+      // version; this is one that ignored it): say so once, loudly.
+      if (stats_.wire_version_mismatches++ == 0) {
+        ROS2_LOG_WARN("transport: worker '{}' dropped a message of data-plane wire version {} (this side speaks {})",
+                      name_, version, wire::kVersion);
+      }
+    } else {
+      ROS2_LOG_DEBUG("transport: worker '{}' dropped a message: {}", name_, decoded.status().ToString());
+    }
     return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
   }
   const wire::Message& msg = *decoded;
@@ -341,7 +353,7 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
 }
 
 Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::span<const std::byte> bulk,
-                               Completion done, std::shared_ptr<void> keep_alive) {
+                               Completion done, std::shared_ptr<void> keep_alive, std::vector<uint8_t>* inline_owner) {
   if (conn.ep == nullptr) return conn.status.ok() ? Status::Disconnected("transport: endpoint closed") : conn.status;
   SendBuffer* buf;
   if (send_pool_.empty()) {
@@ -352,8 +364,13 @@ Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::
     buf = send_pool_.back().release();
     send_pool_.pop_back();
   }
-  buf->bytes.resize(wire::EncodedSize(msg));
-  auto enc = wire::Encode(msg, buf->bytes);
+  // An eager message whose inline bytes the sender hands over goes as an iovec
+  // (encoded head + those bytes): one copy less (UCX copies both parts straight
+  // into the transport).
+  const bool iov = bulk.empty() && inline_owner != nullptr && !msg.inline_data.empty() &&
+                   msg.inline_data.data() == inline_owner->data() && msg.inline_data.size() == inline_owner->size();
+  buf->bytes.resize(iov ? wire::EncodedHeadSize(msg) : wire::EncodedSize(msg));
+  auto enc = iov ? wire::EncodeHead(msg, buf->bytes) : wire::Encode(msg, buf->bytes);
   if (!enc.ok()) {
     ReleaseSendBuffer(buf);
     return enc.status();
@@ -365,7 +382,15 @@ Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::
   param.cb.send = SendCallback;
   param.user_data = buf;
   ucs_status_ptr_t req;
-  if (bulk.empty()) {
+  if (iov) {
+    buf->tail.swap(*inline_owner);  // the data pointer moves with the storage
+    buf->iov[0] = ucp_dt_iov_t{buf->bytes.data(), buf->bytes.size()};
+    buf->iov[1] = ucp_dt_iov_t{buf->tail.data(), buf->tail.size()};
+    param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
+    param.datatype = ucp_dt_make_iov();
+    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    req = ucp_am_send_nbx(conn.ep, kAmId, nullptr, 0, buf->iov.data(), buf->iov.size(), &param);
+  } else if (bulk.empty()) {
     param.flags = UCP_AM_SEND_FLAG_EAGER;
     req = ucp_am_send_nbx(conn.ep, kAmId, nullptr, 0, buf->bytes.data(), buf->bytes.size(), &param);
   } else {
@@ -405,10 +430,12 @@ void WorkerImpl::UnlinkInFlight(SendBuffer* buf) {
   if (buf->next_in_flight != nullptr) buf->next_in_flight->prev_in_flight = buf->prev_in_flight;
   buf->prev_in_flight = buf->next_in_flight = nullptr;
   --sends_in_flight_;
+  ++sends_completed_;
 }
 
 void WorkerImpl::ReleaseSendBuffer(SendBuffer* buf) {
   buf->done = nullptr;
+  buf->tail.clear();  // capacity kept: it goes back to a request's inline_push on the next swap
   buf->keep_alive.reset();
   std::unique_ptr<SendBuffer> owned(buf);
   if (!in_destructor_ && send_pool_.size() < 256) send_pool_.push_back(std::move(owned));
@@ -515,11 +542,27 @@ int WorkerImpl::Progress() {
 }
 
 bool WorkerImpl::PrepareSleep() {
+  if (sends_in_flight_ > 0) {
+    // A send UCX has not finished may only move with our progress: over shared
+    // memory a message (or rendezvous fragment) that found the peer's FIFO full
+    // waits in UCX's pending queue, and nothing wakes us when the peer drains
+    // the FIFO. Sleeping then stalled 1 MiB pushes for up to the whole sleep
+    // (ros2-bench obj, ram over shm: 10-70 ms p50). So do not sleep while sends
+    // keep completing; once none has completed for kSendStallBeforeSleep (a
+    // peer that stopped reading), sleep again, in short naps (NextDeadline).
+    const Clock::time_point now = Clock::now();
+    if (sends_completed_ != sends_completed_seen_) {
+      sends_completed_seen_ = sends_completed_;
+      send_progress_at_ = now;
+    }
+    if (now - send_progress_at_ < kSendStallBeforeSleep) return false;
+  }
   ucs_status_t st = ucp_worker_arm(worker_);
   return st == UCS_OK;  // UCS_ERR_BUSY: events pending, progress again
 }
 
 std::chrono::microseconds WorkerImpl::NextDeadline(std::chrono::microseconds max_wait) const {
+  if (sends_in_flight_ > 0) max_wait = std::min<std::chrono::microseconds>(max_wait, std::chrono::milliseconds(1));
   if (deadlines_.empty() || live_calls_ == 0) return max_wait;
   auto until = std::chrono::duration_cast<std::chrono::microseconds>(deadlines_.top().first - Clock::now());
   if (until < std::chrono::microseconds(0)) until = std::chrono::microseconds(0);

@@ -53,9 +53,11 @@ struct SendBuffer {
   WorkerImpl* worker = nullptr;
   SendBuffer* prev_in_flight = nullptr;
   SendBuffer* next_in_flight = nullptr;
-  std::vector<uint8_t> bytes;
-  Completion done;                   // optional: run when the send completes (push data)
-  std::shared_ptr<void> keep_alive;  // optional: resources the send references
+  std::vector<uint8_t> bytes;         // the encoded message (without the inline section when iov is used)
+  std::vector<uint8_t> tail;          // inline bytes handed over by the sender (SendMessage's inline_owner)
+  std::array<ucp_dt_iov_t, 2> iov{};  // bytes + inline section, for an iovec send
+  Completion done;                    // optional: run when the send completes (push data)
+  std::shared_ptr<void> keep_alive;   // optional: resources the send references
 };
 
 // Where a rendezvous receive of pushed data reports back (lives in PendingCall).
@@ -154,8 +156,12 @@ class WorkerImpl final : public Worker {
   // Sends `msg` on `conn` as one active message; `bulk` (may be empty) rides as
   // the UCX data with the rendezvous protocol. `done` (optional) runs when the
   // send completed. Returns an error only when the send could not start.
+  // `inline_owner` (optional) is the vector msg.inline_data views: its bytes are
+  // taken over (swapped, not copied) and sent as the second element of an iovec
+  // after the encoded head, so the inline section is never copied into the
+  // send buffer; the vector is left empty.
   Status SendMessage(Connection& conn, const wire::Message& msg, std::span<const std::byte> bulk, Completion done,
-                     std::shared_ptr<void> keep_alive = nullptr);
+                     std::shared_ptr<void> keep_alive = nullptr, std::vector<uint8_t>* inline_owner = nullptr);
   void ReleaseSendBuffer(SendBuffer* buf);
   // The in-flight list (intrusive, O(1), no allocation).
   void LinkInFlight(SendBuffer* buf);
@@ -196,7 +202,11 @@ class WorkerImpl final : public Worker {
                                const ucp_am_recv_param_t* param);
 
   static constexpr uint16_t kAmId = 0x52;
+  // How long sends may sit in flight without one completing before the worker
+  // sleeps anyway (see PrepareSleep).
+  static constexpr std::chrono::milliseconds kSendStallBeforeSleep{100};
   uint64_t sends_in_flight_ = 0;  // UCX send requests not yet completed
+  uint64_t sends_completed_ = 0;  // UCX send requests completed (in flight before)
   SendBuffer* in_flight_head_ = nullptr;
 
  private:
@@ -244,6 +254,9 @@ class WorkerImpl final : public Worker {
   uint32_t waits_since_affinity_check_ = 0;  // the thread's affinity is re-read every 4096 waits
   bool thread_pinned_ = false;
   bool in_destructor_ = false;
+  // PrepareSleep's view of send progress: the last sends_completed_ it saw and when.
+  uint64_t sends_completed_seen_ = 0;
+  Clock::time_point send_progress_at_{};
   std::vector<std::pair<uint64_t, Status>> deferred_failures_;
   std::vector<void*> closing_;  // ucp_ep_close_nbx requests still in progress
 };

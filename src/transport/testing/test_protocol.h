@@ -16,8 +16,8 @@ inline constexpr uint16_t kOpHold = 2;
 inline constexpr uint16_t kOpHeldCount = 3;
 // The handler drops the request without replying.
 inline constexpr uint16_t kOpDrop = 4;
-// Reply payload: WorkerStats fields of the peer as 4 x uint64: malformed_messages,
-// peers_lost, bulk_rma_bytes, bulk_am_bytes.
+// Reply payload: WorkerStats fields of the peer as 5 x uint64: malformed_messages,
+// peers_lost, bulk_rma_bytes, bulk_am_bytes, wire_version_mismatches.
 inline constexpr uint16_t kOpStats = 5;
 // Replies with Status::NotFound("no such thing").
 inline constexpr uint16_t kOpFail = 6;
