@@ -66,6 +66,15 @@ struct ClientOptions {
 
 enum class ValueKind : uint8_t { kSingle = 1, kArray = 2 };
 
+// Condition of an update or punch, checked by the engine atomically with the
+// write against every other conditional operation on the same dkey (DAOS's
+// conditional insert / update / punch).
+enum class Condition : uint8_t {
+  kNone = 0,
+  kAbsent = 1,   // update: only if the akey has no value (else AlreadyExists)
+  kPresent = 2,  // update: only if the akey has a value; punch: only if the key is visible (else NotFound)
+};
+
 // One update: a single value (replaced whole) or an array extent of
 // data.size() / record_size records starting at record `index`.
 // The data must stay valid until the update completes.
@@ -76,6 +85,7 @@ struct UpdateArgs {
   uint64_t index = 0;        // kArray
   uint32_t record_size = 1;  // kArray: data.size() must be a multiple
   std::span<const std::byte> data;
+  Condition condition = Condition::kNone;
 };
 
 // One fetch into `buffer`: a single value (buffer is its capacity) or `count`
@@ -89,6 +99,9 @@ struct FetchArgs {
   uint64_t count = 0;
   uint32_t record_size = 1;
   std::span<std::byte> buffer;
+  // kArray: also return the akey's array end (IoResult::array_end), in the
+  // same round trip.
+  bool want_array_end = false;
 };
 
 // The outcome of one asynchronous I/O.
@@ -99,6 +112,32 @@ struct IoResult {
   // kArray — count * record_size. Update: the bytes written.
   uint64_t size = 0;
   uint64_t epoch = 0;  // update: the epoch the engine stored it at
+  // Fetch with want_array_end: one past the highest record of the whole akey
+  // (0 when it holds none).
+  uint64_t array_end = 0;
+};
+
+// The last record of an array akey over the whole object: the largest dkey
+// (bytewise) and the array end of the akey under it (0 when that dkey does not
+// hold the akey).
+struct ArrayTail {
+  std::string dkey;
+  uint64_t end = 0;
+};
+using ArrayTailCallback = std::function<void(const Result<std::optional<ArrayTail>>& tail)>;
+
+// Resumable position of a paged dkey listing across an object's shards: start
+// with a default one, pass back what the previous page left, stop at `eof`.
+struct KeyAnchor {
+  uint32_t shard = 0;     // index into the object's shard targets (placement order)
+  std::string position;   // the engine's opaque position within that shard
+  bool eof = false;
+};
+
+// Pool space as the control plane reports it (statfs).
+struct PoolSpace {
+  uint64_t total_bytes = 0;
+  uint64_t used_bytes = 0;
 };
 
 using IoCallback = std::function<void(const IoResult& result)>;
@@ -135,8 +174,10 @@ class EventQueue {
 
  private:
   friend class Client;
+  friend class Container;
   friend class Object;
   friend struct IoOp;
+  friend struct TailQuery;
   explicit EventQueue(std::shared_ptr<ThreadIo> io);
   void Complete(uint64_t user_data, IoCallback& callback, const IoResult& result);
   size_t Drain(std::span<Event> out);
@@ -186,6 +227,11 @@ class Container {
 
   // Enumerates the container's objects across every target (blocking).
   Result<std::vector<ObjectId>> ListObjects() const;
+  // An event queue bound to the calling thread (as Client::CreateEventQueue),
+  // for code that holds only the container.
+  Result<std::unique_ptr<EventQueue>> CreateEventQueue() const;
+  // The pool's capacity and use (one control-plane call).
+  Result<PoolSpace> QueryPoolSpace() const;
 
  private:
   friend class Pool;
@@ -237,6 +283,10 @@ class Object {
   Status PunchObject() const;
   Status PunchDkey(std::string_view dkey) const;
   Status PunchAkey(std::string_view dkey, std::string_view akey) const;
+  // Conditional punches: with Condition::kPresent, NotFound when the key is
+  // not visible (kAbsent is InvalidArgument).
+  Status PunchDkey(std::string_view dkey, Condition condition) const;
+  Status PunchAkey(std::string_view dkey, std::string_view akey, Condition condition) const;
 
   // Every dkey of the object (across its shards), every akey of a dkey.
   Result<std::vector<std::string>> ListDkeys() const;
@@ -245,6 +295,12 @@ class Object {
   Result<std::optional<std::string>> QueryMaxDkey() const;
   // One past the highest written record of an array akey; nullopt when none.
   Result<std::optional<uint64_t>> QueryArrayEnd(std::string_view dkey, std::string_view akey) const;
+  // The object's ArrayTail for `akey`: every shard is asked at once (one
+  // round trip); nullopt when the object holds no dkey.
+  Result<std::optional<ArrayTail>> QueryArrayTail(std::string_view akey) const;
+  // Up to `max` dkeys from `anchor` (fewer at a shard boundary is normal; an
+  // empty page only at eof), advancing it. Keys of one shard come in order.
+  Result<std::vector<std::string>> ListDkeysPage(KeyAnchor& anchor, size_t max) const;
 
   // --- asynchronous: completion as an Event carrying `user_data`, or by `callback` ---
   // Submission errors (bad arguments, unreachable target) are returned at once
@@ -253,6 +309,9 @@ class Object {
   Status SubmitUpdate(EventQueue& eq, const UpdateArgs& args, IoCallback callback) const;
   Status SubmitFetch(EventQueue& eq, const FetchArgs& args, uint64_t user_data) const;
   Status SubmitFetch(EventQueue& eq, const FetchArgs& args, IoCallback callback) const;
+  // QueryArrayTail through `eq`: `callback` runs inside eq.Poll()/Wait() once
+  // every shard answered (it counts as one operation in flight).
+  Status SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, ArrayTailCallback callback) const;
 
  private:
   friend class Container;

@@ -106,7 +106,9 @@ struct Entry {
   ObjectId parent;   // zero for the root
   std::string name;  // empty for the root
   mode_t mode = 0;   // type bits + permissions as of the lookup
-  uint64_t chunk_size = 0;
+  uid_t uid = 0;     // owner as of the lookup (permission checks of operations inside a directory)
+  gid_t gid = 0;
+  uint64_t chunk_size = 0;  // regular files: bytes per chunk
   bool is_dir() const { return S_ISDIR(mode); }
   bool is_file() const { return S_ISREG(mode); }
   bool is_symlink() const { return S_ISLNK(mode); }

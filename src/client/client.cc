@@ -92,6 +92,8 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   auto channel = control::MakeControlChannel({.address = core->options_.control});
   if (!channel.ok()) return channel.status().WithContext("libros2 connect");
   core->session_ = std::make_unique<control::SessionClient>(*channel, options.control_timeout);
+  core->management_ =
+      std::make_unique<control::ManagementClient>(*channel, core->credentials_, options.control_timeout);
   return core;
 }
 

@@ -23,6 +23,7 @@
 
 #include "common/uuid.h"
 #include "control/credentials.h"
+#include "control/management_client.h"
 #include "control/session_client.h"
 #include "object/obj_rpc.h"
 #include "placement/placement.h"
@@ -74,6 +75,8 @@ class ClientCore {
   const ClientOptions& options() const { return options_; }
   const control::Credentials& credentials() const { return credentials_; }
   control::SessionClient& session() { return *session_; }
+  // Management queries a tenant may make (pool space for statfs).
+  control::ManagementClient& management() { return *management_; }
   transport::Context& context() { return *context_; }
   // The calling thread's I/O state, created on first use.
   Result<std::shared_ptr<ThreadIo>> ThisThreadIo();
@@ -82,6 +85,7 @@ class ClientCore {
   ClientOptions options_;
   control::Credentials credentials_;
   std::unique_ptr<control::SessionClient> session_;
+  std::unique_ptr<control::ManagementClient> management_;
   std::shared_ptr<transport::Context> context_;
   std::mutex mu_;
   std::map<std::thread::id, std::shared_ptr<ThreadIo>> threads_;  // GUARDED_BY(mu_)

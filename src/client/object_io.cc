@@ -122,6 +122,7 @@ struct IoOp {
     }
     r.status = VerifyFetched(cont->summary().checksum, decoded->csum, buffer.first(pushed), What());
     r.size = decoded->size;
+    r.array_end = decoded->array_end;
     return r;
   }
 
@@ -209,6 +210,12 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
   req.index = args.kind == ValueKind::kArray ? args.index : 0;
   req.record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
   req.length = args.data.size();
+  switch (args.condition) {
+    case Condition::kNone: break;
+    case Condition::kAbsent: req.header.flags = obj::kFlagIfAbsent; break;
+    case Condition::kPresent: req.header.flags = obj::kFlagIfPresent; break;
+    default: return Status::InvalidArgument(op->What() + ": unknown condition");
+  }
   req.csum =
       ChecksumsForUpdate(cont_->checksum_type(), cont_->pool().client().options().checksum_chunk_size, args.data);
   op->payload = obj::Encode(req);
@@ -274,6 +281,10 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
   req.index = args.kind == ValueKind::kArray ? args.index : 0;
   req.count = args.kind == ValueKind::kArray ? args.count : 0;
   req.record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
+  if (args.want_array_end) {
+    if (args.kind != ValueKind::kArray) return Status::InvalidArgument(op->What() + ": array end of a single value");
+    req.header.flags = obj::kFlagWantArrayEnd;
+  }
   op->payload = obj::Encode(req);
 
   transport::CallOptions options;
@@ -375,11 +386,14 @@ struct SyncCall {
 }  // namespace
 
 static Status Punch(ContainerCore& cont, const ObjectId& oid, obj::PunchScope scope, std::string_view dkey,
-                    std::string_view akey) {
+                    std::string_view akey, Condition condition = Condition::kNone) {
   ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
   SyncCall call{cont, *io, "punch " + DescribeIo(oid, dkey, akey)};
   if (scope != obj::PunchScope::kObject) {
     ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, scope == obj::PunchScope::kAkey, call.what));
+  }
+  if (condition != Condition::kNone && condition != Condition::kPresent) {
+    return Status::InvalidArgument(call.what + ": a punch can only be conditional on the key being present");
   }
   std::vector<Route> routes;
   if (scope == obj::PunchScope::kObject) {
@@ -392,6 +406,7 @@ static Status Punch(ContainerCore& cont, const ObjectId& oid, obj::PunchScope sc
     obj::PunchRequest req;
     req.header = cont.Header(route);
     req.scope = scope;
+    if (condition == Condition::kPresent) req.header.flags = obj::kFlagIfPresent;
     req.oid = oid;
     req.dkey = dkey;
     req.akey = akey;
@@ -410,6 +425,12 @@ Status Object::PunchDkey(std::string_view dkey) const {
 }
 Status Object::PunchAkey(std::string_view dkey, std::string_view akey) const {
   return Punch(*cont_, oid_, obj::PunchScope::kAkey, dkey, akey);
+}
+Status Object::PunchDkey(std::string_view dkey, Condition condition) const {
+  return Punch(*cont_, oid_, obj::PunchScope::kDkey, dkey, {}, condition);
+}
+Status Object::PunchAkey(std::string_view dkey, std::string_view akey, Condition condition) const {
+  return Punch(*cont_, oid_, obj::PunchScope::kAkey, dkey, akey, condition);
 }
 
 // Pages through one list of one target until its anchor reports eof.

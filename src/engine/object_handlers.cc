@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "engine/dkey_gate.h"
 #include "engine/target.h"
 
 namespace ros2::engine {
@@ -20,6 +21,37 @@ obj::Checksums FromVos(const vos::Checksums& c) {
 
 Epoch ReadEpoch(Epoch e) {
   return e == 0 ? kEpochMax : e;
+}
+
+// Whether `akey` of `dkey` has a visible value now (punched keys do not).
+Result<bool> AkeyVisible(vos::Vos& vos, const ObjectId& oid, const std::string& dkey, const std::string& akey) {
+  vos::Anchor anchor;
+  while (!anchor.eof()) {
+    ROS2_ASSIGN_OR_RETURN(auto keys, vos.ListAkeys(oid, dkey, kEpochMax, &anchor, 64));
+    for (const auto& k : keys)
+      if (k == akey) return true;
+    if (keys.empty()) break;
+  }
+  return false;
+}
+
+// Whether `dkey` has any visible akey now.
+Result<bool> DkeyVisible(vos::Vos& vos, const ObjectId& oid, const std::string& dkey) {
+  vos::Anchor anchor;
+  ROS2_ASSIGN_OR_RETURN(auto keys, vos.ListAkeys(oid, dkey, kEpochMax, &anchor, 1));
+  return !keys.empty();
+}
+
+// The outcome of a condition check: OK to proceed, or the refusal.
+Status CheckCondition(uint8_t flags, Result<bool> visible, std::string_view what) {
+  if (!visible.ok()) return visible.status();
+  if ((flags & obj::kFlagIfAbsent) != 0 && *visible) {
+    return Status::AlreadyExists(fmt::format("{}: the key exists (conditional insert)", what));
+  }
+  if ((flags & obj::kFlagIfPresent) != 0 && !*visible) {
+    return Status::NotFound(fmt::format("{}: the key does not exist (conditional update or punch)", what));
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -109,16 +141,43 @@ void Target::HandleUpdate(IncomingRequest req) {
   op.data = state->buffer.span();
   op.csum = ToVos(m->csum);
   vos::Vos* vos = (*shard)->vos.get();
+  const uint8_t condition = m->header.flags & obj::kUpdateFlags;
 
-  auto submit = [this, state, vos](const Status& pulled) {
+  auto submit = [this, state, vos, condition, header = m->header](const Status& pulled) {
     if (!pulled.ok()) {
       return Finish(state->ticket, pulled.WithContext(fmt::format("engine target {}: pulling update data", index_)));
     }
-    vos->SubmitUpdate(state->op, [this, state](Status st) {
-      usage_dirty_ = true;
-      const Epoch epoch = state->op.epoch;
-      state->buffer = PooledBuffer();  // back to the pool before the reply
-      Finish(state->ticket, st, obj::Encode(obj::UpdateReply{epoch}));
+    if (condition == 0) {
+      vos->SubmitUpdate(state->op, [this, state](Status st) {
+        usage_dirty_ = true;
+        const Epoch epoch = state->op.epoch;
+        state->buffer = PooledBuffer();  // back to the pool before the reply
+        Finish(state->ticket, st, obj::Encode(obj::UpdateReply{epoch}));
+      });
+      return;
+    }
+    // Conditional: check and write while holding the dkey, so no other
+    // conditional operation on it runs (or checks) in between. The shard is
+    // looked up again: it may have been retired while this one waited.
+    auto key = std::make_shared<std::string>(DkeyGate::Key(header.pool, header.container, state->op.oid, state->op.dkey));
+    GateForThisThread().Acquire(*key, [this, state, key, condition, header] {
+      auto shard = ShardFor(header.pool, header.container);
+      Status st = shard.ok() ? CheckCondition(condition,
+                                              AkeyVisible(*(*shard)->vos, state->op.oid, state->op.dkey, state->op.akey),
+                                              fmt::format("engine target {}: update", index_))
+                             : shard.status();
+      if (!st.ok()) {
+        Finish(state->ticket, st);
+        return GateForThisThread().Release(*key);
+      }
+      if (header.epoch == 0) state->op.epoch = env_->clock->Now();  // stamped after the wait: later than the holder's
+      (*shard)->vos->SubmitUpdate(state->op, [this, state, key](Status st) {
+        usage_dirty_ = true;
+        const Epoch epoch = state->op.epoch;
+        state->buffer = PooledBuffer();
+        Finish(state->ticket, st, obj::Encode(obj::UpdateReply{epoch}));
+        GateForThisThread().Release(*key);
+      });
     });
   };
   if (m->length == 0) return submit(Status::Ok());
@@ -165,10 +224,17 @@ void Target::HandleFetch(IncomingRequest req) {
   op.record_size = m->record_size;
   op.buffer = state->buffer.span();
 
-  (*shard)->vos->SubmitFetch(op, [this, state, req](Result<vos::FetchResult> r) mutable {
+  const bool want_end = (m->header.flags & obj::kFlagWantArrayEnd) != 0;
+  vos::Vos* vos = (*shard)->vos.get();
+  (*shard)->vos->SubmitFetch(op, [this, state, req, want_end, vos](Result<vos::FetchResult> r) mutable {
     if (!r.ok()) return Finish(state->ticket, r.status());
     state->reply.size = r->size;
     state->reply.csum = FromVos(r->csum);
+    if (want_end) {  // the end of the whole akey, so a reader can tell a hole from the end of a file
+      auto end = vos->QueryArrayEnd(state->op.oid, state->op.dkey, state->op.akey, state->op.epoch);
+      if (!end.ok()) return Finish(state->ticket, end.status());
+      state->reply.array_end = end->value_or(0);
+    }
     const uint64_t pushed = std::min<uint64_t>(r->size, state->buffer.size());
     auto reply = [this, state](const Status& st) {
       if (!st.ok()) {
@@ -194,15 +260,41 @@ void Target::HandlePunch(IncomingRequest req) {
     env_->clock->Update(epoch);
   }
   vos::Vos& vos = *(*shard)->vos;
-  Status st;
-  switch (m->scope) {
-    case obj::PunchScope::kObject: st = vos.PunchObject(m->oid, epoch); break;
-    case obj::PunchScope::kDkey: st = vos.PunchDkey(m->oid, m->dkey, epoch); break;
-    case obj::PunchScope::kAkey: st = vos.PunchAkey(m->oid, m->dkey, m->akey, epoch); break;
+  if (m->header.flags == 0) {
+    Status st;
+    switch (m->scope) {
+      case obj::PunchScope::kObject: st = vos.PunchObject(m->oid, epoch); break;
+      case obj::PunchScope::kDkey: st = vos.PunchDkey(m->oid, m->dkey, epoch); break;
+      case obj::PunchScope::kAkey: st = vos.PunchAkey(m->oid, m->dkey, m->akey, epoch); break;
+    }
+    usage_dirty_ = true;
+    if (!st.ok()) return req.Reply(st);
+    return req.Reply(Status::Ok(), obj::Encode(obj::PunchReply{epoch}));
   }
-  usage_dirty_ = true;
-  if (!st.ok()) return req.Reply(st);
-  req.Reply(Status::Ok(), obj::Encode(obj::PunchReply{epoch}));
+  // Conditional (dkey or akey only, see the decoder): punch only if visible,
+  // after every earlier conditional operation on the dkey has committed.
+  const uint64_t ticket = Track(req);
+  auto key = std::make_shared<std::string>(DkeyGate::Key(m->header.pool, m->header.container, m->oid, m->dkey));
+  GateForThisThread().Acquire(*key, [this, ticket, key, m = std::move(*m)] {
+    auto shard = ShardFor(m.header.pool, m.header.container);
+    Status st = shard.status();
+    if (st.ok()) {
+      vos::Vos& vos = *(*shard)->vos;
+      const std::string what = fmt::format("engine target {}: punch", index_);
+      st = m.scope == obj::PunchScope::kDkey ? CheckCondition(m.header.flags, DkeyVisible(vos, m.oid, m.dkey), what)
+                                            : CheckCondition(m.header.flags, AkeyVisible(vos, m.oid, m.dkey, m.akey), what);
+    }
+    Epoch epoch = 0;
+    if (st.ok()) {
+      epoch = m.header.epoch == 0 ? env_->clock->Now() : m.header.epoch;
+      vos::Vos& vos = *(*shard)->vos;
+      st = m.scope == obj::PunchScope::kDkey ? vos.PunchDkey(m.oid, m.dkey, epoch)
+                                            : vos.PunchAkey(m.oid, m.dkey, m.akey, epoch);
+      usage_dirty_ = true;
+    }
+    Finish(ticket, st, obj::Encode(obj::PunchReply{epoch}));
+    GateForThisThread().Release(*key);
+  });
 }
 
 void Target::HandleList(IncomingRequest req) {
@@ -280,11 +372,16 @@ void Target::HandleQuery(IncomingRequest req) {
   const Epoch epoch = ReadEpoch(m->header.epoch);
   obj::QueryReply reply;
   reply.kind = m->kind;
-  if (m->kind == obj::QueryKind::kMaxDkey) {
+  if (m->kind == obj::QueryKind::kMaxDkey || m->kind == obj::QueryKind::kArrayTail) {
     auto r = vos.QueryMaxDkey(m->oid, epoch);
     if (!r.ok()) return req.Reply(r.status());
     reply.found = r->has_value();
     if (reply.found) reply.max_dkey = **r;
+    if (reply.found && m->kind == obj::QueryKind::kArrayTail) {
+      auto end = vos.QueryArrayEnd(m->oid, reply.max_dkey, m->akey, epoch);
+      if (!end.ok()) return req.Reply(end.status());
+      reply.array_end = end->value_or(0);
+    }
   } else {
     auto r = vos.QueryArrayEnd(m->oid, m->dkey, m->akey, epoch);
     if (!r.ok()) return req.Reply(r.status());

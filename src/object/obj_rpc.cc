@@ -32,7 +32,7 @@ class Writer {
     Raw(k.data(), k.size());
   }
   void Header(const RequestHeader& h) {
-    U8(0);  // flags, reserved
+    U8(h.flags);
     Id(h.pool);
     Id(h.container);
     U32(h.target);
@@ -108,10 +108,15 @@ class Reader {
     if (n > kMaxKeySize) return Fail(fmt::format("{}: {} bytes exceeds the limit of {}", field, n, kMaxKeySize));
     return Bytes(field, n, k);
   }
-  Status Header(RequestHeader* h) {
+  // `allowed`: the RequestFlags this message may carry.
+  Status Header(RequestHeader* h, uint8_t allowed = 0) {
     uint8_t flags = 0;
     ROS2_RETURN_IF_ERROR(U8("flags", &flags));
-    if (flags != 0) return Fail(fmt::format("flags: reserved bits set (0x{:02x})", flags));
+    if ((flags & ~allowed) != 0) return Fail(fmt::format("flags: bits 0x{:02x} not valid here", flags & ~allowed));
+    if ((flags & kFlagIfAbsent) != 0 && (flags & kFlagIfPresent) != 0) {
+      return Fail("flags: if-absent and if-present together");
+    }
+    h->flags = flags;
     ROS2_RETURN_IF_ERROR(Id("pool", &h->pool));
     ROS2_RETURN_IF_ERROR(Id("container", &h->container));
     ROS2_RETURN_IF_ERROR(U32("target", &h->target));
@@ -284,7 +289,7 @@ Result<UpdateRequest> DecodeUpdateRequest(std::span<const uint8_t> bytes) {
   Reader r(bytes, "update request");
   UpdateRequest m;
   ROS2_RETURN_IF_ERROR(r.Version());
-  ROS2_RETURN_IF_ERROR(r.Header(&m.header));
+  ROS2_RETURN_IF_ERROR(r.Header(&m.header, kUpdateFlags));
   ROS2_RETURN_IF_ERROR(r.Oid("oid", &m.oid));
   ROS2_RETURN_IF_ERROR(r.Key("dkey", &m.dkey));
   ROS2_RETURN_IF_ERROR(r.Key("akey", &m.akey));
@@ -340,7 +345,7 @@ Result<FetchRequest> DecodeFetchRequest(std::span<const uint8_t> bytes) {
   Reader r(bytes, "fetch request");
   FetchRequest m;
   ROS2_RETURN_IF_ERROR(r.Version());
-  ROS2_RETURN_IF_ERROR(r.Header(&m.header));
+  ROS2_RETURN_IF_ERROR(r.Header(&m.header, kFetchFlags));
   ROS2_RETURN_IF_ERROR(r.Oid("oid", &m.oid));
   ROS2_RETURN_IF_ERROR(r.Key("dkey", &m.dkey));
   ROS2_RETURN_IF_ERROR(r.Key("akey", &m.akey));
@@ -355,6 +360,7 @@ Result<FetchRequest> DecodeFetchRequest(std::span<const uint8_t> bytes) {
     if (m.index != 0 || m.count != 0 || m.record_size != 1) {
       return r.Invalid("single value with an index, count or record size");
     }
+    if ((m.header.flags & kFlagWantArrayEnd) != 0) return r.Invalid("array end asked of a single value");
   } else {
     ROS2_RETURN_IF_ERROR(CheckArrayShape(r, m.index, m.count, m.record_size));
   }
@@ -364,6 +370,7 @@ std::vector<uint8_t> Encode(const FetchReply& m) {
   Writer w;
   w.U64(m.size);
   w.Csum(m.csum);
+  w.U64(m.array_end);
   return w.Take();
 }
 Result<FetchReply> DecodeFetchReply(std::span<const uint8_t> bytes) {
@@ -372,6 +379,7 @@ Result<FetchReply> DecodeFetchReply(std::span<const uint8_t> bytes) {
   ROS2_RETURN_IF_ERROR(r.Version());
   ROS2_RETURN_IF_ERROR(r.U64("size", &m.size));
   ROS2_RETURN_IF_ERROR(r.Csum(&m.csum));
+  ROS2_RETURN_IF_ERROR(r.U64("array end", &m.array_end));
   ROS2_RETURN_IF_ERROR(r.Done());
   if (m.csum.type != ChecksumType::kNone && m.csum.chunk_size == 0) return r.Fail("checksum chunk size is 0");
   return m;
@@ -392,7 +400,7 @@ Result<PunchRequest> DecodePunchRequest(std::span<const uint8_t> bytes) {
   PunchRequest m;
   uint8_t scope = 0;
   ROS2_RETURN_IF_ERROR(r.Version());
-  ROS2_RETURN_IF_ERROR(r.Header(&m.header));
+  ROS2_RETURN_IF_ERROR(r.Header(&m.header, kPunchFlags));
   ROS2_RETURN_IF_ERROR(r.U8("scope", &scope));
   if (scope < 1 || scope > 3) return r.Fail(fmt::format("punch scope {} unknown", scope));
   m.scope = static_cast<PunchScope>(scope);
@@ -402,6 +410,7 @@ Result<PunchRequest> DecodePunchRequest(std::span<const uint8_t> bytes) {
   ROS2_RETURN_IF_ERROR(r.Done());
   switch (m.scope) {
     case PunchScope::kObject:
+      if (m.header.flags != 0) return r.Invalid("a conditional punch of a whole object");
       ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.dkey, "dkey"));
       ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.akey, "akey"));
       break;
@@ -555,7 +564,7 @@ Result<QueryRequest> DecodeQueryRequest(std::span<const uint8_t> bytes) {
   ROS2_RETURN_IF_ERROR(r.Version());
   ROS2_RETURN_IF_ERROR(r.Header(&m.header));
   ROS2_RETURN_IF_ERROR(r.U8("kind", &kind));
-  if (kind < 1 || kind > 2) return r.Fail(fmt::format("query kind {} unknown", kind));
+  if (kind < 1 || kind > 3) return r.Fail(fmt::format("query kind {} unknown", kind));
   m.kind = static_cast<QueryKind>(kind);
   ROS2_RETURN_IF_ERROR(r.Oid("oid", &m.oid));
   ROS2_RETURN_IF_ERROR(r.Key("dkey", &m.dkey));
@@ -564,6 +573,9 @@ Result<QueryRequest> DecodeQueryRequest(std::span<const uint8_t> bytes) {
   if (m.kind == QueryKind::kMaxDkey) {
     ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.dkey, "dkey"));
     ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.akey, "akey"));
+  } else if (m.kind == QueryKind::kArrayTail) {
+    ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.dkey, "dkey"));
+    ROS2_RETURN_IF_ERROR(RequireKey(r, m.akey, "akey"));
   } else {
     ROS2_RETURN_IF_ERROR(RequireKey(r, m.dkey, "dkey"));
     ROS2_RETURN_IF_ERROR(RequireKey(r, m.akey, "akey"));
@@ -574,11 +586,8 @@ std::vector<uint8_t> Encode(const QueryReply& m) {
   Writer w;
   w.U8(static_cast<uint8_t>(m.kind));
   w.U8(m.found ? 1 : 0);
-  if (m.kind == QueryKind::kMaxDkey) {
-    w.Key(m.max_dkey);
-  } else {
-    w.U64(m.array_end);
-  }
+  if (m.kind != QueryKind::kArrayEnd) w.Key(m.max_dkey);
+  if (m.kind != QueryKind::kMaxDkey) w.U64(m.array_end);
   return w.Take();
 }
 Result<QueryReply> DecodeQueryReply(std::span<const uint8_t> bytes) {
@@ -587,14 +596,11 @@ Result<QueryReply> DecodeQueryReply(std::span<const uint8_t> bytes) {
   uint8_t kind = 0;
   ROS2_RETURN_IF_ERROR(r.Version());
   ROS2_RETURN_IF_ERROR(r.U8("kind", &kind));
-  if (kind < 1 || kind > 2) return r.Fail(fmt::format("query kind {} unknown", kind));
+  if (kind < 1 || kind > 3) return r.Fail(fmt::format("query kind {} unknown", kind));
   m.kind = static_cast<QueryKind>(kind);
   ROS2_RETURN_IF_ERROR(r.Bool("found", &m.found));
-  if (m.kind == QueryKind::kMaxDkey) {
-    ROS2_RETURN_IF_ERROR(r.Key("max dkey", &m.max_dkey));
-  } else {
-    ROS2_RETURN_IF_ERROR(r.U64("array end", &m.array_end));
-  }
+  if (m.kind != QueryKind::kArrayEnd) ROS2_RETURN_IF_ERROR(r.Key("max dkey", &m.max_dkey));
+  if (m.kind != QueryKind::kMaxDkey) ROS2_RETURN_IF_ERROR(r.U64("array end", &m.array_end));
   ROS2_RETURN_IF_ERROR(r.Done());
   return m;
 }

@@ -41,7 +41,9 @@
 
 namespace ros2::obj {
 
-inline constexpr uint8_t kProtocolVersion = 1;
+// Version 2: request flags (conditional update and punch, fetch with the
+// array's end), the fetch reply's array end, and the array-tail query.
+inline constexpr uint8_t kProtocolVersion = 2;
 
 // Limits enforced by the decoders (and by the encoders' callers).
 inline constexpr size_t kMaxKeySize = 1024;                // dkey and akey bytes
@@ -76,8 +78,27 @@ struct Checksums {
   friend bool operator==(const Checksums&, const Checksums&) = default;
 };
 
+// Bits of RequestHeader::flags. Each message accepts only the bits listed; any
+// other set bit is a protocol error.
+enum RequestFlags : uint8_t {
+  // update: store only if the akey has no visible value (else AlreadyExists).
+  kFlagIfAbsent = 1u << 0,
+  // update: store only if the akey has a visible value; punch of a dkey or an
+  // akey: only if it is visible (else NotFound).
+  kFlagIfPresent = 1u << 1,
+  // fetch of an array: the reply carries the akey's array end.
+  kFlagWantArrayEnd = 1u << 2,
+};
+inline constexpr uint8_t kUpdateFlags = kFlagIfAbsent | kFlagIfPresent;
+inline constexpr uint8_t kPunchFlags = kFlagIfPresent;
+inline constexpr uint8_t kFetchFlags = kFlagWantArrayEnd;
+
 // Fields every object request (all but ping) starts with.
 struct RequestHeader {
+  // RequestFlags; kIfAbsent and kIfPresent exclude each other. The engine
+  // serialises conditional operations per (object, dkey) so the check and the
+  // write are atomic against each other.
+  uint8_t flags = 0;
   Uuid pool;
   Uuid container;
   // The engine-local index of the target the client addressed
@@ -133,6 +154,9 @@ struct FetchReply {
   // a buffer of `size` bytes). kArray: count * record_size, holes read as zeros.
   uint64_t size = 0;
   Checksums csum;  // over the pushed bytes, chunked from their start
+  // With kFlagWantArrayEnd: one past the highest visible record of the akey
+  // (the whole akey, not only the fetched range); 0 when none or not asked.
+  uint64_t array_end = 0;
   friend bool operator==(const FetchReply&, const FetchReply&) = default;
 };
 
@@ -186,20 +210,23 @@ struct ListReply {
   friend bool operator==(const ListReply&, const ListReply&) = default;
 };
 
-enum class QueryKind : uint8_t { kMaxDkey = 1, kArrayEnd = 2 };
+// kArrayTail: the largest visible dkey of the object on this target and the
+// array end of `akey` under it, in one request (a file's size in one round
+// trip to every shard).
+enum class QueryKind : uint8_t { kMaxDkey = 1, kArrayEnd = 2, kArrayTail = 3 };
 struct QueryRequest {
   RequestHeader header;
   QueryKind kind = QueryKind::kMaxDkey;
   ObjectId oid;
   std::string dkey;  // kArrayEnd only
-  std::string akey;  // kArrayEnd only
+  std::string akey;  // kArrayEnd and kArrayTail
   friend bool operator==(const QueryRequest&, const QueryRequest&) = default;
 };
 struct QueryReply {
   QueryKind kind = QueryKind::kMaxDkey;
   bool found = false;      // false: no visible dkey / no visible record
-  std::string max_dkey;    // kMaxDkey
-  uint64_t array_end = 0;  // kArrayEnd: one past the highest visible record index
+  std::string max_dkey;    // kMaxDkey, kArrayTail
+  uint64_t array_end = 0;  // kArrayEnd, kArrayTail: one past the highest visible record index (0: none)
   friend bool operator==(const QueryReply&, const QueryReply&) = default;
 };
 

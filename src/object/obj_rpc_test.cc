@@ -168,7 +168,7 @@ TEST(ObjRpc, EveryTruncationIsRejectedAsProtocolError) {
 TEST(ObjRpc, BadVersionFlagsAndEnumsAreRejected) {
   auto bytes = Encode(SampleUpdate());
   auto bad = bytes;
-  bad[0] = 2;
+  bad[0] = kProtocolVersion + 1;
   auto st = DecodeUpdateRequest(bad).status();
   EXPECT_EQ(st.code(), Status::Code::kProtocol);
   EXPECT_NE(st.message().find("version"), std::string::npos) << st.ToString();
@@ -244,6 +244,81 @@ TEST(ObjRpc, ChecksumCountBeyondPayloadIsRejected) {
   bytes[count_off + 1] = 0xff;
   bytes[count_off + 2] = 0x0f;
   EXPECT_EQ(DecodeUpdateRequest(bytes).status().code(), Status::Code::kProtocol);
+}
+
+}  // namespace
+}  // namespace ros2::obj
+
+namespace ros2::obj {
+namespace {
+
+TEST(ObjRpc, ConditionFlagsRoundTripWhereAllowed) {
+  UpdateRequest u;
+  u.header = RequestHeader{};
+  u.header.pool = Uuid::Generate();
+  u.header.container = Uuid::Generate();
+  u.header.flags = kFlagIfAbsent;
+  u.oid = ObjectId{1, 2};
+  u.dkey = "name";
+  u.akey = "e";
+  auto back = DecodeUpdateRequest(Encode(u));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->header.flags, kFlagIfAbsent);
+
+  u.header.flags = kFlagIfAbsent | kFlagIfPresent;  // contradictory
+  EXPECT_EQ(DecodeUpdateRequest(Encode(u)).status().code(), Status::Code::kProtocol);
+  u.header.flags = kFlagWantArrayEnd;  // a fetch flag on an update
+  EXPECT_EQ(DecodeUpdateRequest(Encode(u)).status().code(), Status::Code::kProtocol);
+
+  PunchRequest p{u.header, PunchScope::kDkey, ObjectId{1, 1}, "d", ""};
+  p.header.flags = kFlagIfPresent;
+  auto pb = DecodePunchRequest(Encode(p));
+  ASSERT_TRUE(pb.ok()) << pb.status().ToString();
+  EXPECT_EQ(pb->header.flags, kFlagIfPresent);
+  p.header.flags = kFlagIfAbsent;
+  EXPECT_EQ(DecodePunchRequest(Encode(p)).status().code(), Status::Code::kProtocol);
+  PunchRequest whole{u.header, PunchScope::kObject, ObjectId{1, 1}, "", ""};
+  whole.header.flags = kFlagIfPresent;
+  EXPECT_TRUE(DecodePunchRequest(Encode(whole)).status().IsInvalidArgument());
+
+  FetchRequest f{u.header, ObjectId{1, 2}, "d", "a", ValueType::kArray, 0, 16, 1};
+  f.header.flags = kFlagWantArrayEnd;
+  auto fb = DecodeFetchRequest(Encode(f));
+  ASSERT_TRUE(fb.ok()) << fb.status().ToString();
+  EXPECT_EQ(fb->header.flags, kFlagWantArrayEnd);
+  FetchRequest single{u.header, ObjectId{1, 2}, "d", "a", ValueType::kSingle, 0, 0, 1};
+  single.header.flags = kFlagWantArrayEnd;
+  EXPECT_TRUE(DecodeFetchRequest(Encode(single)).status().IsInvalidArgument());
+
+  QueryRequest q{u.header, QueryKind::kMaxDkey, ObjectId{2, 2}, "", ""};
+  q.header.flags = kFlagIfPresent;  // queries take no flags
+  EXPECT_EQ(DecodeQueryRequest(Encode(q)).status().code(), Status::Code::kProtocol);
+}
+
+TEST(ObjRpc, FetchReplyCarriesArrayEndAndTailQueryRoundTrips) {
+  FetchReply r;
+  r.size = 16;
+  r.array_end = 4096;
+  auto back = DecodeFetchReply(Encode(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, r);
+
+  QueryRequest q{RequestHeader{}, QueryKind::kArrayTail, ObjectId{2, 2}, "", "d"};
+  q.header.pool = Uuid::Generate();
+  q.header.container = Uuid::Generate();
+  auto qb = DecodeQueryRequest(Encode(q));
+  ASSERT_TRUE(qb.ok()) << qb.status().ToString();
+  EXPECT_EQ(*qb, q);
+  q.akey.clear();
+  EXPECT_TRUE(DecodeQueryRequest(Encode(q)).status().IsInvalidArgument());
+  q.akey = "d";
+  q.dkey = "x";
+  EXPECT_EQ(DecodeQueryRequest(Encode(q)).status().code(), Status::Code::kProtocol);
+
+  QueryReply t{QueryKind::kArrayTail, true, std::string("\0\0\0\0\0\0\0\3", 8), 77};
+  auto tb = DecodeQueryReply(Encode(t));
+  ASSERT_TRUE(tb.ok()) << tb.status().ToString();
+  EXPECT_EQ(*tb, t);
 }
 
 }  // namespace

@@ -1,0 +1,583 @@
+// DFS end to end against a real single-node cluster (ros2-engine started by
+// `ros2ctl cluster up` in a temporary directory): every operation of
+// include/ros2/dfs.h and every error path, over tcp and shared memory.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <cstring>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "client/testing/test_cluster.h"
+#include "ros2/client.h"
+#include "ros2/dfs.h"
+
+namespace ros2::dfs {
+namespace {
+
+using ros2::testing::TestCluster;
+
+std::vector<std::byte> Pattern(size_t n, uint64_t seed) {
+  std::vector<std::byte> v(n);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v[i] = static_cast<std::byte>(x);
+  }
+  return v;
+}
+
+std::span<const std::byte> Bytes(std::string_view s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+// One cluster per transport (2 targets), one container per test.
+class DfsTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static void TearDownTestSuite() { clusters_.clear(); }
+
+  void SetUp() override {
+    const std::string& transport = GetParam();
+    if (!clusters_.count(transport)) {
+      std::string error;
+      auto c = TestCluster::Start(transport, 2, &error);
+      ASSERT_NE(c, nullptr) << error;
+      auto pool = c->Ctl({"pool", "create", "p", "--size", "128MiB"});
+      ASSERT_EQ(pool.exit_code, 0) << pool.err;
+      clusters_[transport] = std::move(c);
+    }
+    cluster_ = clusters_[transport].get();
+    const std::string label = fmt::format("c{}", next_container_++);
+    auto cont = cluster_->Ctl({"cont", "create", "p", label});
+    ASSERT_EQ(cont.exit_code, 0) << cont.err;
+    client::ClientOptions o;
+    o.control = cluster_->control();
+    o.secret_file = cluster_->admin_secret_file();
+    o.transport = transport;
+    auto client = client::Client::Connect(o);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    client_ = std::move(*client);
+    auto pool = client_->ConnectPool("p");
+    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+    pool_ = std::move(*pool);
+    auto c = pool_->OpenContainer(label);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    cont_ = std::move(*c);
+    fs_ = MountOrDie({});
+  }
+
+  void TearDown() override {
+    fs_.reset();
+    cont_.reset();
+    pool_.reset();
+    client_.reset();
+  }
+
+  std::unique_ptr<Filesystem> MountOrDie(MountOptions options) {
+    auto fs = Filesystem::Mount(*cont_, options);
+    EXPECT_TRUE(fs.ok()) << fs.status().ToString();
+    return fs.ok() ? std::move(*fs) : nullptr;
+  }
+
+  Entry CreateFile(const Entry& dir, std::string_view name, std::string_view content = {}) {
+    auto f = fs_->Open(dir, name, O_CREAT | O_RDWR, 0644);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    if (!content.empty()) {
+      auto n = fs_->Write(*f, 0, Bytes(content));
+      EXPECT_TRUE(n.ok()) << n.status().ToString();
+    }
+    return *f;
+  }
+
+  std::string ReadAll(const Entry& f, size_t max = 1 << 20) {
+    std::vector<std::byte> buf(max);
+    auto n = fs_->Read(f, 0, buf);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return std::string(reinterpret_cast<const char*>(buf.data()), n.ok() ? *n : 0);
+  }
+
+  static inline std::map<std::string, std::unique_ptr<TestCluster>> clusters_;
+  static inline int next_container_ = 0;
+  TestCluster* cluster_ = nullptr;
+  std::unique_ptr<client::Client> client_;
+  std::unique_ptr<client::Pool> pool_;
+  std::unique_ptr<client::Container> cont_;
+  std::unique_ptr<Filesystem> fs_;
+};
+
+TEST_P(DfsTest, MountFormatsOnceAndRemountSeesTheSameTree) {
+  ASSERT_NE(fs_, nullptr);
+  Entry root = fs_->Root();
+  EXPECT_TRUE(root.is_dir());
+  auto attr = fs_->Stat(root);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  EXPECT_EQ(attr->ino, 1u);
+  EXPECT_TRUE(S_ISDIR(attr->mode));
+  EXPECT_EQ(fs_->chunk_size(), kDefaultChunkSize);
+  CreateFile(root, "kept", "hello");
+  auto again = MountOrDie({.create = false});
+  ASSERT_NE(again, nullptr);
+  auto f = again->LookupPath("/kept");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(ReadAll(*f), "hello");
+}
+
+TEST_P(DfsTest, CreateWriteReadStatUnlink) {
+  Entry root = fs_->Root();
+  auto dir = fs_->Mkdir(root, "d", 0750);
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  Entry f = CreateFile(*dir, "f", "0123456789");
+  EXPECT_EQ(ReadAll(f), "0123456789");
+  auto attr = fs_->Stat(f);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  EXPECT_EQ(attr->size, 10u);
+  EXPECT_TRUE(S_ISREG(attr->mode));
+  EXPECT_EQ(attr->mode & 07777, 0644u);
+  auto looked = fs_->LookupPath("/d/f");
+  ASSERT_TRUE(looked.ok()) << looked.status().ToString();
+  EXPECT_EQ(looked->oid, f.oid);
+  ASSERT_TRUE(fs_->Unlink(*dir, "f").ok());
+  EXPECT_EQ(Errno(fs_->Lookup(*dir, "f").status()), ENOENT);
+}
+
+
+TEST_P(DfsTest, OpenFlagsAndErrors) {
+  Entry root = fs_->Root();
+  EXPECT_EQ(Errno(fs_->Open(root, "missing", O_RDONLY).status()), ENOENT);
+  Entry f = CreateFile(root, "f", "abc");
+  EXPECT_EQ(Errno(fs_->Open(root, "f", O_CREAT | O_EXCL | O_RDWR).status()), EEXIST);
+  auto again = fs_->Open(root, "f", O_CREAT | O_RDWR);  // plain O_CREAT opens the existing file
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->oid, f.oid);
+  EXPECT_EQ(ReadAll(*again), "abc");
+  auto trunc = fs_->Open(root, "f", O_RDWR | O_TRUNC);
+  ASSERT_TRUE(trunc.ok()) << trunc.status().ToString();
+  EXPECT_EQ(ReadAll(*trunc), "");
+  EXPECT_EQ(fs_->Stat(*trunc)->size, 0u);
+
+  auto dir = fs_->Mkdir(root, "d");
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(Errno(fs_->Open(root, "d", O_CREAT | O_RDWR).status()), EISDIR);
+  EXPECT_EQ(Errno(fs_->Open(root, "d", O_WRONLY).status()), EISDIR);
+  EXPECT_TRUE(fs_->Open(root, "d", O_RDONLY).ok());
+  EXPECT_EQ(Errno(fs_->Open(f, "x", O_CREAT | O_RDWR).status()), ENOTDIR);
+  EXPECT_EQ(Errno(fs_->Lookup(f, "x").status()), ENOTDIR);
+  EXPECT_EQ(Errno(fs_->Open(root, std::string(kMaxNameLength + 1, 'n'), O_CREAT | O_RDWR).status()), ENAMETOOLONG);
+  EXPECT_EQ(Errno(fs_->Mkdir(root, std::string(kMaxNameLength + 1, 'n')).status()), ENAMETOOLONG);
+  EXPECT_EQ(Errno(fs_->Open(root, "", O_CREAT | O_RDWR).status()), EINVAL);
+  EXPECT_EQ(Errno(fs_->Open(root, "a/b", O_CREAT | O_RDWR).status()), EINVAL);
+  EXPECT_EQ(Errno(fs_->Mkdir(root, "d").status()), EEXIST);
+  EXPECT_EQ(Errno(fs_->Mkdir(root, "f").status()), EEXIST);
+  std::vector<std::byte> buf(4);
+  EXPECT_EQ(Errno(fs_->Read(*dir, 0, buf).status()), EISDIR);
+  EXPECT_EQ(Errno(fs_->Write(*dir, 0, buf).status()), EISDIR);
+  EXPECT_EQ(Errno(fs_->LookupPath("relative").status()), EINVAL);
+  EXPECT_EQ(Errno(fs_->LookupPath("/f/x").status()), ENOTDIR);
+  EXPECT_EQ(Errno(fs_->LookupPath("/nothing/x").status()), ENOENT);
+  EXPECT_EQ(Errno(fs_->LookupPath("/" + std::string(kMaxPathLength, 'p')).status()), ENAMETOOLONG);
+}
+
+TEST_P(DfsTest, SparseMultiChunkFilesReadBackByteExact) {
+  MountOptions small;
+  small.chunk_size = 4096;
+  auto fs = MountOrDie(small);
+  ASSERT_NE(fs, nullptr);
+  auto f = fs->Open(fs->Root(), "sparse", O_CREAT | O_RDWR);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->chunk_size, 4096u);
+  // 10 KiB at 3000 (three chunks, unaligned) and 100 bytes at 50,000 (a hole between).
+  auto a = Pattern(10 * 1024, 1), b = Pattern(100, 2);
+  ASSERT_EQ(*fs->Write(*f, 3000, a), a.size());
+  ASSERT_EQ(*fs->Write(*f, 50000, b), b.size());
+  auto attr = fs->Stat(*f);
+  ASSERT_TRUE(attr.ok());
+  EXPECT_EQ(attr->size, 50100u);
+  EXPECT_EQ(attr->blksize, 4096u);
+  std::vector<std::byte> all(60000, std::byte{0x55});
+  auto n = fs->Read(*f, 0, all);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, 50100u);  // short at the end of the file
+  for (size_t i = 0; i < 3000; ++i) ASSERT_EQ(all[i], std::byte{0}) << i;
+  EXPECT_EQ(std::memcmp(all.data() + 3000, a.data(), a.size()), 0);
+  for (size_t i = 3000 + a.size(); i < 50000; ++i) ASSERT_EQ(all[i], std::byte{0}) << i;
+  EXPECT_EQ(std::memcmp(all.data() + 50000, b.data(), b.size()), 0);
+  // Reads inside the file are full; at and past the end they are short / empty.
+  std::vector<std::byte> mid(8000);
+  EXPECT_EQ(*fs->Read(*f, 20000, mid), 8000u);
+  EXPECT_EQ(*fs->Read(*f, 50050, mid), 50u);
+  EXPECT_EQ(*fs->Read(*f, 50100, mid), 0u);
+  EXPECT_EQ(*fs->Read(*f, 1 << 30, mid), 0u);
+}
+
+TEST_P(DfsTest, TruncateShrinksAndGrows) {
+  MountOptions small;
+  small.chunk_size = 4096;
+  auto fs = MountOrDie(small);
+  ASSERT_NE(fs, nullptr);
+  auto f = fs->Open(fs->Root(), "t", O_CREAT | O_RDWR);
+  ASSERT_TRUE(f.ok());
+  auto data = Pattern(20000, 3);
+  ASSERT_TRUE(fs->Write(*f, 0, data).ok());
+  ASSERT_TRUE(fs->Truncate(*f, 9000).ok());  // into the middle of chunk 2
+  EXPECT_EQ(fs->Stat(*f)->size, 9000u);
+  std::vector<std::byte> buf(30000);
+  ASSERT_EQ(*fs->Read(*f, 0, buf), 9000u);
+  EXPECT_EQ(std::memcmp(buf.data(), data.data(), 9000), 0);
+  ASSERT_TRUE(fs->Truncate(*f, 8192).ok());  // a chunk boundary
+  EXPECT_EQ(fs->Stat(*f)->size, 8192u);
+  ASSERT_TRUE(fs->Truncate(*f, 25000).ok());  // grow: the new part reads as zeros
+  EXPECT_EQ(fs->Stat(*f)->size, 25000u);
+  std::fill(buf.begin(), buf.end(), std::byte{0x77});
+  ASSERT_EQ(*fs->Read(*f, 0, buf), 25000u);
+  EXPECT_EQ(std::memcmp(buf.data(), data.data(), 8192), 0);
+  for (size_t i = 8192; i < 25000; ++i) ASSERT_EQ(buf[i], std::byte{0}) << i;
+  // Shrink into the hole just made: the size is exact although no data ends there.
+  ASSERT_TRUE(fs->Truncate(*f, 12000).ok());
+  EXPECT_EQ(fs->Stat(*f)->size, 12000u);
+  ASSERT_TRUE(fs->Truncate(*f, 0).ok());
+  EXPECT_EQ(fs->Stat(*f)->size, 0u);
+  SetAttrArgs sa;
+  sa.mask = kSetSize;
+  sa.size = 5;
+  auto attr = fs->SetAttr(*f, sa);
+  ASSERT_TRUE(attr.ok());
+  EXPECT_EQ(attr->size, 5u);
+  auto dir = fs->Mkdir(fs->Root(), "dd");
+  ASSERT_TRUE(dir.ok());
+  EXPECT_EQ(Errno(fs->Truncate(*dir, 0)), EISDIR);
+}
+
+TEST_P(DfsTest, MkdirRmdirUnlinkErrors) {
+  Entry root = fs_->Root();
+  auto d = fs_->Mkdir(root, "d");
+  ASSERT_TRUE(d.ok());
+  CreateFile(*d, "inner");
+  EXPECT_EQ(Errno(fs_->Rmdir(root, "d")), ENOTEMPTY);
+  EXPECT_EQ(Errno(fs_->Unlink(root, "d")), EISDIR);
+  EXPECT_EQ(Errno(fs_->Rmdir(*d, "inner")), ENOTDIR);
+  EXPECT_EQ(Errno(fs_->Unlink(*d, "nothing")), ENOENT);
+  EXPECT_EQ(Errno(fs_->Rmdir(root, "nothing")), ENOENT);
+  ASSERT_TRUE(fs_->Unlink(*d, "inner").ok());
+  EXPECT_EQ(Errno(fs_->Unlink(*d, "inner")), ENOENT);
+  ASSERT_TRUE(fs_->Rmdir(root, "d").ok());
+  EXPECT_EQ(Errno(fs_->Lookup(root, "d").status()), ENOENT);
+  EXPECT_EQ(Errno(fs_->Stat(*d).status()), ENOENT);  // the handle is stale
+  // The name can be reused, and the new directory is empty.
+  auto d2 = fs_->Mkdir(root, "d");
+  ASSERT_TRUE(d2.ok());
+  DirAnchor anchor;
+  auto page = fs_->Readdir(*d2, anchor, 10);
+  ASSERT_TRUE(page.ok());
+  EXPECT_TRUE(page->empty());
+}
+
+TEST_P(DfsTest, SymlinksAndPaths) {
+  Entry root = fs_->Root();
+  auto d = fs_->Mkdir(root, "dir");
+  ASSERT_TRUE(d.ok());
+  Entry f = CreateFile(*d, "target", "via link");
+  auto abs = fs_->Symlink(root, "abs", "/dir");
+  ASSERT_TRUE(abs.ok()) << abs.status().ToString();
+  auto rel = fs_->Symlink(*d, "rel", "target");
+  ASSERT_TRUE(rel.ok());
+  EXPECT_EQ(*fs_->Readlink(*abs), "/dir");
+  auto attr = fs_->Stat(*abs);
+  ASSERT_TRUE(attr.ok());
+  EXPECT_TRUE(S_ISLNK(attr->mode));
+  EXPECT_EQ(attr->size, 4u);
+  // Intermediate links are followed; the last one is not.
+  auto through = fs_->LookupPath("/abs/target");
+  ASSERT_TRUE(through.ok()) << through.status().ToString();
+  EXPECT_EQ(through->oid, f.oid);
+  auto last = fs_->LookupPath("/dir/rel");
+  ASSERT_TRUE(last.ok());
+  EXPECT_TRUE(last->is_symlink());
+  auto dotdot = fs_->LookupPath("/dir/../dir/./target");
+  ASSERT_TRUE(dotdot.ok());
+  EXPECT_EQ(dotdot->oid, f.oid);
+  EXPECT_EQ(Errno(fs_->Readlink(f).status()), EINVAL);
+  EXPECT_EQ(Errno(fs_->Symlink(root, "abs", "/x").status()), EEXIST);
+  EXPECT_EQ(Errno(fs_->Symlink(root, "empty", "").status()), EINVAL);
+  // A loop of links is ELOOP.
+  ASSERT_TRUE(fs_->Symlink(root, "l1", "/l2").ok());
+  ASSERT_TRUE(fs_->Symlink(root, "l2", "/l1").ok());
+  EXPECT_EQ(Errno(fs_->LookupPath("/l1/x").status()), ELOOP);
+  ASSERT_TRUE(fs_->Unlink(root, "abs").ok());
+  EXPECT_EQ(Errno(fs_->LookupPath("/abs").status()), ENOENT);
+}
+
+TEST_P(DfsTest, RenameCases) {
+  Entry root = fs_->Root();
+  auto a = fs_->Mkdir(root, "a");
+  auto b = fs_->Mkdir(root, "b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  Entry f = CreateFile(*a, "f", "one");
+  // Within a directory.
+  ASSERT_TRUE(fs_->Rename(*a, "f", *a, "g").ok());
+  EXPECT_EQ(Errno(fs_->Lookup(*a, "f").status()), ENOENT);
+  EXPECT_EQ(fs_->Lookup(*a, "g")->oid, f.oid);
+  // Across directories.
+  ASSERT_TRUE(fs_->Rename(*a, "g", *b, "h").ok());
+  EXPECT_EQ(Errno(fs_->Lookup(*a, "g").status()), ENOENT);
+  auto h = fs_->Lookup(*b, "h");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(ReadAll(*h), "one");
+  // Over an existing file: the old one's data goes away.
+  Entry other = CreateFile(*b, "other", "two");
+  ASSERT_TRUE(fs_->Rename(*b, "other", *b, "h").ok());
+  auto h2 = fs_->Lookup(*b, "h");
+  ASSERT_TRUE(h2.ok());
+  EXPECT_EQ(h2->oid, other.oid);
+  EXPECT_EQ(ReadAll(*h2), "two");
+  // RENAME_NOREPLACE.
+  CreateFile(*b, "x", "x");
+  EXPECT_EQ(Errno(fs_->Rename(*b, "x", *b, "h", kRenameNoReplace)), EEXIST);
+  ASSERT_TRUE(fs_->Rename(*b, "x", *a, "x", kRenameNoReplace).ok());
+  EXPECT_TRUE(fs_->Lookup(*a, "x").ok());
+  // Type conflicts and directories.
+  auto sub = fs_->Mkdir(*a, "sub");
+  ASSERT_TRUE(sub.ok());
+  EXPECT_EQ(Errno(fs_->Rename(*a, "x", *a, "sub")), EISDIR);
+  EXPECT_EQ(Errno(fs_->Rename(*a, "sub", *a, "x")), ENOTDIR);
+  EXPECT_EQ(Errno(fs_->Rename(root, "a", *a, "inside")), EINVAL);
+  EXPECT_EQ(Errno(fs_->Rename(root, "b", root, "a")), ENOTEMPTY);
+  auto empty = fs_->Mkdir(root, "empty");
+  ASSERT_TRUE(empty.ok());
+  ASSERT_TRUE(fs_->Rename(root, "b", root, "empty").ok());  // over an empty directory
+  auto moved = fs_->LookupPath("/empty/h");
+  ASSERT_TRUE(moved.ok()) << moved.status().ToString();
+  EXPECT_EQ(Errno(fs_->Rename(root, "nothing", root, "z")), ENOENT);
+  EXPECT_EQ(Errno(fs_->Rename(root, "a", root, std::string(300, 'z'))), ENAMETOOLONG);
+  EXPECT_EQ(Errno(fs_->Rename(root, "a", root, "z", 0x80)), EINVAL);
+}
+
+TEST_P(DfsTest, SetAttrChmodChownUtimens) {
+  Entry root = fs_->Root();
+  Entry f = CreateFile(root, "f", "data");
+  SetAttrArgs sa;
+  sa.mask = kSetMode | kSetUid | kSetGid | kSetAtime | kSetMtime;
+  sa.mode = 0600;
+  sa.uid = 1234;
+  sa.gid = 99;
+  sa.atime = {1000, 5};
+  sa.mtime = {2000, 6};
+  auto attr = fs_->SetAttr(f, sa);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  auto st = fs_->Stat(f);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->mode, S_IFREG | 0600u);
+  EXPECT_EQ(st->uid, 1234u);
+  EXPECT_EQ(st->gid, 99u);
+  EXPECT_EQ(st->atime.tv_sec, 1000);
+  EXPECT_EQ(st->atime.tv_nsec, 5);
+  EXPECT_EQ(st->mtime.tv_sec, 2000);
+  EXPECT_EQ(st->size, 4u);
+  EXPECT_GT(st->ctime.tv_sec, 2000);
+  sa.mask = kSetMtimeNow;
+  auto now = fs_->SetAttr(f, sa);
+  ASSERT_TRUE(now.ok());
+  EXPECT_GT(now->mtime.tv_sec, 2000);
+  sa.mask = kSetAtime;
+  sa.atime = {1, 2'000'000'000};
+  EXPECT_EQ(Errno(fs_->SetAttr(f, sa).status()), EINVAL);
+  // chmod of the root lives in the superblock.
+  sa.mask = kSetMode;
+  sa.mode = 0711;
+  ASSERT_TRUE(fs_->SetAttr(root, sa).ok());
+  EXPECT_EQ(fs_->Stat(root)->mode, S_IFDIR | 0711u);
+  // Sync stamps a file's mtime.
+  sa.mask = kSetMtime;
+  sa.mtime = {3000, 0};
+  ASSERT_TRUE(fs_->SetAttr(f, sa).ok());
+  ASSERT_TRUE(fs_->Sync(f).ok());
+  EXPECT_GT(fs_->Stat(f)->mtime.tv_sec, 3000);
+}
+
+TEST_P(DfsTest, PermissionBitsForAnotherUid) {
+  Entry root = fs_->Root();
+  SetAttrArgs open_root;
+  open_root.mask = kSetMode;
+  open_root.mode = 0777;
+  ASSERT_TRUE(fs_->SetAttr(root, open_root).ok());
+  CreateFile(root, "private", "secret");
+  SetAttrArgs sa;
+  sa.mask = kSetMode;
+  sa.mode = 0600;
+  ASSERT_TRUE(fs_->SetAttr(*fs_->Lookup(root, "private"), sa).ok());
+  auto locked = fs_->Mkdir(root, "locked", 0755);
+  ASSERT_TRUE(locked.ok());
+
+  MountOptions user;
+  user.uid = 1000;
+  user.gid = 1000;
+  auto ufs = MountOrDie(user);
+  ASSERT_NE(ufs, nullptr);
+  Entry uroot = ufs->Root();
+  EXPECT_EQ(Errno(ufs->Open(uroot, "private", O_RDONLY).status()), EACCES);
+  EXPECT_EQ(Errno(ufs->Open(uroot, "private", O_WRONLY).status()), EACCES);
+  auto ulocked = ufs->Lookup(uroot, "locked");
+  ASSERT_TRUE(ulocked.ok());
+  EXPECT_EQ(Errno(ufs->Open(*ulocked, "mine", O_CREAT | O_RDWR).status()), EACCES);
+  EXPECT_EQ(Errno(ufs->Mkdir(*ulocked, "sub").status()), EACCES);
+  EXPECT_EQ(Errno(ufs->SetAttr(*ufs->Lookup(uroot, "private"), sa).status()), EACCES);  // not the owner
+  // What the user creates is the user's.
+  auto mine = ufs->Open(uroot, "mine", O_CREAT | O_RDWR, 0600);
+  ASSERT_TRUE(mine.ok()) << mine.status().ToString();
+  auto attr = ufs->Stat(*mine);
+  ASSERT_TRUE(attr.ok());
+  EXPECT_EQ(attr->uid, 1000u);
+  EXPECT_EQ(attr->gid, 1000u);
+  EXPECT_TRUE(ufs->Write(*mine, 0, Bytes("ok")).ok());
+}
+
+TEST_P(DfsTest, ReaddirOfTwoThousandEntriesInSmallPages) {
+  Entry root = fs_->Root();
+  auto dir = fs_->Mkdir(root, "big");
+  ASSERT_TRUE(dir.ok());
+  constexpr int kEntries = 2000;
+  // Create through several threads (each its own data-plane worker).
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = t; i < kEntries; i += 4) {
+        const std::string name = fmt::format("entry-{:05d}", i);
+        Status st = i % 10 == 0 ? fs_->Mkdir(*dir, name).status()
+                                : fs_->Open(*dir, name, O_CREAT | O_EXCL | O_RDWR).status();
+        if (!st.ok()) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(failures.load(), 0);
+  std::multiset<std::string> seen;
+  DirAnchor anchor;
+  int pages = 0;
+  while (!anchor.eof) {
+    auto page = fs_->Readdir(*dir, anchor, 37);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    ASSERT_LE(page->size(), 37u);
+    for (const DirEntry& e : *page) {
+      seen.insert(e.name);
+      const int index = std::stoi(e.name.substr(6));
+      EXPECT_EQ(S_ISDIR(e.mode), index % 10 == 0) << e.name;
+      EXPECT_GT(e.ino, 1u);
+    }
+    ASSERT_LT(++pages, 1000);
+  }
+  ASSERT_EQ(seen.size(), static_cast<size_t>(kEntries));
+  for (int i = 0; i < kEntries; ++i) EXPECT_EQ(seen.count(fmt::format("entry-{:05d}", i)), 1u) << i;
+  EXPECT_EQ(Errno(fs_->Readdir(*fs_->Lookup(*dir, "entry-00001"), anchor, 10).status()), ENOTDIR);
+}
+
+TEST_P(DfsTest, ExclusiveCreateRaceHasOneWinner) {
+  Entry root = fs_->Root();
+  for (int round = 0; round < 20; ++round) {
+    const std::string name = fmt::format("race-{}", round);
+    std::atomic<int> wins{0}, exists{0}, other{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t) {
+      threads.emplace_back([&] {
+        Status st = fs_->Open(root, name, O_CREAT | O_EXCL | O_RDWR).status();
+        if (st.ok()) ++wins;
+        else if (Errno(st) == EEXIST) ++exists;
+        else ++other;
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(wins.load(), 1) << name;
+    EXPECT_EQ(exists.load(), 1) << name;
+    EXPECT_EQ(other.load(), 0) << name;
+  }
+  // Plain O_CREAT racing: both open the same file.
+  std::vector<ObjectId> oids(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      auto f = fs_->Open(root, "shared", O_CREAT | O_RDWR);
+      if (f.ok()) oids[t] = f->oid;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(oids[0], oids[1]);
+  EXPECT_NE(oids[0], ObjectId{});
+}
+
+TEST_P(DfsTest, AsyncReadsAndWritesWithManyInFlight) {
+  MountOptions small;
+  small.chunk_size = 64 * 1024;
+  auto fs = MountOrDie(small);
+  ASSERT_NE(fs, nullptr);
+  auto f = fs->Open(fs->Root(), "async", O_CREAT | O_RDWR);
+  ASSERT_TRUE(f.ok());
+  auto eq = client_->CreateEventQueue();
+  ASSERT_TRUE(eq.ok());
+  constexpr int kRequests = 64;
+  static constexpr size_t kSize = 100 * 1000;  // not chunk aligned: two or three chunks each
+  auto data = Pattern(kRequests * kSize, 9);
+  int callbacks = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    std::span<const std::byte> part(data.data() + i * kSize, kSize);
+    ASSERT_TRUE(fs->SubmitWrite(**eq, *f, i * kSize, part, [&callbacks](const client::IoResult& r) {
+                    EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+                    EXPECT_EQ(r.size, kSize);
+                    ++callbacks;
+                  }).ok());
+  }
+  std::array<client::Event, 1> none;
+  while (callbacks < kRequests) ASSERT_TRUE((*eq)->Wait(none, 1, std::chrono::seconds(30)).ok() || callbacks > 0);
+  EXPECT_EQ(callbacks, kRequests);
+  // Read back, plus one request across the end of the file (short) and one past it.
+  std::vector<std::byte> back(data.size() + kSize);
+  callbacks = 0;
+  uint64_t short_size = ~uint64_t{0}, past_size = ~uint64_t{0};
+  for (int i = 0; i < kRequests; ++i) {
+    ASSERT_TRUE(fs->SubmitRead(**eq, *f, i * kSize, std::span<std::byte>(back.data() + i * kSize, kSize),
+                               [&callbacks](const client::IoResult& r) {
+                                 EXPECT_TRUE(r.status.ok()) << r.status.ToString();
+                                 EXPECT_EQ(r.size, kSize);
+                                 ++callbacks;
+                               })
+                    .ok());
+  }
+  std::vector<std::byte> tail(kSize), past(kSize);
+  ASSERT_TRUE(fs->SubmitRead(**eq, *f, data.size() - 10, tail, [&](const client::IoResult& r) {
+                  EXPECT_TRUE(r.status.ok());
+                  short_size = r.size;
+                  ++callbacks;
+                }).ok());
+  ASSERT_TRUE(fs->SubmitRead(**eq, *f, data.size() + 5, past, [&](const client::IoResult& r) {
+                  EXPECT_TRUE(r.status.ok());
+                  past_size = r.size;
+                  ++callbacks;
+                }).ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (callbacks < kRequests + 2 && std::chrono::steady_clock::now() < deadline) {
+    (void)(*eq)->Wait(none, 1, std::chrono::milliseconds(100));
+  }
+  ASSERT_EQ(callbacks, kRequests + 2);
+  EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
+  EXPECT_EQ(short_size, 10u);
+  EXPECT_EQ(past_size, 0u);
+  EXPECT_EQ(std::memcmp(tail.data(), data.data() + data.size() - 10, 10), 0);
+}
+
+TEST_P(DfsTest, StatfsReportsThePoolSpace) {
+  auto s = fs_->Statfs();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->block_size, 4096u);
+  EXPECT_GE(s->blocks * s->block_size, uint64_t{100} << 20);  // the 128 MiB pool
+  EXPECT_LE(s->blocks_free, s->blocks);
+  EXPECT_EQ(s->name_max, kMaxNameLength);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, DfsTest, ::testing::Values("tcp", "shm"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace ros2::dfs

@@ -1,0 +1,302 @@
+// FilesystemCore: records, sizes, object ids and permission checks (see
+// filesystem_core.h); Filesystem::Mount formats or opens the superblock.
+#include "dfs/filesystem_core.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <random>
+
+#include <fmt/format.h>
+
+namespace ros2::dfs {
+namespace {
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::span<const std::byte> AsSpan(const std::vector<std::byte>& v) {
+  return {v.data(), v.size()};
+}
+
+}  // namespace
+
+ObjectId SuperblockObjectId() {
+  return ObjectId::Make(ObjectType::kSuperblock, ObjectClass::kS1, 0, 0);
+}
+ObjectId RootObjectId(ObjectClass dir_class) {
+  return ObjectId::Make(ObjectType::kDirectory, dir_class, 0, 1);
+}
+
+std::string ChunkDkey(uint64_t index) {
+  std::string k(8, '\0');
+  for (int i = 0; i < 8; ++i) k[i] = static_cast<char>(index >> (8 * (7 - i)));
+  return k;
+}
+
+Result<uint64_t> ChunkIndex(std::string_view dkey) {
+  if (dkey.size() != 8) return Status::Corruption(fmt::format("dfs: file chunk dkey of {} bytes", dkey.size()));
+  uint64_t index = 0;
+  for (char c : dkey) index = (index << 8) | static_cast<uint8_t>(c);
+  return index;
+}
+
+uint64_t InodeNumber(const ObjectId& oid, const ObjectId& root) {
+  if (oid == root) return 1;
+  uint64_t ino = Mix(oid.hi ^ Mix(oid.lo));
+  return ino <= 1 ? ino + 2 : ino;
+}
+
+timespec Now() {
+  timespec t{};
+  ::clock_gettime(CLOCK_REALTIME, &t);
+  return t;
+}
+
+std::string DescribeEntry(const ObjectId& dir, std::string_view name) {
+  return fmt::format("'{}' in directory {}", name, dir.ToString());
+}
+
+FilesystemCore::FilesystemCore(client::Container& container, const MountOptions& options,
+                               const SuperblockRecord& superblock, const EntryRecord& root)
+    : container_(container), options_(options), superblock_(superblock), root_(root) {
+  chunk_size_ = options.chunk_size != 0 ? options.chunk_size : superblock.chunk_size;
+  file_class_ = options.file_class != ObjectClass{0} ? options.file_class : superblock.file_class;
+  dir_class_ = options.dir_class != ObjectClass{0} ? options.dir_class : superblock.dir_class;
+  std::random_device rd;
+  do {
+    allocator_id_ = ((uint64_t{rd()} << 32) | rd()) & ((uint64_t{1} << 48) - 1);
+  } while (allocator_id_ == 0);
+}
+
+Entry FilesystemCore::Root() const {
+  Entry e;
+  e.oid = superblock_.root;
+  e.mode = root_.mode;
+  e.uid = root_.uid;
+  e.gid = root_.gid;
+  return e;
+}
+
+ObjectId FilesystemCore::NewObjectId(ObjectType type, ObjectClass oc) {
+  return ObjectId::Make(type, oc, allocator_id_, next_lo_.fetch_add(1, std::memory_order_relaxed));
+}
+
+Result<client::Object> FilesystemCore::OpenObject(const ObjectId& oid) const {
+  return container_.OpenObject(oid);
+}
+
+FilesystemCore::Location FilesystemCore::LocationOf(const Entry& entry) const {
+  if (entry.oid == superblock_.root && entry.name.empty()) return {SuperblockObjectId(), std::string(kRootDkey)};
+  return {entry.parent, entry.name};
+}
+
+Result<EntryRecord> FilesystemCore::FetchRecord(const ObjectId& dir, std::string_view name) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(dir));
+  ROS2_ASSIGN_OR_RETURN(auto value, obj.Get(name, kEntryAkey, 256));
+  if (value.empty()) return Status::NotFound(fmt::format("dfs: no entry {}", DescribeEntry(dir, name)));
+  return DecodeEntry(value, DescribeEntry(dir, name));
+}
+
+Status FilesystemCore::InsertRecord(const ObjectId& dir, std::string_view name, const EntryRecord& record) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(dir));
+  auto bytes = EncodeEntry(record);
+  client::UpdateArgs args;
+  args.dkey = name;
+  args.akey = kEntryAkey;
+  args.data = AsSpan(bytes);
+  args.condition = client::Condition::kAbsent;
+  Status st = obj.Update(args);
+  if (st.code() == Status::Code::kAlreadyExists) {
+    return Status::AlreadyExists(fmt::format("dfs: {} exists", DescribeEntry(dir, name)));
+  }
+  return st;
+}
+
+Status FilesystemCore::ReplaceRecord(const ObjectId& dir, std::string_view name, const EntryRecord& record) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(dir));
+  auto bytes = EncodeEntry(record);
+  client::UpdateArgs args;
+  args.dkey = name;
+  args.akey = kEntryAkey;
+  args.data = AsSpan(bytes);
+  args.condition = client::Condition::kPresent;
+  Status st = obj.Update(args);
+  if (st.IsNotFound()) return Status::NotFound(fmt::format("dfs: entry {} is gone", DescribeEntry(dir, name)));
+  return st;
+}
+
+Status FilesystemCore::StoreRecord(const ObjectId& dir, std::string_view name, const EntryRecord& record) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(dir));
+  auto bytes = EncodeEntry(record);
+  return obj.Put(name, kEntryAkey, AsSpan(bytes));
+}
+
+Status FilesystemCore::RemoveRecord(const ObjectId& dir, std::string_view name) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(dir));
+  Status st = obj.PunchDkey(name, client::Condition::kPresent);
+  if (st.IsNotFound()) return Status::NotFound(fmt::format("dfs: no entry {}", DescribeEntry(dir, name)));
+  return st;
+}
+
+Result<uint64_t> FilesystemCore::FileSize(const ObjectId& file, uint64_t chunk_size) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(file));
+  ROS2_ASSIGN_OR_RETURN(auto tail, obj.QueryArrayTail(kDataAkey));
+  if (!tail) return uint64_t{0};
+  ROS2_ASSIGN_OR_RETURN(uint64_t index, ChunkIndex(tail->dkey));
+  return index * chunk_size + tail->end;
+}
+
+Result<EntryRecord> FilesystemCore::RecordOf(const Entry& entry) const {
+  Location loc = LocationOf(entry);
+  ROS2_ASSIGN_OR_RETURN(EntryRecord rec, FetchRecord(loc.object, loc.dkey));
+  if (rec.oid != entry.oid) {
+    return Status::NotFound(fmt::format("dfs: entry {} now names another object (stale handle of {})",
+                                        DescribeEntry(loc.object, loc.dkey), entry.oid.ToString()));
+  }
+  return rec;
+}
+
+Attr FilesystemCore::MakeAttr(const EntryRecord& record, uint64_t size) const {
+  Attr a;
+  a.ino = InodeNumber(record.oid, superblock_.root);
+  a.mode = record.mode;
+  a.uid = record.uid;
+  a.gid = record.gid;
+  a.size = S_ISLNK(record.mode) ? record.symlink_target.size() : size;
+  a.blocks = (a.size + 511) / 512;
+  a.nlink = 1;
+  a.blksize = static_cast<uint32_t>(std::min<uint64_t>(record.chunk_size != 0 ? record.chunk_size : chunk_size_,
+                                                       uint64_t{1} << 30));
+  a.atime = record.atime;
+  a.mtime = record.mtime;
+  a.ctime = record.ctime;
+  a.oid = record.oid;
+  return a;
+}
+
+Entry FilesystemCore::MakeEntry(const ObjectId& parent, std::string_view name, const EntryRecord& record) const {
+  Entry e;
+  e.oid = record.oid;
+  e.parent = parent;
+  e.name = std::string(name);
+  e.mode = record.mode;
+  e.uid = record.uid;
+  e.gid = record.gid;
+  e.chunk_size = record.chunk_size;
+  return e;
+}
+
+EntryRecord FilesystemCore::NewRecord(mode_t mode, const ObjectId& oid) const {
+  EntryRecord r;
+  r.mode = mode;
+  r.oid = oid;
+  r.uid = options_.uid;
+  r.gid = options_.gid;
+  r.atime = r.mtime = r.ctime = Now();
+  if (S_ISREG(mode)) r.chunk_size = chunk_size_;
+  return r;
+}
+
+Status FilesystemCore::CheckAccess(mode_t mode, uid_t uid, gid_t gid, int want, std::string_view what) const {
+  if (options_.uid == 0 || want == 0) return Status::Ok();
+  mode_t bits = 0;
+  if (uid == options_.uid) {
+    bits = (mode >> 6) & 7;
+  } else if (gid == options_.gid) {
+    bits = (mode >> 3) & 7;
+  } else {
+    bits = mode & 7;
+  }
+  if ((static_cast<mode_t>(want) & ~bits) != 0) {
+    return Status::PermissionDenied(fmt::format("dfs: {}: mode {:o} owned by {}:{} denies uid {}", what,
+                                                mode & 07777, uid, gid, options_.uid));
+  }
+  return Status::Ok();
+}
+
+Status FilesystemCore::CheckOwner(const EntryRecord& r, std::string_view what) const {
+  if (options_.uid == 0 || options_.uid == r.uid) return Status::Ok();
+  return Status::PermissionDenied(
+      fmt::format("dfs: {}: uid {} does not own the entry (owner {})", what, options_.uid, r.uid));
+}
+
+// --- mount ---
+
+Filesystem::Filesystem(std::shared_ptr<FilesystemCore> core) : core_(std::move(core)) {}
+Filesystem::~Filesystem() = default;
+
+uint64_t Filesystem::chunk_size() const {
+  return core_->chunk_size();
+}
+Entry Filesystem::Root() const {
+  return core_->Root();
+}
+
+Result<std::unique_ptr<Filesystem>> Filesystem::Mount(client::Container& container, const MountOptions& options) {
+  const std::string what = fmt::format("dfs mount of container {}", container.summary().label);
+  ROS2_ASSIGN_OR_RETURN(client::Object sb_obj, container.OpenObject(SuperblockObjectId()));
+  std::optional<SuperblockRecord> superblock;
+  for (int attempt = 0; attempt < 3 && !superblock; ++attempt) {
+    auto value = sb_obj.Get(kSuperblockDkey, kEntryAkey, 128);
+    if (!value.ok()) return value.status().WithContext(what);
+    if (!value->empty()) {
+      auto decoded = DecodeSuperblock(*value);
+      if (!decoded.ok()) return decoded.status().WithContext(what);
+      superblock = *decoded;
+      break;
+    }
+    if (!options.create) return Status::NotFound(what + ": the container holds no file system");
+    // Format: the root's record first, then the superblock, each inserted only
+    // if absent, so concurrent first mounts agree on one file system.
+    const client::ContainerSummary& cs = container.summary();
+    SuperblockRecord fresh;
+    fresh.chunk_size = options.chunk_size != 0 ? options.chunk_size : (cs.chunk_size != 0 ? cs.chunk_size : kDefaultChunkSize);
+    fresh.file_class = options.file_class != ObjectClass{0} ? options.file_class : cs.default_object_class;
+    fresh.dir_class = options.dir_class != ObjectClass{0} ? options.dir_class : cs.default_object_class;
+    ROS2_RETURN_IF_ERROR(client::CheckObjectClassSupported(fresh.file_class).WithContext(what));
+    ROS2_RETURN_IF_ERROR(client::CheckObjectClassSupported(fresh.dir_class).WithContext(what));
+    fresh.root = RootObjectId(fresh.dir_class);
+    EntryRecord root;
+    root.mode = S_IFDIR | 0755;
+    root.oid = fresh.root;
+    root.uid = options.uid;
+    root.gid = options.gid;
+    root.atime = root.mtime = root.ctime = Now();
+    auto root_bytes = EncodeEntry(root);
+    client::UpdateArgs args;
+    args.dkey = kRootDkey;
+    args.akey = kEntryAkey;
+    args.data = root_bytes;
+    args.condition = client::Condition::kAbsent;
+    Status st = sb_obj.Update(args);
+    if (!st.ok() && st.code() != Status::Code::kAlreadyExists) return st.WithContext(what + ": writing the root");
+    auto sb_bytes = EncodeSuperblock(fresh);
+    args.dkey = kSuperblockDkey;
+    args.data = sb_bytes;
+    st = sb_obj.Update(args);
+    if (st.ok()) superblock = fresh;
+    else if (st.code() != Status::Code::kAlreadyExists) return st.WithContext(what + ": writing the superblock");
+  }
+  if (!superblock) return Status::Busy(what + ": the superblock kept changing");
+  auto root_value = sb_obj.Get(kRootDkey, kEntryAkey, 128);
+  if (!root_value.ok()) return root_value.status().WithContext(what + ": reading the root");
+  if (root_value->empty()) return Status::Corruption(what + ": the superblock has no root entry");
+  auto root = DecodeEntry(*root_value, "the root");
+  if (!root.ok()) return root.status().WithContext(what);
+  if (!S_ISDIR(root->mode) || root->oid != superblock->root) {
+    return Status::Corruption(what + ": the root entry is not the superblock's root directory");
+  }
+  auto core = std::make_shared<FilesystemCore>(container, options, *superblock, *root);
+  return std::unique_ptr<Filesystem>(new Filesystem(std::move(core)));
+}
+
+int Errno(const Status& status) {
+  return status.ok() ? 0 : status.ToErrno();
+}
+
+}  // namespace ros2::dfs

@@ -1,0 +1,72 @@
+// Filesystem::Readdir: a page of names from the directory object's shards
+// (a paged dkey listing that resumes from the caller's anchor), then every
+// entry's record fetched at once through one event queue, for its type, mode
+// and object id.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include "dfs/filesystem_core.h"
+
+namespace ros2::dfs {
+namespace {
+
+constexpr size_t kRecordGuess = kEntryRecordFixedSize + 180;  // most symlink targets fit
+
+}  // namespace
+
+Result<std::vector<DirEntry>> Filesystem::Readdir(const Entry& dir, DirAnchor& anchor, size_t max) {
+  if (!dir.is_dir()) return Status::NotDirectory(fmt::format("dfs readdir: '{}' is not a directory", dir.name));
+  if (max == 0) return Status::InvalidArgument("dfs readdir: page size 0");
+  ROS2_RETURN_IF_ERROR(core_->CheckAccess(dir, R_OK, fmt::format("readdir of '{}'", dir.name)));
+  std::vector<DirEntry> out;
+  if (anchor.eof) return out;
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, core_->OpenObject(dir.oid));
+  client::KeyAnchor key_anchor;
+  key_anchor.shard = anchor.shard;
+  key_anchor.position.assign(anchor.position.data(), anchor.position.size());
+  ROS2_ASSIGN_OR_RETURN(auto names, obj.ListDkeysPage(key_anchor, max));
+
+  // Fetch every record at once.
+  ROS2_ASSIGN_OR_RETURN(auto eq, core_->container().CreateEventQueue());
+  std::vector<std::vector<std::byte>> values(names.size(), std::vector<std::byte>(kRecordGuess));
+  std::vector<client::IoResult> results(names.size());
+  Status submit_error;
+  for (size_t i = 0; i < names.size() && submit_error.ok(); ++i) {
+    client::FetchArgs f;
+    f.dkey = names[i];
+    f.akey = kEntryAkey;
+    f.buffer = values[i];
+    submit_error = obj.SubmitFetch(*eq, f, [&results, i](const client::IoResult& r) { results[i] = r; });
+  }
+  while (eq->in_flight() > 0) {
+    std::array<client::Event, 1> ignored;
+    (void)eq->Wait(ignored, eq->in_flight(), std::chrono::seconds(5));
+  }
+  ROS2_RETURN_IF_ERROR(submit_error);
+  for (size_t i = 0; i < names.size(); ++i) {
+    ROS2_RETURN_IF_ERROR(results[i].status);
+    if (results[i].size == 0) continue;  // removed since the listing
+    std::vector<std::byte>& value = values[i];
+    if (results[i].size > value.size()) {  // a long symlink target: fetch it whole
+      ROS2_ASSIGN_OR_RETURN(value, obj.Get(names[i], kEntryAkey, results[i].size));
+      if (value.empty()) continue;
+    } else {
+      value.resize(results[i].size);
+    }
+    ROS2_ASSIGN_OR_RETURN(EntryRecord rec, DecodeEntry(value, DescribeEntry(dir.oid, names[i])));
+    DirEntry d;
+    d.name = std::move(names[i]);
+    d.mode = rec.mode;
+    d.oid = rec.oid;
+    d.ino = InodeNumber(rec.oid, core_->superblock().root);
+    out.push_back(std::move(d));
+  }
+  anchor.shard = key_anchor.shard;
+  anchor.position = std::move(key_anchor.position);
+  anchor.eof = key_anchor.eof;
+  return out;
+}
+
+}  // namespace ros2::dfs
