@@ -44,6 +44,7 @@ struct VosSuiteOptions {
   bool fio = true;
   uint64_t vos_data_size = 0;  // 0: 3 x size
   std::string extent_sync;     // empty: the VosOptions default
+  bool relaxed = false;        // VosOptions::sync_commit = false (to measure what durability costs)
 };
 
 VosSuiteOptions g_opts;
@@ -111,6 +112,7 @@ int RunVosSuite(Reporter& rep) {
   vopts.path = scratch->path() + "/vos";
   vopts.storage_class = *cls;
   vopts.data_size = g_opts.vos_data_size ? g_opts.vos_data_size : 3 * g_opts.size;
+  vopts.sync_commit = !g_opts.relaxed;
   if (!g_opts.extent_sync.empty()) {
     auto sync = vos::ParseExtentSync(g_opts.extent_sync);
     if (!sync.ok()) {
@@ -127,9 +129,9 @@ int RunVosSuite(Reporter& rep) {
   std::unique_ptr<vos::Vos> store = std::move(*opened);
   Epoch next_epoch = 1;
   const std::string baseline = ram ? "fio-io_uring-buffered" : "fio-io_uring";
-  std::fprintf(stderr, "vos bench: dir %s class %s extent_sync %s size %llu runtime %.1fs; baseline %s\n",
+  std::fprintf(stderr, "vos bench: dir %s class %s extent_sync %s%s size %llu runtime %.1fs; baseline %s\n",
                scratch->path().c_str(), g_opts.storage_class.c_str(),
-               std::string(vos::ExtentSyncName(vopts.extent_sync)).c_str(),
+               std::string(vos::ExtentSyncName(vopts.extent_sync)).c_str(), g_opts.relaxed ? " (relaxed)" : "",
                static_cast<unsigned long long>(g_opts.size), g_opts.runtime_s, baseline.c_str());
 
   int rc = 0;
@@ -198,6 +200,8 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--vos-data-size", g_opts.vos_data_size, "VOS extent store capacity (default 3 x size)");
       app.add_option("--extent-sync", g_opts.extent_sync, "VOS durable extent writes: group | dsync (default: VOS's)");
       app.add_flag("!--no-fio", g_opts.fio, "VOS only, no fio baseline (for profiling)");
+      app.add_flag("--relaxed", g_opts.relaxed,
+                   "VOS relaxed durability (sync_commit: false), to measure what durable commits cost");
       app.add_flag("!--no-fdatasync-baseline", g_opts.fdatasync_baseline,
                    "skip the second write baseline (fio --fdatasync=1)");
     },

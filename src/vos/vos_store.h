@@ -79,6 +79,7 @@ class VosStore final : public Vos {
     bool holds_header = false;            // counted in pending_headers_
     std::optional<ValueRecord> replaced;  // a committed record at the same key, freed after commit
     AlignedBuffer bounce;                 // the data, when the caller's buffer cannot go to O_DIRECT
+    Status checksum_status;               // external: the checksum pass run while the data is written
     AkeyHeader committed_header;          // the header its commit group wrote
     std::list<UpdateState>::iterator self;
   };
@@ -134,6 +135,7 @@ class VosStore final : public Vos {
 
   // vos_update.cc
   Status PrepareUpdate(UpdateState* u);
+  Status ChecksumData(UpdateState* u);  // verifies the caller's checksums or computes the store's
   void OnUpdateWritten(UpdateState* u, Status st);
   int StartCommitIfIdle();
   int FinishCommit(std::unique_ptr<CommitGroup> group);

@@ -40,6 +40,26 @@ void VosStore::SubmitUpdate(const UpdateOp& op, UpdateCallback done) {
   if (u.bounce.size() > 0) data = u.bounce.span();
   UpdateState* p = &u;
   extents_->SubmitWrite(u.rec.offset, data, [this, p](Status s) { OnUpdateWritten(p, std::move(s)); });
+  // The checksum pass over the data (tens of microseconds a MiB, mostly memory
+  // bandwidth) runs while the device writes it. Nothing refers to the new
+  // extent until the commit, which waits for the write's completion, and that
+  // completion can only be reaped after this returns; a mismatch of the
+  // caller's checksums fails the update there and frees the space.
+  u.checksum_status = ChecksumData(&u);
+}
+
+Status VosStore::ChecksumData(UpdateState* u) {
+  const UpdateOp& op = u->op;
+  if (op.csum.type != ChecksumType::kNone) {
+    ROS2_RETURN_IF_ERROR(VerifyChunkChecksums(op.csum.type, op.data, op.csum.chunk_size, op.csum.values,
+                                              fmt::format("vos: {}", Describe(op))));
+    u->rec.csum = op.csum;
+  } else if (options_.checksum != ChecksumType::kNone) {
+    u->rec.csum.type = options_.checksum;
+    u->rec.csum.chunk_size = options_.csum_chunk_size;
+    u->rec.csum.values = ComputeChunkChecksums(options_.checksum, op.data, options_.csum_chunk_size);
+  }
+  return Status::Ok();
 }
 
 Status VosStore::PrepareUpdate(UpdateState* u) {
@@ -73,21 +93,21 @@ Status VosStore::PrepareUpdate(UpdateState* u) {
                                        op.data.size(), allocator_->capacity()));
   }
 
-  // Checksums: verify the caller's, or compute them.
+  // Checksums: the caller's are verified, or they are computed, by ChecksumData:
+  // here for inline values, while the data is being written for external ones.
   u->rec.length = op.data.size();
   u->rec.record_size = op.type == ValueType::kArray ? op.record_size : 1;
   if (op.csum.type != ChecksumType::kNone) {
     if (op.csum.chunk_size == 0) {
       return Status::InvalidArgument(fmt::format("vos: {}: checksum chunk size is 0", Describe(op)));
     }
-    ROS2_RETURN_IF_ERROR(VerifyChunkChecksums(op.csum.type, op.data, op.csum.chunk_size, op.csum.values,
-                                              fmt::format("vos: {}", Describe(op))));
-    u->rec.csum = op.csum;
-  } else if (options_.checksum != ChecksumType::kNone) {
-    u->rec.csum.type = options_.checksum;
-    u->rec.csum.chunk_size = options_.csum_chunk_size;
-    u->rec.csum.values = ComputeChunkChecksums(options_.checksum, op.data, options_.csum_chunk_size);
+    uint64_t chunks = (op.data.size() + op.csum.chunk_size - 1) / op.csum.chunk_size;
+    if (op.csum.values.size() != chunks) {
+      return Status::InvalidArgument(fmt::format("vos: {}: {} checksums for {} chunks of {} bytes", Describe(op),
+                                                 op.csum.values.size(), chunks, op.csum.chunk_size));
+    }
   }
+  if (op.data.size() < options_.inline_threshold || op.data.empty()) ROS2_RETURN_IF_ERROR(ChecksumData(u));
 
   // The akey header fixes the type and record size.
   u->akey_scope = keys::AkeyScope(op.oid, op.dkey, op.akey);
@@ -158,6 +178,7 @@ Status VosStore::PrepareUpdate(UpdateState* u) {
 }
 
 void VosStore::OnUpdateWritten(UpdateState* u, Status st) {
+  if (st.ok() && !u->checksum_status.ok()) st = u->checksum_status;
   if (!st.ok()) {
     // Never referenced by a record: the space goes straight back.
     allocator_->Free(u->rec.offset, u->rec.alloc_len);

@@ -230,8 +230,11 @@ TEST_P(VosUpdateFetchTest, CallerChecksumsAreVerifiedAtUpdate) {
   EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "a", kEpochMax), data);
   op.epoch = 4;
   op.csum.values[3] ^= 1;
+  uint64_t used = vos_->Space().data_used;
   Status st = vos_->Update(op);
   EXPECT_TRUE(st.IsCorruption()) << st.ToString();
+  // The data is written while its checksums are verified: the space goes back.
+  EXPECT_EQ(vos_->Space().data_used, used);
   op.csum.values.pop_back();
   EXPECT_TRUE(vos_->Update(op).IsInvalidArgument());
   EXPECT_EQ(GetSingle(vos_.get(), oid, "d", "a", 4)->size(), 10000u);  // still the epoch-3 value
