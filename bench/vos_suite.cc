@@ -45,6 +45,7 @@ struct VosSuiteOptions {
   uint64_t vos_data_size = 0;  // 0: 3 x size
   std::string extent_sync;     // empty: the VosOptions default
   bool relaxed = false;        // VosOptions::sync_commit = false (to measure what durability costs)
+  int rounds = 1;              // per case, alternate fio and VOS this many times (runtime split evenly)
 };
 
 VosSuiteOptions g_opts;
@@ -67,6 +68,35 @@ void Emit(Reporter& rep, const std::string& case_desc, const CaseStats& vos, con
   add("lat_us_p99", Percentile(vos.lat_us, 99), fio ? fio->lat_us_p99 : 0);
 }
 
+// Sums fio rounds of one shape: rates over the summed time, latency
+// percentiles as the median of the rounds' percentiles.
+FioSide MergeFioRounds(const std::vector<FioSide>& rounds) {
+  FioSide m;
+  double seconds = 0;
+  std::vector<double> p50, p99;
+  for (const FioSide& r : rounds) {
+    m.io_bytes += r.io_bytes;
+    m.total_ios += r.total_ios;
+    if (r.iops > 0) seconds += static_cast<double>(r.total_ios) / r.iops;
+    p50.push_back(r.lat_us_p50);
+    p99.push_back(r.lat_us_p99);
+  }
+  if (seconds > 0) {
+    m.iops = static_cast<double>(m.total_ios) / seconds;
+    m.bw_bytes = static_cast<double>(m.io_bytes) / seconds;
+  }
+  m.lat_us_p50 = Percentile(p50, 50);
+  m.lat_us_p99 = Percentile(p99, 50);
+  return m;
+}
+
+void MergeVosRound(CaseStats* total, CaseStats round) {
+  total->seconds += round.seconds;
+  total->ops += round.ops;
+  total->bytes += round.bytes;
+  total->lat_us.insert(total->lat_us.end(), round.lat_us.begin(), round.lat_us.end());
+}
+
 Result<FioSide> RunFioShape(const Shape& shape, const std::string& file, bool ram, bool fdatasync) {
   FioJob job;
   job.name = fmt::format("{}-{}-qd{}", shape.op, shape.bs, shape.qd);
@@ -74,7 +104,7 @@ Result<FioSide> RunFioShape(const Shape& shape, const std::string& file, bool ra
   job.bs = shape.bs;
   job.iodepth = shape.qd;
   job.size = g_opts.size;
-  job.runtime_s = g_opts.runtime_s;
+  job.runtime_s = g_opts.runtime_s / g_opts.rounds;
   job.filename = file;
   job.direct = !ram;
   // Uniform random offsets with replacement, as the VOS side draws them.
@@ -152,24 +182,55 @@ int RunVosSuite(Reporter& rep) {
         Shape shape{op, bs, qd};
         const std::string case_desc = CaseString(
             {{"op", op}, {"bs", std::to_string(bs)}, {"qd", std::to_string(qd)}, {"class", g_opts.storage_class}});
-        Result<FioSide> fio = Status::Cancelled("fio baseline disabled (--no-fio)");
-        if (g_opts.fio) fio = RunFioShape(shape, fio_file, ram, /*fdatasync=*/false);
-        if (!fio.ok())
-          std::fprintf(stderr, "vos bench: %s: fio: %s\n", case_desc.c_str(), fio.status().ToString().c_str());
-        auto stats = runner.Run(shape, g_opts.runtime_s, 0);
-        if (!stats.ok()) {
-          std::fprintf(stderr, "vos bench: %s: %s\n", case_desc.c_str(), stats.status().ToString().c_str());
+        // Each round runs fio, then VOS, then (writes) fio with fdatasync, each
+        // for runtime / rounds: alternating short runs spreads the VM's drift
+        // over both sides of a ratio instead of putting it between them.
+        const bool durable_baseline = IsWrite(op) && g_opts.fdatasync_baseline && g_opts.fio && !ram;
+        std::vector<FioSide> fio_rounds, durable_rounds;
+        Status fio_error = g_opts.fio ? Status::Ok() : Status::Cancelled("fio baseline disabled (--no-fio)");
+        Status durable_error;
+        CaseStats stats;
+        Status vos_error;
+        for (int round = 0; round < g_opts.rounds && vos_error.ok(); ++round) {
+          if (fio_error.ok()) {
+            auto fio = RunFioShape(shape, fio_file, ram, /*fdatasync=*/false);
+            if (fio.ok()) {
+              fio_rounds.push_back(*fio);
+            } else {
+              fio_error = fio.status();
+            }
+          }
+          auto vos_round = runner.Run(shape, g_opts.runtime_s / g_opts.rounds, 0);
+          if (!vos_round.ok()) {
+            vos_error = vos_round.status();
+            break;
+          }
+          MergeVosRound(&stats, std::move(*vos_round));
+          if (durable_baseline && durable_error.ok()) {
+            auto durable = RunFioShape(shape, fio_file, ram, /*fdatasync=*/true);
+            if (durable.ok()) {
+              durable_rounds.push_back(*durable);
+            } else {
+              durable_error = durable.status();
+            }
+          }
+        }
+        if (!fio_error.ok())
+          std::fprintf(stderr, "vos bench: %s: fio: %s\n", case_desc.c_str(), fio_error.ToString().c_str());
+        if (!vos_error.ok()) {
+          std::fprintf(stderr, "vos bench: %s: %s\n", case_desc.c_str(), vos_error.ToString().c_str());
           rc = 1;
           continue;
         }
-        Emit(rep, case_desc, *stats, fio.ok() ? &*fio : nullptr, baseline);
-        if (IsWrite(op) && g_opts.fdatasync_baseline && g_opts.fio && !ram) {
-          auto durable = RunFioShape(shape, fio_file, ram, /*fdatasync=*/true);
-          if (durable.ok()) {
-            Emit(rep, case_desc, *stats, &*durable, "fio-io_uring-fdatasync");
+        FioSide fio = MergeFioRounds(fio_rounds);
+        Emit(rep, case_desc, stats, fio_error.ok() ? &fio : nullptr, baseline);
+        if (durable_baseline) {
+          if (durable_error.ok()) {
+            FioSide durable = MergeFioRounds(durable_rounds);
+            Emit(rep, case_desc, stats, &durable, "fio-io_uring-fdatasync");
           } else {
             std::fprintf(stderr, "vos bench: %s: fio fdatasync: %s\n", case_desc.c_str(),
-                         durable.status().ToString().c_str());
+                         durable_error.ToString().c_str());
           }
         }
         if (IsWrite(op)) {
@@ -193,6 +254,9 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--class", g_opts.storage_class, "VOS storage class: nvme | ram (ram: fio buffered baseline)");
       app.add_option("--size", g_opts.size, "working set in bytes (per block size), multiple of 1 MiB");
       app.add_option("--runtime", g_opts.runtime_s, "seconds per case and side");
+      app.add_option("--rounds", g_opts.rounds,
+                     "per case, alternate fio and VOS this many times, runtime / rounds each (spreads drift)")
+          ->check(CLI::Range(1, 100));
       app.add_option("--ops", g_opts.ops, "ops to run: write read randwrite randread")->delimiter(',');
       app.add_option("--bs", g_opts.bs, "block sizes in bytes")->delimiter(',');
       app.add_option("--qd", g_opts.qd, "queue depths")->delimiter(',');
