@@ -298,6 +298,12 @@ class Object {
   // The object's ArrayTail for `akey`: every shard is asked at once (one
   // round trip); nullopt when the object holds no dkey.
   Result<std::optional<ArrayTail>> QueryArrayTail(std::string_view akey) const;
+  // Connects the calling thread to every target holding a shard of this
+  // object (blocking; cheap once connected). Completion callbacks must not
+  // connect (that would progress the worker from inside its own progress), so
+  // code that may submit follow-up requests from a callback (a short read's
+  // size query) calls this before its first submission.
+  Status ConnectShards() const;
   // Up to `max` dkeys from `anchor` (fewer at a shard boundary is normal; an
   // empty page only at eof), advancing it. Keys of one shard come in order.
   Result<std::vector<std::string>> ListDkeysPage(KeyAnchor& anchor, size_t max) const;

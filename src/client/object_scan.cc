@@ -132,6 +132,20 @@ Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, Array
   return sent;
 }
 
+Status Object::ConnectShards() const {
+  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+  ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
+  for (const Route& route : routes) {
+    auto ep = io->EndpointFor(route.address());
+    if (!ep.ok()) {
+      cont_->pool().MarkMapStale();
+      return ep.status().WithContext(
+          fmt::format("connect to target {} for {}", route.target, DescribeIo(oid_, {}, {})));
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::vector<std::string>> Object::ListDkeysPage(KeyAnchor& anchor, size_t max) const {
   const std::string what = "list dkeys of " + DescribeIo(oid_, {}, {});
   if (max == 0) return Status::InvalidArgument(what + ": page size 0");

@@ -111,8 +111,8 @@ Result<Attr> Filesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
   if ((args.mask & (kSetAtimeNow | kSetMtimeNow)) != 0 && core_->CheckOwner(rec, what).ok() == false) {
     ROS2_RETURN_IF_ERROR(core_->CheckAccess(rec, W_OK, what));
   }
-  for (const timespec* t : {&args.atime, &args.mtime}) {
-    if (t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000) {
+  for (auto [bit, t] : {std::pair{kSetAtime, &args.atime}, std::pair{kSetMtime, &args.mtime}}) {
+    if ((args.mask & bit) != 0 && (t->tv_nsec < 0 || t->tv_nsec >= 1'000'000'000)) {
       return Status::InvalidArgument(fmt::format("dfs {}: nanoseconds out of range", what));
     }
   }

@@ -133,6 +133,9 @@ Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_
     return Status::Ok();
   }
   ROS2_ASSIGN_OR_RETURN(client::Object obj, core_->OpenObject(file.oid));
+  // A short read's size query goes to every shard from a completion callback,
+  // where no connection may be made: connect now (a lookup once connected).
+  ROS2_RETURN_IF_ERROR(obj.ConnectShards());
   auto s = std::make_shared<RequestState>(std::move(obj));
   s->eq = &eq;
   s->offset = offset;

@@ -388,7 +388,8 @@ TEST_P(DfsTest, SetAttrChmodChownUtimens) {
   // chmod of the root lives in the superblock.
   sa.mask = kSetMode;
   sa.mode = 0711;
-  ASSERT_TRUE(fs_->SetAttr(root, sa).ok());
+  auto root_attr = fs_->SetAttr(root, sa);
+  ASSERT_TRUE(root_attr.ok()) << root_attr.status().ToString();
   EXPECT_EQ(fs_->Stat(root)->mode, S_IFDIR | 0711u);
   // Sync stamps a file's mtime.
   sa.mask = kSetMtime;

@@ -97,7 +97,8 @@ Result<Entry> Filesystem::LookupPath(std::string_view path) {
         return Status::Loop(fmt::format("dfs: '{}': more than {} symbolic links", path, kMaxSymlinkHops));
       }
       const bool absolute = !rec.symlink_target.empty() && rec.symlink_target.front() == '/';
-      ROS2_ASSIGN_OR_RETURN(auto target, SplitPath(absolute ? rec.symlink_target : "/" + rec.symlink_target));
+      const std::string target_path = absolute ? rec.symlink_target : "/" + rec.symlink_target;
+      ROS2_ASSIGN_OR_RETURN(auto target, SplitPath(target_path));
       if (absolute) stack.resize(1);
       todo.insert(todo.begin(), target.begin(), target.end());
       continue;
