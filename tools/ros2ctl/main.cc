@@ -14,6 +14,9 @@
 #include "commands.h"
 #include "common/log.h"
 #include "ctl_context.h"
+#ifdef ROS2CTL_WITH_FS
+#include "fs_commands.h"
+#endif
 
 namespace {
 
@@ -87,6 +90,9 @@ int Run(int argc, char** argv) {
   AddContainerCommands(app, ctx, &selected);
   AddTenantCommands(app, ctx, &selected);
   AddAclCommands(app, ctx, &selected);
+#ifdef ROS2CTL_WITH_FS
+  AddFsCommands(app, ctx, &selected);
+#endif
 
   try {
     app.parse(argc, argv);
