@@ -577,6 +577,31 @@ TEST_P(DfsTest, StatfsReportsThePoolSpace) {
   EXPECT_EQ(s->name_max, kMaxNameLength);
 }
 
+TEST_P(DfsTest, FillingTheStoreIsEnospc) {
+  // One-shard files put every chunk on one target, whose 64 MiB store fills.
+  MountOptions one_target;
+  one_target.file_class = ObjectClass::kS1;
+  auto fs = MountOrDie(one_target);
+  ASSERT_NE(fs, nullptr);
+  auto f = fs->Open(fs->Root(), "big", O_CREAT | O_RDWR);
+  ASSERT_TRUE(f.ok());
+  auto chunk = Pattern(kDefaultChunkSize, 4);
+  Status st;
+  uint64_t written = 0;
+  for (int i = 0; i < 200 && st.ok(); ++i) {
+    st = fs->Write(*f, written, chunk).status();
+    if (st.ok()) written += chunk.size();
+  }
+  ASSERT_FALSE(st.ok()) << "wrote " << written << " bytes without running out of space";
+  EXPECT_EQ(Errno(st), ENOSPC) << st.ToString();
+  EXPECT_GT(written, uint64_t{16} << 20);
+  // The namespace still answers, and the data written before is intact.
+  EXPECT_EQ(fs->Stat(*f)->size, written);
+  std::vector<std::byte> back(chunk.size());
+  ASSERT_EQ(*fs->Read(*f, 0, back), back.size());
+  EXPECT_EQ(back, chunk);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, DfsTest, ::testing::Values("tcp", "shm"),
                          [](const auto& info) { return info.param; });
 
