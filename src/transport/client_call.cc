@@ -13,6 +13,7 @@ namespace {
 
 void PushRecvCallback(void* request, ucs_status_t status, size_t /*length*/, void* user_data) {
   auto* ctx = static_cast<PushReceive*>(user_data);
+  --ctx->worker->receives_in_flight_;
   ctx->worker->OnPushReceived(ctx->slot, ctx->generation, status);
   ucp_request_free(request);
 }
@@ -240,7 +241,10 @@ ucs_status_t WorkerImpl::HandlePushData(const wire::Message& msg, void* data, si
   call->push_in_flight = true;
   call->pushed_expected = std::max<uint64_t>(call->pushed_expected, call->pushed_received + length);
   ucs_status_ptr_t req = ucp_am_recv_data_nbx(worker_, data, dst, length, &param);
-  if (UCS_PTR_IS_PTR(req)) return UCS_INPROGRESS;
+  if (UCS_PTR_IS_PTR(req)) {
+    ++receives_in_flight_;
+    return UCS_INPROGRESS;
+  }
   OnPushReceived(slot, call->generation, UCS_PTR_STATUS(req));
   // recv_data_nbx took over the descriptor either way.
   return UCS_INPROGRESS;
@@ -319,7 +323,7 @@ Result<ReplyMessage> EndpointImpl::CallSync(uint16_t opcode, std::span<const uin
 
 uint64_t EndpointImpl::max_payload() const {
   if (conn_->worker == nullptr) return 0;  // the worker is gone
-  if (!conn_->info.rma_any_memory) {  // bulk may ride active messages: the message must fit the AM header
+  if (!conn_->info.rma_any_memory) {       // bulk may ride active messages: the message must fit the AM header
     const uint64_t fixed = wire::kHeaderSize + 2 * wire::kBulkDescriptorSize + wire::kMaxCapability;
     const uint64_t limit = conn_->worker->max_am_header();
     return limit > fixed ? limit - fixed : 0;

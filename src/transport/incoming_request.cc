@@ -141,6 +141,7 @@ Status StartRma(State* s, const wire::BulkDescriptor& d, std::byte* local, uint6
 
 void AmPullCallback(void* request, ucs_status_t status, size_t /*length*/, void* user_data) {
   auto* s = static_cast<State*>(user_data);
+  --s->worker->receives_in_flight_;
   Completion done = std::move(s->pull_done);
   s->pull_done = nullptr;
   if (status == UCS_OK) s->worker->mutable_stats().bulk_am_bytes += s->rndv_length;
@@ -340,6 +341,7 @@ void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
       param.user_data = s;
       ucs_status_ptr_t req = ucp_am_recv_data_nbx(s->worker->ucp(), desc, dst.data(), dst.size(), &param);
       if (UCS_PTR_IS_PTR(req)) {
+        ++s->worker->receives_in_flight_;
         Ref(s);
         return;
       }

@@ -430,7 +430,6 @@ void WorkerImpl::UnlinkInFlight(SendBuffer* buf) {
   if (buf->next_in_flight != nullptr) buf->next_in_flight->prev_in_flight = buf->prev_in_flight;
   buf->prev_in_flight = buf->next_in_flight = nullptr;
   --sends_in_flight_;
-  ++sends_completed_;
 }
 
 void WorkerImpl::ReleaseSendBuffer(SendBuffer* buf) {
@@ -542,27 +541,23 @@ int WorkerImpl::Progress() {
 }
 
 bool WorkerImpl::PrepareSleep() {
-  if (sends_in_flight_ > 0) {
-    // A send UCX has not finished may only move with our progress: over shared
-    // memory a message (or rendezvous fragment) that found the peer's FIFO full
-    // waits in UCX's pending queue, and nothing wakes us when the peer drains
-    // the FIFO. Sleeping then stalled 1 MiB pushes for up to the whole sleep
-    // (ros2-bench obj, ram over shm: 10-70 ms p50). So do not sleep while sends
-    // keep completing; once none has completed for kSendStallBeforeSleep (a
-    // peer that stopped reading), sleep again, in short naps (NextDeadline).
-    const Clock::time_point now = Clock::now();
-    if (sends_completed_ != sends_completed_seen_) {
-      sends_completed_seen_ = sends_completed_;
-      send_progress_at_ = now;
-    }
-    if (now - send_progress_at_ < kSendStallBeforeSleep) return false;
-  }
   ucs_status_t st = ucp_worker_arm(worker_);
   return st == UCS_OK;  // UCS_ERR_BUSY: events pending, progress again
 }
 
 std::chrono::microseconds WorkerImpl::NextDeadline(std::chrono::microseconds max_wait) const {
-  if (sends_in_flight_ > 0) max_wait = std::min<std::chrono::microseconds>(max_wait, std::chrono::milliseconds(1));
+  if (sends_in_flight_ > 0 || receives_in_flight_ > 0) {
+    // A transfer UCX has not finished may only move with our progress, and
+    // nothing wakes us for it: over shared memory a message or rendezvous
+    // fragment that found the peer's FIFO full waits in UCX's pending queue
+    // until we progress after the peer drained the FIFO, and the fragments of
+    // a rendezvous we receive do not signal our event fd. A full sleep then
+    // stalled 1 MiB transfers for up to 100 ms (ros2-bench obj, ram over shm:
+    // 75-140 MiB/s at 1 job, 10-70 ms p50); never sleeping instead (spinning
+    // until the transfer ends) starved the peer we wait for on 2 vCPUs. So
+    // sleep, but only for a short nap.
+    max_wait = std::min<std::chrono::microseconds>(max_wait, kTransferNap);
+  }
   if (deadlines_.empty() || live_calls_ == 0) return max_wait;
   auto until = std::chrono::duration_cast<std::chrono::microseconds>(deadlines_.top().first - Clock::now());
   if (until < std::chrono::microseconds(0)) until = std::chrono::microseconds(0);
@@ -608,8 +603,10 @@ int WorkerImpl::Wait(std::chrono::microseconds max_wait) {
   const auto sleep_us = NextDeadline(std::max(left, std::chrono::microseconds(0)));
   ++stats_.sleeps;
   epoll_event ev[4];
-  epoll_wait(epoll_fd_, ev, 4, static_cast<int>((sleep_us.count() + 999) / 1000));
-  next_housekeeping_ = Clock::time_point{};  // a pid event or a deadline may be due
+  const timespec sleep_ts{static_cast<time_t>(sleep_us.count() / 1000000),
+                          static_cast<long>(sleep_us.count() % 1000000) * 1000};
+  epoll_pwait2(epoll_fd_, ev, 4, &sleep_ts, nullptr);  // microsecond timeouts (transfer naps)
+  next_housekeeping_ = Clock::time_point{};            // a pid event or a deadline may be due
   return Progress();
 }
 

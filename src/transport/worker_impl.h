@@ -202,11 +202,10 @@ class WorkerImpl final : public Worker {
                                const ucp_am_recv_param_t* param);
 
   static constexpr uint16_t kAmId = 0x52;
-  // How long sends may sit in flight without one completing before the worker
-  // sleeps anyway (see PrepareSleep).
-  static constexpr std::chrono::milliseconds kSendStallBeforeSleep{100};
-  uint64_t sends_in_flight_ = 0;  // UCX send requests not yet completed
-  uint64_t sends_completed_ = 0;  // UCX send requests completed (in flight before)
+  // The longest sleep while a send or rendezvous receive is in flight (see NextDeadline).
+  static constexpr std::chrono::microseconds kTransferNap{50};
+  uint64_t sends_in_flight_ = 0;     // UCX send requests not yet completed
+  uint64_t receives_in_flight_ = 0;  // rendezvous receives (pull, pushed data) not yet completed
   SendBuffer* in_flight_head_ = nullptr;
 
  private:
@@ -254,9 +253,6 @@ class WorkerImpl final : public Worker {
   uint32_t waits_since_affinity_check_ = 0;  // the thread's affinity is re-read every 4096 waits
   bool thread_pinned_ = false;
   bool in_destructor_ = false;
-  // PrepareSleep's view of send progress: the last sends_completed_ it saw and when.
-  uint64_t sends_completed_seen_ = 0;
-  Clock::time_point send_progress_at_{};
   std::vector<std::pair<uint64_t, Status>> deferred_failures_;
   std::vector<void*> closing_;  // ucp_ep_close_nbx requests still in progress
 };
