@@ -35,6 +35,7 @@ void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*entry}));
   fi->direct_io = cache_.data_cache ? 0 : 1;
   fi->keep_cache = cache_.data_cache ? 1 : 0;
+  fi->noflush = 1;  // flush would be a no-op: spare the kernel the round trip on close
   if (fuse_reply_open(req, fi) != 0) TakeHandle<OpenFile>(fi->fh);
 }
 
@@ -50,6 +51,7 @@ void FuseFilesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name,
   fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*created}));
   fi->direct_io = cache_.data_cache ? 0 : 1;
   fi->keep_cache = cache_.data_cache ? 1 : 0;
+  fi->noflush = 1;
   if (fuse_reply_create(req, &e, fi) != 0) {
     inodes_.Forget(e.ino, 1);
     TakeHandle<OpenFile>(fi->fh);

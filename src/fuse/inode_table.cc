@@ -18,11 +18,9 @@ uint64_t InodeTable::Remember(const dfs::Entry& entry, uint64_t suggested) {
     ++node.nlookup;
     return known->second;
   }
+  // 0 is no inode and 1 the root's: probe upwards (wrapping past them) for a free number.
   uint64_t ino = suggested;
-  if (ino == 0 || ino >= kSyntheticBase || nodes_.contains(ino)) {
-    while (nodes_.contains(next_synthetic_)) ++next_synthetic_;
-    ino = next_synthetic_++;
-  }
+  while (ino <= kRootIno || nodes_.contains(ino)) ++ino;
   nodes_.emplace(ino, Node{entry, 1});
   by_oid_[entry.oid] = ino;
   return ino;

@@ -6,8 +6,8 @@
 // with forget/forget_multi once it drops it; an inode stays in the table while
 // its count is above zero. Numbers come from dfs::Attr::ino (stable, derived
 // from the object id, so `stat` shows the same st_ino on every mount); when two
-// objects would share one, the second gets a number from a private range above
-// 2^63 instead. The root is FUSE_ROOT_ID (1) and is never forgotten.
+// objects would share one, the second gets the next free number above it
+// instead. The root is FUSE_ROOT_ID (1) and is never forgotten.
 //
 // Each inode keeps the Entry of its latest lookup: a rename through this mount
 // refreshes it (Refresh), so handles follow their files. Thread-safe: every
@@ -27,8 +27,6 @@ namespace ros2::fuse {
 class InodeTable {
  public:
   static constexpr uint64_t kRootIno = 1;  // FUSE_ROOT_ID
-  // First number of the range used when an object's own number is taken.
-  static constexpr uint64_t kSyntheticBase = uint64_t{1} << 63;
 
   explicit InodeTable(dfs::Entry root);
 
@@ -62,7 +60,6 @@ class InodeTable {
   mutable std::shared_mutex mu_;
   std::unordered_map<uint64_t, Node> nodes_;  // ino -> node
   std::map<ObjectId, uint64_t> by_oid_;       // object -> ino
-  uint64_t next_synthetic_ = kSyntheticBase;
 };
 
 }  // namespace ros2::fuse

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -54,23 +55,29 @@ TEST(InodeTableTest, LookupCountsKeepAnInodeUntilForgotten) {
   EXPECT_EQ(table.size(), 1u);
 }
 
-TEST(InodeTableTest, CollidingNumbersGetSyntheticOnes) {
+TEST(InodeTableTest, CollidingNumbersGetTheNextFreeOne) {
   InodeTable table(Root());
   uint64_t first = table.Remember(MakeEntry(10, "a"), 500);
   uint64_t second = table.Remember(MakeEntry(11, "b"), 500);  // another object, same suggested number
-  uint64_t third = table.Remember(MakeEntry(12, "c"), InodeTable::kRootIno);
-  uint64_t fourth = table.Remember(MakeEntry(13, "d"), 0);
+  uint64_t third = table.Remember(MakeEntry(12, "c"), 500);
+  uint64_t not_root = table.Remember(MakeEntry(13, "d"), InodeTable::kRootIno);
+  uint64_t not_zero = table.Remember(MakeEntry(14, "e"), 0);
+  uint64_t wraps = table.Remember(MakeEntry(15, "f"), UINT64_MAX);
+  uint64_t wraps_again = table.Remember(MakeEntry(16, "g"), UINT64_MAX);
   EXPECT_EQ(first, 500u);
-  EXPECT_GE(second, InodeTable::kSyntheticBase);
-  EXPECT_GE(third, InodeTable::kSyntheticBase);
-  EXPECT_GE(fourth, InodeTable::kSyntheticBase);
-  EXPECT_NE(second, third);
-  EXPECT_NE(third, fourth);
+  EXPECT_EQ(second, 501u);
+  EXPECT_EQ(third, 502u);
+  EXPECT_EQ(not_root, 2u);
+  EXPECT_EQ(not_zero, 3u);
+  EXPECT_EQ(wraps, UINT64_MAX);
+  EXPECT_EQ(wraps_again, 4u);  // past 0 and 1 (root), 2 and 3 taken
   EXPECT_EQ(table.Get(second)->name, "b");
   EXPECT_EQ(table.Get(third)->name, "c");
   EXPECT_EQ(table.Get(InodeTable::kRootIno)->name, "");
-  // The same object keeps its synthetic number.
+  // The same object keeps its number; a freed number is reused.
   EXPECT_EQ(table.Remember(MakeEntry(11, "b"), 500), second);
+  table.Forget(first, 1);
+  EXPECT_EQ(table.Remember(MakeEntry(17, "h"), 500), 500u);
 }
 
 TEST(InodeTableTest, RefreshFollowsRenamesAndNewLookupsReplaceTheEntry) {
