@@ -1,0 +1,461 @@
+// The C bridge from the fio engine glue to DFS (see fio_dfs_bridge.h and
+// docs/fio.md): mounts shared per process, per-thread event queues, files.
+#include "fio/fio_dfs_bridge.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/log.h"
+#include "common/object_id.h"
+#include "common/status.h"
+#include "ros2/client.h"
+#include "ros2/dfs.h"
+
+using ros2::Result;
+using ros2::Status;
+
+struct ros2_fio_mount {
+  std::string key;
+  int refs = 0;
+  // Destroyed bottom-up: the file system before its container, pool, client.
+  std::unique_ptr<ros2::client::Client> client;
+  std::unique_ptr<ros2::client::Pool> pool;
+  std::unique_ptr<ros2::client::Container> container;
+  std::unique_ptr<ros2::dfs::Filesystem> fs;
+};
+
+struct ros2_fio_file {
+  ros2_fio_mount* mount = nullptr;
+  ros2::dfs::Entry entry;
+  std::string path;
+};
+
+struct ros2_fio_queue {
+  ros2_fio_mount* mount = nullptr;
+  std::unique_ptr<ros2::client::EventQueue> eq;
+  std::deque<ros2_fio_completion> done;  // completed, not yet reaped
+  unsigned in_flight = 0;                // submitted, callback not yet run
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+thread_local std::string g_last_error;
+
+int Fail(const Status& st) {
+  g_last_error = st.ToString();
+  const int err = ros2::dfs::Errno(st);
+  return err == 0 ? EIO : err;
+}
+
+int Ok() {
+  g_last_error.clear();
+  return 0;
+}
+
+// Runs `fn`, turning an escaping exception (std::bad_alloc, a library's) into EIO.
+template <typename Fn>
+int Guarded(const char* what, Fn fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    g_last_error = fmt::format("ros2 fio engine: {}: {}", what, e.what());
+  } catch (...) {
+    g_last_error = fmt::format("ros2 fio engine: {}: unknown exception", what);
+  }
+  return EIO;
+}
+
+std::string Str(const char* s) {
+  return s != nullptr ? std::string(s) : std::string();
+}
+
+std::string OrEnv(const char* value, const char* env) {
+  if (value != nullptr && *value != '\0') return value;
+  const char* e = std::getenv(env);
+  return e != nullptr ? std::string(e) : std::string();
+}
+
+// Client options from the engine options: explicit control/secret first, then
+// the data directory's cluster.json (as ros2ctl --data-dir reads it).
+Result<ros2::client::ClientOptions> ClientOptionsFrom(const ros2_fio_mount_options& o) {
+  ros2::client::ClientOptions co;
+  co.control = OrEnv(o.control, "ROS2_CONTROL");
+  co.secret_file = OrEnv(o.secret_file, "ROS2_SECRET_FILE");
+  if (std::string tenant = OrEnv(o.tenant, "ROS2_TENANT"); !tenant.empty()) co.tenant = tenant;
+  if (o.transport != nullptr && *o.transport != '\0') co.transport = o.transport;
+  const std::string data_dir = OrEnv(o.data_dir, "ROS2_DATA_DIR");
+  if (!data_dir.empty() && (co.control.empty() || co.secret_file.empty())) {
+    const std::string path = data_dir + "/cluster.json";
+    std::ifstream in(path);
+    if (!in) {
+      return Status::NotFound(
+          fmt::format("ros2 fio engine: data_dir {}: no cluster.json (is `ros2ctl cluster up "
+                      "--data-dir {}` running?)",
+                      data_dir, data_dir));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    auto cluster = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+    if (cluster.is_discarded() || !cluster.is_object() || !cluster.contains("control") ||
+        !cluster["control"].is_string()) {
+      return Status::InvalidArgument(fmt::format("ros2 fio engine: {} has no \"control\" endpoint", path));
+    }
+    if (co.control.empty()) co.control = cluster["control"].get<std::string>();
+    if (co.secret_file.empty() && co.tenant == "admin" && cluster.contains("admin_secret_file") &&
+        cluster["admin_secret_file"].is_string()) {
+      co.secret_file = cluster["admin_secret_file"].get<std::string>();
+    }
+  }
+  if (co.control.empty()) {
+    return Status::InvalidArgument(
+        "ros2 fio engine: no cluster given: set data_dir= (a `ros2ctl cluster up` directory) or control= and "
+        "secret_file= (or $ROS2_DATA_DIR)");
+  }
+  if (co.transport != "auto" && co.transport != "tcp" && co.transport != "shm" && co.transport != "rdma") {
+    return Status::InvalidArgument(
+        fmt::format("ros2 fio engine: transport={} is not one of auto, tcp, shm, rdma", co.transport));
+  }
+  return co;
+}
+
+Result<ros2::dfs::MountOptions> MountOptionsFrom(const ros2_fio_mount_options& o) {
+  ros2::dfs::MountOptions mo;
+  mo.chunk_size = o.chunk_size;
+  if (o.oclass != nullptr && *o.oclass != '\0') {
+    auto oc = ros2::ParseObjectClass(o.oclass);
+    if (!oc.ok()) return oc.status().WithContext(fmt::format("ros2 fio engine: oclass={}", o.oclass));
+    if (Status st = ros2::client::CheckObjectClassSupported(*oc); !st.ok()) {
+      return st.WithContext(fmt::format("ros2 fio engine: oclass={}", o.oclass));
+    }
+    mo.file_class = *oc;
+  }
+  mo.uid = ::getuid();
+  mo.gid = ::getgid();
+  return mo;
+}
+
+std::string MountKey(const ros2_fio_mount_options& o, const ros2::client::ClientOptions& co) {
+  // getpid(): a child forked by fio never reuses its parent's mount.
+  return fmt::format("{}|{}|{}|{}|{}|{}|{}|{}|{}", ::getpid(), co.control, co.tenant, co.secret_file, co.transport,
+                     Str(o.pool), Str(o.cont), Str(o.oclass), o.chunk_size);
+}
+
+std::mutex g_mounts_mu;
+std::map<std::string, std::unique_ptr<ros2_fio_mount>>& Mounts() {
+  static std::map<std::string, std::unique_ptr<ros2_fio_mount>> mounts;
+  return mounts;
+}
+
+// While alive, writes to stdout go to stderr: UCX prints its warnings on stdout
+// when a context or worker is made, which would corrupt fio's own output.
+class StdoutToStderr {
+ public:
+  StdoutToStderr() {
+    std::fflush(stdout);
+    saved_ = ::dup(STDOUT_FILENO);
+    if (saved_ >= 0) (void)::dup2(STDERR_FILENO, STDOUT_FILENO);
+  }
+  ~StdoutToStderr() {
+    if (saved_ < 0) return;
+    std::fflush(stdout);
+    (void)::dup2(saved_, STDOUT_FILENO);
+    ::close(saved_);
+  }
+  StdoutToStderr(const StdoutToStderr&) = delete;
+  StdoutToStderr& operator=(const StdoutToStderr&) = delete;
+
+ private:
+  int saved_ = -1;
+};
+
+Status Connect(const ros2_fio_mount_options& o, const ros2::client::ClientOptions& co, ros2_fio_mount& m) {
+  if (o.pool == nullptr || *o.pool == '\0') return Status::InvalidArgument("ros2 fio engine: pool= is required");
+  if (o.cont == nullptr || *o.cont == '\0') return Status::InvalidArgument("ros2 fio engine: cont= is required");
+  ROS2_ASSIGN_OR_RETURN(auto mount_options, MountOptionsFrom(o));
+  // Library chatter stays below fio's own output unless $ROS2_LOG_LEVEL asks.
+  static std::once_flag logging_once;
+  std::call_once(logging_once, [] { (void)ros2::InitLogging("fio", "warn"); });
+  StdoutToStderr quiet;
+  ROS2_ASSIGN_OR_RETURN(m.client, ros2::client::Client::Connect(co));
+  auto pool = m.client->ConnectPool(o.pool);
+  if (!pool.ok()) return pool.status().WithContext(fmt::format("ros2 fio engine: pool {} at {}", o.pool, co.control));
+  m.pool = std::move(*pool);
+  auto cont = m.pool->OpenContainer(o.cont);
+  if (!cont.ok())
+    return cont.status().WithContext(fmt::format("ros2 fio engine: container {} of pool {}", o.cont, o.pool));
+  m.container = std::move(*cont);
+  auto fs = ros2::dfs::Filesystem::Mount(*m.container, mount_options);
+  if (!fs.ok()) return fs.status().WithContext(fmt::format("ros2 fio engine: mount DFS of {}/{}", o.pool, o.cont));
+  m.fs = std::move(*fs);
+  return Status::Ok();
+}
+
+// Components of a path; "." and empty ones dropped.
+std::vector<std::string> SplitPath(std::string_view path) {
+  std::vector<std::string> parts;
+  size_t i = 0;
+  while (i <= path.size()) {
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    std::string_view part = path.substr(i, j - i);
+    if (!part.empty() && part != ".") parts.emplace_back(part);
+    i = j + 1;
+  }
+  return parts;
+}
+
+// The directory holding the last component of `parts`, created (mkdir -p) when `create`.
+Result<ros2::dfs::Entry> ParentOf(ros2::dfs::Filesystem& fs, const std::vector<std::string>& parts, bool create) {
+  ros2::dfs::Entry dir = fs.Root();
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    auto next = fs.Lookup(dir, parts[i]);
+    if (!next.ok() && next.status().IsNotFound() && create) {
+      next = fs.Mkdir(dir, parts[i], 0755);
+      // Another job of this run may have made it first.
+      if (!next.ok() && next.status().code() == Status::Code::kAlreadyExists) next = fs.Lookup(dir, parts[i]);
+    }
+    if (!next.ok()) return next.status();
+    dir = std::move(*next);
+  }
+  return dir;
+}
+
+Result<ros2::dfs::Entry> Resolve(ros2::dfs::Filesystem& fs, const std::string& path) {
+  const auto parts = SplitPath(path);
+  if (parts.empty()) return Status::InvalidArgument(fmt::format("ros2 fio engine: '{}' names no file", path));
+  ROS2_ASSIGN_OR_RETURN(auto dir, ParentOf(fs, parts, false));
+  return fs.Lookup(dir, parts.back());
+}
+
+// Backoff of ros2_fio_reap while nothing completes: poll and yield for
+// kSpinFor (a shm round trip is a few microseconds), then sleep in growing
+// steps up to kMaxSleep so an idle job leaves the CPU to the engine.
+constexpr auto kSpinFor = std::chrono::microseconds(200);
+constexpr auto kMaxSleep = std::chrono::microseconds(200);
+
+void CompleteInto(ros2_fio_queue* q, void* tag, void* buffer, uint64_t length, bool write,
+                  const ros2::client::IoResult& r) {
+  --q->in_flight;
+  ros2_fio_completion c{tag, 0, length};
+  if (!r.status.ok()) {
+    c.error =
+        Fail(r.status.WithContext(fmt::format("ros2 fio engine: {} of {} bytes", write ? "write" : "read", length)));
+    c.bytes = 0;
+  } else if (!write && r.size < length) {
+    // End of the DFS file inside the request: the rest reads as a hole.
+    std::memset(static_cast<std::byte*>(buffer) + r.size, 0, length - r.size);
+  }
+  q->done.push_back(c);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* ros2_fio_last_error(void) {
+  return g_last_error.c_str();
+}
+
+int ros2_fio_mount_acquire(const ros2_fio_mount_options* options, ros2_fio_mount** out) {
+  return Guarded("mount", [&]() -> int {
+    *out = nullptr;
+    auto co = ClientOptionsFrom(*options);
+    if (!co.ok()) return Fail(co.status());
+    const std::string key = MountKey(*options, *co);
+    std::lock_guard lock(g_mounts_mu);
+    auto& mounts = Mounts();
+    if (auto it = mounts.find(key); it != mounts.end()) {
+      ++it->second->refs;
+      *out = it->second.get();
+      return Ok();
+    }
+    auto m = std::make_unique<ros2_fio_mount>();
+    m->key = key;
+    if (Status st = Connect(*options, *co, *m); !st.ok()) return Fail(st);
+    m->refs = 1;
+    *out = m.get();
+    mounts.emplace(key, std::move(m));
+    return Ok();
+  });
+}
+
+void ros2_fio_mount_release(ros2_fio_mount* mount) {
+  if (mount == nullptr) return;
+  (void)Guarded("unmount", [&]() -> int {
+    std::unique_ptr<ros2_fio_mount> last;
+    {
+      std::lock_guard lock(g_mounts_mu);
+      if (--mount->refs > 0) return 0;
+      auto it = Mounts().find(mount->key);
+      if (it != Mounts().end()) {
+        last = std::move(it->second);
+        Mounts().erase(it);
+      }
+    }
+    StdoutToStderr quiet;
+    last.reset();  // unmount and disconnect outside the lock
+    return 0;
+  });
+}
+
+uint64_t ros2_fio_mount_chunk_size(const ros2_fio_mount* mount) {
+  return mount->fs->chunk_size();
+}
+
+int ros2_fio_file_open(ros2_fio_mount* mount, const char* path, int flags, ros2_fio_file** out) {
+  return Guarded("open", [&]() -> int {
+    *out = nullptr;
+    auto& fs = *mount->fs;
+    const auto parts = SplitPath(Str(path));
+    if (parts.empty())
+      return Fail(Status::InvalidArgument(fmt::format("ros2 fio engine: '{}' names no file", Str(path))));
+    auto dir = ParentOf(fs, parts, (flags & O_CREAT) != 0);
+    if (!dir.ok()) return Fail(dir.status().WithContext(fmt::format("ros2 fio engine: parent of {}", path)));
+    auto entry = fs.Open(*dir, parts.back(), flags, 0644);
+    if (!entry.ok()) return Fail(entry.status().WithContext(fmt::format("ros2 fio engine: open {}", path)));
+    if (!entry->is_file()) {
+      return Fail(Status::IsDirectory(fmt::format("ros2 fio engine: {} is not a regular file", path)));
+    }
+    auto file = std::make_unique<ros2_fio_file>();
+    file->mount = mount;
+    file->entry = std::move(*entry);
+    file->path = path;
+    *out = file.release();
+    return Ok();
+  });
+}
+
+void ros2_fio_file_close(ros2_fio_file* file) {
+  std::unique_ptr<ros2_fio_file> owned(file);
+}
+
+int ros2_fio_file_size(ros2_fio_mount* mount, const char* path, uint64_t* size) {
+  return Guarded("stat", [&]() -> int {
+    auto entry = Resolve(*mount->fs, Str(path));
+    if (!entry.ok()) return Fail(entry.status().WithContext(fmt::format("ros2 fio engine: stat {}", Str(path))));
+    auto attr = mount->fs->Stat(*entry);
+    if (!attr.ok()) return Fail(attr.status().WithContext(fmt::format("ros2 fio engine: stat {}", Str(path))));
+    *size = attr->size;
+    return Ok();
+  });
+}
+
+int ros2_fio_file_unlink(ros2_fio_mount* mount, const char* path) {
+  return Guarded("unlink", [&]() -> int {
+    auto& fs = *mount->fs;
+    const auto parts = SplitPath(Str(path));
+    if (parts.empty())
+      return Fail(Status::InvalidArgument(fmt::format("ros2 fio engine: '{}' names no file", Str(path))));
+    auto dir = ParentOf(fs, parts, false);
+    if (!dir.ok()) return Fail(dir.status().WithContext(fmt::format("ros2 fio engine: unlink {}", path)));
+    if (Status st = fs.Unlink(*dir, parts.back()); !st.ok()) {
+      return Fail(st.WithContext(fmt::format("ros2 fio engine: unlink {}", path)));
+    }
+    return Ok();
+  });
+}
+
+int ros2_fio_queue_create(ros2_fio_mount* mount, unsigned /*depth*/, ros2_fio_queue** out) {
+  return Guarded("event queue", [&]() -> int {
+    *out = nullptr;
+    StdoutToStderr quiet;
+    auto eq = mount->client->CreateEventQueue();
+    if (!eq.ok()) return Fail(eq.status().WithContext("ros2 fio engine: event queue"));
+    auto q = std::make_unique<ros2_fio_queue>();
+    q->mount = mount;
+    q->eq = std::move(*eq);
+    *out = q.release();
+    return Ok();
+  });
+}
+
+void ros2_fio_queue_destroy(ros2_fio_queue* queue) {
+  (void)Guarded("event queue destroy", [&]() -> int {
+    std::unique_ptr<ros2_fio_queue> owned(queue);
+    return 0;  // ~EventQueue waits for what is still in flight
+  });
+}
+
+int ros2_fio_submit(ros2_fio_queue* q, ros2_fio_file* file, int write, void* buffer, uint64_t length, uint64_t offset,
+                    void* tag) {
+  return Guarded("submit", [&]() -> int {
+    auto& fs = *q->mount->fs;
+    const bool is_write = write != 0;
+    auto done = [q, tag, buffer, length, is_write](const ros2::client::IoResult& r) {
+      CompleteInto(q, tag, buffer, length, is_write, r);
+    };
+    Status st =
+        is_write
+            ? fs.SubmitWrite(*q->eq, file->entry, offset,
+                             std::span<const std::byte>(static_cast<const std::byte*>(buffer), length), std::move(done))
+            : fs.SubmitRead(*q->eq, file->entry, offset, std::span<std::byte>(static_cast<std::byte*>(buffer), length),
+                            std::move(done));
+    if (!st.ok()) {
+      const int err = Fail(st.WithContext(fmt::format("ros2 fio engine: submit {} of {} bytes at {} of {}",
+                                                      is_write ? "write" : "read", length, offset, file->path)));
+      q->done.push_back(ros2_fio_completion{tag, err, 0});
+      return err;
+    }
+    ++q->in_flight;
+    return Ok();
+  });
+}
+
+int ros2_fio_reap(ros2_fio_queue* q, unsigned min, unsigned max, const timespec* timeout, ros2_fio_completion* out) {
+  const int rc = Guarded("reap", [&]() -> int {
+    const auto start = Clock::now();
+    const bool bounded = timeout != nullptr;
+    const auto deadline =
+        bounded ? start + std::chrono::seconds(timeout->tv_sec) + std::chrono::nanoseconds(timeout->tv_nsec) : start;
+    if (min > max) min = max;
+    auto sleep = std::chrono::microseconds(2);
+    while (true) {
+      (void)q->eq->Poll({});  // runs the callbacks of what completed
+      if (q->done.size() >= min || (q->in_flight == 0 && !q->done.empty())) break;
+      if (q->in_flight == 0) break;  // nothing can complete any more
+      const auto now = Clock::now();
+      if (bounded && now >= deadline) break;
+      if (now - start < kSpinFor) {
+        sched_yield();
+      } else {
+        std::this_thread::sleep_for(sleep);
+        sleep = std::min(sleep * 2, kMaxSleep);
+      }
+    }
+    return 0;
+  });
+  if (rc != 0) return -rc;
+  unsigned n = 0;
+  while (n < max && !q->done.empty()) {
+    out[n++] = q->done.front();
+    q->done.pop_front();
+  }
+  return static_cast<int>(n);
+}
+
+unsigned ros2_fio_queue_in_flight(const ros2_fio_queue* q) {
+  return q->in_flight + static_cast<unsigned>(q->done.size());
+}
+
+}  // extern "C"

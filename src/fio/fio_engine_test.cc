@@ -1,0 +1,199 @@
+// The fio external ioengine against a real cluster: Debian's fio binary loads
+// libros2_fio.so, writes files through DFS at iodepth 8 with 2 jobs and reads
+// them back with crc32c verification (in the writing run and again from a new
+// process), sequential and random, 4 KiB and 1 MiB blocks; bad options fail
+// with messages that name the culprit.
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "client/testing/test_cluster.h"
+
+namespace ros2 {
+namespace {
+
+using testing::CommandResult;
+using testing::ReadWholeFile;
+using testing::RunProcess;
+using testing::TestCluster;
+
+constexpr uint64_t kJobBytes = uint64_t{16} << 20;  // per job
+constexpr int kJobs = 2;
+
+struct FioRun {
+  CommandResult cmd;
+  nlohmann::json report;  // discarded when fio wrote none
+  std::string Describe() const {
+    return fmt::format("exit {}\nstderr:\n{}\nstdout:\n{}", cmd.exit_code, cmd.err, cmd.out);
+  }
+};
+
+class FioEngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string error;
+    cluster_ = TestCluster::Start("shm", 2, &error);
+    ASSERT_NE(cluster_, nullptr) << error;
+    auto pool = cluster_->Ctl({"pool", "create", "p", "--size", "512MiB"});
+    ASSERT_EQ(pool.exit_code, 0) << pool.err;
+  }
+  static void TearDownTestSuite() { cluster_.reset(); }
+
+  void SetUp() override { ASSERT_NE(cluster_, nullptr); }
+
+  // A fresh container for one test (destroyed by the test's end).
+  std::string MakeContainer(const std::string& name) {
+    auto r = cluster_->Ctl({"cont", "create", "p", name});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    containers_.push_back(name);
+    return name;
+  }
+  void TearDown() override {
+    for (const auto& c : containers_) (void)cluster_->Ctl({"cont", "destroy", "p", c});
+  }
+
+  // Runs fio with the engine; `engine_options` come right after --ioengine.
+  FioRun Fio(const std::vector<std::string>& engine_options, const std::vector<std::string>& job_options) {
+    const std::string out_path = cluster_->scratch() + "/fio.json";
+    (void)std::remove(out_path.c_str());
+    std::vector<std::string> argv = {ROS2_FIO_PATH, "--ioengine=external:" ROS2_FIO_ENGINE_PATH};
+    argv.insert(argv.end(), engine_options.begin(), engine_options.end());
+    argv.insert(argv.end(), job_options.begin(), job_options.end());
+    argv.push_back("--output-format=json");
+    argv.push_back("--output=" + out_path);
+    FioRun run;
+    run.cmd = RunProcess(argv, cluster_->scratch());
+    run.report = nlohmann::json::parse(ReadWholeFile(out_path), nullptr, /*allow_exceptions=*/false);
+    return run;
+  }
+
+  std::vector<std::string> Cluster(const std::string& cont) const {
+    return {"--data_dir=" + cluster_->dir(), "--pool=p", "--cont=" + cont, "--transport=shm"};
+  }
+
+  static inline std::unique_ptr<TestCluster> cluster_;
+  std::vector<std::string> containers_;
+};
+
+// Every job of the report finished without error and moved `read`/`write` bytes.
+void ExpectJobs(const FioRun& run, uint64_t read_bytes, uint64_t write_bytes) {
+  ASSERT_EQ(run.cmd.exit_code, 0) << run.Describe();
+  ASSERT_FALSE(run.report.is_discarded()) << run.Describe();
+  ASSERT_TRUE(run.report.contains("jobs")) << run.report.dump();
+  const auto& jobs = run.report["jobs"];
+  ASSERT_EQ(jobs.size(), static_cast<size_t>(kJobs)) << run.report.dump();
+  for (const auto& job : jobs) {
+    SCOPED_TRACE(job.value("jobname", "?"));
+    EXPECT_EQ(job.value("error", -1), 0);
+    EXPECT_EQ(job["read"].value("io_bytes", uint64_t{0}), read_bytes);
+    EXPECT_EQ(job["write"].value("io_bytes", uint64_t{0}), write_bytes);
+    EXPECT_EQ(job["read"].value("short_ios", -1), 0);
+    EXPECT_EQ(job["write"].value("short_ios", -1), 0);
+  }
+}
+
+struct Shape {
+  const char* name;
+  const char* write_rw;
+  const char* read_rw;
+  uint64_t bs;
+};
+
+class FioEngineShapes : public FioEngineTest, public ::testing::WithParamInterface<Shape> {};
+
+// A write pass verifying its own data (do_verify), then a read pass in a new
+// process verifying what the first left in DFS.
+TEST_P(FioEngineShapes, WriteThenVerify) {
+  const Shape& s = GetParam();
+  const std::string cont = MakeContainer(std::string("c-") + s.name);
+  const std::vector<std::string> job = {"--name=" + std::string(s.name),
+                                        "--directory=/fio",
+                                        fmt::format("--bs={}", s.bs),
+                                        "--iodepth=8",
+                                        fmt::format("--numjobs={}", kJobs),
+                                        fmt::format("--size={}", kJobBytes),
+                                        "--verify=crc32c"};
+  auto write = job;
+  write.push_back(std::string("--rw=") + s.write_rw);
+  write.push_back("--do_verify=1");
+  FioRun w = Fio(Cluster(cont), write);
+  // The verify phase reads every written block back.
+  ExpectJobs(w, kJobBytes, kJobBytes);
+
+  auto read = job;
+  read.push_back(std::string("--rw=") + s.read_rw);
+  FioRun r = Fio(Cluster(cont), read);
+  ExpectJobs(r, kJobBytes, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FioEngineShapes,
+                         ::testing::Values(Shape{"seq4k", "write", "read", 4096},
+                                           Shape{"rand4k", "randwrite", "randread", 4096},
+                                           Shape{"seq1m", "write", "read", uint64_t{1} << 20},
+                                           Shape{"rand1m", "randwrite", "randread", uint64_t{1} << 20}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// With --thread the jobs are threads of one fio process sharing one mount,
+// each with its own event queue.
+TEST_F(FioEngineTest, ThreadedJobsShareOneMount) {
+  const std::string cont = MakeContainer("c-thread");
+  FioRun w = Fio(Cluster(cont), {"--name=t", "--thread", "--rw=randwrite", "--bs=64k", "--iodepth=16",
+                                 fmt::format("--numjobs={}", kJobs), fmt::format("--size={}", kJobBytes),
+                                 "--verify=crc32c", "--do_verify=1"});
+  ExpectJobs(w, kJobBytes, kJobBytes);
+}
+
+// Verification must see DFS's real bytes: files never written read as zeros,
+// which fail crc32c verification.
+TEST_F(FioEngineTest, VerifyFailsOnUnwrittenFiles) {
+  const std::string cont = MakeContainer("c-holes");
+  FioRun r = Fio(Cluster(cont), {"--name=h", "--rw=read", "--bs=4k", "--iodepth=4", "--size=1m", "--verify=crc32c"});
+  EXPECT_NE(r.cmd.exit_code, 0) << r.Describe();
+  EXPECT_NE((r.cmd.err + r.cmd.out).find("verify"), std::string::npos) << r.Describe();
+}
+
+TEST_F(FioEngineTest, UnknownPoolIsNamed) {
+  FioRun r = Fio({"--data_dir=" + cluster_->dir(), "--pool=nosuchpool", "--cont=c", "--transport=shm"},
+                 {"--name=x", "--rw=write", "--bs=4k", "--size=1m"});
+  EXPECT_NE(r.cmd.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.cmd.err.find("nosuchpool"), std::string::npos) << r.Describe();
+}
+
+TEST_F(FioEngineTest, UnknownContainerIsNamed) {
+  FioRun r = Fio({"--data_dir=" + cluster_->dir(), "--pool=p", "--cont=nosuchcont", "--transport=shm"},
+                 {"--name=x", "--rw=write", "--bs=4k", "--size=1m"});
+  EXPECT_NE(r.cmd.exit_code, 0) << r.Describe();
+  EXPECT_NE(r.cmd.err.find("nosuchcont"), std::string::npos) << r.Describe();
+}
+
+TEST_F(FioEngineTest, MissingAndBadOptionsAreExplained) {
+  const std::string cont = MakeContainer("c-opts");
+  FioRun no_pool = Fio({"--data_dir=" + cluster_->dir(), "--cont=" + cont}, {"--name=x", "--rw=write", "--size=1m"});
+  EXPECT_NE(no_pool.cmd.exit_code, 0) << no_pool.Describe();
+  EXPECT_NE(no_pool.cmd.err.find("pool= is required"), std::string::npos) << no_pool.Describe();
+
+  auto bad_class = Cluster(cont);
+  bad_class.push_back("--oclass=XYZ");
+  FioRun oc = Fio(bad_class, {"--name=x", "--rw=write", "--size=1m"});
+  EXPECT_NE(oc.cmd.exit_code, 0) << oc.Describe();
+  EXPECT_NE(oc.cmd.err.find("oclass=XYZ"), std::string::npos) << oc.Describe();
+
+  FioRun transport = Fio({"--data_dir=" + cluster_->dir(), "--pool=p", "--cont=" + cont, "--transport=carrier-pigeon"},
+                         {"--name=x", "--rw=write", "--size=1m"});
+  EXPECT_NE(transport.cmd.exit_code, 0) << transport.Describe();
+  EXPECT_NE(transport.cmd.err.find("carrier-pigeon"), std::string::npos) << transport.Describe();
+
+  FioRun no_cluster = Fio({"--data_dir=" + cluster_->dir() + "/nowhere", "--pool=p", "--cont=" + cont},
+                          {"--name=x", "--rw=write", "--size=1m"});
+  EXPECT_NE(no_cluster.cmd.exit_code, 0) << no_cluster.Describe();
+  EXPECT_NE(no_cluster.cmd.err.find("cluster.json"), std::string::npos) << no_cluster.Describe();
+}
+
+}  // namespace
+}  // namespace ros2
