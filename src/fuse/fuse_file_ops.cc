@@ -1,5 +1,7 @@
 // Files: open, create, read, write, release, fsync.
 #include <fcntl.h>
+#include <linux/fuse.h>
+#include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -7,6 +9,13 @@
 
 #include "fuse/fuse_filesystem.h"
 #include "fuse/open_handles.h"
+
+#ifndef FOPEN_NOFLUSH
+#define FOPEN_NOFLUSH (1 << 5)
+#endif
+#ifndef FOPEN_PARALLEL_DIRECT_WRITES
+#define FOPEN_PARALLEL_DIRECT_WRITES (1 << 6)
+#endif
 
 namespace ros2::fuse {
 
@@ -33,8 +42,19 @@ void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // Permissions were checked by the kernel (default_permissions) and O_TRUNC
   // arrived as a setattr before this open; the handle only pins the entry.
   fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*entry}));
-  fi->direct_io = cache_.data_cache ? 0 : 1;
-  fi->keep_cache = cache_.data_cache ? 1 : 0;
+  if (!cache_.data_cache) {
+    // Direct I/O: let the kernel run writes that stay inside the file's size
+    // side by side (FOPEN_PARALLEL_DIRECT_WRITES, Linux 6.2+; older kernels
+    // ignore the bit). libfuse 3.14's fuse_file_info has no field for it, so
+    // the reply is the kernel's fuse_open_out, as fuse_reply_open would build it.
+    fuse_open_out out{};
+    out.fh = fi->fh;
+    out.open_flags = FOPEN_DIRECT_IO | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES;
+    iovec iov{&out, sizeof(out)};
+    if (fuse_reply_iov(req, &iov, 1) != 0) TakeHandle<OpenFile>(fi->fh);
+    return;
+  }
+  fi->keep_cache = 1;
   fi->noflush = 1;  // flush would be a no-op: spare the kernel the round trip on close
   if (fuse_reply_open(req, fi) != 0) TakeHandle<OpenFile>(fi->fh);
 }
