@@ -232,6 +232,7 @@ class Filesystem {
 
  private:
   explicit Filesystem(std::shared_ptr<FilesystemCore> core);
+  Result<Attr> StatSlow(const Entry& entry);  // record, then size: for non-files and odd cases
   std::shared_ptr<FilesystemCore> core_;
 };
 

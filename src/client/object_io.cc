@@ -381,6 +381,47 @@ struct SyncCall {
     }
     return std::move(reply->payload);
   }
+
+  // Sends payloads[i] to routes[i], all at once, and waits for every reply:
+  // one round trip for an operation on every shard.
+  std::vector<Result<std::vector<uint8_t>>> CallAll(const std::vector<Route>& routes, obj::Opcode opcode,
+                                                    const std::vector<std::vector<uint8_t>>& payloads) {
+    std::vector<Result<std::vector<uint8_t>>> results(routes.size(), Status::Cancelled("not sent"));
+    size_t pending = 0;
+    for (size_t i = 0; i < routes.size(); ++i) {
+      auto ep = Connect(io, cont, routes[i], what);
+      if (!ep.ok()) {
+        results[i] = ep.status();
+        continue;
+      }
+      transport::CallOptions options;
+      options.timeout = cont.pool().client().options().io_timeout;
+      options.capability = cont.capability();
+      Status st = (*ep)->Call(static_cast<uint16_t>(opcode), AsBytes(payloads[i]), options,
+                              [this, &results, &pending, &routes, i](const transport::ReplyView& reply) {
+                                --pending;
+                                if (!reply.status.ok()) {
+                                  if (reply.status.code() == Status::Code::kDisconnected) {
+                                    io.DropEndpoint(routes[i].address());
+                                    cont.pool().MarkMapStale();
+                                  }
+                                  results[i] = reply.status.WithContext(
+                                      fmt::format("{} on target {}", what, routes[i].target));
+                                } else {
+                                  results[i] = std::vector<uint8_t>(reply.payload.begin(), reply.payload.end());
+                                }
+                              });
+      if (st.ok()) {
+        ++pending;
+      } else {
+        results[i] = st.WithContext(fmt::format("{} on target {}", what, routes[i].target));
+      }
+    }
+    // Every call completes (the transport fails it at its deadline); the
+    // callbacks reference this frame, so wait for all of them.
+    while (pending > 0) (void)io.worker().RunUntil([&pending] { return pending == 0; }, std::chrono::seconds(5));
+    return results;
+  }
 };
 
 }  // namespace
@@ -402,6 +443,7 @@ static Status Punch(ContainerCore& cont, const ObjectId& oid, obj::PunchScope sc
     ROS2_ASSIGN_OR_RETURN(Route r, cont.RouteFor(oid, dkey));
     routes.push_back(std::move(r));
   }
+  std::vector<std::vector<uint8_t>> payloads;
   for (const Route& route : routes) {
     obj::PunchRequest req;
     req.header = cont.Header(route);
@@ -410,8 +452,12 @@ static Status Punch(ContainerCore& cont, const ObjectId& oid, obj::PunchScope sc
     req.oid = oid;
     req.dkey = dkey;
     req.akey = akey;
-    ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kPunch, obj::Encode(req)));
-    auto decoded = obj::DecodePunchReply(payload);
+    payloads.push_back(obj::Encode(req));
+  }
+  // An object punch goes to every shard at once.
+  for (auto& payload : call.CallAll(routes, obj::Opcode::kPunch, payloads)) {
+    if (!payload.ok()) return payload.status();
+    auto decoded = obj::DecodePunchReply(*payload);
     if (!decoded.ok()) return decoded.status().WithContext(call.what);
   }
   return Status::Ok();
