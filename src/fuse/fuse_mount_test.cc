@@ -182,7 +182,7 @@ class FuseMountTest : public ::testing::Test {
     std::string error;
     direct_ = FuseMount::Start(*cluster_, cluster_->dir() + "/direct", {"--data-cache", "off"}, &error);
     ASSERT_NE(direct_, nullptr) << error;
-    cached_ = FuseMount::Start(*cluster_, cluster_->dir() + "/cached", {}, &error);
+    cached_ = FuseMount::Start(*cluster_, cluster_->dir() + "/cached", {"--allow-other"}, &error);
     ASSERT_NE(cached_, nullptr) << error;
   }
 
@@ -459,6 +459,21 @@ TEST_F(FuseMountTest, PosixErrorsAndMetadataThroughTheMount) {
   ASSERT_EQ(back.size(), 20000u);
   EXPECT_EQ(back.substr(0, 4000), std::string(4000, 'a'));
   EXPECT_EQ(back.substr(4000), std::string(16000, '\0'));
+
+  // Another user (through the --allow-other mount): the kernel checks mode
+  // bits (default_permissions), and what that user creates is theirs.
+  ASSERT_EQ(::chmod(cluster_->dir().c_str(), 0711), 0);  // let that user reach the mount point
+  ASSERT_EQ(::mkdir(D("open").c_str(), 0777), 0);
+  ASSERT_EQ(::chmod(D("open").c_str(), 0777), 0);  // past the umask
+  std::string as_nobody = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+  CommandResult nobody =
+      Run(as_nobody + "sh -c 'echo mine > " + C("open/nobody.txt") + " && mkdir " + C("open/nobody-dir") + "'");
+  ASSERT_EQ(nobody.exit_code, 0) << nobody.out;
+  EXPECT_EQ(Run("stat -c '%u:%g' " + D("open/nobody.txt") + " " + D("open/nobody-dir")).out,
+            "65534:65534\n65534:65534\n");
+  CommandResult denied = Run(as_nobody + "sh -c 'echo theirs >> " + C("t") + "'");
+  EXPECT_NE(denied.exit_code, 0);
+  EXPECT_NE(denied.out.find("Permission denied"), std::string::npos) << denied.out;
 
   // statfs reports the pool's space.
   struct statvfs vfs {};

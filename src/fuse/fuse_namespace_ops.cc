@@ -78,6 +78,14 @@ void FuseFilesystem::SetAttr(fuse_req_t req, fuse_ino_t ino, const struct stat* 
   // FUSE_SET_ATTR_CTIME alone (the kernel's own bookkeeping) changes nothing here.
   auto updated = args.mask != 0 ? fs_.SetAttr(*entry, args) : fs_.Stat(*entry);
   if (!updated.ok()) return ReplyError(req, updated.status(), "setattr");
+  if (args.mask & (dfs::kSetMode | dfs::kSetUid | dfs::kSetGid)) {
+    // The DFS checks permissions inside a directory against the handle's
+    // mode and owner: keep the inode's handle current.
+    entry->mode = updated->mode;
+    entry->uid = updated->uid;
+    entry->gid = updated->gid;
+    inodes_.Refresh(*entry);
+  }
   struct stat st = ToStat(*updated, ino);
   fuse_reply_attr(req, &st, cache_.attr_timeout_s);
 }

@@ -49,7 +49,7 @@ void InodeTable::Forget(uint64_t ino, uint64_t nlookup) {
 void InodeTable::Refresh(const dfs::Entry& entry) {
   std::unique_lock lock(mu_);
   auto known = by_oid_.find(entry.oid);
-  if (known == by_oid_.end() || known->second == kRootIno) return;
+  if (known == by_oid_.end()) return;
   nodes_.at(known->second).entry = entry;
 }
 

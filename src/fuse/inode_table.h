@@ -42,8 +42,9 @@ class InodeTable {
   // and unknown numbers are ignored.
   void Forget(uint64_t ino, uint64_t nlookup);
 
-  // Replaces the Entry of the inode holding `entry.oid` (after a rename),
-  // without changing its count; no-op when the object has no inode.
+  // Replaces the Entry of the inode holding `entry.oid` (after a rename, or a
+  // chmod/chown that changed its mode or owner), without changing its count;
+  // no-op when the object has no inode.
   void Refresh(const dfs::Entry& entry);
 
   // Inodes in the table (the root included) and the sum of their counts less

@@ -89,6 +89,10 @@ TEST(InodeTableTest, RefreshFollowsRenamesAndNewLookupsReplaceTheEntry) {
   EXPECT_EQ(table.Get(ino)->parent, (ObjectId{7, 99}));
   EXPECT_EQ(table.total_lookups(), 1u);     // a refresh is not a lookup
   table.Refresh(MakeEntry(77, "unknown"));  // no inode: no-op
+  dfs::Entry root = Root();
+  root.mode = S_IFDIR | 0700;  // a chmod of the root
+  table.Refresh(root);
+  EXPECT_EQ(table.Get(InodeTable::kRootIno)->mode, static_cast<mode_t>(S_IFDIR | 0700));
   EXPECT_EQ(table.size(), 2u);
   EXPECT_EQ(table.Remember(MakeEntry(10, "again"), 42), ino);
   EXPECT_EQ(table.Get(ino)->name, "again");
