@@ -1,0 +1,442 @@
+// `ros2-bench posix`: fio through the ROS2 external ioengine (libros2_fio.so,
+// DFS over libros2) and through a ros2-fuse mount, against fio on the local
+// file system, in the same run.
+//
+// The suite starts one single-node cluster (`ros2ctl cluster up --class nvme
+// --transport shm` by default) whose data directory sits in the scratch
+// directory, i.e. on the same file system as the local baseline's files. Per
+// case (op, block size, jobs) it runs, back to back and --repeat times:
+//   local  — fio ioengine=io_uring direct=1 on files in <scratch>/local,
+//   engine — fio ioengine=external:libros2_fio.so on DFS files,
+//   mount  — fio ioengine=io_uring direct=1 on files under a ros2-fuse mount
+//            (skipped when the ros2-fuse binary is not built),
+// all with the same rw, bs, iodepth (--qd) and numjobs (one file per job).
+// Reads run --runtime seconds (time_based) over files prefilled once (fio lays
+// out the local ones; the DFS ones are written through the engine and seen by
+// the mount). Writes write --write-total bytes split over the jobs, capped at
+// --runtime, into fresh files; on the ROS2 side into a fresh container per case
+// and side (the engine keeps every version until aggregation, so a time-based
+// overwrite loop would fill the shards). Records: engine vs local fio
+// (baseline fio-io_uring), mount vs engine (baseline engine); the median of
+// the repeats. docs/benchmarks.md describes the suite.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "bench/bench_report.h"
+#include "bench/fio_bench_util.h"
+#include "bench/posix_bench_util.h"
+#include "bench/process_bench_util.h"
+
+namespace ros2::bench {
+namespace {
+
+using posix::FuseMount;
+using posix::PosixCluster;
+using posix::RunFioArgs;
+
+struct PosixSuiteOptions {
+  std::string dir = "/tmp";
+  std::vector<std::string> ops = {"write", "read", "randwrite", "randread"};
+  std::vector<uint64_t> bs = {uint64_t{1} << 20, 4096};
+  std::vector<int> jobs = {1, 2, 4};
+  std::vector<std::string> modes = {"local", "engine", "mount"};
+  int qd = 16;
+  double runtime_s = 3;
+  uint64_t read_size = uint64_t{128} << 20;    // per job's read file
+  uint64_t write_total = uint64_t{512} << 20;  // per write case, split over its jobs
+  int repeat = 1;
+  std::string cls = "nvme";
+  std::string transport = "shm";
+  int targets = 2;
+  std::string shard_size = "1GiB";  // per container and target; the pool gets targets x this
+  std::string ros2ctl;
+  std::string engine;
+  std::string fio_engine;  // libros2_fio.so
+  std::string fuse;        // ros2-fuse
+  std::vector<std::string> fuse_args;
+};
+
+PosixSuiteOptions g_opts;
+
+constexpr const char* kPool = "bench";
+constexpr const char* kReadCont = "data";
+
+std::string BuildTreeFile(const std::string& relative) {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  return (self.parent_path().parent_path() / relative).string();  // <build>/bench/ros2-bench
+}
+
+bool IsRead(const std::string& op) {
+  return op == "read" || op == "randread";
+}
+
+struct CaseKey {
+  std::string op;
+  uint64_t bs;
+  int jobs;
+  auto operator<=>(const CaseKey&) const = default;
+};
+
+struct Figures {
+  double mib_s = 0;
+  double iops = 0;
+  double lat_us_p50 = 0;
+};
+
+// fio arguments shared by every mode of one case.
+std::vector<std::string> JobArgs(const CaseKey& k) {
+  std::vector<std::string> a = {fmt::format("--name={}", IsRead(k.op) ? "r" : "w"),
+                                "--rw=" + k.op,
+                                fmt::format("--bs={}", k.bs),
+                                fmt::format("--iodepth={}", g_opts.qd),
+                                fmt::format("--numjobs={}", k.jobs),
+                                "--group_reporting=1",
+                                "--lat_percentiles=1",
+                                fmt::format("--runtime={}ms", static_cast<int64_t>(g_opts.runtime_s * 1000))};
+  if (IsRead(k.op)) {
+    a.push_back(fmt::format("--size={}", g_opts.read_size));
+    a.push_back("--time_based=1");
+  } else {
+    const uint64_t per_job = g_opts.write_total / static_cast<uint64_t>(k.jobs) / k.bs * k.bs;
+    a.push_back(fmt::format("--size={}", per_job));
+  }
+  return a;
+}
+
+std::vector<std::string> EngineArgs(const PosixCluster& cluster, const std::string& cont) {
+  return {"--ioengine=external:" + g_opts.fio_engine, "--data_dir=" + cluster.data_dir(),
+          std::string("--pool=") + kPool, "--cont=" + cont, "--transport=" + g_opts.transport,
+          // fio lstat()s --directory on the local file system: DFS paths go in the name format.
+          "--filename_format=/bench/$jobname.$jobnum.$filenum"};
+}
+
+std::vector<std::string> KernelArgs(const std::string& directory) {
+  return {"--ioengine=io_uring", "--direct=1", "--directory=" + directory};
+}
+
+Figures FiguresOf(const FioResult& r, const std::string& op) {
+  const FioSide& s = IsRead(op) ? r.read : r.write;
+  return Figures{s.bw_bytes / (1 << 20), s.iops, s.lat_us_p50};
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+Figures MedianOf(const std::vector<Figures>& runs) {
+  std::vector<double> mib, iops, lat;
+  for (const auto& f : runs) {
+    mib.push_back(f.mib_s);
+    iops.push_back(f.iops);
+    lat.push_back(f.lat_us_p50);
+  }
+  return Figures{Median(mib), Median(iops), Median(lat)};
+}
+
+// Runs one case's modes once each, interleaved; appends to `out[mode]`.
+class CaseRunner {
+ public:
+  CaseRunner(const std::string& scratch, PosixCluster& cluster, const FuseMount* read_mount)
+      : scratch_(scratch), cluster_(cluster), read_mount_(read_mount) {}
+
+  Status RunOnce(const CaseKey& k, std::map<std::string, std::vector<Figures>>& out) {
+    const double limit = g_opts.runtime_s + 600;
+    for (const auto& mode : g_opts.modes) {
+      if (mode == "mount" && g_opts.fuse.empty()) continue;
+      std::vector<std::string> args = JobArgs(k);
+      Result<FioResult> r = Status::Cancelled("not run");
+      if (mode == "local") {
+        const std::string dir = scratch_ + (IsRead(k.op) ? "/local-read" : "/local-write");
+        std::filesystem::create_directories(dir);
+        auto kernel = KernelArgs(dir);
+        args.insert(args.begin(), kernel.begin(), kernel.end());
+        r = RunFioArgs(args, scratch_, limit);
+        if (!IsRead(k.op)) std::filesystem::remove_all(dir);
+      } else if (mode == "engine") {
+        std::optional<std::string> cont;
+        if (!IsRead(k.op)) {
+          auto made = FreshContainer();
+          if (!made.ok()) return made.status();
+          cont = *made;
+        }
+        auto engine = EngineArgs(cluster_, cont ? *cont : std::string(kReadCont));
+        args.insert(args.begin(), engine.begin(), engine.end());
+        r = RunFioArgs(args, scratch_, limit);
+        if (cont) DestroyContainer(*cont);
+      } else if (mode == "mount") {
+        if (IsRead(k.op)) {
+          auto kernel = KernelArgs(read_mount_->mountpoint() + "/bench");
+          args.insert(args.begin(), kernel.begin(), kernel.end());
+          r = RunFioArgs(args, scratch_, limit);
+        } else {
+          auto cont = FreshContainer();
+          if (!cont.ok()) return cont.status();
+          {
+            auto mount =
+                FuseMount::Start(g_opts.fuse, cluster_.data_dir(), g_opts.transport, kPool, *cont,
+                                 scratch_ + "/mnt-" + *cont, scratch_ + "/fuse-" + *cont + ".log", g_opts.fuse_args);
+            if (!mount.ok()) {
+              DestroyContainer(*cont);
+              return mount.status();
+            }
+            std::filesystem::create_directories((*mount)->mountpoint() + "/bench");
+            auto kernel = KernelArgs((*mount)->mountpoint() + "/bench");
+            args.insert(args.begin(), kernel.begin(), kernel.end());
+            r = RunFioArgs(args, scratch_, limit);
+          }
+          DestroyContainer(*cont);
+        }
+      } else {
+        return Status::InvalidArgument("posix bench: unknown mode " + mode + " (local, engine, mount)");
+      }
+      if (!r.ok()) return r.status().WithContext(fmt::format("mode={} op={} bs={} jobs={}", mode, k.op, k.bs, k.jobs));
+      out[mode].push_back(FiguresOf(*r, k.op));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Result<std::string> FreshContainer() {
+    const std::string name = fmt::format("w{}", seq_++);
+    ROS2_RETURN_IF_ERROR(cluster_.Ctl({"cont", "create", kPool, name}).status());
+    return name;
+  }
+  void DestroyContainer(const std::string& name) {
+    if (auto d = cluster_.Ctl({"cont", "destroy", kPool, name}); !d.ok())
+      std::fprintf(stderr, "posix bench: %s\n", d.status().ToString().c_str());
+  }
+
+  std::string scratch_;
+  PosixCluster& cluster_;
+  const FuseMount* read_mount_;
+  int seq_ = 0;
+};
+
+std::string CaseDesc(const CaseKey& k, const std::string& mode) {
+  return CaseString({{"op", k.op},
+                     {"bs", std::to_string(k.bs)},
+                     {"qd", std::to_string(g_opts.qd)},
+                     {"jobs", std::to_string(k.jobs)},
+                     {"mode", mode},
+                     {"transport", g_opts.transport},
+                     {"class", g_opts.cls}});
+}
+
+void Report(Reporter& rep, const CaseKey& k, const std::map<std::string, Figures>& f) {
+  auto add = [&](const std::string& mode, const char* metric, double Figures::*field,
+                 const std::optional<std::string>& base_mode, const char* base_name) {
+    auto it = f.find(mode);
+    if (it == f.end()) return;
+    Record r{"posix", CaseDesc(k, mode), metric, it->second.*field, std::nullopt, std::nullopt};
+    if (base_mode) {
+      if (auto b = f.find(*base_mode); b != f.end()) {
+        r.baseline = base_name;
+        r.baseline_value = b->second.*field;
+      }
+    }
+    rep.Add(std::move(r));
+  };
+  for (const auto& [metric, field] : {std::pair{"mib_s", &Figures::mib_s}, std::pair{"iops", &Figures::iops},
+                                      std::pair{"lat_us_p50", &Figures::lat_us_p50}}) {
+    add("local", metric, field, std::nullopt, "");
+    add("engine", metric, field, std::string("local"), "fio-io_uring");
+    add("mount", metric, field, std::string("engine"), "engine");
+  }
+}
+
+// Writes every read file of the DFS side through the engine (1 MiB, sequential).
+Status PrefillDfs(const std::string& scratch, const PosixCluster& cluster, int max_jobs) {
+  std::vector<std::string> args = EngineArgs(cluster, kReadCont);
+  const std::vector<std::string> job = {"--name=r",
+                                        "--rw=write",
+                                        "--bs=1m",
+                                        fmt::format("--iodepth={}", g_opts.qd),
+                                        fmt::format("--numjobs={}", max_jobs),
+                                        fmt::format("--size={}", g_opts.read_size),
+                                        "--group_reporting=1"};
+  args.insert(args.end(), job.begin(), job.end());
+  ROS2_ASSIGN_OR_RETURN(auto r, RunFioArgs(args, scratch, 900));
+  const uint64_t expected = g_opts.read_size * static_cast<uint64_t>(max_jobs);
+  if (r.write.io_bytes != expected) {
+    return Status::Internal(fmt::format("posix bench: prefill wrote {} of {} bytes", r.write.io_bytes, expected));
+  }
+  std::fprintf(stderr, "posix bench: DFS read files prefilled: %d x %llu MiB at %.0f MiB/s\n", max_jobs,
+               static_cast<unsigned long long>(g_opts.read_size >> 20), r.write.bw_bytes / (1 << 20));
+  return Status::Ok();
+}
+
+void SummarizeTargets(const std::map<CaseKey, std::map<std::string, Figures>>& all) {
+  auto ratio = [&](const CaseKey& k, const char* mode, const char* base, double Figures::*field) -> double {
+    auto it = all.find(k);
+    if (it == all.end() || !it->second.contains(mode) || !it->second.contains(base)) return -1;
+    const double b = it->second.at(base).*field;
+    return b > 0 ? it->second.at(mode).*field / b : -1;
+  };
+  std::fprintf(stderr, "posix bench: targets (ratio, target):\n");
+  for (const auto& [k, f] : all) {
+    if (k.bs == (uint64_t{1} << 20) && (k.op == "read" || k.op == "write")) {
+      std::fprintf(stderr, "  engine/local %-9s 1MiB jobs=%d: %.2f (>= 0.8)\n", k.op.c_str(), k.jobs,
+                   ratio(k, "engine", "local", &Figures::mib_s));
+      std::fprintf(stderr, "  mount/engine %-9s 1MiB jobs=%d: %.2f (>= 0.5)\n", k.op.c_str(), k.jobs,
+                   ratio(k, "mount", "engine", &Figures::mib_s));
+    }
+    if (k.bs == 4096 && k.op == "randread" && k.jobs == 4) {
+      std::fprintf(stderr, "  engine/local randread  4KiB jobs=4: %.2f (>= 0.5)\n",
+                   ratio(k, "engine", "local", &Figures::iops));
+    }
+  }
+}
+
+// The whole capacity of the targets: --targets x --shard-size (e.g. "1GiB").
+std::string PoolSize() {
+  const std::string& s = g_opts.shard_size;
+  size_t digits = 0;
+  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits])) != 0) ++digits;
+  if (digits == 0) return s;
+  return std::to_string(std::stoull(s.substr(0, digits)) * static_cast<uint64_t>(g_opts.targets)) + s.substr(digits);
+}
+
+std::string LoadAverage() {
+  auto text = ReadWholeFile("/proc/loadavg");
+  if (!text.ok()) return "?";
+  std::string t = *text;
+  while (!t.empty() && t.back() == '\n') t.pop_back();
+  return t;
+}
+
+int RunPosixSuite(Reporter& rep) {
+  if (g_opts.ros2ctl.empty()) g_opts.ros2ctl = BuildTreeFile("tools/ros2ctl/ros2ctl");
+  if (g_opts.engine.empty()) {
+    const std::string e = BuildTreeFile("src/engine/ros2-engine");
+    if (access(e.c_str(), X_OK) == 0) g_opts.engine = e;
+  }
+  if (g_opts.fio_engine.empty()) g_opts.fio_engine = BuildTreeFile("src/fio/libros2_fio.so");
+  if (g_opts.fuse.empty()) {
+    const std::string f = BuildTreeFile("src/fuse/ros2-fuse");
+    if (access(f.c_str(), X_OK) == 0) g_opts.fuse = f;
+  }
+  if (g_opts.fuse == "none") g_opts.fuse.clear();
+  if (access(g_opts.ros2ctl.c_str(), X_OK) != 0) {
+    std::fprintf(stderr, "posix bench: ros2ctl not found at '%s' (use --ros2ctl)\n", g_opts.ros2ctl.c_str());
+    return 2;
+  }
+  if (access(g_opts.fio_engine.c_str(), R_OK) != 0) {
+    std::fprintf(stderr,
+                 "posix bench: fio engine not found at '%s' (build target ros2_fio after "
+                 "scripts/fetch-fio-source.sh, or use --fio-engine)\n",
+                 g_opts.fio_engine.c_str());
+    return 2;
+  }
+  if (g_opts.jobs.empty() || g_opts.qd < 1 || g_opts.repeat < 1) {
+    std::fprintf(stderr, "posix bench: need at least one --jobs value, --qd >= 1 and --repeat >= 1\n");
+    return 2;
+  }
+  if (g_opts.fuse.empty()) std::fprintf(stderr, "posix bench: no ros2-fuse binary: the mount mode is skipped\n");
+  auto scratch = ScratchDir::Create(g_opts.dir, "ros2-bench-posix-");
+  if (!scratch.ok()) {
+    std::fprintf(stderr, "posix bench: %s\n", scratch.status().ToString().c_str());
+    return 1;
+  }
+  const std::string& dir = scratch->path();
+  std::fprintf(stderr, "posix bench: dir %s, %s over %s, qd %d, runtime %.1fs, repeat %d, load average %s\n",
+               dir.c_str(), g_opts.cls.c_str(), g_opts.transport.c_str(), g_opts.qd, g_opts.runtime_s, g_opts.repeat,
+               LoadAverage().c_str());
+  auto cluster = PosixCluster::Up(g_opts.ros2ctl, g_opts.engine, dir, g_opts.cls, g_opts.transport, g_opts.targets,
+                                  g_opts.shard_size);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "posix bench: %s\n", cluster.status().ToString().c_str());
+    return 1;
+  }
+  const int max_jobs = *std::max_element(g_opts.jobs.begin(), g_opts.jobs.end());
+  const bool any_read = std::any_of(g_opts.ops.begin(), g_opts.ops.end(), IsRead);
+  Status st = (*cluster)->Ctl({"pool", "create", kPool, "--size", PoolSize()}).status();
+  if (st.ok()) st = (*cluster)->Ctl({"cont", "create", kPool, kReadCont}).status();
+  if (st.ok() && any_read) st = PrefillDfs(dir, **cluster, max_jobs);
+  std::unique_ptr<FuseMount> read_mount;
+  if (st.ok() && any_read && !g_opts.fuse.empty()) {
+    auto m = FuseMount::Start(g_opts.fuse, (*cluster)->data_dir(), g_opts.transport, kPool, kReadCont,
+                              dir + "/mnt-data", dir + "/fuse-data.log", g_opts.fuse_args);
+    if (m.ok())
+      read_mount = std::move(*m);
+    else
+      st = m.status();
+  }
+  if (!st.ok()) {
+    std::fprintf(stderr, "posix bench: setup: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  CaseRunner runner(dir, **cluster, read_mount.get());
+  std::map<CaseKey, std::map<std::string, Figures>> all;
+  int rc = 0;
+  for (uint64_t bs : g_opts.bs) {
+    for (const auto& op : g_opts.ops) {
+      for (int jobs : g_opts.jobs) {
+        const CaseKey k{op, bs, jobs};
+        std::fprintf(stderr, "posix bench: op=%s bs=%llu jobs=%d (load %s)\n", op.c_str(),
+                     static_cast<unsigned long long>(bs), jobs, LoadAverage().c_str());
+        std::map<std::string, std::vector<Figures>> runs;
+        Status s = Status::Ok();
+        for (int i = 0; i < g_opts.repeat && s.ok(); ++i) s = runner.RunOnce(k, runs);
+        if (!s.ok()) {
+          std::fprintf(stderr, "posix bench: %s\n", s.ToString().c_str());
+          rc = 1;
+          continue;
+        }
+        std::map<std::string, Figures> medians;
+        for (const auto& [mode, v] : runs) medians[mode] = MedianOf(v);
+        Report(rep, k, medians);
+        all[k] = std::move(medians);
+      }
+    }
+  }
+  read_mount.reset();
+  std::fprintf(stderr, "posix bench: load average at the end %s\n", LoadAverage().c_str());
+  SummarizeTargets(all);
+  return rc;
+}
+
+const bool registered = RegisterSuite(Suite{
+    "posix",
+    "fio through the ROS2 external ioengine and a ros2-fuse mount vs fio io_uring on the local file system, same run",
+    [](CLI::App& app) {
+      app.add_option("--dir", g_opts.dir, "parent of the scratch dir (cluster data and local fio files)");
+      app.add_option("--ops", g_opts.ops, "ops: write read randwrite randread")->delimiter(',');
+      app.add_option("--bs", g_opts.bs, "block sizes in bytes")->delimiter(',');
+      app.add_option("--jobs", g_opts.jobs, "fio numjobs values (one file per job)")->delimiter(',');
+      app.add_option("--modes", g_opts.modes, "sides to run: local engine mount")->delimiter(',');
+      app.add_option("--qd", g_opts.qd, "fio iodepth of every side");
+      app.add_option("--runtime", g_opts.runtime_s, "seconds per read case and side (cap for writes)");
+      app.add_option("--read-size", g_opts.read_size, "bytes of each job's read file");
+      app.add_option("--write-total", g_opts.write_total, "bytes each write case writes, split over its jobs");
+      app.add_option("--repeat", g_opts.repeat, "runs of each case (the median is reported)");
+      app.add_option("--class", g_opts.cls, "storage class of the cluster: nvme ram");
+      app.add_option("--transport", g_opts.transport, "transport of the cluster and clients: shm tcp");
+      app.add_option("--targets", g_opts.targets, "engine targets");
+      app.add_option("--shard-size", g_opts.shard_size, "extent capacity of each container shard (cluster up)");
+      app.add_option("--ros2ctl", g_opts.ros2ctl, "ros2ctl binary (default: the build tree's)");
+      app.add_option("--engine", g_opts.engine, "ros2-engine binary (default: the build tree's)");
+      app.add_option("--fio-engine", g_opts.fio_engine, "libros2_fio.so (default: the build tree's)");
+      app.add_option("--fuse", g_opts.fuse, "ros2-fuse binary (default: the build tree's; 'none' skips the mount)");
+      app.add_option("--fuse-arg", g_opts.fuse_args, "extra ros2-fuse argument (repeatable)");
+    },
+    RunPosixSuite,
+});
+
+}  // namespace
+}  // namespace ros2::bench
