@@ -1,6 +1,7 @@
 // Target thread: lifecycle, the epoll progress loop, container shards, mailbox.
 #include "engine/target.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -163,6 +164,7 @@ void Target::RetireShards(const std::function<bool(const Shard&)>& match) {
 }
 
 void Target::Loop() {
+  pinned_ = transport::CurrentThreadPinnedToOneCpu();
   auto last_event = std::chrono::steady_clock::now();
   for (;;) {
     int events = worker_->Progress();
@@ -193,8 +195,16 @@ void Target::Loop() {
       last_event = now;
       continue;
     }
-    if (now - last_event < env_->spin) continue;
-    if (!worker_->PrepareSleep()) continue;
+    if (now - last_event < env_->spin || !worker_->PrepareSleep()) {
+      // Spinning (or not allowed to sleep: sends in flight, see
+      // Worker::PrepareSleep). Unless this thread has a CPU of its own, let
+      // the threads we wait for run: on 2 vCPUs the clients and the other
+      // target share our core, and a spin without yielding holds it for a
+      // whole time slice (the same policy as Worker::Wait).
+      if (!pinned_) sched_yield();
+      if (++loops_since_affinity_check_ % 4096 == 0) pinned_ = transport::CurrentThreadPinnedToOneCpu();
+      continue;
+    }
     Sleep();
     last_event = std::chrono::steady_clock::now();
   }
@@ -204,9 +214,11 @@ void Target::Sleep() {
   auto wait = worker_->NextDeadline(std::chrono::milliseconds(100));
   if (stopping_) wait = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(10));
   if (usage_dirty_) wait = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(1000));
-  const int timeout_ms = static_cast<int>((wait.count() + 999) / 1000);
+  // Microsecond timeouts: the worker asks for short naps while transfers are in
+  // flight (Worker::NextDeadline), which a millisecond epoll_wait would round up.
+  const timespec timeout{static_cast<time_t>(wait.count() / 1000000), static_cast<long>(wait.count() % 1000000) * 1000};
   epoll_event events[8];
-  ::epoll_wait(epoll_fd_, events, 8, timeout_ms);
+  ::epoll_pwait2(epoll_fd_, events, 8, &timeout, nullptr);
 }
 
 void Target::RefreshUsage() {

@@ -8,7 +8,8 @@
 // and destroyed when the control plane destroys the container or the pool.
 //
 // The loop: Progress() the worker, every Vos and the mailbox until idle, spin
-// for `spin` without events, then PrepareSleep() and sleep in epoll on the
+// for `spin` without events (yielding the CPU between passes unless the thread
+// is pinned to one CPU), then PrepareSleep() and sleep in epoll on the
 // worker's event fd, every Vos event fd and the mailbox eventfd (at most until
 // the worker's next request deadline).
 //
@@ -145,6 +146,8 @@ class Target {
   std::chrono::steady_clock::time_point stop_deadline_;
   uint64_t destroyed_seen_ = 0;  // env_->destroyed_version already applied to shards_
   bool usage_dirty_ = false;
+  bool pinned_ = false;  // the thread has one CPU: spin without yielding (re-read every 4096 idle loops)
+  uint32_t loops_since_affinity_check_ = 0;
   std::chrono::steady_clock::time_point usage_refreshed_;
 
   int epoll_fd_ = -1;
