@@ -206,18 +206,18 @@ nlohmann::json MdPhasesToJson(const std::vector<MdPhaseResult>& phases) {
 Result<std::vector<MdPhaseResult>> MdPhasesFromJson(const nlohmann::json& j) {
   if (!j.is_array()) return Status::Protocol("md: a job's result is not a JSON array");
   std::vector<MdPhaseResult> out;
-  for (const auto& p : j) {
-    if (!p.is_object() || !p.contains("name") || !p.contains("start_ns") || !p.contains("end_ns") ||
-        !p.contains("ops") || !p.contains("lat_us")) {
-      return Status::Protocol("md: a job's phase record lacks a field");
+  try {
+    for (const auto& p : j) {
+      MdPhaseResult r;
+      r.name = p.at("name").get<std::string>();
+      r.start_ns = p.at("start_ns").get<int64_t>();
+      r.end_ns = p.at("end_ns").get<int64_t>();
+      r.ops = p.at("ops").get<uint64_t>();
+      r.lat_us = p.at("lat_us").get<std::vector<double>>();
+      out.push_back(std::move(r));
     }
-    MdPhaseResult r;
-    r.name = p["name"].get<std::string>();
-    r.start_ns = p["start_ns"].get<int64_t>();
-    r.end_ns = p["end_ns"].get<int64_t>();
-    r.ops = p["ops"].get<uint64_t>();
-    r.lat_us = p["lat_us"].get<std::vector<double>>();
-    out.push_back(std::move(r));
+  } catch (const nlohmann::json::exception& e) {
+    return Status::Protocol(fmt::format("md: a job's phase record is malformed: {}", e.what()));
   }
   return out;
 }

@@ -1,0 +1,63 @@
+// `ros2-bench md` end to end on a small scale: the suite starts its own
+// cluster, runs the local and DFS modes with 2 job processes in unique and
+// shared directories, and prints one JSON record per (op, mode, metric) with
+// the DFS rates against the same run's local baseline.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "client/testing/test_cluster.h"
+
+namespace ros2::bench {
+namespace {
+
+TEST(MdSuiteTest, LocalAndDfsModesReportEveryPhaseWithTheLocalBaseline) {
+  const char* base = std::getenv("TMPDIR");
+  std::string dir = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/md-suite-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  ros2::testing::CommandResult r = ros2::testing::RunProcess(
+      {ROS2_BENCH_PATH, "--json", "md", "--modes", "local,dfs", "--files", "30", "--jobs", "2", "--dirs",
+       "unique,shared", "--shard-size", "64MiB", "--dir", dir, "--ros2ctl", ROS2CTL_PATH, "--engine", ROS2_ENGINE_PATH},
+      dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> seen;
+  std::istringstream lines(r.out);
+  std::string line;
+  int with_baseline = 0;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "not JSON: " << line;
+    EXPECT_EQ(j["bench"], "md");
+    const std::string c = j["case"].get<std::string>();
+    EXPECT_NE(c.find("jobs=2"), std::string::npos) << c;
+    EXPECT_NE(c.find("files=30"), std::string::npos) << c;
+    if (j["metric"] != "ops_s") continue;
+    EXPECT_GT(j["value"].get<double>(), 0) << line;
+    seen.insert(c);
+    if (c.find("mode=dfs") != std::string::npos) {
+      EXPECT_EQ(j["baseline"], "local") << line;
+      EXPECT_GT(j["ratio"].get<double>(), 0) << line;
+      ++with_baseline;
+    }
+  }
+  // 4 ops x 2 modes x 2 directory modes.
+  EXPECT_EQ(seen.size(), 16u) << r.out;
+  EXPECT_EQ(with_baseline, 8) << r.out;
+  for (const char* op : {"create", "stat", "readdir", "unlink"}) {
+    EXPECT_TRUE(seen.contains(fmt::format("op={} jobs=2 mode=dfs dir=shared files=30", op))) << op;
+  }
+  EXPECT_NE(r.err.find("load average"), std::string::npos) << r.err;
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace ros2::bench
