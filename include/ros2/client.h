@@ -129,8 +129,8 @@ using ArrayTailCallback = std::function<void(const Result<std::optional<ArrayTai
 // Resumable position of a paged dkey listing across an object's shards: start
 // with a default one, pass back what the previous page left, stop at `eof`.
 struct KeyAnchor {
-  uint32_t shard = 0;     // index into the object's shard targets (placement order)
-  std::string position;   // the engine's opaque position within that shard
+  uint32_t shard = 0;    // index into the object's shard targets (placement order)
+  std::string position;  // the engine's opaque position within that shard
   bool eof = false;
 };
 

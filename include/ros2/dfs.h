@@ -77,10 +77,10 @@ struct Attr {
   mode_t mode = 0;   // type bits (S_IFREG, S_IFDIR, S_IFLNK) + permissions
   uid_t uid = 0;
   gid_t gid = 0;
-  uint64_t size = 0;    // file: end of the highest written byte; symlink: target length
-  uint64_t blocks = 0;  // 512-byte blocks (size rounded up; holes not subtracted)
-  uint32_t nlink = 1;   // always 1 (directories too: tools must not infer subdirectory counts)
-  uint32_t blksize = 0; // the chunk size (preferred I/O size)
+  uint64_t size = 0;     // file: end of the highest written byte; symlink: target length
+  uint64_t blocks = 0;   // 512-byte blocks (size rounded up; holes not subtracted)
+  uint32_t nlink = 1;    // always 1 (directories too: tools must not infer subdirectory counts)
+  uint32_t blksize = 0;  // the chunk size (preferred I/O size)
   timespec atime{};
   timespec mtime{};
   timespec ctime{};

@@ -405,8 +405,8 @@ struct SyncCall {
                                     io.DropEndpoint(routes[i].address());
                                     cont.pool().MarkMapStale();
                                   }
-                                  results[i] = reply.status.WithContext(
-                                      fmt::format("{} on target {}", what, routes[i].target));
+                                  results[i] =
+                                      reply.status.WithContext(fmt::format("{} on target {}", what, routes[i].target));
                                 } else {
                                   results[i] = std::vector<uint8_t>(reply.payload.begin(), reply.payload.end());
                                 }

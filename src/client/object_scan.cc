@@ -68,9 +68,8 @@ struct TailQuery {
         q->cont->pool().MarkMapStale();
         st = ep.status();
       } else {
-        st = (*ep)->Call(static_cast<uint16_t>(obj::Opcode::kQuery),
-                         {q->payloads[i].data(), q->payloads[i].size()}, options,
-                         [q, i](const transport::ReplyView& reply) { q->Fold(q->routes[i], reply); });
+        st = (*ep)->Call(static_cast<uint16_t>(obj::Opcode::kQuery), {q->payloads[i].data(), q->payloads[i].size()},
+                         options, [q, i](const transport::ReplyView& reply) { q->Fold(q->routes[i], reply); });
       }
       if (!st.ok()) {
         st = st.WithContext(fmt::format("{}: send to target {}", q->what, route.target));

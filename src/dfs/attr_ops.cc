@@ -94,13 +94,10 @@ Result<Attr> Filesystem::Stat(const Entry& entry) {
     f.dkey = loc.dkey;
     f.akey = kEntryAkey;
     f.buffer = value;
-    Status st = dir.SubmitFetch(*eq, f, [&](const client::IoResult& r) {
-      fetched = r;
-    });
+    Status st = dir.SubmitFetch(*eq, f, [&](const client::IoResult& r) { fetched = r; });
     if (st.ok()) {
-      st = file.SubmitQueryArrayTail(*eq, kDataAkey, [&](const Result<std::optional<client::ArrayTail>>& t) {
-        tail = t;
-      });
+      st = file.SubmitQueryArrayTail(*eq, kDataAkey,
+                                     [&](const Result<std::optional<client::ArrayTail>>& t) { tail = t; });
     }
     std::array<client::Event, 1> ignored;
     while (eq->in_flight() > 0) (void)eq->Wait(ignored, eq->in_flight(), std::chrono::seconds(5));
@@ -137,7 +134,8 @@ Result<Attr> Filesystem::StatSlow(const Entry& entry) {
 
 Result<Attr> Filesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
   const std::string what = fmt::format("setattr of '{}' ({})", entry.name, entry.oid.ToString());
-  constexpr uint32_t kKnown = kSetMode | kSetUid | kSetGid | kSetSize | kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow;
+  constexpr uint32_t kKnown =
+      kSetMode | kSetUid | kSetGid | kSetSize | kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow;
   if ((args.mask & ~kKnown) != 0) return Status::InvalidArgument(fmt::format("dfs {}: unknown mask bits", what));
   ROS2_ASSIGN_OR_RETURN(EntryRecord rec, core_->RecordOf(entry));
   const bool root = core_->options().uid == 0;
@@ -148,7 +146,8 @@ Result<Attr> Filesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
   if ((args.mask & (kSetUid | kSetGid)) != 0) {
     const bool uid_change = (args.mask & kSetUid) != 0 && args.uid != rec.uid;
     const bool gid_change = (args.mask & kSetGid) != 0 && args.gid != rec.gid;
-    if (!root && (uid_change || (gid_change && (rec.uid != core_->options().uid || args.gid != core_->options().gid)))) {
+    if (!root &&
+        (uid_change || (gid_change && (rec.uid != core_->options().uid || args.gid != core_->options().gid)))) {
       return Status::PermissionDenied(fmt::format("dfs {}: only root may change the owner", what));
     }
     if ((args.mask & kSetUid) != 0) rec.uid = args.uid;

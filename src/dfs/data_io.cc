@@ -41,7 +41,8 @@ std::vector<ChunkPiece> SplitIntoChunks(uint64_t offset, uint64_t length, uint64
 Status CheckIo(const Entry& file, uint64_t offset, uint64_t length, std::string_view op) {
   if (file.is_dir()) return Status::IsDirectory(fmt::format("dfs {}: '{}' is a directory", op, file.name));
   if (!file.is_file()) return Status::InvalidArgument(fmt::format("dfs {}: '{}' is not a regular file", op, file.name));
-  if (file.chunk_size == 0) return Status::InvalidArgument(fmt::format("dfs {}: '{}' has no chunk size", op, file.name));
+  if (file.chunk_size == 0)
+    return Status::InvalidArgument(fmt::format("dfs {}: '{}' has no chunk size", op, file.name));
   if (offset > UINT64_MAX - length) {
     return Status::InvalidArgument(fmt::format("dfs {}: offset {} + length {} overflows", op, offset, length));
   }
@@ -90,8 +91,8 @@ struct RequestState {
       return s->Finish(out);
     }
     // The data seen ends before the request does: the file's size decides.
-    Status st = s->obj.SubmitQueryArrayTail(
-        *s->eq, kDataAkey, [s](const Result<std::optional<client::ArrayTail>>& tail) {
+    Status st =
+        s->obj.SubmitQueryArrayTail(*s->eq, kDataAkey, [s](const Result<std::optional<client::ArrayTail>>& tail) {
           client::IoResult res;
           if (!tail.ok()) {
             res.status = tail.status();
@@ -154,7 +155,8 @@ Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_
     f.count = piece.length;
     f.buffer = buffer.subspan(piece.buffer_offset, piece.length);
     f.want_array_end = true;
-    Status st = s->obj.SubmitFetch(eq, f, [s, piece](const client::IoResult& r) { RequestState::ChunkDone(s, piece, r); });
+    Status st =
+        s->obj.SubmitFetch(eq, f, [s, piece](const client::IoResult& r) { RequestState::ChunkDone(s, piece, r); });
     if (!st.ok()) {
       // Chunks already submitted complete later; the request reports this error once they did.
       s->status = st;
@@ -195,7 +197,8 @@ Status Filesystem::SubmitWrite(client::EventQueue& eq, const Entry& file, uint64
     u.kind = client::ValueKind::kArray;
     u.index = piece.offset_in_chunk;
     u.data = data.subspan(piece.buffer_offset, piece.length);
-    Status st = s->obj.SubmitUpdate(eq, u, [s, piece](const client::IoResult& r) { RequestState::ChunkDone(s, piece, r); });
+    Status st =
+        s->obj.SubmitUpdate(eq, u, [s, piece](const client::IoResult& r) { RequestState::ChunkDone(s, piece, r); });
     if (!st.ok()) {
       s->status = st;
       s->remaining -= pieces.size() - (&piece - pieces.data());

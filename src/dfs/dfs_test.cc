@@ -151,7 +151,6 @@ TEST_P(DfsTest, CreateWriteReadStatUnlink) {
   EXPECT_EQ(Errno(fs_->Lookup(*dir, "f").status()), ENOENT);
 }
 
-
 TEST_P(DfsTest, OpenFlagsAndErrors) {
   Entry root = fs_->Root();
   EXPECT_EQ(Errno(fs_->Open(root, "missing", O_RDONLY).status()), ENOENT);
@@ -454,8 +453,8 @@ TEST_P(DfsTest, ReaddirOfTwoThousandEntriesInSmallPages) {
     threads.emplace_back([&, t] {
       for (int i = t; i < kEntries; i += 4) {
         const std::string name = fmt::format("entry-{:05d}", i);
-        Status st = i % 10 == 0 ? fs_->Mkdir(*dir, name).status()
-                                : fs_->Open(*dir, name, O_CREAT | O_EXCL | O_RDWR).status();
+        Status st =
+            i % 10 == 0 ? fs_->Mkdir(*dir, name).status() : fs_->Open(*dir, name, O_CREAT | O_EXCL | O_RDWR).status();
         if (!st.ok()) ++failures;
       }
     });
@@ -491,9 +490,12 @@ TEST_P(DfsTest, ExclusiveCreateRaceHasOneWinner) {
     for (int t = 0; t < 2; ++t) {
       threads.emplace_back([&] {
         Status st = fs_->Open(root, name, O_CREAT | O_EXCL | O_RDWR).status();
-        if (st.ok()) ++wins;
-        else if (Errno(st) == EEXIST) ++exists;
-        else ++other;
+        if (st.ok())
+          ++wins;
+        else if (Errno(st) == EEXIST)
+          ++exists;
+        else
+          ++other;
       });
     }
     for (auto& t : threads) t.join();

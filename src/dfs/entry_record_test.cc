@@ -64,16 +64,20 @@ TEST(EntryRecord, DecoderRejectsDamage) {
     return DecodeEntry(b, "t").status();
   };
   EXPECT_TRUE(DecodeEntry({}, "t").status().IsCorruption());
-  EXPECT_TRUE(corrupt([](auto& b) { b.pop_back(); }).IsCorruption());                      // short
-  EXPECT_TRUE(corrupt([](auto& b) { b.push_back(std::byte{1}); }).IsCorruption());         // trailing
-  EXPECT_TRUE(corrupt([](auto& b) { b[0] = std::byte{9}; }).IsCorruption());               // version
-  EXPECT_TRUE(corrupt([](auto& b) { b[1] = std::byte{1}; }).IsCorruption());               // flags
-  EXPECT_TRUE(corrupt([](auto& b) { b[2] = std::byte{3}; }).IsCorruption());               // target length
-  EXPECT_TRUE(corrupt([](auto& b) { b[5] = std::byte{0}; b[6] = std::byte{0}; }).IsCorruption());  // type bits
-  EXPECT_TRUE(corrupt([](auto& b) { b[43] = std::byte{0xff}; }).IsCorruption());           // atime nsec
-  EXPECT_TRUE(corrupt([](auto& b) {                                                         // chunk size 0
+  EXPECT_TRUE(corrupt([](auto& b) { b.pop_back(); }).IsCorruption());               // short
+  EXPECT_TRUE(corrupt([](auto& b) { b.push_back(std::byte{1}); }).IsCorruption());  // trailing
+  EXPECT_TRUE(corrupt([](auto& b) { b[0] = std::byte{9}; }).IsCorruption());        // version
+  EXPECT_TRUE(corrupt([](auto& b) { b[1] = std::byte{1}; }).IsCorruption());        // flags
+  EXPECT_TRUE(corrupt([](auto& b) { b[2] = std::byte{3}; }).IsCorruption());        // target length
+  EXPECT_TRUE(corrupt([](auto& b) {
+                b[5] = std::byte{0};
+                b[6] = std::byte{0};
+              }).IsCorruption());                                                 // type bits
+  EXPECT_TRUE(corrupt([](auto& b) { b[43] = std::byte{0xff}; }).IsCorruption());  // atime nsec
+  EXPECT_TRUE(corrupt([](auto& b) {                                               // chunk size 0
                 for (size_t i = 68; i < 76; ++i) b[i] = std::byte{0};
-              }).IsCorruption());
+              })
+                  .IsCorruption());
   auto st = corrupt([](auto& b) { b[0] = std::byte{9}; });
   EXPECT_NE(st.message().find("version"), std::string::npos) << st.ToString();
 }

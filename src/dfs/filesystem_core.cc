@@ -170,8 +170,8 @@ Attr FilesystemCore::MakeAttr(const EntryRecord& record, uint64_t size) const {
   a.size = S_ISLNK(record.mode) ? record.symlink_target.size() : size;
   a.blocks = (a.size + 511) / 512;
   a.nlink = 1;
-  a.blksize = static_cast<uint32_t>(std::min<uint64_t>(record.chunk_size != 0 ? record.chunk_size : chunk_size_,
-                                                       uint64_t{1} << 30));
+  a.blksize = static_cast<uint32_t>(
+      std::min<uint64_t>(record.chunk_size != 0 ? record.chunk_size : chunk_size_, uint64_t{1} << 30));
   a.atime = record.atime;
   a.mtime = record.mtime;
   a.ctime = record.ctime;
@@ -213,8 +213,8 @@ Status FilesystemCore::CheckAccess(mode_t mode, uid_t uid, gid_t gid, int want, 
     bits = mode & 7;
   }
   if ((static_cast<mode_t>(want) & ~bits) != 0) {
-    return Status::PermissionDenied(fmt::format("dfs: {}: mode {:o} owned by {}:{} denies uid {}", what,
-                                                mode & 07777, uid, gid, options_.uid));
+    return Status::PermissionDenied(
+        fmt::format("dfs: {}: mode {:o} owned by {}:{} denies uid {}", what, mode & 07777, uid, gid, options_.uid));
   }
   return Status::Ok();
 }
@@ -255,7 +255,8 @@ Result<std::unique_ptr<Filesystem>> Filesystem::Mount(client::Container& contain
     // if absent, so concurrent first mounts agree on one file system.
     const client::ContainerSummary& cs = container.summary();
     SuperblockRecord fresh;
-    fresh.chunk_size = options.chunk_size != 0 ? options.chunk_size : (cs.chunk_size != 0 ? cs.chunk_size : kDefaultChunkSize);
+    fresh.chunk_size =
+        options.chunk_size != 0 ? options.chunk_size : (cs.chunk_size != 0 ? cs.chunk_size : kDefaultChunkSize);
     fresh.file_class = options.file_class != ObjectClass{0} ? options.file_class : cs.default_object_class;
     fresh.dir_class = options.dir_class != ObjectClass{0} ? options.dir_class : cs.default_object_class;
     ROS2_RETURN_IF_ERROR(client::CheckObjectClassSupported(fresh.file_class).WithContext(what));
@@ -279,8 +280,10 @@ Result<std::unique_ptr<Filesystem>> Filesystem::Mount(client::Container& contain
     args.dkey = kSuperblockDkey;
     args.data = sb_bytes;
     st = sb_obj.Update(args);
-    if (st.ok()) superblock = fresh;
-    else if (st.code() != Status::Code::kAlreadyExists) return st.WithContext(what + ": writing the superblock");
+    if (st.ok())
+      superblock = fresh;
+    else if (st.code() != Status::Code::kAlreadyExists)
+      return st.WithContext(what + ": writing the superblock");
   }
   if (!superblock) return Status::Busy(what + ": the superblock kept changing");
   auto root_value = sb_obj.Get(kRootDkey, kEntryAkey, 128);

@@ -23,7 +23,7 @@
 
 namespace ros2::dfs {
 
-inline constexpr std::string_view kEntryAkey = "e";       // a directory entry's record
+inline constexpr std::string_view kEntryAkey = "e";        // a directory entry's record
 inline constexpr std::string_view kSuperblockDkey = "sb";  // superblock object: the superblock record
 inline constexpr std::string_view kRootDkey = "/";         // superblock object: the root's entry record
 inline constexpr std::string_view kDataAkey = "d";         // a file chunk's byte array

@@ -159,7 +159,8 @@ Result<Entry> Filesystem::Symlink(const Entry& parent, std::string_view name, st
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   if (target.empty()) return Status::InvalidArgument("dfs symlink: empty target");
   if (target.size() > kMaxPathLength) {
-    return Status::NameTooLong(fmt::format("dfs symlink: target of {} bytes exceeds {}", target.size(), kMaxPathLength));
+    return Status::NameTooLong(
+        fmt::format("dfs symlink: target of {} bytes exceeds {}", target.size(), kMaxPathLength));
   }
   if (target.find('\0') != std::string_view::npos) return Status::InvalidArgument("dfs symlink: target contains NUL");
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, W_OK | X_OK, fmt::format("symlink '{}'", name)));
@@ -213,8 +214,8 @@ Status Filesystem::Rename(const Entry& parent, std::string_view name, const Entr
   if ((flags & ~static_cast<unsigned>(kRenameNoReplace)) != 0) {
     return Status::InvalidArgument(fmt::format("dfs rename: unknown flags 0x{:x}", flags));
   }
-  const std::string what = fmt::format("dfs rename of {} to {}", DescribeEntry(parent.oid, name),
-                                       DescribeEntry(new_parent.oid, new_name));
+  const std::string what =
+      fmt::format("dfs rename of {} to {}", DescribeEntry(parent.oid, name), DescribeEntry(new_parent.oid, new_name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, W_OK | X_OK, what));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(new_parent, W_OK | X_OK, what));
   ROS2_ASSIGN_OR_RETURN(EntryRecord src, core_->FetchRecord(parent.oid, name));
@@ -238,7 +239,8 @@ Status Filesystem::Rename(const Entry& parent, std::string_view name, const Entr
     Status st;
     if (dst.ok()) {
       if (dst->oid == src.oid) return Status::Ok();  // both names already lead to it
-      if (S_ISDIR(src.mode) && !S_ISDIR(dst->mode)) return Status::NotDirectory(what + ": the target is not a directory");
+      if (S_ISDIR(src.mode) && !S_ISDIR(dst->mode))
+        return Status::NotDirectory(what + ": the target is not a directory");
       if (!S_ISDIR(src.mode) && S_ISDIR(dst->mode)) return Status::IsDirectory(what + ": the target is a directory");
       if (S_ISDIR(dst->mode)) {
         ROS2_ASSIGN_OR_RETURN(bool empty, DirectoryEmpty(*core_, dst->oid));

@@ -23,7 +23,8 @@ Status ValidateName(std::string_view name) {
 Result<std::vector<std::string_view>> SplitPath(std::string_view path) {
   if (path.empty()) return Status::InvalidArgument("dfs: empty path");
   if (path.size() > kMaxPathLength) {
-    return Status::NameTooLong(fmt::format("dfs: path of {} bytes exceeds the limit of {}", path.size(), kMaxPathLength));
+    return Status::NameTooLong(
+        fmt::format("dfs: path of {} bytes exceeds the limit of {}", path.size(), kMaxPathLength));
   }
   if (path.front() != '/') return Status::InvalidArgument(fmt::format("dfs: path '{}' is not absolute", path));
   if (path.find('\0') != std::string_view::npos) return Status::InvalidArgument("dfs: path contains NUL");
@@ -36,8 +37,8 @@ Result<std::vector<std::string_view>> SplitPath(std::string_view path) {
     pos = next + 1;
     if (part.empty() || part == ".") continue;
     if (part.size() > kMaxNameLength) {
-      return Status::NameTooLong(fmt::format("dfs: path component of {} bytes exceeds the limit of {}", part.size(),
-                                             kMaxNameLength));
+      return Status::NameTooLong(
+          fmt::format("dfs: path component of {} bytes exceeds the limit of {}", part.size(), kMaxNameLength));
     }
     parts.push_back(part);
   }

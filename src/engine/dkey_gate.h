@@ -42,7 +42,6 @@ class DkeyGate {
   void Drain();
 };
 
-
 inline std::string DkeyGate::Key(const Uuid& pool, const Uuid& container, const ObjectId& oid, std::string_view dkey) {
   std::string k;
   k.reserve(48 + dkey.size());

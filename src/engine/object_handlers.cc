@@ -159,13 +159,15 @@ void Target::HandleUpdate(IncomingRequest req) {
     // Conditional: check and write while holding the dkey, so no other
     // conditional operation on it runs (or checks) in between. The shard is
     // looked up again: it may have been retired while this one waited.
-    auto key = std::make_shared<std::string>(DkeyGate::Key(header.pool, header.container, state->op.oid, state->op.dkey));
+    auto key =
+        std::make_shared<std::string>(DkeyGate::Key(header.pool, header.container, state->op.oid, state->op.dkey));
     GateForThisThread().Acquire(*key, [this, state, key, condition, header] {
       auto shard = ShardFor(header.pool, header.container);
-      Status st = shard.ok() ? CheckCondition(condition,
-                                              AkeyVisible(*(*shard)->vos, state->op.oid, state->op.dkey, state->op.akey),
-                                              fmt::format("engine target {}: update", index_))
-                             : shard.status();
+      Status st =
+          shard.ok()
+              ? CheckCondition(condition, AkeyVisible(*(*shard)->vos, state->op.oid, state->op.dkey, state->op.akey),
+                               fmt::format("engine target {}: update", index_))
+              : shard.status();
       if (!st.ok()) {
         Finish(state->ticket, st);
         return GateForThisThread().Release(*key);
@@ -281,15 +283,16 @@ void Target::HandlePunch(IncomingRequest req) {
     if (st.ok()) {
       vos::Vos& vos = *(*shard)->vos;
       const std::string what = fmt::format("engine target {}: punch", index_);
-      st = m.scope == obj::PunchScope::kDkey ? CheckCondition(m.header.flags, DkeyVisible(vos, m.oid, m.dkey), what)
-                                            : CheckCondition(m.header.flags, AkeyVisible(vos, m.oid, m.dkey, m.akey), what);
+      st = m.scope == obj::PunchScope::kDkey
+               ? CheckCondition(m.header.flags, DkeyVisible(vos, m.oid, m.dkey), what)
+               : CheckCondition(m.header.flags, AkeyVisible(vos, m.oid, m.dkey, m.akey), what);
     }
     Epoch epoch = 0;
     if (st.ok()) {
       epoch = m.header.epoch == 0 ? env_->clock->Now() : m.header.epoch;
       vos::Vos& vos = *(*shard)->vos;
       st = m.scope == obj::PunchScope::kDkey ? vos.PunchDkey(m.oid, m.dkey, epoch)
-                                            : vos.PunchAkey(m.oid, m.dkey, m.akey, epoch);
+                                             : vos.PunchAkey(m.oid, m.dkey, m.akey, epoch);
       usage_dirty_ = true;
     }
     Finish(ticket, st, obj::Encode(obj::PunchReply{epoch}));
