@@ -224,7 +224,12 @@ class Filesystem {
   // The callback runs inside eq.Poll()/Wait() on the queue's thread once every
   // chunk of the request completed; IoResult::size is the bytes read (short at
   // the end of the file) or written. Buffers stay valid until then. Errors in
-  // submission are returned at once and nothing is queued.
+  // submission are returned at once and nothing is queued; if a later chunk of
+  // a multi-chunk request cannot be submitted, the chunks already in flight
+  // complete and the callback reports that error. Each chunk counts in
+  // eq.in_flight(). A zero-length request calls back at once. SubmitRead
+  // connects the thread to every shard of the file first (see
+  // client::Object::ConnectShards).
   Status SubmitRead(client::EventQueue& eq, const Entry& file, uint64_t offset, std::span<std::byte> buffer,
                     client::IoCallback callback);
   Status SubmitWrite(client::EventQueue& eq, const Entry& file, uint64_t offset, std::span<const std::byte> data,
