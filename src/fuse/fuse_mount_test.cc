@@ -152,6 +152,15 @@ class FuseMount {
     return exit_code_;
   }
 
+  // Sends `sig` to the daemon and returns its exit code (-1: still running after 30 s).
+  int SignalAndWait(int sig) {
+    if (pid_ < 0) return exit_code_;
+    ::kill(pid_, sig);
+    exit_code_ = WaitExit(pid_, std::chrono::seconds(30));
+    if (exit_code_ != -1) pid_ = -1;
+    return exit_code_;
+  }
+
   const std::string& path() const { return path_; }
   std::string log() const { return ReadWholeFile(log_); }
 
@@ -240,6 +249,16 @@ TEST_F(FuseMountTest, DaemonModeReturnsOnceLiveAndUnmountsOnRequest) {
   EXPECT_FALSE(IsMounted(dir));
   CommandResult usage = Run(std::string(ROS2_FUSE_PATH) + " --data-cache maybe p1 c1 " + dir);
   EXPECT_EQ(usage.exit_code, 2) << usage.out;
+
+  // SIGTERM (and SIGINT) end a mount cleanly: exit 0, nothing left mounted.
+  for (int sig : {SIGTERM, SIGINT}) {
+    std::string error;
+    auto mount = FuseMount::Start(*cluster_, dir, {}, &error);
+    ASSERT_NE(mount, nullptr) << error;
+    EXPECT_EQ(ReadWholeFile(dir + "/hello.txt"), "hello\n");
+    EXPECT_EQ(mount->SignalAndWait(sig), 0) << "signal " << sig << ": " << mount->log();
+    EXPECT_FALSE(IsMounted(dir)) << "signal " << sig;
+  }
 }
 
 TEST_F(FuseMountTest, TarTreeInAndOutAndGitCommit) {
