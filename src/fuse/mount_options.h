@@ -33,7 +33,9 @@ struct MountConfig {
   std::string transport = "auto";  // auto | shm | tcp
 
   CachePolicy cache;
-  unsigned max_threads = 8;  // FUSE worker threads (each gets its own data-plane worker)
+  // FUSE worker threads (each gets its own data-plane worker); 0 on the
+  // command line means one per CPU, at least 2.
+  unsigned max_threads = 0;
   bool foreground = false;
   bool allow_other = false;
   bool fuse_debug = false;

@@ -2,9 +2,11 @@
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -46,7 +48,7 @@ TEST_F(MountOptionsTest, DefaultsAreDocumented) {
   EXPECT_FALSE(c->cache.writeback_cache);
   EXPECT_FALSE(c->foreground);
   EXPECT_EQ(c->transport, "auto");
-  EXPECT_EQ(c->max_threads, 8u);
+  EXPECT_EQ(c->max_threads, std::max(2u, std::thread::hardware_concurrency()));
 }
 
 TEST_F(MountOptionsTest, CachingAndThreadOptions) {
