@@ -30,9 +30,17 @@ if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ /etc/apt/sources.list
   [ -f "$base" ] || { echo "fetch-fio-source: $base not found; cannot derive a deb-src entry" >&2; exit 1; }
   sed 's/^Types: deb$/Types: deb-src/' "$base" | $SUDO tee "$SRC_LIST" >/dev/null
 fi
-$SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
-$SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends \
-  dpkg-dev libaio-dev libnuma-dev librdmacm-dev libibverbs-dev >/dev/null
+# apt-get update is needed for the deb-src index; retried like install-deps.sh.
+for attempt in 1 2 3; do
+  if $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null &&
+     $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends \
+       dpkg-dev libaio-dev libnuma-dev librdmacm-dev libibverbs-dev >/dev/null; then
+    break
+  fi
+  [ "$attempt" -lt 3 ] || { echo "fetch-fio-source: apt-get update/install failed" >&2; exit 1; }
+  echo "fetch-fio-source: apt-get failed (attempt $attempt); retrying" >&2
+  sleep 10
+done
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
