@@ -44,11 +44,16 @@ Result<bool> DirectoryEmpty(const FilesystemCore& core, const ObjectId& dir) {
   return true;
 }
 
-// Removes what an entry's object holds (files: data; directories: nothing is
-// left when they are removed empty). Best effort: the entry is already gone.
+// Removes what an entry's object holds once its entry is gone (best effort:
+// the entry is already removed). A punch is a durable write on every shard, so
+// it is skipped when there is nothing to remove: symlinks have no object data,
+// a directory is removed only when empty, and a file that holds no chunk (the
+// array-tail query, reads only, all shards at once) needs none.
 Status PunchEntryObject(const FilesystemCore& core, const EntryRecord& rec) {
-  if (S_ISLNK(rec.mode)) return Status::Ok();
+  if (!S_ISREG(rec.mode)) return Status::Ok();
   ROS2_ASSIGN_OR_RETURN(client::Object obj, core.OpenObject(rec.oid));
+  ROS2_ASSIGN_OR_RETURN(auto tail, obj.QueryArrayTail(kDataAkey));
+  if (!tail) return Status::Ok();
   return obj.PunchObject();
 }
 
