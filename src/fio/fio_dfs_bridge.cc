@@ -51,9 +51,11 @@ struct ros2_fio_file {
 
 struct ros2_fio_queue {
   ros2_fio_mount* mount = nullptr;
-  std::unique_ptr<ros2::client::EventQueue> eq;
   std::deque<ros2_fio_completion> done;  // completed, not yet reaped
   unsigned in_flight = 0;                // submitted, callback not yet run
+  // Last: destroyed first. ~EventQueue waits for what is in flight, whose
+  // callbacks still append to `done`.
+  std::unique_ptr<ros2::client::EventQueue> eq;
 };
 
 namespace {
