@@ -9,6 +9,7 @@
 #include <set>
 
 #include "client/testing/test_cluster.h"
+#include "common/test_pattern.h"
 #include "control/control_channel.h"
 #include "control/session_client.h"
 #include "object/obj_rpc.h"
@@ -22,18 +23,7 @@ namespace {
 
 using ros2::testing::TestCluster;
 
-std::vector<std::byte> Pattern(size_t n, uint64_t seed) {
-  std::vector<std::byte> v(n);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v[i] = static_cast<std::byte>(x);
-  }
-  return v;
-}
-
+using ros2::testing::Pattern;
 // One cluster per transport, shared by the tests of that transport.
 class ClientEngineTest : public ::testing::TestWithParam<std::string> {
  protected:

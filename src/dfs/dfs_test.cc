@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "client/testing/test_cluster.h"
+#include "common/test_pattern.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 
@@ -21,18 +22,7 @@ namespace {
 
 using ros2::testing::TestCluster;
 
-std::vector<std::byte> Pattern(size_t n, uint64_t seed) {
-  std::vector<std::byte> v(n);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    v[i] = static_cast<std::byte>(x);
-  }
-  return v;
-}
-
+using ros2::testing::Pattern;
 std::span<const std::byte> Bytes(std::string_view s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }

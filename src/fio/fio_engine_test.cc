@@ -77,6 +77,7 @@ class FioEngineTest : public ::testing::Test {
     argv.insert(argv.end(), job_options.begin(), job_options.end());
     argv.push_back("--output-format=json");
     argv.push_back("--output=" + out_path);
+    argv.push_back("--verify_state_save=0");  // no <job>-verify.state files in the working directory
     FioRun run;
     run.cmd = RunProcess(argv, cluster_->scratch());
     run.report = nlohmann::json::parse(ReadWholeFile(out_path), nullptr, /*allow_exceptions=*/false);

@@ -9,18 +9,6 @@
 
 namespace ros2::testing {
 
-std::vector<std::byte> Pattern(size_t n, uint64_t seed) {
-  std::vector<std::byte> out(n);
-  uint64_t x = seed * 0x9E3779B97F4A7C15ULL + 1;
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    out[i] = static_cast<std::byte>(x);
-  }
-  return out;
-}
-
 Result<std::unique_ptr<ObjectSession>> ObjectSession::Open(const std::string& control,
                                                            const control::Credentials& creds, const std::string& pool,
                                                            const std::string& container, transport::TransportKind kind,

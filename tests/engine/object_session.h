@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "common/test_pattern.h"
 #include "control/credentials.h"
 #include "control/session_client.h"
 #include "object/obj_rpc.h"
@@ -75,7 +76,5 @@ class ObjectSession {
   std::vector<std::shared_ptr<transport::Endpoint>> endpoints_;
 };
 
-// A deterministic byte pattern for data checks.
-std::vector<std::byte> Pattern(size_t n, uint64_t seed);
 
 }  // namespace ros2::testing
