@@ -2,6 +2,7 @@
 // container (DFS) from the command line. See docs/ros2ctl.md.
 #include "fs_commands.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -109,7 +110,7 @@ void AddFsCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected) {
   cat->callback([&ctx, a, selected] {
     // main() sends fd 1 to stderr while a command runs; the bytes go to the
     // real stdout, saved here while parsing.
-    a->stdout_fd = ::dup(STDOUT_FILENO);
+    a->stdout_fd = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);  // not inherited by spawned processes
     *selected = [&ctx, a]() -> Result<CommandOutput> {
       struct FdCloser {
         int fd;

@@ -2,6 +2,7 @@
 //
 // Exit codes: 0 success, 1 the command failed (the message names the object
 // and the cause), 2 bad usage (unknown command or option, missing argument).
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -115,7 +116,9 @@ int Run(int argc, char** argv) {
   // warnings there); send that to stderr so stdout carries only the result
   // (--json output stays parseable).
   std::fflush(stdout);
-  int saved_stdout = ::dup(STDOUT_FILENO);
+  // CLOEXEC: an engine spawned by `cluster up` must not hold the caller's stdout
+  // (a pipe reader such as `ros2ctl cluster up | tail` would never see EOF).
+  int saved_stdout = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
   if (saved_stdout >= 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
   ros2::Result<CommandOutput> out = selected();
   std::fflush(stdout);
