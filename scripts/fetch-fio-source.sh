@@ -5,10 +5,12 @@
 # Nothing from fio is committed to the repository: the source lands in
 # ${FIO_SRC_DIR:-third_party/fio-src} (git-ignored) and this script prints its path.
 #
-# Steps: add a deb-src twin of the Debian sources, `apt-get source fio`, install
-# the -dev packages Debian's fio build used (so config-host.h matches the
-# installed binary: the tail of struct io_u depends on it), then run fio's
-# ./configure. Idempotent: a configured tree is reused.
+# Steps: add a deb-src twin of the Debian sources, `apt-get update` for its
+# index, `apt-get source fio`, then fio's ./configure. The packages this needs
+# (dpkg-dev, and the -dev packages Debian's fio build used, so config-host.h
+# matches the installed binary: the tail of struct io_u depends on it) are in
+# scripts/install-deps.sh, like every other dependency. Idempotent: a
+# configured tree is reused.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DEST=${FIO_SRC_DIR:-$PWD/third_party/fio-src}
@@ -23,6 +25,10 @@ fi
 
 installed=$(dpkg-query -W -f='${Version}' fio 2>/dev/null || true)
 [ -n "$installed" ] || { echo "fetch-fio-source: fio is not installed (run scripts/install-deps.sh)" >&2; exit 1; }
+for p in dpkg-dev libaio-dev libnuma-dev librdmacm-dev libibverbs-dev; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+    { echo "fetch-fio-source: package $p is missing (run scripts/install-deps.sh)" >&2; exit 1; }
+done
 
 SRC_LIST=/etc/apt/sources.list.d/ros2-deb-src.sources
 if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ /etc/apt/sources.list 2>/dev/null; then
@@ -32,12 +38,10 @@ if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ /etc/apt/sources.list
 fi
 # apt-get update is needed for the deb-src index; retried like install-deps.sh.
 for attempt in 1 2 3; do
-  if $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null &&
-     $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends \
-       dpkg-dev libaio-dev libnuma-dev librdmacm-dev libibverbs-dev >/dev/null; then
+  if $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null; then
     break
   fi
-  [ "$attempt" -lt 3 ] || { echo "fetch-fio-source: apt-get update/install failed" >&2; exit 1; }
+  [ "$attempt" -lt 3 ] || { echo "fetch-fio-source: apt-get update failed" >&2; exit 1; }
   echo "fetch-fio-source: apt-get failed (attempt $attempt); retrying" >&2
   sleep 10
 done

@@ -19,8 +19,13 @@ PACKAGES=(
   libyaml-cpp-dev libcli11-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   # POSIX face
   libfuse3-dev fuse3
-  # tests and benchmarks
-  libgtest-dev libgmock-dev libbenchmark-dev fio procps
+  # fio external ioengine: the -dev packages Debian's own fio build used (so
+  # fio's configure yields the installed binary's config-host.h), and dpkg-dev
+  # for `apt-get source fio` (scripts/fetch-fio-source.sh)
+  dpkg-dev libaio-dev libnuma-dev librdmacm-dev libibverbs-dev
+  # tests and benchmarks (the mount tests run tar, git, dd, cmp, diff, fio,
+  # setpriv and umount on the mount)
+  libgtest-dev libgmock-dev libbenchmark-dev fio procps util-linux mount tar diffutils
 )
 
 export DEBIAN_FRONTEND=noninteractive
