@@ -86,31 +86,21 @@ class DfsNamespace final : public MdNamespace {
   static Result<std::unique_ptr<MdNamespace>> Open(const MdDfsTarget& t) {
     auto ns = std::unique_ptr<DfsNamespace>(new DfsNamespace());
     client::ClientOptions o;
-    o.control = "unix:" + t.data_dir + "/control.sock";
-    o.secret_file = t.data_dir + "/admin.secret";
     o.transport = t.transport;
+    ROS2_RETURN_IF_ERROR(client::CompleteFromLocalCluster(o, t.data_dir));
     ROS2_ASSIGN_OR_RETURN(ns->client_, client::Client::Connect(o));
     ROS2_ASSIGN_OR_RETURN(ns->pool_, ns->client_->ConnectPool(t.pool));
     ROS2_ASSIGN_OR_RETURN(ns->cont_, ns->pool_->OpenContainer(t.container));
     ROS2_ASSIGN_OR_RETURN(ns->fs_, dfs::Filesystem::Mount(*ns->cont_));
-    // mkdir -p, tolerating the other jobs making the same parents.
-    dfs::Entry cur = ns->fs_->Root(), parent = cur;
-    std::string name;
-    for (const auto& part : std::filesystem::path(t.dir)) {
-      name = part.string();
-      if (name == "/" || name.empty()) continue;
-      auto e = ns->fs_->Lookup(cur, name);
-      if (!e.ok() && e.status().IsNotFound()) {
-        e = ns->fs_->Mkdir(cur, name, 0755);
-        if (!e.ok() && e.status().code() == Status::Code::kAlreadyExists) e = ns->fs_->Lookup(cur, name);
-      }
-      if (!e.ok()) return e.status().WithContext("md: dfs directory " + t.dir);
-      parent = cur;
-      cur = *e;
-    }
-    ns->dir_ = cur;
-    ns->parent_ = parent;
-    ns->name_ = name;
+    // mkdir -p (MkdirAll tolerates the other jobs making the same parents).
+    const std::filesystem::path dir(t.dir);
+    auto parent = ns->fs_->MkdirAll(dir.parent_path().string());
+    if (!parent.ok()) return parent.status().WithContext("md: dfs directory " + t.dir);
+    auto made = ns->fs_->MkdirAll(t.dir);
+    if (!made.ok()) return made.status().WithContext("md: dfs directory " + t.dir);
+    ns->parent_ = std::move(*parent);
+    ns->dir_ = std::move(*made);
+    ns->name_ = dir.filename().string();
     return std::unique_ptr<MdNamespace>(std::move(ns));
   }
 

@@ -360,6 +360,15 @@ class Client {
   std::shared_ptr<ClientCore> core_;
 };
 
+// Completes `options` from a local cluster started by `ros2ctl cluster up
+// --data-dir DIR`, whose DIR/cluster.json names the control endpoint and the
+// admin tenant's secret file. Fills only what is empty (explicit settings win;
+// the secret file only for the admin tenant and only when no secret is set)
+// and turns a bare socket path into "unix:/path". NotFound when DIR holds no
+// cluster.json, Corruption when it is not a JSON object or names no control
+// endpoint that is needed. An empty `data_dir` only normalises the endpoint.
+Status CompleteFromLocalCluster(ClientOptions& options, std::string_view data_dir);
+
 // Parses an ObjectClass name ("S1", "SX", ...) and refuses the reserved ones
 // with NotSupported: what OpenObject accepts.
 Status CheckObjectClassSupported(ObjectClass oc);

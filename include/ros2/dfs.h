@@ -187,6 +187,11 @@ class Filesystem {
   // asks for one. `mode` is used when the file is created.
   Result<Entry> Open(const Entry& parent, std::string_view name, int flags, mode_t mode = 0644);
   Result<Entry> Mkdir(const Entry& parent, std::string_view name, mode_t mode = 0755);
+  // mkdir -p of an absolute path: creates every missing directory (an entry
+  // made meanwhile by another client counts as found), NotDirectory when a
+  // component exists and is not a directory. `created` (optional) receives how
+  // many directories this call made.
+  Result<Entry> MkdirAll(std::string_view path, mode_t mode = 0755, uint64_t* created = nullptr);
   Result<Entry> Symlink(const Entry& parent, std::string_view name, std::string_view target);
   Result<std::string> Readlink(const Entry& link);
   // Removes a file or symlink (EISDIR for a directory) and punches its object.

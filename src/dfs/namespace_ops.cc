@@ -113,6 +113,26 @@ Result<Entry> Filesystem::LookupPath(std::string_view path) {
   return stack.back();
 }
 
+Result<Entry> Filesystem::MkdirAll(std::string_view path, mode_t mode, uint64_t* created) {
+  ROS2_ASSIGN_OR_RETURN(auto parts, SplitPath(path));
+  if (created != nullptr) *created = 0;
+  Entry dir = Root();
+  for (std::string_view part : parts) {
+    auto next = Lookup(dir, part);
+    if (!next.ok() && next.status().IsNotFound()) {
+      next = Mkdir(dir, part, mode);
+      if (next.ok() && created != nullptr) ++*created;
+      if (!next.ok() && next.status().code() == Status::Code::kAlreadyExists) next = Lookup(dir, part);
+    }
+    if (!next.ok()) return next.status().WithContext(fmt::format("dfs mkdir -p '{}'", path));
+    if (!next->is_dir()) {
+      return Status::NotDirectory(fmt::format("dfs mkdir -p '{}': '{}' exists and is not a directory", path, part));
+    }
+    dir = std::move(*next);
+  }
+  return dir;
+}
+
 Result<Entry> Filesystem::Open(const Entry& parent, std::string_view name, int flags, mode_t mode) {
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "open"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));

@@ -11,18 +11,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <new>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "common/log.h"
 #include "common/object_id.h"
@@ -107,27 +104,8 @@ Result<ros2::client::ClientOptions> ClientOptionsFrom(const ros2_fio_mount_optio
   if (std::string tenant = OrEnv(o.tenant, "ROS2_TENANT"); !tenant.empty()) co.tenant = tenant;
   if (o.transport != nullptr && *o.transport != '\0') co.transport = o.transport;
   const std::string data_dir = OrEnv(o.data_dir, "ROS2_DATA_DIR");
-  if (!data_dir.empty() && (co.control.empty() || co.secret_file.empty())) {
-    const std::string path = data_dir + "/cluster.json";
-    std::ifstream in(path);
-    if (!in) {
-      return Status::NotFound(
-          fmt::format("ros2 fio engine: data_dir {}: no cluster.json (is `ros2ctl cluster up "
-                      "--data-dir {}` running?)",
-                      data_dir, data_dir));
-    }
-    std::stringstream text;
-    text << in.rdbuf();
-    auto cluster = nlohmann::json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-    if (cluster.is_discarded() || !cluster.is_object() || !cluster.contains("control") ||
-        !cluster["control"].is_string()) {
-      return Status::InvalidArgument(fmt::format("ros2 fio engine: {} has no \"control\" endpoint", path));
-    }
-    if (co.control.empty()) co.control = cluster["control"].get<std::string>();
-    if (co.secret_file.empty() && co.tenant == "admin" && cluster.contains("admin_secret_file") &&
-        cluster["admin_secret_file"].is_string()) {
-      co.secret_file = cluster["admin_secret_file"].get<std::string>();
-    }
+  if (Status st = ros2::client::CompleteFromLocalCluster(co, data_dir); !st.ok()) {
+    return st.WithContext(fmt::format("ros2 fio engine: data_dir {}", data_dir));
   }
   if (co.control.empty()) {
     return Status::InvalidArgument(
@@ -213,41 +191,23 @@ Status Connect(const ros2_fio_mount_options& o, const ros2::client::ClientOption
   return Status::Ok();
 }
 
-// Components of a path; "." and empty ones dropped.
-std::vector<std::string> SplitPath(std::string_view path) {
-  std::vector<std::string> parts;
-  size_t i = 0;
-  while (i <= path.size()) {
-    size_t j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    std::string_view part = path.substr(i, j - i);
-    if (!part.empty() && part != ".") parts.emplace_back(part);
-    i = j + 1;
-  }
-  return parts;
+// A job's file path as an absolute DFS path ("a/b/f" and "/a/b/f" both name
+// /a/b/f: fio paths start at the container's root).
+std::string Absolute(std::string_view path) {
+  std::string abs = path.starts_with('/') ? std::string(path) : "/" + std::string(path);
+  while (abs.size() > 1 && abs.back() == '/') abs.pop_back();
+  return abs;
 }
 
-// The directory holding the last component of `parts`, created (mkdir -p) when `create`.
-Result<ros2::dfs::Entry> ParentOf(ros2::dfs::Filesystem& fs, const std::vector<std::string>& parts, bool create) {
-  ros2::dfs::Entry dir = fs.Root();
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    auto next = fs.Lookup(dir, parts[i]);
-    if (!next.ok() && next.status().IsNotFound() && create) {
-      next = fs.Mkdir(dir, parts[i], 0755);
-      // Another job of this run may have made it first.
-      if (!next.ok() && next.status().code() == Status::Code::kAlreadyExists) next = fs.Lookup(dir, parts[i]);
-    }
-    if (!next.ok()) return next.status();
-    dir = std::move(*next);
+// The absolute path of a file's directory, and the file's name.
+Result<std::pair<std::string, std::string>> ParentAndName(std::string_view path) {
+  const std::string abs = Absolute(path);
+  const size_t slash = abs.rfind('/');
+  std::string name = abs.substr(slash + 1);
+  if (name.empty() || name == "." || name == "..") {
+    return Status::InvalidArgument(fmt::format("ros2 fio engine: '{}' names no file", path));
   }
-  return dir;
-}
-
-Result<ros2::dfs::Entry> Resolve(ros2::dfs::Filesystem& fs, const std::string& path) {
-  const auto parts = SplitPath(path);
-  if (parts.empty()) return Status::InvalidArgument(fmt::format("ros2 fio engine: '{}' names no file", path));
-  ROS2_ASSIGN_OR_RETURN(auto dir, ParentOf(fs, parts, false));
-  return fs.Lookup(dir, parts.back());
+  return std::make_pair(slash == 0 ? std::string("/") : abs.substr(0, slash), std::move(name));
 }
 
 // Backoff of ros2_fio_reap while nothing completes: poll and yield for the
@@ -339,12 +299,12 @@ int ros2_fio_file_open(ros2_fio_mount* mount, const char* path, int flags, ros2_
   return Guarded("open", [&]() -> int {
     *out = nullptr;
     auto& fs = *mount->fs;
-    const auto parts = SplitPath(Str(path));
-    if (parts.empty())
-      return Fail(Status::InvalidArgument(fmt::format("ros2 fio engine: '{}' names no file", Str(path))));
-    auto dir = ParentOf(fs, parts, (flags & O_CREAT) != 0);
+    auto where = ParentAndName(Str(path));
+    if (!where.ok()) return Fail(where.status());
+    // Another job of this run may create the same parents at once: MkdirAll tolerates it.
+    auto dir = (flags & O_CREAT) != 0 ? fs.MkdirAll(where->first) : fs.LookupPath(where->first);
     if (!dir.ok()) return Fail(dir.status().WithContext(fmt::format("ros2 fio engine: parent of {}", path)));
-    auto entry = fs.Open(*dir, parts.back(), flags, 0644);
+    auto entry = fs.Open(*dir, where->second, flags, 0644);
     if (!entry.ok()) return Fail(entry.status().WithContext(fmt::format("ros2 fio engine: open {}", path)));
     if (!entry->is_file()) {
       return Fail(Status::IsDirectory(fmt::format("ros2 fio engine: {} is not a regular file", path)));
@@ -364,7 +324,7 @@ void ros2_fio_file_close(ros2_fio_file* file) {
 
 int ros2_fio_file_size(ros2_fio_mount* mount, const char* path, uint64_t* size) {
   return Guarded("stat", [&]() -> int {
-    auto entry = Resolve(*mount->fs, Str(path));
+    auto entry = mount->fs->LookupPath(Absolute(Str(path)));
     if (!entry.ok()) return Fail(entry.status().WithContext(fmt::format("ros2 fio engine: stat {}", Str(path))));
     auto attr = mount->fs->Stat(*entry);
     if (!attr.ok()) return Fail(attr.status().WithContext(fmt::format("ros2 fio engine: stat {}", Str(path))));
@@ -376,12 +336,11 @@ int ros2_fio_file_size(ros2_fio_mount* mount, const char* path, uint64_t* size) 
 int ros2_fio_file_unlink(ros2_fio_mount* mount, const char* path) {
   return Guarded("unlink", [&]() -> int {
     auto& fs = *mount->fs;
-    const auto parts = SplitPath(Str(path));
-    if (parts.empty())
-      return Fail(Status::InvalidArgument(fmt::format("ros2 fio engine: '{}' names no file", Str(path))));
-    auto dir = ParentOf(fs, parts, false);
+    auto where = ParentAndName(Str(path));
+    if (!where.ok()) return Fail(where.status());
+    auto dir = fs.LookupPath(where->first);
     if (!dir.ok()) return Fail(dir.status().WithContext(fmt::format("ros2 fio engine: unlink {}", path)));
-    if (Status st = fs.Unlink(*dir, parts.back()); !st.ok()) {
+    if (Status st = fs.Unlink(*dir, where->second); !st.ok()) {
       return Fail(st.WithContext(fmt::format("ros2 fio engine: unlink {}", path)));
     }
     return Ok();

@@ -2,12 +2,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 namespace ros2::fuse {
 
@@ -95,28 +93,10 @@ Result<client::ClientOptions> ResolveClientOptions(const MountConfig& config) {
   o.transport = config.transport;
   o.control = config.control;
   o.secret_file = config.secret_file;
-  if (!config.data_dir.empty() && (o.control.empty() || o.secret_file.empty())) {
-    std::string path = (std::filesystem::path(config.data_dir) / "cluster.json").string();
-    std::ifstream in(path);
-    if (!in) {
-      return Status::NotFound(fmt::format("no local cluster in {} ({} is missing)", config.data_dir, path));
-    }
-    auto cluster = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (cluster.is_discarded() || !cluster.is_object()) {
-      return Status::Corruption(fmt::format("{} is not valid JSON", path));
-    }
-    if (o.control.empty() && cluster.contains("control") && cluster["control"].is_string()) {
-      o.control = cluster["control"].get<std::string>();
-    }
-    if (o.secret_file.empty() && o.tenant == "admin" && cluster.contains("admin_secret_file") &&
-        cluster["admin_secret_file"].is_string()) {
-      o.secret_file = cluster["admin_secret_file"].get<std::string>();
-    }
-  }
+  ROS2_RETURN_IF_ERROR(client::CompleteFromLocalCluster(o, config.data_dir));
   if (o.control.empty()) {
     return Status::InvalidArgument("no control endpoint: pass --data-dir DIR (a local cluster) or --control ENDPOINT");
   }
-  if (!o.control.empty() && o.control.front() == '/') o.control = "unix:" + o.control;
   if (o.secret_file.empty()) {
     return Status::InvalidArgument(fmt::format(
         "no secret for tenant '{}': pass --secret-file FILE (or --data-dir DIR of a local cluster for admin)",

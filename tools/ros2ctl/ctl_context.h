@@ -52,10 +52,5 @@ class CtlContext {
   std::unique_ptr<control::ManagementClient> management_;
 };
 
-// "unix:/p" stays, "/p" becomes "unix:/p", "host:port" stays.
-std::string NormalizeControlAddress(const std::string& endpoint);
-
-// Reads DIR/cluster.json; NotFound names the directory when no cluster was started there.
-Result<nlohmann::json> ReadClusterFile(const std::string& data_dir);
 
 }  // namespace ros2::ctl

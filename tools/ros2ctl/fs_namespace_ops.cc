@@ -42,28 +42,8 @@ Result<CommandOutput> MakeDirectory(FsSession& session, const std::string& path,
     if (!e.ok()) return FsError(e.status(), "mkdir", path);
     created = 1;
   } else {
-    dfs::Entry current = fs.Root();
-    std::string prefix;
-    size_t pos = 1;
-    while (pos < path.size()) {
-      size_t end = path.find('/', pos);
-      if (end == std::string::npos) end = path.size();
-      const std::string name = path.substr(pos, end - pos);
-      prefix += "/" + name;
-      pos = end + 1;
-      auto e = fs.Lookup(current, name);
-      if (!e.ok() && e.status().IsNotFound()) {
-        e = fs.Mkdir(current, name, mode);
-        if (e.ok()) {
-          ++created;
-        } else if (e.status().code() == Status::Code::kAlreadyExists) {
-          e = fs.Lookup(current, name);  // made by someone else meanwhile
-        }
-      }
-      if (!e.ok()) return FsError(e.status(), "mkdir", prefix);
-      if (!e->is_dir()) return FsError(Status::NotDirectory("exists"), "mkdir", prefix);
-      current = *e;
-    }
+    auto e = fs.MkdirAll(path, mode, &created);
+    if (!e.ok()) return FsError(e.status(), "mkdir", path);
   }
   return CommandOutput{created > 0 ? fmt::format("Created {}\n", path) : fmt::format("{} exists\n", path),
                        {{"path", path}, {"created", created}}};
