@@ -29,7 +29,7 @@
 
 #include "bench/bench_report.h"
 #include "bench/md_barrier.h"
-#include "bench/md_cluster.h"
+#include "bench/cluster_bench_util.h"
 #include "bench/md_workload.h"
 #include "bench/process_bench_util.h"
 
@@ -43,7 +43,7 @@ struct MdOptions {
   std::vector<std::string> modes = {"local", "dfs", "fuse"};
   std::vector<std::string> dir_modes = {"unique", "shared"};
   int repeat = 1;
-  MdClusterOptions cluster;
+  LocalClusterOptions cluster;
   std::string fuse_binary;
   int case_timeout_s = 600;
 
@@ -225,7 +225,7 @@ std::string CaseDesc(const std::string& op, int jobs, const std::string& mode, c
 
 int RunMdSuite(Reporter& rep) {
   if (g_md.worker) return RunWorker();
-  MdClusterOptions& co = g_md.cluster;
+  LocalClusterOptions& co = g_md.cluster;
   if (co.ros2ctl.empty()) co.ros2ctl = BuildTreeBinaryPath("tools/ros2ctl/ros2ctl");
   if (co.engine.empty()) {
     std::string e = BuildTreeBinaryPath("src/engine/ros2-engine");
@@ -264,10 +264,10 @@ int RunMdSuite(Reporter& rep) {
                fmt::format("{}", fmt::join(g_md.jobs, ",")).c_str(), fmt::format("{}", fmt::join(modes, ",")).c_str(),
                LoadAverage().c_str());
 
-  std::unique_ptr<MdCluster> cluster;
+  std::unique_ptr<LocalCluster> cluster;
   std::unique_ptr<FuseMount> mount;  // declared after the cluster: unmounted first
   if (need_cluster) {
-    auto up = MdCluster::Up(scratch->path(), co);
+    auto up = LocalCluster::Up(scratch->path(), co);
     if (!up.ok()) {
       std::fprintf(stderr, "md bench: %s\n", up.status().ToString().c_str());
       return 1;
@@ -282,8 +282,8 @@ int RunMdSuite(Reporter& rep) {
       }
     }
     if (std::find(modes.begin(), modes.end(), "fuse") != modes.end()) {
-      auto m = FuseMount::Start(g_md.fuse_binary, cluster->data_dir(), "md", "fuse", scratch->path() + "/mnt",
-                                co.transport, scratch->path() + "/fuse.log");
+      auto m = FuseMount::Start(g_md.fuse_binary, cluster->data_dir(), co.transport, "md", "fuse",
+                                scratch->path() + "/mnt", scratch->path() + "/fuse.log");
       if (!m.ok()) {
         std::fprintf(stderr, "md bench: %s\n", m.status().ToString().c_str());
         return 1;

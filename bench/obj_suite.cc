@@ -37,6 +37,7 @@
 #include <fmt/ranges.h>
 
 #include "bench/bench_report.h"
+#include "bench/cluster_bench_util.h"
 #include "bench/process_bench_util.h"
 #include "bench/vos_bench_util.h"
 #include "common/object_id.h"
@@ -66,82 +67,6 @@ struct ObjSuiteOptions {
 };
 
 ObjSuiteOptions g_opts;
-
-std::string BuildTreeBinary(const std::string& relative) {
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return {};
-  // <build>/bench/ros2-bench -> <build>/<relative>
-  return (self.parent_path().parent_path() / relative).string();
-}
-
-// Runs ros2ctl with `args`; returns its stdout, or an error quoting its stderr.
-Result<std::string> RunCtl(const std::string& scratch, const std::vector<std::string>& args) {
-  SpawnOptions so;
-  so.argv.push_back(g_opts.ros2ctl);
-  so.argv.insert(so.argv.end(), args.begin(), args.end());
-  so.stdout_path = scratch + "/ctl.out";
-  so.stderr_path = scratch + "/ctl.err";
-  ROS2_ASSIGN_OR_RETURN(auto child, ChildProcess::Spawn(so));
-  ROS2_ASSIGN_OR_RETURN(int rc, child.Wait(std::chrono::seconds(180)));
-  auto out = ReadWholeFile(so.stdout_path);
-  if (rc != 0) {
-    auto err = ReadWholeFile(so.stderr_path);
-    return Status::Internal(fmt::format("ros2ctl {} exited {}: {}", fmt::join(args, " "), rc,
-                                        err.ok() ? *err : std::string("(no stderr)")));
-  }
-  return out.ok() ? *out : std::string();
-}
-
-// A running single-node cluster in a data directory; `cluster down` (forced
-// after the timeout) on destruction, also when the suite returns early.
-class BenchCluster {
- public:
-  static Result<std::unique_ptr<BenchCluster>> Up(const std::string& scratch, const std::string& cls,
-                                                  const std::string& transport) {
-    auto c = std::unique_ptr<BenchCluster>(new BenchCluster(scratch, scratch + "/cluster-" + cls + "-" + transport));
-    std::vector<std::string> args = {"cluster",      "up",
-                                     "--data-dir",   c->data_dir_,
-                                     "--class",      cls,
-                                     "--transport",  transport,
-                                     "--targets",    std::to_string(g_opts.targets),
-                                     "--shard-size", g_opts.shard_size};
-    if (!g_opts.engine.empty()) {
-      args.push_back("--engine");
-      args.push_back(g_opts.engine);
-    }
-    auto up = RunCtl(scratch, args);
-    if (!up.ok()) return up.status();
-    c->up_ = true;
-    return c;
-  }
-  ~BenchCluster() {
-    if (!up_) return;
-    auto down = RunCtl(scratch_, {"cluster", "down", "--data-dir", data_dir_, "--timeout", "30", "--force"});
-    if (!down.ok()) std::fprintf(stderr, "obj bench: cluster down: %s\n", down.status().ToString().c_str());
-  }
-  BenchCluster(const BenchCluster&) = delete;
-  BenchCluster& operator=(const BenchCluster&) = delete;
-
-  Result<std::string> Ctl(std::vector<std::string> args) const {
-    args.insert(args.begin(), {"--data-dir", data_dir_});
-    return RunCtl(scratch_, args);
-  }
-  client::ClientOptions ClientOptionsFor(const std::string& transport) const {
-    client::ClientOptions o;
-    o.control = "unix:" + data_dir_ + "/control.sock";
-    o.secret_file = data_dir_ + "/admin.secret";
-    o.transport = transport;
-    return o;
-  }
-
- private:
-  BenchCluster(std::string scratch, std::string data_dir)
-      : scratch_(std::move(scratch)), data_dir_(std::move(data_dir)) {}
-  std::string scratch_;
-  std::string data_dir_;
-  bool up_ = false;
-};
 
 // One job's libros2 handles (destroyed container, pool, client in that order).
 struct JobHandles {
@@ -415,13 +340,16 @@ class StdoutToStderr {
 };
 
 // Connects `jobs` handle sets to container `cont` of pool "bench".
-Result<std::vector<JobHandles>> ConnectJobs(const BenchCluster& cluster, const std::string& transport, int jobs,
+Result<std::vector<JobHandles>> ConnectJobs(const LocalCluster& cluster, const std::string& transport, int jobs,
                                             const std::string& cont) {
   StdoutToStderr quiet;
+  client::ClientOptions options;
+  options.transport = transport;
+  ROS2_RETURN_IF_ERROR(client::CompleteFromLocalCluster(options, cluster.data_dir()));
   std::vector<JobHandles> out;
   for (int j = 0; j < jobs; ++j) {
     JobHandles h;
-    ROS2_ASSIGN_OR_RETURN(h.client, client::Client::Connect(cluster.ClientOptionsFor(transport)));
+    ROS2_ASSIGN_OR_RETURN(h.client, client::Client::Connect(options));
     ROS2_ASSIGN_OR_RETURN(h.pool, h.client->ConnectPool("bench"));
     ROS2_ASSIGN_OR_RETURN(h.container, h.pool->OpenContainer(cont));
     h.oid = JobObject(j);
@@ -445,7 +373,13 @@ Status RunTransport(Reporter& rep, const std::string& scratch, const std::string
                     VosBaseline* baseline, std::map<CaseKey, Figures>& vos_figures,
                     std::map<CaseKey, Figures>& client_figures) {
   const int max_jobs = *std::max_element(g_opts.jobs.begin(), g_opts.jobs.end());
-  ROS2_ASSIGN_OR_RETURN(auto cluster, BenchCluster::Up(scratch, cls, transport));
+  ROS2_ASSIGN_OR_RETURN(auto cluster, LocalCluster::Up(scratch, {.ros2ctl = g_opts.ros2ctl,
+                                                                  .engine = g_opts.engine,
+                                                                  .storage_class = cls,
+                                                                  .transport = transport,
+                                                                  .targets = g_opts.targets,
+                                                                  .shard_size = g_opts.shard_size,
+                                                                  .name = "cluster-" + cls + "-" + transport}));
   ROS2_RETURN_IF_ERROR(cluster->Ctl({"pool", "create", "bench", "--size", g_opts.shard_size}).status());
   ROS2_RETURN_IF_ERROR(cluster->Ctl({"cont", "create", "bench", "data", "--oclass", "S1"}).status());
   ROS2_ASSIGN_OR_RETURN(auto readers, ConnectJobs(*cluster, transport, max_jobs, "data"));
@@ -502,9 +436,9 @@ Status RunTransport(Reporter& rep, const std::string& scratch, const std::string
 }
 
 int RunObjSuite(Reporter& rep) {
-  if (g_opts.ros2ctl.empty()) g_opts.ros2ctl = BuildTreeBinary("tools/ros2ctl/ros2ctl");
+  if (g_opts.ros2ctl.empty()) g_opts.ros2ctl = BuildTreeBinaryPath("tools/ros2ctl/ros2ctl");
   if (g_opts.engine.empty()) {
-    std::string e = BuildTreeBinary("src/engine/ros2-engine");
+    std::string e = BuildTreeBinaryPath("src/engine/ros2-engine");
     if (!e.empty() && access(e.c_str(), X_OK) == 0) g_opts.engine = e;
   }
   if (access(g_opts.ros2ctl.c_str(), X_OK) != 0) {

@@ -34,6 +34,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_report.h"
+#include "bench/cluster_bench_util.h"
 #include "bench/fio_bench_util.h"
 #include "bench/posix_bench_util.h"
 #include "bench/process_bench_util.h"
@@ -41,8 +42,6 @@
 namespace ros2::bench {
 namespace {
 
-using posix::FuseMount;
-using posix::PosixCluster;
 using posix::RunFioArgs;
 
 struct PosixSuiteOptions {
@@ -71,13 +70,6 @@ PosixSuiteOptions g_opts;
 
 constexpr const char* kPool = "bench";
 constexpr const char* kReadCont = "data";
-
-std::string BuildTreeFile(const std::string& relative) {
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return {};
-  return (self.parent_path().parent_path() / relative).string();  // <build>/bench/ros2-bench
-}
 
 bool IsRead(const std::string& op) {
   return op == "read" || op == "randread";
@@ -116,7 +108,7 @@ std::vector<std::string> JobArgs(const CaseKey& k) {
   return a;
 }
 
-std::vector<std::string> EngineArgs(const PosixCluster& cluster, const std::string& cont) {
+std::vector<std::string> EngineArgs(const LocalCluster& cluster, const std::string& cont) {
   return {"--ioengine=external:" + g_opts.fio_engine, "--data_dir=" + cluster.data_dir(),
           std::string("--pool=") + kPool, "--cont=" + cont, "--transport=" + g_opts.transport,
           // fio lstat()s --directory on the local file system: DFS paths go in the name format.
@@ -152,7 +144,7 @@ Figures MedianOf(const std::vector<Figures>& runs) {
 // Runs one case's modes once each, interleaved; appends to `out[mode]`.
 class CaseRunner {
  public:
-  CaseRunner(const std::string& scratch, PosixCluster& cluster, const FuseMount* read_mount)
+  CaseRunner(const std::string& scratch, LocalCluster& cluster, const FuseMount* read_mount)
       : scratch_(scratch), cluster_(cluster), read_mount_(read_mount) {}
 
   Status RunOnce(const CaseKey& k, std::map<std::string, std::vector<Figures>>& out) {
@@ -231,7 +223,7 @@ class CaseRunner {
   }
 
   std::string scratch_;
-  PosixCluster& cluster_;
+  LocalCluster& cluster_;
   const FuseMount* read_mount_;
   int seq_ = 0;
 };
@@ -269,7 +261,7 @@ void Report(Reporter& rep, const CaseKey& k, const std::map<std::string, Figures
 }
 
 // Writes every read file of the DFS side through the engine (1 MiB, sequential).
-Status PrefillDfs(const std::string& scratch, const PosixCluster& cluster, int max_jobs) {
+Status PrefillDfs(const std::string& scratch, const LocalCluster& cluster, int max_jobs) {
   std::vector<std::string> args = EngineArgs(cluster, kReadCont);
   const std::vector<std::string> job = {"--name=r",
                                         "--rw=write",
@@ -329,14 +321,14 @@ std::string LoadAverage() {
 }
 
 int RunPosixSuite(Reporter& rep) {
-  if (g_opts.ros2ctl.empty()) g_opts.ros2ctl = BuildTreeFile("tools/ros2ctl/ros2ctl");
+  if (g_opts.ros2ctl.empty()) g_opts.ros2ctl = BuildTreeBinaryPath("tools/ros2ctl/ros2ctl");
   if (g_opts.engine.empty()) {
-    const std::string e = BuildTreeFile("src/engine/ros2-engine");
+    const std::string e = BuildTreeBinaryPath("src/engine/ros2-engine");
     if (access(e.c_str(), X_OK) == 0) g_opts.engine = e;
   }
-  if (g_opts.fio_engine.empty()) g_opts.fio_engine = BuildTreeFile("src/fio/libros2_fio.so");
+  if (g_opts.fio_engine.empty()) g_opts.fio_engine = BuildTreeBinaryPath("src/fio/libros2_fio.so");
   if (g_opts.fuse.empty()) {
-    const std::string f = BuildTreeFile("src/fuse/ros2-fuse");
+    const std::string f = BuildTreeBinaryPath("src/fuse/ros2-fuse");
     if (access(f.c_str(), X_OK) == 0) g_opts.fuse = f;
   }
   if (g_opts.fuse == "none") g_opts.fuse.clear();
@@ -365,8 +357,12 @@ int RunPosixSuite(Reporter& rep) {
   std::fprintf(stderr, "posix bench: dir %s, %s over %s, qd %d, runtime %.1fs, repeat %d, load average %s\n",
                dir.c_str(), g_opts.cls.c_str(), g_opts.transport.c_str(), g_opts.qd, g_opts.runtime_s, g_opts.repeat,
                LoadAverage().c_str());
-  auto cluster = PosixCluster::Up(g_opts.ros2ctl, g_opts.engine, dir, g_opts.cls, g_opts.transport, g_opts.targets,
-                                  g_opts.shard_size);
+  auto cluster = LocalCluster::Up(dir, {.ros2ctl = g_opts.ros2ctl,
+                                        .engine = g_opts.engine,
+                                        .storage_class = g_opts.cls,
+                                        .transport = g_opts.transport,
+                                        .targets = g_opts.targets,
+                                        .shard_size = g_opts.shard_size});
   if (!cluster.ok()) {
     std::fprintf(stderr, "posix bench: %s\n", cluster.status().ToString().c_str());
     return 1;
