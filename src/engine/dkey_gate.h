@@ -6,9 +6,8 @@
 // before the first one committed: it waits in the gate until the holder
 // releases the key.
 //
-// Header-only (the engine library's source list is not touched).
-// One gate per target thread (GateForThisThread()): used only from the thread
-// that owns it, no locking. Unconditional operations do not pass the gate.
+// Owned by a Target and used only from its thread: no locking.
+// Unconditional operations do not pass the gate.
 #pragma once
 
 #include <deque>
@@ -87,11 +86,6 @@ inline void DkeyGate::Drain() {
     fn();
   }
   draining_ = false;
-}
-
-inline DkeyGate& GateForThisThread() {
-  thread_local DkeyGate gate;
-  return gate;
 }
 
 }  // namespace ros2::engine

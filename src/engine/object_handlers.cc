@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
-#include "engine/dkey_gate.h"
 #include "engine/target.h"
 
 namespace ros2::engine {
@@ -161,7 +160,7 @@ void Target::HandleUpdate(IncomingRequest req) {
     // looked up again: it may have been retired while this one waited.
     auto key =
         std::make_shared<std::string>(DkeyGate::Key(header.pool, header.container, state->op.oid, state->op.dkey));
-    GateForThisThread().Acquire(*key, [this, state, key, condition, header] {
+    conditional_gate_.Acquire(*key, [this, state, key, condition, header] {
       auto shard = ShardFor(header.pool, header.container);
       Status st =
           shard.ok()
@@ -170,7 +169,7 @@ void Target::HandleUpdate(IncomingRequest req) {
               : shard.status();
       if (!st.ok()) {
         Finish(state->ticket, st);
-        return GateForThisThread().Release(*key);
+        return conditional_gate_.Release(*key);
       }
       if (header.epoch == 0) state->op.epoch = env_->clock->Now();  // stamped after the wait: later than the holder's
       (*shard)->vos->SubmitUpdate(state->op, [this, state, key](Status st) {
@@ -178,7 +177,7 @@ void Target::HandleUpdate(IncomingRequest req) {
         const Epoch epoch = state->op.epoch;
         state->buffer = PooledBuffer();
         Finish(state->ticket, st, obj::Encode(obj::UpdateReply{epoch}));
-        GateForThisThread().Release(*key);
+        conditional_gate_.Release(*key);
       });
     });
   };
@@ -277,7 +276,7 @@ void Target::HandlePunch(IncomingRequest req) {
   // after every earlier conditional operation on the dkey has committed.
   const uint64_t ticket = Track(req);
   auto key = std::make_shared<std::string>(DkeyGate::Key(m->header.pool, m->header.container, m->oid, m->dkey));
-  GateForThisThread().Acquire(*key, [this, ticket, key, m = std::move(*m)] {
+  conditional_gate_.Acquire(*key, [this, ticket, key, m = std::move(*m)] {
     auto shard = ShardFor(m.header.pool, m.header.container);
     Status st = shard.status();
     if (st.ok()) {
@@ -296,7 +295,7 @@ void Target::HandlePunch(IncomingRequest req) {
       usage_dirty_ = true;
     }
     Finish(ticket, st, obj::Encode(obj::PunchReply{epoch}));
-    GateForThisThread().Release(*key);
+    conditional_gate_.Release(*key);
   });
 }
 

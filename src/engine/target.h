@@ -39,6 +39,7 @@
 #include "common/uuid.h"
 #include "control/capability.h"
 #include "engine/buffer_pool.h"
+#include "engine/dkey_gate.h"
 #include "object/obj_rpc.h"
 #include "transport/transport.h"
 #include "vos/vos.h"
@@ -146,6 +147,7 @@ class Target {
   std::chrono::steady_clock::time_point stop_deadline_;
   uint64_t destroyed_seen_ = 0;  // env_->destroyed_version already applied to shards_
   bool usage_dirty_ = false;
+  DkeyGate conditional_gate_;  // conditional operations, serialised per dkey (dkey_gate.h)
   bool pinned_ = false;  // the thread has one CPU: spin without yielding (re-read every 4096 idle loops)
   uint32_t loops_since_affinity_check_ = 0;
   std::chrono::steady_clock::time_point usage_refreshed_;

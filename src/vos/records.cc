@@ -74,14 +74,7 @@ Result<ValueRecord> DecodeValueRecord(std::string_view encoded, std::string_view
   if (!GetLe(&in, 4, &n) || n * 4 > in.size()) return bad("bad checksum count");
   int width = ChecksumWidth(rec.csum.type);
   if (n * width > in.size()) return bad("truncated checksums");
-  uint64_t first = 0;
-  uint64_t last = n;  // one past the last chunk kept
-  if (rec.csum.chunk_size > 0 && n > 0) {
-    uint64_t b = std::min(window.begin, rec.length);
-    uint64_t e = std::min(window.end, rec.length);
-    first = std::min<uint64_t>(b / rec.csum.chunk_size, n);
-    last = e <= b ? first : std::min<uint64_t>((e - 1) / rec.csum.chunk_size + 1, n);
-  }
+  const auto [first, last] = ChunksCovering(window, rec.length, rec.csum.chunk_size, n);  // last: one past
   rec.csum_first = first;
   rec.csum.values.resize(last - first);
   const auto* p = reinterpret_cast<const unsigned char*>(in.data()) + first * width;

@@ -3,10 +3,12 @@
 // "Record formats". Value types; thread-safe free functions.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/status.h"
 #include "vos/vos.h"
@@ -36,6 +38,25 @@ struct ChecksumWindow {
 };
 inline constexpr ChecksumWindow kAllChecksums{};
 inline constexpr ChecksumWindow kNoChecksums{0, 0};
+
+// The chunks [first, last) of a `length`-byte value with `n` checksums of
+// `chunk_size` bytes each that cover `window` (all n when chunk_size is 0).
+inline std::pair<uint64_t, uint64_t> ChunksCovering(ChecksumWindow window, uint64_t length, uint32_t chunk_size,
+                                                    uint64_t n) {
+  if (chunk_size == 0 || n == 0) return {0, n};
+  const uint64_t b = std::min(window.begin, length);
+  const uint64_t e = std::min(window.end, length);
+  const uint64_t first = std::min<uint64_t>(b / chunk_size, n);
+  return {first, e <= b ? first : std::min<uint64_t>((e - 1) / chunk_size + 1, n)};
+}
+
+// The bytes of a version starting at record `index` that a fetch of records
+// [lo, hi) of `record_size` bytes reads (the end saturates instead of overflowing).
+inline ChecksumWindow FetchWindow(uint64_t lo, uint64_t hi, uint64_t index, uint64_t record_size) {
+  const uint64_t records_to_hi = hi - index;
+  return {lo > index ? (lo - index) * record_size : 0,
+          records_to_hi > ~uint64_t{0} / record_size ? ~uint64_t{0} : records_to_hi * record_size};
+}
 
 // Decodes a record, keeping the checksums of the chunks that cover `window`;
 // `encoded` must outlive the result (inline_data points into it). Corruption

@@ -213,15 +213,8 @@ Status VosStore::CollectCachedSources(FetchState* f, const ExtentCache::Extents&
       src.rec.alloc_len = rec.alloc_len;
       src.rec.csum.type = rec.csum.type;
       src.rec.csum.chunk_size = rec.csum.chunk_size;
-      uint64_t n = rec.csum.values.size();
-      uint64_t first_chunk = 0;
-      uint64_t last_chunk = n;
-      if (rec.csum.chunk_size > 0 && n > 0) {
-        uint64_t b = lo > slot.index ? std::min((lo - slot.index) * rs, rec.length) : 0;
-        uint64_t e = hi - slot.index > rec.length / rs ? rec.length : (hi - slot.index) * rs;
-        first_chunk = std::min<uint64_t>(b / rec.csum.chunk_size, n);
-        last_chunk = e <= b ? first_chunk : std::min<uint64_t>((e - 1) / rec.csum.chunk_size + 1, n);
-      }
+      const auto [first_chunk, last_chunk] = ChunksCovering(FetchWindow(lo, hi, slot.index, rs), rec.length,
+                                                            rec.csum.chunk_size, rec.csum.values.size());
       src.rec.csum_first = first_chunk;
       src.rec.csum.values.assign(rec.csum.values.begin() + static_cast<ptrdiff_t>(first_chunk),
                                  rec.csum.values.begin() + static_cast<ptrdiff_t>(last_chunk));
@@ -257,10 +250,7 @@ Status VosStore::CollectStoredSources(FetchState* f, std::string_view akey_scope
       src.epoch = e;
       src.index = index;
       // Only the chunks of this version inside [lo, hi) can be read.
-      uint64_t records_to_hi = hi - index;
-      ChecksumWindow window{lo > index ? (lo - index) * rs : 0,
-                            records_to_hi > ~uint64_t{0} / rs ? ~uint64_t{0} : records_to_hi * rs};
-      if (Status st = LoadSource(it->value(), "stored version", window, &src); !st.ok()) {
+      if (Status st = LoadSource(it->value(), "stored version", FetchWindow(lo, hi, index, rs), &src); !st.ok()) {
         return st.WithContext(Describe(op));
       }
       uint64_t end = index + src.rec.length / rs;
