@@ -27,22 +27,13 @@ using ros2::testing::Pattern;
 // One cluster per transport, shared by the tests of that transport.
 class ClientEngineTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {}
-  static void TearDownTestSuite() { clusters_.clear(); }
+  static void TearDownTestSuite() { clusters_.Clear(); }
 
   void SetUp() override {
     const std::string& transport = GetParam();
-    if (!clusters_.count(transport)) {
-      std::string error;
-      auto c = TestCluster::Start(transport, 2, &error);
-      ASSERT_NE(c, nullptr) << error;
-      auto pool = c->Ctl({"pool", "create", "p", "--size", "128MiB"});
-      ASSERT_EQ(pool.exit_code, 0) << pool.err;
-      auto cont = c->Ctl({"cont", "create", "p", "c"});
-      ASSERT_EQ(cont.exit_code, 0) << cont.err;
-      clusters_[transport] = std::move(c);
-    }
-    cluster_ = clusters_[transport].get();
+    std::string error;
+    cluster_ = clusters_.Get(transport, &error, {{"cont", "create", "p", "c"}});
+    ASSERT_NE(cluster_, nullptr) << error;
     ClientOptions o;
     o.control = cluster_->control();
     o.secret_file = cluster_->admin_secret_file();
@@ -64,7 +55,7 @@ class ClientEngineTest : public ::testing::TestWithParam<std::string> {
     return *o;
   }
 
-  static inline std::map<std::string, std::unique_ptr<TestCluster>> clusters_;
+  static inline ros2::testing::SharedClusters clusters_;
   TestCluster* cluster_ = nullptr;
   std::unique_ptr<Client> client_;
   std::unique_ptr<Pool> pool_;

@@ -30,19 +30,13 @@ std::span<const std::byte> Bytes(std::string_view s) {
 // One cluster per transport (2 targets), one container per test.
 class DfsTest : public ::testing::TestWithParam<std::string> {
  protected:
-  static void TearDownTestSuite() { clusters_.clear(); }
+  static void TearDownTestSuite() { clusters_.Clear(); }
 
   void SetUp() override {
     const std::string& transport = GetParam();
-    if (!clusters_.count(transport)) {
-      std::string error;
-      auto c = TestCluster::Start(transport, 2, &error);
-      ASSERT_NE(c, nullptr) << error;
-      auto pool = c->Ctl({"pool", "create", "p", "--size", "128MiB"});
-      ASSERT_EQ(pool.exit_code, 0) << pool.err;
-      clusters_[transport] = std::move(c);
-    }
-    cluster_ = clusters_[transport].get();
+    std::string error;
+    cluster_ = clusters_.Get(transport, &error);
+    ASSERT_NE(cluster_, nullptr) << error;
     const std::string label = fmt::format("c{}", next_container_++);
     auto cont = cluster_->Ctl({"cont", "create", "p", label});
     ASSERT_EQ(cont.exit_code, 0) << cont.err;
@@ -92,7 +86,7 @@ class DfsTest : public ::testing::TestWithParam<std::string> {
     return std::string(reinterpret_cast<const char*>(buf.data()), n.ok() ? *n : 0);
   }
 
-  static inline std::map<std::string, std::unique_ptr<TestCluster>> clusters_;
+  static inline ros2::testing::SharedClusters clusters_;
   static inline int next_container_ = 0;
   TestCluster* cluster_ = nullptr;
   std::unique_ptr<client::Client> client_;

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -135,6 +136,36 @@ class TestCluster {
   std::string control_;
   std::string admin_secret_file_;
   bool running_ = false;
+};
+
+// One cluster per transport, shared by the tests of a suite: started on first
+// use with 2 targets and pool "p" (128 MiB), then `setup` (ros2ctl arguments,
+// e.g. a container to create). Clear() from TearDownTestSuite.
+class SharedClusters {
+ public:
+  // The cluster for `transport`, or null with the failing command's output in *error.
+  TestCluster* Get(const std::string& transport, std::string* error,
+                   const std::vector<std::vector<std::string>>& setup = {}) {
+    auto& slot = clusters_[transport];
+    if (slot) return slot.get();
+    auto c = TestCluster::Start(transport, 2, error);
+    if (!c) return nullptr;
+    std::vector<std::vector<std::string>> commands = {{"pool", "create", "p", "--size", "128MiB"}};
+    commands.insert(commands.end(), setup.begin(), setup.end());
+    for (const auto& args : commands) {
+      CommandResult r = c->Ctl(args);
+      if (r.exit_code != 0) {
+        *error = "ros2ctl " + args[0] + " " + args[1] + " failed: " + r.err;
+        return nullptr;
+      }
+    }
+    slot = std::move(c);
+    return slot.get();
+  }
+  void Clear() { clusters_.clear(); }
+
+ private:
+  std::map<std::string, std::unique_ptr<TestCluster>> clusters_;
 };
 
 }  // namespace ros2::testing
