@@ -1,4 +1,4 @@
-// The client side of an RPC: building the request (inline, RMA or AM bulk),
+// The client side of an RPC: building the request (inline, cma, RMA or AM bulk),
 // matching replies and pushed data to calls, deadlines, and EndpointImpl.
 #include <cstring>
 
@@ -42,6 +42,9 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   }
   const uint64_t inline_limit = opts.inline_limit;
   // RMA for a buffer when the lanes are one-sided for it (see FillEndpointInfo).
+  // Cross-memory attach on a same-host connection that negotiated it (or, for
+  // fault-injection tests, on any connection).
+  const bool use_cma = conn.cma || opts.inject_unproven_cma;
   auto use_rma = [&](const std::shared_ptr<const MemoryRegion>& region, const void* addr, uint64_t len) {
     if (conn.info.bulk_mode != BulkMode::kRma) return false;
     if (conn.info.rma_any_memory) return true;
@@ -64,6 +67,9 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
     if (d.length <= inline_limit) {
       d.transfer = wire::BulkTransfer::kInline;
       msg.inline_data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(options.bulk_out.data()), d.length);
+    } else if (use_cma) {
+      d.transfer = wire::BulkTransfer::kCma;
+      d.remote_addr = reinterpret_cast<uint64_t>(options.bulk_out.data());
     } else if (use_rma(options.bulk_out_region, options.bulk_out.data(), d.length)) {
       out_region = options.bulk_out_region;
       void* addr = const_cast<std::byte*>(options.bulk_out.data());
@@ -84,6 +90,9 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
     d.length = options.bulk_in.size();
     if (d.length <= inline_limit) {
       d.transfer = wire::BulkTransfer::kInline;
+    } else if (use_cma) {
+      d.transfer = wire::BulkTransfer::kCma;
+      d.remote_addr = reinterpret_cast<uint64_t>(options.bulk_in.data());
     } else if (use_rma(options.bulk_in_region, options.bulk_in.data(), d.length)) {
       in_region = options.bulk_in_region;
       void* addr = options.bulk_in.data();

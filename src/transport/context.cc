@@ -10,6 +10,7 @@
 #include <ucp/api/ucp.h>
 
 #include "common/log.h"
+#include "transport/cma.h"
 #include "transport/transport.h"
 #include "transport/ucx_util.h"
 
@@ -155,10 +156,13 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
   }
   // Error handling on the shared-memory transports, so endpoints can use error
   // mode PEER without UCX 1.13 dropping posix/sysv for tcp (FACTS.md). It drops
-  // cma (which has no peer-failure support); measured here, rendezvous over
-  // posix/sysv then ran faster than over cma. Same environment route as above.
+  // UCX's cma transport (which has no peer-failure support); same-host bulk uses
+  // our own cross-memory attach instead (cma.h). Same environment route as above.
   setenv("UCX_POSIX_ERROR_HANDLING", "y", /*overwrite=*/0);
   setenv("UCX_SYSV_ERROR_HANDLING", "y", /*overwrite=*/0);
+  // These are process-wide, so a shm-only context sees the tcp settings a tcp
+  // context of the same process asked for; UCX would warn about them as unused.
+  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", /*overwrite=*/0);
 
   std::unique_ptr<Context> ctx(new Context());
   ctx->options_ = options;
@@ -213,6 +217,7 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
   ctx->ucx_tls_ = tls;
   ctx->devices_ = std::move(devices);
   ctx->resolved_kind_ = resolved;
+  ctx->cma_ = std::make_unique<cma::Authority>();
   ROS2_LOG_INFO("transport: {}", ctx->Describe());
   return ctx;
 }
@@ -223,6 +228,10 @@ Context::~Context() {
     cache_->lru.clear();
   }
   if (context_ != nullptr) ucp_cleanup(static_cast<ucp_context_h>(context_));
+}
+
+bool Context::cma_enabled() const {
+  return options_.same_host_cma && !options_.force_rma_bulk && resolved_kind_ == TransportKind::kShm;
 }
 
 std::string Context::Describe() const {

@@ -1,5 +1,8 @@
-// The server side of an RPC: dispatch to handlers, Pull (RMA GET, AM rendezvous
-// receive or inline copy), Push (RMA PUT + flush, AM push data or inline), Reply.
+// The server side of an RPC: dispatch to handlers, Pull (cma read, RMA GET, AM
+// rendezvous receive or inline copy), Push (cma write, RMA PUT + flush, AM push
+// data or inline), Reply.
+#include <poll.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -112,6 +115,29 @@ void IssueRma(State* s) {
     if (UCS_PTR_STATUS(req) != UCS_OK) r.failure = UcsError("transport: flush after bulk put", UCS_PTR_STATUS(req));
   }
   FinishRma(s);
+}
+
+// Cross-memory attach, synchronously (a memory copy by the kernel): only on a
+// connection whose hello proved the client's pid, and only while that process
+// lives (its pidfd has not fired; the pid cannot have been reused before then).
+Status CmaTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool to_client) {
+  Connection* conn = s->conn.get();
+  if (!conn->cma) {
+    ++s->worker->mutable_stats().malformed_messages;
+    return Status::Protocol(fmt::format(
+        "transport: request {:#x} from {} names a cma buffer, but the connection did not prove its pid for cma",
+        s->msg.request_id, conn->peer_name));
+  }
+  if (conn->ep == nullptr || !conn->status.ok())
+    return conn->status.ok() ? Status::Disconnected("transport: connection closed") : conn->status;
+  if (conn->pidfd >= 0) {
+    pollfd p{conn->pidfd, POLLIN, 0};
+    if (::poll(&p, 1, 0) > 0)
+      return Status::Disconnected(fmt::format("transport: {} exited before its bulk moved", conn->peer_name));
+  }
+  Status st = cma::Copy(conn->info.peer_pid, local, d.remote_addr, len, to_client);
+  if (st.ok()) s->worker->mutable_stats().bulk_cma_bytes += len;
+  return st.WithContext(fmt::format("request {:#x}", s->msg.request_id));
 }
 
 Status StartRma(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool is_put, Completion done) {
@@ -329,6 +355,7 @@ void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
       if (!st.ok()) return fail(st);
       return;
     }
+    case wire::BulkTransfer::kCma: return fail(CmaTransfer(s, *d, dst.data(), dst.size(), /*to_client=*/false));
     case wire::BulkTransfer::kActiveMessage: {
       if (s->rndv_desc == nullptr) return fail(Status::Protocol("transport: bulk data missing from the message"));
       void* desc = s->rndv_desc;
@@ -380,6 +407,11 @@ void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
     return fail(Status::Ok());
   }
   Connection* conn = s->conn.get();
+  if (d->transfer == wire::BulkTransfer::kCma) {
+    Status st = CmaTransfer(s, *d, const_cast<std::byte*>(src.data()), src.size(), /*to_client=*/true);
+    if (!st.ok()) s->pushed_bytes = 0;
+    return fail(st);
+  }
   if (d->transfer == wire::BulkTransfer::kRma) {
     Status st = StartRma(s, *d, const_cast<std::byte*>(src.data()), src.size(), /*is_put=*/true, std::move(done));
     if (!st.ok()) return fail(st);

@@ -26,7 +26,12 @@ Result<TransportKind> ParseTransportKind(std::string_view name) {
 }
 
 std::string_view BulkModeName(BulkMode mode) {
-  return mode == BulkMode::kRma ? "rma" : "am";
+  switch (mode) {
+    case BulkMode::kRma: return "rma";
+    case BulkMode::kCma: return "cma";
+    case BulkMode::kActiveMessage: break;
+  }
+  return "am";
 }
 
 std::string_view FailureDetectionName(FailureDetection d) {

@@ -68,8 +68,9 @@ Result<TransportKind> ParseTransportKind(std::string_view name);  // InvalidArgu
 enum class BulkMode : uint8_t {
   kRma = 0,            // server RMA GET (pull) / PUT (push) against the client's registered buffer
   kActiveMessage = 1,  // data rides UCX active messages (rendezvous for large sizes), received in place
+  kCma = 2,            // same host: the server reads / writes the client's memory (process_vm_readv/writev)
 };
-std::string_view BulkModeName(BulkMode mode);  // "rma", "am"
+std::string_view BulkModeName(BulkMode mode);  // "rma", "am", "cma"
 
 // How the death of a peer is noticed on an endpoint.
 enum class FailureDetection : uint8_t {
@@ -123,6 +124,15 @@ struct TransportOptions {
   // UCX keepalive interval for error-mode-PEER endpoints (detects a dead remote
   // peer whose connection did not break); same-host peers are also watched by pidfd.
   std::chrono::milliseconds keepalive_interval{2000};
+  // Same-host shm peers move bulk by cross-memory attach (one copy, straight
+  // between the client's buffer and the server's, no client progress needed),
+  // after the client proved its pid through the server's Unix socket (see
+  // docs/transport.md). Off: active-message rendezvous as over tcp. Both sides
+  // must allow it; force_rma_bulk wins over it.
+  bool same_host_cma = true;
+  // Fault injection for tests: the client sends cma bulk descriptors even on
+  // connections that did not negotiate cma (the server must refuse them).
+  bool inject_unproven_cma = false;
   // Upper bound on outstanding client requests per worker (Call returns Busy above it).
   uint32_t max_outstanding_requests = 65536;
 };
@@ -159,6 +169,9 @@ class MemoryRegion {
 };
 
 class Worker;
+namespace cma {
+class Authority;
+}
 
 // One per process. See the file comment. Thread-safe.
 class Context {
@@ -219,6 +232,12 @@ class Context {
 
   // Internal: the ucp_context_h.
   void* ucp_handle() const { return context_; }
+  // Internal: whether same-host peers may negotiate cma bulk with this context
+  // (TransportOptions::same_host_cma, shm selected, RMA not forced).
+  bool cma_enabled() const;
+  // Internal: the process's cma token authority (cma.h); Start()ed by the
+  // first worker that serves requests.
+  cma::Authority& cma_authority() const { return *cma_; }
 
  private:
   Context() = default;
@@ -234,6 +253,7 @@ class Context {
   std::vector<std::string> devices_;
   void* context_ = nullptr;  // ucp_context_h
   std::unique_ptr<Cache> cache_;
+  std::unique_ptr<cma::Authority> cma_;
 };
 
 // What an endpoint really runs over (from ucp_ep_print_info), for logs, tests
@@ -242,9 +262,10 @@ struct EndpointInfo {
   std::string am_transport;        // "tl/device" of the active-message lane, e.g. "posix/memory", "tcp/lo"
   std::string rma_transport;       // first RMA lane, e.g. "cma/memory"; empty when none
   std::vector<std::string> lanes;  // every lane as "tl/device", in lane order
-  // kRma on verbs lanes (one-sided); kActiveMessage (rendezvous) over tcp and
-  // shm, where UCX 1.13 only emulates RMA. TransportOptions::force_rma_bulk
-  // overrides it to kRma.
+  // kRma on verbs lanes (one-sided); kCma for a same-host shm peer whose hello
+  // proved its pid (TransportOptions::same_host_cma); kActiveMessage
+  // (rendezvous) otherwise: over tcp, and shm where UCX 1.13 only emulates RMA.
+  // TransportOptions::force_rma_bulk overrides it to kRma.
   BulkMode bulk_mode = BulkMode::kActiveMessage;
   bool rma_any_memory = false;  // RMA also works on ordinary registered memory (verbs)
   FailureDetection failure_detection = FailureDetection::kUcxPeer;
@@ -395,8 +416,10 @@ struct WorkerStats {
   uint64_t bulk_inline_bytes = 0;
   uint64_t bulk_rma_bytes = 0;
   uint64_t bulk_am_bytes = 0;
-  uint64_t sleeps = 0;      // times Wait() armed the worker and slept
-  uint64_t peers_lost = 0;  // endpoints failed by the peer's death or disconnect
+  uint64_t bulk_cma_bytes = 0;
+  uint64_t cma_refused = 0;  // hellos whose cma proof failed (unknown token, wrong pid, unreadable)
+  uint64_t sleeps = 0;       // times Wait() armed the worker and slept
+  uint64_t peers_lost = 0;   // endpoints failed by the peer's death or disconnect
 };
 
 // One per I/O thread. See the file comment.

@@ -1,6 +1,7 @@
 // Two-process tests of the data plane: this process is the client, a real
 // transport_test_peer process is the server. Run over tcp and over shm; each
 // asserts the transport actually in use.
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -77,9 +78,10 @@ TEST_P(TransportTest, UsesTheSelectedTransport) {
     EXPECT_EQ(info.am_transport, "tcp/lo") << info.ucx_report;
     for (const std::string& lane : info.lanes) EXPECT_EQ(lane, "tcp/lo") << info.ucx_report;
   }
-  // No verbs here: bulk rides rendezvous; a same-host peer is watched by pidfd
-  // on top of UCX's error mode PEER.
-  EXPECT_EQ(info.bulk_mode, BulkMode::kActiveMessage);
+  // No verbs here: over shm, bulk moves by cross-memory attach (the hello
+  // proved our pid); over tcp it rides rendezvous. A same-host peer is watched
+  // by pidfd on top of UCX's error mode PEER.
+  EXPECT_EQ(info.bulk_mode, IsShm() ? BulkMode::kCma : BulkMode::kActiveMessage);
   EXPECT_FALSE(info.rma_any_memory);
   EXPECT_EQ(info.failure_detection, FailureDetection::kPidWatch);
   EXPECT_TRUE(info.same_host);
@@ -107,7 +109,8 @@ TEST_P(TransportTest, HandlerErrorsTravelToTheClient) {
 }
 
 struct PeerStats {
-  uint64_t malformed = 0, peers_lost = 0, rma_bytes = 0, am_bytes = 0, version_mismatches = 0;
+  uint64_t malformed = 0, peers_lost = 0, rma_bytes = 0, am_bytes = 0, version_mismatches = 0, cma_bytes = 0,
+           cma_refused = 0;
 };
 PeerStats GetPeerStats(Endpoint& ep) {
   PeerStats p;
@@ -161,11 +164,63 @@ TEST_P(TransportTest, BulkIsByteExactInBothDirections) {
   EchoAllSizes(*ctx_, *ep_, /*arena=*/false);
   EchoAllSizes(*ctx_, *ep_, /*arena=*/true);
   const PeerStats after = GetPeerStats(*ep_);
-  // Large bulk, both directions, heap and arena: active-message rendezvous by default.
+  // Large bulk, both directions, heap and arena: cross-memory attach over shm,
+  // active-message rendezvous over tcp.
   const uint64_t large = 2 * ((1u << 20) + (64u << 20) + ctx_->options().inline_limit + 1);
   EXPECT_GT(worker_->stats().bulk_inline_bytes, 0u);
-  EXPECT_EQ(after.am_bytes - before.am_bytes, 2 * large);
+  EXPECT_EQ((IsShm() ? after.cma_bytes - before.cma_bytes : after.am_bytes - before.am_bytes), 2 * large);
+  EXPECT_EQ((IsShm() ? after.am_bytes - before.am_bytes : after.cma_bytes - before.cma_bytes), 0u);
   EXPECT_EQ(after.rma_bytes, before.rma_bytes);
+  EXPECT_EQ(after.cma_refused, before.cma_refused);
+}
+
+// With cma off on the client, a same-host shm peer moves bulk by active-message
+// rendezvous: the path for clients that cannot or will not prove their pid.
+TEST_P(TransportTest, ActiveMessagePathWithoutCma) {
+  TransportOptions o = ctx_->options();
+  o.same_host_cma = false;
+  auto ctx = Context::Create(o).value();
+  auto worker = ctx->CreateWorker("am-client").value();
+  auto ep = worker->Connect(peer_.address()).value();
+  EXPECT_EQ(ep->info().bulk_mode, BulkMode::kActiveMessage);
+  const PeerStats before = GetPeerStats(*ep);
+  EchoAllSizes(*ctx, *ep, /*arena=*/false);
+  const PeerStats after = GetPeerStats(*ep);
+  const uint64_t large = (1u << 20) + (64u << 20) + o.inline_limit + 1;
+  EXPECT_EQ(after.am_bytes - before.am_bytes, 2 * large);
+  EXPECT_EQ(after.cma_bytes, before.cma_bytes);
+  ep.reset();
+  worker.reset();
+}
+
+// A client that names cma buffers on a connection that never proved its pid is
+// refused per request (the server must not touch memory of a process it has
+// not identified), counted, and the connection keeps working.
+TEST_P(TransportTest, UnprovenCmaDescriptorsAreRefused) {
+  TransportOptions o = ctx_->options();
+  o.same_host_cma = false;
+  o.inject_unproven_cma = true;
+  auto ctx = Context::Create(o).value();
+  auto worker = ctx->CreateWorker("liar").value();
+  auto ep = worker->Connect(peer_.address()).value();
+  ASSERT_NE(ep->info().bulk_mode, BulkMode::kCma);
+  const PeerStats before = GetPeerStats(*ep);
+  std::vector<std::byte> out(1 << 20, std::byte{9}), in(1 << 20);
+  CallOptions co;
+  co.bulk_out = out;
+  co.bulk_in = in;
+  auto r = ep->CallSync(testing::kOpEcho, {}, co);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Status::Code::kProtocol) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("did not prove its pid"), std::string::npos) << r.status().ToString();
+  const PeerStats after = GetPeerStats(*ep);
+  EXPECT_GT(after.malformed, before.malformed);
+  EXPECT_EQ(after.cma_bytes, before.cma_bytes);
+  EXPECT_TRUE(std::all_of(in.begin(), in.end(), [](std::byte b) { return b == std::byte{0}; }));
+  auto still = ep->CallSync(testing::kOpEcho, Bytes("still here"));
+  EXPECT_TRUE(still.ok()) << still.status().ToString();
+  ep.reset();
+  worker.reset();
 }
 
 // With force_rma_bulk, large bulk moves by the server's RMA (GET for pulls,

@@ -43,7 +43,14 @@ Status CheckSemantics(const Message& m) {
   const bool request = m.kind == Kind::kRequest, reply = m.kind == Kind::kReply;
   if (m.capability.size() > kMaxCapability)
     return Bad(fmt::format("capability length {} > {}", m.capability.size(), kMaxCapability));
-  if (!request && !m.capability.empty()) return Bad("capability outside a request");
+  if (m.kind == Kind::kHello) {
+    if (!m.capability.empty() && m.capability.size() != kHelloProofSize)
+      return Bad(fmt::format("hello proof length {} (expected 0 or {})", m.capability.size(), kHelloProofSize));
+  } else if (!request && !m.capability.empty()) {
+    return Bad("capability outside a request or hello");
+  }
+  if (m.kind == Kind::kHelloAck && (m.payload.size() > 1 || (m.payload.size() == 1 && m.payload[0] > 1)))
+    return Bad("hello ack payload is not empty or one flag byte");
   if (m.status_message.size() > kMaxStatusMessage)
     return Bad(fmt::format("status message length {} > {}", m.status_message.size(), kMaxStatusMessage));
   if (!reply && (!m.status_message.empty() || m.status_code != 0)) return Bad("status outside a reply");
@@ -73,17 +80,19 @@ Status CheckSemantics(const Message& m) {
     const BulkDescriptor& d = m.bulk[i];
     const auto dir = static_cast<uint8_t>(d.direction), tr = static_cast<uint8_t>(d.transfer);
     if (dir > 1) return Bad(fmt::format("bulk[{}] direction {}", i, dir));
-    if (tr > 2) return Bad(fmt::format("bulk[{}] transfer {}", i, tr));
+    if (tr > 3) return Bad(fmt::format("bulk[{}] transfer {}", i, tr));
     if (seen[dir]) return Bad(fmt::format("bulk[{}] repeats direction {}", i, dir));
     seen[dir] = true;
     if (d.length == 0) return Bad(fmt::format("bulk[{}] has length 0", i));
     if (d.rkey.size() > kMaxRkey) return Bad(fmt::format("bulk[{}] rkey length {} > {}", i, d.rkey.size(), kMaxRkey));
-    if (d.transfer == BulkTransfer::kRma) {
-      if (d.rkey.empty()) return Bad(fmt::format("bulk[{}] rma without rkey", i));
-      if (d.remote_addr == 0) return Bad(fmt::format("bulk[{}] rma at address 0", i));
+    if (d.transfer == BulkTransfer::kRma || d.transfer == BulkTransfer::kCma) {
+      const bool rma = d.transfer == BulkTransfer::kRma;
+      if (rma && d.rkey.empty()) return Bad(fmt::format("bulk[{}] rma without rkey", i));
+      if (!rma && !d.rkey.empty()) return Bad(fmt::format("bulk[{}] cma with an rkey", i));
+      if (d.remote_addr == 0) return Bad(fmt::format("bulk[{}] {} at address 0", i, rma ? "rma" : "cma"));
       if (d.remote_addr + d.length < d.remote_addr) return Bad(fmt::format("bulk[{}] address range wraps", i));
     } else if (!d.rkey.empty() || d.remote_addr != 0) {
-      return Bad(fmt::format("bulk[{}] rkey or address on a non-rma descriptor", i));
+      return Bad(fmt::format("bulk[{}] rkey or address on an inline or am descriptor", i));
     }
     if (d.direction == BulkDirection::kIn && d.transfer == BulkTransfer::kInline) {
       // Inline bulk-in means "send the bytes back in the reply"; the client buffer
@@ -223,7 +232,7 @@ Result<Message> Decode(std::span<const uint8_t> bytes) {
     ROS2_ASSIGN_OR_RETURN(auto fixed, take(kBulkDescriptorSize, "bulk descriptor"));
     BulkDescriptor& d = m.bulk[i];
     if (fixed[0] > 1) return Bad(fmt::format("bulk[{}] direction {}", i, fixed[0]));
-    if (fixed[1] > 2) return Bad(fmt::format("bulk[{}] transfer {}", i, fixed[1]));
+    if (fixed[1] > 3) return Bad(fmt::format("bulk[{}] transfer {}", i, fixed[1]));
     d.direction = static_cast<BulkDirection>(fixed[0]);
     d.transfer = static_cast<BulkTransfer>(fixed[1]);
     const uint16_t rkey_len = Get<uint16_t>(fixed.data() + 2);

@@ -27,7 +27,7 @@
 namespace ros2::transport::wire {
 
 inline constexpr uint16_t kMagic = 0x3252;  // bytes "R2" on the wire
-inline constexpr uint8_t kVersion = 1;
+inline constexpr uint8_t kVersion = 2;
 inline constexpr size_t kHeaderSize = 48;
 inline constexpr size_t kBulkDescriptorSize = 24;  // fixed part, the packed rkey follows
 inline constexpr size_t kMaxCapability = 1024;
@@ -58,13 +58,21 @@ enum class BulkTransfer : uint8_t {
   kInline = 0,         // bytes inside this message (out only)
   kRma = 1,            // remote address + packed rkey: server GETs / PUTs
   kActiveMessage = 2,  // bytes ride the UCX AM data of this message (out) or a kPushData message (in)
+  kCma = 3,            // remote address in the client process: the server reads / writes it by cross-memory
+                       // attach; only on a connection whose hello proved the client's pid
 };
+
+// A hello's capability section is empty or this proof of the client's identity
+// for cross-memory attach: a 16-byte token from the server's listener, then the
+// u64 address (in the client) of a copy of the token the server reads back.
+// The hello ack's payload is empty or one byte: 1 = cma accepted.
+inline constexpr size_t kHelloProofSize = 24;
 
 struct BulkDescriptor {
   BulkDirection direction = BulkDirection::kOut;
   BulkTransfer transfer = BulkTransfer::kInline;
   uint64_t length = 0;            // bytes offered (out) or accepted (in)
-  uint64_t remote_addr = 0;       // kRma only: client virtual address of the buffer
+  uint64_t remote_addr = 0;       // kRma and kCma: client virtual address of the buffer
   std::span<const uint8_t> rkey;  // kRma only: packed rkey
 };
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace ros2::transport::wire {
@@ -113,7 +114,7 @@ TEST(WireTest, HeaderFieldsAreValidated) {
     return Decode(b);
   };
   EXPECT_FALSE(corrupt(0, {0x00, 0x00}).ok());               // magic
-  EXPECT_FALSE(corrupt(2, {2}).ok());                        // version
+  EXPECT_FALSE(corrupt(2, {kVersion + 1}).ok());             // version
   EXPECT_FALSE(corrupt(3, {0}).ok());                        // kind 0
   EXPECT_FALSE(corrupt(3, {7}).ok());                        // kind 7
   EXPECT_FALSE(corrupt(4, {1, 0}).ok());                     // flags
@@ -127,7 +128,7 @@ TEST(WireTest, HeaderFieldsAreValidated) {
   EXPECT_FALSE(corrupt(40, {1}).ok());                       // pushed bytes on a request
   const size_t desc0 = kHeaderSize + f.cap.size();
   EXPECT_FALSE(corrupt(desc0 + 0, {2}).ok());     // direction
-  EXPECT_FALSE(corrupt(desc0 + 1, {3}).ok());     // transfer
+  EXPECT_FALSE(corrupt(desc0 + 1, {4}).ok());     // transfer
   EXPECT_FALSE(corrupt(desc0 + 4, {1}).ok());     // descriptor reserved
   EXPECT_FALSE(corrupt(desc0 + 8, {0xff}).ok());  // inline length != section
   EXPECT_TRUE(Decode(good).ok());
@@ -172,6 +173,56 @@ TEST(WireTest, SemanticRulesAreEnforcedByEncoderAndDecoder) {
   push.connection_id = 1;
   push.payload = Bytes(f.payload);
   EXPECT_TRUE(rejects(push));
+}
+
+// Cross-memory-attach descriptors carry an address and no rkey; a hello
+// carries nothing or a 24-byte proof; a hello ack nothing or one flag byte.
+TEST(WireTest, CmaDescriptorsAndHelloProof) {
+  Fixture f;
+  std::vector<uint8_t> scratch(1 << 16);
+  auto round_trips = [&](const Message& m) {
+    auto n = Encode(m, scratch);
+    return n.ok() && Decode(std::span<const uint8_t>(scratch.data(), *n)).ok();
+  };
+  Message m = f.Request();
+  m.bulk[1].transfer = BulkTransfer::kCma;
+  m.bulk[1].rkey = {};
+  ASSERT_TRUE(round_trips(m));
+  auto n = Encode(m, scratch);
+  auto d = Decode(std::span<const uint8_t>(scratch.data(), *n));
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->FindBulk(BulkDirection::kIn)->transfer, BulkTransfer::kCma);
+  EXPECT_EQ(d->FindBulk(BulkDirection::kIn)->remote_addr, m.bulk[1].remote_addr);
+  Message bad = m;
+  bad.bulk[1].rkey = f.rkey;  // cma with an rkey
+  EXPECT_FALSE(round_trips(bad));
+  bad = m;
+  bad.bulk[1].remote_addr = 0;
+  EXPECT_FALSE(round_trips(bad));
+  bad = m;
+  bad.bulk[1].remote_addr = ~0ull - 3;  // range wraps
+  EXPECT_FALSE(round_trips(bad));
+
+  std::vector<uint8_t> proof(kHelloProofSize, 0x42);
+  Message hello;
+  hello.kind = Kind::kHello;
+  hello.payload = Bytes(f.payload);
+  EXPECT_TRUE(round_trips(hello));
+  hello.capability = proof;
+  EXPECT_TRUE(round_trips(hello));
+  hello.capability = std::span<const uint8_t>(proof.data(), proof.size() - 1);
+  EXPECT_FALSE(round_trips(hello));
+  Message ack;
+  ack.kind = Kind::kHelloAck;
+  ack.connection_id = 9;
+  EXPECT_TRUE(round_trips(ack));
+  const uint8_t yes = 1, two = 2;
+  ack.payload = std::span<const uint8_t>(&yes, 1);
+  EXPECT_TRUE(round_trips(ack));
+  ack.payload = std::span<const uint8_t>(&two, 1);
+  EXPECT_FALSE(round_trips(ack));
+  ack.payload = Bytes(f.payload);
+  EXPECT_FALSE(round_trips(ack));
 }
 
 TEST(WireTest, EncoderRefusesSmallBuffers) {
@@ -234,7 +285,8 @@ TEST(WireTest, AddressCarriesTheWireVersion) {
   // ...and the connecting side refuses it by name.
   Status st = CheckPeerWireVersion(d->wire_version, "peer pid 7");
   EXPECT_EQ(st.code(), Status::Code::kNotSupported);
-  EXPECT_NE(st.message().find("peer pid 7 speaks data-plane wire version 2, this side speaks version 1"),
+  EXPECT_NE(st.message().find(fmt::format("peer pid 7 speaks data-plane wire version {}, this side speaks version {}",
+                                          kVersion + 1, kVersion)),
             std::string::npos)
       << st.ToString();
   EXPECT_TRUE(CheckPeerWireVersion(kVersion, "peer pid 7").ok());

@@ -240,6 +240,21 @@ Result<std::shared_ptr<Endpoint>> WorkerImpl::Connect(std::span<const uint8_t> p
   hello.kind = wire::Kind::kHello;
   hello.request_id = conn->local_id;
   hello.payload = address_;
+  // Same-host shm peer: offer cma bulk with a proof of who we are (a token the
+  // server's listener gave this process, and where the server can read it back).
+  std::array<uint8_t, wire::kHelloProofSize> proof{};
+  if (context_.cma_enabled() && conn->info.same_host) {
+    auto token = cma::RequestToken(conn->info.peer_pid, std::chrono::milliseconds(1000));
+    if (token.ok()) {
+      conn->cma_token_copy = std::make_unique<cma::Token>(*token);
+      const auto addr = reinterpret_cast<uint64_t>(conn->cma_token_copy->data());
+      std::memcpy(proof.data(), token->data(), token->size());
+      std::memcpy(proof.data() + token->size(), &addr, sizeof(addr));
+      hello.capability = proof;
+    } else {
+      ROS2_LOG_DEBUG("transport: worker '{}': no cma with {}: {}", name_, conn->peer_name, token.status().ToString());
+    }
+  }
   Status st = SendMessage(*conn, hello, {}, nullptr);
   if (st.ok()) {
     st = RunUntil([&] { return conn->remote_id != 0 || !conn->status.ok(); }, context_.options().connect_timeout);
@@ -265,10 +280,14 @@ void WorkerImpl::HandleHello(const wire::Message& msg) {
   }
   Connection& conn = **made;
   conn.remote_id = msg.request_id;
+  if (!msg.capability.empty()) conn.cma = CheckCmaProof(conn, msg.capability);
+  if (conn.cma) conn.info.bulk_mode = BulkMode::kCma;
+  static constexpr uint8_t kCmaAccepted = 1;
   wire::Message ack;
   ack.kind = wire::Kind::kHelloAck;
   ack.connection_id = conn.remote_id;
   ack.request_id = conn.local_id;
+  if (conn.cma) ack.payload = std::span<const uint8_t>(&kCmaAccepted, 1);
   Status st = SendMessage(conn, ack, {}, nullptr);
   if (!st.ok()) FailConnection(conn.local_id, st, false);
 }
@@ -280,6 +299,51 @@ void WorkerImpl::HandleHelloAck(const wire::Message& msg) {
     return;
   }
   conn->remote_id = msg.request_id;
+  if (!msg.payload.empty() && msg.payload[0] == 1) {
+    if (conn->cma_token_copy == nullptr) {
+      ++stats_.malformed_messages;  // accepted cma we never offered: ignore it
+    } else {
+      conn->cma = true;
+      conn->info.bulk_mode = BulkMode::kCma;
+    }
+  }
+  conn->cma_token_copy.reset();
+}
+
+// The server's half of the cma handshake: the token must be one our listener
+// issued, to the pid the client's address blob names, and that process's
+// memory at the given address must hold the token (which also proves the
+// kernel lets us read it). Anything else: no cma, counted and logged.
+bool WorkerImpl::CheckCmaProof(const Connection& conn, std::span<const uint8_t> proof) {
+  if (!context_.cma_enabled() || !conn.info.same_host) return false;
+  cma::Authority& authority = context_.cma_authority();
+  if (!authority.running()) return false;
+  cma::Token token{};
+  uint64_t addr = 0;
+  std::memcpy(token.data(), proof.data(), token.size());
+  std::memcpy(&addr, proof.data() + token.size(), sizeof(addr));
+  std::string why;
+  const std::optional<int32_t> pid = authority.Redeem(token);
+  if (!pid) {
+    why = "unknown, used or expired token";
+  } else if (*pid != conn.info.peer_pid) {
+    why = fmt::format("token issued to pid {}", *pid);
+  } else {
+    cma::Token readback{};
+    Status st = cma::Copy(*pid, reinterpret_cast<std::byte*>(readback.data()), addr, readback.size(),
+                          /*to_remote=*/false);
+    if (!st.ok()) {
+      why = st.ToString();
+    } else if (readback != token) {
+      why = "the token is not at the address given";
+    } else {
+      return true;
+    }
+  }
+  ++stats_.cma_refused;
+  ROS2_LOG_WARN("transport: worker '{}': {} offered a cma proof that does not hold ({}); bulk uses active messages",
+                name_, conn.peer_name, why);
+  return false;
 }
 
 ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_length, void* data, size_t length,
@@ -629,6 +693,11 @@ Status WorkerImpl::RegisterHandler(uint16_t opcode, RequestHandler handler) {
   if (opcode > wire::kMaxUserOpcode) {
     return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
   }
+  // A serving worker: let same-host clients prove their pid for cma bulk.
+  if (context_.cma_enabled() && !context_.cma_authority().running()) {
+    Status st = context_.cma_authority().Start();
+    if (!st.ok()) ROS2_LOG_WARN("transport: no cma for same-host clients: {}", st.ToString());
+  }
   if (handlers_.size() <= opcode) handlers_.resize(opcode + 1);
   handlers_[opcode] = std::move(handler);
   return Status::Ok();
@@ -668,7 +737,9 @@ void WorkerImpl::FillEndpointInfo(Connection& conn) {
   // for 1 MiB here. So both use active-message rendezvous; see docs/transport.md.
   const std::string_view rma_tl = std::string_view(info.rma_transport).substr(0, info.rma_transport.find('/'));
   const bool verbs = rma_tl.rfind("rc", 0) == 0 || rma_tl.rfind("dc", 0) == 0;
-  info.bulk_mode = (verbs || context_.options().force_rma_bulk) ? BulkMode::kRma : BulkMode::kActiveMessage;
+  info.bulk_mode = (verbs || context_.options().force_rma_bulk) ? BulkMode::kRma
+                   : conn.cma                                   ? BulkMode::kCma
+                                                                : BulkMode::kActiveMessage;
   info.rma_any_memory = verbs || context_.options().force_rma_bulk;
 }
 

@@ -23,6 +23,7 @@
 
 #include <ucp/api/ucp.h>
 
+#include "transport/cma.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
 
@@ -44,6 +45,12 @@ struct Connection {
   EndpointInfo info;
   uint32_t outstanding = 0;  // client calls waiting for a reply
   std::string peer_name;     // "pid 123 on this host" / "remote pid 123"
+  // Bulk by cross-memory attach (BulkMode::kCma): set on the server once the
+  // client's hello proof checked out, on the client when the ack says so.
+  bool cma = false;
+  // Client side, until the hello ack: the token the server reads back from us
+  // (its address travels in the proof).
+  std::unique_ptr<std::array<uint8_t, 16>> cma_token_copy;
 };
 
 // A buffer for one outgoing message, returned to the pool when UCX is done.
@@ -212,6 +219,7 @@ class WorkerImpl final : public Worker {
   friend class EndpointImpl;
   void HandleHello(const wire::Message& msg);
   void HandleHelloAck(const wire::Message& msg);
+  bool CheckCmaProof(const Connection& conn, std::span<const uint8_t> proof);
   Result<std::shared_ptr<Connection>> CreateConnection(std::span<const uint8_t> peer_address, bool client_side);
   void FillEndpointInfo(Connection& conn);
   void CheckPeers();

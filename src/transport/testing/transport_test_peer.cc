@@ -99,8 +99,8 @@ int main(int argc, char** argv) {
   (void)worker->RegisterHandler(testing::kOpDrop, [](IncomingRequest) {});
   (void)worker->RegisterHandler(testing::kOpStats, [&worker](IncomingRequest req) {
     const WorkerStats& st = worker->stats();
-    uint64_t v[5] = {st.malformed_messages, st.peers_lost, st.bulk_rma_bytes, st.bulk_am_bytes,
-                     st.wire_version_mismatches};
+    uint64_t v[7] = {st.malformed_messages,      st.peers_lost,     st.bulk_rma_bytes, st.bulk_am_bytes,
+                     st.wire_version_mismatches, st.bulk_cma_bytes, st.cma_refused};
     req.Reply(Status::Ok(), std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v), sizeof(v)));
   });
   (void)worker->RegisterHandler(testing::kOpFail,
