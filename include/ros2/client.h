@@ -167,6 +167,13 @@ class EventQueue {
   // than `min_events` completed in time (the events that did are still returned
   // by the next Poll).
   Result<size_t> Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout);
+  // Blocks until at least one operation of this queue completes (an event is
+  // queued or a completion callback ran), nothing is in flight, or `timeout`
+  // passes, progressing this thread's worker and sleeping on its event fd
+  // meanwhile (the transport's adaptive spin-then-sleep). For callers that
+  // complete by callback, which Wait cannot count. Returns how many operations
+  // completed during the call (0 on timeout or with nothing in flight).
+  size_t WaitAny(std::chrono::microseconds timeout);
   // Operations submitted and not yet completed.
   size_t in_flight() const { return in_flight_; }
   // Completed events not yet returned by Poll/Wait.
@@ -185,6 +192,7 @@ class EventQueue {
   std::shared_ptr<ThreadIo> io_;
   std::deque<Event> ready_;
   size_t in_flight_ = 0;
+  uint64_t completions_ = 0;  // operations completed (event or callback), ever
 };
 
 struct PoolSummary {

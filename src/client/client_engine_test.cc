@@ -184,6 +184,39 @@ TEST_P(ClientEngineTest, AsyncBatchOfAThousandFromOneThread) {
   EXPECT_TRUE(back == data);
 }
 
+// WaitAny blocks until a completion callback ran (Wait only counts events),
+// which is how the fio engine sleeps on the worker instead of polling.
+TEST_P(ClientEngineTest, WaitAnyReturnsWhenACallbackRan) {
+  Object obj = Open(ObjectClass::kSX, 201);
+  auto eq = client_->CreateEventQueue();
+  ASSERT_TRUE(eq.ok());
+  EXPECT_EQ((*eq)->WaitAny(std::chrono::seconds(5)), 0u);  // nothing in flight
+  constexpr size_t kSize = 64 * 1024;
+  auto data = Pattern(kSize, 3);
+  int callbacks = 0;
+  Status first;
+  for (int i = 0; i < 4; ++i) {
+    UpdateArgs u{"k" + std::to_string(i), "a", ValueKind::kArray, 0, 1, data};
+    ASSERT_TRUE(obj.SubmitUpdate(**eq, u,
+                                 [&](const IoResult& r) {
+                                   if (callbacks++ == 0) first = r.status;
+                                 })
+                    .ok());
+  }
+  // (Submitting progresses the worker too, so a callback may already have run.)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (callbacks < 4 && std::chrono::steady_clock::now() < deadline) {
+    const int before = callbacks;
+    const size_t n = (*eq)->WaitAny(std::chrono::seconds(10));
+    EXPECT_GE(n, 1u);
+    EXPECT_EQ(static_cast<size_t>(callbacks - before), n);
+  }
+  EXPECT_EQ(callbacks, 4);
+  EXPECT_TRUE(first.ok()) << first.ToString();
+  EXPECT_EQ((*eq)->in_flight(), 0u);
+  EXPECT_EQ((*eq)->ready(), 0u);  // callbacks produce no events
+}
+
 // The engine verifies the client's checksums before it stores: an update whose
 // checksums do not match its data is refused and nothing is stored.
 TEST_P(ClientEngineTest, EngineRefusesAnUpdateWhoseChecksumsDoNotMatch) {

@@ -193,6 +193,7 @@ TEST(ClientEventQueueTest, EmptyQueuePollsAndWaitsWithoutBlocking) {
   auto n = (*eq)->Wait(events, 1, std::chrono::seconds(5));  // nothing in flight: nothing to wait for
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(*n, 0u);
+  EXPECT_EQ((*eq)->WaitAny(std::chrono::seconds(5)), 0u);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   EXPECT_EQ((*eq)->in_flight(), 0u);
   EXPECT_NE((*c)->DescribeTransport().find("tcp"), std::string::npos) << (*c)->DescribeTransport();

@@ -23,6 +23,7 @@ EventQueue::~EventQueue() {
 
 void EventQueue::Complete(uint64_t user_data, IoCallback& callback, const IoResult& result) {
   --in_flight_;
+  ++completions_;
   if (callback) {
     callback(result);
   } else {
@@ -58,6 +59,17 @@ Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::ch
     }
   }
   return Poll(out);
+}
+
+size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
+  const uint64_t before = completions_;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (completions_ == before && in_flight_ > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= end) break;
+    io_->worker().Wait(std::chrono::duration_cast<std::chrono::microseconds>(end - now));
+  }
+  return static_cast<size_t>(completions_ - before);
 }
 
 }  // namespace ros2::client

@@ -3,7 +3,6 @@
 #include "fio/fio_dfs_bridge.h"
 
 #include <fcntl.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -210,21 +209,9 @@ Result<std::pair<std::string, std::string>> ParentAndName(std::string_view path)
   return std::make_pair(slash == 0 ? std::string("/") : abs.substr(0, slash), std::move(name));
 }
 
-// Backoff of ros2_fio_reap while nothing completes: poll and yield for the
-// spin budget (a shm round trip is a few microseconds), then sleep in growing
-// steps up to kMaxSleep so an idle job leaves the CPU to the engine. The
-// budget is $ROS2_FIO_SPIN_US (default 50, as libros2's own spin budget): on
-// 2 shared vCPUs, 4 KiB randread with 4 jobs ran at 10.3K IOPS spinning 2 ms,
-// 16-18K spinning 20-200 us.
-constexpr auto kMaxSleep = std::chrono::microseconds(200);
-
-std::chrono::microseconds SpinBudget() {
-  static const std::chrono::microseconds budget = [] {
-    const char* env = std::getenv("ROS2_FIO_SPIN_US");
-    return std::chrono::microseconds(env != nullptr ? std::strtoll(env, nullptr, 10) : 50);
-  }();
-  return budget;
-}
+// How long ros2_fio_reap blocks in one EventQueue::WaitAny before it looks at
+// its deadline again (fio's getevents without a timeout waits indefinitely).
+constexpr auto kReapSlice = std::chrono::milliseconds(100);
 
 void CompleteInto(ros2_fio_queue* q, void* tag, void* buffer, uint64_t length, bool write,
                   const ros2::client::IoResult& r) {
@@ -400,19 +387,18 @@ int ros2_fio_reap(ros2_fio_queue* q, unsigned min, unsigned max, const timespec*
     const auto deadline =
         bounded ? start + std::chrono::seconds(timeout->tv_sec) + std::chrono::nanoseconds(timeout->tv_nsec) : start;
     if (min > max) min = max;
-    auto sleep = std::chrono::microseconds(2);
     while (true) {
       (void)q->eq->Poll({});  // runs the callbacks of what completed
       if (q->done.size() >= min || (q->in_flight == 0 && !q->done.empty())) break;
       if (q->in_flight == 0) break;  // nothing can complete any more
       const auto now = Clock::now();
       if (bounded && now >= deadline) break;
-      if (now - start < SpinBudget()) {
-        sched_yield();
-      } else {
-        std::this_thread::sleep_for(sleep);
-        sleep = std::min(sleep * 2, kMaxSleep);
-      }
+      // Progress and sleep on the worker (spin briefly, then its event fd)
+      // until a completion callback runs: no sleep longer than needed, no
+      // yield loop holding a vCPU the engine needs.
+      auto slice = std::chrono::duration_cast<std::chrono::microseconds>(kReapSlice);
+      if (bounded) slice = std::min(slice, std::chrono::duration_cast<std::chrono::microseconds>(deadline - now));
+      (void)q->eq->WaitAny(slice);
     }
     return 0;
   });

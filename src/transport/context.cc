@@ -160,9 +160,6 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
   // our own cross-memory attach instead (cma.h). Same environment route as above.
   setenv("UCX_POSIX_ERROR_HANDLING", "y", /*overwrite=*/0);
   setenv("UCX_SYSV_ERROR_HANDLING", "y", /*overwrite=*/0);
-  // These are process-wide, so a shm-only context sees the tcp settings a tcp
-  // context of the same process asked for; UCX would warn about them as unused.
-  setenv("UCX_WARN_UNUSED_ENV_VARS", "n", /*overwrite=*/0);
 
   std::unique_ptr<Context> ctx(new Context());
   ctx->options_ = options;
