@@ -93,7 +93,30 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
     return Status::PermissionDenied(
         fmt::format("engine target {}: {} needs a container capability, got a pool capability", index_, op));
   }
-  return ShardFor(header.pool, header.container);
+  auto shard = ShardFor(header.pool, header.container);
+  if (shard.ok() && (rights & control::kRightWrite) != 0) {
+    (*shard)->aggregate_pending = true;  // MaybeAggregate reclaims what this replaces
+    (*shard)->last_write = std::chrono::steady_clock::now();
+  }
+  return shard;
+}
+
+void Target::SubmitUpdateWithRetry(const Uuid& pool, const Uuid& container, vos::UpdateOp* op,
+                                   std::function<void(Status)> done, bool retried) {
+  auto shard = ShardFor(pool, container);
+  if (!shard.ok()) return done(shard.status());
+  (*shard)->vos->SubmitUpdate(*op, [this, pool, container, op, done = std::move(done), retried](Status st) mutable {
+    if (st.code() != Status::Code::kNoSpace || retried) return done(st);
+    // Out of space: overwritten or punched versions may hold it. Aggregate the
+    // shard (after this VOS callback returns) and try once more if that freed
+    // anything.
+    deferred_.push_back([this, pool, container, op, done = std::move(done), st]() mutable {
+      auto again = ShardFor(pool, container);
+      if (!again.ok()) return done(st);
+      if (AggregateShard(**again, "out of space") == 0) return done(st);
+      SubmitUpdateWithRetry(pool, container, op, std::move(done), /*retried=*/true);
+    });
+  });
 }
 
 void Target::HandlePing(IncomingRequest req) {
@@ -139,15 +162,14 @@ void Target::HandleUpdate(IncomingRequest req) {
   op.record_size = m->record_size;
   op.data = state->buffer.span();
   op.csum = ToVos(m->csum);
-  vos::Vos* vos = (*shard)->vos.get();
   const uint8_t condition = m->header.flags & obj::kUpdateFlags;
 
-  auto submit = [this, state, vos, condition, header = m->header](const Status& pulled) {
+  auto submit = [this, state, condition, header = m->header](const Status& pulled) {
     if (!pulled.ok()) {
       return Finish(state->ticket, pulled.WithContext(fmt::format("engine target {}: pulling update data", index_)));
     }
     if (condition == 0) {
-      vos->SubmitUpdate(state->op, [this, state](Status st) {
+      SubmitUpdateWithRetry(header.pool, header.container, &state->op, [this, state](Status st) {
         usage_dirty_ = true;
         const Epoch epoch = state->op.epoch;
         state->buffer = PooledBuffer();  // back to the pool before the reply
@@ -172,7 +194,7 @@ void Target::HandleUpdate(IncomingRequest req) {
         return conditional_gate_.Release(*key);
       }
       if (header.epoch == 0) state->op.epoch = env_->clock->Now();  // stamped after the wait: later than the holder's
-      (*shard)->vos->SubmitUpdate(state->op, [this, state, key](Status st) {
+      SubmitUpdateWithRetry(header.pool, header.container, &state->op, [this, state, key](Status st) {
         usage_dirty_ = true;
         const Epoch epoch = state->op.epoch;
         state->buffer = PooledBuffer();

@@ -169,6 +169,7 @@ void Target::Loop() {
   for (;;) {
     int events = worker_->Progress();
     events += ProgressShards();
+    events += RunDeferred();
     events += DrainMailbox();
     const auto now = std::chrono::steady_clock::now();
     if (stop_requested_.load(std::memory_order_acquire) && !stopping_) {
@@ -191,6 +192,7 @@ void Target::Loop() {
       }
     }
     if (usage_dirty_ && now - usage_refreshed_ > std::chrono::seconds(1)) RefreshUsage();
+    if (!stopping_ && now >= next_aggregate_check_) MaybeAggregate(now);
     if (events > 0) {
       last_event = now;
       continue;
@@ -219,6 +221,46 @@ void Target::Sleep() {
   const timespec timeout{static_cast<time_t>(wait.count() / 1000000), static_cast<long>(wait.count() % 1000000) * 1000};
   epoll_event events[8];
   ::epoll_pwait2(epoll_fd_, events, 8, &timeout, nullptr);
+}
+
+int Target::RunDeferred() {
+  if (deferred_.empty()) return 0;
+  std::vector<std::function<void()>> run;
+  run.swap(deferred_);
+  for (auto& fn : run) fn();
+  return static_cast<int>(run.size());
+}
+
+uint64_t Target::AggregateShard(Shard& shard, std::string_view why) {
+  const auto start = std::chrono::steady_clock::now();
+  shard.aggregate_pending = false;
+  shard.last_aggregate = start;
+  auto stats = shard.vos->Aggregate();
+  if (!stats.ok()) {
+    ROS2_LOG_WARN("engine target {}: aggregating shard {} ({}): {}", index_, shard.path, why,
+                  stats.status().ToString());
+    return 0;
+  }
+  if (stats->versions_removed > 0) {
+    usage_dirty_ = true;
+    ROS2_LOG_DEBUG(
+        "engine target {}: aggregated shard {} ({}): {} versions, {} bytes freed in {} us", index_, shard.path, why,
+        stats->versions_removed, stats->bytes_freed,
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
+  }
+  return stats->bytes_freed;
+}
+
+void Target::MaybeAggregate(std::chrono::steady_clock::time_point now) {
+  next_aggregate_check_ = now + std::chrono::seconds(1);
+  for (auto& [key, shard] : shards_) {
+    if (!shard->aggregate_pending || now - shard->last_aggregate < kAggregateInterval) continue;
+    const bool quiet = now - shard->last_write >= kAggregateQuiet;
+    const vos::SpaceInfo space = shard->vos->Space();
+    const bool pressed =
+        space.data_total > 0 && static_cast<double>(space.data_used) >= kAggregatePressure * space.data_total;
+    if (quiet || pressed) AggregateShard(*shard, quiet ? "quiet" : "space pressure");
+  }
 }
 
 void Target::RefreshUsage() {

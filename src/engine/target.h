@@ -104,6 +104,11 @@ class Target {
     Uuid container;
     std::string path;
     std::unique_ptr<vos::Vos> vos;
+    // Background aggregation (MaybeAggregate): writes or punches since the
+    // last pass, and when the last of each happened.
+    bool aggregate_pending = false;
+    std::chrono::steady_clock::time_point last_write{};
+    std::chrono::steady_clock::time_point last_aggregate{};
   };
   using ShardKey = std::pair<Uuid, Uuid>;
 
@@ -117,6 +122,19 @@ class Target {
   void RefreshUsage();
   void FinishShutdown();
   void RetireShards(const std::function<bool(const Shard&)>& match);
+  // Reclaims the space of overwritten and punched versions (Vos::Aggregate) of
+  // shards written since their last pass: once a shard has been quiet for
+  // kAggregateQuiet, or at most every kAggregateInterval while its extent store
+  // is kAggregatePressure full. Runs on this thread, between requests.
+  void MaybeAggregate(std::chrono::steady_clock::time_point now);
+  // One aggregation pass of `shard`; returns the bytes it freed.
+  uint64_t AggregateShard(Shard& shard, std::string_view why);
+  // Closures run on this thread after the current progress round (work that
+  // must not run inside a VOS callback, e.g. aggregation before a retry).
+  int RunDeferred();
+  static constexpr std::chrono::seconds kAggregateQuiet{2};
+  static constexpr std::chrono::seconds kAggregateInterval{5};
+  static constexpr double kAggregatePressure = 0.75;
 
   // --- request handling (object_handlers.cc) ---
   void RegisterHandlers();
@@ -129,6 +147,11 @@ class Target {
   // Shutdown, target, capability and shard checks shared by every handler.
   Result<Shard*> Admit(const transport::IncomingRequest& req, const obj::RequestHeader& header, control::Rights rights);
   Result<Shard*> ShardFor(const Uuid& pool, const Uuid& container);
+  // Vos::SubmitUpdate on the container's shard; a NoSpace answer gets one more
+  // try after an aggregation pass of the shard freed space (deferred: never
+  // inside a VOS callback). `op` must live until `done` runs.
+  void SubmitUpdateWithRetry(const Uuid& pool, const Uuid& container, vos::UpdateOp* op,
+                             std::function<void(Status)> done, bool retried = false);
   // Tracks a request whose reply comes later; Finish() replies and forgets it.
   uint64_t Track(const transport::IncomingRequest& req);
   void Finish(uint64_t ticket, const Status& status, std::span<const uint8_t> payload = {});
@@ -147,8 +170,10 @@ class Target {
   std::chrono::steady_clock::time_point stop_deadline_;
   uint64_t destroyed_seen_ = 0;  // env_->destroyed_version already applied to shards_
   bool usage_dirty_ = false;
+  std::chrono::steady_clock::time_point next_aggregate_check_{};
+  std::vector<std::function<void()>> deferred_;
   DkeyGate conditional_gate_;  // conditional operations, serialised per dkey (dkey_gate.h)
-  bool pinned_ = false;  // the thread has one CPU: spin without yielding (re-read every 4096 idle loops)
+  bool pinned_ = false;        // the thread has one CPU: spin without yielding (re-read every 4096 idle loops)
   uint32_t loops_since_affinity_check_ = 0;
   std::chrono::steady_clock::time_point usage_refreshed_;
 

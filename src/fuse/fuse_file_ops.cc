@@ -1,10 +1,11 @@
-// Files: open, create, read, write, release, fsync.
+// Files: open, create, read, write, release, fsync, fallocate.
 #include <fcntl.h>
 #include <linux/fuse.h>
 #include <sys/uio.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <limits>
 #include <memory>
 
 #include "fuse/fuse_filesystem.h"
@@ -106,6 +107,39 @@ void FuseFilesystem::FSync(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {
   if (!entry) return;
   Status s = fs_.Sync(*entry);
   if (!s.ok()) return ReplyError(req, s, "fsync");
+  fuse_reply_err(req, 0);
+}
+
+// fallocate(2), as DAOS's dfuse does it: mode 0 grows the file to
+// offset + length when that is larger (a sparse extension: extents are only
+// allocated when written), after checking that the pool has that much space
+// free (ENOSPC otherwise); FALLOC_FL_KEEP_SIZE alone only checks the space.
+// Nothing is reserved, so a later write can still meet a full pool written
+// meanwhile by others. Punching holes and the other modes are EOPNOTSUPP.
+// Growing the size first matters for direct I/O: the kernel runs extending
+// direct writes to a FUSE file one at a time, and fio preallocates its files
+// with fallocate before writing them.
+void FuseFilesystem::Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length) {
+  if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE) return (void)fuse_reply_err(req, EOPNOTSUPP);
+  if (offset < 0 || length <= 0) return (void)fuse_reply_err(req, EINVAL);
+  const uint64_t end = static_cast<uint64_t>(offset) + static_cast<uint64_t>(length);
+  if (end < static_cast<uint64_t>(offset) || end > static_cast<uint64_t>(std::numeric_limits<off_t>::max()))
+    return (void)fuse_reply_err(req, EFBIG);
+  auto entry = EntryOrReply(req, ino);
+  if (!entry) return;
+  auto attr = fs_.Stat(*entry);
+  if (!attr.ok()) return ReplyError(req, attr.status(), "fallocate");
+  if (!S_ISREG(attr->mode)) return (void)fuse_reply_err(req, S_ISDIR(attr->mode) ? EISDIR : ENODEV);
+  const uint64_t growth = end > attr->size ? end - attr->size : 0;
+  if (growth > 0) {
+    auto totals = fs_.Statfs();
+    if (!totals.ok()) return ReplyError(req, totals.status(), "fallocate");
+    if (growth > totals->blocks_free * totals->block_size) return (void)fuse_reply_err(req, ENOSPC);
+  }
+  if (mode == 0 && growth > 0) {
+    Status s = fs_.Truncate(*entry, end);
+    if (!s.ok()) return ReplyError(req, s, "fallocate");
+  }
   fuse_reply_err(req, 0);
 }
 

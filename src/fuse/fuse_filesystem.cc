@@ -60,6 +60,9 @@ struct OpTable {
   static void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
   static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Self(req).Release(req, fi); }
   static void FSync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) { Self(req).FSync(req, ino, fi); }
+  static void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info*) {
+    Self(req).Fallocate(req, ino, mode, offset, length);
+  }
   static void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Self(req).OpenDir(req, ino, fi); }
   static void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi) {
     Self(req).ReadDir(req, ino, size, off, fi, /*plus=*/false);
@@ -97,6 +100,7 @@ struct OpTable {
     ops.flush = Flush;
     ops.release = Release;
     ops.fsync = FSync;
+    ops.fallocate = Fallocate;
     ops.opendir = OpenDir;
     ops.readdir = ReadDir;
     ops.readdirplus = ReadDirPlus;

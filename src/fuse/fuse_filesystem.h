@@ -69,6 +69,7 @@ class FuseFilesystem {
   void Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi);
   void Release(fuse_req_t req, fuse_file_info* fi);
   void FSync(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length);
 
   // --- directories (fuse_dir_ops.cc) ---
   void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);

@@ -479,6 +479,30 @@ TEST_F(FuseMountTest, PosixErrorsAndMetadataThroughTheMount) {
   EXPECT_EQ(back.substr(0, 4000), std::string(4000, 'a'));
   EXPECT_EQ(back.substr(4000), std::string(16000, '\0'));
 
+  // fallocate: mode 0 grows the size (what fio does before writing a new
+  // file), KEEP_SIZE leaves it, a hole punch is not supported, more than the
+  // pool holds is ENOSPC; the file keeps its data.
+  {
+    const int fd = ::open(D("t").c_str(), O_RDWR);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fallocate(fd, 0, 16384, 65536), 0) << strerror(errno);
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_size, 16384 + 65536);
+    ASSERT_EQ(::fallocate(fd, 0, 0, 4096), 0) << strerror(errno);  // inside: no change
+    ASSERT_EQ(::fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, 1 << 20), 0) << strerror(errno);
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_size, 16384 + 65536);
+    EXPECT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), -1);
+    EXPECT_EQ(errno, EOPNOTSUPP);
+    EXPECT_EQ(::fallocate(fd, 0, 0, off_t{1} << 50), -1);
+    EXPECT_EQ(errno, ENOSPC);
+    ::close(fd);
+    std::string grown = ReadWholeFile(D("t"));
+    ASSERT_EQ(grown.size(), 16384u + 65536u);
+    EXPECT_EQ(grown.substr(0, 4000), std::string(4000, 'a'));
+    EXPECT_EQ(grown.substr(4000), std::string(grown.size() - 4000, '\0'));
+  }
+
   // Another user (through the --allow-other mount): the kernel checks mode
   // bits (default_permissions), and what that user creates is theirs.
   ASSERT_EQ(::chmod(cluster_->dir().c_str(), 0711), 0);  // let that user reach the mount point

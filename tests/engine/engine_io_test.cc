@@ -223,6 +223,35 @@ TEST(EngineIo, TwoEnginesServeOnePool) {
   EXPECT_EQ(*rc, 0) << (*e1)->LogTail();
 }
 
+// A shard's extent store holds 16 MiB here. Writing 10 MiB and then
+// overwriting it needs 20 MiB unless the overwritten versions are reclaimed:
+// the target aggregates the shard when an update runs out of space and retries
+// it, so every overwrite succeeds and reads back the new bytes.
+TEST(EngineIo, OverwritesReclaimSpaceInsteadOfFailingWithNoSpace) {
+  EngineCluster c;
+  ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .storage_class = "nvme"}));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{1} << 30));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "c", TransportKind::kTcp);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kS1, 11, 1);
+  constexpr uint64_t kMiB = 1 << 20;
+  for (int round = 0; round < 3; ++round) {
+    for (uint64_t i = 0; i < 10; ++i) {
+      auto r = (*s)->UpdateArray(oid, "d", "a", i * kMiB, Pattern(kMiB, static_cast<uint32_t>(round * 100 + i)));
+      ASSERT_TRUE(r.ok()) << "round " << round << " MiB " << i << ": " << r.status().ToString();
+    }
+  }
+  for (uint64_t i = 0; i < 10; ++i) {
+    auto f = (*s)->FetchArray(oid, "d", "a", i * kMiB, kMiB);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->data, Pattern(kMiB, static_cast<uint32_t>(200 + i))) << "MiB " << i;
+  }
+  auto rc = c.engine->Terminate();
+  ASSERT_TRUE(rc.ok());
+  EXPECT_EQ(*rc, 0) << c.engine->LogTail();
+}
+
 TEST(EngineIo, RestartKeepsEveryAcknowledgedWrite) {
   EngineCluster c;
   EngineOptions options{.transport = "tcp", .storage_class = "nvme"};
