@@ -15,6 +15,12 @@ endif()
 # Builds one GoogleTest binary and registers its tests with ctest under the given
 # labels (the component names: common, vos, transport, engine, dfs, fuse, agent).
 # Every test also gets the label "unit" or "integration" from the caller.
+# Binaries of "unit" tests are also dependencies of the target ros2_unit_tests,
+# so a build for `ctest -L unit` alone (the sanitizer stage of .ci/run) can
+# skip everything else.
+if(ROS2_BUILD_TESTS AND NOT TARGET ros2_unit_tests)
+  add_custom_target(ros2_unit_tests)
+endif()
 function(ros2_add_test)
   cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
   if(NOT ROS2_BUILD_TESTS)
@@ -48,4 +54,7 @@ function(ros2_add_test)
     "  endforeach()\n"
     "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${props_file}")
+  if("unit" IN_LIST T_LABELS)
+    add_dependencies(ros2_unit_tests ${T_NAME})
+  endif()
 endfunction()
