@@ -197,8 +197,10 @@ void Target::Loop() {
       last_event = now;
       continue;
     }
-    if (now - last_event < env_->spin || !worker_->PrepareSleep()) {
-      // Spinning (or not allowed to sleep: sends in flight, see
+    const auto quiet = now - last_event;
+    const bool armed = quiet >= env_->spin && worker_->PrepareSleep();
+    if (!armed && quiet < kBusyArmLimit) {
+      // Spinning (or not allowed to sleep yet: UCX has work pending, see
       // Worker::PrepareSleep). Unless this thread has a CPU of its own, let
       // the threads we wait for run: on 2 vCPUs the clients and the other
       // target share our core, and a spin without yielding holds it for a
@@ -207,9 +209,27 @@ void Target::Loop() {
       if (++loops_since_affinity_check_ % 4096 == 0) pinned_ = transport::CurrentThreadPinnedToOneCpu();
       continue;
     }
+    if (!armed) {
+      // UCX keeps refusing to arm and nothing has happened for a while: what
+      // is pending waits on a peer, not on us (e.g. keepalives queued for the
+      // shm FIFO of an idle ros2-fuse daemon whose threads sit in read(2) on
+      // /dev/fuse). Spinning here burnt a whole vCPU per target for as long
+      // as such a client stayed idle; nap instead, longer the longer it lasts.
+      NapWhileBusy(quiet);
+      continue;
+    }
     Sleep();
     last_event = std::chrono::steady_clock::now();
   }
+}
+
+void Target::NapWhileBusy(std::chrono::steady_clock::duration quiet) {
+  const auto nap = quiet < std::chrono::milliseconds(20)    ? std::chrono::microseconds(100)
+                   : quiet < std::chrono::milliseconds(200) ? std::chrono::microseconds(1000)
+                                                            : std::chrono::microseconds(10000);
+  const timespec timeout{0, static_cast<long>(nap.count()) * 1000};
+  epoll_event events[8];
+  ::epoll_pwait2(epoll_fd_, events, 8, &timeout, nullptr);  // wakes early for a request or a mailbox message
 }
 
 void Target::Sleep() {

@@ -117,6 +117,11 @@ class Target {
   int DrainMailbox();
   int ProgressShards();
   void Sleep();
+  // Sleep for a target whose worker will not arm (see Loop): 0.1-10 ms,
+  // growing with `quiet`, the time since the last event.
+  void NapWhileBusy(std::chrono::steady_clock::duration quiet);
+  // How long the loop spins while the worker refuses to arm before napping.
+  static constexpr std::chrono::milliseconds kBusyArmLimit{2};
   void AddToEpoll(int fd);
   void RemoveFromEpoll(int fd);
   void RefreshUsage();
