@@ -3,12 +3,13 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <optional>
 #include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "common/mountinfo.h"
 
 namespace ros2::bench {
 
@@ -69,18 +70,8 @@ Result<std::string> LocalCluster::Ctl(const std::vector<std::string>& args) cons
 }
 
 bool IsFuseMountpoint(const std::string& path) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    // "36 35 98:0 /mnt1 /mnt/point rw,noatime master:1 - fuse.ros2 ros2 rw"
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, mountpoint;
-    fields >> id >> parent >> dev >> root >> mountpoint;
-    if (mountpoint != path) continue;
-    const size_t sep = line.find(" - ");
-    if (sep != std::string::npos && line.compare(sep + 3, 4, "fuse") == 0) return true;
-  }
-  return false;
+  const std::optional<std::string> type = MountedFsType(path);
+  return type && type->rfind("fuse", 0) == 0;
 }
 
 Result<std::unique_ptr<FuseMount>> FuseMount::Start(const std::string& binary, const std::string& data_dir,
@@ -103,12 +94,11 @@ Result<std::unique_ptr<FuseMount>> FuseMount::Start(const std::string& binary, c
     auto exited = child.Wait(std::chrono::milliseconds(50));
     if (exited.ok()) {
       auto err = ReadWholeFile(so.stderr_path);
-      return Status::Internal(fmt::format("bench: {} exited {} before mounting: {}", fmt::join(so.argv, " "),
-                                          *exited, err.ok() ? *err : std::string()));
+      return Status::Internal(fmt::format("bench: {} exited {} before mounting: {}", fmt::join(so.argv, " "), *exited,
+                                          err.ok() ? *err : std::string()));
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      return Status::TimedOut(
-          fmt::format("bench: {} did not mount {} within {:.0f}s", binary, mountpoint, timeout_s));
+      return Status::TimedOut(fmt::format("bench: {} did not mount {} within {:.0f}s", binary, mountpoint, timeout_s));
     }
   }
   return std::unique_ptr<FuseMount>(new FuseMount(std::move(child), mountpoint));

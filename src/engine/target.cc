@@ -227,15 +227,17 @@ void Target::NapWhileBusy(std::chrono::steady_clock::duration quiet) {
   const auto nap = quiet < std::chrono::milliseconds(20)    ? std::chrono::microseconds(100)
                    : quiet < std::chrono::milliseconds(200) ? std::chrono::microseconds(1000)
                                                             : std::chrono::microseconds(10000);
-  const timespec timeout{0, static_cast<long>(nap.count()) * 1000};
-  epoll_event events[8];
-  ::epoll_pwait2(epoll_fd_, events, 8, &timeout, nullptr);  // wakes early for a request or a mailbox message
+  WaitForEvents(nap);  // wakes early for a request or a mailbox message
 }
 
 void Target::Sleep() {
   auto wait = worker_->NextDeadline(std::chrono::milliseconds(100));
   if (stopping_) wait = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(10));
   if (usage_dirty_) wait = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(1000));
+  WaitForEvents(wait);
+}
+
+void Target::WaitForEvents(std::chrono::microseconds wait) {
   // Microsecond timeouts: the worker asks for short naps while transfers are in
   // flight (Worker::NextDeadline), which a millisecond epoll_wait would round up.
   const timespec timeout{static_cast<time_t>(wait.count() / 1000000), static_cast<long>(wait.count() % 1000000) * 1000};

@@ -117,6 +117,8 @@ class Target {
   int DrainMailbox();
   int ProgressShards();
   void Sleep();
+  // epoll_pwait2 on the worker, VOS and mailbox fds for at most `wait`.
+  void WaitForEvents(std::chrono::microseconds wait);
   // Sleep for a target whose worker will not arm (see Loop): 0.1-10 ms,
   // growing with `quiet`, the time since the last event.
   void NapWhileBusy(std::chrono::steady_clock::duration quiet);

@@ -18,9 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +26,7 @@
 #include <gtest/gtest.h>
 
 #include "client/testing/test_cluster.h"
+#include "common/mountinfo.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -88,15 +87,7 @@ CommandResult Sh(const std::string& script, const std::string& scratch,
 }
 
 bool IsMounted(const std::string& path) {
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream fields(line);
-    std::string id, parent, dev, root, mount_point;
-    fields >> id >> parent >> dev >> root >> mount_point;
-    if (mount_point == path) return true;
-  }
-  return false;
+  return MountedFsType(path).has_value();
 }
 
 // One ros2-fuse process serving a mount point.

@@ -61,6 +61,9 @@ Status Authority::Start() {
   if (started_) return start_status_;  // one attempt per process
   started_ = true;
   start_status_ = Listen();
+  if (!start_status_.ok()) {
+    ROS2_LOG_WARN("transport: no cma for same-host clients ({}); they use active messages", start_status_.ToString());
+  }
   return start_status_;
 }
 

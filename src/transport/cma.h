@@ -44,8 +44,9 @@ class Authority {
   Authority(const Authority&) = delete;
   Authority& operator=(const Authority&) = delete;
 
-  // Binds and starts serving; idempotent. Fails (and the process serves
-  // without cma) when the name is taken or sockets are unavailable.
+  // Binds and starts serving. One attempt per process: later calls return its
+  // result. Fails (logged once; the process then serves without cma) when the
+  // name is taken or sockets are unavailable.
   Status Start();
   bool running() const { return running_.load(std::memory_order_acquire); }
 

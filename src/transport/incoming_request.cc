@@ -136,8 +136,9 @@ Status CmaTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, ui
       return Status::Disconnected(fmt::format("transport: {} exited before its bulk moved", conn->peer_name));
   }
   Status st = cma::Copy(conn->info.peer_pid, local, d.remote_addr, len, to_client);
-  if (st.ok()) s->worker->mutable_stats().bulk_cma_bytes += len;
-  return st.WithContext(fmt::format("request {:#x}", s->msg.request_id));
+  if (!st.ok()) return st.WithContext(fmt::format("request {:#x}", s->msg.request_id));
+  s->worker->mutable_stats().bulk_cma_bytes += len;
+  return st;
 }
 
 Status StartRma(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool is_put, Completion done) {

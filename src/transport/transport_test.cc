@@ -45,6 +45,21 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
   }
   bool IsShm() const { return GetParam() == "shm"; }
 
+  // A second client (its own context, worker and endpoint to the peer) with
+  // other options; members are destroyed endpoint first.
+  struct Client {
+    std::unique_ptr<Context> ctx;
+    std::unique_ptr<Worker> worker;
+    std::shared_ptr<Endpoint> ep;
+  };
+  Client ConnectWith(const TransportOptions& options, std::string_view name) {
+    Client c;
+    c.ctx = Context::Create(options).value();
+    c.worker = c.ctx->CreateWorker(name).value();
+    c.ep = c.worker->Connect(peer_.address()).value();
+    return c;
+  }
+
   testing::PeerProcess peer_;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Worker> worker_;
@@ -179,9 +194,9 @@ TEST_P(TransportTest, BulkIsByteExactInBothDirections) {
 TEST_P(TransportTest, ActiveMessagePathWithoutCma) {
   TransportOptions o = ctx_->options();
   o.same_host_cma = false;
-  auto ctx = Context::Create(o).value();
-  auto worker = ctx->CreateWorker("am-client").value();
-  auto ep = worker->Connect(peer_.address()).value();
+  Client client = ConnectWith(o, "am-client");
+  Context* ctx = client.ctx.get();
+  Endpoint* ep = client.ep.get();
   EXPECT_EQ(ep->info().bulk_mode, BulkMode::kActiveMessage);
   const PeerStats before = GetPeerStats(*ep);
   EchoAllSizes(*ctx, *ep, /*arena=*/false);
@@ -189,8 +204,6 @@ TEST_P(TransportTest, ActiveMessagePathWithoutCma) {
   const uint64_t large = (1u << 20) + (64u << 20) + o.inline_limit + 1;
   EXPECT_EQ(after.am_bytes - before.am_bytes, 2 * large);
   EXPECT_EQ(after.cma_bytes, before.cma_bytes);
-  ep.reset();
-  worker.reset();
 }
 
 // A client that names cma buffers on a connection that never proved its pid is
@@ -200,9 +213,8 @@ TEST_P(TransportTest, UnprovenCmaDescriptorsAreRefused) {
   TransportOptions o = ctx_->options();
   o.same_host_cma = false;
   o.inject_unproven_cma = true;
-  auto ctx = Context::Create(o).value();
-  auto worker = ctx->CreateWorker("liar").value();
-  auto ep = worker->Connect(peer_.address()).value();
+  Client client = ConnectWith(o, "liar");
+  Endpoint* ep = client.ep.get();
   ASSERT_NE(ep->info().bulk_mode, BulkMode::kCma);
   const PeerStats before = GetPeerStats(*ep);
   std::vector<std::byte> out(1 << 20, std::byte{9}), in(1 << 20);
@@ -219,8 +231,6 @@ TEST_P(TransportTest, UnprovenCmaDescriptorsAreRefused) {
   EXPECT_TRUE(std::all_of(in.begin(), in.end(), [](std::byte b) { return b == std::byte{0}; }));
   auto still = ep->CallSync(testing::kOpEcho, Bytes("still here"));
   EXPECT_TRUE(still.ok()) << still.status().ToString();
-  ep.reset();
-  worker.reset();
 }
 
 // With force_rma_bulk, large bulk moves by the server's RMA (GET for pulls,
@@ -231,9 +241,9 @@ TEST_P(TransportTest, RmaPathIsByteExact) {
   TransportOptions o = ctx_->options();
   o.force_rma_bulk = true;
   o.bulk_chunk_size = 256 * 1024;  // several chunks in flight for the 1 MiB case
-  auto ctx = Context::Create(o).value();
-  auto worker = ctx->CreateWorker("rma-client").value();
-  auto ep = worker->Connect(peer_.address()).value();
+  Client client = ConnectWith(o, "rma-client");
+  Context* ctx = client.ctx.get();
+  Endpoint* ep = client.ep.get();
   EXPECT_EQ(ep->info().bulk_mode, BulkMode::kRma);
   const PeerStats before = GetPeerStats(*ep);
   EchoAllSizes(*ctx, *ep, /*arena=*/true);
@@ -243,8 +253,6 @@ TEST_P(TransportTest, RmaPathIsByteExact) {
   EXPECT_EQ(after.rma_bytes - before.rma_bytes, 2 * large);
   EXPECT_EQ(after.am_bytes, before.am_bytes);
   EXPECT_GE(ctx->registration_stats().misses, 1u);  // heap buffers went through the cache
-  ep.reset();
-  worker.reset();
 }
 
 TEST_P(TransportTest, ThousandOutstandingRequests) {

@@ -49,7 +49,8 @@ Status CheckSemantics(const Message& m) {
   } else if (!request && !m.capability.empty()) {
     return Bad("capability outside a request or hello");
   }
-  if (m.kind == Kind::kHelloAck && (m.payload.size() > 1 || (m.payload.size() == 1 && m.payload[0] > 1)))
+  if (m.kind == Kind::kHelloAck &&
+      (m.payload.size() > 1 || (m.payload.size() == 1 && m.payload[0] != kHelloAckCmaAccepted)))
     return Bad("hello ack payload is not empty or one flag byte");
   if (m.status_message.size() > kMaxStatusMessage)
     return Bad(fmt::format("status message length {} > {}", m.status_message.size(), kMaxStatusMessage));

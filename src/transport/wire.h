@@ -67,6 +67,7 @@ enum class BulkTransfer : uint8_t {
 // u64 address (in the client) of a copy of the token the server reads back.
 // The hello ack's payload is empty or one byte: 1 = cma accepted.
 inline constexpr size_t kHelloProofSize = 24;
+inline constexpr uint8_t kHelloAckCmaAccepted = 1;
 
 struct BulkDescriptor {
   BulkDirection direction = BulkDirection::kOut;

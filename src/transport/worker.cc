@@ -242,6 +242,7 @@ Result<std::shared_ptr<Endpoint>> WorkerImpl::Connect(std::span<const uint8_t> p
   hello.payload = address_;
   // Same-host shm peer: offer cma bulk with a proof of who we are (a token the
   // server's listener gave this process, and where the server can read it back).
+  static_assert(wire::kHelloProofSize == cma::kTokenSize + sizeof(uint64_t));
   std::array<uint8_t, wire::kHelloProofSize> proof{};
   if (context_.cma_enabled() && conn->info.same_host) {
     auto token = cma::RequestToken(conn->info.peer_pid, std::chrono::milliseconds(1000));
@@ -280,14 +281,15 @@ void WorkerImpl::HandleHello(const wire::Message& msg) {
   }
   Connection& conn = **made;
   conn.remote_id = msg.request_id;
-  if (!msg.capability.empty()) conn.cma = CheckCmaProof(conn, msg.capability);
-  if (conn.cma) conn.info.bulk_mode = BulkMode::kCma;
-  static constexpr uint8_t kCmaAccepted = 1;
+  if (!msg.capability.empty()) {
+    conn.cma = CheckCmaProof(conn, msg.capability);
+    UpdateBulkMode(conn);
+  }
   wire::Message ack;
   ack.kind = wire::Kind::kHelloAck;
   ack.connection_id = conn.remote_id;
   ack.request_id = conn.local_id;
-  if (conn.cma) ack.payload = std::span<const uint8_t>(&kCmaAccepted, 1);
+  if (conn.cma) ack.payload = std::span<const uint8_t>(&wire::kHelloAckCmaAccepted, 1);
   Status st = SendMessage(conn, ack, {}, nullptr);
   if (!st.ok()) FailConnection(conn.local_id, st, false);
 }
@@ -299,12 +301,12 @@ void WorkerImpl::HandleHelloAck(const wire::Message& msg) {
     return;
   }
   conn->remote_id = msg.request_id;
-  if (!msg.payload.empty() && msg.payload[0] == 1) {
+  if (!msg.payload.empty() && msg.payload[0] == wire::kHelloAckCmaAccepted) {
     if (conn->cma_token_copy == nullptr) {
       ++stats_.malformed_messages;  // accepted cma we never offered: ignore it
     } else {
       conn->cma = true;
-      conn->info.bulk_mode = BulkMode::kCma;
+      UpdateBulkMode(*conn);
     }
   }
   conn->cma_token_copy.reset();
@@ -693,11 +695,10 @@ Status WorkerImpl::RegisterHandler(uint16_t opcode, RequestHandler handler) {
   if (opcode > wire::kMaxUserOpcode) {
     return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
   }
-  // A serving worker: let same-host clients prove their pid for cma bulk.
-  if (context_.cma_enabled() && !context_.cma_authority().running()) {
-    Status st = context_.cma_authority().Start();
-    if (!st.ok()) ROS2_LOG_WARN("transport: no cma for same-host clients: {}", st.ToString());
-  }
+  // A serving worker: let same-host clients prove their pid for cma bulk
+  // (one attempt per process; a failure is logged by Start and leaves them on
+  // active messages).
+  if (context_.cma_enabled()) (void)context_.cma_authority().Start();
   if (handlers_.size() <= opcode) handlers_.resize(opcode + 1);
   handlers_[opcode] = std::move(handler);
   return Status::Ok();
@@ -737,10 +738,15 @@ void WorkerImpl::FillEndpointInfo(Connection& conn) {
   // for 1 MiB here. So both use active-message rendezvous; see docs/transport.md.
   const std::string_view rma_tl = std::string_view(info.rma_transport).substr(0, info.rma_transport.find('/'));
   const bool verbs = rma_tl.rfind("rc", 0) == 0 || rma_tl.rfind("dc", 0) == 0;
-  info.bulk_mode = (verbs || context_.options().force_rma_bulk) ? BulkMode::kRma
-                   : conn.cma                                   ? BulkMode::kCma
-                                                                : BulkMode::kActiveMessage;
   info.rma_any_memory = verbs || context_.options().force_rma_bulk;
+  UpdateBulkMode(conn);
+}
+
+void WorkerImpl::UpdateBulkMode(Connection& conn) {
+  // rma_any_memory is true exactly for verbs lanes or forced RMA (above).
+  conn.info.bulk_mode = conn.info.rma_any_memory ? BulkMode::kRma
+                        : conn.cma               ? BulkMode::kCma
+                                                 : BulkMode::kActiveMessage;
 }
 
 }  // namespace ros2::transport

@@ -50,7 +50,7 @@ struct Connection {
   bool cma = false;
   // Client side, until the hello ack: the token the server reads back from us
   // (its address travels in the proof).
-  std::unique_ptr<std::array<uint8_t, 16>> cma_token_copy;
+  std::unique_ptr<cma::Token> cma_token_copy;
 };
 
 // A buffer for one outgoing message, returned to the pool when UCX is done.
@@ -222,6 +222,8 @@ class WorkerImpl final : public Worker {
   bool CheckCmaProof(const Connection& conn, std::span<const uint8_t> proof);
   Result<std::shared_ptr<Connection>> CreateConnection(std::span<const uint8_t> peer_address, bool client_side);
   void FillEndpointInfo(Connection& conn);
+  // EndpointInfo::bulk_mode from the lanes, the options and conn.cma.
+  void UpdateBulkMode(Connection& conn);
   void CheckPeers();
   void Housekeeping();
   void ReapClosing();
