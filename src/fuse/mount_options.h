@@ -34,13 +34,19 @@ struct MountConfig {
 
   CachePolicy cache;
   // FUSE worker threads (each gets its own data-plane worker); 0 on the
-  // command line means one per CPU, at least 2.
+  // command line means DefaultMaxThreads().
   unsigned max_threads = 0;
   bool foreground = false;
   bool allow_other = false;
   bool fuse_debug = false;
   std::string log_level = "warn";
 };
+
+// The default --max-threads: four per CPU, at least 8, at most 64. A thread
+// waiting on the data plane sleeps on its worker's event fd after a 50 us spin,
+// so threads beyond the CPU count cost little and keep several durable writes
+// in flight (docs/fuse.md, "Threading and I/O sizes").
+unsigned DefaultMaxThreads();
 
 // Parses argv. On --help, fills *exit_code with 0 and *message with the help;
 // on bad usage returns InvalidArgument whose message names the offending word.

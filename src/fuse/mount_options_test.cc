@@ -48,7 +48,9 @@ TEST_F(MountOptionsTest, DefaultsAreDocumented) {
   EXPECT_FALSE(c->cache.writeback_cache);
   EXPECT_FALSE(c->foreground);
   EXPECT_EQ(c->transport, "auto");
-  EXPECT_EQ(c->max_threads, std::max(2u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(c->max_threads, DefaultMaxThreads());
+  EXPECT_GE(c->max_threads, 8u);
+  EXPECT_LE(c->max_threads, 64u);
 }
 
 TEST_F(MountOptionsTest, CachingAndThreadOptions) {
