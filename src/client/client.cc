@@ -15,7 +15,8 @@ namespace {
 Result<std::shared_ptr<transport::Context>> SharedContext(const transport::TransportOptions& options) {
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<transport::Context>> contexts;
-  std::string key = fmt::format("{}|{}", transport::TransportKindName(options.kind), options.net_devices);
+  std::string key = fmt::format("{}|{}|{}", transport::TransportKindName(options.kind), options.net_devices,
+                                options.spin_budget.count());
   std::lock_guard<std::mutex> lock(mu);
   if (auto existing = contexts[key].lock()) return existing;
   ROS2_ASSIGN_OR_RETURN(auto created, transport::Context::Create(options));
@@ -81,8 +82,13 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
 
   auto kind = transport::ParseTransportKind(options.transport);
   if (!kind.ok()) return kind.status().WithContext("libros2 connect: transport");
+  if (options.spin_budget < std::chrono::microseconds(0) || options.spin_budget > std::chrono::seconds(1)) {
+    return Status::InvalidArgument(
+        fmt::format("libros2 connect: spin_budget {} us is not within 0..1000000", options.spin_budget.count()));
+  }
   transport::TransportOptions topts;
   topts.kind = *kind;
+  topts.spin_budget = options.spin_budget;
   topts.net_devices = options.net_devices;
   topts.default_timeout = options.io_timeout;
   auto context = SharedContext(topts);

@@ -104,6 +104,13 @@ TEST(ClientOptionsTest, ConnectValidatesOptionsBeforeAnyNetworkCall) {
   EXPECT_NE(r.status().message().find("carrier-pigeon"), std::string::npos) << r.status().ToString();
 
   o.transport = "tcp";
+  o.spin_budget = std::chrono::seconds(2);
+  r = Client::Connect(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(r.status().IsInvalidArgument());
+  EXPECT_NE(r.status().message().find("spin_budget"), std::string::npos) << r.status().ToString();
+
+  o.spin_budget = std::chrono::microseconds(50);
   o.checksum_chunk_size = 0;
   EXPECT_TRUE(Client::Connect(o).status().IsInvalidArgument());
 }

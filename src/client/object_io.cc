@@ -4,6 +4,9 @@
 // the calling thread's worker.
 #include <algorithm>
 #include <limits>
+#include <optional>
+#include <string>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -20,14 +23,19 @@ std::span<const uint8_t> AsBytes(const std::vector<uint8_t>& v) {
   return {v.data(), v.size()};
 }
 
+// What is wrong with the keys, or nothing. Callers name the operation only
+// when there is an error: formatting it costs more than a small I/O's checks.
+std::optional<std::string> KeyProblem(std::string_view dkey, std::string_view akey, bool need_akey) {
+  if (dkey.empty()) return "empty dkey";
+  if (dkey.size() > obj::kMaxKeySize) return fmt::format("dkey of {} bytes (limit {})", dkey.size(), obj::kMaxKeySize);
+  if (need_akey && akey.empty()) return "empty akey";
+  if (akey.size() > obj::kMaxKeySize) return fmt::format("akey of {} bytes (limit {})", akey.size(), obj::kMaxKeySize);
+  return std::nullopt;
+}
+
 Status ValidateKeys(std::string_view dkey, std::string_view akey, bool need_akey, std::string_view what) {
-  if (dkey.empty()) return Status::InvalidArgument(fmt::format("{}: empty dkey", what));
-  if (dkey.size() > obj::kMaxKeySize) {
-    return Status::InvalidArgument(fmt::format("{}: dkey of {} bytes (limit {})", what, dkey.size(), obj::kMaxKeySize));
-  }
-  if (need_akey && akey.empty()) return Status::InvalidArgument(fmt::format("{}: empty akey", what));
-  if (akey.size() > obj::kMaxKeySize) {
-    return Status::InvalidArgument(fmt::format("{}: akey of {} bytes (limit {})", what, akey.size(), obj::kMaxKeySize));
+  if (auto problem = KeyProblem(dkey, akey, need_akey)) {
+    return Status::InvalidArgument(fmt::format("{}: {}", what, *problem));
   }
   return Status::Ok();
 }
@@ -120,7 +128,8 @@ struct IoOp {
           fmt::format("{}: the engine reported {} bytes but transferred {}", What(), pushed, reply.bulk_in_bytes));
       return r;
     }
-    r.status = VerifyFetched(cont->summary().checksum, decoded->csum, buffer.first(pushed), What());
+    r.status = VerifyFetched(cont->summary().checksum, decoded->csum, buffer.first(pushed), "fetched data");
+    if (!r.status.ok()) r.status = r.status.WithContext(What());
     r.size = decoded->size;
     r.array_end = decoded->array_end;
     return r;
@@ -156,13 +165,21 @@ struct IoOp {
 
 namespace {
 
-// A connected endpoint for the route, with errors naming the operation.
+// A connected endpoint for the route, with errors naming the operation
+// (`what` is only called then).
+template <typename What>
 Result<std::shared_ptr<transport::Endpoint>> Connect(ThreadIo& io, ContainerCore& cont, const Route& route,
-                                                     std::string_view what) {
+                                                     const What& what) {
   auto ep = io.EndpointFor(route.address());
   if (!ep.ok()) {
     cont.pool().MarkMapStale();
-    return ep.status().WithContext(fmt::format("{}: connect to target {}", what, route.target));
+    std::string name;
+    if constexpr (std::is_invocable_v<What>) {
+      name = what();
+    } else {
+      name = std::string(what);
+    }
+    return ep.status().WithContext(fmt::format("{}: connect to target {}", name, route.target));
   }
   return ep;
 }
@@ -175,7 +192,9 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
   op->oid = oid_;
   op->dkey = args.dkey;
   op->akey = args.akey;
-  ROS2_RETURN_IF_ERROR(ValidateKeys(args.dkey, args.akey, true, op->What()));
+  if (auto problem = KeyProblem(args.dkey, args.akey, true)) {
+    return Status::InvalidArgument(fmt::format("{}: {}", op->What(), *problem));
+  }
   if (args.kind == ValueKind::kArray) {
     if (args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
     if (args.data.empty()) return Status::InvalidArgument(op->What() + ": an array update needs at least one record");
@@ -199,7 +218,7 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
   op->user_data = user_data;
   op->callback = std::move(callback);
   op->length = args.data.size();
-  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, op->What()));
+  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, [&op] { return op->What(); }));
 
   obj::UpdateRequest req;
   req.header = cont_->Header(route);
@@ -239,7 +258,9 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
   op->oid = oid_;
   op->dkey = args.dkey;
   op->akey = args.akey;
-  ROS2_RETURN_IF_ERROR(ValidateKeys(args.dkey, args.akey, true, op->What()));
+  if (auto problem = KeyProblem(args.dkey, args.akey, true)) {
+    return Status::InvalidArgument(fmt::format("{}: {}", op->What(), *problem));
+  }
   uint64_t want = args.buffer.size();
   if (args.kind == ValueKind::kArray) {
     if (args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
@@ -270,7 +291,7 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
   op->kind = args.kind;
   op->buffer = args.buffer.first(want);
   op->expected = want;
-  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, op->What()));
+  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, [&op] { return op->What(); }));
 
   obj::FetchRequest req;
   req.header = cont_->Header(route);

@@ -41,6 +41,7 @@ struct ros2_fio_mount_options {
   const char* transport;   /* auto (default), tcp, shm, rdma */
   const char* oclass;      /* object class of new files (default: the file system's) */
   uint64_t chunk_size;     /* chunk size of new files; 0: the file system's */
+  unsigned spin_us;        /* data-plane poll before sleeping, microseconds (0..1000000) */
 };
 
 struct ros2_fio_mount;

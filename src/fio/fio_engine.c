@@ -40,6 +40,7 @@ struct ros2_engine_options {
   char* transport;
   char* oclass;
   unsigned long long chunk_size;
+  unsigned int spin_us;
 };
 
 #define ROS2_STR_OPTION(opt_name, opt_lname, field, opt_help)                                              \
@@ -69,6 +70,19 @@ static struct fio_option ros2_engine_option_table[] = {
         .off1 = offsetof(struct ros2_engine_options, chunk_size),
         .help = "Chunk size of files this job creates (default: the file system's)",
         .def = "0",
+        .category = FIO_OPT_C_ENGINE,
+        .group = FIO_OPT_G_INVALID,
+    },
+    {
+        .name = "spin_us",
+        .lname = "ROS2 poll before sleeping",
+        .type = FIO_OPT_INT,
+        .off1 = offsetof(struct ros2_engine_options, spin_us),
+        .help = "Microseconds a job polls the data plane before sleeping on it (0-1000000; default 10: fio keeps "
+                "many I/Os in flight, so replies come in batches)",
+        .def = "10",
+        .minval = 0,
+        .maxval = 1000000,
         .category = FIO_OPT_C_ENGINE,
         .group = FIO_OPT_G_INVALID,
     },
@@ -131,6 +145,7 @@ static int ros2_engine_init(struct thread_data* td) {
       .transport = eo->transport,
       .oclass = eo->oclass,
       .chunk_size = eo->chunk_size,
+      .spin_us = eo->spin_us,
   };
   int err = ros2_fio_mount_acquire(&mo, &job->mount);
   if (err != 0) {

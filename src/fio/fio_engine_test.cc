@@ -156,12 +156,14 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FioEngineShapes,
                          [](const auto& info) { return std::string(info.param.name); });
 
 // With --thread the jobs are threads of one fio process sharing one mount,
-// each with its own event queue.
+// each with its own event queue. spin_us=0: every wait sleeps on the worker at once.
 TEST_F(FioEngineTest, ThreadedJobsShareOneMount) {
   const std::string cont = MakeContainer("c-thread");
-  FioRun w = Fio(Cluster(cont), {"--name=t", "--thread", "--rw=randwrite", "--bs=64k", "--iodepth=16",
-                                 fmt::format("--numjobs={}", kJobs), fmt::format("--size={}", kJobBytes),
-                                 "--verify=crc32c", "--do_verify=1"});
+  auto engine = Cluster(cont);
+  engine.push_back("--spin_us=0");
+  FioRun w = Fio(
+      engine, {"--name=t", "--thread", "--rw=randwrite", "--bs=64k", "--iodepth=16", fmt::format("--numjobs={}", kJobs),
+               fmt::format("--size={}", kJobBytes), "--verify=crc32c", "--do_verify=1"});
   ExpectJobs(w, kJobBytes, kJobBytes);
 }
 
@@ -212,6 +214,12 @@ TEST_F(FioEngineTest, MissingAndBadOptionsAreExplained) {
                          {"--name=x", "--rw=write", "--size=1m"});
   EXPECT_NE(transport.cmd.exit_code, 0) << transport.Describe();
   EXPECT_NE(transport.cmd.err.find("carrier-pigeon"), std::string::npos) << transport.Describe();
+
+  auto long_spin = Cluster(cont);
+  long_spin.push_back("--spin_us=2000000");
+  FioRun spin = Fio(long_spin, {"--name=x", "--rw=write", "--size=1m"});
+  EXPECT_NE(spin.cmd.exit_code, 0) << spin.Describe();
+  EXPECT_NE(spin.cmd.err.find("spin_us"), std::string::npos) << spin.Describe();
 
   FioRun no_cluster = Fio({"--data_dir=" + cluster_->dir() + "/nowhere", "--pool=p", "--cont=" + cont},
                           {"--name=x", "--rw=write", "--size=1m"});
