@@ -64,6 +64,7 @@ struct PosixSuiteOptions {
   std::string fio_engine;  // libros2_fio.so
   std::string fuse;        // ros2-fuse
   std::vector<std::string> fuse_args;
+  std::vector<std::string> fio_engine_args;  // e.g. --spin_us=50
 };
 
 PosixSuiteOptions g_opts;
@@ -109,10 +110,12 @@ std::vector<std::string> JobArgs(const CaseKey& k) {
 }
 
 std::vector<std::string> EngineArgs(const LocalCluster& cluster, const std::string& cont) {
-  return {"--ioengine=external:" + g_opts.fio_engine, "--data_dir=" + cluster.data_dir(),
-          std::string("--pool=") + kPool, "--cont=" + cont, "--transport=" + g_opts.transport,
-          // fio lstat()s --directory on the local file system: DFS paths go in the name format.
-          "--filename_format=/bench/$jobname.$jobnum.$filenum"};
+  std::vector<std::string> a = {"--ioengine=external:" + g_opts.fio_engine, "--data_dir=" + cluster.data_dir(),
+                                std::string("--pool=") + kPool, "--cont=" + cont, "--transport=" + g_opts.transport,
+                                // fio lstat()s --directory on the local file system: DFS paths go in the name format.
+                                "--filename_format=/bench/$jobname.$jobnum.$filenum"};
+  a.insert(a.end(), g_opts.fio_engine_args.begin(), g_opts.fio_engine_args.end());
+  return a;
 }
 
 std::vector<std::string> KernelArgs(const std::string& directory) {
@@ -438,6 +441,8 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--fio-engine", g_opts.fio_engine, "libros2_fio.so (default: the build tree's)");
       app.add_option("--fuse", g_opts.fuse, "ros2-fuse binary (default: the build tree's; 'none' skips the mount)");
       app.add_option("--fuse-arg", g_opts.fuse_args, "extra ros2-fuse argument (repeatable)");
+      app.add_option("--fio-engine-arg", g_opts.fio_engine_args,
+                     "extra option of the ros2 fio engine, e.g. --fio-engine-arg=--spin_us=50 (repeatable)");
     },
     RunPosixSuite,
 });
