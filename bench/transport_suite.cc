@@ -362,11 +362,12 @@ int RunTransportSuite(Reporter& rep) {
     std::fprintf(
         stderr,
         "transport bench: %s worker stats: sent %llu replies %llu timed_out %llu inline %llu rma %llu am %llu "
-        "sleeps %llu\n",
+        "cma %llu sleeps %llu\n",
         kind.c_str(), static_cast<unsigned long long>(st.requests_sent),
         static_cast<unsigned long long>(st.replies_received), static_cast<unsigned long long>(st.requests_timed_out),
         static_cast<unsigned long long>(st.bulk_inline_bytes), static_cast<unsigned long long>(st.bulk_rma_bytes),
-        static_cast<unsigned long long>(st.bulk_am_bytes), static_cast<unsigned long long>(st.sleeps));
+        static_cast<unsigned long long>(st.bulk_am_bytes), static_cast<unsigned long long>(st.bulk_cma_bytes),
+        static_cast<unsigned long long>(st.sleeps));
   }
   if (write4k_p50.count("shm") && write4k_p50.count("tcp")) {
     rep.Add(Record{"transport",

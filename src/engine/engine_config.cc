@@ -26,8 +26,8 @@ Status CheckKnownKeys(const YAML::Node& node, std::string_view where, std::initi
 }
 
 Status ApplyTransport(const YAML::Node& node, const std::string& where, transport::TransportOptions* t) {
-  ROS2_RETURN_IF_ERROR(
-      CheckKnownKeys(node, where, {"kind", "inline_limit", "net_devices", "tcp_seg_size", "spin", "timeout"}));
+  ROS2_RETURN_IF_ERROR(CheckKnownKeys(
+      node, where, {"kind", "inline_limit", "net_devices", "tcp_seg_size", "spin", "timeout", "keepalive"}));
   std::string kind(transport::TransportKindName(t->kind));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "kind", &kind));
   auto parsed = transport::ParseTransportKind(kind);
@@ -55,13 +55,17 @@ Status ApplyTransport(const YAML::Node& node, const std::string& where, transpor
     }
   }
   ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "timeout", &t->default_timeout));
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "keepalive", &t->keepalive_interval));
+  if (t->keepalive_interval < std::chrono::milliseconds(10)) {
+    return Status::InvalidArgument(fmt::format("{}.keepalive: must be at least 10ms", where));
+  }
   return Status::Ok();
 }
 
 Status ApplyControl(const YAML::Node& node, const std::string& where, ControlConfig* c) {
-  ROS2_RETURN_IF_ERROR(CheckKnownKeys(
-      node, where, {"socket", "listen", "join", "join_tenant", "join_secret_file", "address", "capability_lifetime",
-                   "sync_interval"}));
+  ROS2_RETURN_IF_ERROR(CheckKnownKeys(node, where,
+                                      {"socket", "listen", "join", "join_tenant", "join_secret_file", "address",
+                                       "capability_lifetime", "sync_interval"}));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "socket", &c->socket));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "listen", &c->listen));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "join", &c->join));

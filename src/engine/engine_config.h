@@ -6,7 +6,7 @@
 //   log_level: info
 //   targets: 2                       # target threads (1 .. 64)
 //   vos: { class: nvme, data_size: 256MiB, ... }   # per container shard (vos_config.h)
-//   transport: { kind: auto, inline_limit: 16KiB, net_devices: lo, spin: 50us }
+//   transport: { kind: auto, inline_limit: 16KiB, net_devices: lo, spin: 50us, keepalive: 2s }
 //   control:
 //     socket: <data_dir>/control.sock  # Unix socket of the embedded control plane
 //     listen: 127.0.0.1:0              # optional extra TCP listener

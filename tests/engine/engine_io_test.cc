@@ -3,8 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <fstream>
+#include <iterator>
 #include <set>
+#include <sstream>
+#include <thread>
 
 #include "control/control_channel.h"
 #include "control/management_client.h"
@@ -116,6 +121,59 @@ void RunIoScenario(const char* transport, TransportKind kind, bool expect_shm) {
   auto rc = c.engine->Terminate();
   ASSERT_TRUE(rc.ok()) << rc.status().ToString();
   EXPECT_EQ(*rc, 0) << c.engine->LogTail();
+}
+
+// CPU seconds (user + system) the process has used so far, from /proc.
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the command name (which may hold spaces): state is field 3,
+  // utime and stime are fields 14 and 15.
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// A connected client that stops progressing its worker (a ros2-fuse thread
+// blocked in read(2) on /dev/fuse does) lets the engine's keepalives fill its
+// shared-memory FIFO; the engine's sends then stay pending and
+// ucp_worker_arm answers BUSY for as long as the client stays idle. The target
+// loops once spun a vCPU each for that whole time; they must nap instead and
+// still answer the client at once when it comes back.
+TEST(EngineIo, IdleClientThatNeverProgressesCostsTheEngineNoCpu) {
+  EngineCluster c;
+  // With 100 ms keepalives the two targets fill the client's 64-entry FIFO in
+  // about 3 s (with the default 2 s, in about a minute). Measured without the
+  // fix: the engine at 2 CPU-seconds per second from 3-6 s on.
+  ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "shm", .keepalive = "100ms"}));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 20));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "c", TransportKind::kShm);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ObjectSession& session = **s;
+  const ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kSX, 9, 1);
+  const auto data = Pattern(4096, 3);
+  for (int i = 0; i < 4; ++i) ROS2_ASSERT_OK(session.UpdateArray(oid, fmt::format("d{}", i), "a", 0, data));
+
+  std::this_thread::sleep_for(std::chrono::seconds(8));  // the client does not progress: its FIFO fills
+  const double before = ProcessCpuSeconds(c.engine->pid());
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double used = ProcessCpuSeconds(c.engine->pid()) - before;
+  // Spinning: two targets at ~100% each. Napping: a few percent.
+  EXPECT_LT(used, 0.15 * wall) << "engine used " << used << " CPU s in " << wall << " s next to an idle client";
+
+  for (int i = 0; i < 4; ++i) {
+    auto f = session.FetchArray(oid, fmt::format("d{}", i), "a", 0, 4096);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->data, data);
+  }
 }
 
 TEST(EngineIo, EndToEndOverTcp) {

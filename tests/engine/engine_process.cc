@@ -42,7 +42,9 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
     y << "log_level: info\n";
     y << "shutdown_grace: " << options.shutdown_grace << "\n";
     y << "vos: { class: " << options.storage_class << ", data_size: " << options.data_size << " }\n";
-    y << "transport: { kind: " << options.transport << " }\n";
+    y << "transport: { kind: " << options.transport;
+    if (!options.keepalive.empty()) y << ", keepalive: " << options.keepalive;
+    y << " }\n";
     y << "control:\n";
     if (!options.join.empty()) {
       y << "  join: \"" << options.join << "\"\n";
