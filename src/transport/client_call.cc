@@ -152,7 +152,28 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   ++stats_.requests_sent;
   if (!am_bulk.empty()) stats_.bulk_am_bytes += am_bulk.size();
   deadlines_.emplace(call.deadline, msg.request_id);
+  if (deadlines_.size() > 2 * calls_.size() + 64) CompactDeadlines();
+  stats_.deadline_entries = deadlines_.size();
   return Status::Ok();
+}
+
+// A completed call leaves its entry in the deadline heap (a heap cannot remove
+// from the middle); ExpireDeadlines drops stale entries only as they come due
+// or when no call is live. A client that always has calls in flight (fio at
+// iodepth 16, a bandwidth run) would keep one entry per call of the last
+// timeout period: millions at a few hundred thousand calls a second, every push
+// sifting through them. So the heap is rebuilt from the live calls once it
+// holds more than twice as many entries as there are call slots: O(slots) work
+// every O(slots) calls, O(1) per call.
+void WorkerImpl::CompactDeadlines() {
+  std::vector<DeadlineEntry> live;
+  live.reserve(live_calls_ + 1);
+  for (uint32_t slot = 0; slot < calls_.size(); ++slot) {
+    const PendingCall& c = calls_[slot];
+    if (c.done) live.emplace_back(c.deadline, MakeRequestId(slot, c.generation));
+  }
+  deadlines_ = decltype(deadlines_)(std::greater<>{}, std::move(live));
+  ++stats_.deadline_compactions;
 }
 
 void WorkerImpl::CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed) {

@@ -417,9 +417,11 @@ struct WorkerStats {
   uint64_t bulk_rma_bytes = 0;
   uint64_t bulk_am_bytes = 0;
   uint64_t bulk_cma_bytes = 0;
-  uint64_t cma_refused = 0;  // hellos whose cma proof failed (unknown token, wrong pid, unreadable)
-  uint64_t sleeps = 0;       // times Wait() armed the worker and slept
-  uint64_t peers_lost = 0;   // endpoints failed by the peer's death or disconnect
+  uint64_t cma_refused = 0;           // hellos whose cma proof failed (unknown token, wrong pid, unreadable)
+  uint64_t sleeps = 0;                // times Wait() armed the worker and slept
+  uint64_t peers_lost = 0;            // endpoints failed by the peer's death or disconnect
+  uint64_t deadline_compactions = 0;  // rebuilds of the request-deadline heap (see WorkerImpl::CompactDeadlines)
+  uint64_t deadline_entries = 0;      // a gauge, not a counter: entries in that heap after the last call started
 };
 
 // One per I/O thread. See the file comment.

@@ -3,12 +3,15 @@
 // asserts the transport actually in use.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 #include <random>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+
 #include <ucp/api/ucp.h>
+#include <functional>
 
 #include "common/checksum.h"
 #include "transport/testing/peer_process.h"
@@ -280,6 +283,43 @@ TEST_P(TransportTest, ThousandOutstandingRequests) {
   ASSERT_TRUE(worker_->RunUntil([&] { return completed == kCalls; }, 60s).ok());
   EXPECT_EQ(good, kCalls);
   EXPECT_EQ(ep_->outstanding(), 0u);
+}
+
+// A client that always has calls in flight never reaches "no live call", when
+// the deadline heap used to be cleared; its completed calls' entries must not
+// pile up (one per call of the last timeout period), and a call that does time
+// out among them must still fail in time.
+TEST_P(TransportTest, BusyClientKeepsItsDeadlineHeapSmallAndStillTimesOut) {
+  constexpr int kCalls = 20000;
+  constexpr int kWindow = 4;
+  int issued = 0, completed = 0, good = 0;
+  const std::string payload = "busy";
+  std::function<void()> issue = [&] {
+    ++issued;
+    Status st = ep_->Call(testing::kOpEcho, Bytes(payload), {}, [&](const ReplyView& r) {
+      ++completed;
+      if (r.status.ok()) ++good;
+      if (issued < kCalls) issue();
+    });
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  };
+  for (int i = 0; i < kWindow; ++i) issue();
+  Status held;
+  bool held_done = false;
+  CallOptions hold;
+  hold.timeout = 300ms;
+  ASSERT_TRUE(ep_->Call(testing::kOpHold, {}, hold,
+                        [&](const ReplyView& r) {
+                          held = r.status;
+                          held_done = true;
+                        })
+                  .ok());
+  ASSERT_TRUE(worker_->RunUntil([&] { return completed == kCalls && held_done; }, 60s).ok());
+  EXPECT_EQ(good, kCalls);
+  EXPECT_EQ(held.code(), Status::Code::kTimedOut) << held.ToString();
+  const WorkerStats& st = worker_->stats();
+  EXPECT_GT(st.deadline_compactions, 0u);
+  EXPECT_LT(st.deadline_entries, 200u) << "completed calls' deadlines piled up";
 }
 
 TEST_P(TransportTest, RequestTimesOut) {

@@ -191,6 +191,7 @@ class WorkerImpl final : public Worker {
   ucs_status_t HandlePushData(const wire::Message& msg, void* data, size_t length, bool rndv);
   void CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed);
   void ExpireDeadlines();
+  void CompactDeadlines();
   void OnPushReceived(uint32_t slot, uint32_t generation, ucs_status_t status);
 
   // Server side (incoming_request.cc).
