@@ -282,23 +282,32 @@ void Target::HandlePunch(IncomingRequest req) {
   } else {
     env_->clock->Update(epoch);
   }
-  vos::Vos& vos = *(*shard)->vos;
+  auto punch_op = [](const obj::PunchRequest& m, Epoch epoch) {
+    vos::PunchOp op;
+    op.scope = m.scope == obj::PunchScope::kObject ? vos::PunchScope::kObject
+               : m.scope == obj::PunchScope::kDkey ? vos::PunchScope::kDkey
+                                                   : vos::PunchScope::kAkey;
+    op.oid = m.oid;
+    op.dkey = m.dkey;
+    op.akey = m.akey;
+    op.epoch = epoch;
+    return op;
+  };
   if (m->header.flags == 0) {
-    Status st;
-    switch (m->scope) {
-      case obj::PunchScope::kObject: st = vos.PunchObject(m->oid, epoch); break;
-      case obj::PunchScope::kDkey: st = vos.PunchDkey(m->oid, m->dkey, epoch); break;
-      case obj::PunchScope::kAkey: st = vos.PunchAkey(m->oid, m->dkey, m->akey, epoch); break;
-    }
-    usage_dirty_ = true;
-    if (!st.ok()) return req.Reply(st);
-    return req.Reply(Status::Ok(), obj::Encode(obj::PunchReply{epoch}));
+    // Asynchronous: the punch joins the shard's next commit group (one WAL
+    // sync with the updates) and the target goes on serving meanwhile.
+    const uint64_t ticket = Track(req);
+    (*shard)->vos->SubmitPunch(punch_op(*m, epoch), [this, ticket, epoch](Status st) {
+      usage_dirty_ = true;
+      Finish(ticket, st, st.ok() ? obj::Encode(obj::PunchReply{epoch}) : std::vector<uint8_t>{});
+    });
+    return;
   }
   // Conditional (dkey or akey only, see the decoder): punch only if visible,
   // after every earlier conditional operation on the dkey has committed.
   const uint64_t ticket = Track(req);
   auto key = std::make_shared<std::string>(DkeyGate::Key(m->header.pool, m->header.container, m->oid, m->dkey));
-  conditional_gate_.Acquire(*key, [this, ticket, key, m = std::move(*m)] {
+  conditional_gate_.Acquire(*key, [this, ticket, key, punch_op, m = std::move(*m)] {
     auto shard = ShardFor(m.header.pool, m.header.container);
     Status st = shard.status();
     if (st.ok()) {
@@ -308,16 +317,19 @@ void Target::HandlePunch(IncomingRequest req) {
                ? CheckCondition(m.header.flags, DkeyVisible(vos, m.oid, m.dkey), what)
                : CheckCondition(m.header.flags, AkeyVisible(vos, m.oid, m.dkey, m.akey), what);
     }
-    Epoch epoch = 0;
-    if (st.ok()) {
-      epoch = m.header.epoch == 0 ? env_->clock->Now() : m.header.epoch;
-      vos::Vos& vos = *(*shard)->vos;
-      st = m.scope == obj::PunchScope::kDkey ? vos.PunchDkey(m.oid, m.dkey, epoch)
-                                             : vos.PunchAkey(m.oid, m.dkey, m.akey, epoch);
-      usage_dirty_ = true;
+    if (!st.ok()) {
+      Finish(ticket, st, {});
+      conditional_gate_.Release(*key);
+      return;
     }
-    Finish(ticket, st, obj::Encode(obj::PunchReply{epoch}));
-    conditional_gate_.Release(*key);
+    // The gate stays held until the punch committed: the next conditional
+    // operation on the dkey must see it.
+    const Epoch epoch = m.header.epoch == 0 ? env_->clock->Now() : m.header.epoch;
+    (*shard)->vos->SubmitPunch(punch_op(m, epoch), [this, ticket, key, epoch](Status st) {
+      usage_dirty_ = true;
+      Finish(ticket, st, st.ok() ? obj::Encode(obj::PunchReply{epoch}) : std::vector<uint8_t>{});
+      conditional_gate_.Release(*key);
+    });
   });
 }
 

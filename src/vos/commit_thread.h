@@ -29,6 +29,7 @@ struct CommitGroup {
   Status status;                    // the outcome, set by Commit
   bool metadata_attempted = false;  // the RocksDB write was tried (its outcome may be unknown on error)
   std::vector<void*> updates;       // the VOS's update states, opaque here
+  std::vector<void*> punches;       // the VOS's punch states, opaque here
 };
 
 // Runs the commit of one group synchronously on the calling thread.

@@ -52,6 +52,13 @@ Status Vos::Update(const UpdateOp& op) {
   return *result;
 }
 
+Status Vos::Punch(const PunchOp& op) {
+  std::optional<Status> result;
+  SubmitPunch(op, [&result](Status s) { result = std::move(s); });
+  while (!result) Progress(/*wait=*/true);
+  return *result;
+}
+
 Result<FetchResult> Vos::Fetch(const FetchOp& op) {
   std::optional<Result<FetchResult>> result;
   SubmitFetch(op, [&result](Result<FetchResult> r) { result = std::move(r); });

@@ -150,8 +150,20 @@ struct AggregateStats {
   uint64_t bytes_freed = 0;  // extent store bytes returned to the allocator
 };
 
+// A punch: at `epoch`, removes the object, one dkey or one akey (reads at
+// >= epoch see nothing of it, older reads and snapshots still do).
+enum class PunchScope : uint8_t { kObject = 0, kDkey = 1, kAkey = 2 };
+struct PunchOp {
+  PunchScope scope = PunchScope::kObject;
+  ObjectId oid;
+  std::string dkey;  // kDkey, kAkey
+  std::string akey;  // kAkey
+  Epoch epoch = 0;
+};
+
 using UpdateCallback = std::function<void(Status)>;
 using FetchCallback = std::function<void(Result<FetchResult>)>;
+using PunchCallback = std::function<void(Status)>;
 
 class Vos {
  public:
@@ -174,6 +186,10 @@ class Vos {
   // anything else is staged through an aligned bounce buffer.
   virtual void SubmitUpdate(const UpdateOp& op, UpdateCallback done) = 0;
   virtual void SubmitFetch(const FetchOp& op, FetchCallback done) = 0;
+  // A punch is a metadata write only: it joins the next commit group with the
+  // updates (one WAL sync for all of them) and becomes visible when its
+  // callback runs.
+  virtual void SubmitPunch(const PunchOp& op, PunchCallback done) = 0;
   // Reaps completions and runs callbacks. Returns the number of callbacks run.
   // With `wait`, blocks until at least one op completes (if any is in flight).
   virtual int Progress(bool wait = false) = 0;
@@ -187,10 +203,15 @@ class Vos {
   Status Update(const UpdateOp& op);
   Result<FetchResult> Fetch(const FetchOp& op);
 
-  // --- punch: removes at `epoch`; reads at >= epoch see nothing, older reads still do ---
-  virtual Status PunchObject(const ObjectId& oid, Epoch epoch) = 0;
-  virtual Status PunchDkey(const ObjectId& oid, const std::string& dkey, Epoch epoch) = 0;
-  virtual Status PunchAkey(const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch) = 0;
+  // --- blocking punches (SubmitPunch and Progress until it completed) ---
+  Status Punch(const PunchOp& op);
+  Status PunchObject(const ObjectId& oid, Epoch epoch) { return Punch({PunchScope::kObject, oid, {}, {}, epoch}); }
+  Status PunchDkey(const ObjectId& oid, const std::string& dkey, Epoch epoch) {
+    return Punch({PunchScope::kDkey, oid, dkey, {}, epoch});
+  }
+  Status PunchAkey(const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch) {
+    return Punch({PunchScope::kAkey, oid, dkey, akey, epoch});
+  }
 
   // --- enumeration: up to `max` entries visible at `epoch`, resuming from `anchor` ---
   virtual Result<std::vector<ObjectId>> ListObjects(Epoch epoch, Anchor* anchor, size_t max) = 0;

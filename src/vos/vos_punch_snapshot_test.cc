@@ -1,6 +1,8 @@
 // Punch at object, dkey and akey level; snapshots pin older epochs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "vos/vos_test_util.h"
 
 namespace ros2::vos {
@@ -48,6 +50,42 @@ TEST_F(VosPunchTest, PunchAkeyHidesFromItsEpochOnAndOlderReadsStillSee) {
   EXPECT_EQ(got, want);
   EXPECT_EQ(*vos_->QueryArrayEnd(oid, "d", "x", kEpochMax), 200u);
   EXPECT_EQ(*vos_->QueryArrayEnd(oid, "d", "x", 15), 8192u);
+}
+
+// Punches submitted together go into one commit group; each becomes visible
+// when its callback runs (not before) and survives a reopen; a bad one fails
+// alone, naming what was wrong.
+TEST_F(VosPunchTest, AsyncPunchesAreVisibleOnceAcknowledgedAndDurable) {
+  ObjectId oid = TestOid(4);
+  auto v = Pattern(7, 300);
+  for (std::string d : {"d1", "d2", "d3"}) ASSERT_TRUE(PutSingle(vos_.get(), oid, d, "a", 5, v).ok());
+  std::vector<Status> results(4);
+  std::vector<bool> done(4, false);
+  int i = 0;
+  for (std::string d : {"d1", "d2", "d3"}) {
+    const int k = i++;
+    vos_->SubmitPunch({PunchScope::kDkey, oid, d, {}, static_cast<Epoch>(10 + k)}, [&, k](Status st) {
+      results[k] = st;
+      done[k] = true;
+    });
+  }
+  vos_->SubmitPunch({PunchScope::kAkey, oid, "d1", "", 20}, [&](Status st) {
+    results[3] = st;
+    done[3] = true;
+  });
+  EXPECT_EQ(vos_->in_flight(), 4u);
+  // Not acknowledged yet, so not visible yet.
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d1", "a", kEpochMax), v);
+  while (std::find(done.begin(), done.end(), false) != done.end()) vos_->Progress(/*wait=*/true);
+  for (int k = 0; k < 3; ++k) EXPECT_TRUE(results[k].ok()) << results[k].ToString();
+  EXPECT_TRUE(results[3].IsInvalidArgument()) << results[3].ToString();
+  EXPECT_NE(results[3].message().find("empty akey"), std::string::npos) << results[3].ToString();
+  EXPECT_EQ(vos_->in_flight(), 0u);
+  Reopen();
+  for (std::string d : {"d1", "d2", "d3"}) {
+    EXPECT_TRUE(GetSingle(vos_.get(), oid, d, "a", kEpochMax)->empty()) << d;
+    EXPECT_EQ(*GetSingle(vos_.get(), oid, d, "a", 9), v) << d;
+  }
 }
 
 TEST_F(VosPunchTest, PunchDkeyAndObjectCoverEverythingBelowAndPersist) {

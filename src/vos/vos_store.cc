@@ -158,7 +158,7 @@ VosStore::~VosStore() {
 Status VosStore::Drain() {
   while (in_flight_ > 0) {
     if (Progress(true) == 0 && in_flight_ > 0 && extents_ && extents_->in_flight() == 0 &&
-        !(committer_ && committer_->busy()) && ready_.empty() && deferred_.empty()) {
+        !(committer_ && committer_->busy()) && ready_.empty() && ready_punches_.empty() && deferred_.empty()) {
       return Status::Internal("vos: ops in flight with nothing to wait for");
     }
   }
@@ -230,30 +230,48 @@ void VosStore::DrainEventFd() {
   (void)rc;
 }
 
-Status VosStore::Punch(std::string scope, Epoch epoch, std::string_view what) {
-  if (epoch == 0) return Status::InvalidArgument(fmt::format("vos: punch {}: epoch must be > 0", what));
-  rocksdb::WriteBatch batch;
-  batch.Put(keys::PunchKey(scope, epoch), rocksdb::Slice());
-  ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), fmt::format("vos: punch {}", what)));
-  punches_.Add(scope, epoch);
-  return Status::Ok();
-}
-
-Status VosStore::PunchObject(const ObjectId& oid, Epoch epoch) {
-  return Punch(keys::ObjectScope(oid), epoch, fmt::format("oid={}", oid.ToString()));
-}
-
-Status VosStore::PunchDkey(const ObjectId& oid, const std::string& dkey, Epoch epoch) {
-  if (dkey.empty()) return Status::InvalidArgument(fmt::format("vos: punch oid={}: empty dkey", oid.ToString()));
-  return Punch(keys::DkeyScope(oid, dkey), epoch, fmt::format("oid={} dkey='{}'", oid.ToString(), dkey));
-}
-
-Status VosStore::PunchAkey(const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch) {
-  if (dkey.empty() || akey.empty()) {
-    return Status::InvalidArgument(fmt::format("vos: punch oid={}: empty dkey or akey", oid.ToString()));
+void VosStore::SubmitPunch(const PunchOp& op, PunchCallback done) {
+  ++in_flight_;
+  PunchState& p = punch_states_.emplace_back();
+  p.self = std::prev(punch_states_.end());
+  p.op = op;
+  p.done = std::move(done);
+  auto what = [&op] {
+    switch (op.scope) {
+      case PunchScope::kObject: return fmt::format("oid={}", op.oid.ToString());
+      case PunchScope::kDkey: return fmt::format("oid={} dkey='{}'", op.oid.ToString(), op.dkey);
+      case PunchScope::kAkey: break;
+    }
+    return fmt::format("oid={} dkey='{}' akey='{}'", op.oid.ToString(), op.dkey, op.akey);
+  };
+  Status st;
+  if (op.epoch == 0) {
+    st = Status::InvalidArgument(fmt::format("vos: punch {}: epoch must be > 0", what()));
+  } else if (op.scope != PunchScope::kObject && op.dkey.empty()) {
+    st = Status::InvalidArgument(fmt::format("vos: punch {}: empty dkey", what()));
+  } else if (op.scope == PunchScope::kAkey && op.akey.empty()) {
+    st = Status::InvalidArgument(fmt::format("vos: punch {}: empty akey", what()));
+  } else if (op.scope != PunchScope::kObject && op.scope != PunchScope::kDkey && op.scope != PunchScope::kAkey) {
+    st = Status::InvalidArgument(
+        fmt::format("vos: punch oid={}: unknown scope {}", op.oid.ToString(), static_cast<int>(op.scope)));
   }
-  return Punch(keys::AkeyScope(oid, dkey, akey), epoch,
-               fmt::format("oid={} dkey='{}' akey='{}'", oid.ToString(), dkey, akey));
+  if (!st.ok()) {
+    PunchState* ps = &p;
+    Defer([this, ps, st] { CompletePunch(ps, st); });
+    return;
+  }
+  p.scope = op.scope == PunchScope::kObject ? keys::ObjectScope(op.oid)
+            : op.scope == PunchScope::kDkey ? keys::DkeyScope(op.oid, op.dkey)
+                                            : keys::AkeyScope(op.oid, op.dkey, op.akey);
+  ready_punches_.push_back(&p);
+  if (committer_) StartCommitIfIdle();
+}
+
+void VosStore::CompletePunch(PunchState* p, Status st) {
+  PunchCallback done = std::move(p->done);
+  punch_states_.erase(p->self);
+  --in_flight_;
+  if (done) done(std::move(st));
 }
 
 Status VosStore::CreateSnapshot(Epoch epoch) {

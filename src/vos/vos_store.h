@@ -46,9 +46,7 @@ class VosStore final : public Vos {
   int event_fd() const override { return event_fd_; }
   size_t in_flight() const override { return in_flight_; }
 
-  Status PunchObject(const ObjectId& oid, Epoch epoch) override;
-  Status PunchDkey(const ObjectId& oid, const std::string& dkey, Epoch epoch) override;
-  Status PunchAkey(const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch) override;
+  void SubmitPunch(const PunchOp& op, PunchCallback done) override;
 
   Result<std::vector<ObjectId>> ListObjects(Epoch epoch, Anchor* anchor, size_t max) override;
   Result<std::vector<std::string>> ListDkeys(const ObjectId& oid, Epoch epoch, Anchor* anchor, size_t max) override;
@@ -82,6 +80,14 @@ class VosStore final : public Vos {
     Status checksum_status;               // external: the checksum pass run while the data is written
     AkeyHeader committed_header;          // the header its commit group wrote
     std::list<UpdateState>::iterator self;
+  };
+
+  // A punch between SubmitPunch and its callback.
+  struct PunchState {
+    PunchOp op;
+    PunchCallback done;
+    std::string scope;  // keys::ObjectScope / DkeyScope / AkeyScope
+    std::list<PunchState>::iterator self;
   };
 
   // One stored version a fetch reads from.
@@ -173,7 +179,7 @@ class VosStore final : public Vos {
   Epoch PunchedAt(std::string_view akey_scope, size_t dkey_scope_len, Epoch at) const {
     return punches_.LatestCovering(akey_scope, dkey_scope_len, at);
   }
-  Status Punch(std::string scope, Epoch epoch, std::string_view what);
+  void CompletePunch(PunchState* p, Status st);
   void FreeAfterReaders(uint64_t offset, uint64_t len);
   void ReleaseDeferredFrees();
   int RunDeferred();
@@ -200,7 +206,9 @@ class VosStore final : public Vos {
   size_t in_flight_ = 0;
   std::list<UpdateState> updates_;
   std::list<FetchState> fetches_;
-  std::vector<UpdateState*> ready_;                                    // data written, waiting for a commit group
+  std::vector<UpdateState*> ready_;  // data written, waiting for a commit group
+  std::list<PunchState> punch_states_;
+  std::vector<PunchState*> ready_punches_;                             // waiting for a commit group
   std::vector<std::function<void()>> deferred_;                        // callbacks to run from Progress
   std::map<std::string, PendingHeader, std::less<>> pending_headers_;  // akeys with uncommitted updates
   struct StringHash {

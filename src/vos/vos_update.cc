@@ -189,7 +189,7 @@ void VosStore::OnUpdateWritten(UpdateState* u, Status st) {
 }
 
 int VosStore::StartCommitIfIdle() {
-  if (ready_.empty()) return 0;
+  if (ready_.empty() && ready_punches_.empty()) return 0;
   if (committer_ && committer_->busy()) return 0;
   auto group = std::make_unique<CommitGroup>();
   for (UpdateState* u : ready_) {
@@ -208,6 +208,11 @@ int VosStore::StartCommitIfIdle() {
     group->updates.push_back(u);
   }
   ready_.clear();
+  for (PunchState* p : ready_punches_) {
+    group->batch.Put(keys::PunchKey(p->scope, p->op.epoch), rocksdb::Slice());
+    group->punches.push_back(p);
+  }
+  ready_punches_.clear();
   if (committer_) {
     committer_->Start(std::move(group));
     return 0;
@@ -219,8 +224,8 @@ int VosStore::StartCommitIfIdle() {
 int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
   int ran = 0;
   if (!group->status.ok() && group->metadata_attempted) {
-    ROS2_LOG_ERROR("vos: {}: commit of {} updates failed: {}; their space is reclaimed at the next open", options_.path,
-                   group->updates.size(), group->status.ToString());
+    ROS2_LOG_ERROR("vos: {}: commit of {} updates and {} punches failed: {}; their space is reclaimed at the next open",
+                   options_.path, group->updates.size(), group->punches.size(), group->status.ToString());
   }
   for (void* opaque : group->updates) {
     auto* u = static_cast<UpdateState*>(opaque);
@@ -243,6 +248,14 @@ int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
       allocator_->Free(u->rec.offset, u->rec.alloc_len);
     }
     CompleteUpdate(u, group->status);
+    ++ran;
+  }
+  for (void* opaque : group->punches) {
+    auto* p = static_cast<PunchState*>(opaque);
+    if (group->status.ok()) punches_.Add(p->scope, p->op.epoch);
+    CompletePunch(p, group->status.ok() ? group->status
+                                        : group->status.WithContext(fmt::format("vos: punch oid={} at epoch {}",
+                                                                                p->op.oid.ToString(), p->op.epoch)));
     ++ran;
   }
   return ran;
