@@ -319,9 +319,7 @@ void WorkerImpl::ExpireDeadlines() {
                                               conn != nullptr ? conn->peer_name : std::string("a closed peer"))),
                  {}, 0);
   }
-  if (live_calls_ == 0) {
-    while (!deadlines_.empty()) deadlines_.pop();
-  }
+  if (live_calls_ == 0 && !deadlines_.empty()) deadlines_ = {};
 }
 
 // ---- EndpointImpl ----------------------------------------------------------------
