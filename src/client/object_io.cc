@@ -4,7 +4,6 @@
 // the calling thread's worker.
 #include <algorithm>
 #include <limits>
-#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -23,19 +22,29 @@ std::span<const uint8_t> AsBytes(const std::vector<uint8_t>& v) {
   return {v.data(), v.size()};
 }
 
-// What is wrong with the keys, or nothing. Callers name the operation only
-// when there is an error: formatting it costs more than a small I/O's checks.
-std::optional<std::string> KeyProblem(std::string_view dkey, std::string_view akey, bool need_akey) {
-  if (dkey.empty()) return "empty dkey";
-  if (dkey.size() > obj::kMaxKeySize) return fmt::format("dkey of {} bytes (limit {})", dkey.size(), obj::kMaxKeySize);
-  if (need_akey && akey.empty()) return "empty akey";
-  if (akey.size() > obj::kMaxKeySize) return fmt::format("akey of {} bytes (limit {})", akey.size(), obj::kMaxKeySize);
-  return std::nullopt;
+// The operation's name for an error message: a string, or a callable that
+// makes one, called only when there is an error (formatting it costs more
+// than a small I/O's checks).
+template <typename What>
+std::string NameOf(const What& what) {
+  if constexpr (std::is_invocable_v<What>) {
+    return what();
+  } else {
+    return std::string(what);
+  }
 }
 
-Status ValidateKeys(std::string_view dkey, std::string_view akey, bool need_akey, std::string_view what) {
-  if (auto problem = KeyProblem(dkey, akey, need_akey)) {
-    return Status::InvalidArgument(fmt::format("{}: {}", what, *problem));
+template <typename What>
+Status ValidateKeys(std::string_view dkey, std::string_view akey, bool need_akey, const What& what) {
+  if (dkey.empty()) return Status::InvalidArgument(fmt::format("{}: empty dkey", NameOf(what)));
+  if (dkey.size() > obj::kMaxKeySize) {
+    return Status::InvalidArgument(
+        fmt::format("{}: dkey of {} bytes (limit {})", NameOf(what), dkey.size(), obj::kMaxKeySize));
+  }
+  if (need_akey && akey.empty()) return Status::InvalidArgument(fmt::format("{}: empty akey", NameOf(what)));
+  if (akey.size() > obj::kMaxKeySize) {
+    return Status::InvalidArgument(
+        fmt::format("{}: akey of {} bytes (limit {})", NameOf(what), akey.size(), obj::kMaxKeySize));
   }
   return Status::Ok();
 }
@@ -173,13 +182,7 @@ Result<std::shared_ptr<transport::Endpoint>> Connect(ThreadIo& io, ContainerCore
   auto ep = io.EndpointFor(route.address());
   if (!ep.ok()) {
     cont.pool().MarkMapStale();
-    std::string name;
-    if constexpr (std::is_invocable_v<What>) {
-      name = what();
-    } else {
-      name = std::string(what);
-    }
-    return ep.status().WithContext(fmt::format("{}: connect to target {}", name, route.target));
+    return ep.status().WithContext(fmt::format("{}: connect to target {}", NameOf(what), route.target));
   }
   return ep;
 }
@@ -192,9 +195,8 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
   op->oid = oid_;
   op->dkey = args.dkey;
   op->akey = args.akey;
-  if (auto problem = KeyProblem(args.dkey, args.akey, true)) {
-    return Status::InvalidArgument(fmt::format("{}: {}", op->What(), *problem));
-  }
+  const auto what = [&op] { return op->What(); };
+  ROS2_RETURN_IF_ERROR(ValidateKeys(args.dkey, args.akey, true, what));
   if (args.kind == ValueKind::kArray) {
     if (args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
     if (args.data.empty()) return Status::InvalidArgument(op->What() + ": an array update needs at least one record");
@@ -218,7 +220,7 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
   op->user_data = user_data;
   op->callback = std::move(callback);
   op->length = args.data.size();
-  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, [&op] { return op->What(); }));
+  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, what));
 
   obj::UpdateRequest req;
   req.header = cont_->Header(route);
@@ -258,9 +260,8 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
   op->oid = oid_;
   op->dkey = args.dkey;
   op->akey = args.akey;
-  if (auto problem = KeyProblem(args.dkey, args.akey, true)) {
-    return Status::InvalidArgument(fmt::format("{}: {}", op->What(), *problem));
-  }
+  const auto what = [&op] { return op->What(); };
+  ROS2_RETURN_IF_ERROR(ValidateKeys(args.dkey, args.akey, true, what));
   uint64_t want = args.buffer.size();
   if (args.kind == ValueKind::kArray) {
     if (args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
@@ -291,7 +292,7 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
   op->kind = args.kind;
   op->buffer = args.buffer.first(want);
   op->expected = want;
-  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, [&op] { return op->What(); }));
+  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, what));
 
   obj::FetchRequest req;
   req.header = cont_->Header(route);

@@ -17,6 +17,12 @@ vos::Checksums ToVos(const obj::Checksums& c) {
 obj::Checksums FromVos(const vos::Checksums& c) {
   return obj::Checksums{c.type, c.chunk_size, c.values};
 }
+vos::PunchOp ToVos(const obj::PunchRequest& m, Epoch epoch) {
+  const vos::PunchScope scope = m.scope == obj::PunchScope::kObject ? vos::PunchScope::kObject
+                                : m.scope == obj::PunchScope::kDkey ? vos::PunchScope::kDkey
+                                                                    : vos::PunchScope::kAkey;
+  return vos::PunchOp{scope, m.oid, m.dkey, m.akey, epoch};
+}
 
 Epoch ReadEpoch(Epoch e) {
   return e == 0 ? kEpochMax : e;
@@ -282,24 +288,13 @@ void Target::HandlePunch(IncomingRequest req) {
   } else {
     env_->clock->Update(epoch);
   }
-  auto punch_op = [](const obj::PunchRequest& m, Epoch epoch) {
-    vos::PunchOp op;
-    op.scope = m.scope == obj::PunchScope::kObject ? vos::PunchScope::kObject
-               : m.scope == obj::PunchScope::kDkey ? vos::PunchScope::kDkey
-                                                   : vos::PunchScope::kAkey;
-    op.oid = m.oid;
-    op.dkey = m.dkey;
-    op.akey = m.akey;
-    op.epoch = epoch;
-    return op;
-  };
   if (m->header.flags == 0) {
     // Asynchronous: the punch joins the shard's next commit group (one WAL
     // sync with the updates) and the target goes on serving meanwhile.
     const uint64_t ticket = Track(req);
-    (*shard)->vos->SubmitPunch(punch_op(*m, epoch), [this, ticket, epoch](Status st) {
+    (*shard)->vos->SubmitPunch(ToVos(*m, epoch), [this, ticket, epoch](Status st) {
       usage_dirty_ = true;
-      Finish(ticket, st, st.ok() ? obj::Encode(obj::PunchReply{epoch}) : std::vector<uint8_t>{});
+      Finish(ticket, st, obj::Encode(obj::PunchReply{epoch}));  // Finish drops the payload of an error
     });
     return;
   }
@@ -307,7 +302,7 @@ void Target::HandlePunch(IncomingRequest req) {
   // after every earlier conditional operation on the dkey has committed.
   const uint64_t ticket = Track(req);
   auto key = std::make_shared<std::string>(DkeyGate::Key(m->header.pool, m->header.container, m->oid, m->dkey));
-  conditional_gate_.Acquire(*key, [this, ticket, key, punch_op, m = std::move(*m)] {
+  conditional_gate_.Acquire(*key, [this, ticket, key, m = std::move(*m)] {
     auto shard = ShardFor(m.header.pool, m.header.container);
     Status st = shard.status();
     if (st.ok()) {
@@ -325,9 +320,9 @@ void Target::HandlePunch(IncomingRequest req) {
     // The gate stays held until the punch committed: the next conditional
     // operation on the dkey must see it.
     const Epoch epoch = m.header.epoch == 0 ? env_->clock->Now() : m.header.epoch;
-    (*shard)->vos->SubmitPunch(punch_op(m, epoch), [this, ticket, key, epoch](Status st) {
+    (*shard)->vos->SubmitPunch(ToVos(m, epoch), [this, ticket, key, epoch](Status st) {
       usage_dirty_ = true;
-      Finish(ticket, st, st.ok() ? obj::Encode(obj::PunchReply{epoch}) : std::vector<uint8_t>{});
+      Finish(ticket, st, obj::Encode(obj::PunchReply{epoch}));
       conditional_gate_.Release(*key);
     });
   });

@@ -101,9 +101,6 @@ Result<ros2::client::ClientOptions> ClientOptionsFrom(const ros2_fio_mount_optio
   co.secret_file = OrEnv(o.secret_file, "ROS2_SECRET_FILE");
   if (std::string tenant = OrEnv(o.tenant, "ROS2_TENANT"); !tenant.empty()) co.tenant = tenant;
   if (o.transport != nullptr && *o.transport != '\0') co.transport = o.transport;
-  if (o.spin_us > 1000000) {
-    return Status::InvalidArgument(fmt::format("ros2 fio engine: spin_us={} is above 1000000", o.spin_us));
-  }
   co.spin_budget = std::chrono::microseconds(o.spin_us);
   const std::string data_dir = OrEnv(o.data_dir, "ROS2_DATA_DIR");
   if (Status st = ros2::client::CompleteFromLocalCluster(co, data_dir); !st.ok()) {

@@ -230,39 +230,42 @@ void VosStore::DrainEventFd() {
   (void)rc;
 }
 
+namespace {
+
+// The RocksDB scope key a punch tombstones, or why the punch is invalid.
+Result<std::string> PunchScopeKey(const PunchOp& op) {
+  const std::string oid = op.oid.ToString();
+  if (op.epoch == 0) return Status::InvalidArgument(fmt::format("vos: punch oid={}: epoch must be > 0", oid));
+  switch (op.scope) {
+    case PunchScope::kObject: return keys::ObjectScope(op.oid);
+    case PunchScope::kDkey:
+      if (op.dkey.empty()) return Status::InvalidArgument(fmt::format("vos: punch oid={}: empty dkey", oid));
+      return keys::DkeyScope(op.oid, op.dkey);
+    case PunchScope::kAkey:
+      if (op.dkey.empty() || op.akey.empty()) {
+        return Status::InvalidArgument(
+            fmt::format("vos: punch oid={} dkey='{}': empty {}", oid, op.dkey, op.dkey.empty() ? "dkey" : "akey"));
+      }
+      return keys::AkeyScope(op.oid, op.dkey, op.akey);
+  }
+  return Status::InvalidArgument(fmt::format("vos: punch oid={}: unknown scope {}", oid, static_cast<int>(op.scope)));
+}
+
+}  // namespace
+
 void VosStore::SubmitPunch(const PunchOp& op, PunchCallback done) {
   ++in_flight_;
   PunchState& p = punch_states_.emplace_back();
   p.self = std::prev(punch_states_.end());
   p.op = op;
   p.done = std::move(done);
-  auto what = [&op] {
-    switch (op.scope) {
-      case PunchScope::kObject: return fmt::format("oid={}", op.oid.ToString());
-      case PunchScope::kDkey: return fmt::format("oid={} dkey='{}'", op.oid.ToString(), op.dkey);
-      case PunchScope::kAkey: break;
-    }
-    return fmt::format("oid={} dkey='{}' akey='{}'", op.oid.ToString(), op.dkey, op.akey);
-  };
-  Status st;
-  if (op.epoch == 0) {
-    st = Status::InvalidArgument(fmt::format("vos: punch {}: epoch must be > 0", what()));
-  } else if (op.scope != PunchScope::kObject && op.dkey.empty()) {
-    st = Status::InvalidArgument(fmt::format("vos: punch {}: empty dkey", what()));
-  } else if (op.scope == PunchScope::kAkey && op.akey.empty()) {
-    st = Status::InvalidArgument(fmt::format("vos: punch {}: empty akey", what()));
-  } else if (op.scope != PunchScope::kObject && op.scope != PunchScope::kDkey && op.scope != PunchScope::kAkey) {
-    st = Status::InvalidArgument(
-        fmt::format("vos: punch oid={}: unknown scope {}", op.oid.ToString(), static_cast<int>(op.scope)));
-  }
-  if (!st.ok()) {
+  auto scope = PunchScopeKey(op);
+  if (!scope.ok()) {
     PunchState* ps = &p;
-    Defer([this, ps, st] { CompletePunch(ps, st); });
+    Defer([this, ps, st = scope.status()] { CompletePunch(ps, st); });
     return;
   }
-  p.scope = op.scope == PunchScope::kObject ? keys::ObjectScope(op.oid)
-            : op.scope == PunchScope::kDkey ? keys::DkeyScope(op.oid, op.dkey)
-                                            : keys::AkeyScope(op.oid, op.dkey, op.akey);
+  p.scope = std::move(*scope);
   ready_punches_.push_back(&p);
   if (committer_) StartCommitIfIdle();
 }

@@ -252,10 +252,13 @@ int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
   }
   for (void* opaque : group->punches) {
     auto* p = static_cast<PunchState*>(opaque);
-    if (group->status.ok()) punches_.Add(p->scope, p->op.epoch);
-    CompletePunch(p, group->status.ok() ? group->status
-                                        : group->status.WithContext(fmt::format("vos: punch oid={} at epoch {}",
-                                                                                p->op.oid.ToString(), p->op.epoch)));
+    if (!group->status.ok()) {
+      CompletePunch(p, group->status.WithContext(
+                           fmt::format("vos: punch oid={} at epoch {}", p->op.oid.ToString(), p->op.epoch)));
+    } else {
+      punches_.Add(p->scope, p->op.epoch);
+      CompletePunch(p, Status::Ok());
+    }
     ++ran;
   }
   return ran;
