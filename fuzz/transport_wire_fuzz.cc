@@ -3,7 +3,10 @@
 //  - Decode never crashes, reads out of bounds or leaks (ASan);
 //  - every view it returns lies inside the input;
 //  - an accepted message re-encodes to exactly the input bytes, and the encoder
-//    agrees the message is valid (one set of rules on both sides).
+//    agrees the message is valid (one set of rules on both sides);
+//  - decoding in place into a message left over from earlier inputs (the
+//    receive path's form) accepts and rejects the same inputs and yields the
+//    same message: no field of an older message survives.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -26,6 +29,9 @@ void CheckInside(std::span<const uint8_t> view, const uint8_t* data, size_t size
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const uint8_t> input(data, size);
   auto decoded = Decode(input);
+  static Message reused;  // holds whatever the previous inputs decoded to
+  const bool in_place_ok = Decode(input, reused).ok();
+  if (in_place_ok != decoded.ok()) abort();
   if (!decoded.ok()) return 0;
   const Message& m = *decoded;
   CheckInside(m.capability, data, size);
@@ -40,5 +46,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto n = Encode(m, again);
   if (!n.ok() || *n != size) abort();
   if (size != 0 && std::memcmp(again.data(), data, size) != 0) abort();
+  std::vector<uint8_t> from_reused(size);
+  auto r = Encode(reused, from_reused);
+  if (!r.ok() || *r != size) abort();
+  if (size != 0 && std::memcmp(from_reused.data(), data, size) != 0) abort();
   return 0;
 }

@@ -204,8 +204,7 @@ void WorkerImpl::ReleaseState(State* s) {
     ucp_am_data_release(worker_, s->rndv_desc);
     s->rndv_desc = nullptr;
   }
-  s->conn.reset();
-  s->msg = wire::Message{};
+  s->conn.reset();  // s->msg is overwritten whole by the next HandleRequest
   s->pulled = s->pushed = s->replied = false;
   s->in_am_callback = s->rndv_taken = false;
   s->pushed_bytes = 0;

@@ -1,6 +1,7 @@
 // Encoder and validating decoder of the data-plane messages (docs/wire-format.md).
 #include "transport/wire.h"
 
+#include <bit>
 #include <cstring>
 #include <string>
 
@@ -16,16 +17,26 @@ constexpr size_t kOffStatusMsgLen = 30, kOffInlineLen = 32, kOffBulkCount = 36, 
 constexpr size_t kOffReserved = 38, kOffPushedBytes = 40;
 constexpr uint8_t kMaxStatusCode = static_cast<uint8_t>(Status::kLastCode);
 
+// Little-endian field access: one load or store (and a byte swap on a
+// big-endian host), not a byte-by-byte loop the compiler may not fold.
+template <typename T>
+T SwapBytes(T v) {
+  T r = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) r = static_cast<T>((r << 8) | ((v >> (8 * i)) & 0xff));
+  return r;
+}
 template <typename T>
 void Put(uint8_t* p, T v) {
   static_assert(std::is_unsigned_v<T>);
-  for (size_t i = 0; i < sizeof(T); ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+  if constexpr (std::endian::native == std::endian::big && sizeof(T) > 1) v = SwapBytes(v);
+  std::memcpy(p, &v, sizeof(T));
 }
 template <typename T>
 T Get(const uint8_t* p) {
   static_assert(std::is_unsigned_v<T>);
-  T v = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<T>(static_cast<T>(p[i]) << (8 * i));
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  if constexpr (std::endian::native == std::endian::big && sizeof(T) > 1) v = SwapBytes(v);
   return v;
 }
 
@@ -186,7 +197,7 @@ Result<size_t> EncodeHead(const Message& m, std::span<uint8_t> out) {
   return off;
 }
 
-Result<Message> Decode(std::span<const uint8_t> bytes) {
+Status Decode(std::span<const uint8_t> bytes, Message& m) {
   if (bytes.size() < kHeaderSize)
     return Bad(fmt::format("message of {} bytes is shorter than the {}-byte header", bytes.size(), kHeaderSize));
   const uint8_t* p = bytes.data();
@@ -198,7 +209,6 @@ Result<Message> Decode(std::span<const uint8_t> bytes) {
   if (Get<uint16_t>(p + kOffFlags) != 0) return Bad(fmt::format("unknown flags {:#06x}", Get<uint16_t>(p + kOffFlags)));
   if (Get<uint16_t>(p + kOffReserved) != 0) return Bad("reserved header bytes are not zero");
 
-  Message m;
   m.kind = static_cast<Kind>(p[kOffKind]);
   m.opcode = Get<uint16_t>(p + kOffOpcode);
   m.request_id = Get<uint64_t>(p + kOffRequestId);
@@ -220,17 +230,29 @@ Result<Message> Decode(std::span<const uint8_t> bytes) {
   // From here every size is small enough that sums cannot overflow size_t.
   size_t off = kHeaderSize;
   const size_t total = bytes.size();
-  auto take = [&](size_t n, std::string_view what) -> Result<std::span<const uint8_t>> {
-    if (n > total - off)
-      return Bad(fmt::format("truncated in {}: needs {} bytes at offset {}, message has {}", what, n, off, total));
-    std::span<const uint8_t> s = bytes.subspan(off, n);
+  // Takes the next n bytes into `view`; false (and `what` for the error) when
+  // the message ends first.
+  const char* short_in = nullptr;
+  size_t short_need = 0;
+  auto take = [&](size_t n, const char* what, std::span<const uint8_t>& view) {
+    if (n > total - off) {
+      short_in = what;
+      short_need = n;
+      return false;
+    }
+    view = bytes.subspan(off, n);
     off += n;
-    return s;
+    return true;
   };
-  ROS2_ASSIGN_OR_RETURN(m.capability, take(cap_len, "capability"));
+  auto truncated = [&] {
+    return Bad(
+        fmt::format("truncated in {}: needs {} bytes at offset {}, message has {}", short_in, short_need, off, total));
+  };
+  if (!take(cap_len, "capability", m.capability)) return truncated();
   m.bulk_count = bulk_count;
   for (uint8_t i = 0; i < bulk_count; ++i) {
-    ROS2_ASSIGN_OR_RETURN(auto fixed, take(kBulkDescriptorSize, "bulk descriptor"));
+    std::span<const uint8_t> fixed;
+    if (!take(kBulkDescriptorSize, "bulk descriptor", fixed)) return truncated();
     BulkDescriptor& d = m.bulk[i];
     if (fixed[0] > 1) return Bad(fmt::format("bulk[{}] direction {}", i, fixed[0]));
     if (fixed[1] > 3) return Bad(fmt::format("bulk[{}] transfer {}", i, fixed[1]));
@@ -241,14 +263,21 @@ Result<Message> Decode(std::span<const uint8_t> bytes) {
     d.length = Get<uint64_t>(fixed.data() + 8);
     d.remote_addr = Get<uint64_t>(fixed.data() + 16);
     if (rkey_len > kMaxRkey) return Bad(fmt::format("bulk[{}] rkey length {} > {}", i, rkey_len, kMaxRkey));
-    ROS2_ASSIGN_OR_RETURN(d.rkey, take(rkey_len, "rkey"));
+    if (!take(rkey_len, "rkey", d.rkey)) return truncated();
   }
-  ROS2_ASSIGN_OR_RETURN(auto status_bytes, take(msg_len, "status message"));
+  for (uint8_t i = bulk_count; i < kMaxBulkDescriptors; ++i) m.bulk[i] = BulkDescriptor{};
+  std::span<const uint8_t> status_bytes;
+  if (!take(msg_len, "status message", status_bytes)) return truncated();
   m.status_message = std::string_view(reinterpret_cast<const char*>(status_bytes.data()), status_bytes.size());
-  ROS2_ASSIGN_OR_RETURN(m.payload, take(payload_len, "payload"));
-  ROS2_ASSIGN_OR_RETURN(m.inline_data, take(inline_len, "inline data"));
+  if (!take(payload_len, "payload", m.payload)) return truncated();
+  if (!take(inline_len, "inline data", m.inline_data)) return truncated();
   if (off != total) return Bad(fmt::format("{} trailing bytes after the declared sections", total - off));
-  ROS2_RETURN_IF_ERROR(CheckSemantics(m));
+  return CheckSemantics(m);
+}
+
+Result<Message> Decode(std::span<const uint8_t> bytes) {
+  Message m;
+  ROS2_RETURN_IF_ERROR(Decode(bytes, m));
   return m;
 }
 

@@ -112,6 +112,10 @@ Result<size_t> EncodeHead(const Message& m, std::span<uint8_t> out);
 // lengths against their limits and against `bytes.size()`, descriptor rules.
 // On failure returns kProtocol naming the first offending field.
 Result<Message> Decode(std::span<const uint8_t> bytes);
+// The same into `m` (every field is overwritten; on failure `m` holds a partial
+// decode and must not be used): the receive path's form, which decodes into a
+// message on its stack instead of moving one out of a Result.
+Status Decode(std::span<const uint8_t> bytes, Message& m);
 
 // ---- Worker address blob --------------------------------------------------
 inline constexpr uint32_t kAddressMagic = 0x41573252;  // bytes "R2WA"

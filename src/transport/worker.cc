@@ -358,8 +358,8 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
   } else if (!rndv) {
     bytes = std::span<const uint8_t>(static_cast<const uint8_t*>(data), length);
   }
-  auto decoded = wire::Decode(bytes);
-  if (!decoded.ok()) {
+  wire::Message msg;
+  if (Status decoded = wire::Decode(bytes, msg); !decoded.ok()) {
     ++stats_.malformed_messages;
     if (const uint8_t version = wire::PeekVersion(bytes); version != 0 && version != wire::kVersion) {
       // A peer of another version (its Connect fails on our address blob's
@@ -369,11 +369,10 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
                       name_, version, wire::kVersion);
       }
     } else {
-      ROS2_LOG_DEBUG("transport: worker '{}' dropped a message: {}", name_, decoded.status().ToString());
+      ROS2_LOG_DEBUG("transport: worker '{}' dropped a message: {}", name_, decoded.ToString());
     }
     return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
   }
-  const wire::Message& msg = *decoded;
   const bool carries_bulk = header_length > 0;
   switch (msg.kind) {
     case wire::Kind::kHello:
