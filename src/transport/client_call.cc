@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "transport/shared_segment.h"
 #include "transport/ucx_util.h"
 #include "transport/worker_impl.h"
 
@@ -51,6 +52,27 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
     return region && region->Contains(addr, len);
   };
 
+  // A buffer inside one of this process's shared segments, on a connection
+  // whose server proved able to reach our memory (the cma proof): the server
+  // maps the segment and copies with memcpy (shared_segment.h).
+  std::array<uint8_t, wire::kSegmentRefSize> out_ref{}, in_ref{};
+  auto use_segment = [&](const void* addr, wire::BulkDescriptor& d, std::array<uint8_t, wire::kSegmentRefSize>& ref) {
+    if (!use_cma) return false;
+    auto where = segment::Find(addr, d.length);
+    if (!where) return false;
+    switch (opts.inject_segment_damage) {
+      case TransportOptions::SegmentDamage::kNone: break;
+      case TransportOptions::SegmentDamage::kRangePastEnd: where->offset += uint64_t{1} << 40; break;
+      case TransportOptions::SegmentDamage::kWrongId: where->ref.id ^= 2; break;
+      case TransportOptions::SegmentDamage::kNotASegment: where->ref.fd = 0; break;
+    }
+    wire::EncodeSegmentRef(where->ref, ref);
+    d.transfer = wire::BulkTransfer::kSegment;
+    d.remote_addr = where->offset;
+    d.rkey = ref;
+    return true;
+  };
+
   wire::Message msg;
   msg.kind = wire::Kind::kRequest;
   msg.opcode = opcode;
@@ -67,6 +89,8 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
     if (d.length <= inline_limit) {
       d.transfer = wire::BulkTransfer::kInline;
       msg.inline_data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(options.bulk_out.data()), d.length);
+    } else if (use_segment(options.bulk_out.data(), d, out_ref)) {
+      // d filled in: the server copies straight out of the client's segment
     } else if (use_cma) {
       d.transfer = wire::BulkTransfer::kCma;
       d.remote_addr = reinterpret_cast<uint64_t>(options.bulk_out.data());
@@ -90,6 +114,8 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
     d.length = options.bulk_in.size();
     if (d.length <= inline_limit) {
       d.transfer = wire::BulkTransfer::kInline;
+    } else if (use_segment(options.bulk_in.data(), d, in_ref)) {
+      // d filled in: the server writes straight into the client's segment
     } else if (use_cma) {
       d.transfer = wire::BulkTransfer::kCma;
       d.remote_addr = reinterpret_cast<uint64_t>(options.bulk_in.data());

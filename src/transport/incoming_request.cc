@@ -141,6 +141,66 @@ Status CmaTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, ui
   return st;
 }
 
+// The client's memory for a kSegment descriptor: its segment mapped once per
+// connection (shared_segment.h), the range checked against the segment's size.
+// The request keeps a reference to the mapping until it is released.
+Result<std::byte*> SegmentRange(State* s, const wire::BulkDescriptor& d, uint64_t len) {
+  Connection* conn = s->conn.get();
+  WorkerStats& stats = s->worker->mutable_stats();
+  if (!conn->cma) {
+    ++stats.malformed_messages;
+    return Status::Protocol(
+        fmt::format("transport: request {:#x} from {} names a shared segment, but the connection did not prove its pid",
+                    s->msg.request_id, conn->peer_name));
+  }
+  if (conn->ep == nullptr || !conn->status.ok())
+    return conn->status.ok() ? Status::Disconnected("transport: connection closed") : conn->status;
+  const wire::SegmentRef ref = wire::DecodeSegmentRef(d.rkey);
+  std::shared_ptr<segment::PeerMapping> mapping;
+  auto& mapped = conn->segments;
+  for (size_t i = mapped.size(); i-- > 0;) {
+    if (mapped[i]->id() == ref.id) {
+      mapping = mapped[i];
+      if (i + 1 != mapped.size()) {  // most recently used last
+        mapped.erase(mapped.begin() + static_cast<std::ptrdiff_t>(i));
+        mapped.push_back(mapping);
+      }
+      break;
+    }
+  }
+  if (!mapping) {
+    auto m = segment::PeerMapping::Map(conn->info.peer_pid, ref);
+    if (!m.ok()) {
+      ++stats.segments_refused;
+      return m.status().WithContext(
+          fmt::format("transport: request {:#x} from {}", s->msg.request_id, conn->peer_name));
+    }
+    mapping = std::move(*m);
+    if (mapped.size() >= kMaxPeerSegments) mapped.erase(mapped.begin());
+    mapped.push_back(mapping);
+    ++stats.segments_mapped;
+  }
+  auto range = mapping->Range(d.remote_addr, len);
+  if (!range.ok()) {
+    ++stats.malformed_messages;
+    return range.status().WithContext(fmt::format("transport: request {:#x}", s->msg.request_id));
+  }
+  s->segment = std::move(mapping);
+  return *range;
+}
+
+Status SegmentTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool to_client) {
+  auto remote = SegmentRange(s, d, len);
+  if (!remote.ok()) return remote.status();
+  if (to_client) {
+    std::memcpy(*remote, local, len);
+  } else {
+    std::memcpy(local, *remote, len);
+  }
+  s->worker->mutable_stats().bulk_segment_bytes += len;
+  return Status::Ok();
+}
+
 Status StartRma(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool is_put, Completion done) {
   Connection* conn = s->conn.get();
   if (conn->ep == nullptr)
@@ -205,6 +265,7 @@ void WorkerImpl::ReleaseState(State* s) {
     s->rndv_desc = nullptr;
   }
   s->conn.reset();  // s->msg is overwritten whole by the next HandleRequest
+  s->segment.reset();
   s->pulled = s->pushed = s->replied = false;
   s->in_am_callback = s->rndv_taken = false;
   s->pushed_bytes = 0;
@@ -356,6 +417,7 @@ void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
       return;
     }
     case wire::BulkTransfer::kCma: return fail(CmaTransfer(s, *d, dst.data(), dst.size(), /*to_client=*/false));
+    case wire::BulkTransfer::kSegment: return fail(SegmentTransfer(s, *d, dst.data(), dst.size(), /*to_client=*/false));
     case wire::BulkTransfer::kActiveMessage: {
       if (s->rndv_desc == nullptr) return fail(Status::Protocol("transport: bulk data missing from the message"));
       void* desc = s->rndv_desc;
@@ -380,6 +442,24 @@ void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
       return;
     }
   }
+}
+
+std::span<std::byte> IncomingRequest::DirectBulkIn() {
+  State* s = state_;
+  if (s == nullptr || s->pushed || s->replied) return {};
+  const wire::BulkDescriptor* d = s->msg.FindBulk(wire::BulkDirection::kIn);
+  if (d == nullptr || d->transfer != wire::BulkTransfer::kSegment) return {};
+  auto range = SegmentRange(s, *d, d->length);
+  if (!range.ok()) return {};  // Push reports the same failure
+  return {*range, d->length};
+}
+
+void IncomingRequest::PushedDirect(uint64_t bytes) {
+  State* s = state_;
+  if (s == nullptr || s->pushed || s->replied || s->segment == nullptr) return;
+  s->pushed = true;
+  s->pushed_bytes = std::min<uint64_t>(bytes, bulk_in_capacity());
+  s->worker->mutable_stats().bulk_segment_bytes += s->pushed_bytes;
 }
 
 void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
@@ -407,8 +487,10 @@ void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
     return fail(Status::Ok());
   }
   Connection* conn = s->conn.get();
-  if (d->transfer == wire::BulkTransfer::kCma) {
-    Status st = CmaTransfer(s, *d, const_cast<std::byte*>(src.data()), src.size(), /*to_client=*/true);
+  if (d->transfer == wire::BulkTransfer::kCma || d->transfer == wire::BulkTransfer::kSegment) {
+    auto* local = const_cast<std::byte*>(src.data());
+    Status st = d->transfer == wire::BulkTransfer::kCma ? CmaTransfer(s, *d, local, src.size(), /*to_client=*/true)
+                                                        : SegmentTransfer(s, *d, local, src.size(), /*to_client=*/true);
     if (!st.ok()) s->pushed_bytes = 0;
     return fail(st);
   }

@@ -133,6 +133,10 @@ struct TransportOptions {
   // Fault injection for tests: the client sends cma bulk descriptors even on
   // connections that did not negotiate cma (the server must refuse them).
   bool inject_unproven_cma = false;
+  // Fault injection for tests: the client damages the segment references of
+  // its kSegment descriptors (the server must refuse each, mapping nothing).
+  enum class SegmentDamage : uint8_t { kNone, kRangePastEnd, kWrongId, kNotASegment };
+  SegmentDamage inject_segment_damage = SegmentDamage::kNone;
   // Upper bound on outstanding client requests per worker (Call returns Busy above it).
   uint32_t max_outstanding_requests = 65536;
 };
@@ -389,6 +393,15 @@ class IncomingRequest {
   // buffer. `done` runs when src may be reused; the data is visible to the client
   // no later than the reply. At most one Push per request, before Reply.
   void Push(std::span<const std::byte> src, Completion done);
+  // The client's bulk-in buffer itself, mapped in this process, when it lies in
+  // a shared segment of the client (kSegment bulk, shared_segment.h); empty
+  // otherwise or if the segment cannot be mapped (Push then reports why). A
+  // handler may place the reply's data straight into it (a storage read, no
+  // copy of its own) and then call PushedDirect(bytes) instead of Push. The
+  // memory stays mapped while this request lives; the client must not read the
+  // buffer before the reply, exactly as with Push.
+  std::span<std::byte> DirectBulkIn();
+  void PushedDirect(uint64_t bytes);
   // Sends the reply: `status` (its code and message travel to the client) and a
   // small `payload` (copied). Exactly once; later calls are ignored.
   void Reply(const Status& status, std::span<const uint8_t> payload = {});
@@ -417,6 +430,9 @@ struct WorkerStats {
   uint64_t bulk_rma_bytes = 0;
   uint64_t bulk_am_bytes = 0;
   uint64_t bulk_cma_bytes = 0;
+  uint64_t bulk_segment_bytes = 0;    // copied into / out of clients' shared segments (memcpy or direct)
+  uint64_t segments_mapped = 0;       // client segments mapped (kSegment bulk)
+  uint64_t segments_refused = 0;      // segment references that did not check out (not mapped)
   uint64_t cma_refused = 0;           // hellos whose cma proof failed (unknown token, wrong pid, unreadable)
   uint64_t sleeps = 0;                // times Wait() armed the worker and slept
   uint64_t peers_lost = 0;            // endpoints failed by the peer's death or disconnect

@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "common/checksum.h"
+#include "transport/shared_segment.h"
 #include "transport/testing/peer_process.h"
 #include "transport/testing/test_protocol.h"
 #include "transport/transport.h"
@@ -128,7 +129,7 @@ TEST_P(TransportTest, HandlerErrorsTravelToTheClient) {
 
 struct PeerStats {
   uint64_t malformed = 0, peers_lost = 0, rma_bytes = 0, am_bytes = 0, version_mismatches = 0, cma_bytes = 0,
-           cma_refused = 0;
+           cma_refused = 0, segment_bytes = 0, segments_mapped = 0, segments_refused = 0;
 };
 PeerStats GetPeerStats(Endpoint& ep) {
   PeerStats p;
@@ -503,6 +504,122 @@ TEST_P(TransportTest, MalformedMessagesAreRejectedAndCounted) {
   if (UCS_PTR_IS_PTR(creq)) ucp_request_free(creq);
   ucp_worker_destroy(raw_worker);
   ucp_cleanup(raw_ctx);
+}
+
+// Buffers inside shared segments (SharedBuffer): over shm the server maps the
+// segment once and moves bulk with memcpy (kSegment), byte-exact at every size
+// and at an unaligned offset; over tcp they are ordinary memory.
+TEST_P(TransportTest, SharedSegmentBulkIsByteExact) {
+  const uint64_t limit = ctx_->options().inline_limit;
+  auto out_seg = SharedBuffer::Create((64u << 20) + 4096);
+  auto in_seg = SharedBuffer::Create((64u << 20) + 4096);
+  ASSERT_TRUE(out_seg.ok() && in_seg.ok()) << out_seg.status().ToString() << in_seg.status().ToString();
+  const PeerStats before = GetPeerStats(*ep_);
+  uint64_t large = 0;
+  uint32_t seed = 100;
+  for (uint64_t size : {uint64_t{1}, uint64_t{4096}, limit + 1, uint64_t{1} << 20, uint64_t{64} << 20}) {
+    for (uint64_t offset : {uint64_t{0}, uint64_t{4093}}) {
+      SCOPED_TRACE(fmt::format("size {} offset {}", size, offset));
+      const std::vector<std::byte> expect = Pattern(size, seed++);
+      std::byte* out = (*out_seg)->data() + offset;
+      std::byte* in = (*in_seg)->data() + offset;
+      std::memcpy(out, expect.data(), size);
+      std::memset(in, 0xEE, size);
+      CallOptions co;
+      co.bulk_out = std::span<const std::byte>(out, size);
+      co.bulk_in = std::span<std::byte>(in, size);
+      auto reply = ep_->CallSync(testing::kOpEcho, {}, co);
+      ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+      uint32_t server_crc;
+      std::memcpy(&server_crc, reply->payload.data(), 4);
+      EXPECT_EQ(server_crc, Crc32c(expect.data(), size)) << "client -> server bytes differ";
+      EXPECT_EQ(reply->bulk_in_bytes, size);
+      EXPECT_EQ(std::memcmp(in, expect.data(), size), 0) << "server -> client bytes differ";
+      if (size > limit) large += 2 * size;
+    }
+  }
+  const PeerStats after = GetPeerStats(*ep_);
+  EXPECT_EQ(after.segment_bytes - before.segment_bytes, IsShm() ? large : 0u);
+  EXPECT_EQ(after.segments_mapped - before.segments_mapped, IsShm() ? 2u : 0u);  // once per segment
+  EXPECT_EQ(after.cma_bytes, before.cma_bytes);
+  EXPECT_EQ(after.segments_refused, before.segments_refused);
+  if (!IsShm()) {
+    EXPECT_EQ(after.am_bytes - before.am_bytes, large);
+  }
+}
+
+// A handler writes straight into the client's segment (the engine's zero-copy
+// fetch); with heap memory there is no direct buffer and Push is the way.
+TEST_P(TransportTest, DirectPushLandsInTheClientsSegment) {
+  auto seg = SharedBuffer::Create(2u << 20);
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  const uint64_t size = (1u << 20) + 12345;
+  std::byte* in = (*seg)->data() + 8192;
+  CallOptions co;
+  co.bulk_in = std::span<std::byte>(in, size);
+  auto reply = ep_->CallSync(testing::kOpFillDirect, {}, co);
+  if (!IsShm()) {
+    ASSERT_FALSE(reply.ok());
+    EXPECT_EQ(reply.status().code(), Status::Code::kNotSupported) << reply.status().ToString();
+    return;
+  }
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->bulk_in_bytes, size);
+  for (uint64_t i = 0; i < size; ++i) ASSERT_EQ(in[i], testing::FillByte(i)) << "byte " << i;
+  EXPECT_EQ((*seg)->data()[8191], std::byte{0});  // nothing outside the buffer
+  EXPECT_EQ(in[size], std::byte{0});
+  std::vector<std::byte> heap(size);
+  co.bulk_in = heap;
+  auto no_direct = ep_->CallSync(testing::kOpFillDirect, {}, co);
+  EXPECT_EQ(no_direct.status().code(), Status::Code::kNotSupported) << no_direct.status().ToString();
+}
+
+// Damaged segment references (a range past the segment's end, an id that is not
+// the segment's, an fd that is not a segment) are refused per request with an
+// error naming the segment, nothing is written, and the connection keeps
+// working; an unproven connection may not name segments at all. Over tcp no
+// connection is proven, so segments are ordinary memory and the damage never
+// reaches the wire: those calls succeed.
+TEST_P(TransportTest, DamagedSegmentReferencesAreRefused) {
+  auto seg = SharedBuffer::Create(4u << 20);
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  using Damage = TransportOptions::SegmentDamage;
+  struct Case {
+    Damage damage;
+    bool unproven;
+    const char* expect;
+  };
+  for (const Case& c :
+       {Case{Damage::kRangePastEnd, false, "outside its"}, Case{Damage::kWrongId, false, "not the segment"},
+        Case{Damage::kNotASegment, false, "not the segment"}, Case{Damage::kNone, true, "did not prove its pid"}}) {
+    SCOPED_TRACE(fmt::format("damage {} unproven {}", static_cast<int>(c.damage), c.unproven));
+    TransportOptions o = ctx_->options();
+    o.inject_segment_damage = c.damage;
+    if (c.unproven) {
+      o.same_host_cma = false;
+      o.inject_unproven_cma = true;
+    }
+    Client client = ConnectWith(o, "segment-liar");
+    const PeerStats before = GetPeerStats(*client.ep);
+    std::memset((*seg)->data(), 0, (*seg)->size());
+    std::byte* in = (*seg)->data();
+    CallOptions co;
+    co.bulk_in = std::span<std::byte>(in, 1u << 20);
+    auto r = client.ep->CallSync(testing::kOpFill, {}, co);
+    if (!IsShm() && !c.unproven) {
+      EXPECT_TRUE(r.ok()) << r.status().ToString();
+      continue;
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().ToString();
+    EXPECT_TRUE(std::all_of(in, in + (1u << 20), [](std::byte b) { return b == std::byte{0}; }));
+    const PeerStats after = GetPeerStats(*client.ep);
+    EXPECT_EQ(after.segment_bytes, before.segment_bytes);
+    if (c.damage == Damage::kWrongId || c.damage == Damage::kNotASegment) {
+      EXPECT_EQ(after.segments_refused - before.segments_refused, 1u);
+    }
+    EXPECT_TRUE(client.ep->CallSync(testing::kOpEcho, Bytes("still here")).ok());
+  }
 }
 
 // A peer of another data-plane wire version: its address blob says so, and

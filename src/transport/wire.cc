@@ -92,7 +92,7 @@ Status CheckSemantics(const Message& m) {
     const BulkDescriptor& d = m.bulk[i];
     const auto dir = static_cast<uint8_t>(d.direction), tr = static_cast<uint8_t>(d.transfer);
     if (dir > 1) return Bad(fmt::format("bulk[{}] direction {}", i, dir));
-    if (tr > 3) return Bad(fmt::format("bulk[{}] transfer {}", i, tr));
+    if (tr > kMaxBulkTransfer) return Bad(fmt::format("bulk[{}] transfer {}", i, tr));
     if (seen[dir]) return Bad(fmt::format("bulk[{}] repeats direction {}", i, dir));
     seen[dir] = true;
     if (d.length == 0) return Bad(fmt::format("bulk[{}] has length 0", i));
@@ -103,6 +103,15 @@ Status CheckSemantics(const Message& m) {
       if (!rma && !d.rkey.empty()) return Bad(fmt::format("bulk[{}] cma with an rkey", i));
       if (d.remote_addr == 0) return Bad(fmt::format("bulk[{}] {} at address 0", i, rma ? "rma" : "cma"));
       if (d.remote_addr + d.length < d.remote_addr) return Bad(fmt::format("bulk[{}] address range wraps", i));
+    } else if (d.transfer == BulkTransfer::kSegment) {
+      if (d.rkey.size() != kSegmentRefSize)
+        return Bad(
+            fmt::format("bulk[{}] segment reference of {} bytes (expected {})", i, d.rkey.size(), kSegmentRefSize));
+      const SegmentRef ref = DecodeSegmentRef(d.rkey);
+      if (ref.id == 0 || ref.fd < 0) return Bad(fmt::format("bulk[{}] segment id {} fd {}", i, ref.id, ref.fd));
+      if (Get<uint32_t>(d.rkey.data() + 12) != 0)
+        return Bad(fmt::format("bulk[{}] segment reference reserved bytes are not zero", i));
+      if (d.remote_addr + d.length < d.remote_addr) return Bad(fmt::format("bulk[{}] segment range wraps", i));
     } else if (!d.rkey.empty() || d.remote_addr != 0) {
       return Bad(fmt::format("bulk[{}] rkey or address on an inline or am descriptor", i));
     }
@@ -123,6 +132,19 @@ Status CheckSemantics(const Message& m) {
 }
 
 }  // namespace
+
+void EncodeSegmentRef(const SegmentRef& ref, std::span<uint8_t, kSegmentRefSize> out) {
+  Put<uint64_t>(out.data(), ref.id);
+  Put<uint32_t>(out.data() + 8, static_cast<uint32_t>(ref.fd));
+  Put<uint32_t>(out.data() + 12, 0);
+}
+
+SegmentRef DecodeSegmentRef(std::span<const uint8_t> rkey) {
+  SegmentRef ref;
+  ref.id = Get<uint64_t>(rkey.data());
+  ref.fd = static_cast<int32_t>(Get<uint32_t>(rkey.data() + 8));
+  return ref;
+}
 
 const BulkDescriptor* Message::FindBulk(BulkDirection dir) const {
   for (uint8_t i = 0; i < bulk_count && i < kMaxBulkDescriptors; ++i) {
@@ -255,7 +277,7 @@ Status Decode(std::span<const uint8_t> bytes, Message& m) {
     if (!take(kBulkDescriptorSize, "bulk descriptor", fixed)) return truncated();
     BulkDescriptor& d = m.bulk[i];
     if (fixed[0] > 1) return Bad(fmt::format("bulk[{}] direction {}", i, fixed[0]));
-    if (fixed[1] > 3) return Bad(fmt::format("bulk[{}] transfer {}", i, fixed[1]));
+    if (fixed[1] > kMaxBulkTransfer) return Bad(fmt::format("bulk[{}] transfer {}", i, fixed[1]));
     d.direction = static_cast<BulkDirection>(fixed[0]);
     d.transfer = static_cast<BulkTransfer>(fixed[1]);
     const uint16_t rkey_len = Get<uint16_t>(fixed.data() + 2);

@@ -27,7 +27,7 @@
 namespace ros2::transport::wire {
 
 inline constexpr uint16_t kMagic = 0x3252;  // bytes "R2" on the wire
-inline constexpr uint8_t kVersion = 2;
+inline constexpr uint8_t kVersion = 3;      // 3: kSegment bulk
 inline constexpr size_t kHeaderSize = 48;
 inline constexpr size_t kBulkDescriptorSize = 24;  // fixed part, the packed rkey follows
 inline constexpr size_t kMaxCapability = 1024;
@@ -60,7 +60,22 @@ enum class BulkTransfer : uint8_t {
   kActiveMessage = 2,  // bytes ride the UCX AM data of this message (out) or a kPushData message (in)
   kCma = 3,            // remote address in the client process: the server reads / writes it by cross-memory
                        // attach; only on a connection whose hello proved the client's pid
+  kSegment = 4,        // a range of a shared segment the client created (SharedBuffer): the rkey section is a
+                       // SegmentRef, remote_addr the offset in the segment; the server maps the segment and
+                       // copies straight into / out of it. Same pid-proof requirement as kCma.
 };
+inline constexpr uint8_t kMaxBulkTransfer = 4;
+
+// The rkey section of a kSegment descriptor: u64 segment id, i32 the client's
+// file descriptor of the segment, u32 reserved (0).
+inline constexpr size_t kSegmentRefSize = 16;
+struct SegmentRef {
+  uint64_t id = 0;
+  int32_t fd = -1;
+};
+void EncodeSegmentRef(const SegmentRef& ref, std::span<uint8_t, kSegmentRefSize> out);
+// Requires rkey.size() == kSegmentRefSize (the decoder checked it).
+SegmentRef DecodeSegmentRef(std::span<const uint8_t> rkey);
 
 // A hello's capability section is empty or this proof of the client's identity
 // for cross-memory attach: a 16-byte token from the server's listener, then the

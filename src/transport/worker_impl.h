@@ -24,6 +24,7 @@
 #include <ucp/api/ucp.h>
 
 #include "transport/cma.h"
+#include "transport/shared_segment.h"
 #include "transport/transport.h"
 #include "transport/wire.h"
 
@@ -51,7 +52,12 @@ struct Connection {
   // Client side, until the hello ack: the token the server reads back from us
   // (its address travels in the proof).
   std::unique_ptr<cma::Token> cma_token_copy;
+  // Server side: the client's shared segments mapped so far (kSegment bulk),
+  // most recently used last; at most kMaxPeerSegments, dropped with the
+  // connection (a request in progress keeps its own reference).
+  std::vector<std::shared_ptr<segment::PeerMapping>> segments;
 };
+inline constexpr size_t kMaxPeerSegments = 64;
 
 // A buffer for one outgoing message, returned to the pool when UCX is done.
 // While UCX holds it, it is linked in WorkerImpl's in-flight list (so buffers of
@@ -122,6 +128,9 @@ struct IncomingRequest::State {
     Completion done;
   } rma;
   Completion pull_done;  // am-mode pull
+  // kSegment bulk: the client's segment, held while the request may touch it
+  // (DirectBulkIn hands its memory to the handler).
+  std::shared_ptr<segment::PeerMapping> segment;
 };
 
 class EndpointImpl;

@@ -2,6 +2,7 @@
 // server process they start). Test-only.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace ros2::transport::testing {
@@ -16,8 +17,10 @@ inline constexpr uint16_t kOpHold = 2;
 inline constexpr uint16_t kOpHeldCount = 3;
 // The handler drops the request without replying.
 inline constexpr uint16_t kOpDrop = 4;
-// Reply payload: WorkerStats fields of the peer as 5 x uint64: malformed_messages,
-// peers_lost, bulk_rma_bytes, bulk_am_bytes, wire_version_mismatches.
+// Reply payload: WorkerStats fields of the peer as 10 x uint64: malformed_messages,
+// peers_lost, bulk_rma_bytes, bulk_am_bytes, wire_version_mismatches,
+// bulk_cma_bytes, cma_refused, bulk_segment_bytes, segments_mapped,
+// segments_refused.
 inline constexpr uint16_t kOpStats = 5;
 // Replies with Status::NotFound("no such thing").
 inline constexpr uint16_t kOpFail = 6;
@@ -28,5 +31,12 @@ inline constexpr uint16_t kOpFill = 7;
 // The peer pulls bulk-out into a scratch buffer and replies with an empty
 // payload: the "update" direction of a bandwidth probe.
 inline constexpr uint16_t kOpSink = 8;
+// The peer writes FillByte(i) at every byte i of the client's bulk-in buffer
+// straight into it (IncomingRequest::DirectBulkIn) when that is a shared
+// segment, and replies NotSupported otherwise.
+inline constexpr uint16_t kOpFillDirect = 9;
+inline std::byte FillByte(uint64_t i) {
+  return static_cast<std::byte>((i * 131 + 7) & 0xff);
+}
 
 }  // namespace ros2::transport::testing

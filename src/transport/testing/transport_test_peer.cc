@@ -99,9 +99,19 @@ int main(int argc, char** argv) {
   (void)worker->RegisterHandler(testing::kOpDrop, [](IncomingRequest) {});
   (void)worker->RegisterHandler(testing::kOpStats, [&worker](IncomingRequest req) {
     const WorkerStats& st = worker->stats();
-    uint64_t v[7] = {st.malformed_messages,      st.peers_lost,     st.bulk_rma_bytes, st.bulk_am_bytes,
-                     st.wire_version_mismatches, st.bulk_cma_bytes, st.cma_refused};
+    uint64_t v[10] = {st.malformed_messages,      st.peers_lost,      st.bulk_rma_bytes, st.bulk_am_bytes,
+                      st.wire_version_mismatches, st.bulk_cma_bytes,  st.cma_refused,    st.bulk_segment_bytes,
+                      st.segments_mapped,         st.segments_refused};
     req.Reply(Status::Ok(), std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(v), sizeof(v)));
+  });
+  // Writes FillByte(i) straight into the client's buffer when it is a shared
+  // segment mapped here (the engine's zero-copy fetch), else NotSupported.
+  (void)worker->RegisterHandler(testing::kOpFillDirect, [](IncomingRequest req) {
+    std::span<std::byte> direct = req.DirectBulkIn();
+    if (direct.empty()) return req.Reply(Status::NotSupported("no direct bulk-in buffer"));
+    for (size_t i = 0; i < direct.size(); ++i) direct[i] = testing::FillByte(i);
+    req.PushedDirect(direct.size());
+    req.Reply(Status::Ok());
   });
   (void)worker->RegisterHandler(testing::kOpFail,
                                 [](IncomingRequest req) { req.Reply(Status::NotFound("no such thing")); });

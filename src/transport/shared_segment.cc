@@ -1,0 +1,156 @@
+// Shared segments (shared_segment.h): memfd creation and the process registry
+// on the client side, validated mapping of a peer's segment on the server side.
+#include "transport/shared_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include <fmt/format.h>
+
+namespace ros2::transport {
+namespace {
+
+struct Registered {
+  uint64_t length;
+  uint64_t id;
+  int fd;
+};
+
+// Live segments of this process by base address.
+struct Registry {
+  std::mutex mu;
+  std::map<uintptr_t, Registered> by_base;
+};
+
+Registry& TheRegistry() {
+  static Registry* r = new Registry();  // never destroyed: buffers may outlive static destruction order
+  return *r;
+}
+
+uint64_t NextSegmentId() {
+  // Unique per process and unlikely to repeat across restarts of it: a server
+  // that still maps an old segment of a pid must not take a new one for it.
+  static std::atomic<uint64_t> next{[] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;
+  }()};
+  uint64_t id = next.fetch_add(2);
+  return id == 0 ? next.fetch_add(2) : id;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SharedBuffer>> SharedBuffer::Create(uint64_t length) {
+  if (length == 0) return Status::InvalidArgument("shared buffer: length 0");
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  if (length > (uint64_t{1} << 46)) return Status::InvalidArgument(fmt::format("shared buffer: {} bytes", length));
+  const uint64_t rounded = (length + page - 1) / page * page;
+  std::unique_ptr<SharedBuffer> b(new SharedBuffer());
+  b->id_ = NextSegmentId();
+  const std::string name = segment::SegmentName(b->id_);
+  b->fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (b->fd_ < 0) return Status::FromErrno(errno, "shared buffer: memfd_create " + name);
+  if (::ftruncate(b->fd_, static_cast<off_t>(rounded)) != 0) {
+    return Status::FromErrno(errno, fmt::format("shared buffer: sizing {} to {} bytes", name, rounded));
+  }
+  if (::fcntl(b->fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    return Status::FromErrno(errno, "shared buffer: sealing " + name);
+  }
+  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, b->fd_, 0);
+  if (p == MAP_FAILED) return Status::FromErrno(errno, fmt::format("shared buffer: mapping {} bytes", rounded));
+  b->base_ = static_cast<std::byte*>(p);
+  b->length_ = rounded;
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mu);
+  r.by_base[reinterpret_cast<uintptr_t>(b->base_)] = Registered{b->length_, b->id_, b->fd_};
+  return b;
+}
+
+SharedBuffer::~SharedBuffer() {
+  if (base_ != nullptr) {
+    {
+      Registry& r = TheRegistry();
+      std::lock_guard lock(r.mu);
+      r.by_base.erase(reinterpret_cast<uintptr_t>(base_));
+    }
+    ::munmap(base_, length_);
+  }
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace segment {
+
+std::string SegmentName(uint64_t id) {
+  return fmt::format("ros2-seg-{:016x}", id);
+}
+
+std::optional<Location> Find(const void* addr, uint64_t length) {
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mu);
+  if (r.by_base.empty()) return std::nullopt;
+  auto it = r.by_base.upper_bound(a);
+  if (it == r.by_base.begin()) return std::nullopt;
+  --it;
+  const uint64_t offset = a - it->first;
+  if (offset > it->second.length || length > it->second.length - offset) return std::nullopt;
+  return Location{wire::SegmentRef{it->second.id, it->second.fd}, offset};
+}
+
+PeerMapping::~PeerMapping() {
+  if (base_ != nullptr) ::munmap(base_, size_);
+}
+
+Result<std::byte*> PeerMapping::Range(uint64_t offset, uint64_t length) const {
+  if (offset > size_ || length > size_ - offset) {
+    return Status::InvalidArgument(
+        fmt::format("segment {:#x}: range [{}, +{}) outside its {} bytes", id_, offset, length, size_));
+  }
+  return base_ + offset;
+}
+
+Result<std::shared_ptr<PeerMapping>> PeerMapping::Map(int32_t pid, const wire::SegmentRef& ref) {
+  const std::string what = fmt::format("segment {:#x} (fd {} of pid {})", ref.id, ref.fd, pid);
+  const std::string path = fmt::format("/proc/{}/fd/{}", pid, ref.fd);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "opening " + what);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // The name of what we opened (not of what the number names now): a memfd
+  // reads back as "/memfd:<name> (deleted)".
+  char link[256];
+  const std::string self = fmt::format("/proc/self/fd/{}", fd);
+  const ssize_t n = ::readlink(self.c_str(), link, sizeof(link) - 1);
+  if (n < 0) return Status::FromErrno(errno, "naming " + what);
+  const std::string expect = "/memfd:" + SegmentName(ref.id) + " (deleted)";
+  if (std::string_view(link, static_cast<size_t>(n)) != expect) {
+    return Status::InvalidArgument(fmt::format("{}: the descriptor is '{}', not the segment", what,
+                                               std::string_view(link, static_cast<size_t>(n))));
+  }
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0) return Status::FromErrno(errno, "reading the seals of " + what);
+  if ((seals & F_SEAL_SHRINK) == 0) return Status::InvalidArgument(what + ": not sealed against shrinking");
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "sizing " + what);
+  if (st.st_size <= 0) return Status::InvalidArgument(what + ": empty");
+  const auto size = static_cast<uint64_t>(st.st_size);
+  void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return Status::FromErrno(errno, "mapping " + what);
+  std::shared_ptr<PeerMapping> m(new PeerMapping());
+  m->base_ = static_cast<std::byte*>(p);
+  m->size_ = size;
+  m->id_ = ref.id;
+  return m;
+}
+
+}  // namespace segment
+}  // namespace ros2::transport
