@@ -107,6 +107,14 @@ struct FetchOp {
   uint64_t count = 0;           // kArray: records to read
   uint32_t record_size = 1;     // kArray: must match the stored record size
   std::span<std::byte> buffer;  // kArray: count * record_size bytes; kSingle: capacity
+  // The caller checks the returned checksums against the returned bytes (the
+  // engine serving a client that verifies end to end). VOS then skips its own
+  // verification when it returns the stored checksums unchanged — one version,
+  // one piece, chunked like the store — because a mismatch is caught by the
+  // caller against the checksums written with the data. Whenever VOS computes
+  // the result's checksums (several pieces, other chunking, holes) it verifies
+  // first, as always: a computed checksum must never bless bad bytes.
+  bool caller_verifies = false;
 };
 
 struct FetchResult {

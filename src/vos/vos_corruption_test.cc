@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
+#include "common/checksum.h"
 #include "vos/keys.h"
 #include "vos/vos_test_util.h"
 
@@ -69,6 +71,46 @@ TEST_F(VosCorruptionTest, FlippedDataFileBitIsCorruptionOnlyInItsChunk) {
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   EXPECT_TRUE(std::equal(other->begin(), other->end(), data.begin() + 8192));
   EXPECT_TRUE(GetArray(vos_.get(), oid, "d", "a", kEpochMax, 4999, 2, 1).status().IsCorruption());
+}
+
+// A caller that verifies end to end (the engine for libros2) gets the stored
+// checksums passed through unchecked when they describe the result exactly, so
+// its own check catches the flipped bit; whenever VOS has to compute the
+// result's checksums (an unaligned range) it still verifies first.
+TEST_F(VosCorruptionTest, CallerVerifiedFetchPassesStoredChecksumsThroughUnchecked) {
+  ObjectId oid = TestOid(4);
+  auto data = Pattern(4, 64 << 10);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 1, data).ok());
+  vos_.reset();
+  ASSERT_TRUE(FlipBitWhere(store() + "/data", std::vector<std::byte>(data.begin(), data.begin() + 64), 5000));
+  Open();
+  auto fetch = [&](uint64_t index, uint64_t count, bool caller_verifies, std::vector<std::byte>& buf) {
+    buf.assign(count, std::byte{0});
+    FetchOp op;
+    op.oid = oid;
+    op.dkey = "d";
+    op.akey = "a";
+    op.type = ValueType::kArray;
+    op.index = index;
+    op.count = count;
+    op.buffer = buf;
+    op.caller_verifies = caller_verifies;
+    return vos_->Fetch(op);
+  };
+  std::vector<std::byte> buf;
+  auto passed = fetch(0, data.size(), true, buf);
+  ASSERT_TRUE(passed.ok()) << passed.status().ToString();
+  Status check = VerifyChunkChecksums(passed->csum.type, buf, passed->csum.chunk_size, passed->csum.values, "fetched");
+  EXPECT_TRUE(check.IsCorruption()) << "the caller's check must catch the flipped bit: " << check.ToString();
+  // Without the flag, and for a range whose checksums VOS computes, VOS itself refuses.
+  EXPECT_TRUE(fetch(0, data.size(), false, buf).status().IsCorruption());
+  EXPECT_TRUE(fetch(4999, 2, true, buf).status().IsCorruption());
+  EXPECT_TRUE(std::all_of(buf.begin(), buf.end(), [](std::byte b) { return b == std::byte{0}; }));
+  // Chunks the flip did not touch pass through and check out.
+  auto good = fetch(8192, 16384, true, buf);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_TRUE(VerifyChunkChecksums(good->csum.type, buf, good->csum.chunk_size, good->csum.values, "fetched").ok());
+  EXPECT_TRUE(std::equal(buf.begin(), buf.end(), data.begin() + 8192));
 }
 
 TEST_F(VosCorruptionTest, FlippedBitInAStoredRocksDbValueIsCorruption) {

@@ -213,8 +213,8 @@ Status VosStore::CollectCachedSources(FetchState* f, const ExtentCache::Extents&
       src.rec.alloc_len = rec.alloc_len;
       src.rec.csum.type = rec.csum.type;
       src.rec.csum.chunk_size = rec.csum.chunk_size;
-      const auto [first_chunk, last_chunk] = ChunksCovering(FetchWindow(lo, hi, slot.index, rs), rec.length,
-                                                            rec.csum.chunk_size, rec.csum.values.size());
+      const auto [first_chunk, last_chunk] =
+          ChunksCovering(FetchWindow(lo, hi, slot.index, rs), rec.length, rec.csum.chunk_size, rec.csum.values.size());
       src.rec.csum_first = first_chunk;
       src.rec.csum.values.assign(rec.csum.values.begin() + static_cast<ptrdiff_t>(first_chunk),
                                  rec.csum.values.begin() + static_cast<ptrdiff_t>(last_chunk));
@@ -321,6 +321,12 @@ bool VosStore::ReuseStoredChecksums(const FetchState& f, std::vector<uint64_t>* 
 
 void VosStore::FinishFetch(FetchState* f) {
   const FetchOp& op = f->op;
+  const bool whole = !(op.type == ValueType::kSingle && f->size > op.buffer.size());
+  // The stored checksums travel unchanged to a caller that verifies them: our
+  // own pass over the bytes would check the same thing twice (FetchOp).
+  std::vector<uint64_t> passed_through;
+  const bool pass_through = f->status.ok() && op.caller_verifies && whole && options_.checksum != ChecksumType::kNone &&
+                            ReuseStoredChecksums(*f, &passed_through);
   for (ReadPiece& p : f->pieces) {
     if (!f->status.ok()) break;
     const SourceVersion& src = f->sources[p.source];
@@ -333,7 +339,7 @@ void VosStore::FinishFetch(FetchState* f) {
     } else {
       verified = p.bounce.data() + (p.verify_begin - p.read_begin);
     }
-    if (rec.csum.type != ChecksumType::kNone) {
+    if (rec.csum.type != ChecksumType::kNone && !pass_through) {
       uint64_t cs = rec.csum.chunk_size;
       uint64_t first = p.verify_begin / cs;
       uint64_t n = (p.verify_end - p.verify_begin + cs - 1) / cs;
@@ -362,11 +368,12 @@ void VosStore::FinishFetch(FetchState* f) {
   if (f->status.ok()) {
     FetchResult r;
     r.size = f->size;
-    bool whole = !(op.type == ValueType::kSingle && f->size > op.buffer.size());
     if (whole && options_.checksum != ChecksumType::kNone) {
       r.csum.type = options_.checksum;
       r.csum.chunk_size = options_.csum_chunk_size;
-      if (!ReuseStoredChecksums(*f, &r.csum.values)) {
+      if (pass_through) {
+        r.csum.values = std::move(passed_through);
+      } else if (!ReuseStoredChecksums(*f, &r.csum.values)) {
         r.csum.values = ComputeChunkChecksums(options_.checksum, op.buffer.first(f->deliver), options_.csum_chunk_size);
       }
     }
