@@ -30,6 +30,7 @@ typedef struct ros2_pool ros2_pool_t;
 typedef struct ros2_cont ros2_cont_t;
 typedef struct ros2_obj ros2_obj_t;
 typedef struct ros2_eq ros2_eq_t;
+typedef struct ros2_io_buffer ros2_io_buffer_t;
 
 /* Object classes (the numbers of the object id's class byte). */
 enum ros2_oclass {
@@ -86,6 +87,15 @@ int ros2_obj_punch(ros2_obj_t* obj);
 int ros2_obj_punch_dkey(ros2_obj_t* obj, const char* dkey);
 /* *end receives one past the highest written record, 0 when none. */
 int ros2_obj_array_end(ros2_obj_t* obj, const char* dkey, const char* akey, uint64_t* end);
+
+/* I/O buffer memory an engine on this host reads and writes directly (a shared
+ * segment; docs/client.md "I/O buffers"): pass any range of it to any I/O.
+ * `length` is rounded up to whole pages; the memory is zero-filled. */
+int ros2_io_buffer_alloc(ros2_client_t* client, uint64_t length, ros2_io_buffer_t** buffer);
+void* ros2_io_buffer_data(const ros2_io_buffer_t* buffer);
+uint64_t ros2_io_buffer_size(const ros2_io_buffer_t* buffer);
+/* No I/O into the buffer may still be in flight. */
+void ros2_io_buffer_free(ros2_io_buffer_t* buffer);
 
 /* Asynchronous I/O through an event queue of the calling thread. */
 int ros2_eq_create(ros2_client_t* client, ros2_eq_t** eq);

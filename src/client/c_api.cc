@@ -33,6 +33,11 @@ struct ros2_eq {
   std::unique_ptr<ros2::client::EventQueue> impl;
 };
 
+struct ros2_io_buffer {
+  uint32_t magic;
+  ros2::client::IoBuffer impl;
+};
+
 namespace {
 
 constexpr uint32_t kClientMagic = 0x52324331;  // "R2C1"
@@ -40,6 +45,7 @@ constexpr uint32_t kPoolMagic = 0x52325031;
 constexpr uint32_t kContMagic = 0x52324e31;
 constexpr uint32_t kObjMagic = 0x52324f31;
 constexpr uint32_t kEqMagic = 0x52324531;
+constexpr uint32_t kIoBufferMagic = 0x52324231;
 constexpr uint32_t kClosedMagic = 0xdeadc105;
 
 thread_local std::string last_error;
@@ -260,6 +266,29 @@ int ros2_obj_array_end(ros2_obj_t* obj, const char* dkey, const char* akey, uint
   if (!r.ok()) return Fail(r.status());
   *end = r->value_or(0);
   return Ok();
+}
+
+int ros2_io_buffer_alloc(ros2_client_t* client, uint64_t length, ros2_io_buffer_t** buffer) {
+  if (buffer == nullptr) return Invalid("ros2_io_buffer_alloc: buffer is NULL");
+  *buffer = nullptr;
+  if (!Valid(client, kClientMagic)) return Invalid("ros2_io_buffer_alloc: invalid client handle");
+  if (length == 0) return Invalid("ros2_io_buffer_alloc: length 0");
+  auto b = client->impl->AllocateIoBuffer(length);
+  if (!b.ok()) return Fail(b.status());
+  *buffer = new ros2_io_buffer{kIoBufferMagic, std::move(*b)};
+  return Ok();
+}
+
+void* ros2_io_buffer_data(const ros2_io_buffer_t* buffer) {
+  return Valid(buffer, kIoBufferMagic) ? buffer->impl.data() : nullptr;
+}
+
+uint64_t ros2_io_buffer_size(const ros2_io_buffer_t* buffer) {
+  return Valid(buffer, kIoBufferMagic) ? buffer->impl.size() : 0;
+}
+
+void ros2_io_buffer_free(ros2_io_buffer_t* buffer) {
+  Release(buffer, kIoBufferMagic);
 }
 
 int ros2_eq_create(ros2_client_t* client, ros2_eq_t** eq) {

@@ -4,6 +4,7 @@
 
 #include "client/client_internal.h"
 #include "control/control_channel.h"
+#include "transport/shared_segment.h"
 
 namespace ros2::client {
 
@@ -173,6 +174,25 @@ Status Client::RegisterBuffer(void* addr, uint64_t length) {
   if (addr == nullptr || length == 0) return Status::InvalidArgument("register buffer: null address or zero length");
   auto region = core_->context().CachedRegistration(addr, length);
   return region.ok() ? Status::Ok() : region.status().WithContext("register buffer");
+}
+
+IoBuffer::IoBuffer() = default;
+IoBuffer::IoBuffer(IoBuffer&&) noexcept = default;
+IoBuffer& IoBuffer::operator=(IoBuffer&&) noexcept = default;
+IoBuffer::~IoBuffer() = default;
+std::byte* IoBuffer::data() const {
+  return impl_ ? impl_->data() : nullptr;
+}
+uint64_t IoBuffer::size() const {
+  return impl_ ? impl_->size() : 0;
+}
+
+Result<IoBuffer> Client::AllocateIoBuffer(uint64_t length) {
+  auto shared = transport::SharedBuffer::Create(length);
+  if (!shared.ok()) return shared.status().WithContext("allocate I/O buffer");
+  IoBuffer b;
+  b.impl_ = std::move(*shared);
+  return b;
 }
 
 std::string Client::DescribeTransport() const {

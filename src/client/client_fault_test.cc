@@ -270,10 +270,13 @@ TEST_F(ClientFaultTest, CorruptedFetchIsACorruptionErrorNeverData) {
   auto data = Pattern(64 * 1024, 3);
   ASSERT_TRUE(obj.Update({"d", "a", ValueKind::kArray, 0, 1, data}).ok());
   for (auto& t : targets_) t->corrupt_fetches = 1;
-  std::vector<std::byte> back(data.size());
+  std::vector<std::byte> back(data.size(), std::byte{0xEE});
   auto r = obj.Fetch({"d", "a", ValueKind::kArray, 0, data.size(), 1, back});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsCorruption()) << r.status().ToString();
+  // No unverified byte is left in the buffer (the engine passes stored
+  // checksums through: the client's check is the one that refuses).
+  EXPECT_TRUE(std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0}; }));
   EXPECT_NE(r.status().message().find(obj.id().ToString()), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("dkey='d'"), std::string::npos) << r.status().message();
   // The next read (no fault) is fine.

@@ -3,6 +3,7 @@
 // protocol (object/obj_rpc.h) and sent to the target that owns the dkey through
 // the calling thread's worker.
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -138,7 +139,12 @@ struct IoOp {
       return r;
     }
     r.status = VerifyFetched(cont->summary().checksum, decoded->csum, buffer.first(pushed), "fetched data");
-    if (!r.status.ok()) r.status = r.status.WithContext(What());
+    if (!r.status.ok()) {
+      // Never leave unverified bytes in the caller's buffer (the engine passes
+      // stored checksums through without checking them itself: we are the check).
+      std::memset(buffer.data(), 0, pushed);
+      r.status = r.status.WithContext(What());
+    }
     r.size = decoded->size;
     r.array_end = decoded->array_end;
     return r;
