@@ -41,6 +41,7 @@
 #include "bench/process_bench_util.h"
 #include "bench/vos_bench_util.h"
 #include "common/object_id.h"
+#include "placement/placement.h"
 #include "ros2/client.h"
 #include "vos/vos.h"
 
@@ -64,6 +65,9 @@ struct ObjSuiteOptions {
   std::string ros2ctl;
   std::string engine;
   bool baseline = true;
+  // "io": the jobs' buffers are libros2 I/O buffers (shared segments a
+  // same-host engine reads into directly); "heap": ordinary aligned memory.
+  std::string buffers = "io";
 };
 
 ObjSuiteOptions g_opts;
@@ -76,8 +80,18 @@ struct JobHandles {
   ObjectId oid;
 };
 
+// Job j's S1 object, chosen so that it lives on target j % targets (placement
+// is a hash of the id): the jobs spread evenly over the engine's targets, as
+// the baseline's jobs each get their own store and thread. Left to the hash,
+// two jobs' objects shared one target about half the time and the other
+// target idled.
 ObjectId JobObject(int job) {
-  return client::Container::MakeObjectId(ObjectClass::kS1, static_cast<uint64_t>(job) + 1, 0xbe7c, ObjectType::kArray);
+  const auto targets = static_cast<uint32_t>(std::max(g_opts.targets, 1));
+  const uint32_t want = static_cast<uint32_t>(job) % targets;
+  for (uint64_t lo = static_cast<uint64_t>(job) * 1000 + 1;; ++lo) {
+    ObjectId oid = client::Container::MakeObjectId(ObjectClass::kS1, lo, 0xbe7c, ObjectType::kArray);
+    if (JumpConsistentHash(PlacementHash(oid), targets) == want) return oid;
+  }
 }
 
 // Keeps g_opts.qd I/Os of `shape` in flight on `cont` from the calling thread
@@ -93,13 +107,26 @@ Result<CaseStats> RunClientJob(client::Client& cli, const client::Container& con
   };
   auto obj = cont.OpenObject(oid);
   if (!obj.ok()) return fail(obj.status());
-  std::vector<AlignedBuffer> bufs;  // declared before the queue: it outlives any I/O in flight
+  // Declared before the queue: the buffers outlive any I/O in flight.
+  std::vector<AlignedBuffer> heap_bufs;
+  client::IoBuffer io_buf;
+  std::vector<std::byte*> bufs;
   std::vector<Clock::time_point> started(static_cast<size_t>(shape.qd));
   std::vector<int> free_slots;
-  for (int i = 0; i < shape.qd; ++i) {
-    auto b = AllocateAligned(shape.bs);
+  if (g_opts.buffers == "io") {
+    auto b = cli.AllocateIoBuffer(static_cast<uint64_t>(shape.qd) * shape.bs);
     if (!b.ok()) return fail(b.status());
-    bufs.push_back(std::move(*b));
+    io_buf = std::move(*b);
+  }
+  for (int i = 0; i < shape.qd; ++i) {
+    if (io_buf.data() != nullptr) {
+      bufs.push_back(io_buf.data() + static_cast<size_t>(i) * shape.bs);
+    } else {
+      auto b = AllocateAligned(shape.bs);
+      if (!b.ok()) return fail(b.status());
+      heap_bufs.push_back(std::move(*b));
+      bufs.push_back(heap_bufs.back().get());
+    }
     free_slots.push_back(i);
   }
   auto eq = cli.CreateEventQueue();
@@ -112,7 +139,7 @@ Result<CaseStats> RunClientJob(client::Client& cli, const client::Container& con
     ++submitted;
     const uint64_t block = IsRandom(shape.op) ? pick(rng) : (cursor++ % blocks);
     const uint64_t offset = block * shape.bs;
-    std::byte* buf = bufs[static_cast<size_t>(slot)].get();
+    std::byte* buf = bufs[static_cast<size_t>(slot)];
     started[static_cast<size_t>(slot)] = Clock::now();
     if (IsWrite(shape.op)) {
       client::UpdateArgs a;
@@ -374,12 +401,12 @@ Status RunTransport(Reporter& rep, const std::string& scratch, const std::string
                     std::map<CaseKey, Figures>& client_figures) {
   const int max_jobs = *std::max_element(g_opts.jobs.begin(), g_opts.jobs.end());
   ROS2_ASSIGN_OR_RETURN(auto cluster, LocalCluster::Up(scratch, {.ros2ctl = g_opts.ros2ctl,
-                                                                  .engine = g_opts.engine,
-                                                                  .storage_class = cls,
-                                                                  .transport = transport,
-                                                                  .targets = g_opts.targets,
-                                                                  .shard_size = g_opts.shard_size,
-                                                                  .name = "cluster-" + cls + "-" + transport}));
+                                                                 .engine = g_opts.engine,
+                                                                 .storage_class = cls,
+                                                                 .transport = transport,
+                                                                 .targets = g_opts.targets,
+                                                                 .shard_size = g_opts.shard_size,
+                                                                 .name = "cluster-" + cls + "-" + transport}));
   ROS2_RETURN_IF_ERROR(cluster->Ctl({"pool", "create", "bench", "--size", g_opts.shard_size}).status());
   ROS2_RETURN_IF_ERROR(cluster->Ctl({"cont", "create", "bench", "data", "--oclass", "S1"}).status());
   ROS2_ASSIGN_OR_RETURN(auto readers, ConnectJobs(*cluster, transport, max_jobs, "data"));
@@ -451,6 +478,8 @@ int RunObjSuite(Reporter& rep) {
       return 2;
     }
   }
+  std::fprintf(stderr, "obj bench: client buffers: %s\n",
+               g_opts.buffers == "io" ? "io (libros2 I/O buffers: shared segments)" : "heap (aligned memory)");
   if (g_opts.jobs.empty() || g_opts.qd < 1) {
     std::fprintf(stderr, "obj bench: need at least one --jobs value and --qd >= 1\n");
     return 2;
@@ -516,6 +545,9 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--ros2ctl", g_opts.ros2ctl, "ros2ctl binary (default: the build tree's)");
       app.add_option("--engine", g_opts.engine, "ros2-engine binary (default: the build tree's)");
       app.add_flag("!--no-baseline", g_opts.baseline, "skip the vos-only baseline");
+      app.add_option("--buffers", g_opts.buffers,
+                     "client buffers: io (libros2 I/O buffers, shared segments) or heap (aligned memory)")
+          ->check(CLI::IsMember({"io", "heap"}));
     },
     RunObjSuite,
 });
