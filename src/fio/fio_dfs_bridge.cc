@@ -24,6 +24,7 @@
 #include "common/status.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
+#include "transport/shared_segment.h"
 
 using ros2::Result;
 using ros2::Status;
@@ -416,3 +417,44 @@ unsigned ros2_fio_queue_in_flight(const ros2_fio_queue* q) {
 }
 
 }  // extern "C"
+
+namespace {
+// fio's buffer allocations by address (fio frees by the pointer it got).
+std::mutex g_iomem_mu;
+std::map<void*, std::unique_ptr<ros2::transport::SharedBuffer>>& SharedIomem() {
+  static auto* m = new std::map<void*, std::unique_ptr<ros2::transport::SharedBuffer>>();
+  return *m;
+}
+}  // namespace
+
+extern "C" int ros2_fio_iomem_alloc(uint64_t length, int shared, void** out) {
+  *out = nullptr;
+  if (!shared) {
+    void* p = nullptr;
+    const int err = ::posix_memalign(&p, 4096, length == 0 ? 4096 : length);
+    if (err != 0) return Fail(ros2::Status::FromErrno(err, "fio buffers: allocating"));
+    *out = p;
+    return 0;
+  }
+  auto b = ros2::transport::SharedBuffer::Create(length);
+  if (!b.ok()) return Fail(b.status().WithContext("fio buffers"));
+  void* p = (*b)->data();
+  std::lock_guard lock(g_iomem_mu);
+  SharedIomem()[p] = std::move(*b);
+  *out = p;
+  return 0;
+}
+
+extern "C" void ros2_fio_iomem_free(void* buffer) {
+  if (buffer == nullptr) return;
+  std::unique_ptr<ros2::transport::SharedBuffer> owned;
+  {
+    std::lock_guard lock(g_iomem_mu);
+    auto it = SharedIomem().find(buffer);
+    if (it != SharedIomem().end()) {
+      owned = std::move(it->second);
+      SharedIomem().erase(it);
+    }
+  }
+  if (!owned) ::free(buffer);  // heap memory from posix_memalign
+}

@@ -98,6 +98,13 @@ int ros2_fio_reap(struct ros2_fio_queue* queue, unsigned min, unsigned max, cons
 /* I/Os submitted and not yet reaped. */
 unsigned ros2_fio_queue_in_flight(const struct ros2_fio_queue* queue);
 
+/* fio's I/O buffer memory. With `shared`, `length` bytes of libros2 I/O buffer
+ * (a shared segment a same-host engine reads into directly, docs/client.md);
+ * otherwise page-aligned heap memory. *out is NULL and the error returned on
+ * failure. Free with ros2_fio_iomem_free (NULL is ignored). */
+int ros2_fio_iomem_alloc(uint64_t length, int shared, void** out);
+void ros2_fio_iomem_free(void* buffer);
+
 #ifdef __cplusplus
 }
 #endif

@@ -41,6 +41,7 @@ struct ros2_engine_options {
   char* oclass;
   unsigned long long chunk_size;
   unsigned int spin_us;
+  unsigned int io_buffers;
 };
 
 #define ROS2_STR_OPTION(opt_name, opt_lname, field, opt_help)                                              \
@@ -83,6 +84,17 @@ static struct fio_option ros2_engine_option_table[] = {
         .def = "10",
         .minval = 0,
         .maxval = 1000000,
+        .category = FIO_OPT_C_ENGINE,
+        .group = FIO_OPT_G_INVALID,
+    },
+    {
+        .name = "io_buffers",
+        .lname = "ROS2 I/O buffers",
+        .type = FIO_OPT_BOOL,
+        .off1 = offsetof(struct ros2_engine_options, io_buffers),
+        .help = "Allocate fio's buffers as libros2 I/O buffers (shared segments a same-host engine reads into "
+                "directly; default 1) instead of heap memory",
+        .def = "1",
         .category = FIO_OPT_C_ENGINE,
         .group = FIO_OPT_G_INVALID,
     },
@@ -297,6 +309,25 @@ static struct io_u* ros2_engine_event(struct thread_data* td, int event) {
   return job->events[event];
 }
 
+/* fio's I/O buffers (called after init): shared segments by default, so that
+ * a same-host engine fetches straight into them (docs/fio.md). */
+static int ros2_engine_iomem_alloc(struct thread_data* td, size_t total) {
+  struct ros2_engine_options* eo = td->eo;
+  void* p = NULL;
+  int err = ros2_fio_iomem_alloc(total, eo->io_buffers != 0, &p);
+  if (err != 0) {
+    ros2_engine_fail(td, err, "ros2 I/O buffers");
+    return 1;
+  }
+  td->orig_buffer = (char*)p;
+  return 0;
+}
+
+static void ros2_engine_iomem_free(struct thread_data* td) {
+  ros2_fio_iomem_free(td->orig_buffer);
+  td->orig_buffer = NULL;
+}
+
 /* The symbol fio looks up in an external engine. */
 struct ioengine_ops ioengine = {
     .name = "ros2",
@@ -313,6 +344,8 @@ struct ioengine_ops ioengine = {
     .commit = ros2_engine_commit,
     .getevents = ros2_engine_getevents,
     .event = ros2_engine_event,
+    .iomem_alloc = ros2_engine_iomem_alloc,
+    .iomem_free = ros2_engine_iomem_free,
     .option_struct_size = sizeof(struct ros2_engine_options),
     .options = ros2_engine_option_table,
 };

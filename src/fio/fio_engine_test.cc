@@ -167,6 +167,17 @@ TEST_F(FioEngineTest, ThreadedJobsShareOneMount) {
   ExpectJobs(w, kJobBytes, kJobBytes);
 }
 
+// fio's buffers are libros2 I/O buffers by default (the shapes above);
+// io_buffers=0 gives heap memory, which must work the same.
+TEST_F(FioEngineTest, HeapBuffersWorkToo) {
+  const std::string cont = MakeContainer("c-heap");
+  auto engine = Cluster(cont);
+  engine.push_back("--io_buffers=0");
+  FioRun w = Fio(engine, {"--name=h", "--rw=randwrite", "--bs=1m", "--iodepth=8", fmt::format("--numjobs={}", kJobs),
+                          fmt::format("--size={}", kJobBytes), "--verify=crc32c", "--do_verify=1"});
+  ExpectJobs(w, kJobBytes, kJobBytes);
+}
+
 // Verification must see DFS's real bytes: a file whose first 8 KiB were
 // written reads zeros behind them, which fail crc32c verification. Reading a
 // file that does not exist fails at open, naming it.
