@@ -358,21 +358,25 @@ Status EndpointImpl::Call(uint16_t opcode, std::span<const uint8_t> payload, con
 
 Result<ReplyMessage> EndpointImpl::CallSync(uint16_t opcode, std::span<const uint8_t> payload,
                                             const CallOptions& options) {
-  bool finished = false;
-  Status status;
-  ReplyMessage reply;
-  ROS2_RETURN_IF_ERROR(Call(opcode, payload, options, [&](const ReplyView& r) {
-    finished = true;
-    status = r.status;
-    reply.payload.assign(r.payload.begin(), r.payload.end());
-    reply.bulk_in_bytes = r.bulk_in_bytes;
+  // One reference captured: the callback fits std::function's inline storage
+  // (four references did not, and every CallSync paid a malloc and a free).
+  struct Outcome {
+    bool finished = false;
+    Status status;
+    ReplyMessage reply;
+  } out;
+  ROS2_RETURN_IF_ERROR(Call(opcode, payload, options, [&out](const ReplyView& r) {
+    out.finished = true;
+    out.status = r.status;
+    out.reply.payload.assign(r.payload.begin(), r.payload.end());
+    out.reply.bulk_in_bytes = r.bulk_in_bytes;
   }));
   // The call's own deadline bounds the wait; the extra second covers its expiry pass.
   const auto timeout =
       (options.timeout.count() > 0 ? options.timeout : worker_->options().default_timeout) + std::chrono::seconds(1);
-  ROS2_RETURN_IF_ERROR(worker_->RunUntil([&] { return finished; }, timeout));
-  if (!status.ok()) return status;
-  return reply;
+  ROS2_RETURN_IF_ERROR(worker_->RunUntil([&out] { return out.finished; }, timeout));
+  if (!out.status.ok()) return out.status;
+  return std::move(out.reply);
 }
 
 uint64_t EndpointImpl::max_payload() const {
