@@ -50,6 +50,17 @@ class ClientEngineTest : public ::testing::TestWithParam<std::string> {
     cont_ = std::move(*cont);
   }
 
+  // A C-API client of this test's cluster over this test's transport.
+  int ConnectC(ros2_client_t** c) const {
+    const std::string control = cluster_->control();
+    const std::string secret_file = cluster_->admin_secret_file();
+    ros2_client_options_t o{};
+    o.control = control.c_str();
+    o.secret_file = secret_file.c_str();
+    o.transport = GetParam().c_str();
+    return ros2_connect(&o, c);
+  }
+
   Object Open(ObjectClass oc, uint64_t lo) {
     auto o = cont_->OpenObject(Container::MakeObjectId(oc, lo));
     EXPECT_TRUE(o.ok()) << o.status().ToString();
@@ -360,14 +371,8 @@ TEST_P(ClientEngineTest, IoBuffersAreReadAndWrittenInPlace) {
     EXPECT_TRUE(std::equal(v.begin(), v.end(), got.begin()));
   }
   // The C API: allocate, use for a read, free; bad arguments are refused.
-  std::string control = cluster_->control();
-  std::string secret_file = cluster_->admin_secret_file();
-  ros2_client_options_t o{};
-  o.control = control.c_str();
-  o.secret_file = secret_file.c_str();
-  o.transport = GetParam().c_str();
   ros2_client_t* c = nullptr;
-  ASSERT_EQ(ros2_connect(&o, &c), 0) << ros2_last_error();
+  ASSERT_EQ(ConnectC(&c), 0) << ros2_last_error();
   ros2_io_buffer_t* cb = nullptr;
   EXPECT_EQ(ros2_io_buffer_alloc(c, 0, &cb), -EINVAL);
   EXPECT_EQ(ros2_io_buffer_alloc(nullptr, 4096, &cb), -EINVAL);
@@ -393,17 +398,11 @@ TEST_P(ClientEngineTest, IoBuffersAreReadAndWrittenInPlace) {
 }
 
 TEST_P(ClientEngineTest, CApiRoundTripWithEventQueue) {
-  std::string control = cluster_->control();
-  std::string secret_file = cluster_->admin_secret_file();
-  ros2_client_options_t o{};
-  o.control = control.c_str();
-  o.secret_file = secret_file.c_str();
-  o.transport = GetParam().c_str();
   ros2_client_t* c = nullptr;
   ros2_pool_t* p = nullptr;
   ros2_cont_t* k = nullptr;
   ros2_obj_t* obj = nullptr;
-  ASSERT_EQ(ros2_connect(&o, &c), 0) << ros2_last_error();
+  ASSERT_EQ(ConnectC(&c), 0) << ros2_last_error();
   ASSERT_EQ(ros2_pool_connect(c, "p", &p), 0) << ros2_last_error();
   ASSERT_EQ(ros2_cont_open(p, "c", &k), 0) << ros2_last_error();
   ASSERT_EQ(ros2_obj_open(k, ROS2_OC_RP_2G1, 0, 1, &obj), -ENOTSUP);
