@@ -24,7 +24,6 @@
 #include "common/status.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
-#include "transport/shared_segment.h"
 
 using ros2::Result;
 using ros2::Status;
@@ -419,15 +418,15 @@ unsigned ros2_fio_queue_in_flight(const ros2_fio_queue* q) {
 }  // extern "C"
 
 namespace {
-// fio's buffer allocations by address (fio frees by the pointer it got).
+// fio's shared buffer allocations by address (fio frees by the pointer it got).
 std::mutex g_iomem_mu;
-std::map<void*, std::unique_ptr<ros2::transport::SharedBuffer>>& SharedIomem() {
-  static auto* m = new std::map<void*, std::unique_ptr<ros2::transport::SharedBuffer>>();
+std::map<void*, ros2::client::IoBuffer>& SharedIomem() {
+  static auto* m = new std::map<void*, ros2::client::IoBuffer>();
   return *m;
 }
 }  // namespace
 
-extern "C" int ros2_fio_iomem_alloc(uint64_t length, int shared, void** out) {
+extern "C" int ros2_fio_iomem_alloc(struct ros2_fio_mount* mount, uint64_t length, int shared, void** out) {
   *out = nullptr;
   if (!shared) {
     void* p = nullptr;
@@ -436,18 +435,18 @@ extern "C" int ros2_fio_iomem_alloc(uint64_t length, int shared, void** out) {
     *out = p;
     return 0;
   }
-  auto b = ros2::transport::SharedBuffer::Create(length);
+  auto b = mount->client->AllocateIoBuffer(length);
   if (!b.ok()) return Fail(b.status().WithContext("fio buffers"));
-  void* p = (*b)->data();
+  void* p = b->data();
   std::lock_guard lock(g_iomem_mu);
-  SharedIomem()[p] = std::move(*b);
+  SharedIomem().emplace(p, std::move(*b));
   *out = p;
   return 0;
 }
 
 extern "C" void ros2_fio_iomem_free(void* buffer) {
   if (buffer == nullptr) return;
-  std::unique_ptr<ros2::transport::SharedBuffer> owned;
+  ros2::client::IoBuffer owned;  // unmapped when it goes out of scope, outside the lock
   {
     std::lock_guard lock(g_iomem_mu);
     auto it = SharedIomem().find(buffer);
@@ -456,5 +455,5 @@ extern "C" void ros2_fio_iomem_free(void* buffer) {
       SharedIomem().erase(it);
     }
   }
-  if (!owned) ::free(buffer);  // heap memory from posix_memalign
+  if (owned.data() == nullptr) ::free(buffer);  // heap memory from posix_memalign
 }

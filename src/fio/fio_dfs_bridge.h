@@ -99,10 +99,11 @@ int ros2_fio_reap(struct ros2_fio_queue* queue, unsigned min, unsigned max, cons
 unsigned ros2_fio_queue_in_flight(const struct ros2_fio_queue* queue);
 
 /* fio's I/O buffer memory. With `shared`, `length` bytes of libros2 I/O buffer
- * (a shared segment a same-host engine reads into directly, docs/client.md);
- * otherwise page-aligned heap memory. *out is NULL and the error returned on
- * failure. Free with ros2_fio_iomem_free (NULL is ignored). */
-int ros2_fio_iomem_alloc(uint64_t length, int shared, void** out);
+ * from the mount's client (a shared segment a same-host engine reads into
+ * directly, docs/client.md); otherwise page-aligned heap memory. *out is NULL
+ * and the error returned on failure. Free with ros2_fio_iomem_free (NULL is
+ * ignored); the buffer does not need the mount to be still held then. */
+int ros2_fio_iomem_alloc(struct ros2_fio_mount* mount, uint64_t length, int shared, void** out);
 void ros2_fio_iomem_free(void* buffer);
 
 #ifdef __cplusplus

@@ -309,12 +309,17 @@ static struct io_u* ros2_engine_event(struct thread_data* td, int event) {
   return job->events[event];
 }
 
-/* fio's I/O buffers (called after init): shared segments by default, so that
+/* fio's I/O buffers (fio calls this after init): shared segments by default, so that
  * a same-host engine fetches straight into them (docs/fio.md). */
 static int ros2_engine_iomem_alloc(struct thread_data* td, size_t total) {
   struct ros2_engine_options* eo = td->eo;
+  struct ros2_engine_job* job = td->io_ops_data; /* set by init, which fio runs first */
+  if (job == NULL) {
+    td_verror(td, EINVAL, "ros2 I/O buffers before the engine's init");
+    return 1;
+  }
   void* p = NULL;
-  int err = ros2_fio_iomem_alloc(total, eo->io_buffers != 0, &p);
+  int err = ros2_fio_iomem_alloc(job->mount, total, eo->io_buffers != 0, &p);
   if (err != 0) {
     ros2_engine_fail(td, err, "ros2 I/O buffers");
     return 1;

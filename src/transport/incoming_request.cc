@@ -117,24 +117,40 @@ void IssueRma(State* s) {
   FinishRma(s);
 }
 
-// Cross-memory attach, synchronously (a memory copy by the kernel): only on a
-// connection whose hello proved the client's pid, and only while that process
-// lives (its pidfd has not fired; the pid cannot have been reused before then).
-Status CmaTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool to_client) {
+// The checks before the server touches a same-host client's memory (cma or a
+// shared segment): the connection's hello proved the client's pid (else the
+// request is malformed: `buffer_kind` names what it asked for), and the
+// connection is still up.
+Status CheckProvenPeer(State* s, std::string_view buffer_kind) {
   Connection* conn = s->conn.get();
   if (!conn->cma) {
     ++s->worker->mutable_stats().malformed_messages;
-    return Status::Protocol(fmt::format(
-        "transport: request {:#x} from {} names a cma buffer, but the connection did not prove its pid for cma",
-        s->msg.request_id, conn->peer_name));
+    return Status::Protocol(
+        fmt::format("transport: request {:#x} from {} names a {}, but the connection did not prove its pid",
+                    s->msg.request_id, conn->peer_name, buffer_kind));
   }
   if (conn->ep == nullptr || !conn->status.ok())
     return conn->status.ok() ? Status::Disconnected("transport: connection closed") : conn->status;
-  if (conn->pidfd >= 0) {
-    pollfd p{conn->pidfd, POLLIN, 0};
+  return Status::Ok();
+}
+
+// The proven pid still names the client: its pidfd has not fired, so the pid
+// cannot have been reused.
+Status CheckPeerAlive(const Connection& conn) {
+  if (conn.pidfd >= 0) {
+    pollfd p{conn.pidfd, POLLIN, 0};
     if (::poll(&p, 1, 0) > 0)
-      return Status::Disconnected(fmt::format("transport: {} exited before its bulk moved", conn->peer_name));
+      return Status::Disconnected(fmt::format("transport: {} exited before its bulk moved", conn.peer_name));
   }
+  return Status::Ok();
+}
+
+// Cross-memory attach, synchronously (a memory copy by the kernel), each time
+// checking that the client still lives.
+Status CmaTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool to_client) {
+  ROS2_RETURN_IF_ERROR(CheckProvenPeer(s, "cma buffer"));
+  Connection* conn = s->conn.get();
+  ROS2_RETURN_IF_ERROR(CheckPeerAlive(*conn));
   Status st = cma::Copy(conn->info.peer_pid, local, d.remote_addr, len, to_client);
   if (!st.ok()) return st.WithContext(fmt::format("request {:#x}", s->msg.request_id));
   s->worker->mutable_stats().bulk_cma_bytes += len;
@@ -142,19 +158,14 @@ Status CmaTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, ui
 }
 
 // The client's memory for a kSegment descriptor: its segment mapped once per
-// connection (shared_segment.h), the range checked against the segment's size.
-// The request keeps a reference to the mapping until it is released.
+// connection (shared_segment.h; the client's liveness matters only when the
+// segment is opened through its pid, a mapping outlives it), the range checked
+// against the segment's size. The request keeps a reference to the mapping
+// until it is released.
 Result<std::byte*> SegmentRange(State* s, const wire::BulkDescriptor& d, uint64_t len) {
+  ROS2_RETURN_IF_ERROR(CheckProvenPeer(s, "shared segment"));
   Connection* conn = s->conn.get();
   WorkerStats& stats = s->worker->mutable_stats();
-  if (!conn->cma) {
-    ++stats.malformed_messages;
-    return Status::Protocol(
-        fmt::format("transport: request {:#x} from {} names a shared segment, but the connection did not prove its pid",
-                    s->msg.request_id, conn->peer_name));
-  }
-  if (conn->ep == nullptr || !conn->status.ok())
-    return conn->status.ok() ? Status::Disconnected("transport: connection closed") : conn->status;
   const wire::SegmentRef ref = wire::DecodeSegmentRef(d.rkey);
   std::shared_ptr<segment::PeerMapping> mapping;
   auto& mapped = conn->segments;
@@ -169,6 +180,7 @@ Result<std::byte*> SegmentRange(State* s, const wire::BulkDescriptor& d, uint64_
     }
   }
   if (!mapping) {
+    ROS2_RETURN_IF_ERROR(CheckPeerAlive(*conn));
     auto m = segment::PeerMapping::Map(conn->info.peer_pid, ref);
     if (!m.ok()) {
       ++stats.segments_refused;

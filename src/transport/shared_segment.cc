@@ -23,10 +23,13 @@ struct Registered {
   int fd;
 };
 
-// Live segments of this process by base address.
+// Live segments of this process by base address. `live` mirrors
+// by_base.size() so that Find, on every large bulk buffer of every call, skips
+// the lock in a process that never made a segment.
 struct Registry {
   std::mutex mu;
   std::map<uintptr_t, Registered> by_base;
+  std::atomic<size_t> live{0};
 };
 
 Registry& TheRegistry() {
@@ -37,12 +40,12 @@ Registry& TheRegistry() {
 uint64_t NextSegmentId() {
   // Unique per process and unlikely to repeat across restarts of it: a server
   // that still maps an old segment of a pid must not take a new one for it.
+  // Odd numbers only, so never 0 (the wire refuses id 0).
   static std::atomic<uint64_t> next{[] {
     std::random_device rd;
     return (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;
   }()};
-  uint64_t id = next.fetch_add(2);
-  return id == 0 ? next.fetch_add(2) : id;
+  return next.fetch_add(2);
 }
 
 }  // namespace
@@ -70,6 +73,7 @@ Result<std::unique_ptr<SharedBuffer>> SharedBuffer::Create(uint64_t length) {
   Registry& r = TheRegistry();
   std::lock_guard lock(r.mu);
   r.by_base[reinterpret_cast<uintptr_t>(b->base_)] = Registered{b->length_, b->id_, b->fd_};
+  r.live.store(r.by_base.size(), std::memory_order_relaxed);
   return b;
 }
 
@@ -79,6 +83,7 @@ SharedBuffer::~SharedBuffer() {
       Registry& r = TheRegistry();
       std::lock_guard lock(r.mu);
       r.by_base.erase(reinterpret_cast<uintptr_t>(base_));
+      r.live.store(r.by_base.size(), std::memory_order_relaxed);
     }
     ::munmap(base_, length_);
   }
@@ -94,8 +99,10 @@ std::string SegmentName(uint64_t id) {
 std::optional<Location> Find(const void* addr, uint64_t length) {
   const auto a = reinterpret_cast<uintptr_t>(addr);
   Registry& r = TheRegistry();
+  // Relaxed is enough: a buffer this thread passes for I/O was created before
+  // (by this thread, or handed over with the synchronisation that implies).
+  if (r.live.load(std::memory_order_relaxed) == 0) return std::nullopt;
   std::lock_guard lock(r.mu);
-  if (r.by_base.empty()) return std::nullopt;
   auto it = r.by_base.upper_bound(a);
   if (it == r.by_base.begin()) return std::nullopt;
   --it;

@@ -300,8 +300,9 @@ void VosStore::StartReads(FetchState* f) {
 
 bool VosStore::ReuseStoredChecksums(const FetchState& f, std::vector<uint64_t>* out) const {
   // When the whole result is one piece of one version, chunked exactly like the
-  // store's chunking, the stored checksums (verified a moment ago against these
-  // very bytes) are the checksums of the result: no recomputation and no window.
+  // store's chunking, the stored checksums are the checksums of the result: no
+  // recomputation and no window. (FinishFetch verifies the bytes against them
+  // unless the caller will.) Depends only on the fetch plan, not on the bytes.
   if (f.pieces.size() != 1 || f.deliver == 0) return false;
   const ReadPiece& p = f.pieces[0];
   const ValueRecord& rec = f.sources[p.source].rec;
@@ -322,11 +323,13 @@ bool VosStore::ReuseStoredChecksums(const FetchState& f, std::vector<uint64_t>* 
 void VosStore::FinishFetch(FetchState* f) {
   const FetchOp& op = f->op;
   const bool whole = !(op.type == ValueType::kSingle && f->size > op.buffer.size());
-  // The stored checksums travel unchanged to a caller that verifies them: our
-  // own pass over the bytes would check the same thing twice (FetchOp).
-  std::vector<uint64_t> passed_through;
-  const bool pass_through = f->status.ok() && op.caller_verifies && whole && options_.checksum != ChecksumType::kNone &&
-                            ReuseStoredChecksums(*f, &passed_through);
+  const bool with_csum = whole && options_.checksum != ChecksumType::kNone;
+  // When the stored checksums are exactly the result's, they are returned as
+  // they are; to a caller that verifies them they then travel unchecked, since
+  // our own pass over the bytes would check the same thing twice (FetchOp).
+  std::vector<uint64_t> stored;
+  const bool reuse_stored = f->status.ok() && with_csum && ReuseStoredChecksums(*f, &stored);
+  const bool pass_through = reuse_stored && op.caller_verifies;
   for (ReadPiece& p : f->pieces) {
     if (!f->status.ok()) break;
     const SourceVersion& src = f->sources[p.source];
@@ -368,14 +371,12 @@ void VosStore::FinishFetch(FetchState* f) {
   if (f->status.ok()) {
     FetchResult r;
     r.size = f->size;
-    if (whole && options_.checksum != ChecksumType::kNone) {
+    if (with_csum) {
       r.csum.type = options_.checksum;
       r.csum.chunk_size = options_.csum_chunk_size;
-      if (pass_through) {
-        r.csum.values = std::move(passed_through);
-      } else if (!ReuseStoredChecksums(*f, &r.csum.values)) {
-        r.csum.values = ComputeChunkChecksums(options_.checksum, op.buffer.first(f->deliver), options_.csum_chunk_size);
-      }
+      r.csum.values = reuse_stored ? std::move(stored)
+                                   : ComputeChunkChecksums(options_.checksum, op.buffer.first(f->deliver),
+                                                           options_.csum_chunk_size);
     }
     result = std::move(r);
   } else if (f->status.IsCorruption()) {
