@@ -1,16 +1,19 @@
 // Tests of the baseline runners shared by ros2-bench suites: fio JSON and
-// ucx_perftest output parsing, child processes and scratch directories.
+// ucx_perftest output parsing, child processes, scratch directories and the
+// benchmarks' I/O memory.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include <gtest/gtest.h>
 
 #include "bench/fio_bench_util.h"
+#include "bench/memory_bench_util.h"
 #include "bench/perftest_bench_util.h"
 #include "bench/process_bench_util.h"
 
@@ -164,6 +167,63 @@ TEST(ScratchDir, RemovesEverythingOnDestruction) {
     EXPECT_TRUE(std::filesystem::exists(path + "/a/b/file"));
   }
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+TEST(BenchMemory, PageKindsParseAndTyposAreNamed) {
+  EXPECT_EQ(*ParsePageKind("huge"), PageKind::kHuge);
+  EXPECT_EQ(*ParsePageKind("small"), PageKind::kSmall);
+  auto bad = ParsePageKind("hug");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'hug'"), std::string::npos) << bad.status().ToString();
+}
+
+TEST(BenchMemory, SmallBuffersAreAlignedAndFilled) {
+  auto m = AllocateIoMemory(3 * 4096 + 100, PageKind::kSmall);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(m->data()) % 4096, 0u);
+  EXPECT_EQ(m->size(), 3u * 4096 + 100);
+  // Incompressible content: not all zero, not one repeated word.
+  uint64_t first = 0, other = 0;
+  std::memcpy(&first, m->data(), 8);
+  std::memcpy(&other, m->data() + 4096, 8);
+  EXPECT_NE(first, 0u);
+  EXPECT_NE(first, other);
+  EXPECT_FALSE(AllocateIoMemory(0, PageKind::kSmall).ok());
+}
+
+// Needs root to raise vm.nr_hugepages (CI runs as root); elsewhere the
+// reservation must fail with a message naming the knob and change nothing.
+TEST(BenchMemory, HugeBuffersComeFromHugePagesAndTheReservationIsUndone) {
+  std::ifstream in("/proc/sys/vm/nr_hugepages");
+  uint64_t before = 0;
+  ASSERT_TRUE(in >> before);
+  {
+    const uint64_t want = FreeHugePages() + 2;  // always more than are free: the knob must move
+    auto r = HugePageReservation::Ensure(want);
+    if (::geteuid() != 0) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find("nr_hugepages"), std::string::npos) << r.status().ToString();
+      return;
+    }
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r->raised());
+    const uint64_t free_before = FreeHugePages();
+    {
+      auto m = AllocateIoMemory(kHugePageSize + 1, PageKind::kHuge);  // two pages
+      ASSERT_TRUE(m.ok()) << m.status().ToString();
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(m->data()) % kHugePageSize, 0u);
+      EXPECT_EQ(m->kind(), PageKind::kHuge);
+      EXPECT_EQ(FreeHugePages(), free_before - 2);
+      IoMemory moved = std::move(*m);
+      EXPECT_EQ(m->data(), nullptr);
+      EXPECT_NE(moved.data(), nullptr);
+    }
+    EXPECT_EQ(FreeHugePages(), free_before);
+  }
+  std::ifstream again("/proc/sys/vm/nr_hugepages");
+  uint64_t after = 0;
+  ASSERT_TRUE(again >> after);
+  EXPECT_EQ(after, before);
 }
 
 }  // namespace

@@ -113,25 +113,25 @@ Result<CaseStats> RunClientJob(client::Client& cli, const client::Container& con
   auto obj = cont.OpenObject(oid);
   if (!obj.ok()) return fail(obj.status());
   // Declared before the queue: the buffers outlive any I/O in flight.
-  std::vector<AlignedBuffer> heap_bufs;
+  IoMemory heap_mem;
   client::IoBuffer io_buf;
   std::vector<std::byte*> bufs;
   std::vector<Clock::time_point> started(static_cast<size_t>(shape.qd));
   std::vector<int> free_slots;
+  std::byte* base = nullptr;
   if (g_opts.buffers == "io") {
     auto b = cli.AllocateIoBuffer(static_cast<uint64_t>(shape.qd) * shape.bs);
     if (!b.ok()) return fail(b.status());
     io_buf = std::move(*b);
+    base = io_buf.data();
+  } else {
+    auto m = AllocateIoMemory(static_cast<size_t>(shape.qd) * shape.bs, PageKind::kSmall);
+    if (!m.ok()) return fail(m.status());
+    heap_mem = std::move(*m);
+    base = heap_mem.data();
   }
   for (int i = 0; i < shape.qd; ++i) {
-    if (io_buf.data() != nullptr) {
-      bufs.push_back(io_buf.data() + static_cast<size_t>(i) * shape.bs);
-    } else {
-      auto b = AllocateAligned(shape.bs);
-      if (!b.ok()) return fail(b.status());
-      heap_bufs.push_back(std::move(*b));
-      bufs.push_back(heap_bufs.back().get());
-    }
+    bufs.push_back(base + static_cast<size_t>(i) * shape.bs);
     free_slots.push_back(i);
   }
   auto eq = cli.CreateEventQueue();
@@ -320,7 +320,7 @@ class VosBaseline {
     return RunJobs(jobs, [&](int j, std::latch* start) -> Result<CaseStats> {
       start->arrive_and_wait();
       VosCaseRunner runner(stores[static_cast<size_t>(j)].get(), JobObject(j), g_opts.size, 1,
-                           &epochs[static_cast<size_t>(j)], 42 + static_cast<uint64_t>(j));
+                           &epochs[static_cast<size_t>(j)], PageKind::kSmall, 42 + static_cast<uint64_t>(j));
       return runner.Run(shape, runtime_s, max_ops);
     });
   }

@@ -8,19 +8,6 @@ namespace ros2::bench {
 
 using Clock = std::chrono::steady_clock;
 
-Result<AlignedBuffer> AllocateAligned(size_t bytes) {
-  void* p = nullptr;
-  if (int rc = posix_memalign(&p, 4096, bytes); rc != 0) return Status::FromErrno(rc, "posix_memalign");
-  auto* b = static_cast<std::byte*>(p);
-  // Incompressible-ish content so checksums do real work.
-  std::mt19937_64 gen(bytes);
-  for (size_t i = 0; i + 8 <= bytes; i += 8) {
-    uint64_t v = gen();
-    std::memcpy(b + i, &v, 8);
-  }
-  return AlignedBuffer(b);
-}
-
 std::string ChunkKey(uint64_t chunk) {
   return fmt::format("{:012}", chunk);
 }
@@ -32,9 +19,14 @@ Result<CaseStats> VosCaseRunner::Run(const Shape& shape, double runtime_s, uint6
   std::uniform_int_distribution<uint64_t> pick(0, blocks - 1);
   slots_.clear();
   free_slots_.clear();
+  if (shape.qd <= 0) return Status::InvalidArgument("vos bench: queue depth must be positive");
+  const size_t region = static_cast<size_t>(shape.qd) * shape.bs;
+  if (memory_.size() != region || memory_.kind() != pages_) {
+    memory_ = IoMemory();  // free the old region first: huge pages are counted
+    ROS2_ASSIGN_OR_RETURN(memory_, AllocateIoMemory(region, pages_));
+  }
   for (int i = 0; i < shape.qd; ++i) {
-    ROS2_ASSIGN_OR_RETURN(auto buf, AllocateAligned(shape.bs));
-    slots_.push_back(Slot{std::move(buf), {}});
+    slots_.push_back(Slot{memory_.data() + static_cast<size_t>(i) * shape.bs, {}});
     free_slots_.push_back(i);
   }
   stats_ = CaseStats{};
@@ -91,7 +83,7 @@ void VosCaseRunner::Submit(int slot, uint64_t offset) {
     op.type = vos::ValueType::kArray;
     op.index = in_chunk / record_size_;
     op.record_size = record_size_;
-    op.data = std::span<const std::byte>(s.buf.get(), bs);
+    op.data = std::span<const std::byte>(s.buf, bs);
     vos_->SubmitUpdate(op, [this, slot, offset](Status st) {
       if (st.IsNoSpace()) {
         need_space_ = true;
@@ -110,7 +102,8 @@ void VosCaseRunner::Submit(int slot, uint64_t offset) {
     op.index = in_chunk / record_size_;
     op.count = bs / record_size_;
     op.record_size = record_size_;
-    op.buffer = std::span<std::byte>(s.buf.get(), bs);
+    op.buffer = std::span<std::byte>(s.buf, bs);
+    op.caller_verifies = caller_verifies_;
     vos_->SubmitFetch(op, [this, slot, offset](Result<vos::FetchResult> r) {
       Complete(slot, r.ok() ? Status::Ok() : r.status().WithContext(fmt::format("fetch offset {}", offset)));
     });

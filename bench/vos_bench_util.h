@@ -6,6 +6,7 @@
 // target drives its VOS. Data uses the layout of a DFS file: dkey = 1 MiB chunk
 // number (ChunkKey), akey "0", array records, index = offset within the chunk.
 // A runner borrows the Vos and the epoch counter; one thread uses it at a time.
+// Its buffers (one region of qd x bs per Run) are of the PageKind it is given.
 #pragma once
 
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/memory_bench_util.h"
 #include "common/object_id.h"
 #include "common/status.h"
 #include "vos/vos.h"
@@ -23,14 +25,6 @@
 namespace ros2::bench {
 
 constexpr uint64_t kChunk = uint64_t{1} << 20;  // bytes per dkey, as a DFS file chunk
-
-struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
-
-// A 4 KiB-aligned buffer of `bytes` filled with pseudo-random (incompressible) content.
-Result<AlignedBuffer> AllocateAligned(size_t bytes);
 
 inline bool IsWrite(const std::string& op) {
   return op == "write" || op == "randwrite";
@@ -60,15 +54,27 @@ struct CaseStats {
 // the extent store filled up is excluded from the measurement.
 class VosCaseRunner {
  public:
-  VosCaseRunner(vos::Vos* vos, ObjectId oid, uint64_t size, uint32_t record_size, Epoch* next_epoch, uint64_t seed = 42)
-      : vos_(vos), oid_(oid), size_(size), record_size_(record_size), next_epoch_(next_epoch), rng_(seed) {}
+  VosCaseRunner(vos::Vos* vos, ObjectId oid, uint64_t size, uint32_t record_size, Epoch* next_epoch,
+                PageKind pages = PageKind::kSmall, uint64_t seed = 42)
+      : vos_(vos),
+        oid_(oid),
+        size_(size),
+        record_size_(record_size),
+        next_epoch_(next_epoch),
+        pages_(pages),
+        rng_(seed) {}
 
   Result<CaseStats> Run(const Shape& shape, double runtime_s, uint64_t max_ops);
+
+  // Fetches with FetchOp::caller_verifies, as the engine fetches (the stored
+  // checksums go to the client, which verifies); off (the default), VOS
+  // verifies every fetched extent itself.
+  void set_caller_verifies(bool on) { caller_verifies_ = on; }
 
  private:
   using Clock = std::chrono::steady_clock;
   struct Slot {
-    AlignedBuffer buf;
+    std::byte* buf;
     Clock::time_point started;
   };
 
@@ -80,12 +86,15 @@ class VosCaseRunner {
   uint64_t size_;
   uint32_t record_size_;
   Epoch* next_epoch_;
+  PageKind pages_;
   Shape shape_;
+  IoMemory memory_;  // the slots' buffers
   std::vector<Slot> slots_;
   std::vector<int> free_slots_;
   CaseStats stats_;
   Status error_;
   bool need_space_ = false;
+  bool caller_verifies_ = false;
   std::mt19937_64 rng_;
 };
 

@@ -11,10 +11,12 @@
 // reads it. Queue depth for VOS is the number of ops in flight through
 // SubmitUpdate/SubmitFetch with Progress() on this one thread, which is how an
 // engine target drives its VOS. docs/benchmarks.md describes the suite in full.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,13 +44,18 @@ struct VosSuiteOptions {
   uint32_t record_size = 1;
   bool fdatasync_baseline = true;
   bool fio = true;
-  uint64_t vos_data_size = 0;  // 0: 3 x size
-  std::string extent_sync;     // empty: the VosOptions default
-  bool relaxed = false;        // VosOptions::sync_commit = false (to measure what durability costs)
-  int rounds = 1;              // per case, alternate fio and VOS this many times (runtime split evenly)
+  uint64_t vos_data_size = 0;    // 0: 3 x size
+  std::string extent_sync;       // empty: the VosOptions default
+  bool relaxed = false;          // VosOptions::sync_commit = false (to measure what durability costs)
+  int rounds = 1;                // per case, alternate fio and VOS this many times (runtime split evenly)
+  std::string buffers = "huge";  // page kind of both sides' I/O buffers (memory_bench_util.h)
+  // engine: FetchOp::caller_verifies, as the engine fetches (checksums verified
+  // at the client); verify: VOS verifies every fetched extent itself.
+  std::vector<std::string> fetch_modes = {"engine", "verify"};
 };
 
 VosSuiteOptions g_opts;
+PageKind g_pages = PageKind::kSmall;  // what --buffers resolved to
 
 void Emit(Reporter& rep, const std::string& case_desc, const CaseStats& vos, const FioSide* fio,
           const std::string& baseline) {
@@ -111,6 +118,7 @@ Result<FioSide> RunFioShape(const Shape& shape, const std::string& file, bool ra
   if (IsRandom(shape.op)) job.extra.push_back("--norandommap=1");
   if (ram) job.extra.push_back("--invalidate=0");  // keep the file in the page cache
   if (fdatasync) job.extra.push_back("--fdatasync=1");
+  if (g_pages == PageKind::kHuge) job.extra.push_back("--iomem=shmhuge");  // the pages VOS's buffers have
   ROS2_ASSIGN_OR_RETURN(auto r, RunFio(job));
   return IsWrite(shape.op) ? r.write : r.read;
 }
@@ -130,6 +138,29 @@ int RunVosSuite(Reporter& rep) {
     if (bs > kChunk) {
       std::fprintf(stderr, "vos bench: block size %llu exceeds the 1 MiB chunk\n", static_cast<unsigned long long>(bs));
       return 2;
+    }
+  }
+  auto pages = ParsePageKind(g_opts.buffers);
+  if (!pages.ok()) {
+    std::fprintf(stderr, "vos bench: --buffers: %s\n", pages.status().ToString().c_str());
+    return 2;
+  }
+  g_pages = *pages;
+  std::optional<HugePageReservation> reservation;
+  if (g_pages == PageKind::kHuge) {
+    // VOS's region and fio's, never both in use at once but both mapped: the
+    // runner keeps its region between cases.
+    uint64_t biggest = kChunk * 8;  // the preload
+    for (uint64_t bs : g_opts.bs)
+      for (int qd : g_opts.qd) biggest = std::max(biggest, bs * static_cast<uint64_t>(std::max(qd, 1)));
+    const uint64_t region_pages = (biggest + kHugePageSize - 1) / kHugePageSize;
+    auto r = HugePageReservation::Ensure(2 * region_pages + 2);
+    if (r.ok()) {
+      reservation.emplace(std::move(*r));
+    } else {
+      std::fprintf(stderr, "vos bench: huge pages unavailable (%s); both sides use small pages\n",
+                   r.status().ToString().c_str());
+      g_pages = PageKind::kSmall;
     }
   }
   auto scratch = ScratchDir::Create(g_opts.dir, "ros2-bench-vos-");
@@ -159,15 +190,18 @@ int RunVosSuite(Reporter& rep) {
   std::unique_ptr<vos::Vos> store = std::move(*opened);
   Epoch next_epoch = 1;
   const std::string baseline = ram ? "fio-io_uring-buffered" : "fio-io_uring";
-  std::fprintf(stderr, "vos bench: dir %s class %s extent_sync %s%s size %llu runtime %.1fs; baseline %s\n",
+  std::fprintf(stderr,
+               "vos bench: dir %s class %s extent_sync %s%s size %llu runtime %.1fs; baseline %s; buffers %s pages "
+               "on both sides\n",
                scratch->path().c_str(), g_opts.storage_class.c_str(),
                std::string(vos::ExtentSyncName(vopts.extent_sync)).c_str(), g_opts.relaxed ? " (relaxed)" : "",
-               static_cast<unsigned long long>(g_opts.size), g_opts.runtime_s, baseline.c_str());
+               static_cast<unsigned long long>(g_opts.size), g_opts.runtime_s, baseline.c_str(),
+               std::string(PageKindName(g_pages)).c_str());
 
   int rc = 0;
   for (uint64_t bs : g_opts.bs) {
     const ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kS1, 0xbe7c, bs);
-    VosCaseRunner runner(store.get(), oid, g_opts.size, g_opts.record_size, &next_epoch);
+    VosCaseRunner runner(store.get(), oid, g_opts.size, g_opts.record_size, &next_epoch, g_pages);
     // Preload the whole working set with 1 MiB updates, as fio lays out its file.
     auto pre = runner.Run(Shape{"write", kChunk, 8}, 0, g_opts.size / kChunk);
     if (!pre.ok()) {
@@ -178,65 +212,72 @@ int RunVosSuite(Reporter& rep) {
     std::fprintf(stderr, "vos bench: preloaded %llu MiB in %.2fs\n", static_cast<unsigned long long>(g_opts.size >> 20),
                  pre->seconds);
     for (const auto& op : g_opts.ops) {
+      // Fetches run once per checking mode (--fetch-modes), updates once.
+      const std::vector<std::string> modes = IsWrite(op) ? std::vector<std::string>{""} : g_opts.fetch_modes;
       for (int qd : g_opts.qd) {
-        Shape shape{op, bs, qd};
-        const std::string case_desc = CaseString(
-            {{"op", op}, {"bs", std::to_string(bs)}, {"qd", std::to_string(qd)}, {"class", g_opts.storage_class}});
-        // Each round runs fio, then VOS, then (writes) fio with fdatasync, each
-        // for runtime / rounds: alternating short runs spreads the VM's drift
-        // over both sides of a ratio instead of putting it between them.
-        const bool durable_baseline = IsWrite(op) && g_opts.fdatasync_baseline && g_opts.fio && !ram;
-        std::vector<FioSide> fio_rounds, durable_rounds;
-        Status fio_error = g_opts.fio ? Status::Ok() : Status::Cancelled("fio baseline disabled (--no-fio)");
-        Status durable_error;
-        CaseStats stats;
-        Status vos_error;
-        for (int round = 0; round < g_opts.rounds && vos_error.ok(); ++round) {
-          if (fio_error.ok()) {
-            auto fio = RunFioShape(shape, fio_file, ram, /*fdatasync=*/false);
-            if (fio.ok()) {
-              fio_rounds.push_back(*fio);
-            } else {
-              fio_error = fio.status();
+        for (const std::string& mode : modes) {
+          Shape shape{op, bs, qd};
+          std::vector<std::pair<std::string, std::string>> keys = {
+              {"op", op}, {"bs", std::to_string(bs)}, {"qd", std::to_string(qd)}, {"class", g_opts.storage_class}};
+          if (!mode.empty()) keys.emplace_back("mode", mode);
+          const std::string case_desc = CaseString(keys);
+          runner.set_caller_verifies(mode == "engine");
+          // Each round runs fio, then VOS, then (writes) fio with fdatasync, each
+          // for runtime / rounds: alternating short runs spreads the VM's drift
+          // over both sides of a ratio instead of putting it between them.
+          const bool durable_baseline = IsWrite(op) && g_opts.fdatasync_baseline && g_opts.fio && !ram;
+          std::vector<FioSide> fio_rounds, durable_rounds;
+          Status fio_error = g_opts.fio ? Status::Ok() : Status::Cancelled("fio baseline disabled (--no-fio)");
+          Status durable_error;
+          CaseStats stats;
+          Status vos_error;
+          for (int round = 0; round < g_opts.rounds && vos_error.ok(); ++round) {
+            if (fio_error.ok()) {
+              auto fio = RunFioShape(shape, fio_file, ram, /*fdatasync=*/false);
+              if (fio.ok()) {
+                fio_rounds.push_back(*fio);
+              } else {
+                fio_error = fio.status();
+              }
+            }
+            auto vos_round = runner.Run(shape, g_opts.runtime_s / g_opts.rounds, 0);
+            if (!vos_round.ok()) {
+              vos_error = vos_round.status();
+              break;
+            }
+            MergeVosRound(&stats, std::move(*vos_round));
+            if (durable_baseline && durable_error.ok()) {
+              auto durable = RunFioShape(shape, fio_file, ram, /*fdatasync=*/true);
+              if (durable.ok()) {
+                durable_rounds.push_back(*durable);
+              } else {
+                durable_error = durable.status();
+              }
             }
           }
-          auto vos_round = runner.Run(shape, g_opts.runtime_s / g_opts.rounds, 0);
-          if (!vos_round.ok()) {
-            vos_error = vos_round.status();
-            break;
+          if (!fio_error.ok())
+            std::fprintf(stderr, "vos bench: %s: fio: %s\n", case_desc.c_str(), fio_error.ToString().c_str());
+          if (!vos_error.ok()) {
+            std::fprintf(stderr, "vos bench: %s: %s\n", case_desc.c_str(), vos_error.ToString().c_str());
+            rc = 1;
+            continue;
           }
-          MergeVosRound(&stats, std::move(*vos_round));
-          if (durable_baseline && durable_error.ok()) {
-            auto durable = RunFioShape(shape, fio_file, ram, /*fdatasync=*/true);
-            if (durable.ok()) {
-              durable_rounds.push_back(*durable);
+          FioSide fio = MergeFioRounds(fio_rounds);
+          Emit(rep, case_desc, stats, fio_error.ok() ? &fio : nullptr, baseline);
+          if (durable_baseline) {
+            if (durable_error.ok()) {
+              FioSide durable = MergeFioRounds(durable_rounds);
+              Emit(rep, case_desc, stats, &durable, "fio-io_uring-fdatasync");
             } else {
-              durable_error = durable.status();
+              std::fprintf(stderr, "vos bench: %s: fio fdatasync: %s\n", case_desc.c_str(),
+                           durable_error.ToString().c_str());
             }
           }
-        }
-        if (!fio_error.ok())
-          std::fprintf(stderr, "vos bench: %s: fio: %s\n", case_desc.c_str(), fio_error.ToString().c_str());
-        if (!vos_error.ok()) {
-          std::fprintf(stderr, "vos bench: %s: %s\n", case_desc.c_str(), vos_error.ToString().c_str());
-          rc = 1;
-          continue;
-        }
-        FioSide fio = MergeFioRounds(fio_rounds);
-        Emit(rep, case_desc, stats, fio_error.ok() ? &fio : nullptr, baseline);
-        if (durable_baseline) {
-          if (durable_error.ok()) {
-            FioSide durable = MergeFioRounds(durable_rounds);
-            Emit(rep, case_desc, stats, &durable, "fio-io_uring-fdatasync");
-          } else {
-            std::fprintf(stderr, "vos bench: %s: fio fdatasync: %s\n", case_desc.c_str(),
-                         durable_error.ToString().c_str());
-          }
-        }
-        if (IsWrite(op)) {
-          // Reclaim overwritten versions between cases, outside any measurement.
-          if (auto agg = store->Aggregate(); !agg.ok()) {
-            std::fprintf(stderr, "vos bench: aggregate: %s\n", agg.status().ToString().c_str());
+          if (IsWrite(op)) {
+            // Reclaim overwritten versions between cases, outside any measurement.
+            if (auto agg = store->Aggregate(); !agg.ok()) {
+              std::fprintf(stderr, "vos bench: aggregate: %s\n", agg.status().ToString().c_str());
+            }
           }
         }
       }
@@ -263,6 +304,14 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--record-size", g_opts.record_size, "VOS array record size (1 or 4096)");
       app.add_option("--vos-data-size", g_opts.vos_data_size, "VOS extent store capacity (default 3 x size)");
       app.add_option("--extent-sync", g_opts.extent_sync, "VOS durable extent writes: group | dsync (default: VOS's)");
+      app.add_option("--buffers", g_opts.buffers,
+                     "page kind of both sides' I/O buffers: huge (hugetlb; fio --iomem=shmhuge; raises "
+                     "vm.nr_hugepages while it runs if needed) | small (4 KiB pages; fio's default malloc)");
+      app.add_option("--fetch-modes", g_opts.fetch_modes,
+                     "fetch checking modes, each its own case (mode=): engine (VOS hands the stored checksums to "
+                     "its caller, as the engine's fetch does; the client verifies) | verify (VOS verifies itself)")
+          ->delimiter(',')
+          ->check(CLI::IsMember({"engine", "verify"}));
       app.add_flag("!--no-fio", g_opts.fio, "VOS only, no fio baseline (for profiling)");
       app.add_flag("--relaxed", g_opts.relaxed,
                    "VOS relaxed durability (sync_commit: false), to measure what durable commits cost");
