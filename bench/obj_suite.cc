@@ -27,6 +27,7 @@
 #include <latch>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -73,6 +74,7 @@ struct ObjSuiteOptions {
   // and its completions come in batches (50 us, libros2's default, left the
   // jobs yielding in a loop for 18% of all CPU beside the targets).
   int spin_us = 10;
+  int rounds = 1;  // per case, alternate the vos-only baseline and the client this many times
 };
 
 ObjSuiteOptions g_opts;
@@ -429,33 +431,64 @@ Status RunTransport(Reporter& rep, const std::string& scratch, const std::string
         const CaseKey key{op, bs, jobs};
         const Shape shape{op, bs, g_opts.qd};
         const std::string desc = CaseDesc(key, transport, cls);
-        if (baseline != nullptr && !vos_figures.contains(key)) {
+        // With --rounds 1 the baseline runs once per shape, before the first
+        // transport's case, and both transports' records refer to it; with
+        // more, every case alternates its own baseline and client rounds of
+        // runtime / rounds each, so the VM's drift falls on both sides alike.
+        const int rounds = std::max(g_opts.rounds, 1);
+        const double round_s = g_opts.runtime_s / rounds;
+        const bool own_baseline = baseline != nullptr && rounds > 1;
+        if (baseline != nullptr && !own_baseline && !vos_figures.contains(key)) {
           auto v = baseline->Run(shape, jobs, g_opts.runtime_s);
           if (!v.ok()) return v.status().WithContext("vos-only " + desc);
           vos_figures[key] = FiguresOf(*v);
         }
-        Result<CaseStats> stats = Status::Cancelled("not run");
-        if (IsWrite(op)) {
-          // A fresh container per write case, so overwrites never fill the read set's shard.
-          const std::string cont = fmt::format("w{}", write_seq++);
+        CaseStats total, base_total;
+        // A fresh container per write case, so overwrites never fill the read set's shard.
+        const std::string cont = IsWrite(op) ? fmt::format("w{}", write_seq++) : std::string();
+        if (!cont.empty()) {
           ROS2_RETURN_IF_ERROR(cluster->Ctl({"cont", "create", "bench", cont, "--oclass", "S1"}).status());
-          {
-            ROS2_ASSIGN_OR_RETURN(auto writers, ConnectJobs(*cluster, transport, jobs, cont));
-            stats = RunClientCase(writers, shape, jobs, g_opts.runtime_s, 0);
+        }
+        Status case_status;
+        {
+          std::vector<JobHandles> writers;
+          if (!cont.empty()) {
+            auto w = ConnectJobs(*cluster, transport, jobs, cont);
+            if (w.ok()) writers = std::move(*w);
+            case_status = w.status();
           }
+          for (int round = 0; round < rounds && case_status.ok(); ++round) {
+            if (own_baseline) {
+              auto v = baseline->Run(shape, jobs, round_s);
+              if (!v.ok()) return v.status().WithContext("vos-only " + desc);
+              MergeRound(&base_total, std::move(*v));
+            }
+            auto stats = RunClientCase(cont.empty() ? readers : writers, shape, jobs, round_s, 0);
+            if (!stats.ok()) {
+              case_status = stats.status();
+              break;
+            }
+            MergeRound(&total, std::move(*stats));
+          }
+        }
+        if (!cont.empty()) {
           if (auto d = cluster->Ctl({"cont", "destroy", "bench", cont}); !d.ok())
             std::fprintf(stderr, "obj bench: %s\n", d.status().ToString().c_str());
-        } else {
-          stats = RunClientCase(readers, shape, jobs, g_opts.runtime_s, 0);
         }
-        if (!stats.ok()) return stats.status().WithContext(desc);
-        const Figures f = FiguresOf(*stats);
+        if (!case_status.ok()) return case_status.WithContext(desc);
+        const Figures f = FiguresOf(total);
         client_figures[key] = f;
+        std::optional<Figures> base_figures;
+        if (own_baseline) {
+          base_figures = FiguresOf(base_total);
+        } else if (auto it = vos_figures.find(key); it != vos_figures.end()) {
+          base_figures = it->second;
+        }
         auto add = [&](const char* metric, double value, double (*base)(const Figures&)) {
           Record r{"obj", desc, metric, value, std::nullopt, std::nullopt};
-          if (auto it = vos_figures.find(key); it != vos_figures.end()) {
+          if (base_figures) {
             r.baseline = "vos-only";
-            r.baseline_value = base(it->second);
+            r.baseline_value = base(*base_figures);
           }
           rep.Add(std::move(r));
         };
@@ -554,6 +587,10 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--buffers", g_opts.buffers,
                      "client buffers: io (libros2 I/O buffers, shared segments) or heap (aligned memory)")
           ->check(CLI::IsMember({"io", "heap"}));
+      app.add_option("--rounds", g_opts.rounds,
+                     "per case, alternate vos-only and the client this many times, runtime / rounds each "
+                     "(spreads drift; 1: one baseline per shape shared by the transports)")
+          ->check(CLI::Range(1, 100));
       app.add_option("--spin-us", g_opts.spin_us,
                      "microseconds a job polls for completions before sleeping (libros2 spin_budget)")
           ->check(CLI::Range(0, 1000000));

@@ -8,6 +8,13 @@ namespace ros2::bench {
 
 using Clock = std::chrono::steady_clock;
 
+void MergeRound(CaseStats* total, CaseStats round) {
+  total->seconds += round.seconds;
+  total->ops += round.ops;
+  total->bytes += round.bytes;
+  total->lat_us.insert(total->lat_us.end(), round.lat_us.begin(), round.lat_us.end());
+}
+
 std::string ChunkKey(uint64_t chunk) {
   return fmt::format("{:012}", chunk);
 }

@@ -49,6 +49,9 @@ struct CaseStats {
   std::vector<double> lat_us;
 };
 
+// Adds one round's figures to a case's total (ops, bytes and time summed, latencies pooled).
+void MergeRound(CaseStats* total, CaseStats round);
+
 // Drives VOS with `shape` for `runtime_s` seconds (or, when max_ops > 0, for
 // exactly max_ops sequential ops from offset 0). Time spent in Aggregate() after
 // the extent store filled up is excluded from the measurement.

@@ -97,13 +97,6 @@ FioSide MergeFioRounds(const std::vector<FioSide>& rounds) {
   return m;
 }
 
-void MergeVosRound(CaseStats* total, CaseStats round) {
-  total->seconds += round.seconds;
-  total->ops += round.ops;
-  total->bytes += round.bytes;
-  total->lat_us.insert(total->lat_us.end(), round.lat_us.begin(), round.lat_us.end());
-}
-
 Result<FioSide> RunFioShape(const Shape& shape, const std::string& file, bool ram, bool fdatasync) {
   FioJob job;
   job.name = fmt::format("{}-{}-qd{}", shape.op, shape.bs, shape.qd);
@@ -245,7 +238,7 @@ int RunVosSuite(Reporter& rep) {
               vos_error = vos_round.status();
               break;
             }
-            MergeVosRound(&stats, std::move(*vos_round));
+            MergeRound(&stats, std::move(*vos_round));
             if (durable_baseline && durable_error.ok()) {
               auto durable = RunFioShape(shape, fio_file, ram, /*fdatasync=*/true);
               if (durable.ok()) {
