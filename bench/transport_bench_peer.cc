@@ -6,8 +6,6 @@
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -17,6 +15,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include "bench/memory_bench_util.h"
 #include "bench/transport_bench_peer.h"
 #include "common/log.h"
 #include "transport/transport.h"
@@ -26,23 +25,14 @@ namespace {
 using ros2::Status;
 using namespace ros2::transport;
 using namespace ros2::bench::transport_peer;
+using ros2::bench::AllocateIoMemory;
+using ros2::bench::IoMemory;
+using ros2::bench::PageKind;
 
 std::atomic<bool> g_stop{false};
 
 void OnSignal(int) {
   g_stop.store(true);
-}
-
-struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
-
-AlignedBuffer Allocate(uint64_t bytes) {
-  void* p = nullptr;
-  if (posix_memalign(&p, 4096, bytes) != 0) return nullptr;
-  std::memset(p, 0x5a, bytes);
-  return AlignedBuffer(static_cast<std::byte*>(p));
 }
 
 // Buffers for concurrent Pulls: each in-flight write gets its own destination.
@@ -56,19 +46,19 @@ class BufferPool {
         return b;
       }
     }
-    all_.push_back(Allocate(size));
-    sizes_.push_back(size);
-    return all_.back().get();
+    auto m = AllocateIoMemory(size, PageKind::kSmall);
+    if (!m.ok()) return nullptr;
+    all_.push_back(std::move(*m));
+    return all_.back().data();
   }
   void Give(std::byte* b) {
-    for (size_t i = 0; i < all_.size(); ++i) {
-      if (all_[i].get() == b) free_.emplace_back(b, sizes_[i]);
+    for (const IoMemory& m : all_) {
+      if (m.data() == b) free_.emplace_back(b, m.size());
     }
   }
 
  private:
-  std::vector<AlignedBuffer> all_;
-  std::vector<uint64_t> sizes_;
+  std::vector<IoMemory> all_;
   std::vector<std::pair<std::byte*, uint64_t>> free_;
 };
 
@@ -105,7 +95,12 @@ int Serve(const std::string& kind_name, const std::string& address_file, int cpu
   }
   std::unique_ptr<Worker> worker = std::move(*worker_r);
   BufferPool pool;
-  AlignedBuffer source = Allocate(kMaxBulk);
+  auto source_r = AllocateIoMemory(kMaxBulk, PageKind::kSmall);
+  if (!source_r.ok()) {
+    std::fprintf(stderr, "peer: %s\n", source_r.status().ToString().c_str());
+    return 1;
+  }
+  IoMemory source = std::move(*source_r);
 
   auto check = [](Status st) {
     if (!st.ok()) std::fprintf(stderr, "peer: register handler: %s\n", st.ToString().c_str());
@@ -117,6 +112,7 @@ int Serve(const std::string& kind_name, const std::string& address_file, int cpu
          if (n == 0) return req.Reply(Status::Ok());
          if (n > kMaxBulk) return req.Reply(Status::InvalidArgument("bench peer: bulk too large"));
          std::byte* dst = pool.Take(n);
+         if (dst == nullptr) return req.Reply(Status::NoSpace("bench peer: cannot allocate a bulk buffer"));
          req.Pull(std::span<std::byte>(dst, n), [req, dst, &pool](const Status& st) mutable {
            pool.Give(dst);
            req.Reply(st);
@@ -125,7 +121,7 @@ int Serve(const std::string& kind_name, const std::string& address_file, int cpu
   ok = ok && check(worker->RegisterHandler(kOpRead, [&source](IncomingRequest req) {
          const uint64_t n = std::min(req.bulk_in_capacity(), kMaxBulk);
          if (n == 0) return req.Reply(Status::Ok());
-         req.Push(std::span<const std::byte>(source.get(), n), [req](const Status& st) mutable { req.Reply(st); });
+         req.Push(std::span<const std::byte>(source.data(), n), [req](const Status& st) mutable { req.Reply(st); });
        }));
   if (!ok) return 1;
 

@@ -21,8 +21,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -33,6 +31,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_report.h"
+#include "bench/memory_bench_util.h"
 #include "bench/perftest_bench_util.h"
 #include "bench/process_bench_util.h"
 #include "bench/transport_bench_peer.h"
@@ -59,18 +58,6 @@ struct TransportSuiteOptions {
 };
 
 TransportSuiteOptions g_opts;
-
-struct FreeDeleter {
-  void operator()(std::byte* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
-
-AlignedBuffer Allocate(uint64_t bytes) {
-  void* p = nullptr;
-  if (posix_memalign(&p, 4096, bytes) != 0) return nullptr;
-  std::memset(p, 0xa5, bytes);
-  return AlignedBuffer(static_cast<std::byte*>(p));
-}
 
 Result<std::vector<uint8_t>> FromHex(const std::string& hex) {
   std::vector<uint8_t> out;
@@ -197,9 +184,9 @@ std::optional<PerftestResult> Perftest(const Context& ctx, const std::string& te
 
 // One RPC at a time for runtime_s; returns round-trip latencies in microseconds.
 Result<std::vector<double>> RpcLatency(Connection& c, const std::string& op, uint64_t bs) {
-  AlignedBuffer buf = Allocate(bs);
+  ROS2_ASSIGN_OR_RETURN(IoMemory buf, AllocateIoMemory(std::max<uint64_t>(bs, 1), PageKind::kSmall));
   std::vector<double> lat;
-  const CallOptions options = BulkOptions(op, buf.get(), bs);
+  const CallOptions options = BulkOptions(op, buf.data(), bs);
   for (int i = 0; i < 200; ++i) ROS2_RETURN_IF_ERROR(c.ep->CallSync(Opcode(op), {}, options).status());
   const auto end =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g_opts.runtime_s));
@@ -214,13 +201,15 @@ Result<std::vector<double>> RpcLatency(Connection& c, const std::string& op, uin
 
 // qd RPCs in flight for runtime_s; returns MiB/s.
 Result<double> BulkBandwidth(Connection& c, const std::string& op, uint64_t bs, int qd) {
-  std::vector<AlignedBuffer> bufs;
-  for (int i = 0; i < qd; ++i) bufs.push_back(Allocate(bs));
+  const uint64_t slot_bytes = std::max<uint64_t>(bs, 1);
+  ROS2_ASSIGN_OR_RETURN(IoMemory region, AllocateIoMemory(slot_bytes * static_cast<uint64_t>(qd), PageKind::kSmall));
+  std::vector<std::byte*> bufs;
+  for (int i = 0; i < qd; ++i) bufs.push_back(region.data() + slot_bytes * static_cast<uint64_t>(i));
   std::vector<int> free_slots;
   Status error;
   uint64_t done_bytes = 0;
   auto submit = [&](int slot) -> Status {
-    return c.ep->Call(Opcode(op), {}, BulkOptions(op, bufs[static_cast<size_t>(slot)].get(), bs),
+    return c.ep->Call(Opcode(op), {}, BulkOptions(op, bufs[static_cast<size_t>(slot)], bs),
                       [&, slot](const ReplyView& reply) {
                         if (!reply.status.ok() && error.ok()) error = reply.status;
                         done_bytes += bs;
@@ -359,15 +348,15 @@ int RunTransportSuite(Reporter& rep) {
       rc = 1;
     }
     const WorkerStats& st = c.worker->stats();
-    std::fprintf(
-        stderr,
-        "transport bench: %s worker stats: sent %llu replies %llu timed_out %llu inline %llu rma %llu am %llu "
-        "cma %llu sleeps %llu\n",
-        kind.c_str(), static_cast<unsigned long long>(st.requests_sent),
-        static_cast<unsigned long long>(st.replies_received), static_cast<unsigned long long>(st.requests_timed_out),
-        static_cast<unsigned long long>(st.bulk_inline_bytes), static_cast<unsigned long long>(st.bulk_rma_bytes),
-        static_cast<unsigned long long>(st.bulk_am_bytes), static_cast<unsigned long long>(st.bulk_cma_bytes),
-        static_cast<unsigned long long>(st.sleeps));
+    std::fprintf(stderr,
+                 "transport bench: %s worker stats: sent %llu replies %llu timed_out %llu inline %llu rma %llu am %llu "
+                 "cma %llu sleeps %llu\n",
+                 kind.c_str(), static_cast<unsigned long long>(st.requests_sent),
+                 static_cast<unsigned long long>(st.replies_received),
+                 static_cast<unsigned long long>(st.requests_timed_out),
+                 static_cast<unsigned long long>(st.bulk_inline_bytes),
+                 static_cast<unsigned long long>(st.bulk_rma_bytes), static_cast<unsigned long long>(st.bulk_am_bytes),
+                 static_cast<unsigned long long>(st.bulk_cma_bytes), static_cast<unsigned long long>(st.sleeps));
   }
   if (write4k_p50.count("shm") && write4k_p50.count("tcp")) {
     rep.Add(Record{"transport",
