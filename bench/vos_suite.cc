@@ -116,6 +116,55 @@ Result<FioSide> RunFioShape(const Shape& shape, const std::string& file, bool ra
   return IsWrite(shape.op) ? r.write : r.read;
 }
 
+// One case: `rounds` alternations of fio, VOS and (writes) fio with fdatasync,
+// each for runtime / rounds, so the VM's drift spreads over both sides of a
+// ratio instead of falling between them. Emits the records; false when the
+// VOS side failed.
+bool RunCase(Reporter& rep, VosCaseRunner& runner, const Shape& shape, const std::string& case_desc,
+             const std::string& fio_file, bool ram, const std::string& baseline) {
+  const bool durable_baseline = IsWrite(shape.op) && g_opts.fdatasync_baseline && g_opts.fio && !ram;
+  std::vector<FioSide> fio_rounds, durable_rounds;
+  Status fio_error = g_opts.fio ? Status::Ok() : Status::Cancelled("fio baseline disabled (--no-fio)");
+  Status durable_error;
+  CaseStats stats;
+  for (int round = 0; round < g_opts.rounds; ++round) {
+    if (fio_error.ok()) {
+      auto fio = RunFioShape(shape, fio_file, ram, /*fdatasync=*/false);
+      if (fio.ok()) {
+        fio_rounds.push_back(*fio);
+      } else {
+        fio_error = fio.status();
+      }
+    }
+    auto vos_round = runner.Run(shape, g_opts.runtime_s / g_opts.rounds, 0);
+    if (!vos_round.ok()) {
+      std::fprintf(stderr, "vos bench: %s: %s\n", case_desc.c_str(), vos_round.status().ToString().c_str());
+      return false;
+    }
+    MergeRound(&stats, std::move(*vos_round));
+    if (durable_baseline && durable_error.ok()) {
+      auto durable = RunFioShape(shape, fio_file, ram, /*fdatasync=*/true);
+      if (durable.ok()) {
+        durable_rounds.push_back(*durable);
+      } else {
+        durable_error = durable.status();
+      }
+    }
+  }
+  if (!fio_error.ok())
+    std::fprintf(stderr, "vos bench: %s: fio: %s\n", case_desc.c_str(), fio_error.ToString().c_str());
+  FioSide fio = MergeFioRounds(fio_rounds);
+  Emit(rep, case_desc, stats, fio_error.ok() ? &fio : nullptr, baseline);
+  if (!durable_baseline) return true;
+  if (durable_error.ok()) {
+    FioSide durable = MergeFioRounds(durable_rounds);
+    Emit(rep, case_desc, stats, &durable, "fio-io_uring-fdatasync");
+  } else {
+    std::fprintf(stderr, "vos bench: %s: fio fdatasync: %s\n", case_desc.c_str(), durable_error.ToString().c_str());
+  }
+  return true;
+}
+
 int RunVosSuite(Reporter& rep) {
   auto cls = vos::ParseStorageClass(g_opts.storage_class);
   if (!cls.ok()) {
@@ -209,63 +258,12 @@ int RunVosSuite(Reporter& rep) {
       const std::vector<std::string> modes = IsWrite(op) ? std::vector<std::string>{""} : g_opts.fetch_modes;
       for (int qd : g_opts.qd) {
         for (const std::string& mode : modes) {
-          Shape shape{op, bs, qd};
+          const Shape shape{op, bs, qd};
           std::vector<std::pair<std::string, std::string>> keys = {
               {"op", op}, {"bs", std::to_string(bs)}, {"qd", std::to_string(qd)}, {"class", g_opts.storage_class}};
           if (!mode.empty()) keys.emplace_back("mode", mode);
-          const std::string case_desc = CaseString(keys);
           runner.set_caller_verifies(mode == "engine");
-          // Each round runs fio, then VOS, then (writes) fio with fdatasync, each
-          // for runtime / rounds: alternating short runs spreads the VM's drift
-          // over both sides of a ratio instead of putting it between them.
-          const bool durable_baseline = IsWrite(op) && g_opts.fdatasync_baseline && g_opts.fio && !ram;
-          std::vector<FioSide> fio_rounds, durable_rounds;
-          Status fio_error = g_opts.fio ? Status::Ok() : Status::Cancelled("fio baseline disabled (--no-fio)");
-          Status durable_error;
-          CaseStats stats;
-          Status vos_error;
-          for (int round = 0; round < g_opts.rounds && vos_error.ok(); ++round) {
-            if (fio_error.ok()) {
-              auto fio = RunFioShape(shape, fio_file, ram, /*fdatasync=*/false);
-              if (fio.ok()) {
-                fio_rounds.push_back(*fio);
-              } else {
-                fio_error = fio.status();
-              }
-            }
-            auto vos_round = runner.Run(shape, g_opts.runtime_s / g_opts.rounds, 0);
-            if (!vos_round.ok()) {
-              vos_error = vos_round.status();
-              break;
-            }
-            MergeRound(&stats, std::move(*vos_round));
-            if (durable_baseline && durable_error.ok()) {
-              auto durable = RunFioShape(shape, fio_file, ram, /*fdatasync=*/true);
-              if (durable.ok()) {
-                durable_rounds.push_back(*durable);
-              } else {
-                durable_error = durable.status();
-              }
-            }
-          }
-          if (!fio_error.ok())
-            std::fprintf(stderr, "vos bench: %s: fio: %s\n", case_desc.c_str(), fio_error.ToString().c_str());
-          if (!vos_error.ok()) {
-            std::fprintf(stderr, "vos bench: %s: %s\n", case_desc.c_str(), vos_error.ToString().c_str());
-            rc = 1;
-            continue;
-          }
-          FioSide fio = MergeFioRounds(fio_rounds);
-          Emit(rep, case_desc, stats, fio_error.ok() ? &fio : nullptr, baseline);
-          if (durable_baseline) {
-            if (durable_error.ok()) {
-              FioSide durable = MergeFioRounds(durable_rounds);
-              Emit(rep, case_desc, stats, &durable, "fio-io_uring-fdatasync");
-            } else {
-              std::fprintf(stderr, "vos bench: %s: fio fdatasync: %s\n", case_desc.c_str(),
-                           durable_error.ToString().c_str());
-            }
-          }
+          if (!RunCase(rep, runner, shape, CaseString(keys), fio_file, ram, baseline)) rc = 1;
           if (IsWrite(op)) {
             // Reclaim overwritten versions between cases, outside any measurement.
             if (auto agg = store->Aggregate(); !agg.ok()) {

@@ -213,6 +213,13 @@ Status SegmentTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local
   return Status::Ok();
 }
 
+// Same-host bulk, moved synchronously by this thread: cross-memory attach or
+// a memcpy through the client's shared segment.
+Status HostTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool to_client) {
+  return d.transfer == wire::BulkTransfer::kCma ? CmaTransfer(s, d, local, len, to_client)
+                                                : SegmentTransfer(s, d, local, len, to_client);
+}
+
 Status StartRma(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool is_put, Completion done) {
   Connection* conn = s->conn.get();
   if (conn->ep == nullptr)
@@ -428,8 +435,8 @@ void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
       if (!st.ok()) return fail(st);
       return;
     }
-    case wire::BulkTransfer::kCma: return fail(CmaTransfer(s, *d, dst.data(), dst.size(), /*to_client=*/false));
-    case wire::BulkTransfer::kSegment: return fail(SegmentTransfer(s, *d, dst.data(), dst.size(), /*to_client=*/false));
+    case wire::BulkTransfer::kCma:
+    case wire::BulkTransfer::kSegment: return fail(HostTransfer(s, *d, dst.data(), dst.size(), /*to_client=*/false));
     case wire::BulkTransfer::kActiveMessage: {
       if (s->rndv_desc == nullptr) return fail(Status::Protocol("transport: bulk data missing from the message"));
       void* desc = s->rndv_desc;
@@ -500,9 +507,7 @@ void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
   }
   Connection* conn = s->conn.get();
   if (d->transfer == wire::BulkTransfer::kCma || d->transfer == wire::BulkTransfer::kSegment) {
-    auto* local = const_cast<std::byte*>(src.data());
-    Status st = d->transfer == wire::BulkTransfer::kCma ? CmaTransfer(s, *d, local, src.size(), /*to_client=*/true)
-                                                        : SegmentTransfer(s, *d, local, src.size(), /*to_client=*/true);
+    Status st = HostTransfer(s, *d, const_cast<std::byte*>(src.data()), src.size(), /*to_client=*/true);
     if (!st.ok()) s->pushed_bytes = 0;
     return fail(st);
   }
