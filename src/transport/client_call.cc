@@ -170,11 +170,10 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
     free_calls_.push_back(slot);
     return st;
   }
-  // The deadline is taken after the send: its clock read (about 36 ns here)
-  // then overlaps the peer's work instead of delaying the request. Replies
-  // are only handled from Progress(), so none can arrive before it is set.
+  // The deadline is taken after the send (replies are only handled from
+  // Progress(), so none can arrive before it is set), from the coarse clock.
   const auto timeout = options.timeout.count() > 0 ? options.timeout : opts.default_timeout;
-  call.deadline = Clock::now() + timeout;
+  call.deadline = CoarseNow() + timeout;
   call.done = std::move(done);
   ++live_calls_;
   ++conn.outstanding;

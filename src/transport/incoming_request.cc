@@ -283,7 +283,8 @@ void WorkerImpl::ReleaseState(State* s) {
     ucp_am_data_release(worker_, s->rndv_desc);
     s->rndv_desc = nullptr;
   }
-  s->conn.reset();  // s->msg is overwritten whole by the next HandleRequest
+  // s->conn is kept for the next request of the same peer (FailConnection
+  // clears it in free states); s->msg is overwritten whole by the next HandleRequest.
   s->segment.reset();
   s->pulled = s->pushed = s->replied = false;
   s->in_am_callback = s->rndv_taken = false;
@@ -302,7 +303,9 @@ bool WorkerImpl::HandleRequest(Connection& conn, const wire::Message& msg, std::
                                void* rndv_desc, uint64_t rndv_length) {
   ++stats_.requests_received;
   State* s = AcquireState();
-  s->conn = FindConnectionShared(conn.local_id);
+  // A pooled state keeps the connection it last served: a peer's next request
+  // usually finds it and skips an atomic increment and decrement.
+  if (s->conn.get() != &conn) s->conn = FindConnectionShared(conn.local_id);
   // The bytes live only during the callback: copy them, and point the decoded
   // message's views at the copy (no second decode). The inline bulk-out section
   // (always last) is not copied yet: a handler that pulls inside the callback,
