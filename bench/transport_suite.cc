@@ -3,15 +3,19 @@
 //
 // For each transport (tcp, shm) the suite spawns ros2-bench-transport-peer (see
 // transport_bench_peer.h), connects one Worker of this process to it, logs the
-// lanes UCX chose, and then, shape by shape, runs ucx_perftest (server + client
-// on loopback with the UCX_TLS / UCX_NET_DEVICES / tcp segment sizes the
-// transport Context selected) followed by the same shape through the transport:
+// lanes UCX chose, and then, size by size and in --rounds alternations, runs
+// ucx_perftest (server + client on loopback with the UCX_TLS / UCX_NET_DEVICES /
+// tcp segment sizes the transport Context selected) and the same shape through
+// the transport:
 //   mode=rpc  — one RPC at a time (CallSync), op=write (server Pulls bs bytes) or
 //               op=read (server Pushes bs bytes); metric lat_us_p50/p99 of the
-//               round trip; baseline ucp_am_lat round trip = 2 x its one-way
-//               figure (perftest moves bs bytes in BOTH directions).
+//               round trip. Two baselines, each a round trip = 2 x perftest's
+//               one-way figure (perftest moves bs bytes in BOTH directions):
+//               ucp_am_lat (active messages, as the transport sends; perftest's
+//               receiver never reads the payload) and tag_lat (the payload lands
+//               in the receiver's buffer, as an RPC's bulk must).
 //   mode=bulk — `qd` RPCs in flight with bs bytes of bulk each; metric mib_s;
-//               baseline ucp_am_bw at message size bs.
+//               baselines ucp_am_bw and tag_bw at message size bs.
 //   mode=idle — the connected pair left idle for --idle seconds; metric
 //               cpu_pct_idle = CPU seconds of both processes / wall seconds x 100.
 // Finally the shm/tcp ratio of the 4 KiB write RPC p50 is a record of its own.
@@ -51,6 +55,7 @@ struct TransportSuiteOptions {
   int bulk_qd = 8;
   double runtime_s = 3;
   double idle_s = 5;
+  int rounds = 1;
   bool perftest = true;
   // --pin CLIENT,SERVER: the client thread (this process), the bench peer and
   // ucx_perftest's client/server (through taskset) run on these CPUs.
@@ -183,7 +188,7 @@ std::optional<PerftestResult> Perftest(const Context& ctx, const std::string& te
 }
 
 // One RPC at a time for runtime_s; returns round-trip latencies in microseconds.
-Result<std::vector<double>> RpcLatency(Connection& c, const std::string& op, uint64_t bs) {
+Result<std::vector<double>> RpcLatency(Connection& c, const std::string& op, uint64_t bs, double runtime_s) {
   ROS2_ASSIGN_OR_RETURN(IoMemory buf, AllocateIoMemory(std::max<uint64_t>(bs, 1), PageKind::kSmall));
   std::vector<double> lat;
   const CallOptions options = BulkOptions(op, buf.data(), bs);
@@ -193,7 +198,7 @@ Result<std::vector<double>> RpcLatency(Connection& c, const std::string& op, uin
   // each RPC's end is the next one's start. Three reads (start, end, loop
   // check) cost about 36 ns each here, a tenth of a shm round trip.
   auto prev = Clock::now();
-  const auto end = prev + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(g_opts.runtime_s));
+  const auto end = prev + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(runtime_s));
   while (prev < end && lat.size() < 2'000'000) {
     auto r = c.ep->CallSync(Opcode(op), {}, options);
     if (!r.ok()) return r.status().WithContext(fmt::format("rpc op={} bs={}", op, bs));
@@ -205,7 +210,7 @@ Result<std::vector<double>> RpcLatency(Connection& c, const std::string& op, uin
 }
 
 // qd RPCs in flight for runtime_s; returns MiB/s.
-Result<double> BulkBandwidth(Connection& c, const std::string& op, uint64_t bs, int qd) {
+Result<double> BulkBandwidth(Connection& c, const std::string& op, uint64_t bs, int qd, double runtime_s) {
   const uint64_t slot_bytes = std::max<uint64_t>(bs, 1);
   ROS2_ASSIGN_OR_RETURN(IoMemory region, AllocateIoMemory(slot_bytes * static_cast<uint64_t>(qd), PageKind::kSmall));
   std::vector<std::byte*> bufs;
@@ -242,7 +247,7 @@ Result<double> BulkBandwidth(Connection& c, const std::string& op, uint64_t bs, 
     return static_cast<double>(done_bytes) / secs / (1 << 20);
   };
   ROS2_RETURN_IF_ERROR(run_for(0.2).status());  // warm-up: registrations, rendezvous setup
-  return run_for(g_opts.runtime_s);
+  return run_for(runtime_s);
 }
 
 // CPU of this process and of the peer while the pair sits connected and idle.
@@ -256,6 +261,22 @@ Result<std::pair<double, double>> IdleCpu(Connection& c) {
   ROS2_ASSIGN_OR_RETURN(double self1, ProcessCpuSeconds(getpid()));
   ROS2_ASSIGN_OR_RETURN(double peer1, ProcessCpuSeconds(c.peer_proc.pid()));
   return std::make_pair((self1 - self0) / wall * 100, (peer1 - peer0) / wall * 100);
+}
+
+// Adds `r` once per baseline that ran in every round (the median of its
+// rounds), or once without a baseline when none did.
+void AddWithBaselines(Reporter& rep, const Record& r,
+                      const std::vector<std::pair<std::string, std::vector<double>>>& baselines) {
+  bool added = false;
+  for (const auto& [name, values] : baselines) {
+    if (values.size() != static_cast<size_t>(g_opts.rounds)) continue;
+    Record with = r;
+    with.baseline = name;
+    with.baseline_value = Percentile(values, 50);
+    rep.Add(with);
+    added = true;
+  }
+  if (!added) rep.Add(r);
 }
 
 std::string Lanes(const EndpointInfo& info) {
@@ -295,50 +316,63 @@ int RunTransportSuite(Reporter& rep) {
                    Lanes(info).c_str());
     }
     for (uint64_t bs : g_opts.bs) {
-      // RPC round trip.
-      auto lat_base = Perftest(*c.ctx, "ucp_am_lat", bs);
-      for (const auto& op : g_opts.ops) {
-        auto lat = RpcLatency(c, op, bs);
-        if (!lat.ok()) {
-          std::fprintf(stderr, "transport bench: %s\n", lat.status().ToString().c_str());
-          rc = 1;
-          continue;
+      // RPC round trip. Each round runs both ucx_perftest baselines and then
+      // every op for runtime / rounds, so a shift of the VM's speed between
+      // them (it swings 2-3x) lands in one round, not between a case and its
+      // baseline; the records carry the medians over rounds.
+      const double slice = g_opts.runtime_s / g_opts.rounds;
+      std::vector<double> am_rtt, tag_rtt;
+      std::map<std::string, std::vector<double>> p50s, p99s;
+      for (int round = 0; round < g_opts.rounds; ++round) {
+        if (auto b = Perftest(*c.ctx, "ucp_am_lat", bs)) am_rtt.push_back(2 * b->lat_us_typical);
+        if (auto b = Perftest(*c.ctx, "tag_lat", bs)) tag_rtt.push_back(2 * b->lat_us_typical);
+        for (const auto& op : g_opts.ops) {
+          auto lat = RpcLatency(c, op, bs, slice);
+          if (!lat.ok()) {
+            std::fprintf(stderr, "transport bench: %s\n", lat.status().ToString().c_str());
+            rc = 1;
+            continue;
+          }
+          p50s[op].push_back(Percentile(*lat, 50));
+          p99s[op].push_back(Percentile(*lat, 99));
         }
+      }
+      for (const auto& op : g_opts.ops) {
+        if (p50s[op].size() != static_cast<size_t>(g_opts.rounds)) continue;
         const std::string case_desc =
             CaseString({{"mode", "rpc"}, {"op", op}, {"bs", std::to_string(bs)}, {"qd", "1"}, {"transport", kind}});
-        Record p50{"transport", case_desc, "lat_us_p50", Percentile(*lat, 50), std::nullopt, std::nullopt};
-        if (lat_base) {
-          p50.baseline = "ucx_perftest-ucp_am_lat-rtt";
-          p50.baseline_value = 2 * lat_base->lat_us_typical;
-        }
-        rep.Add(p50);
-        rep.Add(Record{"transport", case_desc, "lat_us_p99", Percentile(*lat, 99), std::nullopt, std::nullopt});
-        if (op == "write" && bs == 4096) write4k_p50[kind] = p50.value;
+        const double p50 = Percentile(p50s[op], 50);
+        AddWithBaselines(rep, Record{"transport", case_desc, "lat_us_p50", p50, std::nullopt, std::nullopt},
+                         {{"ucx_perftest-ucp_am_lat-rtt", am_rtt}, {"ucx_perftest-tag_lat-rtt", tag_rtt}});
+        rep.Add(Record{"transport", case_desc, "lat_us_p99", Percentile(p99s[op], 50), std::nullopt, std::nullopt});
+        if (op == "write" && bs == 4096) write4k_p50[kind] = p50;
       }
-      // Bulk bandwidth.
-      auto bw_base = Perftest(*c.ctx, "ucp_am_bw", bs);
+      // Bulk bandwidth, in rounds the same way.
+      std::vector<double> am_bw, tag_bw;
+      std::map<std::string, std::vector<double>> rates;
+      for (int round = 0; round < g_opts.rounds; ++round) {
+        if (auto b = Perftest(*c.ctx, "ucp_am_bw", bs)) am_bw.push_back(b->bw_mib_s);
+        if (auto b = Perftest(*c.ctx, "tag_bw", bs)) tag_bw.push_back(b->bw_mib_s);
+        for (const auto& op : g_opts.ops) {
+          auto bw = BulkBandwidth(c, op, bs, g_opts.bulk_qd, slice);
+          if (!bw.ok()) {
+            std::fprintf(stderr, "transport bench: %s\n", bw.status().ToString().c_str());
+            rc = 1;
+            continue;
+          }
+          rates[op].push_back(*bw);
+        }
+      }
       for (const auto& op : g_opts.ops) {
-        auto bw = BulkBandwidth(c, op, bs, g_opts.bulk_qd);
-        if (!bw.ok()) {
-          std::fprintf(stderr, "transport bench: %s\n", bw.status().ToString().c_str());
-          rc = 1;
-          continue;
-        }
-        Record r{"transport",
-                 CaseString({{"mode", "bulk"},
-                             {"op", op},
-                             {"bs", std::to_string(bs)},
-                             {"qd", std::to_string(g_opts.bulk_qd)},
-                             {"transport", kind}}),
-                 "mib_s",
-                 *bw,
-                 std::nullopt,
-                 std::nullopt};
-        if (bw_base) {
-          r.baseline = "ucx_perftest-ucp_am_bw";
-          r.baseline_value = bw_base->bw_mib_s;
-        }
-        rep.Add(r);
+        if (rates[op].size() != static_cast<size_t>(g_opts.rounds)) continue;
+        const std::string case_desc = CaseString({{"mode", "bulk"},
+                                                  {"op", op},
+                                                  {"bs", std::to_string(bs)},
+                                                  {"qd", std::to_string(g_opts.bulk_qd)},
+                                                  {"transport", kind}});
+        AddWithBaselines(rep,
+                         Record{"transport", case_desc, "mib_s", Percentile(rates[op], 50), std::nullopt, std::nullopt},
+                         {{"ucx_perftest-ucp_am_bw", am_bw}, {"ucx_perftest-tag_bw", tag_bw}});
       }
     }
     // Idle CPU of the connected pair.
@@ -380,6 +414,10 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--ops", g_opts.ops, "write (server pulls) and/or read (server pushes)")->delimiter(',');
       app.add_option("--qd", g_opts.bulk_qd, "RPCs in flight for the bandwidth cases");
       app.add_option("--runtime", g_opts.runtime_s, "seconds per case");
+      app.add_option("--rounds", g_opts.rounds,
+                     "per size, alternate the ucx_perftest baselines and the transport this many times, runtime / "
+                     "rounds each; records carry the medians over rounds")
+          ->check(CLI::Range(1, 100));
       app.add_option("--idle", g_opts.idle_s, "seconds of the idle CPU measurement");
       app.add_flag("!--no-perftest", g_opts.perftest, "skip the ucx_perftest baselines");
       app.add_option("--pin", g_opts.pin,

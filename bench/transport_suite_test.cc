@@ -1,0 +1,112 @@
+// `ros2-bench transport` end to end on a small scale: both transports, one
+// size, two rounds. Every RPC and bulk case must carry both ucx_perftest
+// baselines of the same run (active messages, and tag messages whose payload
+// lands in the receiver's buffer), and the idle and shm/tcp records must be
+// there.
+#include <unistd.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace ros2::bench {
+namespace {
+
+struct BenchRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs ros2-bench with `args` (no shell quoting needed: fixed words only).
+BenchRun RunBench(const std::string& args, const std::string& dir) {
+  BenchRun r;
+  const std::string err_path = dir + "/bench.err";
+  FILE* p = ::popen((std::string(ROS2_BENCH_PATH) + " " + args + " 2>" + err_path).c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  std::stringstream ss;
+  ss << err.rdbuf();
+  r.err = ss.str();
+  return r;
+}
+
+TEST(TransportSuiteTest, EveryCaseCarriesBothPerftestBaselinesOfItsRounds) {
+  const char* base = std::getenv("TMPDIR");
+  std::string dir = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/transport-suite-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  BenchRun r = RunBench(
+      "--json transport --transports shm,tcp --bs 4096 --ops write,read --runtime 0.4 --rounds 2 --idle 0.3", dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // case|metric -> baseline -> (value, baseline_value)
+  std::map<std::string, std::map<std::string, std::pair<double, double>>> by_case;
+  std::set<std::string> idle;
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "not JSON: " << line;
+    EXPECT_EQ(j["bench"], "transport");
+    const std::string c = j["case"].get<std::string>();
+    const std::string metric = j["metric"].get<std::string>();
+    if (metric == "cpu_pct_idle") {
+      EXPECT_GE(j["value"].get<double>(), 0) << line;
+      idle.insert(c);
+      continue;
+    }
+    EXPECT_GT(j["value"].get<double>(), 0) << line;
+    if (!j.contains("baseline")) continue;
+    EXPECT_GT(j["baseline_value"].get<double>(), 0) << line;
+    EXPECT_NEAR(j["ratio"].get<double>(), j["value"].get<double>() / j["baseline_value"].get<double>(), 1e-6) << line;
+    by_case[c + "|" + metric][j["baseline"].get<std::string>()] = {j["value"].get<double>(),
+                                                                   j["baseline_value"].get<double>()};
+  }
+  for (const std::string kind : {"shm", "tcp"}) {
+    EXPECT_TRUE(idle.count("mode=idle transport=" + kind)) << kind;
+    for (const std::string op : {"write", "read"}) {
+      const std::string rpc = "mode=rpc op=" + op + " bs=4096 qd=1 transport=" + kind + "|lat_us_p50";
+      const std::string bulk = "mode=bulk op=" + op + " bs=4096 qd=8 transport=" + kind + "|mib_s";
+      ASSERT_TRUE(by_case.count(rpc)) << rpc << "\n" << r.out;
+      ASSERT_TRUE(by_case.count(bulk)) << bulk << "\n" << r.out;
+      auto& lat = by_case[rpc];
+      ASSERT_TRUE(lat.count("ucx_perftest-ucp_am_lat-rtt") && lat.count("ucx_perftest-tag_lat-rtt")) << rpc;
+      // One measurement, two baselines.
+      EXPECT_EQ(lat["ucx_perftest-ucp_am_lat-rtt"].first, lat["ucx_perftest-tag_lat-rtt"].first);
+      auto& bw = by_case[bulk];
+      ASSERT_TRUE(bw.count("ucx_perftest-ucp_am_bw") && bw.count("ucx_perftest-tag_bw")) << bulk;
+      EXPECT_EQ(bw["ucx_perftest-ucp_am_bw"].first, bw["ucx_perftest-tag_bw"].first);
+    }
+  }
+  // The shm/tcp comparison of the 4 KiB write RPC.
+  auto cmp = by_case.find("mode=rpc op=write bs=4096 qd=1 transport=shm|lat_us_p50");
+  ASSERT_NE(cmp, by_case.end());
+  EXPECT_TRUE(cmp->second.count("transport-tcp"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TransportSuiteTest, RejectsABadRoundCount) {
+  const char* base = std::getenv("TMPDIR");
+  std::string dir = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/transport-suite-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  BenchRun r = RunBench("--json transport --rounds 0", dir);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--rounds"), std::string::npos) << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ros2::bench
