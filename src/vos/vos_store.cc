@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <rocksdb/cache.h>
+#include <rocksdb/file_system.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 
@@ -25,11 +26,43 @@ std::string EncodeU64(uint64_t v) {
   return s;
 }
 
+// RocksDB's file system with WAL files preallocated with their size set. An
+// append that grows a file makes fdatasync journal the new size as well (a
+// 200-byte append + fdatasync: 160-170 us on this VM, the same write inside
+// the file 100-110 us), and RocksDB preallocates WAL space with
+// FALLOC_FL_KEEP_SIZE unless told otherwise, which only DBOptions cannot do.
+// RocksDB trims a WAL to its length on close; a crash leaves a zero-filled
+// tail, which its log reader takes for preallocated space (the end of the log).
+class SizedWalFileSystem : public rocksdb::FileSystemWrapper {
+ public:
+  using rocksdb::FileSystemWrapper::FileSystemWrapper;
+  static const char* kClassName() { return "Ros2SizedWalFileSystem"; }
+  const char* Name() const override { return kClassName(); }
+
+  rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& opts,
+                                    std::unique_ptr<rocksdb::FSWritableFile>* r,
+                                    rocksdb::IODebugContext* dbg) override {
+    return target()->NewWritableFile(f, ForFile(f, opts), r, dbg);
+  }
+  rocksdb::IOStatus ReuseWritableFile(const std::string& f, const std::string& old, const rocksdb::FileOptions& opts,
+                                      std::unique_ptr<rocksdb::FSWritableFile>* r,
+                                      rocksdb::IODebugContext* dbg) override {
+    return target()->ReuseWritableFile(f, old, ForFile(f, opts), r, dbg);
+  }
+
+ private:
+  static rocksdb::FileOptions ForFile(const std::string& name, rocksdb::FileOptions opts) {
+    if (name.ends_with(".log")) opts.fallocate_with_keep_size = false;
+    return opts;
+  }
+};
+
 rocksdb::Options MetadataOptions(rocksdb::Env* env) {
   rocksdb::Options o;
-  // Reused WAL files are already allocated, so a WAL sync does not wait for
-  // an inode update (the commit path is one WAL fdatasync per group).
+  // Obsolete WAL files are reused: with SizedWalFileSystem, a WAL sync does
+  // not wait for an inode update (the commit path is one WAL fdatasync per group).
   o.recycle_log_file_num = 4;
+  o.allow_fallocate = true;
   o.create_if_missing = true;
   o.env = env;
   o.compression = rocksdb::kNoCompression;  // values are mostly data; CPU is scarcer than space
@@ -80,10 +113,11 @@ Status VosStore::Init() {
   } else {
     ROS2_RETURN_IF_ERROR(env_->CreateDirs(options_.path));
     meta_path = options_.path + "/meta";
+    meta_env_ =
+        rocksdb::NewCompositeEnv(std::make_shared<SizedWalFileSystem>(rocksdb::Env::Default()->GetFileSystem()));
   }
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status rs =
-      rocksdb::DB::Open(MetadataOptions(mem_env_ ? mem_env_.get() : rocksdb::Env::Default()), meta_path, &raw);
+  rocksdb::Status rs = rocksdb::DB::Open(MetadataOptions(mem_env_ ? mem_env_.get() : meta_env_.get()), meta_path, &raw);
   if (!rs.ok()) return FromRocks(rs, fmt::format("vos: open metadata {}", meta_path));
   db_.reset(raw);
 

@@ -195,7 +195,8 @@ class VosStore final : public Vos {
   VosOptions options_;
   Env* env_;
   int event_fd_ = -1;
-  std::unique_ptr<rocksdb::Env> mem_env_;  // ram class: RocksDB in memory
+  std::unique_ptr<rocksdb::Env> mem_env_;   // ram class: RocksDB in memory
+  std::unique_ptr<rocksdb::Env> meta_env_;  // nvme class: the OS, WAL files preallocated with their size
   std::unique_ptr<rocksdb::DB> db_;
   std::unique_ptr<ExtentStore> extents_;
   std::unique_ptr<ExtentAllocator> allocator_;
