@@ -26,6 +26,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -263,6 +264,54 @@ Result<std::pair<double, double>> IdleCpu(Connection& c) {
   return std::make_pair((self1 - self0) / wall * 100, (peer1 - peer0) / wall * 100);
 }
 
+// A ucx_perftest baseline of one mode: the test, its records' baseline name,
+// and whether its value is a round trip (2 x the one-way latency) or MiB/s.
+struct Baseline {
+  std::string test;
+  std::string record;
+  bool latency;
+};
+
+// One mode's --rounds for one size: values per round of each baseline (by
+// record name) and of each metric `measure` returns, per op. Only ops measured
+// in every round are kept.
+struct RoundResults {
+  std::vector<std::pair<std::string, std::vector<double>>> baselines;
+  std::map<std::string, std::vector<std::vector<double>>> metrics;  // op -> metric -> rounds
+};
+
+// Each round runs the baselines and then every op for runtime / rounds, so a
+// shift of the VM's speed (it swings 2-3x within minutes) lands inside one
+// round instead of between a case and its baseline.
+RoundResults RunRounds(Connection& c, uint64_t bs, const std::vector<Baseline>& baselines,
+                       const std::function<Result<std::vector<double>>(const std::string& op, double seconds)>& measure,
+                       int* rc) {
+  RoundResults out;
+  for (const Baseline& b : baselines) out.baselines.emplace_back(b.record, std::vector<double>{});
+  const double slice = g_opts.runtime_s / g_opts.rounds;
+  for (int round = 0; round < g_opts.rounds; ++round) {
+    for (size_t i = 0; i < baselines.size(); ++i) {
+      if (auto r = Perftest(*c.ctx, baselines[i].test, bs))
+        out.baselines[i].second.push_back(baselines[i].latency ? 2 * r->lat_us_typical : r->bw_mib_s);
+    }
+    for (const auto& op : g_opts.ops) {
+      auto m = measure(op, slice);
+      if (!m.ok()) {
+        std::fprintf(stderr, "transport bench: %s\n", m.status().ToString().c_str());
+        *rc = 1;
+        continue;
+      }
+      auto& per_metric = out.metrics[op];
+      per_metric.resize(m->size());
+      for (size_t k = 0; k < m->size(); ++k) per_metric[k].push_back((*m)[k]);
+    }
+  }
+  std::erase_if(out.metrics, [](const auto& kv) {
+    return kv.second.empty() || kv.second[0].size() != static_cast<size_t>(g_opts.rounds);
+  });
+  return out;
+}
+
 // Adds `r` once per baseline that ran in every round (the median of its
 // rounds), or once without a baseline when none did.
 void AddWithBaselines(Reporter& rep, const Record& r,
@@ -316,63 +365,42 @@ int RunTransportSuite(Reporter& rep) {
                    Lanes(info).c_str());
     }
     for (uint64_t bs : g_opts.bs) {
-      // RPC round trip. Each round runs both ucx_perftest baselines and then
-      // every op for runtime / rounds, so a shift of the VM's speed between
-      // them (it swings 2-3x) lands in one round, not between a case and its
-      // baseline; the records carry the medians over rounds.
-      const double slice = g_opts.runtime_s / g_opts.rounds;
-      std::vector<double> am_rtt, tag_rtt;
-      std::map<std::string, std::vector<double>> p50s, p99s;
-      for (int round = 0; round < g_opts.rounds; ++round) {
-        if (auto b = Perftest(*c.ctx, "ucp_am_lat", bs)) am_rtt.push_back(2 * b->lat_us_typical);
-        if (auto b = Perftest(*c.ctx, "tag_lat", bs)) tag_rtt.push_back(2 * b->lat_us_typical);
-        for (const auto& op : g_opts.ops) {
-          auto lat = RpcLatency(c, op, bs, slice);
-          if (!lat.ok()) {
-            std::fprintf(stderr, "transport bench: %s\n", lat.status().ToString().c_str());
-            rc = 1;
-            continue;
-          }
-          p50s[op].push_back(Percentile(*lat, 50));
-          p99s[op].push_back(Percentile(*lat, 99));
-        }
-      }
+      const RoundResults rpc = RunRounds(
+          c, bs, {{"ucp_am_lat", "ucx_perftest-ucp_am_lat-rtt", true}, {"tag_lat", "ucx_perftest-tag_lat-rtt", true}},
+          [&](const std::string& op, double seconds) -> Result<std::vector<double>> {
+            ROS2_ASSIGN_OR_RETURN(std::vector<double> lat, RpcLatency(c, op, bs, seconds));
+            return std::vector<double>{Percentile(lat, 50), Percentile(lat, 99)};
+          },
+          &rc);
       for (const auto& op : g_opts.ops) {
-        if (p50s[op].size() != static_cast<size_t>(g_opts.rounds)) continue;
+        auto m = rpc.metrics.find(op);
+        if (m == rpc.metrics.end()) continue;
         const std::string case_desc =
             CaseString({{"mode", "rpc"}, {"op", op}, {"bs", std::to_string(bs)}, {"qd", "1"}, {"transport", kind}});
-        const double p50 = Percentile(p50s[op], 50);
+        const double p50 = Percentile(m->second[0], 50);
         AddWithBaselines(rep, Record{"transport", case_desc, "lat_us_p50", p50, std::nullopt, std::nullopt},
-                         {{"ucx_perftest-ucp_am_lat-rtt", am_rtt}, {"ucx_perftest-tag_lat-rtt", tag_rtt}});
-        rep.Add(Record{"transport", case_desc, "lat_us_p99", Percentile(p99s[op], 50), std::nullopt, std::nullopt});
+                         rpc.baselines);
+        rep.Add(Record{"transport", case_desc, "lat_us_p99", Percentile(m->second[1], 50), std::nullopt, std::nullopt});
         if (op == "write" && bs == 4096) write4k_p50[kind] = p50;
       }
-      // Bulk bandwidth, in rounds the same way.
-      std::vector<double> am_bw, tag_bw;
-      std::map<std::string, std::vector<double>> rates;
-      for (int round = 0; round < g_opts.rounds; ++round) {
-        if (auto b = Perftest(*c.ctx, "ucp_am_bw", bs)) am_bw.push_back(b->bw_mib_s);
-        if (auto b = Perftest(*c.ctx, "tag_bw", bs)) tag_bw.push_back(b->bw_mib_s);
-        for (const auto& op : g_opts.ops) {
-          auto bw = BulkBandwidth(c, op, bs, g_opts.bulk_qd, slice);
-          if (!bw.ok()) {
-            std::fprintf(stderr, "transport bench: %s\n", bw.status().ToString().c_str());
-            rc = 1;
-            continue;
-          }
-          rates[op].push_back(*bw);
-        }
-      }
+      const RoundResults bulk = RunRounds(
+          c, bs, {{"ucp_am_bw", "ucx_perftest-ucp_am_bw", false}, {"tag_bw", "ucx_perftest-tag_bw", false}},
+          [&](const std::string& op, double seconds) -> Result<std::vector<double>> {
+            ROS2_ASSIGN_OR_RETURN(double mib_s, BulkBandwidth(c, op, bs, g_opts.bulk_qd, seconds));
+            return std::vector<double>{mib_s};
+          },
+          &rc);
       for (const auto& op : g_opts.ops) {
-        if (rates[op].size() != static_cast<size_t>(g_opts.rounds)) continue;
+        auto m = bulk.metrics.find(op);
+        if (m == bulk.metrics.end()) continue;
         const std::string case_desc = CaseString({{"mode", "bulk"},
                                                   {"op", op},
                                                   {"bs", std::to_string(bs)},
                                                   {"qd", std::to_string(g_opts.bulk_qd)},
                                                   {"transport", kind}});
-        AddWithBaselines(rep,
-                         Record{"transport", case_desc, "mib_s", Percentile(rates[op], 50), std::nullopt, std::nullopt},
-                         {{"ucx_perftest-ucp_am_bw", am_bw}, {"ucx_perftest-tag_bw", tag_bw}});
+        AddWithBaselines(
+            rep, Record{"transport", case_desc, "mib_s", Percentile(m->second[0], 50), std::nullopt, std::nullopt},
+            bulk.baselines);
       }
     }
     // Idle CPU of the connected pair.

@@ -3,21 +3,17 @@
 // baselines of the same run (active messages, and tag messages whose payload
 // lands in the receiver's buffer), and the idle and shm/tcp records must be
 // there.
-#include <unistd.h>
-
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <chrono>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "bench/process_bench_util.h"
 
 namespace ros2::bench {
 namespace {
@@ -27,30 +23,35 @@ struct BenchRun {
   std::string out, err;
 };
 
-// Runs ros2-bench with `args` (no shell quoting needed: fixed words only).
-BenchRun RunBench(const std::string& args, const std::string& dir) {
+// Runs ros2-bench with `args`, its output captured in a scratch directory.
+BenchRun RunBench(const std::vector<std::string>& args) {
   BenchRun r;
-  const std::string err_path = dir + "/bench.err";
-  FILE* p = ::popen((std::string(ROS2_BENCH_PATH) + " " + args + " 2>" + err_path).c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  std::stringstream ss;
-  ss << err.rdbuf();
-  r.err = ss.str();
+  auto dir = ScratchDir::Create("/tmp", "transport-suite-test-");
+  if (!dir.ok()) {
+    r.err = dir.status().ToString();
+    return r;
+  }
+  SpawnOptions opts;
+  opts.argv = {ROS2_BENCH_PATH};
+  opts.argv.insert(opts.argv.end(), args.begin(), args.end());
+  opts.stdout_path = dir->path() + "/out";
+  opts.stderr_path = dir->path() + "/err";
+  auto child = ChildProcess::Spawn(opts);
+  if (!child.ok()) {
+    r.err = child.status().ToString();
+    return r;
+  }
+  auto code = child->Wait(std::chrono::minutes(3));
+  r.exit_code = code.ok() ? *code : -1;
+  if (auto out = ReadWholeFile(opts.stdout_path); out.ok()) r.out = std::move(*out);
+  if (auto err = ReadWholeFile(opts.stderr_path); err.ok()) r.err = std::move(*err);
+  if (!code.ok()) r.err += code.status().ToString();
   return r;
 }
 
 TEST(TransportSuiteTest, EveryCaseCarriesBothPerftestBaselinesOfItsRounds) {
-  const char* base = std::getenv("TMPDIR");
-  std::string dir = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/transport-suite-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-  BenchRun r = RunBench(
-      "--json transport --transports shm,tcp --bs 4096 --ops write,read --runtime 0.4 --rounds 2 --idle 0.3", dir);
+  BenchRun r = RunBench({"--json", "transport", "--transports", "shm,tcp", "--bs", "4096", "--ops", "write,read",
+                         "--runtime", "0.4", "--rounds", "2", "--idle", "0.3"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // case|metric -> baseline -> (value, baseline_value)
   std::map<std::string, std::map<std::string, std::pair<double, double>>> by_case;
@@ -95,17 +96,12 @@ TEST(TransportSuiteTest, EveryCaseCarriesBothPerftestBaselinesOfItsRounds) {
   auto cmp = by_case.find("mode=rpc op=write bs=4096 qd=1 transport=shm|lat_us_p50");
   ASSERT_NE(cmp, by_case.end());
   EXPECT_TRUE(cmp->second.count("transport-tcp"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST(TransportSuiteTest, RejectsABadRoundCount) {
-  const char* base = std::getenv("TMPDIR");
-  std::string dir = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/transport-suite-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-  BenchRun r = RunBench("--json transport --rounds 0", dir);
+  BenchRun r = RunBench({"--json", "transport", "--rounds", "0"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("--rounds"), std::string::npos) << r.err;
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

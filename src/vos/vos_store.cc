@@ -29,8 +29,9 @@ std::string EncodeU64(uint64_t v) {
 // RocksDB's file system with WAL files preallocated with their size set. An
 // append that grows a file makes fdatasync journal the new size as well (a
 // 200-byte append + fdatasync: 160-170 us on this VM, the same write inside
-// the file 100-110 us), and RocksDB preallocates WAL space with
-// FALLOC_FL_KEEP_SIZE unless told otherwise, which only DBOptions cannot do.
+// the file 100-110 us), and RocksDB preallocates WAL space (allow_fallocate,
+// on by default) with FALLOC_FL_KEEP_SIZE unless its per-file options say
+// otherwise, which DBOptions cannot.
 // RocksDB trims a WAL to its length on close; a crash leaves a zero-filled
 // tail, which its log reader takes for preallocated space (the end of the log).
 class SizedWalFileSystem : public rocksdb::FileSystemWrapper {
@@ -62,7 +63,6 @@ rocksdb::Options MetadataOptions(rocksdb::Env* env) {
   // Obsolete WAL files are reused: with SizedWalFileSystem, a WAL sync does
   // not wait for an inode update (the commit path is one WAL fdatasync per group).
   o.recycle_log_file_num = 4;
-  o.allow_fallocate = true;
   o.create_if_missing = true;
   o.env = env;
   o.compression = rocksdb::kNoCompression;  // values are mostly data; CPU is scarcer than space
