@@ -269,6 +269,12 @@ Result<std::unique_ptr<ExtentStore>> ExtentStore::OpenRam(uint64_t size) {
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED)
     return Status::FromErrno(errno, fmt::format("vos: mmap {} bytes for the ram extent store", size));
+  // Transparent huge pages where the system offers them on request (here
+  // THP is "madvise"): every fetch and update is a memcpy over this mapping,
+  // and 2 MiB pages spare a page walk per 4 KiB of it (ros2-bench obj, ram
+  // class, 1 MiB reads: +15% for VOS alone and through the engine alike).
+  // Advice only: refused or unsupported, the store works on 4 KiB pages.
+  (void)::madvise(p, size, MADV_HUGEPAGE);
   return std::unique_ptr<ExtentStore>(std::make_unique<RamExtentStore>(static_cast<std::byte*>(p), size));
 }
 
