@@ -280,8 +280,10 @@ class WorkerImpl final : public Worker {
   std::vector<std::unique_ptr<SendBuffer>> send_pool_;
   std::vector<std::unique_ptr<IncomingRequest::State>> state_pool_;  // free states
   Clock::time_point next_housekeeping_{};
-  uint32_t fast_waits_ = 0;                  // Waits that found events before reading the clock
-  uint32_t waits_since_affinity_check_ = 0;  // the thread's affinity is re-read every 4096 waits
+  // Wait calls: every 4096th re-reads the thread's affinity; every 64th runs
+  // housekeeping even when it finds events before reading the clock (a Wait
+  // that finds none reads the clock and runs it anyway).
+  uint32_t waits_ = 0;
   bool thread_pinned_ = false;
   bool in_destructor_ = false;
   std::vector<std::pair<uint64_t, Status>> deferred_failures_;
