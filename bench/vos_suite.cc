@@ -294,7 +294,8 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--qd", g_opts.qd, "queue depths")->delimiter(',');
       app.add_option("--record-size", g_opts.record_size, "VOS array record size (1 or 4096)");
       app.add_option("--vos-data-size", g_opts.vos_data_size, "VOS extent store capacity (default 3 x size)");
-      app.add_option("--extent-sync", g_opts.extent_sync, "VOS durable extent writes: group | dsync (default: VOS's)");
+      app.add_option("--extent-sync", g_opts.extent_sync,
+                     "VOS durable extent writes: wal | group | dsync (default: VOS's)");
       app.add_option("--buffers", g_opts.buffers,
                      "page kind of both sides' I/O buffers: huge (hugetlb; fio --iomem=shmhuge; raises "
                      "vm.nr_hugepages while it runs if needed) | small (4 KiB pages; fio's default malloc)");

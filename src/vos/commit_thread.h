@@ -2,8 +2,9 @@
 //
 // The target thread hands over one CommitGroup at a time (a RocksDB write batch
 // holding every update whose data writes have completed); the commit thread
-// runs fdatasync on the extent store when the group wrote extents, then writes
-// the batch with a synced WAL, and signals the VOS event fd. Updates that
+// runs fdatasync on the extent store when the group's extents need it (see
+// ExtentSync in vos.h), then writes the batch with a synced WAL, and signals
+// the VOS event fd. Updates that
 // become ready meanwhile form the next group, so one fdatasync and one WAL
 // sync are shared by all of them (group commit) and the target thread keeps
 // submitting I/O while a commit is syncing. Created and owned by the VOS;
@@ -30,6 +31,8 @@ struct CommitGroup {
   bool metadata_attempted = false;  // the RocksDB write was tried (its outcome may be unknown on error)
   std::vector<void*> updates;       // the VOS's update states, opaque here
   std::vector<void*> punches;       // the VOS's punch states, opaque here
+  uint64_t check_group = 0;         // != 0: the batch writes this check record (extents the WAL sync covers)
+  size_t retired_checks = 0;        // the batch deletes this many of the VOS's oldest check records
 };
 
 // Runs the commit of one group synchronously on the calling thread.

@@ -118,6 +118,12 @@ std::string PunchKey(std::string_view scope, Epoch epoch) {
   return k;
 }
 
+std::string CheckKey(uint64_t group) {
+  std::string k(1, kCheck);
+  AppendU64(&k, group);
+  return k;
+}
+
 std::string AllocKey(uint64_t offset) {
   std::string k(1, kAlloc);
   AppendU64(&k, offset);

@@ -23,6 +23,7 @@ inline constexpr char kPunch = 'P';     // P scope epoch: punch tombstones
 inline constexpr char kAlloc = 'A';     // A offset: extent-store allocations
 inline constexpr char kSnapshot = 'N';  // N epoch: snapshots
 inline constexpr char kMeta = 'M';      // M name: store-wide metadata (format, data size)
+inline constexpr char kCheck = 'C';     // C group: extents whose durability rides on a WAL sync (checked at open)
 
 // Record kinds after an akey scope.
 inline constexpr char kHeaderKind = 'h';  // the akey header (type, record size, longest extent)
@@ -56,6 +57,7 @@ std::string PunchKey(std::string_view scope, Epoch epoch);
 std::string AllocKey(uint64_t offset);
 std::string SnapshotKey(Epoch epoch);
 std::string MetaKey(std::string_view name);
+std::string CheckKey(uint64_t group);
 
 // The smallest key greater than every key that starts with `prefix` ("" when
 // there is none: the prefix is all 0xFF).

@@ -136,4 +136,24 @@ Result<AkeyHeader> DecodeAkeyHeader(std::string_view encoded, std::string_view w
   return h;
 }
 
+void AppendKeyToList(std::string* list, std::string_view key) {
+  PutLe(list, key.size(), 4);
+  list->append(key);
+}
+
+Result<std::vector<std::string>> DecodeKeyList(std::string_view encoded, std::string_view what) {
+  std::string_view in = encoded;
+  std::vector<std::string> keys;
+  while (!in.empty()) {
+    uint64_t len = 0;
+    if (!GetLe(&in, 4, &len) || len == 0 || len > in.size()) {
+      return Status::Corruption(
+          fmt::format("vos: {}: malformed key list at byte {}", what, encoded.size() - in.size()));
+    }
+    keys.emplace_back(in.substr(0, len));
+    in.remove_prefix(len);
+  }
+  return keys;
+}
+
 }  // namespace ros2::vos

@@ -75,4 +75,9 @@ struct AkeyHeader {
 std::string EncodeAkeyHeader(const AkeyHeader& h);
 Result<AkeyHeader> DecodeAkeyHeader(std::string_view encoded, std::string_view what);
 
+// The value of a check record ('C', keys.h): the record keys of one commit
+// group's extents, each as a 4-byte little-endian length and the key.
+void AppendKeyToList(std::string* list, std::string_view key);
+Result<std::vector<std::string>> DecodeKeyList(std::string_view encoded, std::string_view what);
+
 }  // namespace ros2::vos

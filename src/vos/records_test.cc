@@ -87,5 +87,21 @@ TEST(RecordsTest, AkeyHeaderRoundTrips) {
   EXPECT_TRUE(DecodeAkeyHeader("xx", "h").status().IsCorruption());
 }
 
+TEST(RecordsTest, KeyListRoundTripsAndRejectsTruncation) {
+  std::string list;
+  AppendKeyToList(&list, "Tfirst");
+  AppendKeyToList(&list, std::string(300, 'k'));
+  auto back = DecodeKeyList(list, "l");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, (std::vector<std::string>{"Tfirst", std::string(300, 'k')}));
+  auto empty = DecodeKeyList("", "l");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->empty());
+  auto cut = DecodeKeyList(std::string_view(list).substr(0, list.size() - 1), "l");
+  EXPECT_TRUE(cut.status().IsCorruption());
+  EXPECT_NE(cut.status().message().find("malformed key list"), std::string::npos) << cut.status().ToString();
+  EXPECT_TRUE(DecodeKeyList(std::string("\0\0\0\0", 4), "l").status().IsCorruption());  // a zero-length key
+}
+
 }  // namespace
 }  // namespace ros2::vos

@@ -26,6 +26,7 @@ std::string_view ExtentSyncName(ExtentSync s) {
   switch (s) {
     case ExtentSync::kGroup: return "group";
     case ExtentSync::kDsync: return "dsync";
+    case ExtentSync::kWal: return "wal";
   }
   return "unknown";
 }
@@ -33,7 +34,9 @@ std::string_view ExtentSyncName(ExtentSync s) {
 Result<ExtentSync> ParseExtentSync(std::string_view name) {
   if (name == "group") return ExtentSync::kGroup;
   if (name == "dsync") return ExtentSync::kDsync;
-  return Status::InvalidArgument(fmt::format("unknown extent sync mode '{}' (expected 'group' or 'dsync')", name));
+  if (name == "wal") return ExtentSync::kWal;
+  return Status::InvalidArgument(
+      fmt::format("unknown extent sync mode '{}' (expected 'wal', 'group' or 'dsync')", name));
 }
 
 Result<std::unique_ptr<Vos>> Vos::Open(const VosOptions& options) {

@@ -57,9 +57,14 @@ Result<StorageClass> ParseStorageClass(std::string_view name);  // "nvme" | "ram
 enum class ExtentSync : uint8_t {
   kGroup = 0,  // plain O_DIRECT writes; one fdatasync of the data file per commit group
   kDsync = 1,  // every extent write carries RWF_DSYNC (one device flush per write)
+  // Plain O_DIRECT writes made durable by the device flush of the group's WAL
+  // sync (one flush per group); the next open checks the last group's extents
+  // against their checksums. Falls back to kGroup for a group with an extent
+  // without checksums and for a data file on another device than the WAL.
+  kWal = 2,
 };
 std::string_view ExtentSyncName(ExtentSync s);
-Result<ExtentSync> ParseExtentSync(std::string_view name);  // "group" | "dsync"
+Result<ExtentSync> ParseExtentSync(std::string_view name);  // "wal" | "group" | "dsync"
 
 struct VosOptions {
   std::string path;  // directory for RocksDB and the data file (created if missing)
@@ -68,7 +73,7 @@ struct VosOptions {
   std::string block_device;                       // if set (nvme class): extents go to this device, not a file
   uint64_t inline_threshold = 4096;               // values/extents smaller than this live in RocksDB
   bool sync_commit = true;                        // false = relaxed durability (acknowledged before the WAL sync)
-  ExtentSync extent_sync = ExtentSync::kGroup;    // with sync_commit: how extent data is made durable
+  ExtentSync extent_sync = ExtentSync::kWal;      // with sync_commit: how extent data is made durable
   ChecksumType checksum = ChecksumType::kCrc32c;  // used when an update carries no checksums
   uint32_t csum_chunk_size = 4096;                // bytes per chunk checksum
   uint32_t io_depth = 128;                        // io_uring submission queue entries

@@ -2,7 +2,7 @@
 // configuration file. Keys (all optional, defaults from VosOptions):
 //   class: nvme | ram          path: <directory>        block_device: <path>
 //   data_size: 1GiB            inline_threshold: 4KiB   sync_commit: true
-//   extent_sync: group|dsync
+//   extent_sync: wal|group|dsync
 //   checksum: crc32c|crc64|none  csum_chunk_size: 4KiB  io_depth: 128
 // Free function; thread-safe.
 #pragma once

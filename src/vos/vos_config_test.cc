@@ -34,7 +34,7 @@ TEST(VosConfigTest, RamNeedsNoPathAndDefaultsAreKept) {
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->storage_class, StorageClass::kRam);
   EXPECT_TRUE(o->sync_commit);
-  EXPECT_EQ(o->extent_sync, ExtentSync::kGroup);
+  EXPECT_EQ(o->extent_sync, ExtentSync::kWal);
   EXPECT_EQ(o->inline_threshold, 4096u);
 }
 

@@ -3,6 +3,7 @@
 
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <rocksdb/cache.h>
@@ -138,6 +139,20 @@ Status VosStore::Init() {
   ROS2_RETURN_IF_ERROR(LoadState());
   if (options_.storage_class == StorageClass::kNvme && options_.sync_commit) {
     committer_ = std::make_unique<CommitThread>(db_.get(), extents_.get(), event_fd_);
+    if (options_.extent_sync == ExtentSync::kWal) {
+      // The WAL's fdatasync flushes the cache of the device under the WAL
+      // only: the data file must sit on that device. A block device never
+      // does (the metadata lives on a file system); a file is compared by
+      // st_dev with the metadata directory.
+      struct stat data_st {
+      }, meta_st{};
+      wal_covers_extents_ = options_.block_device.empty() && ::stat((options_.path + "/data").c_str(), &data_st) == 0 &&
+                            ::stat(meta_path.c_str(), &meta_st) == 0 && data_st.st_dev == meta_st.st_dev;
+      if (!wal_covers_extents_) {
+        ROS2_LOG_INFO("vos: {}: extent data on another device than the WAL: each commit group fdatasyncs it",
+                      options_.path);
+      }
+    }
   }
   return Status::Ok();
 }
@@ -157,6 +172,7 @@ Status VosStore::LoadState() {
     return Status::Corruption(fmt::format("vos: {}: unknown store format", options_.path));
   }
 
+  if (options_.storage_class == StorageClass::kNvme) ROS2_RETURN_IF_ERROR(CheckLastGroups());
   auto it = NewIterator();
   // Allocations: rebuild the allocator's free map.
   for (it->Seek(std::string(1, keys::kAlloc)); it->Valid() && it->key()[0] == keys::kAlloc; it->Next()) {
@@ -180,8 +196,96 @@ Status VosStore::LoadState() {
   return FromRocks(it->status(), "vos: load snapshots");
 }
 
+Status VosStore::CheckLastGroups() {
+  // Check records a stop left behind (normally one: the last group's; a clean
+  // close leaves none). Their extents were written before their WAL sync, whose
+  // device flush made them durable if it completed; if it did not, the records
+  // may have reached the disk without the data. The stored checksums tell: an
+  // extent that does not match is rolled back (record and allocation deleted;
+  // its update was never acknowledged), so no record points at data that never
+  // arrived.
+  std::vector<std::pair<std::string, std::string>> checks;
+  auto it = NewIterator();
+  for (it->Seek(std::string(1, keys::kCheck)); it->Valid() && it->key()[0] == keys::kCheck; it->Next()) {
+    if (it->key().size() != 9) return Status::Corruption(fmt::format("vos: {}: malformed check record", options_.path));
+    checks.emplace_back(it->key().ToString(), it->value().ToString());
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "vos: load check records");
+  it.reset();
+  if (checks.empty()) return Status::Ok();
+
+  rocksdb::WriteBatch batch;
+  size_t checked = 0, rolled_back = 0;
+  AlignedBuffer buf;
+  for (const auto& [check_key, list] : checks) {
+    const std::string what = fmt::format("{}: check record {}", options_.path, keys::ReadU64(check_key.substr(1)));
+    auto record_keys = DecodeKeyList(list, what);
+    if (!record_keys.ok()) return record_keys.status();
+    for (const std::string& record_key : *record_keys) {
+      std::string value;
+      rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), record_key, &value);
+      if (rs.IsNotFound()) continue;  // aggregated or replaced since
+      if (!rs.ok()) return FromRocks(rs, "vos: " + what);
+      auto rec = DecodeValueRecord(value, what, kAllChecksums);
+      if (!rec.ok()) return rec.status();
+      if (!rec->external || rec->csum.type == ChecksumType::kNone) continue;
+      if (rec->alloc_len == 0 || rec->length > rec->alloc_len || rec->alloc_len > extents_->capacity() ||
+          rec->offset > extents_->capacity() - rec->alloc_len) {
+        return Status::Corruption(
+            fmt::format("vos: {}: extent [{}, +{}) outside the extent store", what, rec->offset, rec->alloc_len));
+      }
+      if (buf.size() < rec->alloc_len) buf = AlignedBuffer(rec->alloc_len);
+      std::optional<Status> read;
+      extents_->SubmitRead(rec->offset, buf.span().first(rec->alloc_len), [&read](Status st) { read = std::move(st); });
+      while (!read) {
+        extents_->WaitForCompletion();
+        extents_->Reap();
+      }
+      if (!read->ok()) return read->WithContext(what);
+      ++checked;
+      if (VerifyChunkChecksums(rec->csum.type, buf.span().first(rec->length), rec->csum.chunk_size, rec->csum.values,
+                               what)
+              .ok()) {
+        continue;
+      }
+      ROS2_LOG_WARN(
+          "vos: {}: the extent at offset {} ({} bytes) does not match its checksums: the update did not "
+          "reach the disk before the stop; rolled back",
+          what, rec->offset, rec->length);
+      batch.Delete(record_key);
+      batch.Delete(keys::AllocKey(rec->offset));
+      ++rolled_back;
+    }
+    batch.Delete(check_key);
+  }
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), fmt::format("vos: {}: settle check records", options_.path)));
+  ROS2_LOG_INFO("vos: {}: {} extents of the last commit groups checked after an unclean stop, {} rolled back",
+                options_.path, checked, rolled_back);
+  return Status::Ok();
+}
+
+void VosStore::RetireCheckRecords() {
+  // Every group has committed (Drain): each one's WAL sync flushed the
+  // extents of the groups before it, and the last check record's own sync its
+  // extents. Deleting the records spares the next open the check.
+  if (check_records_.empty()) return;
+  rocksdb::WriteBatch batch;
+  for (uint64_t g : check_records_) batch.Delete(keys::CheckKey(g));
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  Status st = FromRocks(db_->Write(wo, &batch), "vos: delete check records");
+  if (!st.ok()) {
+    ROS2_LOG_WARN("vos: {}: {}; the next open checks their extents", options_.path, st.ToString());
+    return;
+  }
+  check_records_.clear();
+}
+
 VosStore::~VosStore() {
   Drain();
+  if (db_) RetireCheckRecords();
   fetch_iter_.reset();
   committer_.reset();
   extents_.reset();

@@ -137,6 +137,11 @@ class VosStore final : public Vos {
   explicit VosStore(const VosOptions& options);
   Status Init();
   Status LoadState();
+  // At open: checks the extents of the commit groups whose data rode on their
+  // WAL sync (check records a crash left) and rolls back those that did not
+  // reach the disk. At close: deletes the check records still present.
+  Status CheckLastGroups();
+  void RetireCheckRecords();
   Status Drain();  // waits for every in-flight op (used before close)
 
   // vos_update.cc
@@ -201,6 +206,11 @@ class VosStore final : public Vos {
   std::unique_ptr<ExtentStore> extents_;
   std::unique_ptr<ExtentAllocator> allocator_;
   std::unique_ptr<CommitThread> committer_;  // nvme class with sync_commit
+  // ExtentSync::kWal in effect (a data file on the WAL's device): a group's
+  // extents are made durable by its WAL sync's device flush.
+  bool wal_covers_extents_ = false;
+  uint64_t next_check_group_ = 1;
+  std::vector<uint64_t> check_records_;  // check records written and not yet deleted by a committed batch
   PunchIndex punches_;
   std::set<Epoch> snapshots_;
 

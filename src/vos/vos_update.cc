@@ -192,6 +192,7 @@ int VosStore::StartCommitIfIdle() {
   if (ready_.empty() && ready_punches_.empty()) return 0;
   if (committer_ && committer_->busy()) return 0;
   auto group = std::make_unique<CommitGroup>();
+  std::string check_list;  // extents whose durability rides on the group's WAL sync
   for (UpdateState* u : ready_) {
     auto h = pending_headers_.find(u->akey_scope);
     u->committed_header = h->second.header;
@@ -202,7 +203,17 @@ int VosStore::StartCommitIfIdle() {
       std::string len;
       keys::AppendU64(&len, u->rec.alloc_len);
       group->batch.Put(keys::AllocKey(u->rec.offset), len);
-      group->sync_data = !extents_->writes_are_durable();
+      // Durable before the acknowledgement: by its write (dsync, ram), by the
+      // WAL sync's flush with a check record, or by a data fdatasync first
+      // (docs/vos.md, "Durability"). A replayed version replaces its old
+      // record, which a rollback could not bring back: it syncs its data.
+      if (!extents_->writes_are_durable()) {
+        if (wal_covers_extents_ && u->rec.csum.type != ChecksumType::kNone && !u->replaced) {
+          AppendKeyToList(&check_list, u->record_key);
+        } else {
+          group->sync_data = true;
+        }
+      }
     }
     if (u->replaced) group->batch.Delete(keys::AllocKey(u->replaced->offset));
     group->updates.push_back(u);
@@ -214,6 +225,14 @@ int VosStore::StartCommitIfIdle() {
   }
   ready_punches_.clear();
   if (committer_) {
+    // This sync's flush also covers the extents of the groups before it: their
+    // check records go. A group that syncs its data first needs none.
+    group->retired_checks = check_records_.size();
+    for (uint64_t g : check_records_) group->batch.Delete(keys::CheckKey(g));
+    if (!check_list.empty() && !group->sync_data) {
+      group->check_group = next_check_group_++;
+      group->batch.Put(keys::CheckKey(group->check_group), check_list);
+    }
     committer_->Start(std::move(group));
     return 0;
   }
@@ -223,6 +242,12 @@ int VosStore::StartCommitIfIdle() {
 
 int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
   int ran = 0;
+  if (group->status.ok()) {
+    check_records_.erase(check_records_.begin(),
+                         check_records_.begin() + static_cast<std::ptrdiff_t>(group->retired_checks));
+  }
+  // A failed batch may still have reached the WAL: its check record is deleted with the next one.
+  if (group->check_group != 0 && group->metadata_attempted) check_records_.push_back(group->check_group);
   if (!group->status.ok() && group->metadata_attempted) {
     ROS2_LOG_ERROR("vos: {}: commit of {} updates and {} punches failed: {}; their space is reclaimed at the next open",
                    options_.path, group->updates.size(), group->punches.size(), group->status.ToString());

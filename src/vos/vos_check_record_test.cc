@@ -1,0 +1,153 @@
+// extent_sync: wal. A commit group's extents become durable with its WAL
+// sync's device flush, and a check record names them until a later batch (or a
+// clean close) deletes it. These tests play the stop that flush guards
+// against: a child process acknowledges updates and exits without closing,
+// the test then takes the last group's data away from the data file (as a
+// device that lost its volatile cache would), and the next open must roll that
+// update back instead of serving a record whose data never arrived.
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "vos/fault_injection_env.h"
+#include "vos/keys.h"
+#include "vos/vos_test_util.h"
+
+namespace ros2::vos {
+namespace {
+
+using testing::GetArray;
+using testing::Pattern;
+using testing::PutArray;
+using testing::TestOid;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+// Overwrites the first occurrence of `needle` in `path` with `replacement` (same size).
+bool Replace(const std::string& path, const std::vector<std::byte>& needle, const std::vector<std::byte>& replacement) {
+  std::ifstream in(path, std::ios::binary);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t pos = content.find(std::string_view(reinterpret_cast<const char*>(needle.data()), needle.size()));
+  if (pos == std::string::npos || replacement.size() != needle.size()) return false;
+  int fd = ::open(path.c_str(), O_RDWR);
+  if (fd < 0) return false;
+  bool ok = ::pwrite(fd, replacement.data(), replacement.size(), static_cast<off_t>(pos)) ==
+                static_cast<ssize_t>(replacement.size()) &&
+            ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The number of check records in the (closed) store's metadata.
+int CheckRecords(const std::string& store) {
+  rocksdb::DB* raw = nullptr;
+  rocksdb::Status s = rocksdb::DB::OpenForReadOnly(rocksdb::Options(), store + "/meta", &raw);
+  if (!s.ok()) return -1;
+  std::unique_ptr<rocksdb::DB> db(raw);
+  std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions()));
+  int n = 0;
+  for (it->Seek(std::string(1, keys::kCheck)); it->Valid() && it->key()[0] == keys::kCheck; it->Next()) ++n;
+  return it->status().ok() ? n : -1;
+}
+
+std::unique_ptr<Vos> OpenOrDie(const VosOptions& o) {
+  auto v = Vos::Open(o);
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  return v.ok() ? std::move(*v) : nullptr;
+}
+
+TEST(VosCheckRecordTest, TheLastGroupsExtentThatMissedTheDiskIsRolledBackAtOpen) {
+  testing::TempDir dir;
+  const VosOptions o = testing::SmallOptions(dir.path());
+  ASSERT_EQ(o.extent_sync, ExtentSync::kWal);  // the default
+  const ObjectId oid = TestOid(1);
+  {
+    auto vos = OpenOrDie(o);
+    ASSERT_NE(vos, nullptr);
+    ASSERT_TRUE(PutArray(vos.get(), oid, "d", "a", 10, 0, 1, Pattern(1, kMiB)).ok());
+    ASSERT_TRUE(PutArray(vos.get(), oid, "d", "b", 10, 0, 1, Pattern(3, kMiB)).ok());
+  }
+  EXPECT_EQ(CheckRecords(o.path), 0) << "a clean close leaves no check record";
+
+  // The child acknowledges a new version of b, then of a (a later group, whose
+  // batch deletes b's check record), and stops without closing.
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    auto v = Vos::Open(o);
+    if (!v.ok()) std::_Exit(10);
+    if (!PutArray(v->get(), oid, "d", "b", 20, 0, 1, Pattern(4, kMiB)).ok()) std::_Exit(11);
+    if (!PutArray(v->get(), oid, "d", "a", 20, 0, 1, Pattern(2, kMiB)).ok()) std::_Exit(12);
+    std::_Exit(0);  // no destructors: the store is not closed
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "child status " << wstatus;
+  EXPECT_EQ(CheckRecords(o.path), 1) << "only the last group's check record is left";
+
+  // The device kept a's record but not its data (the extent still holds the
+  // zeros the data file was created with), and a bit of b's new version rots.
+  const std::string data_file = o.path + "/data";
+  ASSERT_TRUE(Replace(data_file, Pattern(2, kMiB), std::vector<std::byte>(kMiB)));
+  auto rotten = Pattern(4, kMiB);
+  rotten[5000] ^= std::byte{0x10};
+  ASSERT_TRUE(Replace(data_file, Pattern(4, kMiB), rotten));
+
+  {
+    auto vos = OpenOrDie(o);
+    ASSERT_NE(vos, nullptr);
+    // a: its unfinished version rolled back, the acknowledged one before it intact.
+    auto a = GetArray(vos.get(), oid, "d", "a", kEpochMax, 0, kMiB, 1);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_TRUE(*a == Pattern(1, kMiB));
+    // b's group was settled by a's WAL sync: its damage is corruption, not a rollback.
+    auto b = GetArray(vos.get(), oid, "d", "b", kEpochMax, 0, kMiB, 1);
+    EXPECT_TRUE(b.status().IsCorruption()) << b.status().ToString();
+    auto b_old = GetArray(vos.get(), oid, "d", "b", 10, 0, kMiB, 1);
+    ASSERT_TRUE(b_old.ok()) << b_old.status().ToString();
+    EXPECT_TRUE(*b_old == Pattern(3, kMiB));
+    // The rolled-back extent's space is free again: a@10, b@10, b@20 remain.
+    EXPECT_EQ(vos->Space().data_used, 3 * kMiB);
+    // Its key is usable again.
+    ASSERT_TRUE(PutArray(vos.get(), oid, "d", "a", 20, 0, 1, Pattern(5, kMiB)).ok());
+    auto again = GetArray(vos.get(), oid, "d", "a", kEpochMax, 0, kMiB, 1);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_TRUE(*again == Pattern(5, kMiB));
+  }
+  EXPECT_EQ(CheckRecords(o.path), 0);
+}
+
+TEST(VosCheckRecordTest, ExtentsWithoutChecksumsAreSyncedBeforeTheirRecord) {
+  // Nothing could check them at open, so their group fdatasyncs the data file
+  // first, as extent_sync: group does; with checksums the WAL sync suffices.
+  testing::TempDir dir;
+  FaultInjectionEnv env;
+  VosOptions o = testing::SmallOptions(dir.path());
+  o.env = &env;
+  {
+    auto vos = OpenOrDie(o);
+    ASSERT_NE(vos, nullptr);
+    const uint64_t before = env.syncs();
+    ASSERT_TRUE(PutArray(vos.get(), TestOid(2), "d", "a", 10, 0, 1, Pattern(1, kMiB)).ok());
+    EXPECT_EQ(env.syncs(), before) << "checksummed extents ride on the WAL sync";
+  }
+  o.checksum = ChecksumType::kNone;
+  auto vos = OpenOrDie(o);
+  ASSERT_NE(vos, nullptr);
+  const uint64_t before = env.syncs();
+  ASSERT_TRUE(PutArray(vos.get(), TestOid(2), "d", "a", 20, 0, 1, Pattern(2, kMiB)).ok());
+  EXPECT_EQ(env.syncs(), before + 1) << "an extent without checksums is fdatasynced before its record";
+  auto a = GetArray(vos.get(), TestOid(2), "d", "a", kEpochMax, 0, kMiB, 1);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(*a == Pattern(2, kMiB));
+}
+
+}  // namespace
+}  // namespace ros2::vos
