@@ -124,6 +124,35 @@ TEST(VosCheckRecordTest, TheLastGroupsExtentThatMissedTheDiskIsRolledBackAtOpen)
   EXPECT_EQ(CheckRecords(o.path), 0);
 }
 
+TEST(VosCheckRecordTest, ADamagedCheckRecordIsDroppedAndTheStoreOpens) {
+  // A check record only saves the next open from serving a record whose data
+  // never arrived; fetches verify checksums regardless. One that cannot be
+  // decoded is logged and removed, and the store opens.
+  testing::TempDir dir;
+  const VosOptions o = testing::SmallOptions(dir.path());
+  {
+    auto vos = OpenOrDie(o);
+    ASSERT_NE(vos, nullptr);
+    ASSERT_TRUE(PutArray(vos.get(), TestOid(3), "d", "a", 10, 0, 1, Pattern(1, kMiB)).ok());
+  }
+  {
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::Options(), o.path + "/meta", &raw).ok());
+    std::unique_ptr<rocksdb::DB> db(raw);
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), keys::CheckKey(7), std::string("\x05\0\0\0ab", 6)).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), std::string(1, keys::kCheck) + "x", "").ok());  // a short key
+  }
+  ASSERT_EQ(CheckRecords(o.path), 2);
+  {
+    auto vos = OpenOrDie(o);
+    ASSERT_NE(vos, nullptr);
+    auto a = GetArray(vos.get(), TestOid(3), "d", "a", kEpochMax, 0, kMiB, 1);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    EXPECT_TRUE(*a == Pattern(1, kMiB));
+  }
+  EXPECT_EQ(CheckRecords(o.path), 0);
+}
+
 TEST(VosCheckRecordTest, ExtentsWithoutChecksumsAreSyncedBeforeTheirRecord) {
   // Nothing could check them at open, so their group fdatasyncs the data file
   // first, as extent_sync: group does; with checksums the WAL sync suffices.

@@ -203,11 +203,12 @@ Status VosStore::CheckLastGroups() {
   // may have reached the disk without the data. The stored checksums tell: an
   // extent that does not match is rolled back (record and allocation deleted;
   // its update was never acknowledged), so no record points at data that never
-  // arrived.
+  // arrived. What cannot be checked (a damaged check record or value record)
+  // is left as it is: fetches still verify every extent against its checksums
+  // and report Corruption.
   std::vector<std::pair<std::string, std::string>> checks;
   auto it = NewIterator();
   for (it->Seek(std::string(1, keys::kCheck)); it->Valid() && it->key()[0] == keys::kCheck; it->Next()) {
-    if (it->key().size() != 9) return Status::Corruption(fmt::format("vos: {}: malformed check record", options_.path));
     checks.emplace_back(it->key().ToString(), it->value().ToString());
   }
   if (!it->status().ok()) return FromRocks(it->status(), "vos: load check records");
@@ -218,21 +219,34 @@ Status VosStore::CheckLastGroups() {
   size_t checked = 0, rolled_back = 0;
   AlignedBuffer buf;
   for (const auto& [check_key, list] : checks) {
+    batch.Delete(check_key);
+    if (check_key.size() != 9) {
+      ROS2_LOG_ERROR("vos: {}: malformed check record key of {} bytes; its extents are not checked", options_.path,
+                     check_key.size());
+      continue;
+    }
     const std::string what = fmt::format("{}: check record {}", options_.path, keys::ReadU64(check_key.substr(1)));
     auto record_keys = DecodeKeyList(list, what);
-    if (!record_keys.ok()) return record_keys.status();
+    if (!record_keys.ok()) {
+      ROS2_LOG_ERROR("{}; its extents are not checked", record_keys.status().ToString());
+      continue;
+    }
     for (const std::string& record_key : *record_keys) {
       std::string value;
       rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), record_key, &value);
       if (rs.IsNotFound()) continue;  // aggregated or replaced since
       if (!rs.ok()) return FromRocks(rs, "vos: " + what);
       auto rec = DecodeValueRecord(value, what, kAllChecksums);
-      if (!rec.ok()) return rec.status();
+      if (!rec.ok()) {
+        ROS2_LOG_ERROR("{}; its extent is not checked", rec.status().ToString());
+        continue;
+      }
       if (!rec->external || rec->csum.type == ChecksumType::kNone) continue;
       if (rec->alloc_len == 0 || rec->length > rec->alloc_len || rec->alloc_len > extents_->capacity() ||
           rec->offset > extents_->capacity() - rec->alloc_len) {
-        return Status::Corruption(
-            fmt::format("vos: {}: extent [{}, +{}) outside the extent store", what, rec->offset, rec->alloc_len));
+        ROS2_LOG_ERROR("vos: {}: extent [{}, +{}) outside the extent store; not checked", what, rec->offset,
+                       rec->alloc_len);
+        continue;
       }
       if (buf.size() < rec->alloc_len) buf = AlignedBuffer(rec->alloc_len);
       std::optional<Status> read;
@@ -256,7 +270,6 @@ Status VosStore::CheckLastGroups() {
       batch.Delete(keys::AllocKey(rec->offset));
       ++rolled_back;
     }
-    batch.Delete(check_key);
   }
   rocksdb::WriteOptions wo;
   wo.sync = true;
