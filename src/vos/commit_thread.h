@@ -4,10 +4,10 @@
 // holding every update whose data writes have completed); the commit thread
 // runs fdatasync on the extent store when the group's extents need it (see
 // ExtentSync in vos.h), then writes the batch with a synced WAL, and signals
-// the VOS event fd. Updates that
-// become ready meanwhile form the next group, so one fdatasync and one WAL
-// sync are shared by all of them (group commit) and the target thread keeps
-// submitting I/O while a commit is syncing. Created and owned by the VOS;
+// the VOS event fd. Updates that become ready meanwhile form the next group,
+// so one WAL sync (and, where needed, one fdatasync) is shared by all of them
+// (group commit) and the target thread keeps submitting I/O while a commit is
+// syncing. Created and owned by the VOS;
 // Start/TakeFinished/busy only from the target thread.
 #pragma once
 

@@ -60,7 +60,8 @@ enum class ExtentSync : uint8_t {
   // Plain O_DIRECT writes made durable by the device flush of the group's WAL
   // sync (one flush per group); the next open checks the last group's extents
   // against their checksums. Falls back to kGroup for a group with an extent
-  // without checksums and for a data file on another device than the WAL.
+  // without checksums or a same-epoch replay, and for a data file on another
+  // device than the WAL (docs/vos.md, "Durability").
   kWal = 2,
 };
 std::string_view ExtentSyncName(ExtentSync s);
