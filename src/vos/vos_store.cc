@@ -203,9 +203,9 @@ Status VosStore::CheckLastGroups() {
   // may have reached the disk without the data. The stored checksums tell: an
   // extent that does not match is rolled back (record and allocation deleted;
   // its update was never acknowledged), so no record points at data that never
-  // arrived. What cannot be checked (a damaged check record or value record)
-  // is left as it is: fetches still verify every extent against its checksums
-  // and report Corruption.
+  // arrived. What cannot be checked (a damaged check record or value record,
+  // an extent that cannot be read) is logged and left as it is: fetches still
+  // verify every extent against its checksums and report the error.
   std::vector<std::pair<std::string, std::string>> checks;
   auto it = NewIterator();
   for (it->Seek(std::string(1, keys::kCheck)); it->Valid() && it->key()[0] == keys::kCheck; it->Next()) {
@@ -255,7 +255,10 @@ Status VosStore::CheckLastGroups() {
         extents_->WaitForCompletion();
         extents_->Reap();
       }
-      if (!read->ok()) return read->WithContext(what);
+      if (!read->ok()) {  // the same error reaches the fetches of this extent
+        ROS2_LOG_ERROR("{}; its extent is not checked", read->WithContext(what).ToString());
+        continue;
+      }
       ++checked;
       if (VerifyChunkChecksums(rec->csum.type, buf.span().first(rec->length), rec->csum.chunk_size, rec->csum.values,
                                what)
