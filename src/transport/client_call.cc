@@ -180,7 +180,7 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   ++stats_.requests_sent;
   if (!am_bulk.empty()) stats_.bulk_am_bytes += am_bulk.size();
   deadlines_.emplace(call.deadline, msg.request_id);
-  if (deadlines_.size() > 2 * calls_.size() + 64) CompactDeadlines();
+  if (deadlines_.size() > DeadlineHeapLimit()) CompactDeadlines();
   stats_.deadline_entries = deadlines_.size();
   return Status::Ok();
 }
@@ -197,7 +197,7 @@ void WorkerImpl::CompactDeadlines() {
   // Room for every push until the next compaction: growing a fresh vector
   // from the live calls' size reallocated it four or five times per cycle.
   std::vector<DeadlineEntry> live;
-  live.reserve(2 * calls_.size() + 65);
+  live.reserve(DeadlineHeapLimit() + 1);
   for (uint32_t slot = 0; slot < calls_.size(); ++slot) {
     const PendingCall& c = calls_[slot];
     if (c.done) live.emplace_back(c.deadline, MakeRequestId(slot, c.generation));

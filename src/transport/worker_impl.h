@@ -209,6 +209,8 @@ class WorkerImpl final : public Worker {
   void CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed);
   void ExpireDeadlines();
   void CompactDeadlines();
+  // Entries the deadline heap may hold before StartCall compacts it.
+  size_t DeadlineHeapLimit() const { return 2 * calls_.size() + 64; }
   void OnPushReceived(uint32_t slot, uint32_t generation, ucs_status_t status);
 
   // Server side (incoming_request.cc).

@@ -5,16 +5,13 @@
 // the test then takes the last group's data away from the data file (as a
 // device that lost its volatile cache would), and the next open must roll that
 // update back instead of serving a record whose data never arrived.
-#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
-#include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <algorithm>
 
 #include "vos/fault_injection_env.h"
 #include "vos/keys.h"
@@ -32,17 +29,10 @@ constexpr size_t kMiB = size_t{1} << 20;
 
 // Overwrites the first occurrence of `needle` in `path` with `replacement` (same size).
 bool Replace(const std::string& path, const std::vector<std::byte>& needle, const std::vector<std::byte>& replacement) {
-  std::ifstream in(path, std::ios::binary);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t pos = content.find(std::string_view(reinterpret_cast<const char*>(needle.data()), needle.size()));
-  if (pos == std::string::npos || replacement.size() != needle.size()) return false;
-  int fd = ::open(path.c_str(), O_RDWR);
-  if (fd < 0) return false;
-  bool ok = ::pwrite(fd, replacement.data(), replacement.size(), static_cast<off_t>(pos)) ==
-                static_cast<ssize_t>(replacement.size()) &&
-            ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
+  return replacement.size() == needle.size() &&
+         testing::EditWhere(path, needle, 0, needle.size(), [&](std::span<std::byte> b) {
+           std::copy(replacement.begin(), replacement.end(), b.begin());
+         });
 }
 
 // The number of check records in the (closed) store's metadata.

@@ -1,15 +1,10 @@
 // Bits flipped in the data file and in RocksDB are reported as Corruption on
 // fetch, never returned as data.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "common/checksum.h"
 #include "vos/keys.h"
@@ -25,19 +20,9 @@ using testing::PutArray;
 using testing::PutSingle;
 using testing::TestOid;
 
-// Flips one bit of the first occurrence of `needle` (at needle offset `at`) in `path`.
+// Flips one bit `at` bytes after the first occurrence of `needle` in `path`.
 bool FlipBitWhere(const std::string& path, const std::vector<std::byte>& needle, size_t at) {
-  std::ifstream in(path, std::ios::binary);
-  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::string pattern(reinterpret_cast<const char*>(needle.data()), needle.size());
-  size_t pos = content.find(pattern);
-  if (pos == std::string::npos) return false;
-  int fd = ::open(path.c_str(), O_RDWR);
-  if (fd < 0) return false;
-  char c = static_cast<char>(content[pos + at] ^ 0x04);
-  bool ok = ::pwrite(fd, &c, 1, static_cast<off_t>(pos + at)) == 1 && ::fsync(fd) == 0;
-  ::close(fd);
-  return ok;
+  return testing::EditWhere(path, needle, at, 1, [](std::span<std::byte> b) { b[0] ^= std::byte{0x04}; });
 }
 
 class VosCorruptionTest : public ::testing::Test {

@@ -242,8 +242,7 @@ Status VosStore::CheckLastGroups() {
         continue;
       }
       if (!rec->external || rec->csum.type == ChecksumType::kNone) continue;
-      if (rec->alloc_len == 0 || rec->length > rec->alloc_len || rec->alloc_len > extents_->capacity() ||
-          rec->offset > extents_->capacity() - rec->alloc_len) {
+      if (rec->alloc_len > extents_->capacity() || rec->offset > extents_->capacity() - rec->alloc_len) {
         ROS2_LOG_ERROR("vos: {}: extent [{}, +{}) outside the extent store; not checked", what, rec->offset,
                        rec->alloc_len);
         continue;
@@ -274,9 +273,8 @@ Status VosStore::CheckLastGroups() {
       ++rolled_back;
     }
   }
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(wo, &batch), fmt::format("vos: {}: settle check records", options_.path)));
+  ROS2_RETURN_IF_ERROR(
+      FromRocks(db_->Write(WriteOpts(), &batch), fmt::format("vos: {}: settle check records", options_.path)));
   ROS2_LOG_INFO("vos: {}: {} extents of the last commit groups checked after an unclean stop, {} rolled back",
                 options_.path, checked, rolled_back);
   return Status::Ok();
@@ -289,9 +287,7 @@ void VosStore::RetireCheckRecords() {
   if (check_records_.empty()) return;
   rocksdb::WriteBatch batch;
   for (uint64_t g : check_records_) batch.Delete(keys::CheckKey(g));
-  rocksdb::WriteOptions wo;
-  wo.sync = true;
-  Status st = FromRocks(db_->Write(wo, &batch), "vos: delete check records");
+  Status st = FromRocks(db_->Write(WriteOpts(), &batch), "vos: delete check records");
   if (!st.ok()) {
     ROS2_LOG_WARN("vos: {}: {}; the next open checks their extents", options_.path, st.ToString());
     return;

@@ -1,7 +1,13 @@
 #include "vos/vos_test_util.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 namespace ros2::vos::testing {
@@ -33,6 +39,23 @@ std::vector<std::byte> Pattern(uint64_t seed, size_t len) {
   uint64_t v = rng();
   for (; i < len; ++i) out[i] = static_cast<std::byte>(v >> (8 * (i % 8)));
   return out;
+}
+
+bool EditWhere(const std::string& path, std::span<const std::byte> needle, size_t at, size_t len,
+               const std::function<void(std::span<std::byte>)>& edit) {
+  std::ifstream in(path, std::ios::binary);
+  std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t pos = content.find(std::string_view(reinterpret_cast<const char*>(needle.data()), needle.size()));
+  if (pos == std::string::npos || pos + at > content.size() || len > content.size() - pos - at) return false;
+  std::vector<std::byte> bytes(len);
+  std::memcpy(bytes.data(), content.data() + pos + at, len);
+  edit(bytes);
+  int fd = ::open(path.c_str(), O_RDWR);
+  if (fd < 0) return false;
+  bool ok =
+      ::pwrite(fd, bytes.data(), len, static_cast<off_t>(pos + at)) == static_cast<ssize_t>(len) && ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
 }
 
 VosOptions SmallOptions(const std::string& dir, StorageClass cls) {

@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,13 @@ class TempDir {
 
 // Deterministic bytes: the same (seed, len) always gives the same data.
 std::vector<std::byte> Pattern(uint64_t seed, size_t len);
+
+// Finds the first occurrence of `needle` in the file at `path`, hands `len`
+// bytes starting `at` bytes after its start to `edit`, and writes them back
+// (fsynced): how the tests damage a store's files. False when the needle is
+// not there or the file cannot be rewritten.
+bool EditWhere(const std::string& path, std::span<const std::byte> needle, size_t at, size_t len,
+               const std::function<void(std::span<std::byte>)>& edit);
 
 // Options for a small store in `dir`: 64 MiB data file, defaults otherwise.
 VosOptions SmallOptions(const std::string& dir, StorageClass cls = StorageClass::kNvme);
