@@ -286,6 +286,7 @@ Result<rpc::ContainerInfo> Catalog::CreateContainer(const Principal& who, std::s
   b.Put(ContKey(pool_uuid, info.uuid()), info.SerializeAsString());
   b.Put(ContLabelKey(pool_uuid, label), info.uuid());
   ROS2_RETURN_IF_ERROR(store_->Write(b));
+  hooks_->OnContainerCreated(info, BuildPoolMap(rec));
   return info;
 }
 

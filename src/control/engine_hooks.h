@@ -6,7 +6,9 @@
 // Called from gRPC handler threads, with the catalog's lock held: implementations
 // must be thread-safe, quick, and must not call back into the control plane.
 // A non-OK status from an On*Create hook aborts the creation (nothing is
-// stored); On*Destroy hooks run after the records are gone, errors are logged.
+// stored); OnContainerCreated runs once the container's records are stored (to
+// start work, not to wait for it); On*Destroy hooks run after the records are
+// gone, errors are logged.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,7 @@ class EngineHooks {
   virtual Status OnPoolCreate(const rpc::PoolInfo& /*pool*/, const rpc::PoolMap& /*map*/) { return Status::Ok(); }
   virtual Status OnPoolDestroy(const Uuid& /*pool*/) { return Status::Ok(); }
   virtual Status OnContainerCreate(const rpc::ContainerInfo& /*container*/) { return Status::Ok(); }
+  virtual void OnContainerCreated(const rpc::ContainerInfo& /*container*/, const rpc::PoolMap& /*map*/) {}
   virtual Status OnContainerDestroy(const Uuid& /*pool*/, const Uuid& /*container*/) { return Status::Ok(); }
   // Bytes the pool occupies on this engine's targets (pool query: used/free).
   virtual uint64_t PoolUsedBytes(const Uuid& /*pool*/) { return 0; }

@@ -287,6 +287,16 @@ Status Engine::OnContainerDestroy(const Uuid& pool, const Uuid& container) {
   return st;
 }
 
+void Engine::OnContainerCreated(const rpc::ContainerInfo& container, const rpc::PoolMap& map) {
+  auto pool = Uuid::Parse(container.pool_uuid());
+  auto cont = Uuid::Parse(container.uuid());
+  if (!pool.ok() || !cont.ok()) return;
+  const std::string self = env_.engine_id.ToString();
+  for (const auto& t : map.targets()) {
+    if (t.engine_uuid() == self && t.index() < targets_.size()) targets_[t.index()]->PrepareShard(*pool, *cont);
+  }
+}
+
 uint64_t Engine::PoolUsedBytes(const Uuid& pool) {
   uint64_t total = 0;
   for (auto& t : targets_) total += t->UsedBytes(pool);

@@ -59,6 +59,8 @@ class Engine : public control::EngineHooks {
   // --- EngineHooks ---
   Status OnPoolDestroy(const Uuid& pool) override;
   Status OnContainerDestroy(const Uuid& pool, const Uuid& container) override;
+  // Starts creating the container's shards on this engine's targets in the pool.
+  void OnContainerCreated(const rpc::ContainerInfo& container, const rpc::PoolMap& map) override;
   uint64_t PoolUsedBytes(const Uuid& pool) override;
 
  private:
@@ -81,7 +83,7 @@ class Engine : public control::EngineHooks {
   TargetEnvironment env_;
   std::unique_ptr<control::ControlPlane> control_;
   std::unique_ptr<control::CapabilityVerifier> joined_verifier_;
-  std::unique_ptr<JoinedSync> joined_sync_;    // joined mode: revocations and destructions
+  std::unique_ptr<JoinedSync> joined_sync_;   // joined mode: revocations and destructions
   std::unique_ptr<TombstoneLog> tombstones_;  // <data_dir>/destroyed.log
   std::vector<std::unique_ptr<Target>> targets_;
   std::unique_ptr<grpc::Server> grpc_;

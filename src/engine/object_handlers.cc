@@ -63,8 +63,11 @@ Status CheckCondition(uint8_t flags, Result<bool> visible, std::string_view what
 
 void Target::RegisterHandlers() {
   auto reg = [this](Opcode op, void (Target::*fn)(IncomingRequest)) {
-    Status st = worker_->RegisterHandler(static_cast<uint16_t>(op),
-                                         [this, fn](IncomingRequest r) { (this->*fn)(std::move(r)); });
+    Status st = worker_->RegisterHandler(static_cast<uint16_t>(op), [this, fn](IncomingRequest r) {
+      dispatching_ = fn;  // Park needs it
+      (this->*fn)(std::move(r));
+      dispatching_ = nullptr;
+    });
     if (!st.ok())
       ROS2_LOG_ERROR("engine target {}: register {}: {}", index_, obj::OpcodeName(static_cast<uint16_t>(op)),
                      st.ToString());
@@ -99,8 +102,8 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
     return Status::PermissionDenied(
         fmt::format("engine target {}: {} needs a container capability, got a pool capability", index_, op));
   }
-  auto shard = ShardFor(header.pool, header.container);
-  if (shard.ok() && (rights & control::kRightWrite) != 0) {
+  auto shard = ShardFor(header.pool, header.container, /*open=*/true);
+  if (shard.ok() && *shard != nullptr && (rights & control::kRightWrite) != 0) {
     (*shard)->aggregate_pending = true;  // MaybeAggregate reclaims what this replaces
     (*shard)->last_write = std::chrono::steady_clock::now();
   }
@@ -109,7 +112,7 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
 
 void Target::SubmitUpdateWithRetry(const Uuid& pool, const Uuid& container, vos::UpdateOp* op,
                                    std::function<void(Status)> done, bool retried) {
-  auto shard = ShardFor(pool, container);
+  auto shard = OpenShard(pool, container);
   if (!shard.ok()) return done(shard.status());
   (*shard)->vos->SubmitUpdate(*op, [this, pool, container, op, done = std::move(done), retried](Status st) mutable {
     if (st.code() != Status::Code::kNoSpace || retried) return done(st);
@@ -117,7 +120,7 @@ void Target::SubmitUpdateWithRetry(const Uuid& pool, const Uuid& container, vos:
     // shard (after this VOS callback returns) and try once more if that freed
     // anything.
     deferred_.push_back([this, pool, container, op, done = std::move(done), st]() mutable {
-      auto again = ShardFor(pool, container);
+      auto again = OpenShard(pool, container);
       if (!again.ok()) return done(st);
       if (AggregateShard(**again, "out of space") == 0) return done(st);
       SubmitUpdateWithRetry(pool, container, op, std::move(done), /*retried=*/true);
@@ -137,6 +140,7 @@ void Target::HandleUpdate(IncomingRequest req) {
   if (!m.ok()) return req.Reply(m.status());
   auto shard = Admit(req, m->header, control::kRightWrite);
   if (!shard.ok()) return req.Reply(shard.status());
+  if (*shard == nullptr) return Park(std::move(req), m->header);
   if (req.bulk_out_size() != m->length) {
     return req.Reply(Status::InvalidArgument(fmt::format(
         "engine target {}: update of {} bytes carries {} bytes of data", index_, m->length, req.bulk_out_size())));
@@ -189,7 +193,7 @@ void Target::HandleUpdate(IncomingRequest req) {
     auto key =
         std::make_shared<std::string>(DkeyGate::Key(header.pool, header.container, state->op.oid, state->op.dkey));
     conditional_gate_.Acquire(*key, [this, state, key, condition, header] {
-      auto shard = ShardFor(header.pool, header.container);
+      auto shard = OpenShard(header.pool, header.container);
       Status st =
           shard.ok()
               ? CheckCondition(condition, AkeyVisible(*(*shard)->vos, state->op.oid, state->op.dkey, state->op.akey),
@@ -218,6 +222,7 @@ void Target::HandleFetch(IncomingRequest req) {
   if (!m.ok()) return req.Reply(m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
   if (!shard.ok()) return req.Reply(shard.status());
+  if (*shard == nullptr) return Park(std::move(req), m->header);
   const uint64_t capacity = req.bulk_in_capacity();
   uint64_t want = capacity;
   if (m->type == obj::ValueType::kArray) {
@@ -296,6 +301,7 @@ void Target::HandlePunch(IncomingRequest req) {
   if (!m.ok()) return req.Reply(m.status());
   auto shard = Admit(req, m->header, control::kRightWrite);
   if (!shard.ok()) return req.Reply(shard.status());
+  if (*shard == nullptr) return Park(std::move(req), m->header);
   Epoch epoch = m->header.epoch;
   if (epoch == 0) {
     epoch = env_->clock->Now();
@@ -317,7 +323,7 @@ void Target::HandlePunch(IncomingRequest req) {
   const uint64_t ticket = Track(req);
   auto key = std::make_shared<std::string>(DkeyGate::Key(m->header.pool, m->header.container, m->oid, m->dkey));
   conditional_gate_.Acquire(*key, [this, ticket, key, m = std::move(*m)] {
-    auto shard = ShardFor(m.header.pool, m.header.container);
+    auto shard = OpenShard(m.header.pool, m.header.container);
     Status st = shard.status();
     if (st.ok()) {
       vos::Vos& vos = *(*shard)->vos;
@@ -347,6 +353,7 @@ void Target::HandleList(IncomingRequest req) {
   if (!m.ok()) return req.Reply(m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
   if (!shard.ok()) return req.Reply(shard.status());
+  if (*shard == nullptr) return Park(std::move(req), m->header);
   vos::Vos& vos = *(*shard)->vos;
   const Epoch epoch = ReadEpoch(m->header.epoch);
 
@@ -413,6 +420,7 @@ void Target::HandleQuery(IncomingRequest req) {
   if (!m.ok()) return req.Reply(m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
   if (!shard.ok()) return req.Reply(shard.status());
+  if (*shard == nullptr) return Park(std::move(req), m->header);
   vos::Vos& vos = *(*shard)->vos;
   const Epoch epoch = ReadEpoch(m->header.epoch);
   obj::QueryReply reply;

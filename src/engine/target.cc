@@ -59,19 +59,35 @@ void Target::Post(std::function<void()> fn) {
 void Target::DestroyContainer(const Uuid& pool, const Uuid& container) {
   Post([this, pool, container] {
     RetireShards([&](const Shard& s) { return s.pool == pool && s.container == container; });
+    const ShardKey key(pool, container);
+    if (opening_.contains(key)) return;  // FinishOpen retires it once its files exist
     std::error_code ec;
-    std::filesystem::remove_all(
-        fmt::format("{}/targets/{}/{}/{}", env_->data_dir, index_, pool.ToString(), container.ToString()), ec);
+    std::filesystem::remove_all(ShardPath(key), ec);
   });
 }
 
 void Target::DestroyPool(const Uuid& pool) {
   Post([this, pool] {
     RetireShards([&](const Shard& s) { return s.pool == pool; });
+    {
+      std::lock_guard lock(usage_mu_);
+      usage_.erase(pool);
+    }
     std::error_code ec;
-    std::filesystem::remove_all(fmt::format("{}/targets/{}/{}", env_->data_dir, index_, pool.ToString()), ec);
-    std::lock_guard lock(usage_mu_);
-    usage_.erase(pool);
+    const std::string dir = fmt::format("{}/targets/{}/{}", env_->data_dir, index_, pool.ToString());
+    const bool opening =
+        std::any_of(opening_.begin(), opening_.end(), [&](const auto& o) { return o.first.first == pool; });
+    if (!opening) {
+      std::filesystem::remove_all(dir, ec);
+      return;
+    }
+    // Shards being opened are retired by FinishOpen; delete the rest now.
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      auto container = Uuid::Parse(entry.path().filename().string());
+      if (container.ok() && opening_.contains(ShardKey(pool, *container))) continue;
+      std::error_code ignored;
+      std::filesystem::remove_all(entry.path(), ignored);
+    }
   });
 }
 
@@ -143,6 +159,12 @@ int Target::ProgressShards() {
       s.vos.reset();
       Status st = vos::Vos::Destroy(s.path);
       if (!st.ok()) ROS2_LOG_WARN("engine target {}: destroying {}: {}", index_, s.path, st.ToString());
+      if (env_->IsDestroyed(s.pool, Uuid())) {
+        // The pool's directory, once its last shard is gone (DestroyPool left
+        // it to shards that were still opening).
+        std::error_code ec;
+        std::filesystem::remove(std::filesystem::path(s.path).parent_path(), ec);
+      }
       it = retiring_.erase(it);
       ++events;
     } else {
@@ -178,15 +200,20 @@ void Target::Loop() {
       ROS2_LOG_INFO("engine target {}: shutting down ({} requests in flight)", index_, pending_.size());
     }
     if (stopping_) {
-      if (pending_.empty()) return;
+      // Shards still opening finish first (their parked requests are then
+      // refused by Admit), so FinishShutdown does not wait on them.
+      if (pending_.empty() && opening_.empty()) return;
       if (now >= stop_deadline_) {
         ROS2_LOG_WARN("engine target {}: failing {} requests still in flight after the shutdown grace", index_,
-                      pending_.size());
+                      pending_.size() + ParkedCount());
         auto left = std::move(pending_);
         pending_.clear();
-        for (auto& [ticket, req] : left) {
-          req.Reply(
-              Status::Cancelled(fmt::format("engine target {}: shutting down before the request finished", index_)));
+        const Status cancelled =
+            Status::Cancelled(fmt::format("engine target {}: shutting down before the request finished", index_));
+        for (auto& [ticket, req] : left) req.Reply(cancelled);
+        for (auto& [key, opening] : opening_) {
+          for (auto& [req, handler] : opening.parked) req.Reply(cancelled);
+          opening.parked.clear();
         }
         return;
       }
@@ -305,6 +332,16 @@ void Target::FinishShutdown() {
   while (std::chrono::steady_clock::now() < flush_until) {
     if (worker_->Progress() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  // An open outlasting the grace: wait for its thread; the shard it posted is
+  // closed with the mailbox below.
+  for (auto& [key, opening] : opening_) {
+    if (opening.thread.joinable()) opening.thread.join();
+  }
+  opening_.clear();
+  {
+    std::lock_guard lock(mailbox_mu_);
+    mailbox_.clear();
+  }
   RefreshUsage();
   for (auto& [key, shard] : shards_) {
     Status st = shard->vos->Sync();
@@ -320,7 +357,7 @@ void Target::FinishShutdown() {
   ROS2_LOG_INFO("engine target {}: stopped", index_);
 }
 
-Result<Target::Shard*> Target::ShardFor(const Uuid& pool, const Uuid& container) {
+Result<Target::Shard*> Target::ShardFor(const Uuid& pool, const Uuid& container, bool open) {
   const uint64_t destroyed_version = env_->destroyed_version.load(std::memory_order_acquire);
   if (destroyed_version != destroyed_seen_) {
     // A container or pool was destroyed: retire its open shards before the
@@ -335,25 +372,99 @@ Result<Target::Shard*> Target::ShardFor(const Uuid& pool, const Uuid& container)
     return Status::NotFound(fmt::format("engine target {}: container {} of pool {} was destroyed", index_,
                                         container.ToString(), pool.ToString()));
   }
+  if (open && !opening_.contains(key)) StartOpen(key);
+  return nullptr;
+}
+
+Result<Target::Shard*> Target::OpenShard(const Uuid& pool, const Uuid& container) {
+  ROS2_ASSIGN_OR_RETURN(Shard * shard, ShardFor(pool, container, /*open=*/false));
+  if (shard == nullptr) {
+    return Status::NotFound(
+        fmt::format("engine target {}: the shard of container {} is not open", index_, container.ToString()));
+  }
+  return shard;
+}
+
+std::string Target::ShardPath(const ShardKey& key) const {
+  return fmt::format("{}/targets/{}/{}/{}", env_->data_dir, index_, key.first.ToString(), key.second.ToString());
+}
+
+void Target::StartOpen(const ShardKey& key) {
+  vos::VosOptions options = env_->vos_template;
+  options.path = ShardPath(key);
+  Opening& opening = opening_[key];
+  opening.thread = std::thread([this, key, options = std::move(options)] {
+    auto vos = std::make_shared<Result<std::unique_ptr<vos::Vos>>>(vos::Vos::Open(options));
+    Post([this, key, vos] { FinishOpen(key, std::move(*vos)); });
+  });
+}
+
+void Target::FinishOpen(const ShardKey& key, Result<std::unique_ptr<vos::Vos>> vos) {
+  auto node = opening_.extract(key);
+  if (node.empty()) return;
+  Opening& opening = node.mapped();
+  if (opening.thread.joinable()) opening.thread.join();  // it posted this as its last act
+  const auto& [pool, container] = key;
+  const std::string path = ShardPath(key);
+  if (!vos.ok()) {
+    // Not remembered: the next request for the container tries again.
+    Status st = vos.status().WithContext(fmt::format("engine target {}: open shard {}", index_, path));
+    ROS2_LOG_ERROR("{}", st.ToString());
+    if (env_->IsDestroyed(pool, container)) {
+      // What the failed open left of a destroyed container's shard.
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+      if (env_->IsDestroyed(pool, Uuid())) std::filesystem::remove(std::filesystem::path(path).parent_path(), ec);
+    }
+    for (auto& [req, handler] : opening.parked) req.Reply(st);
+    return;
+  }
   auto shard = std::make_unique<Shard>();
   shard->pool = pool;
   shard->container = container;
-  shard->path = fmt::format("{}/targets/{}/{}/{}", env_->data_dir, index_, pool.ToString(), container.ToString());
-  vos::VosOptions options = env_->vos_template;
-  options.path = shard->path;
-  auto vos = vos::Vos::Open(options);
-  if (!vos.ok()) return vos.status().WithContext(fmt::format("engine target {}: open shard {}", index_, shard->path));
+  shard->path = path;
   shard->vos = std::move(*vos);
   AddToEpoll(shard->vos->event_fd());
-  ROS2_LOG_INFO("engine target {}: opened shard of container {} ({})", index_, container.ToString(),
-                vos::StorageClassName(options.storage_class));
-  {
-    std::lock_guard lock(env_->opened_mu);
-    env_->opened.emplace(pool, container);
+  if (env_->IsDestroyed(pool, container)) {
+    // Destroyed while it opened (DestroyContainer/DestroyPool left the files to
+    // this): retire it, which deletes them.
+    retiring_.push_back(std::move(shard));
+  } else {
+    ROS2_LOG_INFO("engine target {}: opened shard of container {} ({})", index_, container.ToString(),
+                  vos::StorageClassName(env_->vos_template.storage_class));
+    {
+      std::lock_guard lock(env_->opened_mu);
+      env_->opened.emplace(pool, container);
+    }
+    shards_.emplace(key, std::move(shard));
   }
-  Shard* raw = shard.get();
-  shards_.emplace(key, std::move(shard));
-  return raw;
+  // In arrival order; a destroyed container's requests get NotFound from Admit.
+  for (auto& [req, handler] : opening.parked) {
+    dispatching_ = handler;
+    (this->*handler)(std::move(req));
+  }
+  dispatching_ = nullptr;
+}
+
+void Target::Park(transport::IncomingRequest req, const obj::RequestHeader& header) {
+  auto it = opening_.find(std::make_pair(header.pool, header.container));
+  if (it == opening_.end() || dispatching_ == nullptr) {
+    // Cannot happen: Admit returns nullptr only with the opening started.
+    return req.Reply(Status::Internal(fmt::format("engine target {}: no shard opening to wait for", index_)));
+  }
+  it->second.parked.emplace_back(std::move(req), dispatching_);
+}
+
+size_t Target::ParkedCount() const {
+  size_t n = 0;
+  for (const auto& [key, opening] : opening_) n += opening.parked.size();
+  return n;
+}
+
+void Target::PrepareShard(const Uuid& pool, const Uuid& container) {
+  Post([this, pool, container] {
+    if (!stopping_) (void)ShardFor(pool, container, /*open=*/true);
+  });
 }
 
 uint64_t Target::Track(const transport::IncomingRequest& req) {

@@ -3,9 +3,14 @@
 // object RPC handlers (object_handlers.cc) in one epoll loop.
 //
 // Container mapping: each (pool, container) has its own Vos per target, at
-// <data_dir>/targets/<index>/<pool uuid>/<container uuid>, opened on the first
-// request that names it (with a capability the control plane signed for it)
-// and destroyed when the control plane destroys the container or the pool.
+// <data_dir>/targets/<index>/<pool uuid>/<container uuid>, opened when the
+// container is created (PrepareShard, from the embedded control plane) or else on
+// the first request that names it (with a capability the control plane signed for
+// it), and destroyed when the control plane destroys the container or the pool.
+// Opening a shard (RocksDB, and on nvme a data file written full of zeros) takes
+// tens to hundreds of milliseconds, so it runs on a thread of its own: requests
+// for that container wait parked and are handled, in order, once it is open,
+// while the target goes on serving every other container.
 //
 // The loop: Progress() the worker, every Vos and the mailbox until idle, spin
 // for `spin` without events (yielding the CPU between passes unless the thread
@@ -13,8 +18,9 @@
 // worker's event fd, every Vos event fd and the mailbox eventfd (at most until
 // the worker's next request deadline).
 //
-// Threading: the constructor, Start(), Stop(), Post(), worker_address() and
-// UsedBytes() may be called from any thread; everything else runs on the
+// Threading: the constructor, Start(), Stop(), Post(), PrepareShard(),
+// DestroyContainer(), DestroyPool(), worker_address() and UsedBytes() may be
+// called from any thread; everything else runs on the
 // target's own thread. Stop() joins the thread; the destructor calls it.
 #pragma once
 
@@ -95,6 +101,9 @@ class Target {
   // (asynchronously, on the target thread). Thread-safe.
   void DestroyContainer(const Uuid& pool, const Uuid& container);
   void DestroyPool(const Uuid& pool);
+  // Starts opening (creating) the container's shard in the background unless it
+  // is open or being opened already. Thread-safe.
+  void PrepareShard(const Uuid& pool, const Uuid& container);
   // Bytes the pool's shards on this target use (refreshed about once a second). Thread-safe.
   uint64_t UsedBytes(const Uuid& pool) const;
 
@@ -111,6 +120,12 @@ class Target {
     std::chrono::steady_clock::time_point last_aggregate{};
   };
   using ShardKey = std::pair<Uuid, Uuid>;
+  using Handler = void (Target::*)(transport::IncomingRequest);
+  // A shard being opened on its own thread, and the requests waiting for it.
+  struct Opening {
+    std::thread thread;  // runs vos::Vos::Open, then posts FinishOpen
+    std::vector<std::pair<transport::IncomingRequest, Handler>> parked;
+  };
 
   void Run(std::promise<Status>* started);
   void Loop();
@@ -151,9 +166,23 @@ class Target {
   void HandlePunch(transport::IncomingRequest req);
   void HandleList(transport::IncomingRequest req);
   void HandleQuery(transport::IncomingRequest req);
-  // Shutdown, target, capability and shard checks shared by every handler.
+  // Shutdown, target, capability and shard checks shared by every handler. A
+  // nullptr shard means it is being opened: the handler parks the request (Park).
   Result<Shard*> Admit(const transport::IncomingRequest& req, const obj::RequestHeader& header, control::Rights rights);
-  Result<Shard*> ShardFor(const Uuid& pool, const Uuid& container);
+  // The container's open shard; nullptr while it is not open yet (then, with
+  // `open`, its opening has been started). Destroyed containers are NotFound.
+  Result<Shard*> ShardFor(const Uuid& pool, const Uuid& container, bool open);
+  // The shard of a request already admitted: NotFound if it is not open (any more).
+  Result<Shard*> OpenShard(const Uuid& pool, const Uuid& container);
+  std::string ShardPath(const ShardKey& key) const;
+  void StartOpen(const ShardKey& key);
+  // On the target thread once the opening thread is done: installs the shard
+  // (or retires it, if the container was destroyed meanwhile) and handles the
+  // parked requests, or fails them with the open's error.
+  void FinishOpen(const ShardKey& key, Result<std::unique_ptr<vos::Vos>> vos);
+  // Keeps `req` until the shard its header names is open (Admit returned nullptr).
+  void Park(transport::IncomingRequest req, const obj::RequestHeader& header);
+  size_t ParkedCount() const;
   // Vos::SubmitUpdate on the container's shard; a NoSpace answer gets one more
   // try after an aggregation pass of the shard freed space (deferred: never
   // inside a VOS callback). `op` must live until `done` runs.
@@ -171,6 +200,8 @@ class Target {
   BufferPool buffers_;
   std::map<ShardKey, std::unique_ptr<Shard>> shards_;
   std::vector<std::unique_ptr<Shard>> retiring_;  // closing once their ops drain
+  std::map<ShardKey, Opening> opening_;
+  Handler dispatching_ = nullptr;  // the handler the worker is running (RegisterHandlers' wrapper)
   std::unordered_map<uint64_t, transport::IncomingRequest> pending_;
   uint64_t next_ticket_ = 1;
   bool stopping_ = false;

@@ -1,13 +1,17 @@
 // Pool and container lifecycle across engines and restarts: a destroyed
-// container's shards are never recreated (durable tombstones), and an engine
-// that joined another's management endpoint follows destructions and closed
-// sessions made there.
+// container's shards are never recreated (durable tombstones), an engine that
+// joined another's management endpoint follows destructions and closed
+// sessions made there, and shards open in the background (created with their
+// container; requests for a shard still opening wait while the target serves
+// the other containers).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <thread>
 
+#include "common/checksum.h"
 #include "control/control_channel.h"
 #include "control/management_client.h"
 #include "control/session_client.h"
@@ -95,6 +99,108 @@ TEST(EngineLifecycle, DestroyedContainerStaysDestroyedAcrossRestart) {
   EXPECT_EQ(st.code(), Status::Code::kNotFound) << st.ToString();
   EXPECT_FALSE(HasShardDir(engine_dir, pool_uuid, gone_uuid)) << "a destroyed container's shard was recreated";
   ROS2_ASSERT_OK((*kept)->UpdateSingle(oid, "d", "a", Pattern(100, 2)));  // the pool's other container still works
+  auto rc = c.engine->Terminate();
+  ASSERT_TRUE(rc.ok());
+  EXPECT_EQ(*rc, 0) << c.engine->LogTail();
+}
+
+// A request for a container whose shard is still being opened; reports its
+// reply through `done` / `status`.
+struct PendingUpdate {
+  bool done = false;
+  Status status;
+  std::vector<std::byte> data;
+};
+
+Status StartUpdate(ObjectSession& session, const Uuid& container, const std::string& capability, const ObjectId& oid,
+                   uint8_t seed, PendingUpdate* out) {
+  obj::UpdateRequest req;
+  req.header = session.Header(0);
+  req.header.container = container;
+  req.oid = oid;
+  req.dkey = "d";
+  req.akey = "a";
+  req.type = obj::ValueType::kSingle;
+  out->data = Pattern(64, seed);
+  req.length = out->data.size();
+  req.csum.type = ChecksumType::kCrc32c;
+  req.csum.chunk_size = 4096;
+  req.csum.values = ComputeChunkChecksums(ChecksumType::kCrc32c, out->data, 4096);
+  transport::CallOptions options;
+  options.timeout = std::chrono::seconds(20);
+  options.capability = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(capability.data()), capability.size());
+  options.bulk_out = out->data;
+  return session.endpoint(0).Call(static_cast<uint16_t>(obj::Opcode::kUpdate), obj::Encode(req), options,
+                                  [out](const transport::ReplyView& reply) {
+                                    out->status = reply.status;
+                                    out->done = true;
+                                  });
+}
+
+TEST(EngineLifecycle, ShardsOpenInTheBackgroundWhileOtherContainersAreServed) {
+  EngineCluster c;
+  // One target and nvme shards of 1 GiB: creating one writes 1 GiB of zeros,
+  // hundreds of milliseconds against well under one for an RPC.
+  EngineOptions options{.transport = "tcp", .storage_class = "nvme", .data_size = "1GiB", .targets = 1};
+  ASSERT_NO_FATAL_FAILURE(c.Start(options));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 30));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "a"));
+  auto a = ObjectSession::Open(c.engine->control(), c.admin, "p", "a", TransportKind::kTcp);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const std::string engine_dir = c.dir.path() + "/engine0";
+  const std::string pool_uuid = (*a)->container().container.pool_uuid();
+  // Created with the container, before any I/O named it.
+  EXPECT_TRUE(WaitFor([&] { return HasShardDir(engine_dir, pool_uuid, (*a)->container().container.uuid()); },
+                      std::chrono::seconds(10)));
+  const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 3, 1);
+  ROS2_ASSERT_OK((*a)->UpdateSingle(oid, "d", "a", Pattern(100, 1)));  // waits for a's shard if need be
+
+  // Container b: its shard starts opening at creation. Updates for it sent at
+  // once wait for the open; a's requests, sent after them on the same
+  // connection, are answered first.
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "b"));
+  auto channel = control::MakeControlChannel({.address = c.engine->control()});
+  ASSERT_TRUE(channel.ok());
+  control::SessionClient sessions(*channel);
+  auto b = sessions.OpenContainer(c.admin, (*a)->pool().session_uuid, "b");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const Uuid b_uuid = *Uuid::Parse(b->container.uuid());
+  constexpr int kParked = 4;
+  std::vector<PendingUpdate> pending(kParked);
+  for (int i = 0; i < kParked; ++i) {
+    ROS2_ASSERT_OK(StartUpdate(**a, b_uuid, b->capability, oid, static_cast<uint8_t>(10 + i), &pending[i]));
+  }
+  for (int i = 0; i < 3; ++i) {
+    ROS2_ASSERT_OK((*a)->UpdateSingle(oid, "d", "a", Pattern(100, static_cast<uint8_t>(2 + i))));
+    auto got = (*a)->FetchSingle(oid, "d", "a", 100);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(got->data, Pattern(100, static_cast<uint8_t>(2 + i)));
+  }
+  int answered = 0;
+  for (const auto& p : pending) answered += p.done ? 1 : 0;
+  EXPECT_EQ(answered, 0) << "container a's requests waited for container b's shard to open";
+
+  // b's parked updates all succeed, in the order they were sent.
+  ROS2_ASSERT_OK((*a)->worker().RunUntil(
+      [&] { return std::all_of(pending.begin(), pending.end(), [](const PendingUpdate& p) { return p.done; }); },
+      std::chrono::seconds(30)));
+  for (const auto& p : pending) EXPECT_TRUE(p.status.ok()) << p.status.ToString();
+  auto b_session = ObjectSession::Open(c.engine->control(), c.admin, "p", "b", TransportKind::kTcp);
+  ASSERT_TRUE(b_session.ok()) << b_session.status().ToString();
+  auto got = (*b_session)->FetchSingle(oid, "d", "a", 64);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->data, Pattern(64, 10 + kParked - 1)) << "the parked updates were applied out of order";
+
+  // A container destroyed while its shard is still opening leaves nothing
+  // behind once the open finishes.
+  auto brief = c.mgmt->CreateContainer("p", "brief");
+  ASSERT_TRUE(brief.ok()) << brief.status().ToString();
+  ASSERT_TRUE(c.mgmt->DestroyContainer("p", "brief").ok());
+  EXPECT_TRUE(WaitFor([&] { return !HasShardDir(engine_dir, pool_uuid, brief->uuid()); }, std::chrono::seconds(20)))
+      << "the shard of a container destroyed while it opened was left on disk";
+
+  // SIGTERM while a shard opens: a clean exit.
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "last"));
   auto rc = c.engine->Terminate();
   ASSERT_TRUE(rc.ok());
   EXPECT_EQ(*rc, 0) << c.engine->LogTail();
