@@ -35,10 +35,21 @@ void OnSignal(int) {
   g_stop.store(true);
 }
 
-// Buffers for concurrent Pulls: each in-flight write gets its own destination.
+// Destinations of concurrent Pulls: per call, each write in flight gets its
+// own buffer; shared, every write of a size lands in one buffer (as
+// ucx_perftest's receiver does; nobody reads what lands).
 class BufferPool {
  public:
+  explicit BufferPool(bool shared) : shared_(shared) {}
   std::byte* Take(uint64_t size) {
+    if (shared_) {
+      for (const IoMemory& m : all_)
+        if (m.size() >= size) return m.data();
+      auto m = AllocateIoMemory(size, PageKind::kSmall);
+      if (!m.ok()) return nullptr;
+      all_.push_back(std::move(*m));
+      return all_.back().data();
+    }
     for (size_t i = 0; i < free_.size(); ++i) {
       if (free_[i].second >= size) {
         std::byte* b = free_[i].first;
@@ -52,12 +63,14 @@ class BufferPool {
     return all_.back().data();
   }
   void Give(std::byte* b) {
+    if (shared_) return;
     for (const IoMemory& m : all_) {
       if (m.data() == b) free_.emplace_back(b, m.size());
     }
   }
 
  private:
+  bool shared_;
   std::vector<IoMemory> all_;
   std::vector<std::pair<std::byte*, uint64_t>> free_;
 };
@@ -69,7 +82,7 @@ std::string Hex(std::span<const uint8_t> bytes) {
   return s;
 }
 
-int Serve(const std::string& kind_name, const std::string& address_file, int cpu) {
+int Serve(const std::string& kind_name, const std::string& address_file, int cpu, bool shared_buffers) {
   if (cpu >= 0) {
     if (Status st = PinCurrentThreadToCpu(cpu); !st.ok()) {
       std::fprintf(stderr, "peer: %s\n", st.ToString().c_str());
@@ -94,7 +107,7 @@ int Serve(const std::string& kind_name, const std::string& address_file, int cpu
     return 1;
   }
   std::unique_ptr<Worker> worker = std::move(*worker_r);
-  BufferPool pool;
+  BufferPool pool(shared_buffers);
   auto source_r = AllocateIoMemory(kMaxBulk, PageKind::kSmall);
   if (!source_r.ok()) {
     std::fprintf(stderr, "peer: %s\n", source_r.status().ToString().c_str());
@@ -157,11 +170,14 @@ int main(int argc, char** argv) {
   app.add_option("--address-file", address_file, "where to publish the worker address (hex)")->required();
   app.add_option("--log-level", log_level, "log level");
   app.add_option("--cpu", cpu, "pin the serving thread to this CPU (default: not pinned)");
+  std::string bulk_buffers = "per-call";
+  app.add_option("--bulk-buffers", bulk_buffers, "write destinations: shared (one per size) or per-call")
+      ->check(CLI::IsMember({"shared", "per-call"}));
   CLI11_PARSE(app, argc, argv);
   if (auto st = ros2::InitLogging("bench-peer", log_level); !st.ok()) return 2;
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
-  return Serve(kind, address_file, cpu);
+  return Serve(kind, address_file, cpu, bulk_buffers == "shared");
 }

@@ -2,15 +2,18 @@
 // (ros2-bench-transport-peer): the opcodes the peer serves and how it publishes
 // its worker address.
 //
-// The suite spawns the peer with `--transport <kind> --address-file <path>`. The
+// The suite spawns the peer with `--transport <kind> --address-file <path>
+// --bulk-buffers shared|per-call` (and `--cpu N` when pinning). The
 // peer creates a transport Context and one Worker, writes the worker's address
 // blob as lower-case hex to <path>.tmp and renames it to <path> (so the suite
 // never reads half a file), then serves requests until SIGTERM or SIGINT:
 //   kOpNoop  — replies OK at once (no bulk);
-//   kOpWrite — Pulls the client's whole bulk-out buffer into a peer buffer, then
+//   kOpWrite — Pulls the client's whole bulk-out buffer into a peer buffer (its
+//              own per call in flight, or one per size when shared), then
 //              replies OK (the shape of a VOS update RPC);
-//   kOpRead  — Pushes bulk_in_capacity() bytes from a peer buffer into the client's
-//              bulk-in buffer, then replies OK (the shape of a fetch RPC).
+//   kOpRead  — Pushes bulk_in_capacity() bytes from the peer's one source buffer
+//              into the client's bulk-in buffer, then replies OK (the shape of a
+//              fetch RPC).
 // Failures of Pull/Push are returned as the reply status.
 #pragma once
 

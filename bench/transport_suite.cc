@@ -15,7 +15,13 @@
 //               receiver never reads the payload) and tag_lat (the payload lands
 //               in the receiver's buffer, as an RPC's bulk must).
 //   mode=bulk — `qd` RPCs in flight with bs bytes of bulk each; metric mib_s;
-//               baselines ucp_am_bw and tag_bw at message size bs.
+//               baselines ucp_am_bw and tag_bw at message size bs. With
+//               --bulk-buffers shared (the default) every call in flight uses
+//               one client buffer and the peer one buffer per direction, as
+//               ucx_perftest does (one send and one receive buffer whatever
+//               its window); per-call gives each call in flight its own
+//               buffer on both sides (qd x bs of memory a side, which no
+//               longer stays in a core's cache at 1 MiB).
 //   mode=idle — the connected pair left idle for --idle seconds; metric
 //               cpu_pct_idle = CPU seconds of both processes / wall seconds x 100.
 // Finally the shm/tcp ratio of the 4 KiB write RPC p50 is a record of its own.
@@ -58,6 +64,7 @@ struct TransportSuiteOptions {
   double idle_s = 5;
   int rounds = 1;
   bool perftest = true;
+  std::string bulk_buffers = "shared";  // shared | per-call (see the top of this file)
   // --pin CLIENT,SERVER: the client thread (this process), the bench peer and
   // ucx_perftest's client/server (through taskset) run on these CPUs.
   std::vector<int> pin;
@@ -131,7 +138,8 @@ Result<std::unique_ptr<Connection>> Connect(const std::string& kind_name) {
   ROS2_ASSIGN_OR_RETURN(std::string peer_path, PeerExecutable());
   const std::string address_file = conn->scratch->path() + "/peer.addr";
   SpawnOptions spawn;
-  spawn.argv = {peer_path, "--transport", kind_name, "--address-file", address_file};
+  spawn.argv = {peer_path,    "--transport",    kind_name,          "--address-file",
+                address_file, "--bulk-buffers", g_opts.bulk_buffers};
   if (g_opts.pin.size() == 2) {
     ROS2_RETURN_IF_ERROR(PinCurrentThreadToCpu(g_opts.pin[0]));
     spawn.argv.push_back("--cpu");
@@ -213,9 +221,11 @@ Result<std::vector<double>> RpcLatency(Connection& c, const std::string& op, uin
 // qd RPCs in flight for runtime_s; returns MiB/s.
 Result<double> BulkBandwidth(Connection& c, const std::string& op, uint64_t bs, int qd, double runtime_s) {
   const uint64_t slot_bytes = std::max<uint64_t>(bs, 1);
-  ROS2_ASSIGN_OR_RETURN(IoMemory region, AllocateIoMemory(slot_bytes * static_cast<uint64_t>(qd), PageKind::kSmall));
+  const bool shared = g_opts.bulk_buffers == "shared";
+  const uint64_t slots = shared ? 1 : static_cast<uint64_t>(qd);
+  ROS2_ASSIGN_OR_RETURN(IoMemory region, AllocateIoMemory(slot_bytes * slots, PageKind::kSmall));
   std::vector<std::byte*> bufs;
-  for (int i = 0; i < qd; ++i) bufs.push_back(region.data() + slot_bytes * static_cast<uint64_t>(i));
+  for (int i = 0; i < qd; ++i) bufs.push_back(region.data() + (shared ? 0 : slot_bytes * static_cast<uint64_t>(i)));
   std::vector<int> free_slots;
   Status error;
   uint64_t done_bytes = 0;
@@ -441,6 +451,10 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--bs", g_opts.bs, "message / bulk sizes in bytes")->delimiter(',');
       app.add_option("--ops", g_opts.ops, "write (server pulls) and/or read (server pushes)")->delimiter(',');
       app.add_option("--qd", g_opts.bulk_qd, "RPCs in flight for the bandwidth cases");
+      app.add_option("--bulk-buffers", g_opts.bulk_buffers,
+                     "bandwidth cases: shared (one buffer a side for every call in flight, as ucx_perftest) or "
+                     "per-call (a buffer per call in flight on both sides)")
+          ->check(CLI::IsMember({"shared", "per-call"}));
       app.add_option("--runtime", g_opts.runtime_s, "seconds per case");
       app.add_option("--rounds", g_opts.rounds,
                      "per size, alternate the ucx_perftest baselines and the transport this many times, runtime / "

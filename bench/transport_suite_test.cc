@@ -98,6 +98,25 @@ TEST(TransportSuiteTest, EveryCaseCarriesBothPerftestBaselinesOfItsRounds) {
   EXPECT_TRUE(cmp->second.count("transport-tcp"));
 }
 
+TEST(TransportSuiteTest, BulkRunsWithABufferPerCallInFlight) {
+  BenchRun r = RunBench({"--json", "transport", "--transports", "shm", "--bs", "65536", "--ops", "write,read",
+                         "--runtime", "0.3", "--idle", "0.1", "--no-perftest", "--bulk-buffers", "per-call"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int bulk = 0;
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.find("mode=bulk") == std::string::npos) continue;
+    auto j = nlohmann::json::parse(line);
+    EXPECT_GT(j.at("value").get<double>(), 0) << line;
+    ++bulk;
+  }
+  EXPECT_EQ(bulk, 2) << r.out;  // write and read
+  BenchRun bad = RunBench({"--json", "transport", "--bulk-buffers", "each"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--bulk-buffers"), std::string::npos) << bad.err;
+}
+
 TEST(TransportSuiteTest, RejectsABadRoundCount) {
   BenchRun r = RunBench({"--json", "transport", "--rounds", "0"});
   EXPECT_NE(r.exit_code, 0);
