@@ -1,6 +1,7 @@
 #include "vos/extent_store.h"
 
 #include <sys/mman.h>
+#include <sys/statvfs.h>
 
 #include <cerrno>
 #include <cstring>
@@ -21,26 +22,42 @@ Status ErrnoStatus(int err, IoKind kind, uint64_t offset, size_t len, const std:
 
 // Creates the data file: zeros written once (not fallocate, whose unwritten
 // extents make every later O_DIRECT write pay a journal commit), synced, then
-// renamed into place so a crash never leaves a short file behind.
+// renamed into place so a crash never leaves a short file behind. A file
+// system without room for it is refused before anything is written, and a
+// creation that fails half way (ENOSPC from a neighbour, an I/O error) removes
+// what it wrote, so a failed shard never holds the space it could not use.
 Status CreateDataFile(Env* env, const std::string& path, uint64_t size) {
   std::string tmp = path + ".tmp";
   ROS2_RETURN_IF_ERROR(env->RemoveFile(tmp));
-  auto file = env->OpenFile(tmp, FileOptions{.create = true, .direct = true});
-  if (!file.ok()) return file.status();
-  constexpr size_t kChunk = size_t{1} << 20;
-  AlignedBuffer zeros(kChunk);
-  zeros.Zero();
-  for (uint64_t off = 0; off < size;) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
-    auto written = (*file)->Write(off, std::span<const std::byte>(zeros.data(), n));
-    if (!written.ok()) return written.status().WithContext("creating the data file");
-    if (*written == 0) return Status::IOError(fmt::format("vos: write to {} made no progress", tmp));
-    off += *written;
+  const std::string dir = path.substr(0, path.find_last_of('/'));
+  struct statvfs fs {};
+  if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0) {
+    const uint64_t free_bytes = uint64_t{fs.f_bavail} * fs.f_frsize;
+    if (free_bytes < size) {
+      return Status::NoSpace(fmt::format(
+          "vos: the data file {} needs {} bytes (data_size) and its file system has {} free", path, size, free_bytes));
+    }
   }
-  ROS2_RETURN_IF_ERROR((*file)->Sync());
-  file->reset();
+  auto written = [&]() -> Status {
+    auto file = env->OpenFile(tmp, FileOptions{.create = true, .direct = true});
+    if (!file.ok()) return file.status();
+    constexpr size_t kChunk = size_t{1} << 20;
+    AlignedBuffer zeros(kChunk);
+    zeros.Zero();
+    for (uint64_t off = 0; off < size;) {
+      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
+      auto w = (*file)->Write(off, std::span<const std::byte>(zeros.data(), n));
+      if (!w.ok()) return w.status().WithContext("creating the data file");
+      if (*w == 0) return Status::IOError(fmt::format("vos: write to {} made no progress", tmp));
+      off += *w;
+    }
+    return (*file)->Sync();
+  }();
+  if (!written.ok()) {
+    (void)env->RemoveFile(tmp);
+    return written;
+  }
   ROS2_RETURN_IF_ERROR(env->Rename(tmp, path));
-  std::string dir = path.substr(0, path.find_last_of('/'));
   return env->SyncDir(dir.empty() ? "." : dir);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cerrno>
+#include <filesystem>
 
 #include "vos/fault_injection_env.h"
 #include "vos/vos_test_util.h"
@@ -145,10 +146,40 @@ TEST_F(VosFaultTest, DataFileCreationFailureIsReportedAndRetryable) {
   auto v = Vos::Open(o);
   ASSERT_FALSE(v.ok());
   EXPECT_TRUE(v.status().IsIOError()) << v.status().ToString();
+  EXPECT_FALSE(std::filesystem::exists(o.path + "/data.tmp")) << "the half-written data file was left behind";
+  EXPECT_FALSE(std::filesystem::exists(o.path + "/data"));
   env_.Reset();
   auto again = Vos::Open(o);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ((*again)->Space().data_total, 64u << 20);
+}
+
+TEST_F(VosFaultTest, DataFileLargerThanItsFileSystemIsRefusedBeforeAnyWrite) {
+  testing::TempDir fresh;
+  VosOptions o = testing::SmallOptions(fresh.path());
+  o.env = &env_;
+  o.data_size = uint64_t{1} << 50;  // 1 PiB
+  auto v = Vos::Open(o);
+  ASSERT_FALSE(v.ok());
+  EXPECT_TRUE(v.status().IsNoSpace()) << v.status().ToString();
+  EXPECT_NE(v.status().message().find("data_size"), std::string::npos) << v.status().ToString();
+  EXPECT_EQ(env_.writes(), 0u);
+  EXPECT_FALSE(std::filesystem::exists(o.path + "/data.tmp"));
+}
+
+TEST_F(VosFaultTest, EnospcWhileCreatingTheDataFileFreesWhatItWrote) {
+  testing::TempDir fresh;
+  VosOptions o = testing::SmallOptions(fresh.path());
+  o.env = &env_;
+  env_.SetWriteBudget(uint64_t{8} << 20);  // the disk fills up at 8 of the 64 MiB
+  auto v = Vos::Open(o);
+  ASSERT_FALSE(v.ok());
+  EXPECT_TRUE(v.status().IsNoSpace()) << v.status().ToString();
+  EXPECT_GE(env_.writes(), 8u);
+  EXPECT_FALSE(std::filesystem::exists(o.path + "/data.tmp")) << "8 MiB of a failed data file kept";
+  env_.Reset();
+  auto again = Vos::Open(o);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
 }
 
 }  // namespace

@@ -206,6 +206,28 @@ TEST(EngineLifecycle, ShardsOpenInTheBackgroundWhileOtherContainersAreServed) {
   EXPECT_EQ(*rc, 0) << c.engine->LogTail();
 }
 
+TEST(EngineLifecycle, AShardThatCannotBeCreatedFailsItsRequestsWithTheReason) {
+  EngineCluster c;
+  // Shards larger than any disk here: each open is refused (NoSpace) before a
+  // byte is written, the requests waiting for it get that error, and the next
+  // request tries again.
+  EngineOptions options{.transport = "tcp", .storage_class = "nvme", .data_size = "1024TiB", .targets = 1};
+  ASSERT_NO_FATAL_FAILURE(c.Start(options));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{1} << 30));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "big"));
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "big", TransportKind::kTcp);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 4, 1);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto st = (*s)->UpdateSingle(oid, "d", "a", Pattern(100, 1)).status();
+    EXPECT_EQ(st.code(), Status::Code::kNoSpace) << st.ToString();
+    EXPECT_NE(st.message().find("data_size"), std::string::npos) << st.ToString();
+  }
+  auto rc = c.engine->Terminate();
+  ASSERT_TRUE(rc.ok());
+  EXPECT_EQ(*rc, 0) << c.engine->LogTail();
+}
+
 TEST(EngineLifecycle, JoinedEngineFollowsDestructionsAndClosedSessions) {
   EngineCluster c;
   // nvme shards, so the test can watch their directories come and go.
