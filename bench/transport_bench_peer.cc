@@ -45,16 +45,13 @@ class BufferPool {
     if (shared_) {
       for (const IoMemory& m : all_)
         if (m.size() >= size) return m.data();
-      auto m = AllocateIoMemory(size, PageKind::kSmall);
-      if (!m.ok()) return nullptr;
-      all_.push_back(std::move(*m));
-      return all_.back().data();
-    }
-    for (size_t i = 0; i < free_.size(); ++i) {
-      if (free_[i].second >= size) {
-        std::byte* b = free_[i].first;
-        free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
-        return b;
+    } else {
+      for (size_t i = 0; i < free_.size(); ++i) {
+        if (free_[i].second >= size) {
+          std::byte* b = free_[i].first;
+          free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(i));
+          return b;
+        }
       }
     }
     auto m = AllocateIoMemory(size, PageKind::kSmall);

@@ -73,22 +73,22 @@ void Target::DestroyPool(const Uuid& pool) {
       std::lock_guard lock(usage_mu_);
       usage_.erase(pool);
     }
+    // Shards still being opened are retired (and deleted) by FinishOpen.
     std::error_code ec;
-    const std::string dir = fmt::format("{}/targets/{}/{}", env_->data_dir, index_, pool.ToString());
-    const bool opening =
-        std::any_of(opening_.begin(), opening_.end(), [&](const auto& o) { return o.first.first == pool; });
-    if (!opening) {
-      std::filesystem::remove_all(dir, ec);
-      return;
-    }
-    // Shards being opened are retired by FinishOpen; delete the rest now.
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    for (const auto& entry : std::filesystem::directory_iterator(PoolDir(pool), ec)) {
       auto container = Uuid::Parse(entry.path().filename().string());
       if (container.ok() && opening_.contains(ShardKey(pool, *container))) continue;
       std::error_code ignored;
       std::filesystem::remove_all(entry.path(), ignored);
     }
+    RemovePoolDirIfDestroyed(pool);
   });
+}
+
+void Target::RemovePoolDirIfDestroyed(const Uuid& pool) {
+  if (!env_->IsDestroyed(pool, Uuid())) return;
+  std::error_code ec;
+  std::filesystem::remove(PoolDir(pool), ec);  // only once empty: shards still opening or closing keep it
 }
 
 uint64_t Target::UsedBytes(const Uuid& pool) const {
@@ -159,12 +159,7 @@ int Target::ProgressShards() {
       s.vos.reset();
       Status st = vos::Vos::Destroy(s.path);
       if (!st.ok()) ROS2_LOG_WARN("engine target {}: destroying {}: {}", index_, s.path, st.ToString());
-      if (env_->IsDestroyed(s.pool, Uuid())) {
-        // The pool's directory, once its last shard is gone (DestroyPool left
-        // it to shards that were still opening).
-        std::error_code ec;
-        std::filesystem::remove(std::filesystem::path(s.path).parent_path(), ec);
-      }
+      RemovePoolDirIfDestroyed(s.pool);  // DestroyPool leaves it to shards still opening
       it = retiring_.erase(it);
       ++events;
     } else {
@@ -385,8 +380,12 @@ Result<Target::Shard*> Target::OpenShard(const Uuid& pool, const Uuid& container
   return shard;
 }
 
+std::string Target::PoolDir(const Uuid& pool) const {
+  return fmt::format("{}/targets/{}/{}", env_->data_dir, index_, pool.ToString());
+}
+
 std::string Target::ShardPath(const ShardKey& key) const {
-  return fmt::format("{}/targets/{}/{}/{}", env_->data_dir, index_, key.first.ToString(), key.second.ToString());
+  return PoolDir(key.first) + "/" + key.second.ToString();
 }
 
 void Target::StartOpen(const ShardKey& key) {
@@ -414,7 +413,7 @@ void Target::FinishOpen(const ShardKey& key, Result<std::unique_ptr<vos::Vos>> v
       // What the failed open left of a destroyed container's shard.
       std::error_code ec;
       std::filesystem::remove_all(path, ec);
-      if (env_->IsDestroyed(pool, Uuid())) std::filesystem::remove(std::filesystem::path(path).parent_path(), ec);
+      RemovePoolDirIfDestroyed(pool);
     }
     for (auto& [req, handler] : opening.parked) req.Reply(st);
     return;

@@ -174,7 +174,10 @@ class Target {
   Result<Shard*> ShardFor(const Uuid& pool, const Uuid& container, bool open);
   // The shard of a request already admitted: NotFound if it is not open (any more).
   Result<Shard*> OpenShard(const Uuid& pool, const Uuid& container);
+  std::string PoolDir(const Uuid& pool) const;
   std::string ShardPath(const ShardKey& key) const;
+  // Removes the pool's (empty) directory on this target once the pool is destroyed.
+  void RemovePoolDirIfDestroyed(const Uuid& pool);
   void StartOpen(const ShardKey& key);
   // On the target thread once the opening thread is done: installs the shard
   // (or retires it, if the container was destroyed meanwhile) and handles the

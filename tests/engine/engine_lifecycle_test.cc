@@ -137,23 +137,33 @@ Status StartUpdate(ObjectSession& session, const Uuid& container, const std::str
                                   });
 }
 
+// Starts `c` with one nvme target over tcp whose container shards are
+// `shard_size` each, creates pool "p" of `pool_bytes` and container `label`,
+// and opens a session on that container into `*session`.
+void StartWithContainer(EngineCluster& c, const std::string& shard_size, uint64_t pool_bytes, const std::string& label,
+                        std::unique_ptr<ObjectSession>* session) {
+  ASSERT_NO_FATAL_FAILURE(
+      c.Start({.transport = "tcp", .storage_class = "nvme", .data_size = shard_size, .targets = 1}));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", pool_bytes));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", label));
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", label, TransportKind::kTcp);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  *session = std::move(*s);
+}
+
 TEST(EngineLifecycle, ShardsOpenInTheBackgroundWhileOtherContainersAreServed) {
   EngineCluster c;
-  // One target and nvme shards of 1 GiB: creating one writes 1 GiB of zeros,
-  // hundreds of milliseconds against well under one for an RPC.
-  EngineOptions options{.transport = "tcp", .storage_class = "nvme", .data_size = "1GiB", .targets = 1};
-  ASSERT_NO_FATAL_FAILURE(c.Start(options));
-  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{8} << 30));
-  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "a"));
-  auto a = ObjectSession::Open(c.engine->control(), c.admin, "p", "a", TransportKind::kTcp);
-  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  // nvme shards of 1 GiB: creating one writes 1 GiB of zeros, hundreds of
+  // milliseconds against well under one for an RPC.
+  std::unique_ptr<ObjectSession> a;
+  ASSERT_NO_FATAL_FAILURE(StartWithContainer(c, "1GiB", uint64_t{8} << 30, "a", &a));
   const std::string engine_dir = c.dir.path() + "/engine0";
-  const std::string pool_uuid = (*a)->container().container.pool_uuid();
+  const std::string pool_uuid = a->container().container.pool_uuid();
   // Created with the container, before any I/O named it.
-  EXPECT_TRUE(WaitFor([&] { return HasShardDir(engine_dir, pool_uuid, (*a)->container().container.uuid()); },
+  EXPECT_TRUE(WaitFor([&] { return HasShardDir(engine_dir, pool_uuid, a->container().container.uuid()); },
                       std::chrono::seconds(10)));
   const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 3, 1);
-  ROS2_ASSERT_OK((*a)->UpdateSingle(oid, "d", "a", Pattern(100, 1)));  // waits for a's shard if need be
+  ROS2_ASSERT_OK(a->UpdateSingle(oid, "d", "a", Pattern(100, 1)));  // waits for a's shard if need be
 
   // Container b: its shard starts opening at creation. Updates for it sent at
   // once wait for the open; a's requests, sent after them on the same
@@ -162,17 +172,17 @@ TEST(EngineLifecycle, ShardsOpenInTheBackgroundWhileOtherContainersAreServed) {
   auto channel = control::MakeControlChannel({.address = c.engine->control()});
   ASSERT_TRUE(channel.ok());
   control::SessionClient sessions(*channel);
-  auto b = sessions.OpenContainer(c.admin, (*a)->pool().session_uuid, "b");
+  auto b = sessions.OpenContainer(c.admin, a->pool().session_uuid, "b");
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   const Uuid b_uuid = *Uuid::Parse(b->container.uuid());
   constexpr int kParked = 4;
   std::vector<PendingUpdate> pending(kParked);
   for (int i = 0; i < kParked; ++i) {
-    ROS2_ASSERT_OK(StartUpdate(**a, b_uuid, b->capability, oid, static_cast<uint8_t>(10 + i), &pending[i]));
+    ROS2_ASSERT_OK(StartUpdate(*a, b_uuid, b->capability, oid, static_cast<uint8_t>(10 + i), &pending[i]));
   }
   for (int i = 0; i < 3; ++i) {
-    ROS2_ASSERT_OK((*a)->UpdateSingle(oid, "d", "a", Pattern(100, static_cast<uint8_t>(2 + i))));
-    auto got = (*a)->FetchSingle(oid, "d", "a", 100);
+    ROS2_ASSERT_OK(a->UpdateSingle(oid, "d", "a", Pattern(100, static_cast<uint8_t>(2 + i))));
+    auto got = a->FetchSingle(oid, "d", "a", 100);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_EQ(got->data, Pattern(100, static_cast<uint8_t>(2 + i)));
   }
@@ -181,7 +191,7 @@ TEST(EngineLifecycle, ShardsOpenInTheBackgroundWhileOtherContainersAreServed) {
   EXPECT_EQ(answered, 0) << "container a's requests waited for container b's shard to open";
 
   // b's parked updates all succeed, in the order they were sent.
-  ROS2_ASSERT_OK((*a)->worker().RunUntil(
+  ROS2_ASSERT_OK(a->worker().RunUntil(
       [&] { return std::all_of(pending.begin(), pending.end(), [](const PendingUpdate& p) { return p.done; }); },
       std::chrono::seconds(30)));
   for (const auto& p : pending) EXPECT_TRUE(p.status.ok()) << p.status.ToString();
@@ -199,8 +209,17 @@ TEST(EngineLifecycle, ShardsOpenInTheBackgroundWhileOtherContainersAreServed) {
   EXPECT_TRUE(WaitFor([&] { return !HasShardDir(engine_dir, pool_uuid, brief->uuid()); }, std::chrono::seconds(20)))
       << "the shard of a container destroyed while it opened was left on disk";
 
+  // A pool destroyed right after a container was created in it (its shard
+  // still opening) leaves no directory on the target once that open finishes.
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "late"));
+  ROS2_ASSERT_OK(c.mgmt->DestroyPool("p", /*force=*/true));
+  EXPECT_TRUE(WaitFor([&] { return !std::filesystem::exists(engine_dir + "/targets/0/" + pool_uuid); },
+                      std::chrono::seconds(20)))
+      << "the destroyed pool's directory was left on disk";
+
   // SIGTERM while a shard opens: a clean exit.
-  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "last"));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("q", uint64_t{8} << 30));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("q", "last"));
   auto rc = c.engine->Terminate();
   ASSERT_TRUE(rc.ok());
   EXPECT_EQ(*rc, 0) << c.engine->LogTail();
@@ -211,15 +230,11 @@ TEST(EngineLifecycle, AShardThatCannotBeCreatedFailsItsRequestsWithTheReason) {
   // Shards larger than any disk here: each open is refused (NoSpace) before a
   // byte is written, the requests waiting for it get that error, and the next
   // request tries again.
-  EngineOptions options{.transport = "tcp", .storage_class = "nvme", .data_size = "1024TiB", .targets = 1};
-  ASSERT_NO_FATAL_FAILURE(c.Start(options));
-  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{1} << 30));
-  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "big"));
-  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "big", TransportKind::kTcp);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  std::unique_ptr<ObjectSession> s;
+  ASSERT_NO_FATAL_FAILURE(StartWithContainer(c, "1024TiB", uint64_t{1} << 30, "big", &s));
   const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 4, 1);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto st = (*s)->UpdateSingle(oid, "d", "a", Pattern(100, 1)).status();
+    auto st = s->UpdateSingle(oid, "d", "a", Pattern(100, 1)).status();
     EXPECT_EQ(st.code(), Status::Code::kNoSpace) << st.ToString();
     EXPECT_NE(st.message().find("data_size"), std::string::npos) << st.ToString();
   }
