@@ -4,6 +4,8 @@
 //  - every view it returns lies inside the input;
 //  - an accepted message re-encodes to exactly the input bytes, and the encoder
 //    agrees the message is valid (one set of rules on both sides);
+//  - an accepted batch's entries, when DecodeBatch accepts them, lie inside the
+//    input and each re-encodes (as a batch entry) to exactly its bytes;
 //  - decoding in place into a message left over from earlier inputs (the
 //    receive path's form) accepts and rejects the same inputs and yields the
 //    same message: no field of an older message survives.
@@ -46,6 +48,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto n = Encode(m, again);
   if (!n.ok() || *n != size) abort();
   if (size != 0 && std::memcmp(again.data(), data, size) != 0) abort();
+  if (m.kind == Kind::kBatch) {
+    static std::vector<Message> entries(kMaxBatchMessages);
+    static std::vector<std::span<const uint8_t>> raw(kMaxBatchMessages);
+    auto n = DecodeBatch(m, entries, raw);
+    if (n.ok()) {
+      for (size_t i = 0; i < *n; ++i) {
+        CheckInside(raw[i], data, size);
+        std::vector<uint8_t> entry(BatchEntrySize(entries[i]));
+        auto e = EncodeBatchEntry(entries[i], entry);
+        if (!e.ok() || *e != raw[i].size() + kBatchEntryPrefix) abort();
+        if (std::memcmp(entry.data() + kBatchEntryPrefix, raw[i].data(), raw[i].size()) != 0) abort();
+      }
+    }
+  }
   std::vector<uint8_t> from_reused(size);
   auto r = Encode(reused, from_reused);
   if (!r.ok() || *r != size) abort();

@@ -163,7 +163,7 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   call.reply_status = Status::Ok();
   call.reply_payload.clear();
 
-  Status st = SendMessage(conn, msg, am_bulk, nullptr);
+  Status st = conn.corked && am_bulk.empty() ? SendOrBatch(conn, msg) : SendMessage(conn, msg, am_bulk, nullptr);
   if (!st.ok()) {
     call.out_region.reset();
     call.in_region.reset();
@@ -358,6 +358,15 @@ Status EndpointImpl::Call(uint16_t opcode, std::span<const uint8_t> payload, con
   if (conn_->worker == nullptr)
     return conn_->status.ok() ? Status::Disconnected("transport: endpoint closed") : conn_->status;
   return worker_->StartCall(*conn_, opcode, payload, options, std::move(done));
+}
+
+void EndpointImpl::Cork() {
+  conn_->corked = true;
+}
+
+void EndpointImpl::Uncork() {
+  conn_->corked = false;
+  if (conn_->worker != nullptr) worker_->FlushBatch(*conn_);
 }
 
 Result<ReplyMessage> EndpointImpl::CallSync(uint16_t opcode, std::span<const uint8_t> payload,

@@ -61,6 +61,11 @@ TEST(TransportSelectionTest, BadOptionsAreRejected) {
   o = TransportOptions{};
   o.inline_limit = 2u << 20;
   EXPECT_EQ(Context::Create(o).status().code(), Status::Code::kInvalidArgument);
+  o = TransportOptions{};
+  o.batch_limit = 2u << 20;
+  auto too_big = Context::Create(o);
+  EXPECT_EQ(too_big.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(too_big.status().message().find("batch_limit"), std::string::npos) << too_big.status().ToString();
 }
 
 TEST(RegistrationCacheTest, HotBuffersAreRegisteredOnce) {

@@ -137,6 +137,11 @@ struct TransportOptions {
   // its kSegment descriptors (the server must refuse each, mapping nothing).
   enum class SegmentDamage : uint8_t { kNone, kRangePastEnd, kWrongId, kNotASegment };
   SegmentDamage inject_segment_damage = SegmentDamage::kNone;
+  // Largest batch of requests or replies sent as one message (Endpoint::Cork);
+  // 0 disables batching. Shared-memory transports carry a message up to their
+  // segment size in one copy: Context::Create raises UCX_POSIX_SEG_SIZE and
+  // UCX_SYSV_SEG_SIZE (when unset) to hold a whole batch.
+  uint64_t batch_limit = 32 * 1024;
   // Upper bound on outstanding client requests per worker (Call returns Busy above it).
   uint32_t max_outstanding_requests = 65536;
 };
@@ -348,6 +353,17 @@ class Endpoint {
   virtual uint64_t max_payload() const = 0;
   // Number of requests sent on this endpoint still waiting for their reply.
   virtual uint32_t outstanding() const = 0;
+  // Batching: after Cork(), Calls are gathered and sent together, several
+  // requests in one message (at most TransportOptions::batch_limit bytes), when
+  // Uncork() is called or the worker next progresses (Progress, Wait,
+  // PrepareSleep), whichever comes first; the server answers the requests of a
+  // batch that it answers at once in one message too. For a burst of small
+  // calls this saves a message and a receive per call in each direction. Calls
+  // whose bulk rides active messages are sent at once, as without the cork.
+  // A call's contract is unchanged, except that a send that fails after Call
+  // returned fails the connection (its calls complete with kDisconnected).
+  virtual void Cork() = 0;
+  virtual void Uncork() = 0;
   // Fails outstanding requests with kCancelled, tells the peer goodbye (best
   // effort) and closes the UCX endpoint. Idempotent.
   virtual void Close() = 0;
@@ -434,6 +450,9 @@ struct WorkerStats {
   uint64_t segments_mapped = 0;       // client segments mapped (kSegment bulk)
   uint64_t segments_refused = 0;      // segment references that did not check out (not mapped)
   uint64_t cma_refused = 0;           // hellos whose cma proof failed (unknown token, wrong pid, unreadable)
+  uint64_t batches_sent = 0;          // kBatch messages sent (Endpoint::Cork, replies to a batch)
+  uint64_t batched_messages = 0;      // requests and replies that rode in them
+  uint64_t batches_received = 0;      // kBatch messages accepted
   uint64_t sleeps = 0;                // times Wait() armed the worker and slept
   uint64_t peers_lost = 0;            // endpoints failed by the peer's death or disconnect
   uint64_t deadline_compactions = 0;  // rebuilds of the request-deadline heap (see WorkerImpl::CompactDeadlines)

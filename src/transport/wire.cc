@@ -1,6 +1,7 @@
 // Encoder and validating decoder of the data-plane messages (docs/wire-format.md).
 #include "transport/wire.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <string>
@@ -45,7 +46,7 @@ Status Bad(std::string_view what) {
 }
 
 bool KindValid(uint8_t k) {
-  return k >= static_cast<uint8_t>(Kind::kHello) && k <= static_cast<uint8_t>(Kind::kBye);
+  return k >= static_cast<uint8_t>(Kind::kHello) && k <= static_cast<uint8_t>(Kind::kBatch);
 }
 
 // The rules shared by the encoder (to refuse building a message the decoder
@@ -77,8 +78,13 @@ Status CheckSemantics(const Message& m) {
   if (m.bulk_count > kMaxBulkDescriptors)
     return Bad(fmt::format("bulk count {} > {}", m.bulk_count, kMaxBulkDescriptors));
   if (!request && m.bulk_count != 0) return Bad("bulk descriptors outside a request");
-  if (m.kind == Kind::kHello || m.kind == Kind::kHelloAck || m.kind == Kind::kBye || m.kind == Kind::kPushData) {
+  if (m.kind == Kind::kHello || m.kind == Kind::kHelloAck || m.kind == Kind::kBye || m.kind == Kind::kPushData ||
+      m.kind == Kind::kBatch) {
     if (!m.inline_data.empty()) return Bad("inline data on a control message");
+  }
+  if (m.kind == Kind::kBatch) {
+    if (m.request_id != 0) return Bad("request id on a batch");
+    if (m.payload.size() < kBatchEntryPrefix + kHeaderSize) return Bad("batch without an entry");
   }
   if (m.kind == Kind::kHello && m.connection_id != 0) return Bad("hello with a connection id");
   if (m.kind != Kind::kHello && m.connection_id == 0) return Bad("connection id 0");
@@ -301,6 +307,69 @@ Result<Message> Decode(std::span<const uint8_t> bytes) {
   Message m;
   ROS2_RETURN_IF_ERROR(Decode(bytes, m));
   return m;
+}
+
+// ---- Batches ------------------------------------------------------------------
+Status EncodeBatchHeader(uint64_t connection_id, size_t payload_len, std::span<uint8_t> out) {
+  if (out.size() < kHeaderSize) return Status::InvalidArgument("wire: batch header needs 48 bytes");
+  if (connection_id == 0) return Status::InvalidArgument("wire: batch with connection id 0");
+  if (payload_len < kBatchEntryPrefix + kHeaderSize || payload_len > kMaxPayload)
+    return Status::InvalidArgument(fmt::format("wire: batch payload of {} bytes", payload_len));
+  uint8_t* p = out.data();
+  std::memset(p, 0, kHeaderSize);
+  Put<uint16_t>(p + kOffMagic, kMagic);
+  p[kOffVersion] = kVersion;
+  p[kOffKind] = static_cast<uint8_t>(Kind::kBatch);
+  Put<uint64_t>(p + kOffConnectionId, connection_id);
+  Put<uint32_t>(p + kOffPayloadLen, static_cast<uint32_t>(payload_len));
+  return Status::Ok();
+}
+
+namespace {
+Status CheckBatchable(const Message& m) {
+  if (m.kind != Kind::kRequest && m.kind != Kind::kReply) return Bad("batch entry is not a request or reply");
+  for (uint8_t i = 0; i < m.bulk_count && i < kMaxBulkDescriptors; ++i) {
+    if (m.bulk[i].transfer == BulkTransfer::kActiveMessage) return Bad("batch entry with bulk riding active messages");
+  }
+  return Status::Ok();
+}
+}  // namespace
+
+Result<size_t> EncodeBatchEntry(const Message& m, std::span<uint8_t> out) {
+  if (Status st = CheckBatchable(m); !st.ok()) return Status::InvalidArgument("encode: " + st.message());
+  const size_t size = EncodedSize(m);
+  if (out.size() < kBatchEntryPrefix + size)
+    return Status::InvalidArgument(
+        fmt::format("wire: batch entry needs {} bytes, buffer has {}", kBatchEntryPrefix + size, out.size()));
+  Put<uint32_t>(out.data(), static_cast<uint32_t>(size));
+  ROS2_ASSIGN_OR_RETURN(size_t n, Encode(m, out.subspan(kBatchEntryPrefix)));
+  return kBatchEntryPrefix + n;
+}
+
+Result<size_t> DecodeBatch(const Message& batch, std::span<Message> out,
+                           std::span<std::span<const uint8_t>> entry_bytes) {
+  if (batch.kind != Kind::kBatch) return Bad("not a batch");
+  std::span<const uint8_t> rest = batch.payload;
+  const size_t limit = std::min({out.size(), entry_bytes.size(), kMaxBatchMessages});
+  size_t n = 0;
+  while (!rest.empty()) {
+    if (n == limit) return Bad(fmt::format("batch of more than {} entries", limit));
+    if (rest.size() < kBatchEntryPrefix) return Bad(fmt::format("batch entry {}: truncated length prefix", n));
+    const uint32_t len = Get<uint32_t>(rest.data());
+    if (len > rest.size() - kBatchEntryPrefix)
+      return Bad(fmt::format("batch entry {}: length {} but {} bytes remain", n, len, rest.size() - kBatchEntryPrefix));
+    std::span<const uint8_t> bytes = rest.subspan(kBatchEntryPrefix, len);
+    if (Status st = Decode(bytes, out[n]); !st.ok()) return Bad(fmt::format("batch entry {}: {}", n, st.message()));
+    if (Status st = CheckBatchable(out[n]); !st.ok()) return Bad(fmt::format("batch entry {}: {}", n, st.message()));
+    if (out[n].kind != out[0].kind) return Bad(fmt::format("batch entry {}: mixes requests and replies", n));
+    if (out[n].connection_id != batch.connection_id)
+      return Bad(fmt::format("batch entry {}: connection id {} in a batch for {}", n, out[n].connection_id,
+                             batch.connection_id));
+    entry_bytes[n] = bytes;
+    rest = rest.subspan(kBatchEntryPrefix + len);
+    ++n;
+  }
+  return n;
 }
 
 // ---- Worker address blob ----------------------------------------------------

@@ -27,7 +27,7 @@
 namespace ros2::transport::wire {
 
 inline constexpr uint16_t kMagic = 0x3252;  // bytes "R2" on the wire
-inline constexpr uint8_t kVersion = 3;      // 3: kSegment bulk
+inline constexpr uint8_t kVersion = 4;      // 3: kSegment bulk; 4: kBatch
 inline constexpr size_t kHeaderSize = 48;
 inline constexpr size_t kBulkDescriptorSize = 24;  // fixed part, the packed rkey follows
 inline constexpr size_t kMaxCapability = 1024;
@@ -47,7 +47,15 @@ enum class Kind : uint8_t {
   kReply = 4,     // server -> client: the answer to one request
   kPushData = 5,  // server -> client: bulk-in bytes carried as active-message data (am mode)
   kBye = 6,       // either side: the connection is closing
+  kBatch = 7,     // either side: several requests (client -> server) or replies (server -> client) in one message
 };
+
+// A batch message carries, as its payload, up to kMaxBatchMessages entries,
+// each a u32 length followed by one complete message of that many bytes: all
+// requests or all replies of the batch's connection, none with bulk riding
+// active messages (docs/wire-format.md, "Batches").
+inline constexpr size_t kMaxBatchMessages = 64;
+inline constexpr size_t kBatchEntryPrefix = 4;
 
 enum class BulkDirection : uint8_t {
   kOut = 0,  // client buffer the server reads (Pull)
@@ -131,6 +139,28 @@ Result<Message> Decode(std::span<const uint8_t> bytes);
 // decode and must not be used): the receive path's form, which decodes into a
 // message on its stack instead of moving one out of a Result.
 Status Decode(std::span<const uint8_t> bytes, Message& m);
+
+// Writes the header of a batch whose entries (payload_len bytes) follow it:
+// `out` must hold kHeaderSize bytes. InvalidArgument for an empty or oversize
+// payload or connection id 0.
+Status EncodeBatchHeader(uint64_t connection_id, size_t payload_len, std::span<uint8_t> out);
+// Bytes one batch entry of `m` takes (the length prefix and the message).
+inline size_t BatchEntrySize(const Message& m) {
+  return kBatchEntryPrefix + EncodedSize(m);
+}
+// Encodes `m` as one batch entry into `out` (out.size() >= BatchEntrySize(m));
+// returns the bytes written. InvalidArgument as Encode, and for a kind other
+// than request or reply or bulk riding active messages.
+Result<size_t> EncodeBatchEntry(const Message& m, std::span<uint8_t> out);
+// Decodes every entry of a decoded batch `batch` into `out` (whose size is the
+// most entries accepted, at most kMaxBatchMessages) and their bytes into
+// `entry_bytes` (same size); returns how many. The whole batch is checked
+// before anything is returned: every entry must decode, be of one kind
+// (request or reply), carry the batch's connection id, have no bulk riding
+// active messages, and the entries must fill the payload exactly. Otherwise
+// kProtocol naming the entry and the rule.
+Result<size_t> DecodeBatch(const Message& batch, std::span<Message> out,
+                           std::span<std::span<const uint8_t>> entry_bytes);
 
 // ---- Worker address blob --------------------------------------------------
 inline constexpr uint32_t kAddressMagic = 0x41573252;  // bytes "R2WA"

@@ -90,6 +90,101 @@ TEST(WireTest, ReplyRoundTrip) {
   EXPECT_EQ(m->status_message, "no such key");
 }
 
+// Builds a batch message of `entries` for connection `conn` (header + entries).
+std::vector<uint8_t> BatchOf(const std::vector<Message>& entries, uint64_t conn) {
+  std::vector<uint8_t> out(kHeaderSize);
+  for (const Message& m : entries) {
+    const size_t at = out.size();
+    out.resize(at + BatchEntrySize(m));
+    auto n = EncodeBatchEntry(m, std::span<uint8_t>(out).subspan(at));
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+  }
+  EXPECT_TRUE(EncodeBatchHeader(conn, out.size() - kHeaderSize, out).ok());
+  return out;
+}
+
+TEST(WireTest, BatchRoundTrip) {
+  Fixture f;
+  std::vector<Message> entries;
+  for (uint64_t id = 1; id <= 5; ++id) {
+    Message m = f.Request();
+    m.request_id = id;
+    entries.push_back(m);
+  }
+  const std::vector<uint8_t> bytes = BatchOf(entries, 0x99);
+  auto batch = Decode(bytes);
+  ASSERT_TRUE(batch.ok()) << batch.status().ToString();
+  EXPECT_EQ(batch->kind, Kind::kBatch);
+  EXPECT_EQ(batch->connection_id, 0x99u);
+  std::vector<Message> out(kMaxBatchMessages);
+  std::vector<std::span<const uint8_t>> raw(kMaxBatchMessages);
+  auto n = DecodeBatch(*batch, out, raw);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, 5u);
+  for (size_t i = 0; i < *n; ++i) {
+    EXPECT_EQ(out[i].request_id, i + 1);
+    EXPECT_EQ(std::string(out[i].inline_data.begin(), out[i].inline_data.end()), f.inline_bytes);
+    EXPECT_EQ(raw[i].size(), EncodedSize(out[i]));
+  }
+  // Replies batch the same way.
+  auto replies = Decode(BatchOf({f.Reply(), f.Reply()}, 8));
+  ASSERT_TRUE(replies.ok());
+}
+
+TEST(WireTest, BatchRulesAreEnforced) {
+  Fixture f;
+  std::vector<Message> out(kMaxBatchMessages);
+  std::vector<std::span<const uint8_t>> raw(kMaxBatchMessages);
+  auto check = [&](const std::vector<uint8_t>& bytes, const std::string& what) {
+    auto batch = Decode(bytes);
+    if (!batch.ok()) return batch.status().message();
+    auto n = DecodeBatch(*batch, out, raw);
+    EXPECT_FALSE(n.ok()) << "accepted a batch with " << what;
+    return n.ok() ? std::string() : n.status().message();
+  };
+  Message other_conn = f.Request();
+  other_conn.connection_id = 0x98;
+  EXPECT_NE(check(BatchOf({f.Request(), other_conn}, 0x99), "two connections").find("entry 1: connection id"),
+            std::string::npos);
+  Message reply = f.Reply();
+  reply.connection_id = 0x99;
+  EXPECT_NE(check(BatchOf({f.Request(), reply}, 0x99), "mixed kinds").find("mixes"), std::string::npos);
+  Message am = f.Request();
+  am.bulk[0] = BulkDescriptor{BulkDirection::kOut, BulkTransfer::kActiveMessage, 4096, 0, {}};
+  am.inline_data = {};
+  std::vector<uint8_t> am_bytes(BatchEntrySize(am));
+  EXPECT_FALSE(EncodeBatchEntry(am, am_bytes).ok()) << "encoded an am-bulk entry";
+  // A corrupted entry, a length prefix past the end, and trailing bytes.
+  std::vector<uint8_t> bad = BatchOf({f.Request(), f.Request()}, 0x99);
+  bad[kHeaderSize + kBatchEntryPrefix + 3] = 99;  // the first entry's kind
+  EXPECT_NE(check(bad, "a bad entry").find("entry 0"), std::string::npos);
+  std::vector<uint8_t> long_prefix = BatchOf({f.Request()}, 0x99);
+  long_prefix[kHeaderSize] += 1;
+  EXPECT_NE(check(long_prefix, "a long prefix").find("remain"), std::string::npos);
+  // A nested batch is not an entry.
+  std::vector<uint8_t> inner = BatchOf({f.Request()}, 0x99);
+  std::vector<uint8_t> nested(kHeaderSize + kBatchEntryPrefix + inner.size());
+  const uint32_t len = static_cast<uint32_t>(inner.size());
+  std::memcpy(nested.data() + kHeaderSize, &len, 4);
+  std::memcpy(nested.data() + kHeaderSize + kBatchEntryPrefix, inner.data(), inner.size());
+  ASSERT_TRUE(EncodeBatchHeader(0x99, nested.size() - kHeaderSize, nested).ok());
+  EXPECT_NE(check(nested, "a nested batch").find("not a request or reply"), std::string::npos);
+  // More entries than the receiver takes.
+  std::vector<Message> many(kMaxBatchMessages + 1, f.Request());
+  EXPECT_NE(check(BatchOf(many, 0x99), "too many entries").find("more than"), std::string::npos);
+  // The batch header itself: no empty batch, no connection id 0, nothing but a payload.
+  std::vector<uint8_t> header(kHeaderSize);
+  EXPECT_FALSE(EncodeBatchHeader(0x99, 0, header).ok());
+  EXPECT_FALSE(EncodeBatchHeader(0, 100, header).ok());
+  std::vector<uint8_t> with_id = BatchOf({f.Request()}, 0x99);
+  with_id[8] = 1;  // request_id
+  EXPECT_FALSE(Decode(with_id).ok());
+  // Every truncation of a batch fails in Decode (the declared payload is longer).
+  const std::vector<uint8_t> whole = BatchOf({f.Request(), f.Request()}, 0x99);
+  for (size_t cut = 0; cut < whole.size(); ++cut)
+    EXPECT_FALSE(Decode(std::span<const uint8_t>(whole.data(), cut)).ok()) << "cut at " << cut;
+}
+
 TEST(WireTest, EveryTruncationIsRejected) {
   Fixture f;
   for (const Message& m : {f.Request(), f.Reply()}) {

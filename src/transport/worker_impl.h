@@ -62,6 +62,15 @@ struct Connection {
   // most recently used last; at most kMaxPeerSegments, dropped with the
   // connection (a request in progress keeps its own reference).
   std::vector<std::shared_ptr<segment::PeerMapping>> segments;
+  // Batching (docs/transport.md, "Batches"): while the client's endpoint is
+  // corked, or while the server dispatches the requests of a received batch,
+  // outgoing requests (replies) are appended to `batch` (kHeaderSize bytes
+  // left free for the batch header, then the entries) and sent as one message
+  // by WorkerImpl::FlushBatch.
+  bool corked = false;
+  bool reply_batching = false;
+  uint32_t batch_count = 0;
+  std::vector<uint8_t> batch;
 };
 inline constexpr size_t kMaxPeerSegments = 64;
 
@@ -186,6 +195,16 @@ class WorkerImpl final : public Worker {
   Status SendMessage(Connection& conn, const wire::Message& msg, std::span<const std::byte> bulk, Completion done,
                      std::shared_ptr<void> keep_alive = nullptr, std::vector<uint8_t>* inline_owner = nullptr);
   void ReleaseSendBuffer(SendBuffer* buf);
+  // Appends `msg` to conn's batch (flushing it first when `msg` would not fit),
+  // or sends it on its own when it cannot ride a batch (bulk over active
+  // messages, or larger than TransportOptions::batch_limit by itself).
+  Status SendOrBatch(Connection& conn, const wire::Message& msg);
+  // Sends conn's pending batch: one entry as a plain message, more as a kBatch.
+  // A failed send fails the connection at the next progress (the batched calls
+  // then complete with its status).
+  void FlushBatch(Connection& conn);
+  // Flushes every connection's pending batch (Progress, PrepareSleep).
+  void FlushPendingBatches();
   // The in-flight list (intrusive, O(1), no allocation).
   void LinkInFlight(SendBuffer* buf);
   void UnlinkInFlight(SendBuffer* buf);
@@ -289,6 +308,13 @@ class WorkerImpl final : public Worker {
   bool thread_pinned_ = false;
   bool in_destructor_ = false;
   std::vector<std::pair<uint64_t, Status>> deferred_failures_;
+  std::vector<std::shared_ptr<Connection>> pending_batches_;  // connections with a batch not yet sent
+  // DecodeBatch's output for received batches (reused; a nested batch, from a
+  // handler that progresses the worker, decodes into its own).
+  std::vector<wire::Message> batch_msgs_;
+  std::vector<std::span<const uint8_t>> batch_bytes_;
+  bool batch_msgs_busy_ = false;
+  void HandleBatch(const wire::Message& msg);
   std::vector<void*> closing_;  // ucp_ep_close_nbx requests still in progress
 };
 
@@ -304,6 +330,8 @@ class EndpointImpl final : public Endpoint {
   const EndpointInfo& info() const override { return conn_->info; }
   uint64_t max_payload() const override;
   uint32_t outstanding() const override { return conn_->outstanding; }
+  void Cork() override;
+  void Uncork() override;
   void Close() override;
 
  private:
