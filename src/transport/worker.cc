@@ -494,7 +494,7 @@ Status WorkerImpl::SendOrBatch(Connection& conn, const wire::Message& msg) {
     FlushBatch(conn);
   if (conn.batch_count == 0) {
     conn.batch.resize(wire::kHeaderSize);
-    if (!conn.reply_batching) pending_batches_.push_back(FindConnectionShared(conn.local_id));
+    if (!conn.reply_batching) pending_batches_.push_back(conn.local_id);
   }
   const size_t at = conn.batch.size();
   conn.batch.resize(at + entry);
@@ -561,9 +561,11 @@ void WorkerImpl::FlushBatch(Connection& conn) {
 }
 
 void WorkerImpl::FlushPendingBatches() {
-  std::vector<std::shared_ptr<Connection>> pending;
+  std::vector<uint64_t> pending;
   pending.swap(pending_batches_);
-  for (const auto& conn : pending) FlushBatch(*conn);
+  for (uint64_t id : pending) {
+    if (Connection* conn = FindConnection(id)) FlushBatch(*conn);  // a failed one dropped its batch
+  }
   pending.clear();
   if (pending_batches_.empty()) pending_batches_.swap(pending);  // keep the capacity
 }

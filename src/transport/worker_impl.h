@@ -308,7 +308,7 @@ class WorkerImpl final : public Worker {
   bool thread_pinned_ = false;
   bool in_destructor_ = false;
   std::vector<std::pair<uint64_t, Status>> deferred_failures_;
-  std::vector<std::shared_ptr<Connection>> pending_batches_;  // connections with a batch not yet sent
+  std::vector<uint64_t> pending_batches_;  // local ids of connections with a batch not yet sent
   // DecodeBatch's output for received batches (reused; a nested batch, from a
   // handler that progresses the worker, decodes into its own).
   std::vector<wire::Message> batch_msgs_;
