@@ -47,6 +47,11 @@ Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::st
   auto ep =
       worker_->Connect(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(address.data()), address.size()));
   if (!ep.ok()) return ep.status();
+  // Corked for good: the calls a thread issues between two progress passes
+  // (a burst of Submit* before Poll/Wait) leave in one message per target;
+  // every wait for a reply progresses the worker, which sends them
+  // (docs/transport.md, "Batches").
+  (*ep)->Cork();
   endpoints_[address] = *ep;
   return *ep;
 }

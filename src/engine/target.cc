@@ -112,6 +112,7 @@ void Target::Run(std::promise<Status>* started) {
     return;
   }
   worker_ = std::move(*worker);
+  worker_->SetReplyBatching(true);
   auto addr = worker_->address();
   address_.assign(addr.begin(), addr.end());
   AddToEpoll(worker_->event_fd());
@@ -187,6 +188,9 @@ void Target::Loop() {
     int events = worker_->Progress();
     events += ProgressShards();
     events += RunDeferred();
+    // The replies of the storage completions just reaped leave together: one
+    // message per client for all of them (Worker::SetReplyBatching).
+    worker_->FlushBatches();
     events += DrainMailbox();
     const auto now = std::chrono::steady_clock::now();
     if (stop_requested_.load(std::memory_order_acquire) && !stopping_) {
@@ -245,10 +249,19 @@ void Target::Loop() {
   }
 }
 
+int Target::PrepareShardsForSleep() {
+  int ran = 0;
+  for (auto& [key, shard] : shards_) ran += shard->vos->PrepareSleep();
+  for (auto& shard : retiring_) ran += shard->vos->PrepareSleep();
+  if (ran > 0) worker_->FlushBatches();  // the replies those callbacks gave
+  return ran;
+}
+
 void Target::NapWhileBusy(std::chrono::steady_clock::duration quiet) {
   const auto nap = quiet < std::chrono::milliseconds(20)    ? std::chrono::microseconds(100)
                    : quiet < std::chrono::milliseconds(200) ? std::chrono::microseconds(1000)
                                                             : std::chrono::microseconds(10000);
+  if (PrepareShardsForSleep() > 0) return;
   WaitForEvents(nap);  // wakes early for a request or a mailbox message
 }
 
@@ -256,6 +269,7 @@ void Target::Sleep() {
   auto wait = worker_->NextDeadline(std::chrono::milliseconds(100));
   if (stopping_) wait = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(10));
   if (usage_dirty_) wait = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(1000));
+  if (PrepareShardsForSleep() > 0) return;
   WaitForEvents(wait);
 }
 

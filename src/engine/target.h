@@ -132,6 +132,9 @@ class Target {
   int DrainMailbox();
   int ProgressShards();
   void Sleep();
+  // Before sleeping: clears every shard's event fd and runs what completed
+  // meanwhile (Vos::PrepareSleep); returns the callbacks run (then do not sleep).
+  int PrepareShardsForSleep();
   // epoll_pwait2 on the worker, VOS and mailbox fds for at most `wait`.
   void WaitForEvents(std::chrono::microseconds wait);
   // Sleep for a target whose worker will not arm (see Loop): 0.1-10 ms,

@@ -565,8 +565,9 @@ void IncomingRequest::Reply(const Status& status, std::span<const uint8_t> paylo
   m.pushed_bytes = s->pushed_bytes;
   if (!s->inline_push.empty()) m.inline_data = s->inline_push;
   // The pushed bytes go out as the second iovec element (no copy into the send buffer).
-  Status st =
-      conn->reply_batching ? w->SendOrBatch(*conn, m) : w->SendMessage(*conn, m, {}, nullptr, nullptr, &s->inline_push);
+  Status st = conn->reply_batching || (w->batch_replies() && !s->in_am_callback)
+                  ? w->SendOrBatch(*conn, m)
+                  : w->SendMessage(*conn, m, {}, nullptr, nullptr, &s->inline_push);
   if (!st.ok()) {
     ROS2_LOG_DEBUG("transport: reply to request {:#x} failed: {}", m.request_id, st.ToString());
     return;

@@ -513,6 +513,17 @@ class Worker {
   // Thread-safe: wakes the worker's thread if it sleeps (ucp_worker_signal).
   virtual void Signal() = 0;
 
+  // Server side: with `on`, replies given outside their own request's receive
+  // callback (after storage I/O, say) are gathered per connection and leave
+  // together, as one batch, at FlushBatches(), at the end of the current
+  // progress pass or at the next Progress()/PrepareSleep(): a loop that reaps
+  // several I/O completions and then flushes answers them in one message per
+  // client instead of one each. Off by default.
+  virtual void SetReplyBatching(bool on) = 0;
+  // Sends every batch gathered so far (replies, and corked endpoints' calls)
+  // now, without waiting for the next progress pass.
+  virtual void FlushBatches() = 0;
+
   virtual const WorkerStats& stats() const = 0;
   virtual const std::string& name() const = 0;
   virtual Context& context() const = 0;

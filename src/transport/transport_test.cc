@@ -309,6 +309,30 @@ TEST_P(TransportTest, CorkedCallsShareMessagesAndStayByteExact) {
   EXPECT_EQ(after.requests_sent - before.requests_sent, static_cast<uint64_t>(kCalls));
 }
 
+// Replies given after their request's receive callback (as the engine's after
+// storage I/O) leave in batches when the server turns reply batching on: 64
+// corked calls answered later all complete with their own payload.
+TEST_P(TransportTest, RepliesGivenLaterLeaveInBatches) {
+  constexpr int kCalls = 64;
+  std::vector<std::string> payloads(kCalls);
+  int good = 0, completed = 0;
+  const uint64_t batches_before = worker_->stats().batches_received;
+  ep_->Cork();
+  for (int i = 0; i < kCalls; ++i) {
+    payloads[i] = "later-" + std::to_string(i);
+    ASSERT_TRUE(ep_->Call(testing::kOpEchoLater, Bytes(payloads[i]), {},
+                          [&, i](const ReplyView& r) {
+                            ++completed;
+                            good += r.status.ok() && std::string(r.payload.begin(), r.payload.end()) == payloads[i];
+                          })
+                    .ok());
+  }
+  ep_->Uncork();
+  ASSERT_TRUE(worker_->RunUntil([&] { return completed == kCalls; }, 20s).ok());
+  EXPECT_EQ(good, kCalls);
+  EXPECT_GT(worker_->stats().batches_received, batches_before) << "the later replies did not come batched";
+}
+
 // A cork left on does not strand calls: the worker's next progress sends them.
 TEST_P(TransportTest, CorkedCallsLeaveWhenTheWorkerProgresses) {
   ep_->Cork();

@@ -493,6 +493,9 @@ Status WorkerImpl::SendOrBatch(Connection& conn, const wire::Message& msg) {
   if (conn.batch_count > 0 && (conn.batch.size() + entry > limit || conn.batch_count == wire::kMaxBatchMessages))
     FlushBatch(conn);
   if (conn.batch_count == 0) {
+    // The storage is a pooled send buffer's (FlushBatch swaps them): sized for
+    // a whole batch once, it is never reallocated while entries are appended.
+    if (conn.batch.capacity() < limit) conn.batch.reserve(limit);
     conn.batch.resize(wire::kHeaderSize);
     if (!conn.reply_batching) pending_batches_.push_back(conn.local_id);
   }
@@ -752,6 +755,9 @@ void WorkerImpl::Housekeeping() {
 int WorkerImpl::ProgressNoClock() {
   if (!pending_batches_.empty()) FlushPendingBatches();
   int events = static_cast<int>(ucp_worker_progress(worker_));
+  // Replies the handlers gave inside this pass leave now, together, not a
+  // loop iteration later (SetReplyBatching).
+  if (!pending_batches_.empty()) FlushPendingBatches();
   while (!deferred_failures_.empty()) {
     auto [id, why] = std::move(deferred_failures_.back());
     deferred_failures_.pop_back();

@@ -175,6 +175,11 @@ class WorkerImpl final : public Worker {
   bool PrepareSleep() override;
   std::chrono::microseconds NextDeadline(std::chrono::microseconds max_wait) const override;
   void Signal() override;
+  void SetReplyBatching(bool on) override { batch_replies_ = on; }
+  void FlushBatches() override {
+    if (!pending_batches_.empty()) FlushPendingBatches();
+  }
+  bool batch_replies() const { return batch_replies_; }
   const WorkerStats& stats() const override { return stats_; }
   const std::string& name() const override { return name_; }
   Context& context() const override { return context_; }
@@ -314,6 +319,7 @@ class WorkerImpl final : public Worker {
   std::vector<wire::Message> batch_msgs_;
   std::vector<std::span<const uint8_t>> batch_bytes_;
   bool batch_msgs_busy_ = false;
+  bool batch_replies_ = false;  // SetReplyBatching
   void HandleBatch(const wire::Message& msg);
   std::vector<void*> closing_;  // ucp_ep_close_nbx requests still in progress
 };

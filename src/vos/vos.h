@@ -209,7 +209,15 @@ class Vos {
   virtual int Progress(bool wait = false) = 0;
   // A file descriptor that becomes readable when Progress() has work; for epoll
   // integration with the UCX worker's event fd. -1 if none (then poll Progress).
+  // Progress(false) leaves it as it is (clearing it is a system call, which
+  // would come between a completion's callback and whatever the caller does
+  // next, such as sending the replies its callbacks gave): an epoll loop calls
+  // PrepareSleep() before it sleeps.
   virtual int event_fd() const = 0;
+  // Clears event_fd() and looks for work once more, so that a completion
+  // posted before the clear is not missed; returns the callbacks run. Sleep on
+  // event_fd() only when it returns 0.
+  virtual int PrepareSleep() = 0;
   // Number of submitted ops whose callbacks have not run yet.
   virtual size_t in_flight() const = 0;
 

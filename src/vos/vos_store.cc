@@ -351,13 +351,9 @@ int VosStore::Progress(bool wait) {
     ran += RunDeferred();
     bool committing = committer_ && committer_->busy();
     if (ran > 0 || in_flight_ == 0 || !wait || committing) extents_->Flush();
-    if (in_flight_ == 0) {
-      // Idle: clear the eventfd so that an epoll loop does not spin on stale wake-ups.
-      if (ran > 0) DrainEventFd();
-      return ran;
-    }
-    if (ran > 0) return ran;
-    if (!wait || committing) {
+    // Without `wait` the eventfd is left for PrepareSleep (see vos.h).
+    if (in_flight_ == 0 || ran > 0 || !wait) return ran;
+    if (committing) {
       // About to return empty-handed or to sleep on the eventfd: clear it, then
       // look once more so that no completion posted before the read is missed.
       DrainEventFd();
@@ -365,13 +361,18 @@ int VosStore::Progress(bool wait) {
       if (committer_) {
         if (auto group = committer_->TakeFinished()) ran += FinishCommit(std::move(group));
       }
-      if (ran > 0 || !wait) return ran;
+      if (ran > 0) return ran;
       pollfd pfd{event_fd_, POLLIN, 0};
       ::poll(&pfd, 1, -1);
     } else {
       extents_->WaitForCompletion();  // submits what is queued and waits, in one system call
     }
   }
+}
+
+int VosStore::PrepareSleep() {
+  DrainEventFd();
+  return Progress(false);
 }
 
 void VosStore::DrainEventFd() {

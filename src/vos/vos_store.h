@@ -43,6 +43,7 @@ class VosStore final : public Vos {
   void SubmitUpdate(const UpdateOp& op, UpdateCallback done) override;
   void SubmitFetch(const FetchOp& op, FetchCallback done) override;
   int Progress(bool wait) override;
+  int PrepareSleep() override;
   int event_fd() const override { return event_fd_; }
   size_t in_flight() const override { return in_flight_; }
 

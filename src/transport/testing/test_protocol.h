@@ -35,6 +35,11 @@ inline constexpr uint16_t kOpSink = 8;
 // straight into it (IncomingRequest::DirectBulkIn) when that is a shared
 // segment, and replies NotSupported otherwise.
 inline constexpr uint16_t kOpFillDirect = 9;
+// Echo (as kOpEcho, without bulk) answered later, outside the request's receive
+// callback: the peer keeps the request and answers every kept one after its
+// next progress pass, then flushes. The peer runs with reply batching on
+// (Worker::SetReplyBatching), so those answers leave in batches.
+inline constexpr uint16_t kOpEchoLater = 10;
 inline std::byte FillByte(uint64_t i) {
   return static_cast<std::byte>((i * 131 + 7) & 0xff);
 }

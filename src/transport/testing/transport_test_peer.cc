@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
     req.Pull(std::span<std::byte>(scratch.data(), req.bulk_out_size()),
              [req](const Status& st) mutable { req.Reply(st); });
   });
+  std::vector<IncomingRequest> later;
+  (void)worker->RegisterHandler(testing::kOpEchoLater, [&later](IncomingRequest req) { later.push_back(req); });
+  worker->SetReplyBatching(true);
   worker->SetPeerLostHandler([&held](uint64_t connection_id, const Status&) {
     std::erase_if(held, [&](const IncomingRequest& r) { return r.connection_id() == connection_id; });
   });
@@ -138,5 +141,10 @@ int main(int argc, char** argv) {
   }
   printf("ADDRESS %s\n", hex.c_str());
   fflush(stdout);
-  for (;;) worker->Wait(std::chrono::milliseconds(100));
+  for (;;) {
+    worker->Wait(std::chrono::milliseconds(100));
+    for (IncomingRequest& req : later) req.Reply(Status::Ok(), req.payload());
+    later.clear();
+    worker->FlushBatches();
+  }
 }
