@@ -31,6 +31,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -46,6 +47,7 @@
 #include "bench/perftest_bench_util.h"
 #include "bench/process_bench_util.h"
 #include "bench/transport_bench_peer.h"
+#include "transport/shared_segment.h"
 #include "transport/transport.h"
 
 namespace ros2::bench {
@@ -64,8 +66,9 @@ struct TransportSuiteOptions {
   double idle_s = 5;
   int rounds = 1;
   bool perftest = true;
-  std::string bulk_buffers = "shared";  // shared | per-call (see the top of this file)
-  bool batch = true;                    // bulk mode: each burst of calls corked (Endpoint::Cork)
+  std::string bulk_buffers = "shared";    // shared | per-call (see the top of this file)
+  bool batch = true;                      // bulk mode: each burst of calls corked (Endpoint::Cork)
+  std::string client_memory = "segment";  // segment (a SharedBuffer, as libros2's IoBuffer) | heap
   // --pin CLIENT,SERVER: the client thread (this process), the bench peer and
   // ucx_perftest's client/server (through taskset) run on these CPUs.
   std::vector<int> pin;
@@ -197,9 +200,37 @@ std::optional<PerftestResult> Perftest(const Context& ctx, const std::string& te
   return *r;
 }
 
+// The client's bulk memory: by default a shared segment, as libros2's IoBuffer
+// gives applications (over shm the server then copies straight from or into
+// it, at any size from TransportOptions::segment_min_bulk); with
+// --client-memory heap ordinary memory (inline, cma or rendezvous by size).
+// Either way filled with pseudo-random bytes.
+class ClientMemory {
+ public:
+  static Result<ClientMemory> Allocate(uint64_t bytes) {
+    ClientMemory m;
+    if (g_opts.client_memory == "heap") {
+      ROS2_ASSIGN_OR_RETURN(m.heap_, AllocateIoMemory(bytes, PageKind::kSmall));
+      m.data_ = m.heap_.data();
+      return m;
+    }
+    ROS2_ASSIGN_OR_RETURN(m.segment_, SharedBuffer::Create(bytes));
+    m.data_ = m.segment_->data();
+    ROS2_ASSIGN_OR_RETURN(IoMemory fill, AllocateIoMemory(bytes, PageKind::kSmall));
+    std::memcpy(m.data_, fill.data(), bytes);
+    return m;
+  }
+  std::byte* data() const { return data_; }
+
+ private:
+  IoMemory heap_;
+  std::unique_ptr<SharedBuffer> segment_;
+  std::byte* data_ = nullptr;
+};
+
 // One RPC at a time for runtime_s; returns round-trip latencies in microseconds.
 Result<std::vector<double>> RpcLatency(Connection& c, const std::string& op, uint64_t bs, double runtime_s) {
-  ROS2_ASSIGN_OR_RETURN(IoMemory buf, AllocateIoMemory(std::max<uint64_t>(bs, 1), PageKind::kSmall));
+  ROS2_ASSIGN_OR_RETURN(ClientMemory buf, ClientMemory::Allocate(std::max<uint64_t>(bs, 1)));
   std::vector<double> lat;
   const CallOptions options = BulkOptions(op, buf.data(), bs);
   for (int i = 0; i < 200; ++i) ROS2_RETURN_IF_ERROR(c.ep->CallSync(Opcode(op), {}, options).status());
@@ -224,7 +255,7 @@ Result<double> BulkBandwidth(Connection& c, const std::string& op, uint64_t bs, 
   const uint64_t slot_bytes = std::max<uint64_t>(bs, 1);
   const bool shared = g_opts.bulk_buffers == "shared";
   const uint64_t slots = shared ? 1 : static_cast<uint64_t>(qd);
-  ROS2_ASSIGN_OR_RETURN(IoMemory region, AllocateIoMemory(slot_bytes * slots, PageKind::kSmall));
+  ROS2_ASSIGN_OR_RETURN(ClientMemory region, ClientMemory::Allocate(slot_bytes * slots));
   std::vector<std::byte*> bufs;
   for (int i = 0; i < qd; ++i) bufs.push_back(region.data() + (shared ? 0 : slot_bytes * static_cast<uint64_t>(i)));
   // What the reply callbacks update. A callback captures only this and its
@@ -474,6 +505,10 @@ const bool registered = RegisterSuite(Suite{
                      "bandwidth cases: shared (one buffer a side for every call in flight, as ucx_perftest) or "
                      "per-call (a buffer per call in flight on both sides)")
           ->check(CLI::IsMember({"shared", "per-call"}));
+      app.add_option("--client-memory", g_opts.client_memory,
+                     "the client's bulk buffers: segment (a shared segment, as libros2's IoBuffer; over shm the "
+                     "server copies straight from or into it) or heap (ordinary memory)")
+          ->check(CLI::IsMember({"segment", "heap"}));
       app.add_option("--runtime", g_opts.runtime_s, "seconds per case");
       app.add_option("--rounds", g_opts.rounds,
                      "per size, alternate the ucx_perftest baselines and the transport this many times, runtime / "

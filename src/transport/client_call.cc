@@ -73,6 +73,11 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
     return true;
   };
 
+  // Inside a segment, bulk of segment_min_bulk bytes or more goes by reference
+  // even when it would fit inline: the server makes the one copy (inline bytes
+  // are copied twice, into the transport's FIFO and out of it).
+  auto by_segment = [&](uint64_t length) { return length > inline_limit || length >= opts.segment_min_bulk; };
+
   wire::Message msg;
   msg.kind = wire::Kind::kRequest;
   msg.opcode = opcode;
@@ -86,11 +91,11 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
     wire::BulkDescriptor& d = msg.bulk[msg.bulk_count++];
     d.direction = wire::BulkDirection::kOut;
     d.length = options.bulk_out.size();
-    if (d.length <= inline_limit) {
+    if (by_segment(d.length) && use_segment(options.bulk_out.data(), d, out_ref)) {
+      // d filled in: the server copies straight out of the client's segment
+    } else if (d.length <= inline_limit) {
       d.transfer = wire::BulkTransfer::kInline;
       msg.inline_data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(options.bulk_out.data()), d.length);
-    } else if (use_segment(options.bulk_out.data(), d, out_ref)) {
-      // d filled in: the server copies straight out of the client's segment
     } else if (use_cma) {
       d.transfer = wire::BulkTransfer::kCma;
       d.remote_addr = reinterpret_cast<uint64_t>(options.bulk_out.data());
@@ -112,10 +117,10 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
     wire::BulkDescriptor& d = msg.bulk[msg.bulk_count++];
     d.direction = wire::BulkDirection::kIn;
     d.length = options.bulk_in.size();
-    if (d.length <= inline_limit) {
-      d.transfer = wire::BulkTransfer::kInline;
-    } else if (use_segment(options.bulk_in.data(), d, in_ref)) {
+    if (by_segment(d.length) && use_segment(options.bulk_in.data(), d, in_ref)) {
       // d filled in: the server writes straight into the client's segment
+    } else if (d.length <= inline_limit) {
+      d.transfer = wire::BulkTransfer::kInline;
     } else if (use_cma) {
       d.transfer = wire::BulkTransfer::kCma;
       d.remote_addr = reinterpret_cast<uint64_t>(options.bulk_in.data());

@@ -500,8 +500,11 @@ void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
   s->pushed = true;
   s->pushed_bytes = src.size();
   if (src.empty()) return fail(Status::Ok());
+  // A short push into a buffer reached by cma rides the reply (cheaper than a
+  // system call); into a segment it is a memcpy whatever its size.
   const bool inline_push =
-      d->transfer == wire::BulkTransfer::kInline || src.size() <= s->worker->options().inline_limit;
+      d->transfer == wire::BulkTransfer::kInline ||
+      (d->transfer != wire::BulkTransfer::kSegment && src.size() <= s->worker->options().inline_limit);
   if (inline_push) {
     const auto* b = reinterpret_cast<const uint8_t*>(src.data());
     s->inline_push.assign(b, b + src.size());

@@ -96,8 +96,13 @@ struct TransportOptions {
   // UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE (set in the environment when
   // unset there); 0 keeps UCX's defaults.
   uint64_t tcp_seg_size = 256 * 1024;
-  // Bulk of at most this many bytes travels inside the RPC messages.
+  // Bulk of at most this many bytes travels inside the RPC messages...
   uint64_t inline_limit = 16 * 1024;
+  // ...unless it lies in one of the client's shared segments (SharedBuffer) on
+  // a connection that may use them and is at least this long: then the server
+  // copies it straight from or into the segment (one copy instead of two, and
+  // a request or reply of a few dozen bytes). Larger than inline_limit: never.
+  uint64_t segment_min_bulk = 1024;
   // RMA bulk is split into chunks of this size with up to this many in flight.
   uint64_t bulk_chunk_size = 1024 * 1024;
   uint32_t bulk_chunks_in_flight = 4;

@@ -614,16 +614,22 @@ TEST_P(TransportTest, MalformedMessagesAreRejectedAndCounted) {
 
 // Buffers inside shared segments (SharedBuffer): over shm the server maps the
 // segment once and moves bulk with memcpy (kSegment), byte-exact at every size
-// and at an unaligned offset; over tcp they are ordinary memory.
+// and at an unaligned offset; bulk below segment_min_bulk rides the messages,
+// from segment_min_bulk on (inline-sized or not) it goes by segment. Over tcp
+// segments are ordinary memory.
 TEST_P(TransportTest, SharedSegmentBulkIsByteExact) {
   const uint64_t limit = ctx_->options().inline_limit;
+  const uint64_t seg_min = ctx_->options().segment_min_bulk;
+  ASSERT_LT(seg_min, uint64_t{4096});  // 4096 below is inline-sized and goes by segment
   auto out_seg = SharedBuffer::Create((64u << 20) + 4096);
   auto in_seg = SharedBuffer::Create((64u << 20) + 4096);
   ASSERT_TRUE(out_seg.ok() && in_seg.ok()) << out_seg.status().ToString() << in_seg.status().ToString();
   const PeerStats before = GetPeerStats(*ep_);
   uint64_t large = 0;
   uint32_t seed = 100;
-  for (uint64_t size : {uint64_t{1}, uint64_t{4096}, limit + 1, uint64_t{1} << 20, uint64_t{64} << 20}) {
+  uint64_t small = 0;
+  for (uint64_t size :
+       {uint64_t{1}, seg_min - 1, seg_min, uint64_t{4096}, limit + 1, uint64_t{1} << 20, uint64_t{64} << 20}) {
     for (uint64_t offset : {uint64_t{0}, uint64_t{4093}}) {
       SCOPED_TRACE(fmt::format("size {} offset {}", size, offset));
       const std::vector<std::byte> expect = Pattern(size, seed++);
@@ -642,10 +648,11 @@ TEST_P(TransportTest, SharedSegmentBulkIsByteExact) {
       EXPECT_EQ(reply->bulk_in_bytes, size);
       EXPECT_EQ(std::memcmp(in, expect.data(), size), 0) << "server -> client bytes differ";
       if (size > limit) large += 2 * size;
+      if (size >= seg_min && size <= limit) small += 2 * size;
     }
   }
   const PeerStats after = GetPeerStats(*ep_);
-  EXPECT_EQ(after.segment_bytes - before.segment_bytes, IsShm() ? large : 0u);
+  EXPECT_EQ(after.segment_bytes - before.segment_bytes, IsShm() ? large + small : 0u);
   EXPECT_EQ(after.segments_mapped - before.segments_mapped, IsShm() ? 2u : 0u);  // once per segment
   EXPECT_EQ(after.cma_bytes, before.cma_bytes);
   EXPECT_EQ(after.segments_refused, before.segments_refused);
