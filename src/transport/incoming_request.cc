@@ -568,9 +568,12 @@ void IncomingRequest::Reply(const Status& status, std::span<const uint8_t> paylo
   m.pushed_bytes = s->pushed_bytes;
   if (!s->inline_push.empty()) m.inline_data = s->inline_push;
   // The pushed bytes go out as the second iovec element (no copy into the send buffer).
-  Status st = conn->reply_batching || (w->batch_replies() && !s->in_am_callback)
-                  ? w->SendOrBatch(*conn, m)
-                  : w->SendMessage(*conn, m, {}, nullptr, nullptr, &s->inline_push);
+  const bool batched = conn->reply_batching || (w->batch_replies() && !s->in_am_callback);
+  Status st = batched ? w->SendOrBatch(*conn, m) : w->SendMessage(*conn, m, {}, nullptr, nullptr, &s->inline_push);
+  // The reply of a large transfer is not held back for its batch: the client
+  // can check those bytes while this thread serves the rest (which also keeps
+  // them in a cache until it does).
+  if (st.ok() && batched && s->pushed_bytes >= w->options().batch_flush_bytes) w->FlushBatch(*conn);
   if (!st.ok()) {
     ROS2_LOG_DEBUG("transport: reply to request {:#x} failed: {}", m.request_id, st.ToString());
     return;

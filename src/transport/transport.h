@@ -147,6 +147,10 @@ struct TransportOptions {
   // segment size in one copy: Context::Create raises UCX_POSIX_SEG_SIZE and
   // UCX_SYSV_SEG_SIZE (when unset) to hold a whole batch.
   uint64_t batch_limit = 32 * 1024;
+  // A batched reply whose request pushed at least this many bytes leaves at
+  // once, with the replies gathered before it: the client can check those
+  // bytes while the server works on the rest of the batch.
+  uint64_t batch_flush_bytes = 256 * 1024;
   // Upper bound on outstanding client requests per worker (Call returns Busy above it).
   uint32_t max_outstanding_requests = 65536;
 };

@@ -333,6 +333,42 @@ TEST_P(TransportTest, RepliesGivenLaterLeaveInBatches) {
   EXPECT_GT(worker_->stats().batches_received, batches_before) << "the later replies did not come batched";
 }
 
+// Among the replies to a batch of requests, one that pushed at least
+// batch_flush_bytes leaves at once instead of waiting for the rest of the
+// batch: eight corked 512 KiB echoes come back as eight messages (no batch),
+// eight small ones as a batch.
+TEST_P(TransportTest, LargeTransferRepliesAreNotHeldForTheirBatch) {
+  ASSERT_LE(ctx_->options().batch_flush_bytes, uint64_t{512} << 10);
+  constexpr int kCalls = 8;
+  auto run = [&](uint64_t size) {
+    std::vector<std::vector<std::byte>> outs(kCalls), ins(kCalls);
+    int completed = 0, good = 0;
+    const uint64_t batches_before = worker_->stats().batches_received;
+    ep_->Cork();
+    for (int i = 0; i < kCalls; ++i) {
+      outs[i] = Pattern(size, 500 + i);
+      ins[i].resize(size);
+      CallOptions co;
+      co.bulk_out = outs[i];
+      co.bulk_in = ins[i];
+      EXPECT_TRUE(ep_->Call(testing::kOpEcho, Bytes("flush"), co,
+                            [&, i](const ReplyView& r) {
+                              ++completed;
+                              good += r.status.ok() && ins[i] == outs[i];
+                            })
+                      .ok());
+    }
+    ep_->Uncork();
+    EXPECT_TRUE(worker_->RunUntil([&] { return completed == kCalls; }, 20s).ok());
+    EXPECT_EQ(good, kCalls) << size;
+    return worker_->stats().batches_received - batches_before;
+  };
+  EXPECT_EQ(run(uint64_t{512} << 10), 0u) << "large replies waited for their batch";
+  if (IsShm()) {
+    EXPECT_GT(run(64), 0u) << "small replies did not come batched";
+  }
+}
+
 // A cork left on does not strand calls: the worker's next progress sends them.
 TEST_P(TransportTest, CorkedCallsLeaveWhenTheWorkerProgresses) {
   ep_->Cork();
