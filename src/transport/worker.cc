@@ -514,6 +514,7 @@ void WorkerImpl::FlushBatch(Connection& conn) {
   if (conn.batch_count == 0) return;
   const uint32_t count = conn.batch_count;
   conn.batch_count = 0;
+  conn.batch_pushed = 0;
   if (conn.ep == nullptr) {
     conn.batch.clear();
     return;

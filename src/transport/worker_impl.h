@@ -70,6 +70,7 @@ struct Connection {
   bool corked = false;
   bool reply_batching = false;
   uint32_t batch_count = 0;
+  uint64_t batch_pushed = 0;  // bytes pushed by the requests whose replies wait in `batch`
   std::vector<uint8_t> batch;
 };
 inline constexpr size_t kMaxPeerSegments = 64;
