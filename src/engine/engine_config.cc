@@ -27,7 +27,8 @@ Status CheckKnownKeys(const YAML::Node& node, std::string_view where, std::initi
 
 Status ApplyTransport(const YAML::Node& node, const std::string& where, transport::TransportOptions* t) {
   ROS2_RETURN_IF_ERROR(CheckKnownKeys(
-      node, where, {"kind", "inline_limit", "net_devices", "tcp_seg_size", "spin", "timeout", "keepalive"}));
+      node, where,
+      {"kind", "inline_limit", "batch_flush", "net_devices", "tcp_seg_size", "spin", "timeout", "keepalive"}));
   std::string kind(transport::TransportKindName(t->kind));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "kind", &kind));
   auto parsed = transport::ParseTransportKind(kind);
@@ -36,6 +37,10 @@ Status ApplyTransport(const YAML::Node& node, const std::string& where, transpor
   ROS2_RETURN_IF_ERROR(ReadSize(node, where, "inline_limit", &t->inline_limit));
   if (t->inline_limit > (uint64_t{1} << 20)) {
     return Status::InvalidArgument(fmt::format("{}.inline_limit: {} exceeds 1 MiB", where, t->inline_limit));
+  }
+  ROS2_RETURN_IF_ERROR(ReadSize(node, where, "batch_flush", &t->batch_flush_bytes));
+  if (t->batch_flush_bytes == 0) {
+    return Status::InvalidArgument(fmt::format("{}.batch_flush: must be at least 1 byte", where));
   }
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "net_devices", &t->net_devices));
   ROS2_RETURN_IF_ERROR(ReadSize(node, where, "tcp_seg_size", &t->tcp_seg_size));

@@ -33,7 +33,7 @@ data_dir: /d
 targets: 4
 log_level: debug
 vos: { class: ram, data_size: 64MiB }
-transport: { kind: shm, inline_limit: 8KiB, spin: 20us, keepalive: 500ms }
+transport: { kind: shm, inline_limit: 8KiB, batch_flush: 4MiB, spin: 20us, keepalive: 500ms }
 control: { socket: /d/ctl.sock, listen: "127.0.0.1:0" }
 shutdown_grace: 2s
 )",
@@ -45,6 +45,7 @@ shutdown_grace: 2s
   EXPECT_EQ(c.vos.data_size, uint64_t{64} << 20);
   EXPECT_EQ(c.transport.kind, transport::TransportKind::kShm);
   EXPECT_EQ(c.transport.inline_limit, 8192u);
+  EXPECT_EQ(c.transport.batch_flush_bytes, uint64_t{4} << 20);
   EXPECT_EQ(c.transport.spin_budget, std::chrono::microseconds(20));
   EXPECT_EQ(c.transport.keepalive_interval, std::chrono::milliseconds(500));
   EXPECT_EQ(ControlSocketAddress(c), "unix:/d/ctl.sock");
@@ -65,6 +66,7 @@ TEST(EngineConfig, ErrorsNameTheKey) {
       {"control: { joinn: x }", "control.joinn"},
       {"control: { sync_interval: 10ms }", "control.sync_interval"},
       {"transport: { inline_limit: 2GiB }", "inline_limit"},
+      {"transport: { batch_flush: 0 }", "batch_flush"},
       {"transport: { keepalive: 1ms }", "transport.keepalive"},
   };
   for (const auto& tc : cases) {
