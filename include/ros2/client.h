@@ -354,7 +354,8 @@ class Object {
 // shared segment (docs/client.md, "I/O buffers"). A fetch into it lands in it
 // straight from the engine's storage read, and an update is read from it with
 // one memcpy, instead of a cross-memory copy (process_vm_writev tops out at
-// 7-9 GB/s here). Any span inside it may be passed to any I/O; over tcp or to
+// 7-9 GB/s here) or, from 1 KiB up, a copy into and out of the request or
+// reply. Any span inside it may be passed to any I/O; over tcp or to
 // a remote engine it behaves like ordinary memory. Move-only; unmapped on
 // destruction (no I/O into it may still be in flight).
 class IoBuffer {
