@@ -24,12 +24,15 @@ struct Registered {
 };
 
 // Live segments of this process by base address. `live` mirrors
-// by_base.size() so that Find, on every large bulk buffer of every call, skips
-// the lock in a process that never made a segment.
+// by_base.size() so that Find, on every bulk buffer of every call, skips the
+// lock in a process that never made a segment; `generation` changes with every
+// segment made or unmade, so a thread may keep its last answer without the
+// lock while it holds (Find).
 struct Registry {
   std::mutex mu;
   std::map<uintptr_t, Registered> by_base;
   std::atomic<size_t> live{0};
+  std::atomic<uint64_t> generation{0};
 };
 
 Registry& TheRegistry() {
@@ -74,6 +77,7 @@ Result<std::unique_ptr<SharedBuffer>> SharedBuffer::Create(uint64_t length) {
   std::lock_guard lock(r.mu);
   r.by_base[reinterpret_cast<uintptr_t>(b->base_)] = Registered{b->length_, b->id_, b->fd_};
   r.live.store(r.by_base.size(), std::memory_order_relaxed);
+  r.generation.fetch_add(1, std::memory_order_release);
   return b;
 }
 
@@ -84,6 +88,7 @@ SharedBuffer::~SharedBuffer() {
       std::lock_guard lock(r.mu);
       r.by_base.erase(reinterpret_cast<uintptr_t>(base_));
       r.live.store(r.by_base.size(), std::memory_order_relaxed);
+      r.generation.fetch_add(1, std::memory_order_release);
     }
     ::munmap(base_, length_);
   }
@@ -102,13 +107,32 @@ std::optional<Location> Find(const void* addr, uint64_t length) {
   // Relaxed is enough: a buffer this thread passes for I/O was created before
   // (by this thread, or handed over with the synchronisation that implies).
   if (r.live.load(std::memory_order_relaxed) == 0) return std::nullopt;
+  auto inside = [&](uintptr_t base, const Registered& seg) -> std::optional<Location> {
+    if (a < base) return std::nullopt;
+    const uint64_t offset = a - base;
+    if (offset > seg.length || length > seg.length - offset) return std::nullopt;
+    return Location{wire::SegmentRef{seg.id, seg.fd}, offset};
+  };
+  // Every I/O thread asks about its own few buffers over and over: the last
+  // segment it found stands while no segment was made or unmade since (a
+  // buffer in I/O cannot be unmade meanwhile, see ~SharedBuffer). Without it,
+  // every call of every thread took the process-wide lock.
+  struct LastFound {
+    uint64_t generation = ~uint64_t{0};
+    uintptr_t base = 0;
+    Registered seg{};
+  };
+  thread_local LastFound last;
+  if (last.generation == r.generation.load(std::memory_order_acquire)) {
+    if (auto hit = inside(last.base, last.seg)) return hit;
+  }
   std::lock_guard lock(r.mu);
   auto it = r.by_base.upper_bound(a);
   if (it == r.by_base.begin()) return std::nullopt;
   --it;
-  const uint64_t offset = a - it->first;
-  if (offset > it->second.length || length > it->second.length - offset) return std::nullopt;
-  return Location{wire::SegmentRef{it->second.id, it->second.fd}, offset};
+  auto found = inside(it->first, it->second);
+  if (found) last = LastFound{r.generation.load(std::memory_order_relaxed), it->first, it->second};
+  return found;
 }
 
 PeerMapping::~PeerMapping() {
