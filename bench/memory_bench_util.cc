@@ -43,6 +43,8 @@ Status WriteNrHugePages(uint64_t n) {
   return Status::Ok();
 }
 
+}  // namespace
+
 void FillPseudoRandom(std::byte* b, size_t bytes) {
   std::mt19937_64 gen(bytes);
   for (size_t i = 0; i + 8 <= bytes; i += 8) {
@@ -50,8 +52,6 @@ void FillPseudoRandom(std::byte* b, size_t bytes) {
     std::memcpy(b + i, &v, 8);
   }
 }
-
-}  // namespace
 
 Result<PageKind> ParsePageKind(std::string_view name) {
   if (name == "small") return PageKind::kSmall;

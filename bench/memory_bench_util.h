@@ -55,6 +55,10 @@ class IoMemory {
 
 Result<IoMemory> AllocateIoMemory(size_t bytes, PageKind kind);
 
+// Fills [b, b + bytes) with the pseudo-random content AllocateIoMemory gives
+// (a whole number of 8-byte words; a shorter tail is left as it is).
+void FillPseudoRandom(std::byte* b, size_t bytes);
+
 // Huge pages free for this process: HugePages_Free of /proc/meminfo.
 uint64_t FreeHugePages();
 

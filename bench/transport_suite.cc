@@ -31,7 +31,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -216,8 +215,7 @@ class ClientMemory {
     }
     ROS2_ASSIGN_OR_RETURN(m.segment_, SharedBuffer::Create(bytes));
     m.data_ = m.segment_->data();
-    ROS2_ASSIGN_OR_RETURN(IoMemory fill, AllocateIoMemory(bytes, PageKind::kSmall));
-    std::memcpy(m.data_, fill.data(), bytes);
+    FillPseudoRandom(m.data_, bytes);
     return m;
   }
   std::byte* data() const { return data_; }

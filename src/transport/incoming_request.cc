@@ -568,16 +568,9 @@ void IncomingRequest::Reply(const Status& status, std::span<const uint8_t> paylo
   m.pushed_bytes = s->pushed_bytes;
   if (!s->inline_push.empty()) m.inline_data = s->inline_push;
   // The pushed bytes go out as the second iovec element (no copy into the send buffer).
-  const bool batched = conn->reply_batching || (w->batch_replies() && !s->in_am_callback);
-  Status st = batched ? w->SendOrBatch(*conn, m) : w->SendMessage(*conn, m, {}, nullptr, nullptr, &s->inline_push);
-  // Replies of large transfers are not all held back for their batch: once
-  // the gathered replies' requests have pushed batch_flush_bytes, they leave,
-  // and the client checks those bytes while this thread serves the rest (they
-  // are still in a cache then).
-  if (st.ok() && batched && s->pushed_bytes > 0) {
-    conn->batch_pushed += s->pushed_bytes;
-    if (conn->batch_pushed >= w->options().batch_flush_bytes) w->FlushBatch(*conn);
-  }
+  Status st = conn->reply_batching || (w->batch_replies() && !s->in_am_callback)
+                  ? w->SendOrBatch(*conn, m)
+                  : w->SendMessage(*conn, m, {}, nullptr, nullptr, &s->inline_push);
   if (!st.ok()) {
     ROS2_LOG_DEBUG("transport: reply to request {:#x} failed: {}", m.request_id, st.ToString());
     return;

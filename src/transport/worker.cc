@@ -507,6 +507,12 @@ Status WorkerImpl::SendOrBatch(Connection& conn, const wire::Message& msg) {
     return n.status();
   }
   ++conn.batch_count;
+  // Replies of large transfers are not all held back for the rest of their
+  // batch: once the gathered replies' requests have pushed batch_flush_bytes,
+  // they leave, and the client checks those bytes while this thread serves
+  // the others (they are still in a cache then).
+  conn.batch_pushed += msg.pushed_bytes;
+  if (conn.batch_pushed >= context_.options().batch_flush_bytes) FlushBatch(conn);
   return Status::Ok();
 }
 
@@ -519,15 +525,7 @@ void WorkerImpl::FlushBatch(Connection& conn) {
     conn.batch.clear();
     return;
   }
-  SendBuffer* buf;
-  if (send_pool_.empty()) {
-    auto fresh = std::make_unique<SendBuffer>();
-    fresh->worker = this;
-    buf = fresh.release();
-  } else {
-    buf = send_pool_.back().release();
-    send_pool_.pop_back();
-  }
+  SendBuffer* buf = AcquireSendBuffer();
   buf->bytes.swap(conn.batch);  // the batch's storage goes out as is; the pooled buffer's becomes the next batch
   conn.batch.clear();
   // One entry goes as the plain message it holds; more under a batch header.
@@ -577,15 +575,7 @@ void WorkerImpl::FlushPendingBatches() {
 Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::span<const std::byte> bulk,
                                Completion done, std::shared_ptr<void> keep_alive, std::vector<uint8_t>* inline_owner) {
   if (conn.ep == nullptr) return conn.status.ok() ? Status::Disconnected("transport: endpoint closed") : conn.status;
-  SendBuffer* buf;
-  if (send_pool_.empty()) {
-    auto fresh = std::make_unique<SendBuffer>();
-    fresh->worker = this;
-    buf = fresh.release();  // owned by UCX's callback or returned to the pool below
-  } else {
-    buf = send_pool_.back().release();
-    send_pool_.pop_back();
-  }
+  SendBuffer* buf = AcquireSendBuffer();  // owned by UCX's callback or returned to the pool below
   // An eager message whose inline bytes the sender hands over goes as an iovec
   // (encoded head + those bytes): one copy less (UCX copies both parts straight
   // into the transport).
@@ -634,6 +624,17 @@ Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::
   if (st != UCS_OK) return UcsError(fmt::format("transport: send to {}", conn.peer_name), st);
   if (finished) finished(Status::Ok());
   return Status::Ok();
+}
+
+SendBuffer* WorkerImpl::AcquireSendBuffer() {
+  if (send_pool_.empty()) {
+    auto fresh = std::make_unique<SendBuffer>();
+    fresh->worker = this;
+    return fresh.release();
+  }
+  SendBuffer* buf = send_pool_.back().release();
+  send_pool_.pop_back();
+  return buf;
 }
 
 void WorkerImpl::LinkInFlight(SendBuffer* buf) {

@@ -200,10 +200,12 @@ class WorkerImpl final : public Worker {
   // send buffer; the vector is left empty.
   Status SendMessage(Connection& conn, const wire::Message& msg, std::span<const std::byte> bulk, Completion done,
                      std::shared_ptr<void> keep_alive = nullptr, std::vector<uint8_t>* inline_owner = nullptr);
+  SendBuffer* AcquireSendBuffer();  // from the pool, or a new one
   void ReleaseSendBuffer(SendBuffer* buf);
   // Appends `msg` to conn's batch (flushing it first when `msg` would not fit),
   // or sends it on its own when it cannot ride a batch (bulk over active
-  // messages, or larger than TransportOptions::batch_limit by itself).
+  // messages, or larger than TransportOptions::batch_limit by itself). Sends
+  // the batch once its replies' pushed bytes reach batch_flush_bytes.
   Status SendOrBatch(Connection& conn, const wire::Message& msg);
   // Sends conn's pending batch: one entry as a plain message, more as a kBatch.
   // A failed send fails the connection at the next progress (the batched calls
