@@ -325,12 +325,18 @@ Status EncodeBatchHeader(uint64_t connection_id, size_t payload_len, std::span<u
   return Status::Ok();
 }
 
+bool Batchable(const Message& m) {
+  if (m.kind != Kind::kRequest && m.kind != Kind::kReply) return false;
+  for (uint8_t i = 0; i < m.bulk_count && i < kMaxBulkDescriptors; ++i) {
+    if (m.bulk[i].transfer == BulkTransfer::kActiveMessage) return false;
+  }
+  return true;
+}
+
 namespace {
 Status CheckBatchable(const Message& m) {
   if (m.kind != Kind::kRequest && m.kind != Kind::kReply) return Bad("batch entry is not a request or reply");
-  for (uint8_t i = 0; i < m.bulk_count && i < kMaxBulkDescriptors; ++i) {
-    if (m.bulk[i].transfer == BulkTransfer::kActiveMessage) return Bad("batch entry with bulk riding active messages");
-  }
+  if (!Batchable(m)) return Bad("batch entry with bulk riding active messages");
   return Status::Ok();
 }
 }  // namespace

@@ -483,10 +483,7 @@ void WorkerImpl::HandleBatch(const wire::Message& msg) {
 Status WorkerImpl::SendOrBatch(Connection& conn, const wire::Message& msg) {
   const uint64_t limit = context_.options().batch_limit;
   const size_t entry = wire::BatchEntrySize(msg);
-  bool batchable = wire::kHeaderSize + entry <= limit;
-  for (uint8_t i = 0; i < msg.bulk_count && batchable; ++i)
-    batchable = msg.bulk[i].transfer != wire::BulkTransfer::kActiveMessage;
-  if (!batchable) {
+  if (wire::kHeaderSize + entry > limit || !wire::Batchable(msg)) {
     FlushBatch(conn);  // keep the order: what was batched goes first
     return SendMessage(conn, msg, {}, nullptr);
   }
