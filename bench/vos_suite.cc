@@ -47,6 +47,7 @@ struct VosSuiteOptions {
   uint64_t vos_data_size = 0;    // 0: 3 x size
   std::string extent_sync;       // empty: the VosOptions default
   bool relaxed = false;          // VosOptions::sync_commit = false (to measure what durability costs)
+  bool inline_commit = true;     // VosOptions::inline_commit
   int rounds = 1;                // per case, alternate fio and VOS this many times (runtime split evenly)
   std::string buffers = "huge";  // page kind of both sides' I/O buffers (memory_bench_util.h)
   // engine: FetchOp::caller_verifies, as the engine fetches (checksums verified
@@ -216,6 +217,7 @@ int RunVosSuite(Reporter& rep) {
   vopts.storage_class = *cls;
   vopts.data_size = g_opts.vos_data_size ? g_opts.vos_data_size : 3 * g_opts.size;
   vopts.sync_commit = !g_opts.relaxed;
+  vopts.inline_commit = g_opts.inline_commit;
   if (!g_opts.extent_sync.empty()) {
     auto sync = vos::ParseExtentSync(g_opts.extent_sync);
     if (!sync.ok()) {
@@ -233,10 +235,11 @@ int RunVosSuite(Reporter& rep) {
   Epoch next_epoch = 1;
   const std::string baseline = ram ? "fio-io_uring-buffered" : "fio-io_uring";
   std::fprintf(stderr,
-               "vos bench: dir %s class %s extent_sync %s%s size %llu runtime %.1fs; baseline %s; buffers %s pages "
+               "vos bench: dir %s class %s extent_sync %s%s%s size %llu runtime %.1fs; baseline %s; buffers %s pages "
                "on both sides\n",
                scratch->path().c_str(), g_opts.storage_class.c_str(),
                std::string(vos::ExtentSyncName(vopts.extent_sync)).c_str(), g_opts.relaxed ? " (relaxed)" : "",
+               g_opts.inline_commit ? "" : " (every commit on the commit thread)",
                static_cast<unsigned long long>(g_opts.size), g_opts.runtime_s, baseline.c_str(),
                std::string(PageKindName(g_pages)).c_str());
 
@@ -307,6 +310,8 @@ const bool registered = RegisterSuite(Suite{
       app.add_flag("!--no-fio", g_opts.fio, "VOS only, no fio baseline (for profiling)");
       app.add_flag("--relaxed", g_opts.relaxed,
                    "VOS relaxed durability (sync_commit: false), to measure what durable commits cost");
+      app.add_flag("!--no-inline-commit", g_opts.inline_commit,
+                   "VOS inline_commit: false (every commit group on the commit thread, even a lone update's)");
       app.add_flag("!--no-fdatasync-baseline", g_opts.fdatasync_baseline,
                    "skip the second write baseline (fio --fdatasync=1)");
     },

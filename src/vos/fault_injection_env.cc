@@ -50,6 +50,7 @@ class FaultInjectionFile final : public File {
 void FaultInjectionEnv::Reset() {
   writes_ = 0;
   syncs_ = 0;
+  last_sync_thread_ = std::thread::id();
   fail_write_n_ = 0;
   fail_write_errno_ = 0;
   short_writes_ = false;
@@ -74,6 +75,7 @@ int FaultInjectionEnv::ApplyWriteFaults(size_t len, int result) {
 
 bool FaultInjectionEnv::ShouldFailSync() {
   ++syncs_;
+  last_sync_thread_ = std::this_thread::get_id();
   return fail_sync_.load();
 }
 

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <thread>
 
 #include "vos/env.h"
 
@@ -34,6 +35,8 @@ class FaultInjectionEnv : public Env {
 
   uint64_t writes() const { return writes_.load(); }
   uint64_t syncs() const { return syncs_.load(); }
+  // The thread that ran the last fdatasync (a default id before any).
+  std::thread::id last_sync_thread() const { return last_sync_thread_.load(); }
 
   // Returns the result a write of `len` bytes should have instead of `result`.
   int ApplyWriteFaults(size_t len, int result);
@@ -51,6 +54,7 @@ class FaultInjectionEnv : public Env {
   Env* base_;
   std::atomic<uint64_t> writes_{0};
   std::atomic<uint64_t> syncs_{0};
+  std::atomic<std::thread::id> last_sync_thread_{};
   std::atomic<uint64_t> fail_write_n_{0};
   std::atomic<int> fail_write_errno_{0};
   std::atomic<bool> short_writes_{false};

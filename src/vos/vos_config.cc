@@ -12,8 +12,8 @@ Result<VosOptions> ParseVosOptions(const YAML::Node& node, std::string_view wher
     return Status::InvalidArgument(fmt::format("{}: expected a map of VOS settings", where));
   }
   static constexpr const char* kKnown[] = {
-      "class",       "path",        "block_device", "data_size",       "inline_threshold",
-      "sync_commit", "extent_sync", "checksum",     "csum_chunk_size", "io_depth"};
+      "class",       "path",     "block_device",    "data_size", "inline_threshold", "sync_commit",
+      "extent_sync", "checksum", "csum_chunk_size", "io_depth",  "inline_commit"};
   if (node && node.IsMap()) {
     for (const auto& kv : node) {
       std::string key = kv.first.as<std::string>();
@@ -32,6 +32,7 @@ Result<VosOptions> ParseVosOptions(const YAML::Node& node, std::string_view wher
   ROS2_RETURN_IF_ERROR(ReadSize(node, where, "data_size", &o.data_size));
   ROS2_RETURN_IF_ERROR(ReadSize(node, where, "inline_threshold", &o.inline_threshold));
   ROS2_RETURN_IF_ERROR(ReadBool(node, where, "sync_commit", &o.sync_commit));
+  ROS2_RETURN_IF_ERROR(ReadBool(node, where, "inline_commit", &o.inline_commit));
   std::string extent_sync = std::string(ExtentSyncName(o.extent_sync));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "extent_sync", &extent_sync));
   auto parsed_sync = ParseExtentSync(extent_sync);

@@ -16,7 +16,7 @@ Result<VosOptions> Parse(std::string_view text) {
 TEST(VosConfigTest, ParsesEveryKey) {
   auto o = Parse(
       "class: nvme\npath: /data/t0\ndata_size: 2GiB\ninline_threshold: 8k\nsync_commit: false\n"
-      "extent_sync: dsync\nchecksum: crc64\ncsum_chunk_size: 16KiB\nio_depth: 64\n");
+      "extent_sync: dsync\nchecksum: crc64\ncsum_chunk_size: 16KiB\nio_depth: 64\ninline_commit: false\n");
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->storage_class, StorageClass::kNvme);
   EXPECT_EQ(o->path, "/data/t0");
@@ -27,6 +27,7 @@ TEST(VosConfigTest, ParsesEveryKey) {
   EXPECT_EQ(o->checksum, ChecksumType::kCrc64);
   EXPECT_EQ(o->csum_chunk_size, 16384u);
   EXPECT_EQ(o->io_depth, 64u);
+  EXPECT_FALSE(o->inline_commit);
 }
 
 TEST(VosConfigTest, RamNeedsNoPathAndDefaultsAreKept) {
@@ -35,6 +36,7 @@ TEST(VosConfigTest, RamNeedsNoPathAndDefaultsAreKept) {
   EXPECT_EQ(o->storage_class, StorageClass::kRam);
   EXPECT_TRUE(o->sync_commit);
   EXPECT_EQ(o->extent_sync, ExtentSync::kWal);
+  EXPECT_TRUE(o->inline_commit);
   EXPECT_EQ(o->inline_threshold, 4096u);
 }
 

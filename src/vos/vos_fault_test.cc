@@ -4,6 +4,9 @@
 
 #include <cerrno>
 #include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "vos/fault_injection_env.h"
 #include "vos/vos_test_util.h"
@@ -119,6 +122,52 @@ TEST_F(VosFaultTest, FailedGroupDataSyncFailsTheUpdate) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->empty());  // nothing was committed
   ASSERT_TRUE(PutSingle(vos_.get(), TestOid(6), "d", "a", 11, Pattern(2, 64 << 10)).ok());
+}
+
+TEST_F(VosFaultTest, ALoneUpdateCommitsOnTheCallingThread) {
+  // Group mode makes the commit's data fdatasync visible through the Env. A
+  // group holding everything in flight is committed by Progress itself
+  // (inline_commit); with inline_commit off it always goes to the commit thread.
+  for (bool inline_commit : {true, false}) {
+    SCOPED_TRACE(inline_commit ? "inline_commit: true" : "inline_commit: false");
+    vos_.reset();
+    VosOptions o = testing::SmallOptions(dir_.path());
+    o.env = &env_;
+    o.extent_sync = ExtentSync::kGroup;
+    o.inline_commit = inline_commit;
+    auto v = Vos::Open(o);
+    ASSERT_TRUE(v.ok()) << v.status().ToString();
+    vos_ = std::move(*v);
+    env_.Reset();
+    const ObjectId oid = TestOid(inline_commit ? 7 : 8);
+    ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(3, 64 << 10)).ok());
+    EXPECT_EQ(env_.syncs(), 1u) << "one data fdatasync for the update's group";
+    EXPECT_EQ(env_.last_sync_thread() == std::this_thread::get_id(), inline_commit);
+    // Eight updates in flight at once still commit, in however many groups.
+    int done = 0;
+    std::vector<std::vector<std::byte>> values;
+    for (int i = 0; i < 8; ++i) values.push_back(Pattern(20 + i, 64 << 10));
+    for (int i = 0; i < 8; ++i) {
+      UpdateOp op;
+      op.oid = oid;
+      op.dkey = "d" + std::to_string(i);
+      op.akey = "a";
+      op.type = ValueType::kSingle;
+      op.epoch = 11;
+      op.data = values[static_cast<size_t>(i)];
+      vos_->SubmitUpdate(op, [&done](Status st) {
+        EXPECT_TRUE(st.ok()) << st.ToString();
+        ++done;
+      });
+    }
+    while (done < 8) vos_->Progress(true);
+    for (int i = 0; i < 8; ++i) {
+      auto r = GetSingle(vos_.get(), oid, "d" + std::to_string(i), "a", kEpochMax);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      EXPECT_EQ(*r, values[static_cast<size_t>(i)]);
+    }
+  }
+  vos_.reset();
 }
 
 TEST_F(VosFaultTest, FailedDataSyncIsReportedBySync) {

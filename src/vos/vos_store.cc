@@ -347,7 +347,7 @@ int VosStore::Progress(bool wait) {
     if (committer_) {
       if (auto group = committer_->TakeFinished()) ran += FinishCommit(std::move(group));
     }
-    ran += StartCommitIfIdle();
+    ran += StartCommitIfIdle(/*from_progress=*/true);
     ran += RunDeferred();
     bool committing = committer_ && committer_->busy();
     if (ran > 0 || in_flight_ == 0 || !wait || committing) extents_->Flush();
@@ -418,7 +418,7 @@ void VosStore::SubmitPunch(const PunchOp& op, PunchCallback done) {
   }
   p.scope = std::move(*scope);
   ready_punches_.push_back(&p);
-  if (committer_) StartCommitIfIdle();
+  if (committer_) StartCommitIfIdle(/*from_progress=*/false);
 }
 
 void VosStore::CompletePunch(PunchState* p, Status st) {

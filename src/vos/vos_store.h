@@ -149,7 +149,11 @@ class VosStore final : public Vos {
   Status PrepareUpdate(UpdateState* u);
   Status ChecksumData(UpdateState* u);  // verifies the caller's checksums or computes the store's
   void OnUpdateWritten(UpdateState* u, Status st);
-  int StartCommitIfIdle();
+  // Builds a commit group of the ready updates and punches unless one is
+  // committing; returns the callbacks run. `from_progress`: called by
+  // Progress, which may run the commit (and its callbacks) inline; submit
+  // paths leave such a group to the next Progress.
+  int StartCommitIfIdle(bool from_progress);
   int FinishCommit(std::unique_ptr<CommitGroup> group);
   void CompleteUpdate(UpdateState* u, Status st);
   void ReleaseHeader(UpdateState* u);

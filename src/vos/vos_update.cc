@@ -33,7 +33,7 @@ void VosStore::SubmitUpdate(const UpdateOp& op, UpdateCallback done) {
   }
   if (!u.rec.external) {
     ready_.push_back(&u);
-    if (committer_) StartCommitIfIdle();
+    if (committer_) StartCommitIfIdle(/*from_progress=*/false);
     return;
   }
   std::span<const std::byte> data = u.op.data;
@@ -188,9 +188,15 @@ void VosStore::OnUpdateWritten(UpdateState* u, Status st) {
   ready_.push_back(u);
 }
 
-int VosStore::StartCommitIfIdle() {
+int VosStore::StartCommitIfIdle(bool from_progress) {
   if (ready_.empty() && ready_punches_.empty()) return 0;
   if (committer_ && committer_->busy()) return 0;
+  // Nothing but the ready operations in flight: nothing could progress while
+  // their group syncs, so Progress commits it on this thread rather than wake
+  // the commit thread and be woken back (two cross-core wake-ups, 15-20 us each
+  // here). Under load the group goes to the thread and I/O goes on meanwhile.
+  const bool commit_here = committer_ && options_.inline_commit && ready_.size() + ready_punches_.size() == in_flight_;
+  if (commit_here && !from_progress) return 0;
   auto group = std::make_unique<CommitGroup>();
   std::string check_list;  // extents whose durability rides on the group's WAL sync
   for (UpdateState* u : ready_) {
@@ -232,6 +238,10 @@ int VosStore::StartCommitIfIdle() {
     if (!check_list.empty() && !group->sync_data) {
       group->check_group = next_check_group_++;
       group->batch.Put(keys::CheckKey(group->check_group), check_list);
+    }
+    if (commit_here) {
+      CommitGroupNow(db_.get(), extents_.get(), /*sync=*/true, group.get());
+      return FinishCommit(std::move(group));
     }
     committer_->Start(std::move(group));
     return 0;
