@@ -192,6 +192,13 @@ Status RequireEmpty(const Reader& r, const std::string& key, const char* name) {
   return Status::Ok();
 }
 
+// The keys a request names must be set, the others empty (dkey checked first).
+Status RequireKeys(const Reader& r, const std::string& dkey, bool names_dkey, const std::string& akey,
+                   bool names_akey) {
+  ROS2_RETURN_IF_ERROR(names_dkey ? RequireKey(r, dkey, "dkey") : RequireEmpty(r, dkey, "dkey"));
+  return names_akey ? RequireKey(r, akey, "akey") : RequireEmpty(r, akey, "akey");
+}
+
 // Array shape: record_size > 0 and index + count and count * record_size do not
 // overflow and stay within kMaxIoSize.
 Status CheckArrayShape(const Reader& r, uint64_t index, uint64_t count, uint32_t record_size) {
@@ -299,8 +306,7 @@ Result<UpdateRequest> DecodeUpdateRequest(std::span<const uint8_t> bytes) {
   ROS2_RETURN_IF_ERROR(r.U64("length", &m.length));
   ROS2_RETURN_IF_ERROR(r.Csum(&m.csum));
   ROS2_RETURN_IF_ERROR(r.Done());
-  ROS2_RETURN_IF_ERROR(RequireKey(r, m.dkey, "dkey"));
-  ROS2_RETURN_IF_ERROR(RequireKey(r, m.akey, "akey"));
+  ROS2_RETURN_IF_ERROR(RequireKeys(r, m.dkey, true, m.akey, true));
   if (m.length > kMaxIoSize)
     return r.Invalid(fmt::format("length {} exceeds the I/O limit of {}", m.length, kMaxIoSize));
   if (m.type == ValueType::kSingle) {
@@ -354,8 +360,7 @@ Result<FetchRequest> DecodeFetchRequest(std::span<const uint8_t> bytes) {
   ROS2_RETURN_IF_ERROR(r.U64("count", &m.count));
   ROS2_RETURN_IF_ERROR(r.U32("record size", &m.record_size));
   ROS2_RETURN_IF_ERROR(r.Done());
-  ROS2_RETURN_IF_ERROR(RequireKey(r, m.dkey, "dkey"));
-  ROS2_RETURN_IF_ERROR(RequireKey(r, m.akey, "akey"));
+  ROS2_RETURN_IF_ERROR(RequireKeys(r, m.dkey, true, m.akey, true));
   if (m.type == ValueType::kSingle) {
     if (m.index != 0 || m.count != 0 || m.record_size != 1) {
       return r.Invalid("single value with an index, count or record size");
@@ -408,21 +413,10 @@ Result<PunchRequest> DecodePunchRequest(std::span<const uint8_t> bytes) {
   ROS2_RETURN_IF_ERROR(r.Key("dkey", &m.dkey));
   ROS2_RETURN_IF_ERROR(r.Key("akey", &m.akey));
   ROS2_RETURN_IF_ERROR(r.Done());
-  switch (m.scope) {
-    case PunchScope::kObject:
-      if (m.header.flags != 0) return r.Invalid("a conditional punch of a whole object");
-      ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.dkey, "dkey"));
-      ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.akey, "akey"));
-      break;
-    case PunchScope::kDkey:
-      ROS2_RETURN_IF_ERROR(RequireKey(r, m.dkey, "dkey"));
-      ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.akey, "akey"));
-      break;
-    case PunchScope::kAkey:
-      ROS2_RETURN_IF_ERROR(RequireKey(r, m.dkey, "dkey"));
-      ROS2_RETURN_IF_ERROR(RequireKey(r, m.akey, "akey"));
-      break;
+  if (m.scope == PunchScope::kObject && m.header.flags != 0) {
+    return r.Invalid("a conditional punch of a whole object");
   }
+  ROS2_RETURN_IF_ERROR(RequireKeys(r, m.dkey, m.scope != PunchScope::kObject, m.akey, m.scope == PunchScope::kAkey));
   return m;
 }
 std::vector<uint8_t> Encode(const PunchReply& m) {
@@ -469,25 +463,9 @@ Result<ListRequest> DecodeListRequest(std::span<const uint8_t> bytes) {
   if (m.max_entries == 0 || m.max_entries > kMaxListEntries) {
     return r.Invalid(fmt::format("max entries {} outside 1 .. {}", m.max_entries, kMaxListEntries));
   }
-  switch (m.kind) {
-    case ListKind::kObjects:
-      if (m.oid != ObjectId{}) return r.Fail("oid must be zero when listing objects");
-      ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.dkey, "dkey"));
-      ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.akey, "akey"));
-      break;
-    case ListKind::kDkeys:
-      ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.dkey, "dkey"));
-      ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.akey, "akey"));
-      break;
-    case ListKind::kAkeys:
-      ROS2_RETURN_IF_ERROR(RequireKey(r, m.dkey, "dkey"));
-      ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.akey, "akey"));
-      break;
-    case ListKind::kExtents:
-      ROS2_RETURN_IF_ERROR(RequireKey(r, m.dkey, "dkey"));
-      ROS2_RETURN_IF_ERROR(RequireKey(r, m.akey, "akey"));
-      break;
-  }
+  if (m.kind == ListKind::kObjects && m.oid != ObjectId{}) return r.Fail("oid must be zero when listing objects");
+  const bool names_dkey = m.kind == ListKind::kAkeys || m.kind == ListKind::kExtents;
+  ROS2_RETURN_IF_ERROR(RequireKeys(r, m.dkey, names_dkey, m.akey, m.kind == ListKind::kExtents));
   return m;
 }
 std::vector<uint8_t> Encode(const ListReply& m) {
@@ -570,16 +548,8 @@ Result<QueryRequest> DecodeQueryRequest(std::span<const uint8_t> bytes) {
   ROS2_RETURN_IF_ERROR(r.Key("dkey", &m.dkey));
   ROS2_RETURN_IF_ERROR(r.Key("akey", &m.akey));
   ROS2_RETURN_IF_ERROR(r.Done());
-  if (m.kind == QueryKind::kMaxDkey) {
-    ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.dkey, "dkey"));
-    ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.akey, "akey"));
-  } else if (m.kind == QueryKind::kArrayTail) {
-    ROS2_RETURN_IF_ERROR(RequireEmpty(r, m.dkey, "dkey"));
-    ROS2_RETURN_IF_ERROR(RequireKey(r, m.akey, "akey"));
-  } else {
-    ROS2_RETURN_IF_ERROR(RequireKey(r, m.dkey, "dkey"));
-    ROS2_RETURN_IF_ERROR(RequireKey(r, m.akey, "akey"));
-  }
+  // kMaxDkey names neither key, kArrayTail only the akey, kArrayEnd both.
+  ROS2_RETURN_IF_ERROR(RequireKeys(r, m.dkey, m.kind == QueryKind::kArrayEnd, m.akey, m.kind != QueryKind::kMaxDkey));
   return m;
 }
 std::vector<uint8_t> Encode(const QueryReply& m) {

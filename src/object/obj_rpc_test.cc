@@ -1,7 +1,12 @@
 // Round trips of every object RPC message and rejection of malformed payloads.
 #include "object/obj_rpc.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
 
 namespace ros2::obj {
 namespace {
@@ -234,6 +239,69 @@ TEST(ObjRpc, SemanticErrorsAreInvalidArgument) {
 
   PunchRequest p{SampleHeader(), PunchScope::kObject, ObjectId{1, 1}, "stray", ""};
   EXPECT_EQ(DecodePunchRequest(Encode(p)).status().code(), Status::Code::kProtocol);
+}
+
+// Every kind of punch, list and query names some keys: those must be set (an
+// empty one is the caller's mistake, InvalidArgument), the others empty (a
+// stray key is a malformed request, Protocol); the dkey is judged first.
+TEST(ObjRpc, EachKindNamesItsKeysAndNoOthers) {
+  struct Rule {
+    std::string what;
+    bool names_dkey, names_akey;
+    std::function<Status(const std::string&, const std::string&)> decode;
+  };
+  auto punch = [](PunchScope s) {
+    return [s](const std::string& d, const std::string& a) {
+      return DecodePunchRequest(Encode(PunchRequest{SampleHeader(), s, ObjectId{1, 1}, d, a})).status();
+    };
+  };
+  auto list = [](ListKind k) {
+    return [k](const std::string& d, const std::string& a) {
+      ListRequest l;
+      l.header = SampleHeader();
+      l.kind = k;
+      l.oid = k == ListKind::kObjects ? ObjectId{} : ObjectId{1, 1};
+      l.dkey = d;
+      l.akey = a;
+      l.max_entries = 1;
+      return DecodeListRequest(Encode(l)).status();
+    };
+  };
+  auto query = [](QueryKind k) {
+    return [k](const std::string& d, const std::string& a) {
+      return DecodeQueryRequest(Encode(QueryRequest{SampleHeader(), k, ObjectId{1, 1}, d, a})).status();
+    };
+  };
+  const std::vector<Rule> rules = {
+      {"punch object", false, false, punch(PunchScope::kObject)},
+      {"punch dkey", true, false, punch(PunchScope::kDkey)},
+      {"punch akey", true, true, punch(PunchScope::kAkey)},
+      {"list objects", false, false, list(ListKind::kObjects)},
+      {"list dkeys", false, false, list(ListKind::kDkeys)},
+      {"list akeys", true, false, list(ListKind::kAkeys)},
+      {"list extents", true, true, list(ListKind::kExtents)},
+      {"query max dkey", false, false, query(QueryKind::kMaxDkey)},
+      {"query array end", true, true, query(QueryKind::kArrayEnd)},
+      {"query array tail", false, true, query(QueryKind::kArrayTail)},
+  };
+  for (const Rule& rule : rules) {
+    for (bool dkey_set : {false, true}) {
+      for (bool akey_set : {false, true}) {
+        SCOPED_TRACE(
+            fmt::format("{} dkey {} akey {}", rule.what, dkey_set ? "set" : "empty", akey_set ? "set" : "empty"));
+        Status st = rule.decode(dkey_set ? "d" : "", akey_set ? "a" : "");
+        if (dkey_set != rule.names_dkey) {
+          EXPECT_EQ(st.code(), rule.names_dkey ? Status::Code::kInvalidArgument : Status::Code::kProtocol);
+          EXPECT_NE(st.message().find("dkey"), std::string::npos) << st.ToString();
+        } else if (akey_set != rule.names_akey) {
+          EXPECT_EQ(st.code(), rule.names_akey ? Status::Code::kInvalidArgument : Status::Code::kProtocol);
+          EXPECT_NE(st.message().find("akey"), std::string::npos) << st.ToString();
+        } else {
+          EXPECT_TRUE(st.ok()) << st.ToString();
+        }
+      }
+    }
+  }
 }
 
 TEST(ObjRpc, ChecksumCountBeyondPayloadIsRejected) {
