@@ -150,10 +150,19 @@ int Target::DrainMailbox() {
 }
 
 int Target::ProgressShards() {
+  // A shard may commit a lone group on this thread (vos.inline_commit) only
+  // while no other shard has work: the thread is blocked for the WAL sync.
+  size_t busy = 0;
+  for (auto& [key, shard] : shards_) busy += shard->vos->in_flight() > 0 ? 1 : 0;
+  for (auto& s : retiring_) busy += s->vos->in_flight() > 0 ? 1 : 0;
   int events = 0;
-  for (auto& [key, shard] : shards_) events += shard->vos->Progress(false);
+  for (auto& [key, shard] : shards_) {
+    shard->vos->AllowInlineCommit(busy <= 1);
+    events += shard->vos->Progress(false);
+  }
   for (auto it = retiring_.begin(); it != retiring_.end();) {
     Shard& s = **it;
+    s.vos->AllowInlineCommit(busy <= 1);
     events += s.vos->Progress(false);
     if (s.vos->in_flight() == 0) {
       RemoveFromEpoll(s.vos->event_fd());

@@ -224,6 +224,11 @@ class Vos {
   virtual int PrepareSleep() = 0;
   // Number of submitted ops whose callbacks have not run yet.
   virtual size_t in_flight() const = 0;
+  // The owner's say on inline commits (VosOptions::inline_commit; allowed
+  // until told otherwise): an owner whose thread also serves other stores or
+  // other work disallows them while that has work of its own, since the
+  // thread is blocked for the commit's WAL sync.
+  virtual void AllowInlineCommit(bool allowed) = 0;
 
   // --- blocking wrappers (tests, tools) ---
   Status Update(const UpdateOp& op);

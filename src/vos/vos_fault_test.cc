@@ -1,5 +1,6 @@
 // I/O errors, short writes and ENOSPC through the FaultInjectionEnv: each is a
 // clear Status, nothing is half-written and the space accounting stays right.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -127,19 +128,27 @@ TEST_F(VosFaultTest, FailedGroupDataSyncFailsTheUpdate) {
 TEST_F(VosFaultTest, ALoneUpdateCommitsOnTheCallingThread) {
   // Group mode makes the commit's data fdatasync visible through the Env. A
   // group holding everything in flight is committed by Progress itself
-  // (inline_commit); with inline_commit off it always goes to the commit thread.
-  for (bool inline_commit : {true, false}) {
-    SCOPED_TRACE(inline_commit ? "inline_commit: true" : "inline_commit: false");
+  // (inline_commit); with inline_commit off, or while the owner disallows it
+  // (AllowInlineCommit(false), as an engine target with other busy shards
+  // does), it goes to the commit thread.
+  struct Case {
+    bool inline_commit, owner_allows;
+    uint64_t oid;
+  };
+  for (Case c : {Case{true, true, 7}, Case{false, true, 8}, Case{true, false, 9}}) {
+    SCOPED_TRACE(fmt::format("inline_commit {} owner allows {}", c.inline_commit, c.owner_allows));
+    const bool inline_commit = c.inline_commit && c.owner_allows;
     vos_.reset();
     VosOptions o = testing::SmallOptions(dir_.path());
     o.env = &env_;
     o.extent_sync = ExtentSync::kGroup;
-    o.inline_commit = inline_commit;
+    o.inline_commit = c.inline_commit;
     auto v = Vos::Open(o);
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     vos_ = std::move(*v);
+    vos_->AllowInlineCommit(c.owner_allows);
     env_.Reset();
-    const ObjectId oid = TestOid(inline_commit ? 7 : 8);
+    const ObjectId oid = TestOid(c.oid);
     ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(3, 64 << 10)).ok());
     EXPECT_EQ(env_.syncs(), 1u) << "one data fdatasync for the update's group";
     EXPECT_EQ(env_.last_sync_thread() == std::this_thread::get_id(), inline_commit);

@@ -46,6 +46,7 @@ class VosStore final : public Vos {
   int PrepareSleep() override;
   int event_fd() const override { return event_fd_; }
   size_t in_flight() const override { return in_flight_; }
+  void AllowInlineCommit(bool allowed) override { owner_allows_inline_ = allowed; }
 
   void SubmitPunch(const PunchOp& op, PunchCallback done) override;
 
@@ -214,6 +215,7 @@ class VosStore final : public Vos {
   // ExtentSync::kWal in effect (a data file on the WAL's device): a group's
   // extents are made durable by its WAL sync's device flush.
   bool wal_covers_extents_ = false;
+  bool owner_allows_inline_ = true;  // AllowInlineCommit
   uint64_t next_check_group_ = 1;
   std::vector<uint64_t> check_records_;  // check records written and not yet deleted by a committed batch
   PunchIndex punches_;

@@ -195,7 +195,8 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
   // their group syncs, so Progress commits it on this thread rather than wake
   // the commit thread and be woken back (two cross-core wake-ups, 15-20 us each
   // here). Under load the group goes to the thread and I/O goes on meanwhile.
-  const bool commit_here = committer_ && options_.inline_commit && ready_.size() + ready_punches_.size() == in_flight_;
+  const bool commit_here = committer_ && options_.inline_commit && owner_allows_inline_ &&
+                           ready_.size() + ready_punches_.size() == in_flight_;
   if (commit_here && !from_progress) return 0;
   auto group = std::make_unique<CommitGroup>();
   std::string check_list;  // extents whose durability rides on the group's WAL sync
