@@ -80,7 +80,7 @@ TEST(TransportSuiteTest, EveryCaseCarriesBothPerftestBaselinesOfItsRounds) {
     EXPECT_TRUE(idle.count("mode=idle transport=" + kind)) << kind;
     for (const std::string op : {"write", "read"}) {
       const std::string rpc = "mode=rpc op=" + op + " bs=4096 qd=1 transport=" + kind + "|lat_us_p50";
-      const std::string bulk = "mode=bulk op=" + op + " bs=4096 qd=8 transport=" + kind + "|mib_s";
+      const std::string bulk = "mode=bulk op=" + op + " bs=4096 qd=128 transport=" + kind + "|mib_s";
       ASSERT_TRUE(by_case.count(rpc)) << rpc << "\n" << r.out;
       ASSERT_TRUE(by_case.count(bulk)) << bulk << "\n" << r.out;
       auto& lat = by_case[rpc];
