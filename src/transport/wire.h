@@ -144,10 +144,10 @@ Status Decode(std::span<const uint8_t> bytes, Message& m);
 // `out` must hold kHeaderSize bytes. InvalidArgument for an empty or oversize
 // payload or connection id 0.
 Status EncodeBatchHeader(uint64_t connection_id, size_t payload_len, std::span<uint8_t> out);
-// Bytes one batch entry of `m` takes (the length prefix and the message).
 // Whether `m` may ride a batch: a request or a reply whose bulk does not ride
 // active messages (the rule EncodeBatchEntry and DecodeBatch enforce).
 bool Batchable(const Message& m);
+// Bytes one batch entry of `m` takes (the length prefix and the message).
 inline size_t BatchEntrySize(const Message& m) {
   return kBatchEntryPrefix + EncodedSize(m);
 }
