@@ -53,6 +53,8 @@ Status Engine::StartAll() {
   env_.transport = transport_.get();
   env_.clock = &clock_;
   env_.spin = config_.transport.spin_budget;
+  env_.target_cpus = config_.target_cpus;
+  env_.process_cpus = transport::CurrentThreadCpus();
   env_.shutdown_grace = config_.shutdown_grace;
 
   if (config_.control.join.empty()) ROS2_RETURN_IF_ERROR(StartEmbeddedControl());

@@ -1,7 +1,14 @@
 // Engine configuration: defaults, YAML keys, overrides and cross-field checks.
 #include "engine/engine_config.h"
 
+#include <sched.h>
+
+#include <cerrno>
+#include <charconv>
+#include <vector>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <spdlog/spdlog.h>
 
@@ -13,6 +20,15 @@ namespace {
 
 constexpr uint64_t kDefaultShardDataSize = uint64_t{256} << 20;
 constexpr uint32_t kMaxTargets = 64;
+
+// "allowed: 0, 1" for the error of a CPU outside the process's set.
+std::string DescribeCpus(const cpu_set_t& set) {
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return fmt::format("allowed: {}", fmt::join(cpus, ", "));
+}
 
 Status CheckKnownKeys(const YAML::Node& node, std::string_view where, std::initializer_list<const char*> known) {
   if (!node.IsMap()) return Status::InvalidArgument(fmt::format("{}: expected a map", where));
@@ -88,6 +104,27 @@ Status ApplyControl(const YAML::Node& node, const std::string& where, ControlCon
   return Status::Ok();
 }
 
+// `target_cpus: [0, 1]`: a list of CPU numbers (checked against the CPUs this
+// process may use by FinalizeEngineConfig).
+Status ApplyTargetCpus(const YAML::Node& node, const std::string& where, EngineConfig* config) {
+  if (!node.IsSequence() || node.size() == 0 || node.size() > kMaxTargets) {
+    return Status::InvalidArgument(
+        fmt::format("{}: target_cpus: expected a list of 1 to {} CPU numbers, e.g. [0, 1]", where, kMaxTargets));
+  }
+  std::vector<int> cpus;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string text = node[i].IsScalar() ? node[i].as<std::string>() : std::string("(not a number)");
+    int cpu = -1;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cpu);
+    if (ec != std::errc() || end != text.data() + text.size() || cpu < 0 || cpu >= CPU_SETSIZE) {
+      return Status::InvalidArgument(fmt::format("{}: target_cpus[{}]: '{}' is not a CPU number", where, i, text));
+    }
+    cpus.push_back(cpu);
+  }
+  config->target_cpus = std::move(cpus);
+  return Status::Ok();
+}
+
 }  // namespace
 
 EngineConfig DefaultEngineConfig() {
@@ -101,7 +138,8 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
   if (!root || root.IsNull()) return Status::Ok();
   const std::string where(origin);
   ROS2_RETURN_IF_ERROR(CheckKnownKeys(
-      root, where, {"data_dir", "log_level", "targets", "vos", "transport", "control", "shutdown_grace"}));
+      root, where,
+      {"data_dir", "log_level", "targets", "target_cpus", "vos", "transport", "control", "shutdown_grace"}));
   try {
     ROS2_RETURN_IF_ERROR(ReadString(root, where, "data_dir", &config->data_dir));
     ROS2_RETURN_IF_ERROR(ReadString(root, where, "log_level", &config->log_level));
@@ -111,6 +149,7 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
       return Status::InvalidArgument(fmt::format("{}: targets: {} not in [1, {}]", where, targets, kMaxTargets));
     }
     config->targets = static_cast<uint32_t>(targets);
+    if (const YAML::Node cpus = root["target_cpus"]) ROS2_RETURN_IF_ERROR(ApplyTargetCpus(cpus, where, config));
     if (const YAML::Node vos_node = root["vos"]) {
       const std::string vos_where = where + ": vos";
       if (!vos_node.IsMap()) return Status::InvalidArgument(vos_where + ": expected a map");
@@ -154,6 +193,19 @@ Status FinalizeEngineConfig(EngineConfig* config) {
   }
   if (config->targets == 0 || config->targets > kMaxTargets) {
     return Status::InvalidArgument(fmt::format("targets: {} not in [1, {}]", config->targets, kMaxTargets));
+  }
+  if (!config->target_cpus.empty()) {
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
+      return Status::FromErrno(errno, "target_cpus: reading the CPUs this process may use");
+    }
+    for (int cpu : config->target_cpus) {
+      if (!CPU_ISSET(cpu, &allowed)) {
+        return Status::InvalidArgument(fmt::format("{}: target_cpus: CPU {} is not one this process may run on ({})",
+                                                   config->origin, cpu, DescribeCpus(allowed)));
+      }
+    }
   }
   if (!config->control.join.empty() && config->control.join_secret_file.empty()) {
     return Status::InvalidArgument(

@@ -5,6 +5,7 @@
 //   data_dir: /var/lib/ros2          # required unless given with --data-dir
 //   log_level: info
 //   targets: 2                       # target threads (1 .. 64)
+//   target_cpus: [0, 1]              # optional: target i runs on CPU target_cpus[i % n]
 //   vos: { class: nvme, data_size: 256MiB, ... }   # per container shard (vos_config.h)
 //   transport: { kind: auto, inline_limit: 16KiB, net_devices: lo, spin: 50us, keepalive: 2s }
 //   control:
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -48,6 +50,9 @@ struct EngineConfig {
   std::string data_dir;
   std::string log_level = "info";
   uint32_t targets = 2;
+  // CPUs the target threads are pinned to, target i on target_cpus[i % size];
+  // empty: not pinned (the scheduler places them).
+  std::vector<int> target_cpus;
   vos::VosOptions vos;  // template for every container shard; `path` is set per shard
   transport::TransportOptions transport;
   ControlConfig control;
@@ -68,7 +73,7 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
 Result<EngineConfig> LoadEngineConfig(const std::string& path);
 
 // Checks cross-field rules after overrides (data_dir set, targets in range,
-// join with a secret file) and fills derived defaults (socket path).
+// target_cpus allowed to this process, join with a secret file).
 Status FinalizeEngineConfig(EngineConfig* config);
 
 // The Unix socket address ("unix:/...") of the control plane in `config`.

@@ -1,6 +1,11 @@
 // Engine configuration: defaults, YAML keys and errors that name the key.
 #include "engine/engine_config.h"
 
+#include <sched.h>
+
+#include <vector>
+
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "common/config.h"
@@ -68,6 +73,11 @@ TEST(EngineConfig, ErrorsNameTheKey) {
       {"transport: { inline_limit: 2GiB }", "inline_limit"},
       {"transport: { batch_flush: 0 }", "batch_flush"},
       {"transport: { keepalive: 1ms }", "transport.keepalive"},
+      {"target_cpus: 1", "target_cpus"},
+      {"target_cpus: []", "target_cpus"},
+      {"target_cpus: [0, x]", "target_cpus[1]: 'x'"},
+      {"target_cpus: [-1]", "target_cpus[0]: '-1'"},
+      {"target_cpus: [0, [1]]", "target_cpus[1]"},
   };
   for (const auto& tc : cases) {
     EngineConfig c = DefaultEngineConfig();
@@ -81,6 +91,36 @@ TEST(EngineConfig, ErrorsNameTheKey) {
   c.control.join = "unix:/other.sock";
   Status st = FinalizeEngineConfig(&c);
   EXPECT_NE(st.message().find("join_secret_file"), std::string::npos) << st.ToString();
+}
+
+TEST(EngineConfig, TargetCpusAreListedAndMustBeUsable) {
+  EngineConfig c = DefaultEngineConfig();
+  ASSERT_TRUE(Apply("data_dir: /d\ntarget_cpus: [1, 0]\n", &c).ok());
+  EXPECT_EQ(c.target_cpus, (std::vector<int>{1, 0}));
+  EngineConfig unpinned = DefaultEngineConfig();
+  EXPECT_TRUE(unpinned.target_cpus.empty()) << "targets are unpinned unless configured";
+
+  // A CPU outside this process's set is refused at start, naming it and the
+  // CPUs that are allowed.
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  int usable = -1, unusable = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE && (usable < 0 || unusable < 0); ++cpu) {
+    if (CPU_ISSET(cpu, &allowed) && usable < 0) usable = cpu;
+    if (!CPU_ISSET(cpu, &allowed) && unusable < 0) unusable = cpu;
+  }
+  ASSERT_GE(usable, 0);
+  ASSERT_GE(unusable, 0);
+  c.target_cpus = {usable};
+  EXPECT_TRUE(FinalizeEngineConfig(&c).ok());
+  c.target_cpus = {usable, unusable};
+  Status st = FinalizeEngineConfig(&c);
+  EXPECT_EQ(st.code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(st.message().find(fmt::format("target_cpus: CPU {} is not one this process may run on", unusable)),
+            std::string::npos)
+      << st.ToString();
+  EXPECT_NE(st.message().find(fmt::format("allowed: {}", usable)), std::string::npos) << st.ToString();
 }
 
 }  // namespace

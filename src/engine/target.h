@@ -67,6 +67,9 @@ struct TargetEnvironment {
   std::atomic<control::CapabilityVerifier*> verifier{nullptr};
   std::chrono::microseconds spin{50};
   std::chrono::milliseconds shutdown_grace{5000};
+  // Target i runs on CPU target_cpus[i % size] (EngineConfig::target_cpus); empty: unpinned.
+  std::vector<int> target_cpus;
+  std::vector<int> process_cpus;  // the engine's CPUs before any pinning (given back to helper threads)
   // Containers destroyed while this engine ran: never reopened.
   std::mutex destroyed_mu;
   std::vector<std::pair<Uuid, Uuid>> destroyed;  // GUARDED_BY(destroyed_mu)
@@ -217,8 +220,6 @@ class Target {
   std::chrono::steady_clock::time_point next_aggregate_check_{};
   std::vector<std::function<void()>> deferred_;
   DkeyGate conditional_gate_;  // conditional operations, serialised per dkey (dkey_gate.h)
-  bool pinned_ = false;        // the thread has one CPU: spin without yielding (re-read every 4096 idle loops)
-  uint32_t loops_since_affinity_check_ = 0;
   std::chrono::steady_clock::time_point usage_refreshed_;
 
   int epoll_fd_ = -1;

@@ -29,4 +29,29 @@ bool CurrentThreadPinnedToOneCpu() {
   return CPU_COUNT(&set) == 1;
 }
 
+std::vector<int> CurrentThreadCpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  return cpus;
+}
+
+Status SetCurrentThreadCpus(const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) {
+    if (c < 0 || c >= CPU_SETSIZE) return Status::InvalidArgument(fmt::format("transport: no CPU {}", c));
+    CPU_SET(c, &set);
+  }
+  if (CPU_COUNT(&set) == 0) return Status::InvalidArgument("transport: an empty CPU set");
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) {
+    return Status::InvalidArgument(fmt::format("transport: setting the thread's CPUs: {}", strerror(errno)));
+  }
+  return Status::Ok();
+}
+
 }  // namespace ros2::transport

@@ -86,6 +86,11 @@ std::string_view FailureDetectionName(FailureDetection d);  // "ucx-peer", "pid-
 Status PinCurrentThreadToCpu(int cpu);
 // True when the calling thread may run on exactly one CPU.
 bool CurrentThreadPinnedToOneCpu();
+// The CPUs the calling thread may run on, ascending (empty if unknown).
+std::vector<int> CurrentThreadCpus();
+// Lets the calling thread run on `cpus` (a helper thread started by a pinned
+// one inherits its single CPU; this gives it back the process's set).
+Status SetCurrentThreadCpus(const std::vector<int>& cpus);
 
 struct TransportOptions {
   TransportKind kind = TransportKind::kAuto;

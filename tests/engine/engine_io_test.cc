@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -174,6 +175,72 @@ TEST(EngineIo, IdleClientThatNeverProgressesCostsTheEngineNoCpu) {
     ASSERT_TRUE(f.ok()) << f.status().ToString();
     EXPECT_EQ(f->data, data);
   }
+}
+
+// Cpus_allowed_list of every thread of `pid`, keyed by thread id, with its name.
+std::vector<std::pair<std::string, std::string>> ThreadCpus(pid_t pid) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::error_code ec;
+  for (const auto& t : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    std::ifstream comm(t.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    std::ifstream status(t.path() / "status");
+    std::string line, cpus;
+    while (std::getline(status, line)) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) cpus = line.substr(line.find_first_not_of(" \t", 18));
+    }
+    out.emplace_back(name, cpus);
+  }
+  return out;
+}
+
+// target_cpus pins target i to the i-th CPU listed, and nothing else: the
+// threads the targets start (a shard's opener, its store's commit thread,
+// RocksDB's pool) keep the engine's whole CPU set. I/O still flows.
+TEST(EngineIo, TargetsRunOnTheirConfiguredCpusAndNothingElseIsPinned) {
+  const std::vector<int> cpus = transport::CurrentThreadCpus();
+  ASSERT_FALSE(cpus.empty());
+  // Reversed order where there are two CPUs, so a pin by index would show.
+  const int cpu0 = cpus.back(), cpu1 = cpus.front();
+  EngineCluster c;
+  ASSERT_NO_FATAL_FAILURE(c.Start(
+      {.transport = "tcp", .storage_class = "nvme", .targets = 2, .target_cpus = fmt::format("[{}, {}]", cpu0, cpu1)}));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{64} << 20));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "c", TransportKind::kTcp);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kSX, 11, 1);  // striped: both targets
+  for (int i = 0; i < 8; ++i) {
+    ROS2_ASSERT_OK((*s)->UpdateArray(oid, fmt::format("d{}", i), "a", 0, Pattern(8192, static_cast<uint8_t>(i))));
+  }
+  for (int i = 0; i < 8; ++i) {
+    auto f = (*s)->FetchArray(oid, fmt::format("d{}", i), "a", 0, 8192);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->data, Pattern(8192, static_cast<uint8_t>(i)));
+  }
+
+  const auto threads = ThreadCpus(c.engine->pid());
+  std::string all;  // the main thread's set: the engine's
+  for (const auto& [name, list] : threads) {
+    if (name == "ros2-engine") all = list;
+  }
+  ASSERT_FALSE(all.empty());
+  int targets_seen = 0, others = 0;
+  for (const auto& [name, list] : threads) {
+    if (name == "ros2-target-0") {
+      EXPECT_EQ(list, std::to_string(cpu0));
+      ++targets_seen;
+    } else if (name == "ros2-target-1") {
+      EXPECT_EQ(list, std::to_string(cpu1));
+      ++targets_seen;
+    } else {
+      EXPECT_EQ(list, all) << "thread '" << name << "' was pinned";
+      ++others;
+    }
+  }
+  EXPECT_EQ(targets_seen, 2) << "each target thread carries its name";
+  EXPECT_GT(others, 3);
 }
 
 TEST(EngineIo, EndToEndOverTcp) {

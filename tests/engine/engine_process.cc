@@ -39,6 +39,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
     std::ofstream y(config_path, std::ios::trunc);
     y << "data_dir: " << dir << "\n";
     y << "targets: " << options.targets << "\n";
+    if (!options.target_cpus.empty()) y << "target_cpus: " << options.target_cpus << "\n";
     y << "log_level: info\n";
     y << "shutdown_grace: " << options.shutdown_grace << "\n";
     y << "vos: { class: " << options.storage_class << ", data_size: " << options.data_size << " }\n";

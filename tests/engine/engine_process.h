@@ -53,7 +53,8 @@ struct EngineOptions {
   std::string capability_lifetime;  // e.g. "2s"; empty: the default
   std::string sync_interval;        // joined engines, e.g. "200ms"; empty: the default
   std::string shutdown_grace = "3s";
-  std::string keepalive;  // transport.keepalive, e.g. "10ms"; empty: the default
+  std::string keepalive;    // transport.keepalive, e.g. "10ms"; empty: the default
+  std::string target_cpus;  // target_cpus, e.g. "[1, 0]"; empty: unpinned
 };
 
 class EngineProcess {

@@ -1,4 +1,5 @@
 // cluster up|down|status|demo: a local single-node cluster in a data directory.
+#include <charconv>
 #include <memory>
 
 #include <fmt/format.h>
@@ -45,6 +46,19 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
   up->add_option("--shard-size", a->up.shard_size,
                  "Extent capacity of each container shard on each target (vos.data_size)")
       ->capture_default_str();
+  up->add_option("--target-cpus", a->up.target_cpus,
+                 "CPUs to pin the targets to, comma-separated (target i on the i-th, cycling); default: unpinned")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            int cpu = -1;
+            auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cpu);
+            if (ec != std::errc() || end != text.data() + text.size() || cpu < 0 || cpu > 1023) {
+              return "'" + text + "' is not a CPU number";
+            }
+            return {};
+          },
+          "CPU,..."));
   up->add_option("--engine", a->up.engine_binary, "Path of the ros2-engine binary");
   up->add_option("--timeout", a->timeout_s, "Seconds to wait until the engine is ready")->capture_default_str();
   up->callback([&ctx, a, selected] {

@@ -207,6 +207,7 @@ std::string EngineConfigYaml(const ClusterUpOptions& o) {
       "data_dir: {dir}\n"
       "log_level: info\n"
       "targets: {targets}\n"
+      "{cpus}"
       "vos:\n"
       "  class: {cls}\n"
       "  data_size: {size}\n"
@@ -216,7 +217,9 @@ std::string EngineConfigYaml(const ClusterUpOptions& o) {
       "control:\n"
       "  socket: unix:{dir}/control.sock\n",
       fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("targets", o.targets),
-      fmt::arg("cls", o.storage_class), fmt::arg("size", o.shard_size));
+      fmt::arg("cls", o.storage_class), fmt::arg("size", o.shard_size),
+      fmt::arg("cpus", o.target_cpus.empty() ? std::string()
+                                             : fmt::format("target_cpus: [{}]\n", fmt::join(o.target_cpus, ", "))));
 }
 
 int RunningEnginePid(const std::string& data_dir) {

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,7 @@ struct ClusterUpOptions {
   std::string storage_class = "nvme";  // nvme | ram
   std::string transport = "auto";      // tcp | shm | auto
   std::string shard_size = "256MiB";   // extent capacity of each container shard on each target (vos.data_size)
+  std::vector<int> target_cpus;        // engine target_cpus (target i on target_cpus[i % n]); empty: unpinned
   std::string engine_binary;           // empty: ROS2_ENGINE, the build tree, next to ros2ctl, PATH
   std::chrono::seconds ready_timeout{60};
 };

@@ -27,6 +27,8 @@ TEST(Ros2ctlCliTest, TyposAndMissingArgumentsAreUsageErrors) {
   EXPECT_FAILS_WITH(dir->CtlBare({"pool", "create", "x", "--sise", "1G"}), 2, "--sise");
   EXPECT_FAILS_WITH(dir->CtlBare({"pool", "create", "x"}), 2, "--size");
   EXPECT_FAILS_WITH(dir->CtlBare({"cluster", "up", "--class", "ssd"}), 2, "ssd");
+  EXPECT_FAILS_WITH(dir->CtlBare({"cluster", "up", "--target-cpus", "0,x"}), 2, "'x' is not a CPU number");
+  EXPECT_FAILS_WITH(dir->CtlBare({"cluster", "up", "--target-cpus=-1"}), 2, "'-1' is not a CPU number");
   EXPECT_FAILS_WITH(dir->CtlBare({}), 2, "ros2ctl --help");
   CommandResult help = dir->CtlBare({"--help"});
   EXPECT_EQ(help.exit_code, 0);
@@ -44,6 +46,10 @@ TEST(Ros2ctlCliTest, MissingClusterOrEndpointIsAClearError) {
   EXPECT_EQ(down.exit_code, 0) << down.err;
   EXPECT_NE(down.out.find("No engine was running"), std::string::npos) << down.out;
   EXPECT_FAILS_WITH(dir->Ctl({"cluster", "up", "--engine", "/nonexistent/ros2-engine"}), 1, "not an executable");
+  // A CPU this machine does not give the engine: the engine's own message, and no engine left running.
+  EXPECT_FAILS_WITH(dir->Ctl({"cluster", "up", "--target-cpus", "0,1000"}), 1,
+                    "target_cpus: CPU 1000 is not one this process may run on");
+  EXPECT_FAILS_WITH(dir->Ctl({"cluster", "status"}), 1, "no engine is running");
   // --json errors are JSON on stdout too.
   CommandResult j = dir->Ctl({"--json", "pool", "list"});
   EXPECT_EQ(j.exit_code, 1);
