@@ -52,6 +52,10 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Up(const std::string& scratc
     args.push_back("--engine");
     args.push_back(o.engine);
   }
+  if (!o.target_cpus.empty()) {
+    args.push_back("--target-cpus");
+    args.push_back(fmt::format("{}", fmt::join(o.target_cpus, ",")));
+  }
   ROS2_RETURN_IF_ERROR(c->Ctl(args).status());
   c->up_ = true;
   return c;

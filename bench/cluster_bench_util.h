@@ -31,6 +31,7 @@ struct LocalClusterOptions {
   int targets = 2;
   std::string shard_size = "256MiB";
   std::string name = "cluster";  // data directory: <scratch>/<name>
+  std::vector<int> target_cpus;  // engine target_cpus; empty: unpinned
 };
 
 class LocalCluster {

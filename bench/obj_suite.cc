@@ -44,6 +44,7 @@
 #include "common/object_id.h"
 #include "placement/placement.h"
 #include "ros2/client.h"
+#include "transport/transport.h"
 #include "vos/vos.h"
 
 namespace ros2::bench {
@@ -75,9 +76,23 @@ struct ObjSuiteOptions {
   // jobs yielding in a loop for 18% of all CPU beside the targets).
   int spin_us = 10;
   int rounds = 1;  // per case, alternate the vos-only baseline and the client this many times
+  // --pin: engine target t on CPU t % n of this process's n CPUs, and job j
+  // (client or vos-only) on the CPU of the target that holds its object, so
+  // that a job and the target serving it share a core and its caches.
+  bool pin = false;
 };
 
 ObjSuiteOptions g_opts;
+
+// With --pin: the CPU of target t (the engine's target_cpus cycle over these).
+std::vector<int> PinCpus() {
+  static const std::vector<int> cpus = transport::CurrentThreadCpus();
+  return cpus;
+}
+int TargetCpu(int target) {
+  const auto cpus = PinCpus();
+  return cpus[static_cast<size_t>(target) % cpus.size()];
+}
 
 // One job's libros2 handles (destroyed container, pool, client in that order).
 struct JobHandles {
@@ -245,7 +260,20 @@ Result<CaseStats> RunJobs(int jobs, Fn fn) {
   std::latch start(jobs);
   {
     std::vector<std::jthread> threads;
-    for (int j = 0; j < jobs; ++j) threads.emplace_back([&, j] { results[static_cast<size_t>(j)] = fn(j, &start); });
+    for (int j = 0; j < jobs; ++j) {
+      threads.emplace_back([&, j] {
+        // Job j's object lives on target j % targets (JobObject); its vos-only
+        // twin runs on the same CPU.
+        if (g_opts.pin) {
+          if (Status st = transport::PinCurrentThreadToCpu(TargetCpu(j % std::max(g_opts.targets, 1))); !st.ok()) {
+            results[static_cast<size_t>(j)] = st;
+            start.count_down();
+            return;
+          }
+        }
+        results[static_cast<size_t>(j)] = fn(j, &start);
+      });
+    }
   }
   std::vector<CaseStats> parts;
   for (auto& r : results) {
@@ -343,12 +371,14 @@ struct CaseKey {
 };
 
 std::string CaseDesc(const CaseKey& k, const std::string& transport, const std::string& cls) {
-  return CaseString({{"op", k.op},
-                     {"bs", std::to_string(k.bs)},
-                     {"qd", std::to_string(g_opts.qd)},
-                     {"jobs", std::to_string(k.jobs)},
-                     {"transport", transport},
-                     {"class", cls}});
+  std::vector<std::pair<std::string, std::string>> kv = {{"op", k.op},
+                                                         {"bs", std::to_string(k.bs)},
+                                                         {"qd", std::to_string(g_opts.qd)},
+                                                         {"jobs", std::to_string(k.jobs)},
+                                                         {"transport", transport},
+                                                         {"class", cls}};
+  if (g_opts.pin) kv.emplace_back("mode", "pinned");
+  return CaseString(kv);
 }
 
 // While alive, writes to stdout (fd 1) go to stderr: UCX prints its warnings on
@@ -403,6 +433,15 @@ Result<CaseStats> RunClientCase(std::vector<JobHandles>& handles, const Shape& s
   });
 }
 
+// The engine's target_cpus for --pin (empty without it).
+std::vector<int> TargetCpus() {
+  std::vector<int> cpus;
+  if (g_opts.pin) {
+    for (int t = 0; t < g_opts.targets; ++t) cpus.push_back(TargetCpu(t));
+  }
+  return cpus;
+}
+
 // Runs every case of one (class, transport) on its own cluster.
 Status RunTransport(Reporter& rep, const std::string& scratch, const std::string& cls, const std::string& transport,
                     VosBaseline* baseline, std::map<CaseKey, Figures>& vos_figures,
@@ -414,7 +453,8 @@ Status RunTransport(Reporter& rep, const std::string& scratch, const std::string
                                                                  .transport = transport,
                                                                  .targets = g_opts.targets,
                                                                  .shard_size = g_opts.shard_size,
-                                                                 .name = "cluster-" + cls + "-" + transport}));
+                                                                 .name = "cluster-" + cls + "-" + transport,
+                                                                 .target_cpus = TargetCpus()}));
   ROS2_RETURN_IF_ERROR(cluster->Ctl({"pool", "create", "bench", "--size", g_opts.shard_size}).status());
   ROS2_RETURN_IF_ERROR(cluster->Ctl({"cont", "create", "bench", "data", "--oclass", "S1"}).status());
   ROS2_ASSIGN_OR_RETURN(auto readers, ConnectJobs(*cluster, transport, max_jobs, "data"));
@@ -594,6 +634,9 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--spin-us", g_opts.spin_us,
                      "microseconds a job polls for completions before sleeping (libros2 spin_budget)")
           ->check(CLI::Range(0, 1000000));
+      app.add_flag("--pin", g_opts.pin,
+                   "pin engine target t to CPU t (cycling over this process's CPUs) and each job, client or "
+                   "vos-only, to the CPU of the target holding its object; records get mode=pinned");
     },
     RunObjSuite,
 });
