@@ -85,12 +85,9 @@ struct ObjSuiteOptions {
 ObjSuiteOptions g_opts;
 
 // With --pin: the CPU of target t (the engine's target_cpus cycle over these).
-std::vector<int> PinCpus() {
-  static const std::vector<int> cpus = transport::CurrentThreadCpus();
-  return cpus;
-}
 int TargetCpu(int target) {
-  const auto cpus = PinCpus();
+  static const std::vector<int> cpus = transport::CurrentThreadCpus();
+  if (cpus.empty()) return 0;  // the affinity could not be read: CPU 0 exists
   return cpus[static_cast<size_t>(target) % cpus.size()];
 }
 

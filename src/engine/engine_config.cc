@@ -3,7 +3,7 @@
 
 #include <sched.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <charconv>
 #include <vector>
 
@@ -20,15 +20,6 @@ namespace {
 
 constexpr uint64_t kDefaultShardDataSize = uint64_t{256} << 20;
 constexpr uint32_t kMaxTargets = 64;
-
-// "allowed: 0, 1" for the error of a CPU outside the process's set.
-std::string DescribeCpus(const cpu_set_t& set) {
-  std::vector<int> cpus;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
-    if (CPU_ISSET(c, &set)) cpus.push_back(c);
-  }
-  return fmt::format("allowed: {}", fmt::join(cpus, ", "));
-}
 
 Status CheckKnownKeys(const YAML::Node& node, std::string_view where, std::initializer_list<const char*> known) {
   if (!node.IsMap()) return Status::InvalidArgument(fmt::format("{}: expected a map", where));
@@ -195,15 +186,12 @@ Status FinalizeEngineConfig(EngineConfig* config) {
     return Status::InvalidArgument(fmt::format("targets: {} not in [1, {}]", config->targets, kMaxTargets));
   }
   if (!config->target_cpus.empty()) {
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (::sched_getaffinity(0, sizeof(allowed), &allowed) != 0) {
-      return Status::FromErrno(errno, "target_cpus: reading the CPUs this process may use");
-    }
+    const std::vector<int> allowed = transport::CurrentThreadCpus();
     for (int cpu : config->target_cpus) {
-      if (!CPU_ISSET(cpu, &allowed)) {
-        return Status::InvalidArgument(fmt::format("{}: target_cpus: CPU {} is not one this process may run on ({})",
-                                                   config->origin, cpu, DescribeCpus(allowed)));
+      if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) {
+        return Status::InvalidArgument(
+            fmt::format("{}: target_cpus: CPU {} is not one this process may run on (allowed: {})", config->origin, cpu,
+                        fmt::join(allowed, ", ")));
       }
     }
   }

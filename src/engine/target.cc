@@ -119,10 +119,9 @@ void Target::Run(std::promise<Status>* started) {
   AddToEpoll(worker_->event_fd());
   AddToEpoll(mailbox_fd_);
   RegisterHandlers();
-  // Named and pinned last: the threads started on the way (the transport's
-  // cma listener, started by the first handler registration) take neither
-  // the name nor the CPU.
-  // The name shows in top/perf/ps -L (15 characters at most): "ros2-target-3".
+  // Named ("ros2-target-3" in top, perf and ps -L; 15 characters at most)
+  // and pinned last: the threads started on the way (the transport's cma
+  // listener, started by the first handler registration) take neither.
   ::pthread_setname_np(::pthread_self(), fmt::format("ros2-target-{}", index_).c_str());
   if (!env_->target_cpus.empty()) {
     const int cpu = env_->target_cpus[index_ % env_->target_cpus.size()];
