@@ -99,19 +99,22 @@ uint64_t Target::UsedBytes(const Uuid& pool) const {
 }
 
 void Target::Run(std::promise<Status>* started) {
+  // A target that cannot start leaves nothing open behind it.
+  auto fail = [&](Status st) {
+    worker_.reset();
+    for (int* fd : {&epoll_fd_, &mailbox_fd_}) {
+      if (*fd >= 0) ::close(*fd);
+      *fd = -1;
+    }
+    started->set_value(std::move(st));
+  };
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   mailbox_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (epoll_fd_ < 0 || mailbox_fd_ < 0) {
-    started->set_value(Status::FromErrno(errno, fmt::format("engine target {}: epoll/eventfd", index_)));
-    return;
+    return fail(Status::FromErrno(errno, fmt::format("engine target {}: epoll/eventfd", index_)));
   }
   auto worker = env_->transport->CreateWorker(fmt::format("target-{}", index_));
-  if (!worker.ok()) {
-    started->set_value(worker.status().WithContext(fmt::format("engine target {}", index_)));
-    ::close(epoll_fd_);
-    ::close(mailbox_fd_);
-    return;
-  }
+  if (!worker.ok()) return fail(worker.status().WithContext(fmt::format("engine target {}", index_)));
   worker_ = std::move(*worker);
   worker_->SetReplyBatching(true);
   auto addr = worker_->address();
@@ -126,12 +129,7 @@ void Target::Run(std::promise<Status>* started) {
   if (!env_->target_cpus.empty()) {
     const int cpu = env_->target_cpus[index_ % env_->target_cpus.size()];
     if (Status st = transport::PinCurrentThreadToCpu(cpu); !st.ok()) {
-      worker_.reset();
-      ::close(epoll_fd_);
-      ::close(mailbox_fd_);
-      epoll_fd_ = mailbox_fd_ = -1;
-      started->set_value(st.WithContext(fmt::format("engine target {}: target_cpus", index_)));
-      return;
+      return fail(st.WithContext(fmt::format("engine target {}: target_cpus", index_)));
     }
   }
   started->set_value(Status::Ok());  // `started` dies with Start()'s frame after this
