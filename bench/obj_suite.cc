@@ -99,14 +99,19 @@ struct JobHandles {
   ObjectId oid;
 };
 
-// Job j's S1 object, chosen so that it lives on target j % targets (placement
+// The engine target that holds job j's object.
+int JobTarget(int job) {
+  return job % std::max(g_opts.targets, 1);
+}
+
+// Job j's S1 object, chosen so that it lives on target JobTarget(j) (placement
 // is a hash of the id): the jobs spread evenly over the engine's targets, as
 // the baseline's jobs each get their own store and thread. Left to the hash,
 // two jobs' objects shared one target about half the time and the other
 // target idled.
 ObjectId JobObject(int job) {
   const auto targets = static_cast<uint32_t>(std::max(g_opts.targets, 1));
-  const uint32_t want = static_cast<uint32_t>(job) % targets;
+  const auto want = static_cast<uint32_t>(JobTarget(job));
   for (uint64_t lo = static_cast<uint64_t>(job) * 1000 + 1;; ++lo) {
     ObjectId oid = client::Container::MakeObjectId(ObjectClass::kS1, lo, 0xbe7c, ObjectType::kArray);
     if (JumpConsistentHash(PlacementHash(oid), targets) == want) return oid;
@@ -259,10 +264,10 @@ Result<CaseStats> RunJobs(int jobs, Fn fn) {
     std::vector<std::jthread> threads;
     for (int j = 0; j < jobs; ++j) {
       threads.emplace_back([&, j] {
-        // Job j's object lives on target j % targets (JobObject); its vos-only
-        // twin runs on the same CPU.
+        // Job j's object lives on target JobTarget(j); its vos-only twin runs
+        // on the same CPU.
         if (g_opts.pin) {
-          if (Status st = transport::PinCurrentThreadToCpu(TargetCpu(j % std::max(g_opts.targets, 1))); !st.ok()) {
+          if (Status st = transport::PinCurrentThreadToCpu(TargetCpu(JobTarget(j))); !st.ok()) {
             results[static_cast<size_t>(j)] = st;
             start.count_down();
             return;

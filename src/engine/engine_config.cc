@@ -1,10 +1,8 @@
 // Engine configuration: defaults, YAML keys, overrides and cross-field checks.
 #include "engine/engine_config.h"
 
-#include <sched.h>
-
 #include <algorithm>
-#include <charconv>
+#include <optional>
 #include <vector>
 
 #include <fmt/format.h>
@@ -105,12 +103,10 @@ Status ApplyTargetCpus(const YAML::Node& node, const std::string& where, EngineC
   std::vector<int> cpus;
   for (size_t i = 0; i < node.size(); ++i) {
     const std::string text = node[i].IsScalar() ? node[i].as<std::string>() : std::string("(not a number)");
-    int cpu = -1;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cpu);
-    if (ec != std::errc() || end != text.data() + text.size() || cpu < 0 || cpu >= CPU_SETSIZE) {
+    const std::optional<int> cpu = transport::ParseCpu(text);
+    if (!cpu)
       return Status::InvalidArgument(fmt::format("{}: target_cpus[{}]: '{}' is not a CPU number", where, i, text));
-    }
-    cpus.push_back(cpu);
+    cpus.push_back(*cpu);
   }
   config->target_cpus = std::move(cpus);
   return Status::Ok();

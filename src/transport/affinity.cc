@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -27,6 +28,13 @@ bool CurrentThreadPinnedToOneCpu() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return false;
   return CPU_COUNT(&set) == 1;
+}
+
+std::optional<int> ParseCpu(std::string_view text) {
+  int cpu = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cpu);
+  if (ec != std::errc() || end != text.data() + text.size() || cpu < 0 || cpu >= CPU_SETSIZE) return std::nullopt;
+  return cpu;
 }
 
 std::vector<int> CurrentThreadCpus() {

@@ -133,5 +133,26 @@ TEST(AffinityTest, PinsTheCallingThreadOnly) {
   EXPECT_NE(bad.message().find("CPU -1"), std::string::npos) << bad.ToString();
 }
 
+TEST(AffinityTest, CpuSetsAndCpuNumbers) {
+  // A helper thread started by a pinned one gets the whole set back.
+  const std::vector<int> all = CurrentThreadCpus();
+  ASSERT_FALSE(all.empty());
+  std::vector<int> inside_pinned, inside_restored;
+  std::thread t([&] {
+    ASSERT_TRUE(PinCurrentThreadToCpu(all.back()).ok());
+    inside_pinned = CurrentThreadCpus();
+    ASSERT_TRUE(SetCurrentThreadCpus(all).ok());
+    inside_restored = CurrentThreadCpus();
+  });
+  t.join();
+  EXPECT_EQ(inside_pinned, std::vector<int>{all.back()});
+  EXPECT_EQ(inside_restored, all);
+  EXPECT_FALSE(SetCurrentThreadCpus({}).ok());
+
+  EXPECT_EQ(ParseCpu("0"), 0);
+  EXPECT_EQ(ParseCpu("1023"), 1023);
+  for (const char* bad : {"", "-1", "1024", "x", "1x", " 1", "1.0"}) EXPECT_EQ(ParseCpu(bad), std::nullopt) << bad;
+}
+
 }  // namespace
 }  // namespace ros2::transport

@@ -44,6 +44,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,6 +87,9 @@ std::string_view FailureDetectionName(FailureDetection d);  // "ucx-peer", "pid-
 Status PinCurrentThreadToCpu(int cpu);
 // True when the calling thread may run on exactly one CPU.
 bool CurrentThreadPinnedToOneCpu();
+// `text` as a CPU number (decimal, 0 to CPU_SETSIZE - 1), or nullopt: how the
+// engine's target_cpus and `ros2ctl cluster up --target-cpus` read CPUs.
+std::optional<int> ParseCpu(std::string_view text);
 // The CPUs the calling thread may run on, ascending (empty if unknown).
 std::vector<int> CurrentThreadCpus();
 // Lets the calling thread run on `cpus` (a helper thread started by a pinned

@@ -1,5 +1,4 @@
 // cluster up|down|status|demo: a local single-node cluster in a data directory.
-#include <charconv>
 #include <memory>
 
 #include <fmt/format.h>
@@ -8,6 +7,7 @@
 #include "demo_workload.h"
 #include "format.h"
 #include "local_cluster.h"
+#include "transport/transport.h"
 
 namespace ros2::ctl {
 
@@ -51,12 +51,7 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
       ->delimiter(',')
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
-            int cpu = -1;
-            auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cpu);
-            if (ec != std::errc() || end != text.data() + text.size() || cpu < 0 || cpu > 1023) {
-              return "'" + text + "' is not a CPU number";
-            }
-            return {};
+            return transport::ParseCpu(text) ? std::string() : "'" + text + "' is not a CPU number";
           },
           "CPU,..."));
   up->add_option("--engine", a->up.engine_binary, "Path of the ros2-engine binary");
