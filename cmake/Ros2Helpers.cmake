@@ -13,7 +13,7 @@ endif()
 # ros2_add_test(NAME <name> SOURCES <files...> LIBS <libs...> LABELS <labels...>
 #               [TIMEOUT <seconds>] [ENV <VAR=value...>])
 # Builds one GoogleTest binary and registers its tests with ctest under the given
-# labels (the component names: common, vos, transport, engine, dfs, fuse, agent).
+# labels (the component names: common, vos, transport, engine, dfs, fuse).
 # Every test also gets the label "unit" or "integration" from the caller.
 # Binaries of "unit" tests are also dependencies of the target ros2_unit_tests,
 # so a build for `ctest -L unit` alone (the sanitizer stage of .ci/run) can

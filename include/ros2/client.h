@@ -66,7 +66,7 @@ struct ClientOptions {
   std::chrono::milliseconds io_timeout{30000};       // each data-plane request
   // How long a thread waiting for a reply polls the data plane before it
   // sleeps on the worker's event fd (0..1 s). Polling catches a quick reply
-  // without a wake-up (15-20 us here); a process keeping many I/Os in flight
+  // without the cost of waking a sleeping thread; a process keeping many I/Os in flight
   // next to the engine on few cores does better with a short spin, since its
   // replies come in batches anyway (docs/client.md, "Waiting").
   std::chrono::microseconds spin_budget{50};
@@ -353,8 +353,8 @@ class Object {
 // Memory for I/O buffers that an engine on the same host reaches directly: a
 // shared segment (docs/client.md, "I/O buffers"). A fetch into it lands in it
 // straight from the engine's storage read, and an update is read from it with
-// one memcpy, instead of a cross-memory copy (process_vm_writev tops out at
-// 7-9 GB/s here) or, from 1 KiB up, a copy into and out of the request or
+// one memcpy, instead of a cross-memory copy (process_vm_writev runs well
+// below memcpy speed) or, from 1 KiB up, a copy into and out of the request or
 // reply. Any span inside it may be passed to any I/O; over tcp or to
 // a remote engine it behaves like ordinary memory. Move-only; unmapped on
 // destruction (no I/O into it may still be in flight).

@@ -15,7 +15,7 @@
 namespace ros2 {
 
 // Sets the level ("trace", "debug", "info", "warn", "error", "off") and the
-// pattern; `process` names the process in each line ("engine", "agent").
+// pattern; `process` names the process in each line ("engine", "fuse").
 Status InitLogging(std::string_view process, std::string_view level = "info");
 
 }  // namespace ros2

@@ -1,6 +1,6 @@
-// SessionClient: the typed client of the Session service, used by libros2 and
-// the agent to connect to pools and open containers. Credentials are passed on
-// each call (one agent channel serves many tenants). The returned capability
+// SessionClient: the typed client of the Session service, used by libros2 to
+// connect to pools and open containers. Credentials are passed on each call
+// (one channel may serve many tenants). The returned capability
 // blobs are opaque to the client: it attaches them to its data-plane RPCs.
 // Thread-safe: calls may run concurrently.
 #pragma once

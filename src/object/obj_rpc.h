@@ -1,4 +1,4 @@
-// Object RPC protocol: the messages between a client (libros2, ros2-agent) and
+// Object RPC protocol: the messages between a client (libros2) and
 // an engine target for object I/O, carried by the transport (transport.h).
 //
 // Each operation is one transport opcode (Opcode below). The request payload is

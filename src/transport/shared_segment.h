@@ -9,8 +9,8 @@
 // is the memfd of that id, sealed, and large enough, maps it once per
 // connection, and then moves bulk with a memcpy — or hands the mapped range to
 // its storage so that a fetch lands in the client's buffer with no copy of its
-// own. process_vm_readv/writev, the cma path, tops out at 7-9 GB/s here against
-// 15-40 GB/s for memcpy (docs/transport.md, "Shared segments").
+// own. process_vm_readv/writev, the cma path, runs well below memcpy speed
+// (docs/transport.md, "Shared segments").
 //
 // The seal (F_SEAL_SHRINK | F_SEAL_GROW) is what makes the mapping safe for the
 // server: a client cannot truncate the file under it (a SIGBUS in the engine).

@@ -1,11 +1,11 @@
 // The ROS2 data plane: RPCs over UCX active messages plus server-driven bulk
-// transfer (UCX 1.13). Every byte between clients, agents and engines crosses it.
+// transfer (UCX 1.13). Every byte between clients and engines crosses it.
 //
 // Objects and ownership:
-//   Context  — one per process (or per tenant on the agent). Owns the ucp_context,
+//   Context  — one per process. Owns the ucp_context,
 //              the transport selection (tcp | shm | rdma | auto) and the memory
 //              registration cache. Thread-safe.
-//   Worker   — one per I/O thread (engine target thread, client/agent I/O thread).
+//   Worker   — one per I/O thread (engine target thread, client I/O thread).
 //              Owns a ucp_worker, its endpoints, the RPC handler table, the table
 //              of outstanding requests and the adaptive progress loop. NOT
 //              thread-safe: every call except Signal() must come from the thread

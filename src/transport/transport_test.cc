@@ -423,7 +423,7 @@ TEST_P(TransportTest, ThousandOutstandingRequests) {
 }
 
 // A client that always has calls in flight never reaches "no live call", when
-// the deadline heap used to be cleared; its completed calls' entries must not
+// the only moment the whole deadline heap is cleared; its completed calls' entries must not
 // pile up (one per call of the last timeout period), and a call that does time
 // out among them must still fail in time.
 TEST_P(TransportTest, BusyClientKeepsItsDeadlineHeapSmallAndStillTimesOut) {

@@ -29,8 +29,8 @@ std::string EncodeU64(uint64_t v) {
 
 // RocksDB's file system with WAL files preallocated with their size set. An
 // append that grows a file makes fdatasync journal the new size as well (a
-// 200-byte append + fdatasync: 160-170 us on this VM, the same write inside
-// the file 100-110 us), and RocksDB preallocates WAL space (allow_fallocate,
+// 200-byte append + fdatasync costs clearly more than the same write inside
+// the file), and RocksDB preallocates WAL space (allow_fallocate,
 // on by default) with FALLOC_FL_KEEP_SIZE unless its per-file options say
 // otherwise, which DBOptions cannot.
 // RocksDB trims a WAL to its length on close; a crash leaves a zero-filled
