@@ -193,8 +193,8 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
   if (committer_ && committer_->busy()) return 0;
   // Nothing but the ready operations in flight: nothing could progress while
   // their group syncs, so Progress commits it on this thread rather than wake
-  // the commit thread and be woken back (two cross-core wake-ups, 15-20 us each
-  // here). Under load the group goes to the thread and I/O goes on meanwhile.
+  // the commit thread and be woken back (two cross-core wake-ups, each tens of
+  // microseconds on a VM). Under load the group goes to the thread and I/O goes on meanwhile.
   const bool commit_here = committer_ && options_.inline_commit && owner_allows_inline_ &&
                            ready_.size() + ready_punches_.size() == in_flight_;
   if (commit_here && !from_progress) return 0;
