@@ -111,6 +111,7 @@ Status Engine::LoadEngineId() {
     out.flush();
     if (!out) return Status::IOError(fmt::format("engine: cannot write {}", tmp));
   }
+  ::chmod(tmp.c_str(), 0600);  // the engine's files are its user's alone, like the data directory
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Status::IOError(fmt::format("engine: rename {} to {}: {}", tmp, path, ec.message()));
