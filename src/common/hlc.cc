@@ -1,5 +1,6 @@
 #include "common/hlc.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace ros2 {
@@ -18,16 +19,23 @@ Epoch HybridClock::Now() {
   for (;;) {
     // Physical time ahead of everything seen: take it. Otherwise advance the
     // logical counter (which carries into the millisecond field when it wraps,
-    // keeping epochs strictly increasing).
-    Epoch next = physical > last ? physical : last + 1;
+    // keeping epochs strictly increasing), saturating at kMaxClockEpoch.
+    Epoch next = physical > last ? physical : last < kMaxClockEpoch ? last + 1 : kMaxClockEpoch;
     if (last_.compare_exchange_weak(last, next, std::memory_order_acq_rel)) return next;
   }
 }
 
 void HybridClock::Update(Epoch remote) {
+  remote = std::min(remote, kMaxClockEpoch);
   Epoch last = last_.load(std::memory_order_acquire);
   while (remote > last && !last_.compare_exchange_weak(last, remote, std::memory_order_acq_rel)) {
   }
+}
+
+bool HybridClock::WithinDrift(Epoch remote, uint64_t max_drift_ms) const {
+  const uint64_t physical = physical_ms_();
+  const uint64_t limit = physical > ~uint64_t{0} - max_drift_ms ? ~uint64_t{0} : physical + max_drift_ms;
+  return EpochMillis(remote) <= limit;
 }
 
 }  // namespace ros2

@@ -1,5 +1,6 @@
 #include "common/hlc.h"
 
+#include <algorithm>
 #include <thread>
 #include <vector>
 
@@ -49,6 +50,32 @@ TEST(HlcTest, ConcurrentCallersGetDistinctEpochs) {
   }
   std::sort(all.begin(), all.end());
   EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end());
+}
+
+TEST(HlcTest, SaturatesInsteadOfWrapping) {
+  HybridClock clock([] { return uint64_t{1000}; });
+  clock.Update(kEpochMax - 3);
+  Epoch prev = clock.Now();
+  for (int i = 0; i < 10; ++i) {
+    Epoch e = clock.Now();
+    ASSERT_GE(e, prev) << "the clock went backwards (wrapped) after " << i << " epochs";
+    ASSERT_LE(e, kMaxClockEpoch);
+    prev = e;
+  }
+  EXPECT_EQ(prev, kMaxClockEpoch);
+  clock.Update(kEpochMax);  // never above kMaxClockEpoch, never back to 0
+  EXPECT_EQ(clock.Now(), kMaxClockEpoch);
+  EXPECT_EQ(clock.Last(), kMaxClockEpoch);
+}
+
+TEST(HlcTest, WithinDriftBoundsRemoteEpochs) {
+  HybridClock clock([] { return uint64_t{1'000'000}; });
+  EXPECT_TRUE(clock.WithinDrift(MakeEpoch(1'000'000, 5), 0));
+  EXPECT_TRUE(clock.WithinDrift(MakeEpoch(1'010'000, 0), 10'000));
+  EXPECT_FALSE(clock.WithinDrift(MakeEpoch(1'010'001, 0), 10'000));
+  EXPECT_FALSE(clock.WithinDrift(kEpochMax - 1024, 10'000));
+  EXPECT_TRUE(clock.WithinDrift(kEpochMax - 1024, ~uint64_t{0}));  // no overflow of the limit
+  EXPECT_TRUE(clock.WithinDrift(MakeEpoch(1, 0), 0));              // the past is always within
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Engine start-up, registration, ready file and shutdown.
 #include "engine/engine.h"
 
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 #include "control/credentials.h"
 #include "control/management_client.h"
 #include "engine/joined_sync.h"
+#include "vos/env.h"
 
 namespace ros2::engine {
 
@@ -34,10 +36,32 @@ Engine::~Engine() {
   Shutdown();
 }
 
+Status Engine::PrepareDataDir() const {
+  // The data directory holds every container's extents and small values in
+  // the clear: only the engine's user may enter it, or a local user could read
+  // around every capability. Created 0700; an existing one that others may
+  // enter is refused, as ssh refuses a private key others can read.
+  const std::string& dir = config_.data_dir;
+  ROS2_RETURN_IF_ERROR(vos::CreatePrivateDirs(dir).WithContext("engine: data_dir"));
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno(errno, fmt::format("engine: data_dir {}", dir));
+  if (st.st_uid != ::geteuid()) {
+    return Status::PermissionDenied(fmt::format(
+        "engine: data_dir {} belongs to uid {}, not to the engine's user (uid {}); refusing to keep data there", dir,
+        st.st_uid, ::geteuid()));
+  }
+  if ((st.st_mode & 0077) != 0) {
+    return Status::PermissionDenied(
+        fmt::format("engine: data_dir {} is accessible to other users (mode {:o}): they could read every container's "
+                    "data around the capabilities; run `chmod 700 {}` and start again",
+                    dir, st.st_mode & 0777, dir));
+  }
+  return vos::CreatePrivateDirs(dir + "/targets").WithContext("engine: data_dir");
+}
+
 Status Engine::StartAll() {
+  ROS2_RETURN_IF_ERROR(PrepareDataDir());
   std::error_code ec;
-  std::filesystem::create_directories(config_.data_dir + "/targets", ec);
-  if (ec) return Status::IOError(fmt::format("engine: create data dir {}: {}", config_.data_dir, ec.message()));
   std::filesystem::remove(ready_file(), ec);
   ROS2_RETURN_IF_ERROR(LoadEngineId());
   ROS2_RETURN_IF_ERROR(LoadTombstones());
@@ -56,6 +80,7 @@ Status Engine::StartAll() {
   env_.target_cpus = config_.target_cpus;
   env_.process_cpus = transport::CurrentThreadCpus();
   env_.shutdown_grace = config_.shutdown_grace;
+  env_.limits = config_.limits;
 
   if (config_.control.join.empty()) ROS2_RETURN_IF_ERROR(StartEmbeddedControl());
   ROS2_RETURN_IF_ERROR(StartTargets());
@@ -86,6 +111,7 @@ Status Engine::LoadEngineId() {
     out.flush();
     if (!out) return Status::IOError(fmt::format("engine: cannot write {}", tmp));
   }
+  ::chmod(tmp.c_str(), 0600);  // the engine's files are its user's alone, like the data directory
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Status::IOError(fmt::format("engine: rename {} to {}: {}", tmp, path, ec.message()));

@@ -66,6 +66,9 @@ class Engine : public control::EngineHooks {
  private:
   explicit Engine(EngineConfig config) : config_(std::move(config)) {}
   Status StartAll();
+  // Creates data_dir (0700) and its targets/ directory; refuses a data_dir that
+  // other users may enter or that another user owns.
+  Status PrepareDataDir() const;
   Status LoadEngineId();
   Status LoadTombstones();
   // Tombstones (durably) and retires a destroyed pool (container nil) or container.

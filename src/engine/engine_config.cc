@@ -112,6 +112,41 @@ Status ApplyTargetCpus(const YAML::Node& node, const std::string& where, EngineC
   return Status::Ok();
 }
 
+// `limits: { ... }`: request limits, consistent with each other (a request
+// that may be admitted alone must fit every in-flight budget).
+Status ApplyLimits(const YAML::Node& node, const std::string& where, EngineLimits* l) {
+  ROS2_RETURN_IF_ERROR(
+      CheckKnownKeys(node, where,
+                     {"max_epoch_drift", "max_io_size", "connection_bytes_in_flight", "connection_requests_in_flight",
+                      "target_bytes_in_flight", "target_requests_in_flight"}));
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "max_epoch_drift", &l->max_epoch_drift));
+  ROS2_RETURN_IF_ERROR(ReadSize(node, where, "max_io_size", &l->max_io_size));
+  ROS2_RETURN_IF_ERROR(ReadSize(node, where, "connection_bytes_in_flight", &l->connection_bytes_in_flight));
+  ROS2_RETURN_IF_ERROR(ReadUint(node, where, "connection_requests_in_flight", &l->connection_requests_in_flight));
+  ROS2_RETURN_IF_ERROR(ReadSize(node, where, "target_bytes_in_flight", &l->target_bytes_in_flight));
+  ROS2_RETURN_IF_ERROR(ReadUint(node, where, "target_requests_in_flight", &l->target_requests_in_flight));
+  if (l->max_io_size == 0 || l->max_io_size > (uint64_t{1} << 30)) {
+    return Status::InvalidArgument(fmt::format("{}.max_io_size: {} not in [1, 1 GiB]", where, l->max_io_size));
+  }
+  if (l->connection_bytes_in_flight < l->max_io_size) {
+    return Status::InvalidArgument(fmt::format("{}.connection_bytes_in_flight: {} is below max_io_size {}", where,
+                                               l->connection_bytes_in_flight, l->max_io_size));
+  }
+  if (l->target_bytes_in_flight < l->connection_bytes_in_flight) {
+    return Status::InvalidArgument(fmt::format("{}.target_bytes_in_flight: {} is below connection_bytes_in_flight {}",
+                                               where, l->target_bytes_in_flight, l->connection_bytes_in_flight));
+  }
+  if (l->connection_requests_in_flight == 0) {
+    return Status::InvalidArgument(fmt::format("{}.connection_requests_in_flight: must be at least 1", where));
+  }
+  if (l->target_requests_in_flight < l->connection_requests_in_flight) {
+    return Status::InvalidArgument(
+        fmt::format("{}.target_requests_in_flight: {} is below connection_requests_in_flight {}", where,
+                    l->target_requests_in_flight, l->connection_requests_in_flight));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 EngineConfig DefaultEngineConfig() {
@@ -126,7 +161,7 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
   const std::string where(origin);
   ROS2_RETURN_IF_ERROR(CheckKnownKeys(
       root, where,
-      {"data_dir", "log_level", "targets", "target_cpus", "vos", "transport", "control", "shutdown_grace"}));
+      {"data_dir", "log_level", "targets", "target_cpus", "vos", "transport", "control", "shutdown_grace", "limits"}));
   try {
     ROS2_RETURN_IF_ERROR(ReadString(root, where, "data_dir", &config->data_dir));
     ROS2_RETURN_IF_ERROR(ReadString(root, where, "log_level", &config->log_level));
@@ -159,6 +194,7 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
     if (const YAML::Node c = root["control"])
       ROS2_RETURN_IF_ERROR(ApplyControl(c, where + ": control", &config->control));
     ROS2_RETURN_IF_ERROR(ReadDuration(root, where, "shutdown_grace", &config->shutdown_grace));
+    if (const YAML::Node l = root["limits"]) ROS2_RETURN_IF_ERROR(ApplyLimits(l, where + ": limits", &config->limits));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(fmt::format("{}: {}", where, e.what()));
   }

@@ -16,6 +16,13 @@
 //     address: host name shown in the pool map
 //     capability_lifetime: 1h          # how long issued capabilities stay valid
 //   shutdown_grace: 5s               # how long in-flight requests may finish
+//   limits:                          # request limits (request_budget.h)
+//     max_epoch_drift: 10s           # client epochs at most this far ahead of wall time
+//     max_io_size: 1GiB              # largest update or fetch
+//     connection_bytes_in_flight: 1GiB
+//     connection_requests_in_flight: 8192
+//     target_bytes_in_flight: 2GiB
+//     target_requests_in_flight: 32768
 // A value type; parsing is a free function, safe from any thread.
 #pragma once
 
@@ -28,6 +35,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "common/status.h"
+#include "engine/request_budget.h"
 #include "transport/transport.h"
 #include "vos/vos.h"
 
@@ -57,6 +65,7 @@ struct EngineConfig {
   transport::TransportOptions transport;
   ControlConfig control;
   std::chrono::milliseconds shutdown_grace{5000};
+  EngineLimits limits;
   // Where the config came from, for error messages ("engine.yaml", "defaults").
   std::string origin = "defaults";
 };

@@ -41,6 +41,8 @@ vos: { class: ram, data_size: 64MiB }
 transport: { kind: shm, inline_limit: 8KiB, batch_flush: 4MiB, spin: 20us, keepalive: 500ms }
 control: { socket: /d/ctl.sock, listen: "127.0.0.1:0" }
 shutdown_grace: 2s
+limits: { max_epoch_drift: 5s, max_io_size: 16MiB, connection_bytes_in_flight: 64MiB,
+          connection_requests_in_flight: 100, target_bytes_in_flight: 128MiB, target_requests_in_flight: 400 }
 )",
                     &c)
                   .ok());
@@ -56,6 +58,12 @@ shutdown_grace: 2s
   EXPECT_EQ(ControlSocketAddress(c), "unix:/d/ctl.sock");
   EXPECT_EQ(c.control.listen, "127.0.0.1:0");
   EXPECT_EQ(c.shutdown_grace, std::chrono::seconds(2));
+  EXPECT_EQ(c.limits.max_epoch_drift, std::chrono::seconds(5));
+  EXPECT_EQ(c.limits.max_io_size, uint64_t{16} << 20);
+  EXPECT_EQ(c.limits.connection_bytes_in_flight, uint64_t{64} << 20);
+  EXPECT_EQ(c.limits.connection_requests_in_flight, 100u);
+  EXPECT_EQ(c.limits.target_bytes_in_flight, uint64_t{128} << 20);
+  EXPECT_EQ(c.limits.target_requests_in_flight, 400u);
 }
 
 TEST(EngineConfig, ErrorsNameTheKey) {
@@ -78,6 +86,13 @@ TEST(EngineConfig, ErrorsNameTheKey) {
       {"target_cpus: [0, x]", "target_cpus[1]: 'x'"},
       {"target_cpus: [-1]", "target_cpus[0]: '-1'"},
       {"target_cpus: [0, [1]]", "target_cpus[1]"},
+      {"limits: { max_io_size: 2GiB }", "limits.max_io_size"},
+      {"limits: { max_io_size: 0 }", "limits.max_io_size"},
+      {"limits: { connection_bytes_in_flight: 1MiB }", "limits.connection_bytes_in_flight"},
+      {"limits: { target_bytes_in_flight: 1MiB, max_io_size: 1MiB }", "limits.target_bytes_in_flight"},
+      {"limits: { connection_requests_in_flight: 0 }", "limits.connection_requests_in_flight"},
+      {"limits: { target_requests_in_flight: 1 }", "limits.target_requests_in_flight"},
+      {"limits: { max_drift: 1s }", "limits.max_drift"},
   };
   for (const auto& tc : cases) {
     EngineConfig c = DefaultEngineConfig();

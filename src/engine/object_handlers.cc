@@ -1,5 +1,7 @@
 // The object RPC handlers of a target: decode (obj_rpc), admit (shutdown,
-// target, capability, shard), run the VOS operation, move the bulk, reply.
+// target, capability, shard), check the request limits (size, client epoch,
+// in-flight budget: request_budget.h) before allocating anything, run the VOS
+// operation, move the bulk, reply.
 #include <fmt/format.h>
 
 #include "common/log.h"
@@ -114,6 +116,16 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
   return shard;
 }
 
+Status Target::CheckClientEpoch(Epoch epoch, std::string_view op) const {
+  const auto drift = static_cast<uint64_t>(env_->limits.max_epoch_drift.count());
+  if (env_->clock->WithinDrift(epoch, drift)) return Status::Ok();
+  const uint64_t wall = HybridClock::WallMillis();
+  return Status::InvalidArgument(
+      fmt::format("engine target {}: {} at epoch {} is {} ms ahead of the engine's wall clock (limits.max_epoch_drift "
+                  "{} ms); send epoch 0 to have the engine stamp it",
+                  index_, op, epoch, EpochMillis(epoch) - std::min(wall, EpochMillis(epoch)), drift));
+}
+
 void Target::SubmitUpdateWithRetry(const Uuid& pool, const Uuid& container, vos::UpdateOp* op,
                                    std::function<void(Status)> done, bool retried) {
   auto shard = OpenShard(pool, container);
@@ -149,8 +161,19 @@ void Target::HandleUpdate(IncomingRequest req) {
     return req.Reply(Status::InvalidArgument(fmt::format(
         "engine target {}: update of {} bytes carries {} bytes of data", index_, m->length, req.bulk_out_size())));
   }
+  // Limits first: nothing is allocated or pulled for a request refused here.
+  if (m->length > env_->limits.max_io_size) {
+    return req.Reply(Status::InvalidArgument(
+        fmt::format("engine target {}: update of {} bytes exceeds limits.max_io_size ({} bytes)", index_, m->length,
+                    env_->limits.max_io_size)));
+  }
+  if (m->header.epoch != 0) {
+    if (Status st = CheckClientEpoch(m->header.epoch, "update"); !st.ok()) return req.Reply(st);
+  }
+  auto ticket = Track(req, m->length);
+  if (!ticket.ok()) return req.Reply(ticket.status());
   auto buffer = buffers_.Get(m->length);
-  if (!buffer.ok()) return req.Reply(buffer.status());
+  if (!buffer.ok()) return Finish(*ticket, buffer.status());
 
   // The op, its data buffer and the request live until the VOS callback.
   struct UpdateState {
@@ -160,7 +183,7 @@ void Target::HandleUpdate(IncomingRequest req) {
   };
   auto state = std::make_shared<UpdateState>();
   state->buffer = std::move(*buffer);
-  state->ticket = Track(req);
+  state->ticket = *ticket;
   vos::UpdateOp& op = state->op;
   op.oid = m->oid;
   op.dkey = std::move(m->dkey);
@@ -236,8 +259,13 @@ void Target::HandleFetch(IncomingRequest req) {
           fmt::format("engine target {}: fetch of {} records of {} bytes does not fit the {}-byte buffer", index_,
                       m->count, m->record_size, capacity)));
     }
-  } else if (want > obj::kMaxIoSize) {
-    want = obj::kMaxIoSize;
+    if (want > env_->limits.max_io_size) {
+      return req.Reply(Status::InvalidArgument(
+          fmt::format("engine target {}: fetch of {} bytes exceeds limits.max_io_size ({} bytes)", index_, want,
+                      env_->limits.max_io_size)));
+    }
+  } else if (want > env_->limits.max_io_size) {
+    want = env_->limits.max_io_size;  // a larger single value cannot have been stored
   }
   struct FetchState {
     vos::FetchOp op;
@@ -252,12 +280,15 @@ void Target::HandleFetch(IncomingRequest req) {
   // (the request, held by the callback, keeps the mapping).
   if (std::span<std::byte> direct = req.DirectBulkIn(); direct.size() >= want && want > 0) {
     state->direct = direct.first(want);
-  } else {
+  }
+  auto ticket = Track(req, state->direct.empty() ? want : 0);
+  if (!ticket.ok()) return req.Reply(ticket.status());
+  state->ticket = *ticket;
+  if (state->direct.empty()) {
     auto buffer = buffers_.Get(want);
-    if (!buffer.ok()) return req.Reply(buffer.status());
+    if (!buffer.ok()) return Finish(state->ticket, buffer.status());
     state->buffer = std::move(*buffer);
   }
-  state->ticket = Track(req);
   vos::FetchOp& op = state->op;
   op.oid = m->oid;
   op.dkey = std::move(m->dkey);
@@ -313,6 +344,12 @@ void Target::HandlePunch(IncomingRequest req) {
   if (!shard.ok()) return req.Reply(shard.status());
   if (*shard == nullptr) return Park(std::move(req), m->header);
   Epoch epoch = m->header.epoch;
+  if (epoch != 0) {
+    if (Status st = CheckClientEpoch(epoch, "punch"); !st.ok()) return req.Reply(st);
+  }
+  auto tracked = Track(req);
+  if (!tracked.ok()) return req.Reply(tracked.status());
+  const uint64_t ticket = *tracked;
   if (epoch == 0) {
     epoch = env_->clock->Now();
   } else {
@@ -321,7 +358,6 @@ void Target::HandlePunch(IncomingRequest req) {
   if (m->header.flags == 0) {
     // Asynchronous: the punch joins the shard's next commit group (one WAL
     // sync with the updates) and the target goes on serving meanwhile.
-    const uint64_t ticket = Track(req);
     (*shard)->vos->SubmitPunch(ToVos(*m, epoch), [this, ticket, epoch](Status st) {
       usage_dirty_ = true;
       Finish(ticket, st, obj::Encode(obj::PunchReply{epoch}));  // Finish drops the payload of an error
@@ -329,8 +365,8 @@ void Target::HandlePunch(IncomingRequest req) {
     return;
   }
   // Conditional (dkey or akey only, see the decoder): punch only if visible,
-  // after every earlier conditional operation on the dkey has committed.
-  const uint64_t ticket = Track(req);
+  // after every earlier conditional operation on the dkey has committed (the
+  // in-flight budget bounds how many wait).
   auto key = std::make_shared<std::string>(DkeyGate::Key(m->header.pool, m->header.container, m->oid, m->dkey));
   conditional_gate_.Acquire(*key, [this, ticket, key, m = std::move(*m)] {
     auto shard = OpenShard(m.header.pool, m.header.container);

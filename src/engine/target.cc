@@ -24,7 +24,7 @@ bool TargetEnvironment::IsDestroyed(const Uuid& pool, const Uuid& container) {
   return false;
 }
 
-Target::Target(uint32_t index, TargetEnvironment* env) : index_(index), env_(env) {}
+Target::Target(uint32_t index, TargetEnvironment* env) : index_(index), env_(env), budget_(env->limits) {}
 
 Target::~Target() {
   Stop();
@@ -438,6 +438,9 @@ void Target::StartOpen(const ShardKey& key) {
     }
     ::pthread_setname_np(::pthread_self(), fmt::format("ros2-open-{}", index_).c_str());
     auto vos = std::make_shared<Result<std::unique_ptr<vos::Vos>>>(vos::Vos::Open(options));
+    // Every later epoch exceeds what the shard holds, even after the wall
+    // clock stepped back across a restart (docs/engine.md, "Epochs").
+    if (vos->ok()) env_->clock->Update((**vos)->HighestEpoch());
     Post([this, key, vos] { FinishOpen(key, std::move(*vos)); });
   });
 }
@@ -495,6 +498,11 @@ void Target::Park(transport::IncomingRequest req, const obj::RequestHeader& head
     // Cannot happen: Admit returns nullptr only with the opening started.
     return req.Reply(Status::Internal(fmt::format("engine target {}: no shard opening to wait for", index_)));
   }
+  if (ParkedCount() >= env_->limits.target_requests_in_flight) {
+    return req.Reply(Status::Busy(fmt::format(
+        "engine target {}: {} requests already wait for shards being opened (limits.target_requests_in_flight)", index_,
+        ParkedCount())));
+  }
   it->second.parked.emplace_back(std::move(req), dispatching_);
 }
 
@@ -510,9 +518,15 @@ void Target::PrepareShard(const Uuid& pool, const Uuid& container) {
   });
 }
 
-uint64_t Target::Track(const transport::IncomingRequest& req) {
+Result<uint64_t> Target::Track(const transport::IncomingRequest& req, uint64_t bytes) {
+  const uint64_t connection = req.connection_id();
+  Status st = budget_.Reserve(connection, bytes);
+  if (!st.ok()) {
+    return st.WithContext(fmt::format("engine target {}: {} refused", index_, obj::OpcodeName(req.opcode())));
+  }
   uint64_t ticket = next_ticket_++;
   pending_.emplace(ticket, req);
+  reserved_.emplace(ticket, Reservation{connection, bytes});
   return ticket;
 }
 
@@ -521,6 +535,10 @@ void Target::Finish(uint64_t ticket, const Status& status, std::span<const uint8
   if (it == pending_.end()) return;  // already failed by the shutdown
   transport::IncomingRequest req = std::move(it->second);
   pending_.erase(it);
+  if (auto r = reserved_.find(ticket); r != reserved_.end()) {
+    budget_.Release(r->second.connection, r->second.bytes);
+    reserved_.erase(r);
+  }
   req.Reply(status, status.ok() ? payload : std::span<const uint8_t>{});
 }
 

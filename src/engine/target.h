@@ -46,6 +46,7 @@
 #include "control/capability.h"
 #include "engine/buffer_pool.h"
 #include "engine/dkey_gate.h"
+#include "engine/request_budget.h"
 #include "object/obj_rpc.h"
 #include "transport/transport.h"
 #include "vos/vos.h"
@@ -67,6 +68,7 @@ struct TargetEnvironment {
   std::atomic<control::CapabilityVerifier*> verifier{nullptr};
   std::chrono::microseconds spin{50};
   std::chrono::milliseconds shutdown_grace{5000};
+  EngineLimits limits;  // request limits (EngineConfig::limits)
   // Target i runs on CPU target_cpus[i % size] (EngineConfig::target_cpus); empty: unpinned.
   std::vector<int> target_cpus;
   std::vector<int> process_cpus;  // the engine's CPUs before any pinning (given back to helper threads)
@@ -197,9 +199,14 @@ class Target {
   // inside a VOS callback). `op` must live until `done` runs.
   void SubmitUpdateWithRetry(const Uuid& pool, const Uuid& container, vos::UpdateOp* op,
                              std::function<void(Status)> done, bool retried = false);
-  // Tracks a request whose reply comes later; Finish() replies and forgets it.
-  uint64_t Track(const transport::IncomingRequest& req);
+  // Tracks a request whose reply comes later, counting it and the `bytes` the
+  // target allocates for it against the in-flight budget (Busy, not tracked,
+  // when over a limit); Finish() replies, releases them and forgets it.
+  Result<uint64_t> Track(const transport::IncomingRequest& req, uint64_t bytes = 0);
   void Finish(uint64_t ticket, const Status& status, std::span<const uint8_t> payload = {});
+  // InvalidArgument unless a client's epoch is within limits.max_epoch_drift of
+  // wall time; `op` names the request in the error.
+  Status CheckClientEpoch(Epoch epoch, std::string_view op) const;
 
   const uint32_t index_;
   TargetEnvironment* const env_;
@@ -220,6 +227,12 @@ class Target {
   std::chrono::steady_clock::time_point next_aggregate_check_{};
   std::vector<std::function<void()>> deferred_;
   DkeyGate conditional_gate_;  // conditional operations, serialised per dkey (dkey_gate.h)
+  InFlightBudget budget_;      // tracked requests and their buffers, per connection and in total
+  struct Reservation {
+    uint64_t connection = 0;
+    uint64_t bytes = 0;
+  };
+  std::unordered_map<uint64_t, Reservation> reserved_;  // by ticket, while tracked
   std::chrono::steady_clock::time_point usage_refreshed_;
 
   int epoll_fd_ = -1;

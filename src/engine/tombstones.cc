@@ -31,7 +31,7 @@ Result<std::pair<TombstoneLog, std::vector<std::pair<Uuid, Uuid>>>> TombstoneLog
       entries.emplace_back(*pool, container);
     }
   }
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno(errno, fmt::format("engine: open tombstone log {}", path));
   return std::make_pair(TombstoneLog(path, fd), std::move(entries));
 }

@@ -78,6 +78,11 @@ Status FromErrorCode(const std::error_code& ec, std::string_view context) {
   return Status::FromErrno(ec.value(), context);
 }
 
+// Data files and directories are the owner's alone: extents and small values
+// must not be readable around the capabilities (docs/vos.md, "Files").
+constexpr mode_t kFileMode = 0600;
+constexpr mode_t kDirMode = 0700;
+
 }  // namespace
 
 Env* Env::Default() {
@@ -89,12 +94,12 @@ Result<std::unique_ptr<File>> PosixEnv::OpenFile(const std::string& path, const 
   int flags = O_RDWR | O_CLOEXEC;
   if (options.create && !options.block_device) flags |= O_CREAT;
   bool direct = options.direct;
-  int fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0), 0644);
+  int fd = ::open(path.c_str(), flags | (direct ? O_DIRECT : 0), kFileMode);
   if (fd < 0 && direct && errno == EINVAL) {
     // tmpfs and a few others refuse O_DIRECT: buffered I/O keeps them usable.
     ROS2_LOG_WARN("vos: {} does not support O_DIRECT; using buffered I/O", path);
     direct = false;
-    fd = ::open(path.c_str(), flags, 0644);
+    fd = ::open(path.c_str(), flags, kFileMode);
   }
   if (fd < 0) return Status::FromErrno(errno, fmt::format("vos: open {}", path));
   return std::unique_ptr<File>(std::make_unique<PosixFile>(path, fd, direct));
@@ -106,9 +111,21 @@ bool PosixEnv::FileExists(const std::string& path) {
 }
 
 Status PosixEnv::CreateDirs(const std::string& path) {
-  std::error_code ec;
-  std::filesystem::create_directories(path, ec);
-  if (ec) return FromErrorCode(ec, fmt::format("vos: create directory {}", path));
+  return CreatePrivateDirs(path);
+}
+
+Status CreatePrivateDirs(const std::string& path) {
+  // Every missing component is made 0700 (std::filesystem would use 0777 less the umask).
+  std::filesystem::path partial;
+  for (const auto& part : std::filesystem::path(path)) {
+    partial /= part;
+    if (part.empty() || part == "/" || part == "." || part == "..") continue;
+    if (::mkdir(partial.c_str(), kDirMode) == 0 || errno == EEXIST) continue;
+    return Status::FromErrno(errno, fmt::format("create directory {}", partial.string()));
+  }
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::FromErrno(errno, fmt::format("create directory {}", path));
+  if (!S_ISDIR(st.st_mode)) return Status::IOError(fmt::format("create directory {}: not a directory", path));
   return Status::Ok();
 }
 

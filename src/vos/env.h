@@ -6,7 +6,8 @@
 // File's descriptor, and each completion's result is passed through
 // File::FilterAsyncResult, so a test Env (FaultInjectionEnv) can fail, shorten
 // or refuse any write, synchronous or not. RocksDB's own files use RocksDB's Env.
-// Env::Default() is a process-wide PosixEnv. Envs and Files are thread-safe:
+// Env::Default() is a process-wide PosixEnv; it creates files 0600 and
+// directories 0700. Envs and Files are thread-safe:
 // the VOS commit thread calls File::Sync while the target thread submits I/O.
 #pragma once
 
@@ -45,7 +46,7 @@ class File {
 
 struct FileOptions {
   bool create = false;        // create when missing
-  bool direct = false;        // O_DIRECT; falls back to buffered I/O where unsupported (tmpfs)
+  bool direct = false;        // O_DIRECT; falls back to buffered I/O where unsupported (tmpfs): see File::direct()
   bool block_device = false;  // the path is a block device (never created or truncated)
 };
 
@@ -74,5 +75,9 @@ class PosixEnv : public Env {
   Status Rename(const std::string& from, const std::string& to) override;
   Status SyncDir(const std::string& path) override;
 };
+
+// Creates `path` and its missing parents with mode 0700 (existing ones are
+// left as they are); OK when it exists as a directory.
+Status CreatePrivateDirs(const std::string& path);
 
 }  // namespace ros2::vos

@@ -80,7 +80,11 @@ bool FaultInjectionEnv::ShouldFailSync() {
 }
 
 Result<std::unique_ptr<File>> FaultInjectionEnv::OpenFile(const std::string& path, const FileOptions& options) {
-  auto base = base_->OpenFile(path, options);
+  FileOptions opts = options;
+  // A file system without O_DIRECT: the open falls back to buffered I/O, as
+  // PosixEnv does when open(O_DIRECT) fails with EINVAL.
+  if (refuse_direct_) opts.direct = false;
+  auto base = base_->OpenFile(path, opts);
   if (!base.ok()) return base.status();
   return std::unique_ptr<File>(std::make_unique<FaultInjectionFile>(this, std::move(*base)));
 }

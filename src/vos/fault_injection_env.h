@@ -3,7 +3,8 @@
 // It wraps another Env (the real one by default) and, on the files it opens,
 // can fail the Nth write (counting synchronous and asynchronous writes from 1)
 // with an errno, cut every write short, refuse writes with ENOSPC once a byte
-// budget is used up, and fail fdatasync. Faults apply to both File::Write and
+// budget is used up, fail fdatasync, and open files as a file system without
+// O_DIRECT would. Faults apply to both File::Write and
 // the io_uring completions seen through File::FilterAsyncResult. Owned by the
 // test; must outlive every store opened with it. Thread-safe (atomics).
 #pragma once
@@ -30,6 +31,9 @@ class FaultInjectionEnv : public Env {
   // Writes fail with ENOSPC once `bytes` more bytes have been written.
   void SetWriteBudget(uint64_t bytes) { budget_ = static_cast<int64_t>(bytes); }
   void SetFailSync(bool on) { fail_sync_ = on; }
+  // Files opened from now on behave as on a file system that refuses O_DIRECT
+  // (tmpfs): opened buffered, File::direct() false. Not cleared by Reset.
+  void SetRefuseDirect(bool on) { refuse_direct_ = on; }
   // Clears every fault and the write counter.
   void Reset();
 
@@ -60,6 +64,7 @@ class FaultInjectionEnv : public Env {
   std::atomic<bool> short_writes_{false};
   std::atomic<int64_t> budget_{-1};  // -1: unlimited
   std::atomic<bool> fail_sync_{false};
+  std::atomic<bool> refuse_direct_{false};
 };
 
 }  // namespace ros2::vos

@@ -270,6 +270,12 @@ class Vos {
   // can see, and frees their extent space.
   virtual Result<AggregateStats> Aggregate(Epoch upto = kEpochMax) = 0;
 
+  // The highest epoch of any update or punch stored (committed or in a commit
+  // group), 0 for an empty store. Kept durable in the store's metadata, so a
+  // reopened store reports what it held before (docs/vos.md, "Epoch high-water
+  // mark"): the engine seeds its clock with it.
+  virtual Epoch HighestEpoch() const = 0;
+
   virtual SpaceInfo Space() const = 0;
   // Flushes everything (relaxed mode included) to stable storage.
   virtual Status Sync() = 0;

@@ -44,15 +44,30 @@ class SizedWalFileSystem : public rocksdb::FileSystemWrapper {
   rocksdb::IOStatus NewWritableFile(const std::string& f, const rocksdb::FileOptions& opts,
                                     std::unique_ptr<rocksdb::FSWritableFile>* r,
                                     rocksdb::IODebugContext* dbg) override {
-    return target()->NewWritableFile(f, ForFile(f, opts), r, dbg);
+    return Private(f, target()->NewWritableFile(f, ForFile(f, opts), r, dbg));
   }
   rocksdb::IOStatus ReuseWritableFile(const std::string& f, const std::string& old, const rocksdb::FileOptions& opts,
                                       std::unique_ptr<rocksdb::FSWritableFile>* r,
                                       rocksdb::IODebugContext* dbg) override {
-    return target()->ReuseWritableFile(f, old, ForFile(f, opts), r, dbg);
+    return Private(f, target()->ReuseWritableFile(f, old, ForFile(f, opts), r, dbg));
+  }
+  rocksdb::IOStatus NewLogger(const std::string& f, const rocksdb::IOOptions& io, std::shared_ptr<rocksdb::Logger>* r,
+                              rocksdb::IODebugContext* dbg) override {
+    return Private(f, target()->NewLogger(f, io, r, dbg));
+  }
+  rocksdb::IOStatus LockFile(const std::string& f, const rocksdb::IOOptions& io, rocksdb::FileLock** l,
+                             rocksdb::IODebugContext* dbg) override {
+    return Private(f, target()->LockFile(f, io, l, dbg));
   }
 
  private:
+  // RocksDB creates its files 0644 (docs/vos.md, "The Env seam"): they hold
+  // small values, so they are made the owner's alone, like the data file. The
+  // metadata directory is 0700 already, so nobody else sees the file meanwhile.
+  static rocksdb::IOStatus Private(const std::string& f, rocksdb::IOStatus st) {
+    if (st.ok()) ::chmod(f.c_str(), 0600);
+    return st;
+  }
   static rocksdb::FileOptions ForFile(const std::string& name, rocksdb::FileOptions opts) {
     if (name.ends_with(".log")) opts.fallocate_with_keep_size = false;
     return opts;
@@ -114,6 +129,8 @@ Status VosStore::Init() {
   } else {
     ROS2_RETURN_IF_ERROR(env_->CreateDirs(options_.path));
     meta_path = options_.path + "/meta";
+    // RocksDB would create it 0755 (and its files 0644, see SizedWalFileSystem).
+    ROS2_RETURN_IF_ERROR(env_->CreateDirs(meta_path));
     meta_env_ =
         rocksdb::NewCompositeEnv(std::make_shared<SizedWalFileSystem>(rocksdb::Env::Default()->GetFileSystem()));
   }
@@ -148,7 +165,15 @@ Status VosStore::Init() {
       }, meta_st{};
       wal_covers_extents_ = options_.block_device.empty() && ::stat((options_.path + "/data").c_str(), &data_st) == 0 &&
                             ::stat(meta_path.c_str(), &meta_st) == 0 && data_st.st_dev == meta_st.st_dev;
-      if (!wal_covers_extents_) {
+      // The flush covers only what reached the device: buffered writes (a file
+      // system that refused O_DIRECT) may still sit in the page cache.
+      if (wal_covers_extents_ && extents_->alignment() <= 1) {
+        wal_covers_extents_ = false;
+        ROS2_LOG_WARN(
+            "vos: {}: extent_sync wal needs O_DIRECT, which the data file's file system refused: each "
+            "commit group fdatasyncs the data file (extent_sync group)",
+            options_.path);
+      } else if (!wal_covers_extents_) {
         ROS2_LOG_INFO("vos: {}: extent data on another device than the WAL: each commit group fdatasyncs it",
                       options_.path);
       }
@@ -193,7 +218,36 @@ Status VosStore::LoadState() {
     if (it->key().size() != 9) return Status::Corruption("vos: malformed snapshot record");
     snapshots_.insert(keys::ReadU64(it->key().ToStringView().substr(1)));
   }
-  return FromRocks(it->status(), "vos: load snapshots");
+  ROS2_RETURN_IF_ERROR(FromRocks(it->status(), "vos: load snapshots"));
+  return LoadHighestEpoch();
+}
+
+Status VosStore::LoadHighestEpoch() {
+  std::string value;
+  rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), keys::MetaKey("epoch_high"), &value);
+  if (rs.ok()) {
+    if (value.size() != 8)
+      return Status::Corruption(fmt::format("vos: {}: malformed epoch high-water mark", options_.path));
+    highest_epoch_ = keys::ReadU64(value);
+    return Status::Ok();
+  }
+  if (!rs.IsNotFound()) return FromRocks(rs, "vos: read epoch high-water mark");
+  // No mark yet (a new store, or one written before the mark existed): the
+  // epochs of its records, punches and snapshots; the next commit group
+  // records the mark.
+  Epoch high = snapshots_.empty() ? 0 : *snapshots_.rbegin();
+  auto it = NewIterator();
+  for (it->Seek(std::string(1, keys::kTree)); it->Valid() && it->key()[0] == keys::kTree; it->Next()) {
+    auto parsed = keys::ParseTreeKey(it->key().ToStringView());
+    if (parsed.ok()) high = std::max(high, parsed->epoch);
+  }
+  for (it->Seek(std::string(1, keys::kPunch)); it->Valid() && it->key()[0] == keys::kPunch; it->Next()) {
+    std::string_view k = it->key().ToStringView();
+    if (k.size() >= 9) high = std::max(high, keys::ReadU64(k.substr(k.size() - 8)));
+  }
+  ROS2_RETURN_IF_ERROR(FromRocks(it->status(), "vos: scan epochs"));
+  highest_epoch_ = high;
+  return Status::Ok();
 }
 
 Status VosStore::CheckLastGroups() {

@@ -65,6 +65,7 @@ class VosStore final : public Vos {
   std::vector<Epoch> ListSnapshots() const override { return {snapshots_.begin(), snapshots_.end()}; }
   Result<AggregateStats> Aggregate(Epoch upto) override;
 
+  Epoch HighestEpoch() const override { return highest_epoch_; }
   SpaceInfo Space() const override;
   Status Sync() override;
 
@@ -139,6 +140,9 @@ class VosStore final : public Vos {
   explicit VosStore(const VosOptions& options);
   Status Init();
   Status LoadState();
+  // Loads highest_epoch_ from MetaKey("epoch_high"); a store written before
+  // the key existed is scanned once for its record, punch and snapshot epochs.
+  Status LoadHighestEpoch();
   // At open: checks the extents of the commit groups whose data rode on their
   // WAL sync (check records a crash left) and rolls back those that did not
   // reach the disk. At close: deletes the check records still present.
@@ -215,6 +219,9 @@ class VosStore final : public Vos {
   // ExtentSync::kWal in effect (a data file on the WAL's device): a group's
   // extents are made durable by its WAL sync's device flush.
   bool wal_covers_extents_ = false;
+  // The highest epoch written to a commit batch (and recorded in it under
+  // MetaKey("epoch_high")); HighestEpoch().
+  Epoch highest_epoch_ = 0;
   bool owner_allows_inline_ = true;  // AllowInlineCommit
   uint64_t next_check_group_ = 1;
   std::vector<uint64_t> check_records_;  // check records written and not yet deleted by a committed batch

@@ -1,4 +1,5 @@
 // VosStore: the update path (validate, write extents, group commit).
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -231,6 +232,16 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
     group->punches.push_back(p);
   }
   ready_punches_.clear();
+  // The epoch high-water mark rides in the same batch as the versions above it.
+  Epoch group_high = 0;
+  for (void* u : group->updates) group_high = std::max(group_high, static_cast<UpdateState*>(u)->op.epoch);
+  for (void* p : group->punches) group_high = std::max(group_high, static_cast<PunchState*>(p)->op.epoch);
+  if (group_high > highest_epoch_) {
+    highest_epoch_ = group_high;
+    std::string mark;
+    keys::AppendU64(&mark, group_high);
+    group->batch.Put(keys::MetaKey("epoch_high"), mark);
+  }
   if (committer_) {
     // This sync's flush also covers the extents of the groups before it: their
     // check records go. A group that syncs its data first needs none.

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,7 +34,9 @@ TempDir::~TempDir() {
 Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions& options) {
   std::unique_ptr<EngineProcess> p(new EngineProcess(options));
   const std::string& dir = options.data_dir;
-  std::filesystem::create_directories(dir);
+  std::error_code mkdir_error;
+  std::filesystem::create_directories(std::filesystem::path(dir).parent_path(), mkdir_error);
+  ::mkdir(dir.c_str(), 0700);  // an existing one keeps its mode
   const std::string config_path = dir + "/engine.yaml";
   {
     std::ofstream y(config_path, std::ios::trunc);
@@ -46,6 +49,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
     y << "transport: { kind: " << options.transport;
     if (!options.keepalive.empty()) y << ", keepalive: " << options.keepalive;
     y << " }\n";
+    if (!options.limits.empty()) y << "limits: " << options.limits << "\n";
     y << "control:\n";
     if (!options.join.empty()) {
       y << "  join: \"" << options.join << "\"\n";

@@ -1,6 +1,8 @@
 // Test helpers that run real ros2-engine processes: a temporary directory that
-// removes itself, and EngineProcess, which writes an engine.yaml, starts the
-// binary (ROS2_ENGINE_PATH), waits for its ready file and stops or kills it.
+// removes itself, and EngineProcess, which creates the data directory (0700:
+// the engine refuses one other users may enter), writes an engine.yaml into
+// it, starts the binary (ROS2_ENGINE_PATH), waits for its ready file and
+// stops or kills it.
 // Used from the test thread only.
 #pragma once
 
@@ -55,6 +57,7 @@ struct EngineOptions {
   std::string shutdown_grace = "3s";
   std::string keepalive;    // transport.keepalive, e.g. "10ms"; empty: the default
   std::string target_cpus;  // target_cpus, e.g. "[1, 0]"; empty: unpinned
+  std::string limits;       // the limits map, e.g. "{ max_io_size: 1MiB }"; empty: the defaults
 };
 
 class EngineProcess {

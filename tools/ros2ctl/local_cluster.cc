@@ -246,7 +246,15 @@ Result<ClusterInfo> ClusterUp(const ClusterUpOptions& options) {
   }
 
   std::error_code ec;
-  fs::create_directories(options.data_dir, ec);
+  // The engine refuses a data directory other users may enter: a new one is
+  // made 0700 (an existing one is left as it is; the engine names the fix).
+  if (!fs::exists(options.data_dir, ec)) {
+    fs::create_directories(fs::path(options.data_dir).parent_path(), ec);
+    ec.clear();
+    if (::mkdir(options.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      ec = std::error_code(errno, std::generic_category());
+    }
+  }
   if (ec) return Status::IOError(fmt::format("cluster up: create {}: {}", options.data_dir, ec.message()));
   ClusterUpOptions o = options;
   o.data_dir = fs::absolute(options.data_dir).lexically_normal().string();
