@@ -3,7 +3,7 @@
 // It wraps another Env (the real one by default) and, on the files it opens,
 // can fail the Nth write (counting synchronous and asynchronous writes from 1)
 // with an errno, cut every write short, refuse writes with ENOSPC once a byte
-// budget is used up, and fail fdatasync. Faults apply to both File::Write and
+// budget is used up, fail fdatasync and refuse to allocate (grow) with ENOSPC. Faults apply to both File::Write and
 // the io_uring completions seen through File::FilterAsyncResult. Owned by the
 // test; must outlive every store opened with it. Thread-safe (atomics).
 #pragma once
@@ -30,6 +30,9 @@ class FaultInjectionEnv : public Env {
   // Writes fail with ENOSPC once `bytes` more bytes have been written.
   void SetWriteBudget(uint64_t bytes) { budget_ = static_cast<int64_t>(bytes); }
   void SetFailSync(bool on) { fail_sync_ = on; }
+  // File::Allocate (growing the data file) fails with ENOSPC.
+  void SetFailAllocate(bool on) { fail_allocate_ = on; }
+  bool fail_allocate() const { return fail_allocate_.load(); }
   // Clears every fault and the write counter.
   void Reset();
 
@@ -60,6 +63,7 @@ class FaultInjectionEnv : public Env {
   std::atomic<bool> short_writes_{false};
   std::atomic<int64_t> budget_{-1};  // -1: unlimited
   std::atomic<bool> fail_sync_{false};
+  std::atomic<bool> fail_allocate_{false};
 };
 
 }  // namespace ros2::vos
