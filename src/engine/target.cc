@@ -462,7 +462,9 @@ uint64_t ShardAddressSpace(uint64_t local_share) {
 Result<vos::VosOptions> Target::ShardOptions(const ShardKey& key) {
   vos::VosOptions options = env_->vos_template;
   options.path = ShardPath(key);
-  if (!env_->resolve_pool) return options;
+  if (!env_->resolve_pool) {
+    return Status::Busy(fmt::format("engine target {}: still starting (no control plane to size pools yet)", index_));
+  }
   const Uuid& pool = key.first;
   auto layout = env_->resolve_pool(pool);
   if (!layout.ok()) return layout.status().WithContext(fmt::format("engine target {}: pool {}", index_, pool.ToString()));

@@ -86,7 +86,8 @@ struct TargetEnvironment {
   // Pool sizes, target sets and space budgets (pool_space.h).
   PoolSpaceTable pools;
   // Asks the control plane for a pool's size and target set (blocking; called
-  // on shard-opener threads). Unset: shards open without a pool budget.
+  // on shard-opener threads). Set before the targets are published; unset,
+  // shards do not open (Busy).
   std::function<Result<PoolLayout>(const Uuid& pool)> resolve_pool;
 };
 
