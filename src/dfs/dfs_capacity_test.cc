@@ -28,9 +28,8 @@ class DfsCapacityTest : public ::testing::Test {
     std::string error;
     cluster_ = TestCluster::Start("tcp", 2, &error);
     ASSERT_NE(cluster_, nullptr) << error;
-    for (const std::vector<std::string>& args :
-         {std::vector<std::string>{"pool", "create", "cap", "--size", "64MiB"},
-          std::vector<std::string>{"cont", "create", "cap", "files"}}) {
+    for (const std::vector<std::string>& args : {std::vector<std::string>{"pool", "create", "cap", "--size", "64MiB"},
+                                                 std::vector<std::string>{"cont", "create", "cap", "files"}}) {
       auto r = cluster_->Ctl(args);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }

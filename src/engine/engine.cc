@@ -146,8 +146,9 @@ void Engine::ReopenShards() {
       return;
     }
   }
-  ROS2_LOG_INFO("engine {}: existing shards reopened in {} ms", env_.engine_id.ToString(),
-                std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
+  ROS2_LOG_INFO(
+      "engine {}: existing shards reopened in {} ms", env_.engine_id.ToString(),
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
 }
 
 Status Engine::StartTargets() {
@@ -219,8 +220,7 @@ Status Engine::JoinManagement() {
   auto reply = client.RegisterEngine(Registration());
   if (!reply.ok()) return reply.status().WithContext(fmt::format("engine: registering with {}", config_.control.join));
   // A pool's size and map come from the endpoint: a short admin session.
-  env_.resolve_pool = [this, channel = *channel,
-                       creds = control::Credentials{config_.control.join_tenant, *secret}](
+  env_.resolve_pool = [this, channel = *channel, creds = control::Credentials{config_.control.join_tenant, *secret}](
                           const Uuid& pool) -> Result<PoolLayout> {
     control::SessionClient sessions(channel);
     ROS2_ASSIGN_OR_RETURN(auto conn, sessions.Connect(pool.ToString(), creds));

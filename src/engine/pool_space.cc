@@ -48,8 +48,7 @@ std::string NotInPoolMessage(uint32_t target, const Uuid& engine, const Uuid& po
   return fmt::format(
       "engine target {} (engine {}) is not a target of pool {}: the pool map (version {}) has {} targets, {} of them "
       "on this engine",
-      target, engine.ToString(), pool.ToString(), layout.map_version, layout.pool_targets,
-      layout.local_targets.size());
+      target, engine.ToString(), pool.ToString(), layout.map_version, layout.pool_targets, layout.local_targets.size());
 }
 
 }  // namespace ros2::engine

@@ -98,7 +98,6 @@ uint64_t Target::UsedBytes(const Uuid& pool) const {
   return it == usage_.end() ? 0 : it->second;
 }
 
-
 void Target::Run(std::promise<Status>* started) {
   // A target that cannot start leaves nothing open behind it.
   auto fail = [&](Status st) {
@@ -349,8 +348,9 @@ void Target::MaybeAggregate(std::chrono::steady_clock::time_point now) {
     const bool quiet = now - shard->last_write >= kAggregateQuiet;
     // Pressure is the pool's: its space on this engine, shared by its shards.
     const auto budget = env_->pools.Budget(shard->pool);
-    const bool pressed = budget->limit() != vos::SpaceBudget::kUnlimited &&
-                         static_cast<double>(budget->used()) >= kAggregatePressure * static_cast<double>(budget->limit());
+    const bool pressed =
+        budget->limit() != vos::SpaceBudget::kUnlimited &&
+        static_cast<double>(budget->used()) >= kAggregatePressure * static_cast<double>(budget->limit());
     if (quiet || pressed) AggregateShard(*shard, quiet ? "quiet" : "space pressure");
   }
 }
@@ -467,7 +467,8 @@ Result<vos::VosOptions> Target::ShardOptions(const ShardKey& key) {
   }
   const Uuid& pool = key.first;
   auto layout = env_->resolve_pool(pool);
-  if (!layout.ok()) return layout.status().WithContext(fmt::format("engine target {}: pool {}", index_, pool.ToString()));
+  if (!layout.ok())
+    return layout.status().WithContext(fmt::format("engine target {}: pool {}", index_, pool.ToString()));
   env_->pools.SetLayout(pool, *layout);
   if (!layout->HasTarget(index_)) {
     return Status::PermissionDenied(NotInPoolMessage(index_, env_->engine_id, pool, *layout));
@@ -500,7 +501,8 @@ std::future<void> Target::ReopenShards() {
     reopened_ = std::promise<void>();
     done->set_value(reopened_.get_future());
     std::error_code ec;
-    for (const auto& pool_dir : std::filesystem::directory_iterator(env_->data_dir + "/targets/" + std::to_string(index_), ec)) {
+    for (const auto& pool_dir :
+         std::filesystem::directory_iterator(env_->data_dir + "/targets/" + std::to_string(index_), ec)) {
       auto pool = Uuid::Parse(pool_dir.path().filename().string());
       if (!pool.ok()) continue;
       std::error_code ec2;

@@ -98,7 +98,8 @@ class NvmeExtentStore final : public ExtentStore {
       return Status::NoSpace(fmt::format("vos: {}: {} bytes exceed the extent store's {}", path_, end, capacity_));
     }
     if (!growable_ || end <= file_size_) return Status::Ok();
-    const uint64_t target = std::min(capacity_, std::max(AlignUp(end, kBlockSize), file_size_ + GrowthStep(file_size_)));
+    const uint64_t target =
+        std::min(capacity_, std::max(AlignUp(end, kBlockSize), file_size_ + GrowthStep(file_size_)));
     Status st = file_->Allocate(file_size_, target - file_size_);
     if (!st.ok() && target > end) {
       // No room for the step ahead: take what this extent needs, if that fits.

@@ -29,7 +29,8 @@ class FaultInjectionFile final : public File {
   }
 
   Status Allocate(uint64_t offset, uint64_t len) override {
-    if (env_->fail_allocate()) return Status::FromErrno(ENOSPC, fmt::format("vos: injected fallocate failure at {}", offset));
+    if (env_->fail_allocate())
+      return Status::FromErrno(ENOSPC, fmt::format("vos: injected fallocate failure at {}", offset));
     return base_->Allocate(offset, len);
   }
 

@@ -214,8 +214,8 @@ Status VosStore::LoadState() {
     batch.Put(keys::MetaKey("written"), EncodeU64(written_prefix));
     batch.Put(keys::MetaKey("inline_bytes"), EncodeU64(inline_bytes));
     ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "vos: upgrade the store format"));
-    ROS2_LOG_INFO("vos: {}: upgraded the store to format {} ({} bytes of inline values)", options_.path,
-                  kFormatVersion, inline_bytes);
+    ROS2_LOG_INFO("vos: {}: upgraded the store to format {} ({} bytes of inline values)", options_.path, kFormatVersion,
+                  inline_bytes);
   } else if (value.size() != 8 || keys::ReadU64(value) != kFormatVersion) {
     return Status::Corruption(fmt::format("vos: {}: unknown store format", options_.path));
   } else {
