@@ -421,6 +421,12 @@ Result<rpc::PoolMap> Catalog::PoolMapFor(const std::string& pool_uuid) {
   return BuildPoolMap(rec);
 }
 
+Result<Catalog::PoolAccess> Catalog::PoolLayoutFor(const std::string& pool_uuid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ROS2_ASSIGN_OR_RETURN(rpc::PoolRecord rec, LoadPoolLocked(pool_uuid));
+  return PoolAccess{rec.info(), BuildPoolMap(rec), 0};
+}
+
 Result<uint32_t> Catalog::PoolCount() {
   ROS2_ASSIGN_OR_RETURN(auto rows, store_->Scan("pool/"));
   return static_cast<uint32_t>(rows.size());

@@ -74,6 +74,10 @@ class Catalog {
                                           std::string_view container);
   // The current map of a pool by UUID.
   Result<rpc::PoolMap> PoolMapFor(const std::string& pool_uuid);
+  // The pool's stored info (size, label; no runtime fields) and current map, by
+  // UUID, with no rights check: for the engine that embeds the catalog, which
+  // sizes the pool's space on its targets from it.
+  Result<PoolAccess> PoolLayoutFor(const std::string& pool_uuid);
 
   Result<uint32_t> PoolCount();
 

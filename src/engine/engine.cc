@@ -17,6 +17,7 @@
 #include "control/control_server.h"
 #include "control/credentials.h"
 #include "control/management_client.h"
+#include "control/session_client.h"
 #include "engine/joined_sync.h"
 #include "vos/env.h"
 
@@ -85,9 +86,13 @@ Status Engine::StartAll() {
   if (config_.control.join.empty()) ROS2_RETURN_IF_ERROR(StartEmbeddedControl());
   ROS2_RETURN_IF_ERROR(StartTargets());
   if (config_.control.join.empty()) {
+    // Every shard on disk is open (its space charged to its pool) before the
+    // targets are published.
+    ReopenShards();
     ROS2_RETURN_IF_ERROR(RegisterEmbedded());
   } else {
     ROS2_RETURN_IF_ERROR(JoinManagement());
+    ReopenShards();
   }
   return WriteReadyFile();
 }
@@ -138,7 +143,38 @@ Status Engine::StartEmbeddedControl() {
   if (!cp.ok()) return cp.status().WithContext("engine: control plane");
   control_ = std::move(*cp);
   env_.verifier.store(&control_->verifier(), std::memory_order_release);
+  env_.resolve_pool = [this](const Uuid& pool) -> Result<PoolLayout> {
+    ROS2_ASSIGN_OR_RETURN(auto access, control_->catalog().PoolLayoutFor(pool.ToString()));
+    return LayoutFromMap(access.info.size_bytes(), access.map, env_.engine_id);
+  };
   return Status::Ok();
+}
+
+PoolLayout LayoutFromMap(uint64_t size_bytes, const rpc::PoolMap& map, const Uuid& engine) {
+  PoolLayout layout;
+  layout.size_bytes = size_bytes;
+  layout.map_version = map.version();
+  layout.pool_targets = static_cast<uint32_t>(map.targets_size());
+  const std::string self = engine.ToString();
+  for (const auto& t : map.targets()) {
+    if (t.engine_uuid() == self) layout.local_targets.push_back(t.index());
+  }
+  return layout;
+}
+
+void Engine::ReopenShards() {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::future<void>> reopened;
+  for (auto& t : targets_) reopened.push_back(t->ReopenShards());
+  for (auto& f : reopened) {
+    if (f.wait_for(std::chrono::minutes(5)) != std::future_status::ready) {
+      ROS2_LOG_WARN("engine {}: still reopening shards after 5 minutes; serving anyway", env_.engine_id.ToString());
+      return;
+    }
+  }
+  ROS2_LOG_INFO(
+      "engine {}: existing shards reopened in {} ms", env_.engine_id.ToString(),
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
 }
 
 Status Engine::StartTargets() {
@@ -158,13 +194,16 @@ control::EngineRegistration Engine::Registration() const {
     char host[256] = {};
     if (::gethostname(host, sizeof(host) - 1) == 0) reg.address = host;
   }
-  // Every container gets its own shard of vos.data_size per target, so a
-  // target's capacity is what its medium can hold: the free space of the data
-  // directory's file system shared by the targets (nvme), or one shard (ram).
-  uint64_t per_target = config_.vos.data_size;
+  // A target's capacity is what its medium can hold, shared by the targets:
+  // the free space of the data directory's file system (nvme), or the
+  // machine's memory (ram). Pools are sized against it; their shards take
+  // space as they fill (docs/engine.md, "Pool space").
+  uint64_t per_target = 0;
   struct statvfs fs {};
   if (config_.vos.storage_class == vos::StorageClass::kNvme && ::statvfs(config_.data_dir.c_str(), &fs) == 0) {
-    per_target = std::max<uint64_t>(per_target, uint64_t{fs.f_bavail} * fs.f_frsize / config_.targets);
+    per_target = uint64_t{fs.f_bavail} * fs.f_frsize / config_.targets;
+  } else if (config_.vos.storage_class == vos::StorageClass::kRam) {
+    per_target = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGESIZE)) / config_.targets;
   }
   reg.capacity_bytes = per_target * config_.targets;
   for (const auto& t : targets_) {
@@ -206,6 +245,14 @@ Status Engine::JoinManagement() {
   control::ManagementClient client(*channel, {config_.control.join_tenant, *secret});
   auto reply = client.RegisterEngine(Registration());
   if (!reply.ok()) return reply.status().WithContext(fmt::format("engine: registering with {}", config_.control.join));
+  // A pool's size and map come from the endpoint: a short admin session.
+  env_.resolve_pool = [this, channel = *channel, creds = control::Credentials{config_.control.join_tenant, *secret}](
+                          const Uuid& pool) -> Result<PoolLayout> {
+    control::SessionClient sessions(channel);
+    ROS2_ASSIGN_OR_RETURN(auto conn, sessions.Connect(pool.ToString(), creds));
+    (void)sessions.Disconnect(creds, conn.session_uuid);
+    return LayoutFromMap(conn.pool.size_bytes(), conn.map, env_.engine_id);
+  };
   const std::string& key_bytes = reply->capability_key();
   if (key_bytes.size() != control::kCapabilityKeySize) {
     return Status::Protocol(fmt::format("engine: {} returned a capability key of {} bytes, expected {}",
@@ -326,9 +373,7 @@ void Engine::OnContainerCreated(const rpc::ContainerInfo& container, const rpc::
 }
 
 uint64_t Engine::PoolUsedBytes(const Uuid& pool) {
-  uint64_t total = 0;
-  for (auto& t : targets_) total += t->UsedBytes(pool);
-  return total;
+  return env_.pools.Used(pool);
 }
 
 }  // namespace ros2::engine

@@ -38,6 +38,9 @@
 
 namespace ros2::engine {
 
+// The layout of a pool of `size_bytes` with `map`, seen from engine `engine`.
+PoolLayout LayoutFromMap(uint64_t size_bytes, const rpc::PoolMap& map, const Uuid& engine);
+
 class Engine : public control::EngineHooks {
  public:
   // Starts everything; on error, whatever started is stopped again.
@@ -75,6 +78,9 @@ class Engine : public control::EngineHooks {
   Status RecordDestroyed(const Uuid& pool, const Uuid& container);
   Status StartEmbeddedControl();
   Status StartTargets();
+  // Opens every shard on disk (Target::ReopenShards) and waits for them, so
+  // each pool's space budget counts what its shards hold before I/O starts.
+  void ReopenShards();
   control::EngineRegistration Registration() const;
   Status RegisterEmbedded();
   Status JoinManagement();

@@ -6,7 +6,7 @@
 //   log_level: info
 //   targets: 2                       # target threads (1 .. 64)
 //   target_cpus: [0, 1]              # optional: target i runs on CPU target_cpus[i % n]
-//   vos: { class: nvme, data_size: 256MiB, ... }   # per container shard (vos_config.h)
+//   vos: { class: nvme, ... }   # every container shard (vos_config.h); pools size them
 //   transport: { kind: auto, inline_limit: 16KiB, net_devices: lo, spin: 50us, keepalive: 2s }
 //   control:
 //     socket: <data_dir>/control.sock  # Unix socket of the embedded control plane

@@ -132,13 +132,13 @@ void Target::SubmitUpdateWithRetry(const Uuid& pool, const Uuid& container, vos:
   if (!shard.ok()) return done(shard.status());
   (*shard)->vos->SubmitUpdate(*op, [this, pool, container, op, done = std::move(done), retried](Status st) mutable {
     if (st.code() != Status::Code::kNoSpace || retried) return done(st);
-    // Out of space: overwritten or punched versions may hold it. Aggregate the
-    // shard (after this VOS callback returns) and try once more if that freed
-    // anything.
+    // Out of space: overwritten or punched versions may hold it, in any of
+    // the pool's shards on this target. Aggregate them (after this VOS
+    // callback returns) and try once more if that freed anything.
     deferred_.push_back([this, pool, container, op, done = std::move(done), st]() mutable {
       auto again = OpenShard(pool, container);
       if (!again.ok()) return done(st);
-      if (AggregateShard(**again, "out of space") == 0) return done(st);
+      if (AggregatePoolShards(pool, "out of space") == 0) return done(st);
       SubmitUpdateWithRetry(pool, container, op, std::move(done), /*retried=*/true);
     });
   });

@@ -330,7 +330,15 @@ uint64_t Target::AggregateShard(Shard& shard, std::string_view why) {
         stats->versions_removed, stats->bytes_freed,
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count());
   }
-  return stats->bytes_freed;
+  return stats->bytes_freed + stats->inline_bytes_freed;
+}
+
+uint64_t Target::AggregatePoolShards(const Uuid& pool, std::string_view why) {
+  uint64_t freed = 0;
+  for (auto& [key, shard] : shards_) {
+    if (shard->pool == pool) freed += AggregateShard(*shard, why);
+  }
+  return freed;
 }
 
 void Target::MaybeAggregate(std::chrono::steady_clock::time_point now) {
@@ -338,9 +346,11 @@ void Target::MaybeAggregate(std::chrono::steady_clock::time_point now) {
   for (auto& [key, shard] : shards_) {
     if (!shard->aggregate_pending || now - shard->last_aggregate < kAggregateInterval) continue;
     const bool quiet = now - shard->last_write >= kAggregateQuiet;
-    const vos::SpaceInfo space = shard->vos->Space();
+    // Pressure is the pool's: its space on this engine, shared by its shards.
+    const auto budget = env_->pools.Budget(shard->pool);
     const bool pressed =
-        space.data_total > 0 && static_cast<double>(space.data_used) >= kAggregatePressure * space.data_total;
+        budget->limit() != vos::SpaceBudget::kUnlimited &&
+        static_cast<double>(budget->used()) >= kAggregatePressure * static_cast<double>(budget->limit());
     if (quiet || pressed) AggregateShard(*shard, quiet ? "quiet" : "space pressure");
   }
 }
@@ -405,7 +415,15 @@ Result<Target::Shard*> Target::ShardFor(const Uuid& pool, const Uuid& container,
     return Status::NotFound(fmt::format("engine target {}: container {} of pool {} was destroyed", index_,
                                         container.ToString(), pool.ToString()));
   }
-  if (open && !opening_.contains(key)) StartOpen(key);
+  if (open && !opening_.contains(key)) {
+    // A target the pool's map (resolved a moment ago) does not list: refused
+    // at once, without a thread and a control-plane call per request.
+    auto layout = env_->pools.RecentLayout(pool, kLayoutReuse);
+    if (layout && !layout->HasTarget(index_)) {
+      return Status::PermissionDenied(NotInPoolMessage(index_, env_->engine_id, pool, *layout));
+    }
+    StartOpen(key);
+  }
   return nullptr;
 }
 
@@ -426,18 +444,52 @@ std::string Target::ShardPath(const ShardKey& key) const {
   return PoolDir(key.first) + "/" + key.second.ToString();
 }
 
-void Target::StartOpen(const ShardKey& key) {
+namespace {
+
+// The extent address space of a shard: whatever the pool's share on this
+// engine could put in one shard, with room for fragmentation. It costs
+// nothing (the data file grows on demand; the ram class maps it with
+// MAP_NORESERVE); the pool budget is what bounds the space.
+uint64_t ShardAddressSpace(uint64_t local_share) {
+  constexpr uint64_t kMin = uint64_t{1} << 30;
+  constexpr uint64_t kMax = (uint64_t{16} << 40) - (uint64_t{1} << 30);  // below ext4's largest file
+  const uint64_t want = local_share > kMax ? kMax : local_share + local_share / 4;
+  return std::clamp<uint64_t>(want, kMin, kMax) / 4096 * 4096;
+}
+
+}  // namespace
+
+Result<vos::VosOptions> Target::ShardOptions(const ShardKey& key) {
   vos::VosOptions options = env_->vos_template;
   options.path = ShardPath(key);
+  if (!env_->resolve_pool) {
+    return Status::Busy(fmt::format("engine target {}: still starting (no control plane to size pools yet)", index_));
+  }
+  const Uuid& pool = key.first;
+  auto layout = env_->resolve_pool(pool);
+  if (!layout.ok())
+    return layout.status().WithContext(fmt::format("engine target {}: pool {}", index_, pool.ToString()));
+  env_->pools.SetLayout(pool, *layout);
+  if (!layout->HasTarget(index_)) {
+    return Status::PermissionDenied(NotInPoolMessage(index_, env_->engine_id, pool, *layout));
+  }
+  options.budget = env_->pools.Budget(pool);
+  options.data_size = ShardAddressSpace(layout->LocalShare());
+  return options;
+}
+
+void Target::StartOpen(const ShardKey& key) {
   Opening& opening = opening_[key];
-  opening.thread = std::thread([this, key, options = std::move(options)] {
+  opening.thread = std::thread([this, key] {
     // Not on this target's CPU: the store's own threads (its commit thread,
     // and RocksDB's pool when this is the first store) start from here.
     if (!env_->target_cpus.empty() && !env_->process_cpus.empty()) {
       (void)transport::SetCurrentThreadCpus(env_->process_cpus);
     }
     ::pthread_setname_np(::pthread_self(), fmt::format("ros2-open-{}", index_).c_str());
-    auto vos = std::make_shared<Result<std::unique_ptr<vos::Vos>>>(vos::Vos::Open(options));
+    auto options = ShardOptions(key);
+    auto vos = std::make_shared<Result<std::unique_ptr<vos::Vos>>>(
+        options.ok() ? vos::Vos::Open(*options) : Result<std::unique_ptr<vos::Vos>>(options.status()));
     // Every later epoch exceeds what the shard holds, even after the wall
     // clock stepped back across a restart (docs/engine.md, "Epochs").
     if (vos->ok()) env_->clock->Update((**vos)->HighestEpoch());
@@ -445,7 +497,34 @@ void Target::StartOpen(const ShardKey& key) {
   });
 }
 
+std::future<void> Target::ReopenShards() {
+  auto done = std::make_shared<std::promise<std::future<void>>>();
+  auto result = done->get_future();
+  Post([this, done] {
+    reopened_ = std::promise<void>();
+    done->set_value(reopened_.get_future());
+    std::error_code ec;
+    for (const auto& pool_dir :
+         std::filesystem::directory_iterator(env_->data_dir + "/targets/" + std::to_string(index_), ec)) {
+      auto pool = Uuid::Parse(pool_dir.path().filename().string());
+      if (!pool.ok()) continue;
+      std::error_code ec2;
+      for (const auto& shard_dir : std::filesystem::directory_iterator(pool_dir.path(), ec2)) {
+        auto container = Uuid::Parse(shard_dir.path().filename().string());
+        if (!container.ok() || env_->IsDestroyed(*pool, *container)) continue;
+        const ShardKey key(*pool, *container);
+        if (shards_.contains(key) || stopping_) continue;
+        reopening_.insert(key);
+        if (!opening_.contains(key)) StartOpen(key);
+      }
+    }
+    if (reopening_.empty()) reopened_.set_value();
+  });
+  return result.get();
+}
+
 void Target::FinishOpen(const ShardKey& key, Result<std::unique_ptr<vos::Vos>> vos) {
+  if (reopening_.erase(key) != 0 && reopening_.empty()) reopened_.set_value();
   auto node = opening_.extract(key);
   if (node.empty()) return;
   Opening& opening = node.mapped();

@@ -7,10 +7,13 @@
 // container is created (PrepareShard, from the embedded control plane) or else on
 // the first request that names it (with a capability the control plane signed for
 // it), and destroyed when the control plane destroys the container or the pool.
-// Opening a shard (RocksDB, and on nvme a data file written full of zeros) takes
-// tens to hundreds of milliseconds, so it runs on a thread of its own: requests
-// for that container wait parked and are handled, in order, once it is open,
-// while the target goes on serving every other container.
+// Opening a shard (the pool's layout from the control plane, RocksDB, an empty
+// data file) takes milliseconds to tens of milliseconds, so it runs on a thread
+// of its own: requests for that container wait parked and are handled, in
+// order, once it is open, while the target goes on serving every other
+// container. A shard opens only on a target of the container's pool (a request
+// for another target is refused with PermissionDenied), charging the pool's
+// space budget on this engine (pool_space.h).
 //
 // The loop: Progress() the worker, every Vos and the mailbox until idle, spin
 // for `spin` without events (yielding the CPU between passes unless the thread
@@ -47,6 +50,7 @@
 #include "engine/buffer_pool.h"
 #include "engine/dkey_gate.h"
 #include "engine/request_budget.h"
+#include "engine/pool_space.h"
 #include "object/obj_rpc.h"
 #include "transport/transport.h"
 #include "vos/vos.h"
@@ -81,6 +85,12 @@ struct TargetEnvironment {
   // joined engine reconciles them with its management endpoint).
   std::mutex opened_mu;
   std::set<std::pair<Uuid, Uuid>> opened;  // GUARDED_BY(opened_mu)
+  // Pool sizes, target sets and space budgets (pool_space.h).
+  PoolSpaceTable pools;
+  // Asks the control plane for a pool's size and target set (blocking; called
+  // on shard-opener threads). Set before the targets are published; unset,
+  // shards do not open (Busy).
+  std::function<Result<PoolLayout>(const Uuid& pool)> resolve_pool;
 };
 
 class Target {
@@ -111,6 +121,11 @@ class Target {
   void PrepareShard(const Uuid& pool, const Uuid& container);
   // Bytes the pool's shards on this target use (refreshed about once a second). Thread-safe.
   uint64_t UsedBytes(const Uuid& pool) const;
+  // Opens every shard this target has on disk (in the background, as
+  // PrepareShard does) so that each pool's budget counts all the space its
+  // shards hold; the future is ready once every open has finished (or failed).
+  // Thread-safe; the engine calls it once at start.
+  std::future<void> ReopenShards();
 
  private:
   struct Shard {
@@ -154,11 +169,15 @@ class Target {
   void RetireShards(const std::function<bool(const Shard&)>& match);
   // Reclaims the space of overwritten and punched versions (Vos::Aggregate) of
   // shards written since their last pass: once a shard has been quiet for
-  // kAggregateQuiet, or at most every kAggregateInterval while its extent store
-  // is kAggregatePressure full. Runs on this thread, between requests.
+  // kAggregateQuiet, or at most every kAggregateInterval while its
+  // pool's space on this engine is kAggregatePressure full. Runs on this
+  // thread, between requests.
   void MaybeAggregate(std::chrono::steady_clock::time_point now);
   // One aggregation pass of `shard`; returns the bytes it freed.
   uint64_t AggregateShard(Shard& shard, std::string_view why);
+  // A pass over every open shard of `pool` on this target (they share the
+  // pool's space); returns the bytes freed.
+  uint64_t AggregatePoolShards(const Uuid& pool, std::string_view why);
   // Closures run on this thread after the current progress round (work that
   // must not run inside a VOS callback, e.g. aggregation before a retry).
   int RunDeferred();
@@ -187,6 +206,13 @@ class Target {
   // Removes the pool's (empty) directory on this target once the pool is destroyed.
   void RemovePoolDirIfDestroyed(const Uuid& pool);
   void StartOpen(const ShardKey& key);
+  // On the opening thread: the shard's VOS options — the pool's layout asked
+  // of the control plane (PermissionDenied when this target is not in the
+  // pool), its budget, and an address space to match.
+  Result<vos::VosOptions> ShardOptions(const ShardKey& key);
+  // How long a resolved pool layout refuses requests for targets outside it
+  // without asking the control plane again.
+  static constexpr std::chrono::seconds kLayoutReuse{2};
   // On the target thread once the opening thread is done: installs the shard
   // (or retires it, if the container was destroyed meanwhile) and handles the
   // parked requests, or fails them with the open's error.
@@ -217,6 +243,9 @@ class Target {
   std::map<ShardKey, std::unique_ptr<Shard>> shards_;
   std::vector<std::unique_ptr<Shard>> retiring_;  // closing once their ops drain
   std::map<ShardKey, Opening> opening_;
+  // ReopenShards: the shards whose opens it still waits for.
+  std::set<ShardKey> reopening_;
+  std::promise<void> reopened_;
   Handler dispatching_ = nullptr;  // the handler the worker is running (RegisterHandlers' wrapper)
   std::unordered_map<uint64_t, transport::IncomingRequest> pending_;
   uint64_t next_ticket_ = 1;

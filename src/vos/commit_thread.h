@@ -33,6 +33,7 @@ struct CommitGroup {
   std::vector<void*> punches;       // the VOS's punch states, opaque here
   uint64_t check_group = 0;         // != 0: the batch writes this check record (extents the WAL sync covers)
   size_t retired_checks = 0;        // the batch deletes this many of the VOS's oldest check records
+  uint64_t written_prefix = 0;      // != 0: the batch records this written prefix of the data file
 };
 
 // Runs the commit of one group synchronously on the calling thread.

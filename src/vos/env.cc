@@ -52,6 +52,14 @@ class PosixFile final : public File {
     return Status::Ok();
   }
 
+  Status Allocate(uint64_t offset, uint64_t len) override {
+    while (::fallocate(fd_, 0, static_cast<off_t>(offset), static_cast<off_t>(len)) != 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno(errno, fmt::format("vos: fallocate {} bytes at {} in {}", len, offset, path_));
+    }
+    return Status::Ok();
+  }
+
   Result<uint64_t> Size() override {
     struct stat st {};
     if (::fstat(fd_, &st) != 0) return Status::FromErrno(errno, fmt::format("vos: stat {}", path_));

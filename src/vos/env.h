@@ -33,6 +33,9 @@ class File {
   virtual Result<size_t> Write(uint64_t offset, std::span<const std::byte> data) = 0;
   // fdatasync.
   virtual Status Sync() = 0;
+  // Allocates [offset, offset + len) without writing it (fallocate, growing
+  // the file when the range ends past its size): NoSpace for ENOSPC.
+  virtual Status Allocate(uint64_t offset, uint64_t len) = 0;
   // Size in bytes (of a block device: its capacity).
   virtual Result<uint64_t> Size() = 0;
   // The descriptor for io_uring, or -1 when the file has none.

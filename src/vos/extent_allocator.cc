@@ -26,9 +26,12 @@ Result<uint64_t> ExtentAllocator::Allocate(uint64_t len) {
     return Status::NoSpace(
         fmt::format("vos: extent store full: {} bytes requested, {} of {} free", len, capacity_ - used_, capacity_));
   }
-  // Next fit: the free run that starts at the cursor.
+  // Next fit: the free run that starts at the cursor, unless that is the tail
+  // (the run reaching the end of the address space) and a hole below fits: a
+  // data file grows into the tail, so holes are filled first.
   auto it = free_.find(cursor_);
-  if (it == free_.end() || it->second < len) {
+  const bool tail = it != free_.end() && it->first + it->second == capacity_;
+  if (it == free_.end() || it->second < len || (tail && by_len_.lower_bound({len, 0})->second != it->first)) {
     auto best = by_len_.lower_bound({len, 0});
     if (best == by_len_.end()) {
       return Status::NoSpace(

@@ -3,8 +3,10 @@
 // Space is handed out in multiples of the 4 KiB block. The allocator keeps the
 // free space as a map of free runs (offset -> length) plus an index by length;
 // an allocation continues after the previous one when the run there is large
-// enough (sequential writes stay sequential), otherwise takes the smallest run
-// that fits (best fit). Frees coalesce with neighbours. The state is persistent
+// enough (sequential writes stay sequential) and is not the tail run while a
+// hole below fits, otherwise takes the smallest run that fits (best fit; the
+// tail, the run that reaches the end, is the largest, so it comes last: a data
+// file that grows on demand only grows when no hole fits). Frees coalesce with neighbours. The state is persistent
 // through RocksDB: every allocation of a committed extent has an 'A' record
 // written in the same batch as the extent (docs/vos.md), and Open rebuilds the
 // free map from those records with MarkAllocated. Owned by the VOS; target

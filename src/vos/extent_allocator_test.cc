@@ -88,5 +88,26 @@ TEST(ExtentAllocatorTest, RandomAllocFreeKeepsAccountingExact) {
   }
 }
 
+TEST(ExtentAllocatorTest, HolesAreFilledBeforeTheTailGrows) {
+  // A growing data file only grows when no hole fits: after frees below the
+  // high-water mark, the next allocations go there even though the cursor
+  // sits at the tail.
+  ExtentAllocator a(uint64_t{1} << 40);
+  auto x = a.Allocate(1 << 20);
+  auto y = a.Allocate(1 << 20);
+  auto z = a.Allocate(1 << 20);
+  ASSERT_TRUE(x.ok() && y.ok() && z.ok());
+  a.Free(*y, 1 << 20);
+  auto small = a.Allocate(256 << 10);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(*small, *y);
+  auto rest = a.Allocate(768 << 10);  // next fit in the hole
+  ASSERT_TRUE(rest.ok());
+  EXPECT_EQ(*rest, *y + (256 << 10));
+  auto next = a.Allocate(4096);  // no hole left: the tail
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(*next, *z + (1 << 20));
+}
+
 }  // namespace
 }  // namespace ros2::vos

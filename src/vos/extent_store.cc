@@ -1,8 +1,8 @@
 #include "vos/extent_store.h"
 
 #include <sys/mman.h>
-#include <sys/statvfs.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -20,56 +20,35 @@ Status ErrnoStatus(int err, IoKind kind, uint64_t offset, size_t len, const std:
       err, fmt::format("vos: {} of {} bytes at {} in {}", kind == IoKind::kRead ? "read" : "write", len, offset, path));
 }
 
-// Creates the data file: zeros written once (not fallocate, whose unwritten
-// extents make every later O_DIRECT write pay a journal commit), synced, then
-// renamed into place so a crash never leaves a short file behind. A file
-// system without room for it is refused before anything is written, and a
-// creation that fails half way (ENOSPC from a neighbour, an I/O error) removes
-// what it wrote, so a failed shard never holds the space it could not use.
-Status CreateDataFile(Env* env, const std::string& path, uint64_t size) {
-  std::string tmp = path + ".tmp";
-  ROS2_RETURN_IF_ERROR(env->RemoveFile(tmp));
+// Creates the data file empty: it grows on demand (Reserve, fallocate) as
+// extents are allocated, so a shard takes disk space for what it holds, not
+// for its address space, and nothing is written at creation. The directory is
+// synced so the file survives a crash.
+Status CreateDataFile(Env* env, const std::string& path) {
   const std::string dir = path.substr(0, path.find_last_of('/'));
-  struct statvfs fs {};
-  if (::statvfs(dir.empty() ? "." : dir.c_str(), &fs) == 0) {
-    const uint64_t free_bytes = uint64_t{fs.f_bavail} * fs.f_frsize;
-    if (free_bytes < size) {
-      return Status::NoSpace(fmt::format(
-          "vos: the data file {} needs {} bytes (data_size) and its file system has {} free", path, size, free_bytes));
-    }
-  }
-  auto written = [&]() -> Status {
-    auto file = env->OpenFile(tmp, FileOptions{.create = true, .direct = true});
-    if (!file.ok()) return file.status();
-    constexpr size_t kChunk = size_t{1} << 20;
-    AlignedBuffer zeros(kChunk);
-    zeros.Zero();
-    for (uint64_t off = 0; off < size;) {
-      size_t n = static_cast<size_t>(std::min<uint64_t>(kChunk, size - off));
-      auto w = (*file)->Write(off, std::span<const std::byte>(zeros.data(), n));
-      if (!w.ok()) return w.status().WithContext("creating the data file");
-      if (*w == 0) return Status::IOError(fmt::format("vos: write to {} made no progress", tmp));
-      off += *w;
-    }
-    return (*file)->Sync();
-  }();
-  if (!written.ok()) {
-    (void)env->RemoveFile(tmp);
-    return written;
-  }
-  ROS2_RETURN_IF_ERROR(env->Rename(tmp, path));
+  auto file = env->OpenFile(path, FileOptions{.create = true, .direct = true});
+  if (!file.ok()) return file.status().WithContext("creating the data file");
   return env->SyncDir(dir.empty() ? "." : dir);
+}
+
+// How much a growing data file is extended at a time: an eighth of its size,
+// between 1 and 64 MiB (one fallocate per that much data written, and at most
+// that much allocated ahead of the extents).
+uint64_t GrowthStep(uint64_t file_size) {
+  return std::clamp<uint64_t>(AlignDown(file_size / 8, kBlockSize), uint64_t{1} << 20, uint64_t{64} << 20);
 }
 
 class NvmeExtentStore final : public ExtentStore {
  public:
   NvmeExtentStore(std::string path, std::unique_ptr<File> file, std::unique_ptr<Uring> ring, uint64_t capacity,
-                  bool dsync_writes)
+                  bool dsync_writes, bool growable, uint64_t file_size)
       : path_(std::move(path)),
         file_(std::move(file)),
         ring_(std::move(ring)),
         capacity_(capacity),
-        dsync_writes_(dsync_writes) {}
+        dsync_writes_(dsync_writes),
+        growable_(growable),
+        file_size_(file_size) {}
 
   ~NvmeExtentStore() override {
     // Every slot references caller buffers; wait for the kernel to let go of them.
@@ -113,6 +92,26 @@ class NvmeExtentStore final : public ExtentStore {
 
   Status Sync() override { return file_->Sync(); }
   bool writes_are_durable() const override { return dsync_writes_; }
+
+  Status Reserve(uint64_t end) override {
+    if (end > capacity_) {
+      return Status::NoSpace(fmt::format("vos: {}: {} bytes exceed the extent store's {}", path_, end, capacity_));
+    }
+    if (!growable_ || end <= file_size_) return Status::Ok();
+    const uint64_t target =
+        std::min(capacity_, std::max(AlignUp(end, kBlockSize), file_size_ + GrowthStep(file_size_)));
+    Status st = file_->Allocate(file_size_, target - file_size_);
+    if (!st.ok() && target > end) {
+      // No room for the step ahead: take what this extent needs, if that fits.
+      st = file_->Allocate(file_size_, AlignUp(end, kBlockSize) - file_size_);
+      if (st.ok()) file_size_ = AlignUp(end, kBlockSize);
+    } else if (st.ok()) {
+      file_size_ = target;
+    }
+    return st.WithContext("growing the data file");
+  }
+  bool fresh_space_needs_sync() const override { return growable_; }
+  uint64_t file_size() const override { return file_size_; }
   uint64_t capacity() const override { return capacity_; }
   size_t alignment() const override { return file_->direct() ? kBlockSize : 1; }
   size_t in_flight() const override { return in_flight_; }
@@ -203,6 +202,8 @@ class NvmeExtentStore final : public ExtentStore {
   std::unique_ptr<Uring> ring_;
   uint64_t capacity_;
   bool dsync_writes_;
+  bool growable_;       // a data file grown by Reserve (not a block device)
+  uint64_t file_size_;  // growable: bytes allocated to the file so far
   size_t in_flight_ = 0;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<Slot*> free_slots_;
@@ -244,6 +245,12 @@ class RamExtentStore final : public ExtentStore {
   void WaitForCompletion() override {}
   Status Sync() override { return Status::Ok(); }
   bool writes_are_durable() const override { return false; }
+  Status Reserve(uint64_t end) override {
+    if (end > size_) return Status::NoSpace(fmt::format("vos: {} bytes exceed the ram extent store's {}", end, size_));
+    return Status::Ok();
+  }
+  bool fresh_space_needs_sync() const override { return false; }
+  uint64_t file_size() const override { return size_; }
   uint64_t capacity() const override { return size_; }
   size_t alignment() const override { return 1; }
   size_t in_flight() const override { return completed_.size(); }
@@ -265,20 +272,21 @@ class RamExtentStore final : public ExtentStore {
 Result<std::unique_ptr<ExtentStore>> ExtentStore::OpenNvme(Env* env, const std::string& path, bool block_device,
                                                            uint64_t size, unsigned io_depth, int event_fd,
                                                            bool dsync_writes) {
-  if (!block_device && !env->FileExists(path)) {
-    ROS2_RETURN_IF_ERROR(CreateDataFile(env, path, AlignDown(size, kBlockSize)));
-  }
+  if (!block_device && !env->FileExists(path)) ROS2_RETURN_IF_ERROR(CreateDataFile(env, path));
   auto file = env->OpenFile(path, FileOptions{.create = false, .direct = true, .block_device = block_device});
   if (!file.ok()) return file.status();
   auto file_size = (*file)->Size();
   if (!file_size.ok()) return file_size.status();
-  uint64_t capacity = AlignDown(block_device ? std::min(*file_size, size) : *file_size, kBlockSize);
+  // A data file's capacity is its address space: `size`, or more when an
+  // older store's file was created larger. It grows into it on demand.
+  uint64_t capacity = AlignDown(block_device ? std::min(*file_size, size) : std::max(*file_size, size), kBlockSize);
   if (capacity == 0) return Status::InvalidArgument(fmt::format("vos: extent store {} has no space", path));
   auto ring = Uring::Create(io_depth, event_fd);
   if (!ring.ok()) return ring.status();
   if ((*file)->fd() >= 0) ROS2_RETURN_IF_ERROR((*ring)->RegisterFile((*file)->fd()));
-  return std::unique_ptr<ExtentStore>(
-      std::make_unique<NvmeExtentStore>(path, std::move(*file), std::move(*ring), capacity, dsync_writes));
+  return std::unique_ptr<ExtentStore>(std::make_unique<NvmeExtentStore>(
+      path, std::move(*file), std::move(*ring), capacity, dsync_writes, /*growable=*/!block_device,
+      block_device ? capacity : AlignDown(*file_size, kBlockSize)));
 }
 
 Result<std::unique_ptr<ExtentStore>> ExtentStore::OpenRam(uint64_t size) {

@@ -1,8 +1,8 @@
 // ExtentStore: the bytes of the VOS's large extents.
 //
-// Two kinds, chosen by the storage class: NvmeExtentStore (a preallocated data
-// file or a block device, O_DIRECT reads and writes through io_uring) and
-// RamExtentStore (an anonymous memory mapping). Callers address it by byte
+// Two kinds, chosen by the storage class: NvmeExtentStore (a data file grown on
+// demand with fallocate, or a block device; O_DIRECT reads and writes through
+// io_uring) and RamExtentStore (an anonymous memory mapping). Callers address it by byte
 // offset; the nvme kind requires offsets, lengths and buffer addresses to be
 // multiples of kBlockSize (4 KiB) when the file is O_DIRECT (alignment()).
 // Reads and writes are asynchronous: their callbacks run from Reap() on the
@@ -27,8 +27,9 @@ class ExtentStore {
   using IoDone = std::function<void(Status)>;
   virtual ~ExtentStore() = default;
 
-  // Opens `path` (a data file created and zero-filled to `size` bytes when
-  // missing, or a block device). Completions signal `event_fd` when >= 0.
+  // Opens `path` (a data file, created empty when missing, whose address space
+  // is `size` bytes — or its current size if larger — and which Reserve grows;
+  // or a block device of min(its size, `size`) bytes). Completions signal `event_fd` when >= 0.
   // With `dsync_writes`, every write is issued with RWF_DSYNC: it completes
   // only once its data is on stable storage (FUA, or a flush by the kernel).
   static Result<std::unique_ptr<ExtentStore>> OpenNvme(Env* env, const std::string& path, bool block_device,
@@ -49,6 +50,17 @@ class ExtentStore {
   // True when every completed write is already durable (RWF_DSYNC).
   virtual bool writes_are_durable() const = 0;
 
+  // Makes [0, end) writable before an extent there is written: grows a data
+  // file with fallocate (never writing zeros). NoSpace when `end` is beyond
+  // capacity() or the file system is full (then nothing changed).
+  virtual Status Reserve(uint64_t end) = 0;
+  // True when space Reserve allocated is "unwritten" until first written
+  // (ext4 and XFS): the first write of a block changes file metadata, which
+  // only an fdatasync of the file makes durable (docs/vos.md, "Durability").
+  virtual bool fresh_space_needs_sync() const = 0;
+  // Bytes the file holds allocated (data file: grown so far; others: capacity).
+  virtual uint64_t file_size() const = 0;
+  // The address space extents are placed in.
   virtual uint64_t capacity() const = 0;
   virtual size_t alignment() const = 0;  // required alignment of offsets, lengths and buffers
   virtual size_t in_flight() const = 0;

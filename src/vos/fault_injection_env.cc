@@ -28,6 +28,12 @@ class FaultInjectionFile final : public File {
     return base_->Sync();
   }
 
+  Status Allocate(uint64_t offset, uint64_t len) override {
+    if (env_->fail_allocate())
+      return Status::FromErrno(ENOSPC, fmt::format("vos: injected fallocate failure at {}", offset));
+    return base_->Allocate(offset, len);
+  }
+
   Result<uint64_t> Size() override { return base_->Size(); }
   int fd() const override { return base_->fd(); }
   bool direct() const override { return base_->direct(); }
@@ -56,6 +62,7 @@ void FaultInjectionEnv::Reset() {
   short_writes_ = false;
   budget_ = -1;
   fail_sync_ = false;
+  fail_allocate_ = false;
 }
 
 int FaultInjectionEnv::ApplyWriteFaults(size_t len, int result) {

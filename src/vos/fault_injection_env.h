@@ -3,8 +3,9 @@
 // It wraps another Env (the real one by default) and, on the files it opens,
 // can fail the Nth write (counting synchronous and asynchronous writes from 1)
 // with an errno, cut every write short, refuse writes with ENOSPC once a byte
-// budget is used up, fail fdatasync, and open files as a file system without
-// O_DIRECT would. Faults apply to both File::Write and
+// budget is used up, fail fdatasync, refuse to allocate (grow) with ENOSPC,
+// and open files as a file system without O_DIRECT would. Faults apply to
+// both File::Write and
 // the io_uring completions seen through File::FilterAsyncResult. Owned by the
 // test; must outlive every store opened with it. Thread-safe (atomics).
 #pragma once
@@ -34,6 +35,9 @@ class FaultInjectionEnv : public Env {
   // Files opened from now on behave as on a file system that refuses O_DIRECT
   // (tmpfs): opened buffered, File::direct() false. Not cleared by Reset.
   void SetRefuseDirect(bool on) { refuse_direct_ = on; }
+  // File::Allocate (growing the data file) fails with ENOSPC.
+  void SetFailAllocate(bool on) { fail_allocate_ = on; }
+  bool fail_allocate() const { return fail_allocate_.load(); }
   // Clears every fault and the write counter.
   void Reset();
 
@@ -65,6 +69,7 @@ class FaultInjectionEnv : public Env {
   std::atomic<int64_t> budget_{-1};  // -1: unlimited
   std::atomic<bool> fail_sync_{false};
   std::atomic<bool> refuse_direct_{false};
+  std::atomic<bool> fail_allocate_{false};
 };
 
 }  // namespace ros2::vos

@@ -9,8 +9,8 @@
 // neither the latest view nor any snapshot can see.
 //
 // Storage: metadata and values below `inline_threshold` live in RocksDB; larger
-// extents are written out of place to the extent store (a preallocated data file
-// or block device, O_DIRECT through io_uring, or memory for the ram class) and
+// extents are written out of place to the extent store (a data file grown on
+// demand or a block device, O_DIRECT through io_uring, or memory for the ram class) and
 // then committed with one RocksDB write batch that also records their checksums.
 // An acknowledged update (callback run with OK) is durable unless the store was
 // opened with `sync_commit = false`. The formats are specified in docs/vos.md.
@@ -40,6 +40,7 @@
 #include "common/hlc.h"
 #include "common/object_id.h"
 #include "common/status.h"
+#include "vos/space_budget.h"
 
 namespace ros2::vos {
 
@@ -70,7 +71,10 @@ Result<ExtentSync> ParseExtentSync(std::string_view name);  // "wal" | "group" |
 struct VosOptions {
   std::string path;  // directory for RocksDB and the data file (created if missing)
   StorageClass storage_class = StorageClass::kNvme;
-  uint64_t data_size = uint64_t{1} << 30;     // extent store capacity in bytes (preallocated for nvme)
+  // Extent address space in bytes. The nvme data file is not preallocated: it
+  // grows on demand (fallocate) to what the extents use; `budget` is what
+  // bounds a store's space in the engine.
+  uint64_t data_size = uint64_t{1} << 30;
   std::string block_device;                   // if set (nvme class): extents go to this device, not a file
   uint64_t inline_threshold = 4096;           // values/extents smaller than this live in RocksDB
   bool sync_commit = true;                    // false = relaxed durability (acknowledged before the WAL sync)
@@ -83,6 +87,10 @@ struct VosOptions {
   uint32_t csum_chunk_size = 4096;                // bytes per chunk checksum
   uint32_t io_depth = 128;                        // io_uring submission queue entries
   Env* env = nullptr;                             // file-layer seam for fault injection (tests); not owned
+  // Shared byte budget (the engine: the pool's space on this engine). The
+  // store charges its extent blocks and inline value bytes to it; an update
+  // that does not fit fails with NoSpace and changes nothing. nullptr: none.
+  std::shared_ptr<SpaceBudget> budget;
 };
 
 enum class ValueType : uint8_t { kSingle = 1, kArray = 2 };
@@ -158,14 +166,19 @@ class Anchor {
 };
 
 struct SpaceInfo {
-  uint64_t data_total = 0;      // extent store capacity
+  uint64_t data_total = 0;      // extent store address space (data_size)
   uint64_t data_used = 0;       // bytes allocated to live extents
+  uint64_t data_file = 0;       // bytes the data file holds allocated (it grows on demand)
+  uint64_t inline_bytes = 0;    // bytes of inline values (committed or in flight)
   uint64_t metadata_bytes = 0;  // approximate RocksDB size (SST + memtables)
+  // What the store charges to its budget: data_used + inline_bytes.
+  uint64_t charged() const { return data_used + inline_bytes; }
 };
 
 struct AggregateStats {
   uint64_t versions_removed = 0;
-  uint64_t bytes_freed = 0;  // extent store bytes returned to the allocator
+  uint64_t bytes_freed = 0;         // extent store bytes returned to the allocator
+  uint64_t inline_bytes_freed = 0;  // bytes of inline values removed
 };
 
 // A punch: at `epoch`, removes the object, one dkey or one akey (reads at
@@ -185,8 +198,9 @@ using PunchCallback = std::function<void(Status)>;
 
 class Vos {
  public:
-  // Opens the store at options.path, creating it (and preallocating the data file)
-  // when missing, and recovering the allocator state when present.
+  // Opens the store at options.path, creating it (with an empty data file)
+  // when missing, and recovering the allocator state when present. What the
+  // store holds is charged to options.budget whatever its limit.
   static Result<std::unique_ptr<Vos>> Open(const VosOptions& options);
   // Deletes everything a store at `path` holds.
   static Status Destroy(const std::string& path, Env* env = nullptr);

@@ -22,6 +22,7 @@ struct Version {
   uint64_t begin = 0;  // arrays: first record
   uint64_t end = 0;
   bool external = false;
+  uint64_t length = 0;  // inline versions: their bytes
   uint64_t offset = 0;
   uint64_t alloc_len = 0;
 };
@@ -40,12 +41,22 @@ Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
 
   rocksdb::WriteBatch batch;
   std::vector<std::pair<uint64_t, uint64_t>> frees;
+  uint64_t inline_freed = 0;  // bytes of the inline versions the batch deletes
   auto flush = [&]() -> Status {
     if (batch.Count() == 0) return Status::Ok();
+    if (inline_freed > 0) {
+      std::string delta;
+      keys::AppendU64(&delta, uint64_t{0} - inline_freed);
+      batch.Merge(keys::MetaKey("inline_bytes"), delta);
+    }
     ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "vos: aggregate"));
     batch.Clear();
     for (auto [off, len] : frees) FreeAfterReaders(off, len);
     frees.clear();
+    inline_bytes_ -= std::min(inline_bytes_, inline_freed);
+    ReleaseSpace(inline_freed);
+    stats.inline_bytes_freed += inline_freed;
+    inline_freed = 0;
     return Status::Ok();
   };
 
@@ -79,6 +90,7 @@ Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
       v.begin = k->index;
       v.end = k->index + (is_array ? rec->length / rec->record_size : 1);
       v.external = rec->external;
+      v.length = rec->length;
       v.offset = rec->offset;
       v.alloc_len = rec->alloc_len;
     }
@@ -117,6 +129,8 @@ Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
         batch.Delete(keys::AllocKey(versions[i].offset));
         frees.emplace_back(versions[i].offset, versions[i].alloc_len);
         stats.bytes_freed += versions[i].alloc_len;
+      } else {
+        inline_freed += versions[i].length;
       }
     }
     if (kept == 0 && has_header) {

@@ -8,6 +8,7 @@
 
 #include "common/checksum.h"
 #include "vos/keys.h"
+#include "vos/vos_store.h"
 #include "vos/vos_test_util.h"
 
 namespace ros2::vos {
@@ -109,6 +110,7 @@ TEST_F(VosCorruptionTest, FlippedBitInAStoredRocksDbValueIsCorruption) {
     rocksdb::DB* raw = nullptr;
     rocksdb::Options o;
     o.compression = rocksdb::kNoCompression;
+    o.merge_operator = MetadataMergeOperator();
     ASSERT_TRUE(rocksdb::DB::Open(o, store() + "/meta", &raw).ok());
     std::unique_ptr<rocksdb::DB> db(raw);
     std::string key = keys::SingleKey(keys::AkeyScope(oid, "d", "a"), 10);
@@ -135,6 +137,7 @@ TEST_F(VosCorruptionTest, FlippedBitInAnSstFileIsCorruption) {
     rocksdb::DB* raw = nullptr;
     rocksdb::Options o;
     o.compression = rocksdb::kNoCompression;  // keep the value's bytes findable in the SST
+    o.merge_operator = MetadataMergeOperator();
     ASSERT_TRUE(rocksdb::DB::Open(o, store() + "/meta", &raw).ok());
     std::unique_ptr<rocksdb::DB> db(raw);
     ASSERT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());

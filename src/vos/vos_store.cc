@@ -9,6 +9,7 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/file_system.h>
 #include <rocksdb/filter_policy.h>
+#include <rocksdb/merge_operator.h>
 #include <rocksdb/table.h>
 
 #include <fmt/format.h>
@@ -18,7 +19,12 @@
 namespace ros2::vos {
 namespace {
 
-constexpr uint64_t kFormatVersion = 1;
+// 1: the data file was written full of zeros at creation (its size in 'M'
+// "capacity"). 2: the data file grows on demand; 'M' "inline_bytes" counts the
+// inline value bytes (a merge counter); 'M' "written" is the prefix of the data
+// file a format-1 store had zero-filled. A format-1 store is upgraded at open.
+constexpr uint64_t kFormatVersion = 2;
+constexpr uint64_t kLegacyFormatVersion = 1;
 constexpr size_t kHeaderCacheEntries = 1 << 16;
 
 std::string EncodeU64(uint64_t v) {
@@ -74,8 +80,33 @@ class SizedWalFileSystem : public rocksdb::FileSystemWrapper {
   }
 };
 
+// Adds 8-byte big-endian operands modulo 2^64 (deltas of 'M' "inline_bytes";
+// a negative delta is its two's complement), so that commit groups and
+// aggregation passes can adjust the counter in their own batches in any order.
+class U64AddOperator final : public rocksdb::AssociativeMergeOperator {
+ public:
+  bool Merge(const rocksdb::Slice& /*key*/, const rocksdb::Slice* existing, const rocksdb::Slice& value,
+             std::string* new_value, rocksdb::Logger* /*logger*/) const override {
+    if (value.size() != 8 || (existing != nullptr && existing->size() != 8)) return false;
+    uint64_t sum = keys::ReadU64(value.ToStringView());
+    if (existing != nullptr) sum += keys::ReadU64(existing->ToStringView());
+    *new_value = EncodeU64(sum);
+    return true;
+  }
+  const char* Name() const override { return "Ros2U64Add"; }
+};
+
+}  // namespace
+
+std::shared_ptr<rocksdb::MergeOperator> MetadataMergeOperator() {
+  return std::make_shared<U64AddOperator>();
+}
+
+namespace {
+
 rocksdb::Options MetadataOptions(rocksdb::Env* env) {
   rocksdb::Options o;
+  o.merge_operator = MetadataMergeOperator();
   // Obsolete WAL files are reused: with SizedWalFileSystem, a WAL sync does
   // not wait for an inode update (the commit path is one WAL fdatasync per group).
   o.recycle_log_file_num = 4;
@@ -183,19 +214,49 @@ Status VosStore::Init() {
 }
 
 Status VosStore::LoadState() {
-  // Format marker: refuse stores written by an unknown format.
+  // Format marker: refuse stores written by an unknown format, upgrade format 1.
   std::string value;
+  uint64_t written_prefix = 0;  // a format-1 data file's zero-filled size
   rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), keys::MetaKey("format"), &value);
   if (rs.IsNotFound()) {
     rocksdb::WriteBatch batch;
     batch.Put(keys::MetaKey("format"), EncodeU64(kFormatVersion));
     batch.Put(keys::MetaKey("capacity"), EncodeU64(extents_->capacity()));
+    batch.Put(keys::MetaKey("inline_bytes"), EncodeU64(0));
     ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "vos: write format marker"));
   } else if (!rs.ok()) {
     return FromRocks(rs, "vos: read format marker");
+  } else if (value.size() == 8 && keys::ReadU64(value) == kLegacyFormatVersion) {
+    // Written by a version that zero-filled the data file at creation: that
+    // prefix counts as written, and the inline values are counted once.
+    std::string capacity;
+    rs = db_->Get(rocksdb::ReadOptions(), keys::MetaKey("capacity"), &capacity);
+    if (rs.ok() && capacity.size() == 8) written_prefix = keys::ReadU64(capacity);
+    written_prefix = std::min(written_prefix, extents_->file_size());
+    ROS2_ASSIGN_OR_RETURN(uint64_t inline_bytes, CountInlineBytes());
+    rocksdb::WriteBatch batch;
+    batch.Put(keys::MetaKey("format"), EncodeU64(kFormatVersion));
+    batch.Put(keys::MetaKey("written"), EncodeU64(written_prefix));
+    batch.Put(keys::MetaKey("inline_bytes"), EncodeU64(inline_bytes));
+    ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "vos: upgrade the store format"));
+    ROS2_LOG_INFO("vos: {}: upgraded the store to format {} ({} bytes of inline values)", options_.path, kFormatVersion,
+                  inline_bytes);
   } else if (value.size() != 8 || keys::ReadU64(value) != kFormatVersion) {
     return Status::Corruption(fmt::format("vos: {}: unknown store format", options_.path));
+  } else {
+    std::string written;
+    rs = db_->Get(rocksdb::ReadOptions(), keys::MetaKey("written"), &written);
+    if (rs.ok() && written.size() == 8) written_prefix = keys::ReadU64(written);
   }
+  rs = db_->Get(rocksdb::ReadOptions(), keys::MetaKey("inline_bytes"), &value);
+  if (!rs.ok() || value.size() != 8) {
+    return rs.ok() ? Status::Corruption(fmt::format("vos: {}: malformed inline byte counter", options_.path))
+                   : FromRocks(rs, "vos: read the inline byte counter");
+  }
+  inline_bytes_ = keys::ReadU64(value);
+  track_written_ = extents_->fresh_space_needs_sync();
+  if (track_written_) written_.Add(0, written_prefix);
+  written_prefix_ = written_prefix;
 
   if (options_.storage_class == StorageClass::kNvme) ROS2_RETURN_IF_ERROR(CheckLastGroups());
   auto it = NewIterator();
@@ -205,8 +266,13 @@ Status VosStore::LoadState() {
     uint64_t offset = keys::ReadU64(it->key().ToStringView().substr(1));
     uint64_t len = keys::ReadU64(it->value().ToStringView());
     ROS2_RETURN_IF_ERROR(allocator_->MarkAllocated(offset, len).WithContext(options_.path));
+    // Committed, so written and made durable as its group's rules required.
+    if (track_written_) written_.Add(offset, offset + AlignUp(len, kBlockSize));
   }
   if (!it->status().ok()) return FromRocks(it->status(), "vos: load allocations");
+  // What the store holds counts against its budget, whatever the limit.
+  charged_ = allocator_->used() + inline_bytes_;
+  if (options_.budget) options_.budget->Charge(charged_);
   // Punch tombstones.
   for (it->Seek(std::string(1, keys::kPunch)); it->Valid() && it->key()[0] == keys::kPunch; it->Next()) {
     std::string_view k = it->key().ToStringView();
@@ -352,6 +418,8 @@ void VosStore::RetireCheckRecords() {
 VosStore::~VosStore() {
   Drain();
   if (db_) RetireCheckRecords();
+  // Closed (or destroyed): its space no longer counts against the budget.
+  if (options_.budget) options_.budget->Release(charged_);
   fetch_iter_.reset();
   committer_.reset();
   extents_.reset();
@@ -504,6 +572,8 @@ SpaceInfo VosStore::Space() const {
   SpaceInfo s;
   s.data_total = allocator_->capacity();
   s.data_used = allocator_->used();
+  s.data_file = extents_->file_size();
+  s.inline_bytes = inline_bytes_;
   uint64_t sst = 0;
   uint64_t mem = 0;
   db_->GetIntProperty("rocksdb.total-sst-files-size", &sst);
@@ -541,7 +611,7 @@ void VosStore::FreeAfterReaders(uint64_t offset, uint64_t len) {
   // Fetches submitted before now may still read these bytes: hold the space
   // until they have all completed.
   if (active_generations_.empty()) {
-    allocator_->Free(offset, len);
+    FreeExtent(offset, len);
     return;
   }
   deferred_frees_.push_back({next_generation_, offset, len});
@@ -552,10 +622,35 @@ void VosStore::ReleaseDeferredFrees() {
   uint64_t oldest = active_generations_.empty() ? ~uint64_t{0} : *active_generations_.begin();
   while (!deferred_frees_.empty() && deferred_frees_.front().generation <= oldest) {
     const DeferredFree& f = deferred_frees_.front();
-    allocator_->Free(f.offset, f.len);
+    FreeExtent(f.offset, f.len);
     deferred_free_bytes_ -= f.len;
     deferred_frees_.pop_front();
   }
+}
+
+void VosStore::ReleaseSpace(uint64_t bytes) {
+  charged_ -= std::min(charged_, bytes);
+  if (options_.budget) options_.budget->Release(bytes);
+}
+
+void VosStore::FreeExtent(uint64_t offset, uint64_t len) {
+  allocator_->Free(offset, len);
+  ReleaseSpace(AlignUp(len, kBlockSize));
+}
+
+Result<uint64_t> VosStore::CountInlineBytes() {
+  uint64_t total = 0;
+  auto it = NewIterator();
+  for (it->Seek(std::string(1, keys::kTree)); it->Valid() && it->key()[0] == keys::kTree; it->Next()) {
+    auto k = keys::ParseTreeKey(it->key().ToStringView());
+    if (!k.ok()) return k.status();
+    if (k->kind == keys::kHeaderKind) continue;
+    auto rec = DecodeValueRecord(it->value().ToStringView(), "count inline bytes", kNoChecksums);
+    if (!rec.ok()) return rec.status();
+    if (!rec->external) total += rec->length;
+  }
+  if (!it->status().ok()) return FromRocks(it->status(), "vos: count inline bytes");
+  return total;
 }
 
 }  // namespace ros2::vos

@@ -12,6 +12,7 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/env.h>
+#include <rocksdb/merge_operator.h>
 
 #include <deque>
 #include <list>
@@ -29,11 +30,16 @@
 #include "vos/extent_cache.h"
 #include "vos/extent_store.h"
 #include "vos/keys.h"
+#include "vos/range_set.h"
 #include "vos/records.h"
 #include "vos/visibility.h"
 #include "vos/vos.h"
 
 namespace ros2::vos {
+
+// The merge operator of the metadata RocksDB (8-byte counters such as 'M'
+// "inline_bytes" add up); anything that opens a store's RocksDB needs it.
+std::shared_ptr<rocksdb::MergeOperator> MetadataMergeOperator();
 
 class VosStore final : public Vos {
  public:
@@ -79,6 +85,9 @@ class VosStore final : public Vos {
     ValueRecord rec;
     bool holds_header = false;            // counted in pending_headers_
     std::optional<ValueRecord> replaced;  // a committed record at the same key, freed after commit
+    uint64_t replaced_inline = 0;         // the inline bytes of a replaced inline record, released after commit
+    uint64_t inline_charge = 0;           // inline bytes charged and not yet committed (released on failure)
+    bool fresh = false;                   // the extent lies in data-file space never written before
     AlignedBuffer bounce;                 // the data, when the caller's buffer cannot go to O_DIRECT
     Status checksum_status;               // external: the checksum pass run while the data is written
     AkeyHeader committed_header;          // the header its commit group wrote
@@ -196,6 +205,16 @@ class VosStore final : public Vos {
   }
   void CompletePunch(PunchState* p, Status st);
   void FreeAfterReaders(uint64_t offset, uint64_t len);
+  // Space accounting (docs/vos.md, "Space accounting"): charges the budget
+  // (NoSpace, nothing charged, when it does not fit) and returns space to it.
+  Status ChargeSpace(uint64_t bytes, const UpdateOp& op);
+  void ReleaseSpace(uint64_t bytes);
+  // Returns an extent's blocks to the allocator and their charge to the budget.
+  void FreeExtent(uint64_t offset, uint64_t len);
+  // Places an external update's extent: budget, allocator, data-file growth.
+  Status PlaceExtent(UpdateState* u);
+  // Bytes of inline values in the store (an upgrade from format 1 counts them once).
+  Result<uint64_t> CountInlineBytes();
   void ReleaseDeferredFrees();
   int RunDeferred();
   void DrainEventFd();
@@ -245,6 +264,20 @@ class VosStore final : public Vos {
   std::unique_ptr<rocksdb::Iterator> fetch_iter_;
   rocksdb::SequenceNumber fetch_iter_seq_ = 0;
   std::set<std::string, std::less<>> uncommitted_keys_;  // record keys of uncommitted updates
+
+  // Space: inline value bytes (committed, plus in flight), and everything this
+  // store has charged to options_.budget (released when the store closes).
+  uint64_t inline_bytes_ = 0;
+  uint64_t charged_ = 0;
+  // A data file grown on demand (ExtentStore::fresh_space_needs_sync): the
+  // ranges known to have been written and made durable. An extent outside
+  // them makes its group fdatasync the data file (the first write of a block
+  // converts fallocated space, a metadata change the WAL's flush does not cover).
+  // The prefix of it that is persisted ('M' "written"), so a restart need not
+  // sync again the space a sequential fill wrote.
+  bool track_written_ = false;
+  RangeSet written_;
+  uint64_t written_prefix_ = 0;
 
   uint64_t next_generation_ = 1;
   std::multiset<uint64_t> active_generations_;  // of fetches in flight

@@ -146,23 +146,26 @@ Status VosStore::PrepareUpdate(UpdateState* u) {
   if (rs.ok()) {
     auto prev = DecodeValueRecord(old, Describe(op), kNoChecksums);
     if (prev.ok() && prev->external) u->replaced = *prev;
+    if (prev.ok() && !prev->external) u->replaced_inline = prev->length;
   } else if (!rs.IsNotFound()) {
     return FromRocks(rs, fmt::format("vos: {}", Describe(op)));
   }
 
-  // Placement: inline below the threshold, otherwise out of place in the extent store.
+  // Placement: inline below the threshold, otherwise out of place in the
+  // extent store. Either way the space is charged first: an update that does
+  // not fit the budget fails here, before anything is written.
   if (op.data.size() >= options_.inline_threshold && !op.data.empty()) {
-    auto off = allocator_->Allocate(op.data.size());
-    if (!off.ok()) return off.status().WithContext(Describe(op));
-    u->rec.external = true;
-    u->rec.offset = *off;
-    u->rec.alloc_len = AlignUp(op.data.size(), kBlockSize);
+    ROS2_RETURN_IF_ERROR(PlaceExtent(u));
     size_t align = extents_->alignment();
     if (op.data.size() % align != 0 || !IsAligned(op.data.data(), align)) {
       u->bounce = AlignedBuffer(u->rec.alloc_len);
       std::memcpy(u->bounce.data(), op.data.data(), op.data.size());
       std::memset(u->bounce.data() + op.data.size(), 0, u->rec.alloc_len - op.data.size());
     }
+  } else {
+    ROS2_RETURN_IF_ERROR(ChargeSpace(op.data.size(), op));
+    u->inline_charge = op.data.size();
+    inline_bytes_ += u->inline_charge;
   }
 
   auto [it, inserted] = pending_headers_.try_emplace(u->akey_scope);
@@ -178,11 +181,45 @@ Status VosStore::PrepareUpdate(UpdateState* u) {
   return Status::Ok();
 }
 
+Status VosStore::ChargeSpace(uint64_t bytes, const UpdateOp& op) {
+  if (bytes == 0) return Status::Ok();
+  if (options_.budget && !options_.budget->TryCharge(bytes)) {
+    const SpaceBudget& b = *options_.budget;
+    return Status::NoSpace(fmt::format("vos: {}: out of space: {} bytes needed, {} of {} in use", Describe(op), bytes,
+                                       b.used(), b.limit()));
+  }
+  charged_ += bytes;
+  return Status::Ok();
+}
+
+Status VosStore::PlaceExtent(UpdateState* u) {
+  const UpdateOp& op = u->op;
+  const uint64_t len = AlignUp(op.data.size(), kBlockSize);
+  ROS2_RETURN_IF_ERROR(ChargeSpace(len, op));
+  auto off = allocator_->Allocate(len);
+  if (!off.ok()) {
+    ReleaseSpace(len);
+    return off.status().WithContext(Describe(op));
+  }
+  // The data file grows to cover the extent before it is written (fallocate:
+  // a full file system is NoSpace here, not a failed write later).
+  Status grown = extents_->Reserve(*off + len);
+  if (!grown.ok()) {
+    FreeExtent(*off, len);
+    return grown.WithContext(fmt::format("vos: {}", Describe(op)));
+  }
+  u->rec.external = true;
+  u->rec.offset = *off;
+  u->rec.alloc_len = len;
+  u->fresh = track_written_ && !written_.Contains(*off, *off + len);
+  return Status::Ok();
+}
+
 void VosStore::OnUpdateWritten(UpdateState* u, Status st) {
   if (st.ok() && !u->checksum_status.ok()) st = u->checksum_status;
   if (!st.ok()) {
     // Never referenced by a record: the space goes straight back.
-    allocator_->Free(u->rec.offset, u->rec.alloc_len);
+    FreeExtent(u->rec.offset, u->rec.alloc_len);
     CompleteUpdate(u, st.WithContext(Describe(u->op)));
     return;
   }
@@ -201,7 +238,9 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
   if (commit_here && !from_progress) return 0;
   auto group = std::make_unique<CommitGroup>();
   std::string check_list;  // extents whose durability rides on the group's WAL sync
+  uint64_t inline_delta = 0;  // change of 'M' "inline_bytes" (modulo 2^64)
   for (UpdateState* u : ready_) {
+    inline_delta += (u->rec.external ? 0 : u->rec.length) - u->replaced_inline;
     auto h = pending_headers_.find(u->akey_scope);
     u->committed_header = h->second.header;
     group->batch.Put(keys::HeaderKey(u->akey_scope), EncodeAkeyHeader(u->committed_header));
@@ -215,8 +254,11 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
       // WAL sync's flush with a check record, or by a data fdatasync first
       // (docs/vos.md, "Durability"). A replayed version replaces its old
       // record, which a rollback could not bring back: it syncs its data.
+      // An extent in never-written space of a growing data file also syncs
+      // its data: its first write converted fallocated blocks, a metadata
+      // change only the file's fdatasync makes durable.
       if (!extents_->writes_are_durable()) {
-        if (wal_covers_extents_ && u->rec.csum.type != ChecksumType::kNone && !u->replaced) {
+        if (wal_covers_extents_ && u->rec.csum.type != ChecksumType::kNone && !u->replaced && !u->fresh) {
           AppendKeyToList(&check_list, u->record_key);
         } else {
           group->sync_data = true;
@@ -227,6 +269,30 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
     group->updates.push_back(u);
   }
   ready_.clear();
+  if (track_written_) {
+    // The group's extents are durable once its batch is (each by the rule
+    // above): the written prefix they extend is recorded in the same batch.
+    std::vector<std::pair<uint64_t, uint64_t>> extents;
+    for (void* opaque : group->updates) {
+      const auto* u = static_cast<const UpdateState*>(opaque);
+      if (u->rec.external) extents.emplace_back(u->rec.offset, u->rec.offset + u->rec.alloc_len);
+    }
+    std::sort(extents.begin(), extents.end());
+    const uint64_t prefix = written_.PrefixEndWith(extents);
+    if (prefix > written_prefix_) {
+      group->batch.Put(keys::MetaKey("written"), [&] {
+        std::string v;
+        keys::AppendU64(&v, prefix);
+        return v;
+      }());
+      group->written_prefix = prefix;
+    }
+  }
+  if (inline_delta != 0) {
+    std::string delta;
+    keys::AppendU64(&delta, inline_delta);
+    group->batch.Merge(keys::MetaKey("inline_bytes"), delta);
+  }
   for (PunchState* p : ready_punches_) {
     group->batch.Put(keys::PunchKey(p->scope, p->op.epoch), rocksdb::Slice());
     group->punches.push_back(p);
@@ -265,6 +331,7 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
 int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
   int ran = 0;
   if (group->status.ok()) {
+    written_prefix_ = std::max(written_prefix_, group->written_prefix);
     check_records_.erase(check_records_.begin(),
                          check_records_.begin() + static_cast<std::ptrdiff_t>(group->retired_checks));
   }
@@ -289,10 +356,17 @@ int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
         extent_cache_.Add(u->akey_scope, slot, std::move(extent));
       }
       if (u->replaced) FreeAfterReaders(u->replaced->offset, u->replaced->alloc_len);
+      if (u->replaced_inline > 0) {
+        inline_bytes_ -= std::min(inline_bytes_, u->replaced_inline);
+        ReleaseSpace(u->replaced_inline);
+      }
+      if (u->rec.external && track_written_) written_.Add(u->rec.offset, u->rec.offset + u->rec.alloc_len);
+      u->inline_charge = 0;  // now the store's
     } else if (group->metadata_attempted) {
       extent_cache_.Erase(u->akey_scope);  // the batch may or may not be in RocksDB: reload from there
+      u->inline_charge = 0;                // like its extent, counted until the next open recounts
     } else if (u->rec.external) {
-      allocator_->Free(u->rec.offset, u->rec.alloc_len);
+      FreeExtent(u->rec.offset, u->rec.alloc_len);
     }
     CompleteUpdate(u, group->status);
     ++ran;
@@ -321,6 +395,11 @@ void VosStore::ReleaseHeader(UpdateState* u) {
 
 void VosStore::CompleteUpdate(UpdateState* u, Status st) {
   ReleaseHeader(u);
+  if (u->inline_charge > 0) {  // failed before its commit: its inline bytes go back
+    inline_bytes_ -= std::min(inline_bytes_, u->inline_charge);
+    ReleaseSpace(u->inline_charge);
+    u->inline_charge = 0;
+  }
   UpdateCallback done = std::move(u->done);
   updates_.erase(u->self);
   --in_flight_;

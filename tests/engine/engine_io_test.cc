@@ -348,14 +348,14 @@ TEST(EngineIo, TwoEnginesServeOnePool) {
   EXPECT_EQ(*rc, 0) << (*e1)->LogTail();
 }
 
-// A shard's extent store holds 16 MiB here. Writing 10 MiB and then
-// overwriting it needs 20 MiB unless the overwritten versions are reclaimed:
-// the target aggregates the shard when an update runs out of space and retries
-// it, so every overwrite succeeds and reads back the new bytes.
+// The pool holds 16 MiB. Writing 10 MiB and then overwriting it needs 20 MiB
+// unless the overwritten versions are reclaimed: the target aggregates the
+// pool's shards when an update runs out of space and retries it, so every
+// overwrite succeeds and reads back the new bytes.
 TEST(EngineIo, OverwritesReclaimSpaceInsteadOfFailingWithNoSpace) {
   EngineCluster c;
   ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .storage_class = "nvme"}));
-  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{1} << 30));
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{16} << 20));
   ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
   auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "c", TransportKind::kTcp);
   ASSERT_TRUE(s.ok()) << s.status().ToString();

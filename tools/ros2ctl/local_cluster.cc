@@ -210,14 +210,13 @@ std::string EngineConfigYaml(const ClusterUpOptions& o) {
       "{cpus}"
       "vos:\n"
       "  class: {cls}\n"
-      "  data_size: {size}\n"
       "transport:\n"
       "  kind: {transport}\n"
       "  net_devices: lo\n"
       "control:\n"
       "  socket: unix:{dir}/control.sock\n",
       fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("targets", o.targets),
-      fmt::arg("cls", o.storage_class), fmt::arg("size", o.shard_size),
+      fmt::arg("cls", o.storage_class),
       fmt::arg("cpus", o.target_cpus.empty() ? std::string()
                                              : fmt::format("target_cpus: [{}]\n", fmt::join(o.target_cpus, ", "))));
 }
@@ -239,10 +238,6 @@ Result<ClusterInfo> ClusterUp(const ClusterUpOptions& options) {
   if (options.transport != "tcp" && options.transport != "shm" && options.transport != "auto") {
     return Status::InvalidArgument(
         fmt::format("cluster up: --transport '{}' (expected tcp, shm or auto)", options.transport));
-  }
-  auto size = ParseSize(options.shard_size);
-  if (!size.ok() || *size == 0) {
-    return Status::InvalidArgument(fmt::format("cluster up: bad --shard-size '{}'", options.shard_size));
   }
 
   std::error_code ec;
