@@ -168,6 +168,7 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   call.reply_status = Status::Ok();
   call.reply_payload.clear();
 
+  if (rewrite_request_for_testing) rewrite_request_for_testing(msg);
   Status st = conn.corked && am_bulk.empty() ? SendOrBatch(conn, msg) : SendMessage(conn, msg, am_bulk, nullptr);
   if (!st.ok()) {
     call.out_region.reset();

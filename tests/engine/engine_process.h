@@ -55,6 +55,9 @@ struct EngineOptions {
   std::string shutdown_grace = "3s";
   std::string keepalive;    // transport.keepalive, e.g. "10ms"; empty: the default
   std::string target_cpus;  // target_cpus, e.g. "[1, 0]"; empty: unpinned
+
+  // More keys of the transport map, e.g. "max_connections: 8".
+  std::string transport_extra;
 };
 
 class EngineProcess {
