@@ -150,6 +150,16 @@ Status CheckPeerAlive(const Connection& conn) {
 Status CmaTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool to_client) {
   ROS2_RETURN_IF_ERROR(CheckProvenPeer(s, "cma buffer"));
   Connection* conn = s->conn.get();
+  if (!s->worker->options().accept_cma_bulk) {
+    // process_vm_readv/writev of memory the client controls can block this
+    // thread for good (a page of a stalled FUSE file, userfaultfd): only its
+    // shared segments are copied here.
+    ++s->worker->mutable_stats().malformed_messages;
+    return Status::PermissionDenied(
+        fmt::format("transport: request {:#x} from {} names a cma buffer in ordinary memory; this server copies "
+                    "same-host bulk only through the client's shared segments (accept_cma_bulk is off)",
+                    s->msg.request_id, conn->peer_name));
+  }
   ROS2_RETURN_IF_ERROR(CheckPeerAlive(*conn));
   Status st = cma::Copy(conn->info.peer_pid, local, d.remote_addr, len, to_client);
   if (!st.ok()) return st.WithContext(fmt::format("request {:#x}", s->msg.request_id));

@@ -144,6 +144,15 @@ struct TransportOptions {
   // docs/transport.md). Off: active-message rendezvous as over tcp. Both sides
   // must allow it; force_rma_bulk wins over it.
   bool same_host_cma = true;
+  // Server: honour cma descriptors, i.e. copy with process_vm_readv/writev
+  // from or into ordinary memory of a proven same-host client, on the
+  // worker's thread. Off (the default): only the client's shared segments are
+  // copied (a memcpy between mappings of memfds, which cannot block); a copy
+  // of memory the client controls can block the thread indefinitely (pages
+  // backed by a stalled FUSE or network file, or by userfaultfd), stalling
+  // every client of that thread. Clients bounce ordinary buffers through a
+  // segment of their own instead (docs/transport.md, "Same-host bulk").
+  bool accept_cma_bulk = false;
   // Fault injection for tests: the client sends cma bulk descriptors even on
   // connections that did not negotiate cma (the server must refuse them).
   bool inject_unproven_cma = false;
@@ -493,6 +502,7 @@ struct WorkerStats {
   uint64_t bulk_am_bytes = 0;
   uint64_t bulk_cma_bytes = 0;
   uint64_t bulk_segment_bytes = 0;    // copied into / out of clients' shared segments (memcpy or direct)
+  uint64_t bulk_bounce_bytes = 0;     // client: ordinary bulk copied through a bounce segment of ours
   uint64_t segments_mapped = 0;       // client segments mapped (kSegment bulk)
   uint64_t segments_refused = 0;      // segment references that did not check out (not mapped)
   uint64_t cma_refused = 0;           // hellos whose cma proof failed (unknown token, wrong pid, unreadable)

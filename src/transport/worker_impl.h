@@ -130,6 +130,11 @@ struct PendingCall {
   Status reply_status;
   std::vector<uint8_t> reply_payload;
   PushReceive push_receive;
+  // Same-host bulk in ordinary memory goes through a shared segment of ours
+  // (the server copies only segments): the bytes out were copied into
+  // `bounce_out`; the bytes in arrive in `bounce_in` and are copied into
+  // bulk_in when the call completes.
+  std::unique_ptr<SharedBuffer> bounce_out, bounce_in;
 };
 
 // The server-side state behind IncomingRequest handles (pooled).
@@ -255,6 +260,13 @@ class WorkerImpl final : public Worker {
   // Entries the deadline heap may hold before StartCall compacts it.
   size_t DeadlineHeapLimit() const { return 2 * calls_.size() + 64; }
   void OnPushReceived(uint32_t slot, uint32_t generation, ucs_status_t status);
+  // Bounce segments (PendingCall::bounce_*): one of at least `length` bytes,
+  // from the free list or new; and back to it (or freed, when the call did
+  // not complete normally: the server may still write into it).
+  Result<std::unique_ptr<SharedBuffer>> AcquireBounce(uint64_t length);
+  void ReleaseBounce(std::unique_ptr<SharedBuffer> buffer, bool reusable);
+  std::vector<std::unique_ptr<SharedBuffer>> bounce_free_;
+  uint64_t bounce_free_bytes_ = 0;
 
   // Server side (incoming_request.cc).
   // Runs the handler inside the AM callback. Returns true when the rendezvous

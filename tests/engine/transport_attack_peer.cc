@@ -13,7 +13,12 @@
 //   victim process), victim_req (hex request id), len, count, size, hold_ms.
 // Prints "RESULT <name> <code> <text>" lines on stdout (code: the Status code
 // number, 0 for OK and for plain values) and exits 0 when the attack ran.
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -294,6 +299,37 @@ int Run(const std::string& attack) {
     Value("elapsed_ms",
           std::to_string(
               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()));
+    return 0;
+  }
+  if (attack == "cma-stall") {
+    // Memory whose pages never arrive (userfaultfd, no handler): a
+    // process_vm_readv of it blocks until we close the descriptor, as a page
+    // of a stalled FUSE or network file would. Our own update names it as
+    // cma bulk-out, on our own (proven) connection.
+    const int uffd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC));
+    uffdio_api api{};
+    api.api = UFFD_API;
+    void* stall = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uffdio_register reg{};
+    reg.range.start = reinterpret_cast<uint64_t>(stall);
+    reg.range.len = len;
+    reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+    if (uffd < 0 || ioctl(uffd, UFFDIO_API, &api) != 0 || stall == MAP_FAILED ||
+        ioctl(uffd, UFFDIO_REGISTER, &reg) != 0)
+      return Report("userfaultfd", Status::FromErrno(errno, "userfaultfd")), 1;
+    std::vector<std::byte> buf(len);
+    a.impl->rewrite_request_for_testing = [&](transport::wire::Message& m) {
+      for (uint8_t i = 0; i < m.bulk_count; ++i) {
+        m.bulk[i].transfer = transport::wire::BulkTransfer::kCma;
+        m.bulk[i].remote_addr = reinterpret_cast<uint64_t>(stall);
+        m.bulk[i].rkey = {};
+      }
+      m.inline_data = {};
+    };
+    Report("attack", a.Update(**ep, buf));
+    // Keep the stall in place a while (the victim calls meanwhile).
+    std::this_thread::sleep_for(std::chrono::milliseconds(NumArg("hold_ms", 0)));
+    close(uffd);
     return 0;
   }
   if (attack == "big-segments") {

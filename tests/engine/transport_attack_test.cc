@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -55,7 +56,10 @@ struct Outcome {
 using Outcomes = std::map<std::string, Outcome>;
 
 // Runs transport_attack_peer to its end (at most 60 s) and returns its results.
-Outcomes RunAttacker(const std::string& attack, const std::vector<std::string>& args) {
+// `during`, if given, runs once the attacker has printed result `when` (while
+// it still runs).
+Outcomes RunAttacker(const std::string& attack, const std::vector<std::string>& args, const std::string& when = "",
+                     const std::function<void()>& during = nullptr) {
   int fds[2];
   EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
   posix_spawn_file_actions_t fa;
@@ -71,11 +75,28 @@ Outcomes RunAttacker(const std::string& attack, const std::vector<std::string>& 
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
   std::string out;
+  bool during_ran = false;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   char buf[4096];
   while (std::chrono::steady_clock::now() < deadline) {
     pollfd p{fds[0], POLLIN, 0};
     if (poll(&p, 1, 1000) <= 0) continue;
+    const ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (during && out.find("RESULT " + when + " ") != std::string::npos &&
+        out.find('\n', out.find("RESULT " + when + " ")) != std::string::npos) {
+      during();
+      during_ran = true;
+      break;
+    }
+  }
+  while (during_ran) {  // the rest of the output, until the attacker exits
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) {
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      continue;
+    }
     const ssize_t n = read(fds[0], buf, sizeof(buf));
     if (n <= 0) break;
     out.append(buf, static_cast<size_t>(n));
@@ -325,6 +346,30 @@ TEST(TransportAttack, OversizedSharedSegmentsAreNotMapped) {
   ASSERT_TRUE(r.count("engine_vm_bytes"));
   EXPECT_LT(std::stoull(r["engine_vm_bytes"].text), before + (uint64_t{64} << 30))
       << "the engine mapped the attacker's segments";
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, CmaFromMemoryThatBlocksCannotStallTheTarget) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  // While the attacker's stalled memory is in place, the victim's calls
+  // (on the same target thread) complete well within their deadline.
+  Status victim_call;
+  std::vector<std::byte> got(4096);
+  auto r = RunAttacker("cma-stall", a.Args({"len=65536", "hold_ms=4000"}), "attack", [&] {
+    obj::FetchRequest f{a.victim->Header(0), a.victim_oid, "d", "a", obj::ValueType::kArray, 0, 4096, 1};
+    transport::CallOptions o;
+    o.timeout = std::chrono::milliseconds(2000);
+    o.capability = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(a.victim->capability.data()),
+                                            a.victim->capability.size());
+    o.bulk_in = got;
+    const auto payload = obj::Encode(f);
+    victim_call = a.victim->endpoint(0).CallSync(static_cast<uint16_t>(obj::Opcode::kFetch), payload, o).status();
+  });
+  EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["attack"].text;
+  EXPECT_NE(r["attack"].text.find("shared segments"), std::string::npos) << r["attack"].text;
+  EXPECT_TRUE(victim_call.ok()) << "the victim's call stalled behind the attacker's copy: " << victim_call.ToString();
+  EXPECT_EQ(got, std::vector<std::byte>(a.victim_data.begin(), a.victim_data.begin() + 4096));
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
 }
 
