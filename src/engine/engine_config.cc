@@ -31,9 +31,11 @@ Status CheckKnownKeys(const YAML::Node& node, std::string_view where, std::initi
 }
 
 Status ApplyTransport(const YAML::Node& node, const std::string& where, transport::TransportOptions* t) {
-  ROS2_RETURN_IF_ERROR(CheckKnownKeys(
-      node, where,
-      {"kind", "inline_limit", "batch_flush", "net_devices", "tcp_seg_size", "spin", "timeout", "keepalive"}));
+  ROS2_RETURN_IF_ERROR(
+      CheckKnownKeys(node, where,
+                     {"kind", "inline_limit", "batch_flush", "net_devices", "tcp_seg_size", "spin", "timeout",
+                      "keepalive", "max_connections", "max_connections_per_peer", "unauthenticated_timeout",
+                      "max_segment_size", "max_segment_bytes_per_connection", "cma_tokens_per_process"}));
   std::string kind(transport::TransportKindName(t->kind));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "kind", &kind));
   auto parsed = transport::ParseTransportKind(kind);
@@ -68,6 +70,24 @@ Status ApplyTransport(const YAML::Node& node, const std::string& where, transpor
   ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "keepalive", &t->keepalive_interval));
   if (t->keepalive_interval < std::chrono::milliseconds(10)) {
     return Status::InvalidArgument(fmt::format("{}.keepalive: must be at least 10ms", where));
+  }
+  // Resource limits a client cannot push the engine past (docs/transport.md, "Limits").
+  for (auto [key, field] : {std::pair<const char*, uint32_t*>{"max_connections", &t->max_connections},
+                            {"max_connections_per_peer", &t->max_connections_per_peer},
+                            {"cma_tokens_per_process", &t->cma_tokens_per_process}}) {
+    uint64_t v = *field;
+    ROS2_RETURN_IF_ERROR(ReadUint(node, where, key, &v));
+    if (v == 0 || v > (uint64_t{1} << 20)) {
+      return Status::InvalidArgument(fmt::format("{}.{}: {} is not between 1 and 1048576", where, key, v));
+    }
+    *field = static_cast<uint32_t>(v);
+  }
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "unauthenticated_timeout", &t->unauthenticated_timeout));
+  ROS2_RETURN_IF_ERROR(ReadSize(node, where, "max_segment_size", &t->max_segment_size));
+  ROS2_RETURN_IF_ERROR(ReadSize(node, where, "max_segment_bytes_per_connection", &t->max_segment_bytes_per_connection));
+  if (t->max_segment_size == 0 || t->max_segment_bytes_per_connection < t->max_segment_size) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: max_segment_size must be at least 1 byte and at most max_segment_bytes_per_connection", where));
   }
   return Status::Ok();
 }

@@ -66,6 +66,32 @@ limits: { max_epoch_drift: 5s, max_io_size: 16MiB, connection_bytes_in_flight: 6
   EXPECT_EQ(c.limits.target_requests_in_flight, 400u);
 }
 
+// The limits a client cannot push a target past (docs/transport.md, "Limits").
+TEST(EngineConfig, ReadsTransportLimits) {
+  EngineConfig c = DefaultEngineConfig();
+  ASSERT_TRUE(Apply(R"(
+data_dir: /d
+transport: { max_connections: 100, max_connections_per_peer: 4, unauthenticated_timeout: 5s,
+             max_segment_size: 64MiB, max_segment_bytes_per_connection: 256MiB, cma_tokens_per_process: 8 }
+)",
+                    &c)
+                  .ok());
+  EXPECT_EQ(c.transport.max_connections, 100u);
+  EXPECT_EQ(c.transport.max_connections_per_peer, 4u);
+  EXPECT_EQ(c.transport.unauthenticated_timeout, std::chrono::seconds(5));
+  EXPECT_EQ(c.transport.max_segment_size, uint64_t{64} << 20);
+  EXPECT_EQ(c.transport.max_segment_bytes_per_connection, uint64_t{256} << 20);
+  EXPECT_EQ(c.transport.cma_tokens_per_process, 8u);
+  for (const char* bad : {"transport: { max_connections: 0 }", "transport: { max_connections_per_peer: 0 }",
+                          "transport: { cma_tokens_per_process: 0 }",
+                          "transport: { max_segment_size: 8GiB, max_segment_bytes_per_connection: 4GiB }"}) {
+    EngineConfig d = DefaultEngineConfig();
+    Status st = Apply(std::string("data_dir: /d\n") + bad, &d);
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.message().find("transport"), std::string::npos) << st.ToString();
+  }
+}
+
 TEST(EngineConfig, ErrorsNameTheKey) {
   struct Case {
     const char* yaml;

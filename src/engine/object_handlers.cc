@@ -104,6 +104,7 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
   }
   auto cap = verifier->Authorize(req.capability(), header.pool, header.container, rights);
   if (!cap.ok()) return cap.status().WithContext(fmt::format("engine target {}: {}", index_, op));
+  req.MarkAuthenticated();  // a valid capability: the connection is no longer subject to the hello limits
   if (cap->IsPoolCapability()) {
     return Status::PermissionDenied(
         fmt::format("engine target {}: {} needs a container capability, got a pool capability", index_, op));

@@ -86,6 +86,21 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   msg.payload = payload;
   std::span<const std::byte> am_bulk;
   std::shared_ptr<const MemoryRegion> out_region, in_region;
+  // Ordinary memory on a proven same-host connection: through a bounce
+  // segment of ours (the server copies only segments, accept_cma_bulk).
+  std::unique_ptr<SharedBuffer> bounce_out, bounce_in;
+  auto use_bounce = [&](wire::BulkDescriptor& d, std::array<uint8_t, wire::kSegmentRefSize>& ref,
+                        std::unique_ptr<SharedBuffer>& holder) -> Result<bool> {
+    if (!conn.cma || d.length > opts.max_segment_size) return false;
+    ROS2_ASSIGN_OR_RETURN(holder, AcquireBounce(d.length));
+    auto where = segment::Find(holder->data(), d.length);
+    if (!where) return Status::Internal("transport: a bounce segment is not in the segment registry");
+    wire::EncodeSegmentRef(where->ref, ref);
+    d.transfer = wire::BulkTransfer::kSegment;
+    d.remote_addr = where->offset;
+    d.rkey = ref;
+    return true;
+  };
 
   if (!options.bulk_out.empty()) {
     wire::BulkDescriptor& d = msg.bulk[msg.bulk_count++];
@@ -96,7 +111,12 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
     } else if (d.length <= inline_limit) {
       d.transfer = wire::BulkTransfer::kInline;
       msg.inline_data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(options.bulk_out.data()), d.length);
-    } else if (use_cma) {
+    } else if (auto bounced = use_bounce(d, out_ref, bounce_out); !bounced.ok()) {
+      return bounced.status();
+    } else if (*bounced) {
+      std::memcpy(bounce_out->data(), options.bulk_out.data(), d.length);
+      stats_.bulk_bounce_bytes += d.length;
+    } else if (opts.inject_unproven_cma) {  // only fault injection sends raw cma descriptors now
       d.transfer = wire::BulkTransfer::kCma;
       d.remote_addr = reinterpret_cast<uint64_t>(options.bulk_out.data());
     } else if (use_rma(options.bulk_out_region, options.bulk_out.data(), d.length)) {
@@ -121,7 +141,11 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
       // d filled in: the server writes straight into the client's segment
     } else if (d.length <= inline_limit) {
       d.transfer = wire::BulkTransfer::kInline;
-    } else if (use_cma) {
+    } else if (auto bounced = use_bounce(d, in_ref, bounce_in); !bounced.ok()) {
+      return bounced.status();
+    } else if (*bounced) {
+      // the server writes into bounce_in; CompleteCall copies the bytes out
+    } else if (opts.inject_unproven_cma) {  // only fault injection sends raw cma descriptors now
       d.transfer = wire::BulkTransfer::kCma;
       d.remote_addr = reinterpret_cast<uint64_t>(options.bulk_in.data());
     } else if (use_rma(options.bulk_in_region, options.bulk_in.data(), d.length)) {
@@ -167,11 +191,16 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   call.pushed_expected = call.pushed_received = 0;
   call.reply_status = Status::Ok();
   call.reply_payload.clear();
+  call.bounce_out = std::move(bounce_out);
+  call.bounce_in = std::move(bounce_in);
 
+  if (rewrite_request_for_testing) rewrite_request_for_testing(msg);
   Status st = conn.corked && am_bulk.empty() ? SendOrBatch(conn, msg) : SendMessage(conn, msg, am_bulk, nullptr);
   if (!st.ok()) {
     call.out_region.reset();
     call.in_region.reset();
+    ReleaseBounce(std::move(call.bounce_out), true);
+    ReleaseBounce(std::move(call.bounce_in), true);
     free_calls_.push_back(slot);
     return st;
   }
@@ -222,11 +251,53 @@ void WorkerImpl::CompleteCall(uint32_t slot, const Status& status, std::span<con
   }
   call.out_region.reset();
   call.in_region.reset();
+  if (call.bounce_in && status.ok() && pushed > 0) {
+    const uint64_t n = std::min<uint64_t>(pushed, call.bulk_in.size());
+    std::memcpy(call.bulk_in.data(), call.bounce_in->data(), n);
+    stats_.bulk_bounce_bytes += n;
+  }
+  // A call that did not complete normally (timeout, disconnect) may still
+  // have a server writing into its bounce segment: that one is not reused.
+  const Status::Code code = status.code();
+  const bool reusable =
+      code != Status::Code::kTimedOut && code != Status::Code::kDisconnected && code != Status::Code::kCancelled;
+  ReleaseBounce(std::move(call.bounce_out), reusable);
+  ReleaseBounce(std::move(call.bounce_in), reusable);
   call.bulk_in = {};
   --live_calls_;
   free_calls_.push_back(slot);
   ReplyView view{status, payload, pushed};
   done(view);
+}
+
+Result<std::unique_ptr<SharedBuffer>> WorkerImpl::AcquireBounce(uint64_t length) {
+  // The smallest free one that fits; a reused segment stays mapped on the
+  // server (one mapping per connection, not one per call).
+  size_t best = bounce_free_.size();
+  for (size_t i = 0; i < bounce_free_.size(); ++i) {
+    if (bounce_free_[i]->size() >= length &&
+        (best == bounce_free_.size() || bounce_free_[i]->size() < bounce_free_[best]->size()))
+      best = i;
+  }
+  if (best < bounce_free_.size()) {
+    std::unique_ptr<SharedBuffer> b = std::move(bounce_free_[best]);
+    bounce_free_[best] = std::move(bounce_free_.back());
+    bounce_free_.pop_back();
+    bounce_free_bytes_ -= b->size();
+    return b;
+  }
+  uint64_t size = 64 * 1024;
+  while (size < length) size *= 2;
+  return SharedBuffer::Create(size);
+}
+
+void WorkerImpl::ReleaseBounce(std::unique_ptr<SharedBuffer> buffer, bool reusable) {
+  if (!buffer || !reusable || in_destructor_) return;
+  constexpr size_t kMaxFree = 64;
+  constexpr uint64_t kMaxFreeBytes = uint64_t{512} << 20;
+  if (bounce_free_.size() >= kMaxFree || bounce_free_bytes_ + buffer->size() > kMaxFreeBytes) return;
+  bounce_free_bytes_ += buffer->size();
+  bounce_free_.push_back(std::move(buffer));
 }
 
 // Finds the live call for `request_id`, or nullptr.

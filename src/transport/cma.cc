@@ -102,20 +102,25 @@ void Authority::Serve() {
     if (::getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 && cred.pid > 0 &&
         FillRandom(token.data(), token.size()).ok()) {
       const auto now = std::chrono::steady_clock::now();
+      bool granted = false;
       {
         std::lock_guard lock(mu_);
         std::erase_if(grants_, [&](const auto& g) { return g.second.expires <= now; });
-        while (grants_.size() >= kMaxIssued) {
-          auto oldest = grants_.begin();
-          for (auto it = grants_.begin(); it != grants_.end(); ++it) {
-            if (it->second.expires < oldest->second.expires) oldest = it;
-          }
-          grants_.erase(oldest);
+        size_t held = 0;
+        for (const auto& [t, g] : grants_) held += g.pid == cred.pid ? 1 : 0;
+        if (held < per_process_ && grants_.size() < kMaxIssued) {
+          grants_[token] = Grant{cred.pid, now + kTokenLifetime};
+          granted = true;
         }
-        grants_[token] = Grant{cred.pid, now + kTokenLifetime};
       }
-      issued_count_.fetch_add(1, std::memory_order_relaxed);
-      (void)::send(conn, token.data(), token.size(), MSG_NOSIGNAL);
+      if (granted) {
+        issued_count_.fetch_add(1, std::memory_order_relaxed);
+        (void)::send(conn, token.data(), token.size(), MSG_NOSIGNAL);
+      } else if (refused_count_.fetch_add(1, std::memory_order_relaxed) == 0) {
+        ROS2_LOG_WARN(
+            "transport cma: refused a token to pid {}: too many unredeemed (at most {} per process, {} in all)",
+            cred.pid, per_process_, kMaxIssued);
+      }
     }
     ::close(conn);
   }
@@ -169,6 +174,12 @@ Result<Token> RequestToken(int32_t server_pid, std::chrono::milliseconds timeout
     if (ready == 0) continue;
     const ssize_t r = ::recv(fd, token.data() + got, token.size() - got, 0);
     if (r < 0 && errno == EINTR) continue;
+    if (r == 0 && got == 0) {
+      return fail(Status::Busy(
+          fmt::format("transport cma: pid {} refused a token (this process holds too many unredeemed ones, or "
+                      "the listener is full)",
+                      server_pid)));
+    }
     if (r <= 0) {
       return fail(Status::Disconnected(
           fmt::format("transport cma: pid {} closed the token exchange after {} bytes", server_pid, got)));

@@ -32,14 +32,17 @@ std::string ListenerName(int32_t pid);
 // connections on the abstract socket, asks the kernel for the peer's pid
 // (SO_PEERCRED), and answers with a fresh random token bound to that pid; the
 // client presents the token in its hello, and Redeem tells the worker which
-// process it belongs to. Tokens are single-use and expire after a minute; at
-// most kMaxIssued are outstanding (the oldest are dropped first).
+// process it belongs to. Tokens are single-use and expire after a minute. At
+// most `per_process` are outstanding for one process and kMaxIssued in all;
+// a request beyond either is refused (closed without a token), never served
+// by dropping another process's token: a process that floods the listener
+// only runs out of its own.
 class Authority {
  public:
   static constexpr size_t kMaxIssued = 4096;
   static constexpr std::chrono::seconds kTokenLifetime{60};
 
-  Authority() = default;
+  explicit Authority(uint32_t per_process = 64) : per_process_(per_process) {}
   ~Authority();
   Authority(const Authority&) = delete;
   Authority& operator=(const Authority&) = delete;
@@ -55,6 +58,7 @@ class Authority {
   std::optional<int32_t> Redeem(const Token& token);
 
   uint64_t issued() const { return issued_count_.load(std::memory_order_relaxed); }
+  uint64_t refused() const { return refused_count_.load(std::memory_order_relaxed); }
 
  private:
   void Serve();
@@ -70,6 +74,8 @@ class Authority {
   Status start_status_;
   std::atomic<bool> running_{false};
   std::atomic<uint64_t> issued_count_{0};
+  std::atomic<uint64_t> refused_count_{0};
+  const uint32_t per_process_;
   int listen_fd_ = -1;
   std::thread thread_;
 };

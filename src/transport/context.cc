@@ -227,7 +227,7 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
   ctx->ucx_tls_ = tls;
   ctx->devices_ = std::move(devices);
   ctx->resolved_kind_ = resolved;
-  ctx->cma_ = std::make_unique<cma::Authority>();
+  ctx->cma_ = std::make_unique<cma::Authority>(options.cma_tokens_per_process);
   ROS2_LOG_INFO("transport: {}", ctx->Describe());
   return ctx;
 }

@@ -150,6 +150,16 @@ Status CheckPeerAlive(const Connection& conn) {
 Status CmaTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool to_client) {
   ROS2_RETURN_IF_ERROR(CheckProvenPeer(s, "cma buffer"));
   Connection* conn = s->conn.get();
+  if (!s->worker->options().accept_cma_bulk) {
+    // process_vm_readv/writev of memory the client controls can block this
+    // thread for good (a page of a stalled FUSE file, userfaultfd): only its
+    // shared segments are copied here.
+    ++s->worker->mutable_stats().malformed_messages;
+    return Status::PermissionDenied(
+        fmt::format("transport: request {:#x} from {} names a cma buffer in ordinary memory; this server copies "
+                    "same-host bulk only through the client's shared segments (accept_cma_bulk is off)",
+                    s->msg.request_id, conn->peer_name));
+  }
   ROS2_RETURN_IF_ERROR(CheckPeerAlive(*conn));
   Status st = cma::Copy(conn->info.peer_pid, local, d.remote_addr, len, to_client);
   if (!st.ok()) return st.WithContext(fmt::format("request {:#x}", s->msg.request_id));
@@ -181,14 +191,23 @@ Result<std::byte*> SegmentRange(State* s, const wire::BulkDescriptor& d, uint64_
   }
   if (!mapping) {
     ROS2_RETURN_IF_ERROR(CheckPeerAlive(*conn));
-    auto m = segment::PeerMapping::Map(conn->info.peer_pid, ref);
+    const TransportOptions& o = s->worker->options();
+    auto m = segment::PeerMapping::Map(conn->info.peer_pid, ref, o.max_segment_size);
     if (!m.ok()) {
       ++stats.segments_refused;
       return m.status().WithContext(
           fmt::format("transport: request {:#x} from {}", s->msg.request_id, conn->peer_name));
     }
     mapping = std::move(*m);
-    if (mapped.size() >= kMaxPeerSegments) mapped.erase(mapped.begin());
+    // At most kMaxPeerSegments mappings and max_segment_bytes_per_connection
+    // bytes per connection: the least recently used go first (a request
+    // still using one keeps it until it ends).
+    uint64_t bytes = mapping->size();
+    for (const auto& held : mapped) bytes += held->size();
+    while (!mapped.empty() && (mapped.size() >= kMaxPeerSegments || bytes > o.max_segment_bytes_per_connection)) {
+      bytes -= mapped.front()->size();
+      mapped.erase(mapped.begin());
+    }
     mapped.push_back(mapping);
     ++stats.segments_mapped;
   }
@@ -254,6 +273,19 @@ void AmPullCallback(void* request, ucs_status_t status, size_t /*length*/, void*
   ucp_request_free(request);
   if (done) done(status == UCS_OK ? Status::Ok() : UcsError("transport: receiving bulk over active messages", status));
   Unref(s);
+}
+
+// Inline bulk (either direction) within this side's inline limit.
+Status CheckInlineLimit(const wire::Message& msg, uint64_t limit) {
+  for (uint8_t i = 0; i < msg.bulk_count; ++i) {
+    const wire::BulkDescriptor& d = msg.bulk[i];
+    if (d.transfer == wire::BulkTransfer::kInline && d.length > limit) {
+      return Status::InvalidArgument(
+          fmt::format("request {:#x} asks for {} bytes of inline bulk-{}, more than the inline limit of {}",
+                      msg.request_id, d.length, d.direction == wire::BulkDirection::kOut ? "out" : "in", limit));
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -332,7 +364,16 @@ bool WorkerImpl::HandleRequest(Connection& conn, const wire::Message& msg, std::
   // across the handler and decide here what happens to the descriptor.
   ++s->refs;
   s->in_am_callback = true;
-  DispatchRequest(s);
+  if (Status limit = CheckInlineLimit(msg, options().inline_limit); !limit.ok()) {
+    // More inline bytes than this side accepts (the client's encoder never
+    // sends them; a reply pushing more than 1 MiB inline could not even be
+    // encoded): refused with a clear error, not left to the client's deadline.
+    ++stats_.inline_refused;
+    ++stats_.malformed_messages;
+    IncomingRequest(s).Reply(limit.WithContext(fmt::format("transport: worker '{}'", name_)));
+  } else {
+    DispatchRequest(s);
+  }
   s->in_am_callback = false;
   if (inline_last && inline_len > 0 && s->refs > 1 && !s->pulled) {
     // The handler kept the request without pulling: keep the inline bytes too.
@@ -409,6 +450,9 @@ BulkMode IncomingRequest::bulk_mode() const {
 }
 uint64_t IncomingRequest::connection_id() const {
   return state_ && state_->conn ? state_->conn->local_id : 0;
+}
+void IncomingRequest::MarkAuthenticated() const {
+  if (state_ && state_->conn) state_->conn->authenticated = true;
 }
 bool IncomingRequest::replied() const {
   return state_ && state_->replied;
@@ -571,6 +615,19 @@ void IncomingRequest::Reply(const Status& status, std::span<const uint8_t> paylo
   Status st = conn->reply_batching || (w->batch_replies() && !s->in_am_callback)
                   ? w->SendOrBatch(*conn, m)
                   : w->SendMessage(*conn, m, {}, nullptr, nullptr, &s->inline_push);
+  if (!st.ok() && conn->ep != nullptr && st.code() == Status::Code::kInvalidArgument) {
+    // The reply could not be encoded (a rule of the wire format it broke):
+    // the client gets that error now instead of waiting for its deadline.
+    const std::string why =
+        fmt::format("transport: the reply to request {:#x} could not be sent: {}", m.request_id, st.ToString());
+    wire::Message e;
+    e.kind = wire::Kind::kReply;
+    e.request_id = m.request_id;
+    e.connection_id = m.connection_id;
+    e.status_code = static_cast<uint8_t>(Status::Code::kInternal);
+    e.status_message = std::string_view(why).substr(0, wire::kMaxStatusMessage);
+    st = w->SendMessage(*conn, e, {}, nullptr);
+  }
   if (!st.ok()) {
     ROS2_LOG_DEBUG("transport: reply to request {:#x} failed: {}", m.request_id, st.ToString());
     return;

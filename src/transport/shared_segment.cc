@@ -147,7 +147,7 @@ Result<std::byte*> PeerMapping::Range(uint64_t offset, uint64_t length) const {
   return base_ + offset;
 }
 
-Result<std::shared_ptr<PeerMapping>> PeerMapping::Map(int32_t pid, const wire::SegmentRef& ref) {
+Result<std::shared_ptr<PeerMapping>> PeerMapping::Map(int32_t pid, const wire::SegmentRef& ref, uint64_t max_size) {
   const std::string what = fmt::format("segment {:#x} (fd {} of pid {})", ref.id, ref.fd, pid);
   const std::string path = fmt::format("/proc/{}/fd/{}", pid, ref.fd);
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
@@ -174,6 +174,10 @@ Result<std::shared_ptr<PeerMapping>> PeerMapping::Map(int32_t pid, const wire::S
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "sizing " + what);
   if (st.st_size <= 0) return Status::InvalidArgument(what + ": empty");
   const auto size = static_cast<uint64_t>(st.st_size);
+  if (size > max_size) {
+    return Status::InvalidArgument(
+        fmt::format("{}: {} bytes, more than the {} this server maps (max_segment_size)", what, size, max_size));
+  }
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (p == MAP_FAILED) return Status::FromErrno(errno, "mapping " + what);
   std::shared_ptr<PeerMapping> m(new PeerMapping());

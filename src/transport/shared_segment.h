@@ -76,8 +76,10 @@ class PeerMapping {
 
   // Opens the segment `ref` of process `pid` through /proc/<pid>/fd and maps
   // it. Refuses (clear error, nothing mapped) anything that is not a sealed
-  // ros2 memfd with that id.
-  static Result<std::shared_ptr<PeerMapping>> Map(int32_t pid, const wire::SegmentRef& ref);
+  // ros2 memfd with that id, and (InvalidArgument) a segment of more than
+  // `max_size` bytes: a client must not make the server map whatever size it
+  // chose (address space is a shared resource of every tenant).
+  static Result<std::shared_ptr<PeerMapping>> Map(int32_t pid, const wire::SegmentRef& ref, uint64_t max_size);
 
  private:
   PeerMapping() = default;

@@ -144,6 +144,15 @@ struct TransportOptions {
   // docs/transport.md). Off: active-message rendezvous as over tcp. Both sides
   // must allow it; force_rma_bulk wins over it.
   bool same_host_cma = true;
+  // Server: honour cma descriptors, i.e. copy with process_vm_readv/writev
+  // from or into ordinary memory of a proven same-host client, on the
+  // worker's thread. Off (the default): only the client's shared segments are
+  // copied (a memcpy between mappings of memfds, which cannot block); a copy
+  // of memory the client controls can block the thread indefinitely (pages
+  // backed by a stalled FUSE or network file, or by userfaultfd), stalling
+  // every client of that thread. Clients bounce ordinary buffers through a
+  // segment of their own instead (docs/transport.md, "Same-host bulk").
+  bool accept_cma_bulk = false;
   // Fault injection for tests: the client sends cma bulk descriptors even on
   // connections that did not negotiate cma (the server must refuse them).
   bool inject_unproven_cma = false;
@@ -164,6 +173,27 @@ struct TransportOptions {
   uint64_t batch_flush_bytes = 2 * 1024 * 1024;
   // Upper bound on outstanding client requests per worker (Call returns Busy above it).
   uint32_t max_outstanding_requests = 65536;
+
+  // ---- Resource limits of a serving worker (docs/transport.md, "Limits") ----
+  // Server-side connections per worker. A hello beyond it evicts the oldest
+  // connection that never authenticated (IncomingRequest::MarkAuthenticated),
+  // or is refused when every one did.
+  uint32_t max_connections = 1024;
+  // Server-side connections per peer process (the boot id and pid of its
+  // address blob); a hello beyond it is refused.
+  uint32_t max_connections_per_peer = 64;
+  // A server-side connection on which no request was marked authenticated
+  // within this time is closed (with a bye naming the reason). 0: never.
+  std::chrono::milliseconds unauthenticated_timeout{60000};
+  // A client's shared segment (kSegment bulk) larger than this is refused,
+  // not mapped; the segments one connection has mapped at once stay within
+  // max_segment_bytes_per_connection (least recently used ones are unmapped).
+  uint64_t max_segment_size = uint64_t{1} << 30;
+  uint64_t max_segment_bytes_per_connection = uint64_t{4} << 30;
+  // cma tokens the listener holds for one client process at a time (issued,
+  // not yet redeemed); a request beyond it is refused, so one process cannot
+  // crowd out the tokens of others.
+  uint32_t cma_tokens_per_process = 64;
 };
 
 // A registered memory range (ucp_mem_map without allocation) and its packed
@@ -419,6 +449,10 @@ class IncomingRequest {
   BulkMode bulk_mode() const;
   // An id of the client connection (stable while it lasts), for per-client state.
   uint64_t connection_id() const;
+  // The handler checked this request's capability and found it valid: the
+  // connection counts as authenticated from now on and is no longer subject
+  // to TransportOptions::unauthenticated_timeout or to eviction by new hellos.
+  void MarkAuthenticated() const;
 
   // Copies all bulk_out_size() bytes of the client's bulk-out buffer into `dst`
   // (dst.size() must equal bulk_out_size()); `done` runs on the worker thread once
@@ -460,6 +494,7 @@ struct WorkerStats {
   uint64_t requests_failed_disconnect = 0;
   uint64_t malformed_messages = 0;       // rejected by the decoder, dropped
   uint64_t wire_version_mismatches = 0;  // of those: messages of another wire version
+  uint64_t misdirected_messages = 0;     // of those: naming a connection of another peer endpoint (refused)
   uint64_t unknown_opcode = 0;           // answered with kNotSupported
   uint64_t stale_replies = 0;            // replies for unknown or expired request ids
   uint64_t bulk_inline_bytes = 0;
@@ -467,9 +502,13 @@ struct WorkerStats {
   uint64_t bulk_am_bytes = 0;
   uint64_t bulk_cma_bytes = 0;
   uint64_t bulk_segment_bytes = 0;    // copied into / out of clients' shared segments (memcpy or direct)
+  uint64_t bulk_bounce_bytes = 0;     // client: ordinary bulk copied through a bounce segment of ours
   uint64_t segments_mapped = 0;       // client segments mapped (kSegment bulk)
   uint64_t segments_refused = 0;      // segment references that did not check out (not mapped)
   uint64_t cma_refused = 0;           // hellos whose cma proof failed (unknown token, wrong pid, unreadable)
+  uint64_t hellos_refused = 0;        // hellos refused by the connection limits (max_connections*)
+  uint64_t connections_evicted = 0;   // unauthenticated connections closed for a new hello or by their timeout
+  uint64_t inline_refused = 0;        // requests whose inline bulk exceeded this side's inline_limit
   uint64_t batches_sent = 0;          // kBatch messages sent (Endpoint::Cork, replies to a batch)
   uint64_t batched_messages = 0;      // requests and replies that rode in them
   uint64_t batches_received = 0;      // kBatch messages accepted

@@ -183,12 +183,15 @@ TEST_P(TransportTest, BulkIsByteExactInBothDirections) {
   EchoAllSizes(*ctx_, *ep_, /*arena=*/false);
   EchoAllSizes(*ctx_, *ep_, /*arena=*/true);
   const PeerStats after = GetPeerStats(*ep_);
-  // Large bulk, both directions, heap and arena: cross-memory attach over shm,
-  // active-message rendezvous over tcp.
+  // Large bulk, both directions, heap and arena: through the client's bounce
+  // segments over shm (the server copies only segments, never ordinary
+  // memory by cma), active-message rendezvous over tcp.
   const uint64_t large = 2 * ((1u << 20) + (64u << 20) + ctx_->options().inline_limit + 1);
   EXPECT_GT(worker_->stats().bulk_inline_bytes, 0u);
-  EXPECT_EQ((IsShm() ? after.cma_bytes - before.cma_bytes : after.am_bytes - before.am_bytes), 2 * large);
-  EXPECT_EQ((IsShm() ? after.am_bytes - before.am_bytes : after.cma_bytes - before.cma_bytes), 0u);
+  EXPECT_EQ((IsShm() ? after.segment_bytes - before.segment_bytes : after.am_bytes - before.am_bytes), 2 * large);
+  EXPECT_EQ(worker_->stats().bulk_bounce_bytes, IsShm() ? 2 * large : 0u);
+  EXPECT_EQ(after.cma_bytes, before.cma_bytes);
+  EXPECT_EQ((IsShm() ? after.am_bytes - before.am_bytes : 0u), 0u);
   EXPECT_EQ(after.rma_bytes, before.rma_bytes);
   EXPECT_EQ(after.cma_refused, before.cma_refused);
 }
@@ -727,10 +730,14 @@ TEST_P(TransportTest, DirectPushLandsInTheClientsSegment) {
   for (uint64_t i = 0; i < size; ++i) ASSERT_EQ(in[i], testing::FillByte(i)) << "byte " << i;
   EXPECT_EQ((*seg)->data()[8191], std::byte{0});  // nothing outside the buffer
   EXPECT_EQ(in[size], std::byte{0});
+  // Ordinary memory travels through the client's bounce segment: the server
+  // fills that directly, and the client copies it into the caller's buffer.
   std::vector<std::byte> heap(size);
   co.bulk_in = heap;
-  auto no_direct = ep_->CallSync(testing::kOpFillDirect, {}, co);
-  EXPECT_EQ(no_direct.status().code(), Status::Code::kNotSupported) << no_direct.status().ToString();
+  auto bounced = ep_->CallSync(testing::kOpFillDirect, {}, co);
+  ASSERT_TRUE(bounced.ok()) << bounced.status().ToString();
+  EXPECT_EQ(bounced->bulk_in_bytes, size);
+  for (uint64_t i = 0; i < size; ++i) ASSERT_EQ(heap[i], testing::FillByte(i)) << "byte " << i;
 }
 
 // Damaged segment references (a range past the segment's end, an id that is not

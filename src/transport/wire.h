@@ -27,7 +27,7 @@
 namespace ros2::transport::wire {
 
 inline constexpr uint16_t kMagic = 0x3252;  // bytes "R2" on the wire
-inline constexpr uint8_t kVersion = 4;      // 3: kSegment bulk; 4: kBatch
+inline constexpr uint8_t kVersion = 5;      // 3: kSegment bulk; 4: kBatch; 5: reply endpoints bind connections
 inline constexpr size_t kHeaderSize = 48;
 inline constexpr size_t kBulkDescriptorSize = 24;  // fixed part, the packed rkey follows
 inline constexpr size_t kMaxCapability = 1024;

@@ -2,13 +2,13 @@
 // exchange, message dispatch, adaptive progress and failure handling.
 #include <sched.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <random>
 #include <sstream>
 #include <thread>
 
@@ -123,8 +123,6 @@ Status WorkerImpl::Init() {
   if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, pid_epoll_fd_, &ev) != 0) {
     return Status::FromErrno(errno, "transport: epoll add pid epoll");
   }
-  std::random_device rd;
-  connection_salt_ = (static_cast<uint64_t>(rd()) << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
   return Status::Ok();
 }
 
@@ -156,15 +154,14 @@ WorkerImpl::~WorkerImpl() {
 }
 
 uint64_t WorkerImpl::NewConnectionId() {
-  // Unpredictable across processes and never 0; a stale id from a dead
-  // connection does not match a live one.
+  // 64 random bits from the kernel, never 0 and not in use: an id says
+  // nothing about any other (a counter mixed with a salt could be inverted
+  // from one id a peer was given). Ids are not the security boundary (a
+  // message must also arrive on its connection's endpoint, BoundConnection),
+  // but a stale or guessed id must not name a live connection by chance.
   uint64_t id = 0;
   while (id == 0 || connections_.count(id) != 0) {
-    uint64_t x = connection_salt_ + 0x9e3779b97f4a7c15ull * next_connection_seq_++;
-    x ^= x >> 31;
-    x *= 0xbf58476d1ce4e5b9ull;
-    x ^= x >> 29;
-    id = x;
+    if (getrandom(&id, sizeof(id), 0) != static_cast<ssize_t>(sizeof(id))) id = 0;
   }
   return id;
 }
@@ -281,6 +278,7 @@ Result<std::shared_ptr<Endpoint>> WorkerImpl::Connect(std::span<const uint8_t> p
       ROS2_LOG_DEBUG("transport: worker '{}': no cma with {}: {}", name_, conn->peer_name, token.status().ToString());
     }
   }
+  if (rewrite_hello_for_testing) rewrite_hello_for_testing(hello);
   Status st = SendMessage(*conn, hello, {}, nullptr);
   if (st.ok()) {
     st = RunUntil([&] { return conn->remote_id != 0 || !conn->status.ok(); }, context_.options().connect_timeout);
@@ -297,7 +295,30 @@ Result<std::shared_ptr<Endpoint>> WorkerImpl::Connect(std::span<const uint8_t> p
   return std::shared_ptr<Endpoint>(std::make_shared<EndpointImpl>(this, conn));
 }
 
-void WorkerImpl::HandleHello(const wire::Message& msg) {
+void WorkerImpl::HandleHello(const wire::Message& msg, ucp_ep_h from) {
+  // The connection is bound to the endpoint the hello came in on: one
+  // connection per peer endpoint, and only that endpoint may use it.
+  if (from == nullptr || connection_by_peer_ep_.count(from) != 0) {
+    ++stats_.malformed_messages;
+    ROS2_LOG_WARN("transport: worker '{}' refused a hello: {}", name_,
+                  from == nullptr ? "no reply endpoint (sent without UCP_AM_SEND_FLAG_REPLY)"
+                                  : "its endpoint already opened a connection");
+    return;
+  }
+  // The limits are checked before anything is made for the peer (no
+  // endpoint to the address it gave is created for a refused hello): the
+  // refusal travels on the endpoint the hello came in on.
+  auto peer = wire::DecodeAddress(msg.payload);
+  Status admitted = peer.ok() ? AdmitHello(*peer) : Status::Ok();
+  if (!admitted.ok()) {
+    ++stats_.hellos_refused;
+    if (stats_.hellos_refused == 1 || (stats_.hellos_refused & (stats_.hellos_refused - 1)) == 0) {
+      ROS2_LOG_WARN("transport: worker '{}' refused a hello ({} so far): {}", name_, stats_.hellos_refused,
+                    admitted.ToString());
+    }
+    SendByeOn(from, msg.request_id, admitted.message());
+    return;
+  }
   auto made = CreateConnection(msg.payload, /*client_side=*/false);
   if (!made.ok()) {
     ++stats_.malformed_messages;
@@ -306,6 +327,9 @@ void WorkerImpl::HandleHello(const wire::Message& msg) {
   }
   Connection& conn = **made;
   conn.remote_id = msg.request_id;
+  conn.opened = Clock::now();
+  conn.peer_ep = from;
+  connection_by_peer_ep_[from] = conn.local_id;
   if (!msg.capability.empty()) {
     conn.cma = CheckCmaProof(conn, msg.capability);
     UpdateBulkMode(conn);
@@ -319,13 +343,108 @@ void WorkerImpl::HandleHello(const wire::Message& msg) {
   if (!st.ok()) FailConnection(conn.local_id, st, false);
 }
 
-void WorkerImpl::HandleHelloAck(const wire::Message& msg) {
+Status WorkerImpl::AdmitHello(const wire::WorkerAddress& peer) {
+  const TransportOptions& o = options();
+  uint32_t total = 0, same_peer = 0;
+  Connection* oldest = nullptr;  // unauthenticated, to make room
+  for (const auto& [id, c] : connections_) {
+    if (c->client_side || c->closing) continue;
+    ++total;
+    if (c->info.peer_pid == peer.pid && c->info.same_host == (peer.boot_id == boot_id_)) ++same_peer;
+    if (!c->authenticated && (oldest == nullptr || c->opened < oldest->opened)) oldest = c.get();
+  }
+  if (same_peer >= o.max_connections_per_peer) {
+    return Status::Busy(
+        fmt::format("transport: refused: {}pid {} already has {} connections to worker '{}' "
+                    "(max_connections_per_peer)",
+                    peer.boot_id == boot_id_ ? "" : "remote ", peer.pid, same_peer, name_));
+  }
+  if (total < o.max_connections) return Status::Ok();
+  if (oldest == nullptr) {
+    return Status::Busy(fmt::format(
+        "transport: refused: worker '{}' serves {} authenticated connections (max_connections)", name_, total));
+  }
+  ++stats_.connections_evicted;
+  CloseWithReason(*oldest,
+                  fmt::format("transport: closed: worker '{}' is full (max_connections {}) and this "
+                              "connection never presented a valid capability",
+                              name_, o.max_connections),
+                  /*in_callback=*/true);
+  return Status::Ok();
+}
+
+void WorkerImpl::SendByeOn(ucp_ep_h ep, uint64_t connection_id, std::string_view reason) {
+  if (ep == nullptr || connection_id == 0) return;
+  wire::Message bye;
+  bye.kind = wire::Kind::kBye;
+  bye.connection_id = connection_id;
+  bye.payload = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(reason.data()),
+                                         std::min<size_t>(reason.size(), wire::kMaxStatusMessage));
+  SendBuffer* buf = AcquireSendBuffer();
+  buf->bytes.resize(wire::EncodedSize(bye));
+  if (!wire::Encode(bye, buf->bytes).ok()) {
+    ReleaseSendBuffer(buf);
+    return;
+  }
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.cb.send = SendCallback;
+  param.user_data = buf;
+  param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
+  ucs_status_ptr_t req = ucp_am_send_nbx(ep, kAmId, nullptr, 0, buf->bytes.data(), buf->bytes.size(), &param);
+  if (UCS_PTR_IS_PTR(req)) {
+    LinkInFlight(buf);
+  } else {
+    ReleaseSendBuffer(buf);
+  }
+}
+
+void WorkerImpl::CloseWithReason(Connection& conn, const std::string& reason, bool in_callback) {
+  conn.closing = true;
+  ROS2_LOG_DEBUG("transport: worker '{}' closes its connection with {}: {}", name_, conn.peer_name, reason);
+  if (conn.ep != nullptr && conn.remote_id != 0) {
+    wire::Message bye;
+    bye.kind = wire::Kind::kBye;
+    bye.connection_id = conn.remote_id;
+    bye.payload = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(reason.data()),
+                                           std::min<size_t>(reason.size(), wire::kMaxStatusMessage));
+    (void)SendMessage(conn, bye, {}, nullptr);
+  }
+  if (in_callback) {
+    deferred_closes_.emplace_back(conn.local_id, Status::Disconnected(reason));  // not inside UCX's callback
+  } else {
+    FailConnection(conn.local_id, Status::Disconnected(reason), /*count_as_lost=*/false, /*graceful=*/true);
+  }
+}
+
+void WorkerImpl::ExpireUnauthenticated(Clock::time_point now) {
+  const auto timeout = options().unauthenticated_timeout;
+  if (timeout.count() <= 0 || now < next_auth_check_) return;
+  next_auth_check_ = now + std::min<std::chrono::milliseconds>(timeout / 4, std::chrono::milliseconds(250));
+  std::vector<uint64_t> expired;
+  for (const auto& [id, c] : connections_) {
+    if (!c->client_side && !c->authenticated && now - c->opened >= timeout) expired.push_back(id);
+  }
+  for (uint64_t id : expired) {
+    if (Connection* c = FindConnection(id)) {
+      ++stats_.connections_evicted;
+      CloseWithReason(*c,
+                      fmt::format("transport: closed: no request with a valid capability within {} ms of the "
+                                  "hello (unauthenticated_timeout)",
+                                  timeout.count()),
+                      /*in_callback=*/false);
+    }
+  }
+}
+
+void WorkerImpl::HandleHelloAck(const wire::Message& msg, ucp_ep_h from) {
   Connection* conn = FindConnection(msg.connection_id);
-  if (conn == nullptr || !conn->client_side || conn->remote_id != 0 || msg.request_id == 0) {
+  if (conn == nullptr || !conn->client_side || conn->remote_id != 0 || msg.request_id == 0 || from == nullptr) {
     ++stats_.malformed_messages;
     return;
   }
   conn->remote_id = msg.request_id;
+  conn->peer_ep = from;  // the server's messages arrive here from now on
   if (!msg.payload.empty() && msg.payload[0] == wire::kHelloAckCmaAccepted) {
     if (conn->cma_token_copy == nullptr) {
       ++stats_.malformed_messages;  // accepted cma we never offered: ignore it
@@ -399,39 +518,66 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
     return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
   }
   const bool carries_bulk = header_length > 0;
+  // The endpoint the message came in on (every message is sent with
+  // UCP_AM_SEND_FLAG_REPLY): a message acts only on the connection that
+  // endpoint opened, whatever connection_id it names.
+  ucp_ep_h from = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? param->reply_ep : nullptr;
   switch (msg.kind) {
     case wire::Kind::kHello:
       if (carries_bulk) break;
-      HandleHello(msg);
+      HandleHello(msg, from);
       return UCS_OK;
     case wire::Kind::kHelloAck:
       if (carries_bulk) break;
-      HandleHelloAck(msg);
+      HandleHelloAck(msg, from);
       return UCS_OK;
-    case wire::Kind::kReply:
+    case wire::Kind::kReply: {
       if (carries_bulk) break;
-      HandleReply(msg);
+      const Connection* conn = FindConnection(msg.connection_id);
+      if (conn != nullptr && conn->peer_ep != from) {
+        RefuseMisdirected(msg, from);
+        return UCS_OK;
+      }
+      HandleReply(msg);  // an unknown connection counts as a stale reply there
       return UCS_OK;
-    case wire::Kind::kPushData:
+    }
+    case wire::Kind::kPushData: {
       if (!carries_bulk) break;
+      const Connection* conn = FindConnection(msg.connection_id);
+      if (conn != nullptr && conn->peer_ep != from) {
+        RefuseMisdirected(msg, from);
+        return rndv ? UCS_ERR_CANCELED : UCS_OK;
+      }
       return HandlePushData(msg, data, length, rndv);
+    }
     case wire::Kind::kBatch:
       if (carries_bulk) break;
-      HandleBatch(msg);
+      HandleBatch(msg, from);
       return UCS_OK;
     case wire::Kind::kBye: {
       if (carries_bulk) break;
-      if (FindConnection(msg.connection_id) != nullptr) {
-        DeferFailure(msg.connection_id, Status::Disconnected("transport: peer closed the connection"));
+      // A client still waiting for its hello ack does not know the server's
+      // endpoint yet: a refusal of its hello arrives as a bye.
+      const Connection* pending = FindConnection(msg.connection_id);
+      const bool refused_hello =
+          pending != nullptr && pending->client_side && pending->remote_id == 0 && from != nullptr;
+      if (refused_hello || BoundConnection(msg, from) != nullptr) {
+        // The payload, if any, is the peer's reason (text).
+        std::string_view reason(reinterpret_cast<const char*>(msg.payload.data()),
+                                std::min<size_t>(msg.payload.size(), wire::kMaxStatusMessage));
+        DeferFailure(
+            msg.connection_id,
+            Status::Disconnected(reason.empty() ? std::string("transport: peer closed the connection")
+                                                : fmt::format("transport: peer closed the connection: {}", reason)));
       }
       return UCS_OK;
     }
     case wire::Kind::kRequest: {
-      Connection* conn = FindConnection(msg.connection_id);
+      Connection* conn = BoundConnection(msg, from);
+      if (conn == nullptr) return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
       const wire::BulkDescriptor* out = msg.FindBulk(wire::BulkDirection::kOut);
       const bool am_out = out != nullptr && out->transfer == wire::BulkTransfer::kActiveMessage;
-      if (conn == nullptr || conn->client_side || am_out != carries_bulk ||
-          (am_out && (!rndv || length != out->length))) {
+      if (conn->client_side || am_out != carries_bulk || (am_out && (!rndv || length != out->length))) {
         ++stats_.malformed_messages;
         return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
       }
@@ -446,11 +592,52 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
   return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
 }
 
+Connection* WorkerImpl::BoundConnection(const wire::Message& msg, ucp_ep_h from) {
+  Connection* conn = FindConnection(msg.connection_id);
+  if (conn == nullptr) {
+    ++stats_.malformed_messages;  // no such connection (any more)
+    return nullptr;
+  }
+  if (conn->peer_ep != from || from == nullptr) {
+    RefuseMisdirected(msg, from);
+    return nullptr;
+  }
+  return conn;
+}
+
+void WorkerImpl::RefuseMisdirected(const wire::Message& msg, ucp_ep_h from) {
+  ++stats_.malformed_messages;
+  ++stats_.misdirected_messages;
+  // The sender's own connection, if its endpoint opened one here.
+  Connection* own = nullptr;
+  if (auto it = connection_by_peer_ep_.find(from); from != nullptr && it != connection_by_peer_ep_.end())
+    own = FindConnection(it->second);
+  const std::string why =
+      fmt::format("transport: worker '{}' refused a {} naming connection {:#x}: it arrived on the endpoint of {}",
+                  name_, msg.kind == wire::Kind::kRequest ? "request" : "message", msg.connection_id,
+                  own != nullptr ? fmt::format("connection {:#x} ({})", own->local_id, own->peer_name)
+                                 : std::string("no connection"));
+  if (stats_.misdirected_messages == 1 || (stats_.misdirected_messages & (stats_.misdirected_messages - 1)) == 0) {
+    ROS2_LOG_WARN("{} ({} such messages so far)", why, stats_.misdirected_messages);
+  }
+  if (msg.kind != wire::Kind::kRequest || own == nullptr || own->client_side || own->ep == nullptr) return;
+  // Answer the sender, on its own connection, so its call fails at once
+  // (instead of at its deadline) and says why.
+  wire::Message reply;
+  reply.kind = wire::Kind::kReply;
+  reply.request_id = msg.request_id;
+  reply.connection_id = own->remote_id;
+  const Status refused = Status::PermissionDenied(why);
+  reply.status_code = static_cast<uint8_t>(refused.code());
+  reply.status_message = std::string_view(refused.message()).substr(0, wire::kMaxStatusMessage);
+  (void)SendMessage(*own, reply, {}, nullptr);
+}
+
 // A received batch: every entry is checked before any is acted on, so a
 // malformed batch is dropped whole. Requests are dispatched with reply
 // batching on (replies given during the dispatch leave as one batch); replies
 // complete their calls.
-void WorkerImpl::HandleBatch(const wire::Message& msg) {
+void WorkerImpl::HandleBatch(const wire::Message& msg, ucp_ep_h from) {
   std::shared_ptr<Connection> conn = FindConnectionShared(msg.connection_id);
   std::vector<wire::Message> own_msgs;
   std::vector<std::span<const uint8_t>> own_bytes;
@@ -465,6 +652,12 @@ void WorkerImpl::HandleBatch(const wire::Message& msg) {
     ++stats_.malformed_messages;
     ROS2_LOG_DEBUG("transport: worker '{}' dropped a batch: {}", name_,
                    !count.ok() ? count.status().ToString() : std::string("wrong connection or direction"));
+    return;
+  }
+  if (conn->peer_ep != from || from == nullptr) {
+    // Another peer's connection: nothing of it runs; each request is refused
+    // on the sender's own connection (every entry names the batch's).
+    for (size_t i = 0; i < *count; ++i) RefuseMisdirected(msgs[i], from);
     return;
   }
   if (!nested) batch_msgs_busy_ = true;
@@ -541,7 +734,7 @@ void WorkerImpl::FlushBatch(Connection& conn) {
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   param.cb.send = SendCallback;
   param.user_data = buf;
-  param.flags = UCP_AM_SEND_FLAG_EAGER;
+  param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
   if (count > 1) {
     ++stats_.batches_sent;
     stats_.batched_messages += count;
@@ -597,10 +790,10 @@ Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::
     buf->iov[1] = ucp_dt_iov_t{buf->tail.data(), buf->tail.size()};
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
     param.datatype = ucp_dt_make_iov();
-    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
     req = ucp_am_send_nbx(conn.ep, kAmId, nullptr, 0, buf->iov.data(), buf->iov.size(), &param);
   } else if (bulk.empty()) {
-    param.flags = UCP_AM_SEND_FLAG_EAGER;
+    param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
     req = ucp_am_send_nbx(conn.ep, kAmId, nullptr, 0, buf->bytes.data(), buf->bytes.size(), &param);
   } else {
     if (buf->bytes.size() > max_am_header_) {
@@ -608,7 +801,7 @@ Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::
       return Status::InvalidArgument(fmt::format("transport: message of {} bytes exceeds the AM header limit {}",
                                                  buf->bytes.size(), max_am_header_));
     }
-    param.flags = UCP_AM_SEND_FLAG_RNDV;
+    param.flags = UCP_AM_SEND_FLAG_RNDV | UCP_AM_SEND_FLAG_REPLY;
     req = ucp_am_send_nbx(conn.ep, kAmId, buf->bytes.data(), buf->bytes.size(), bulk.data(), bulk.size(), &param);
   }
   if (UCS_PTR_IS_PTR(req)) {
@@ -665,6 +858,10 @@ void WorkerImpl::FailConnection(uint64_t connection_id, const Status& why, bool 
   if (it == connections_.end()) return;
   std::shared_ptr<Connection> conn = it->second;
   connections_.erase(it);
+  if (auto bound = connection_by_peer_ep_.find(conn->peer_ep);
+      bound != connection_by_peer_ep_.end() && bound->second == connection_id) {
+    connection_by_peer_ep_.erase(bound);
+  }
   if (last_connection_id_ == connection_id) {
     last_connection_id_ = 0;
     last_connection_ = nullptr;
@@ -749,6 +946,7 @@ void WorkerImpl::Housekeeping() {
   ReapClosing();
   CheckPeers();
   ExpireDeadlines();
+  ExpireUnauthenticated(Clock::now());
 }
 
 int WorkerImpl::ProgressNoClock() {
@@ -761,6 +959,12 @@ int WorkerImpl::ProgressNoClock() {
     auto [id, why] = std::move(deferred_failures_.back());
     deferred_failures_.pop_back();
     FailConnection(id, why, /*count_as_lost=*/true);
+    ++events;
+  }
+  while (!deferred_closes_.empty()) {
+    auto [id, why] = std::move(deferred_closes_.back());
+    deferred_closes_.pop_back();
+    FailConnection(id, why, /*count_as_lost=*/false, /*graceful=*/true);
     ++events;
   }
   return events;

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <queue>
 #include <string>
@@ -47,11 +48,26 @@ struct Connection {
   uint64_t remote_id = 0;  // the peer's id for this connection (0 until the hello ack)
   bool client_side = true;
   ucp_ep_h ep = nullptr;
+  // The endpoint the peer's messages arrive on (the reply endpoint UCX gives
+  // the receive callback; every message is sent with UCP_AM_SEND_FLAG_REPLY).
+  // Set from the hello (server) or the hello ack (client); a message naming
+  // this connection that arrives on another endpoint is refused, so knowing
+  // a connection's id does not let another peer act on it. May differ from
+  // `ep` (UCX keeps the endpoint it made for the peer's wireup when it does
+  // not match it with ours); only compared, never used to send.
+  ucp_ep_h peer_ep = nullptr;
   Status status;   // OK while usable
   int pidfd = -1;  // FailureDetection::kPidWatch
   EndpointInfo info;
   uint32_t outstanding = 0;  // client calls waiting for a reply
-  std::string peer_name;     // "pid 123 on this host" / "remote pid 123"
+  // Server side: when the hello arrived, and whether a handler has seen a
+  // valid capability on it (IncomingRequest::MarkAuthenticated). Until then
+  // it may be evicted by new hellos and is closed after
+  // TransportOptions::unauthenticated_timeout.
+  Clock::time_point opened{};
+  bool authenticated = false;
+  bool closing = false;   // CloseWithReason deferred its close: no longer counted
+  std::string peer_name;  // "pid 123 on this host" / "remote pid 123"
   // Bulk by cross-memory attach (BulkMode::kCma): set on the server once the
   // client's hello proof checked out, on the client when the ack says so.
   bool cma = false;
@@ -114,6 +130,11 @@ struct PendingCall {
   Status reply_status;
   std::vector<uint8_t> reply_payload;
   PushReceive push_receive;
+  // Same-host bulk in ordinary memory goes through a shared segment of ours
+  // (the server copies only segments): the bytes out were copied into
+  // `bounce_out`; the bytes in arrive in `bounce_in` and are copied into
+  // bulk_in when the call completes.
+  std::unique_ptr<SharedBuffer> bounce_out, bounce_in;
 };
 
 // The server-side state behind IncomingRequest handles (pooled).
@@ -232,13 +253,20 @@ class WorkerImpl final : public Worker {
   Status StartCall(Connection& conn, uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
                    ReplyCallback done);
   void HandleReply(const wire::Message& msg);
-  ucs_status_t HandlePushData(const wire::Message& msg, void* data, size_t length, bool rndv);
+  ucs_status_t HandlePushData(const wire::Message& msg, void* data, size_t length, bool rndv);  // REQUIRES: bound
   void CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed);
   void ExpireDeadlines();
   void CompactDeadlines();
   // Entries the deadline heap may hold before StartCall compacts it.
   size_t DeadlineHeapLimit() const { return 2 * calls_.size() + 64; }
   void OnPushReceived(uint32_t slot, uint32_t generation, ucs_status_t status);
+  // Bounce segments (PendingCall::bounce_*): one of at least `length` bytes,
+  // from the free list or new; and back to it (or freed, when the call did
+  // not complete normally: the server may still write into it).
+  Result<std::unique_ptr<SharedBuffer>> AcquireBounce(uint64_t length);
+  void ReleaseBounce(std::unique_ptr<SharedBuffer> buffer, bool reusable);
+  std::vector<std::unique_ptr<SharedBuffer>> bounce_free_;
+  uint64_t bounce_free_bytes_ = 0;
 
   // Server side (incoming_request.cc).
   // Runs the handler inside the AM callback. Returns true when the rendezvous
@@ -250,6 +278,13 @@ class WorkerImpl final : public Worker {
   IncomingRequest::State* AcquireState();
   void ReleaseState(IncomingRequest::State* s);
   void DispatchRequest(IncomingRequest::State* s);
+
+  // Test-only fault injection (the attack tests' hostile clients): when set,
+  // StartCall passes every request to it just before sending, and Connect its
+  // hello, so a test can craft what the normal client never sends (another
+  // connection's id, a foreign cma address, a stale proof).
+  std::function<void(wire::Message&)> rewrite_request_for_testing;
+  std::function<void(wire::Message&)> rewrite_hello_for_testing;
 
   // The UCX AM receive callback (worker.cc).
   ucs_status_t OnActiveMessage(const void* header, size_t header_length, void* data, size_t length,
@@ -264,8 +299,28 @@ class WorkerImpl final : public Worker {
 
  private:
   friend class EndpointImpl;
-  void HandleHello(const wire::Message& msg);
-  void HandleHelloAck(const wire::Message& msg);
+  void HandleHello(const wire::Message& msg, ucp_ep_h from);
+  void HandleHelloAck(const wire::Message& msg, ucp_ep_h from);
+  // A message naming connection `msg.connection_id` arrived on endpoint
+  // `from`, which is not that connection's: counted, and a request is
+  // answered with kPermissionDenied on the sender's own connection (if it
+  // has one).
+  void RefuseMisdirected(const wire::Message& msg, ucp_ep_h from);
+  // The connection limits for a hello from `peer` (max_connections,
+  // max_connections_per_peer): OK to admit it (after evicting the oldest
+  // unauthenticated connection if the worker is full), or why not.
+  Status AdmitHello(const wire::WorkerAddress& peer);
+  // Sends a bye carrying `reason` on `ep` (to the peer's connection
+  // `connection_id`), best effort, without a Connection (a refused hello).
+  void SendByeOn(ucp_ep_h ep, uint64_t connection_id, std::string_view reason);
+  // Tells the peer why (a bye carrying the reason) and closes the connection
+  // (after the current ucp_worker_progress returns when `in_callback`).
+  void CloseWithReason(Connection& conn, const std::string& reason, bool in_callback);
+  // Closes server-side connections that stayed unauthenticated too long.
+  void ExpireUnauthenticated(Clock::time_point now);
+  // The live connection `id` if `from` is the endpoint its peer sends on;
+  // otherwise nullptr (a misdirected message is refused).
+  Connection* BoundConnection(const wire::Message& msg, ucp_ep_h from);
   bool CheckCmaProof(const Connection& conn, std::span<const uint8_t> proof);
   Result<std::shared_ptr<Connection>> CreateConnection(std::span<const uint8_t> peer_address, bool client_side);
   void FillEndpointInfo(Connection& conn);
@@ -287,12 +342,13 @@ class WorkerImpl final : public Worker {
   int pid_epoll_fd_ = -1;  // pidfds of same-host peers
   WorkerStats stats_;
   std::unordered_map<uint64_t, std::shared_ptr<Connection>> connections_;
+  // Server side: the connection each peer endpoint opened (its hello's reply
+  // endpoint). One connection per peer endpoint.
+  std::unordered_map<ucp_ep_h, uint64_t> connection_by_peer_ep_;
   uint64_t last_connection_id_ = 0;                               // LookupConnection's last hit (0: none)
   const std::shared_ptr<Connection>* last_connection_ = nullptr;  // its map entry
   std::vector<RequestHandler> handlers_;                          // by opcode (grown on demand)
   std::function<void(uint64_t, const Status&)> peer_lost_handler_;
-  uint64_t next_connection_seq_ = 1;
-  uint64_t connection_salt_ = 0;
 
   // Client calls: slab + free list + deadline heap of (deadline, request id).
  public:
@@ -309,6 +365,7 @@ class WorkerImpl final : public Worker {
   std::vector<std::unique_ptr<SendBuffer>> send_pool_;
   std::vector<std::unique_ptr<IncomingRequest::State>> state_pool_;  // free states
   Clock::time_point next_housekeeping_{};
+  Clock::time_point next_auth_check_{};
   // Wait calls: every 4096th re-reads the thread's affinity; every 64th runs
   // housekeeping even when it finds events before reading the clock (a Wait
   // that finds none reads the clock and runs it anyway).
@@ -316,14 +373,15 @@ class WorkerImpl final : public Worker {
   bool thread_pinned_ = false;
   bool in_destructor_ = false;
   std::vector<std::pair<uint64_t, Status>> deferred_failures_;
-  std::vector<uint64_t> pending_batches_;  // local ids of connections with a batch not yet sent
+  std::vector<std::pair<uint64_t, Status>> deferred_closes_;  // graceful, not counted as lost
+  std::vector<uint64_t> pending_batches_;                     // local ids of connections with a batch not yet sent
   // DecodeBatch's output for received batches (reused; a nested batch, from a
   // handler that progresses the worker, decodes into its own).
   std::vector<wire::Message> batch_msgs_;
   std::vector<std::span<const uint8_t>> batch_bytes_;
   bool batch_msgs_busy_ = false;
   bool batch_replies_ = false;  // SetReplyBatching
-  void HandleBatch(const wire::Message& msg);
+  void HandleBatch(const wire::Message& msg, ucp_ep_h from);
   std::vector<void*> closing_;  // ucp_ep_close_nbx requests still in progress
 };
 

@@ -48,6 +48,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
     y << "vos: { class: " << options.storage_class << ", data_size: " << options.data_size << " }\n";
     y << "transport: { kind: " << options.transport;
     if (!options.keepalive.empty()) y << ", keepalive: " << options.keepalive;
+    if (!options.transport_extra.empty()) y << ", " << options.transport_extra;
     y << " }\n";
     if (!options.limits.empty()) y << "limits: " << options.limits << "\n";
     y << "control:\n";

@@ -58,6 +58,9 @@ struct EngineOptions {
   std::string keepalive;    // transport.keepalive, e.g. "10ms"; empty: the default
   std::string target_cpus;  // target_cpus, e.g. "[1, 0]"; empty: unpinned
   std::string limits;       // the limits map, e.g. "{ max_io_size: 1MiB }"; empty: the defaults
+
+  // More keys of the transport map, e.g. "max_connections: 8".
+  std::string transport_extra;
 };
 
 class EngineProcess {

@@ -1,0 +1,405 @@
+// Attacks on the data plane (issue 22, transport findings) against a real
+// ros2-engine: a hostile client (transport_attack_peer, a separate process
+// built on the transport and object-protocol code) crafts what the normal
+// client never sends, and each test checks that the attack is refused with a
+// clear error, that the victim (this test process, an ordinary client) is
+// unaffected, and that the engine keeps serving. docs/security.md has the
+// attack table.
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/checksum.h"
+#include "common/test_pattern.h"
+#include "engine_cluster.h"
+#include "engine_process.h"
+#include "object_session.h"
+#include "transport/cma.h"
+#include "transport/worker_impl.h"
+
+extern char** environ;
+
+namespace ros2::testing {
+namespace {
+
+using transport::TransportKind;
+
+std::string Hex(std::span<const uint8_t> bytes) {
+  std::string out;
+  for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
+  return out;
+}
+std::string Hex(const std::string& s) {
+  return Hex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
+}
+
+// One line "RESULT <name> <code> <text>" of the attacker.
+struct Outcome {
+  int code = -1;
+  std::string text;
+  bool ok() const { return code == 0; }
+};
+using Outcomes = std::map<std::string, Outcome>;
+
+// Runs transport_attack_peer to its end (at most 60 s) and returns its results.
+// `during`, if given, runs once the attacker has printed result `when` (while
+// it still runs).
+Outcomes RunAttacker(const std::string& attack, const std::vector<std::string>& args, const std::string& when = "",
+                     const std::function<void()>& during = nullptr) {
+  int fds[2];
+  EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+  std::vector<std::string> all = {TRANSPORT_ATTACK_PEER_PATH, attack};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  EXPECT_EQ(posix_spawn(&pid, TRANSPORT_ATTACK_PEER_PATH, &fa, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(fds[1]);
+  std::string out;
+  bool during_ran = false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) continue;
+    const ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (during && out.find("RESULT " + when + " ") != std::string::npos &&
+        out.find('\n', out.find("RESULT " + when + " ")) != std::string::npos) {
+      during();
+      during_ran = true;
+      break;
+    }
+  }
+  while (during_ran) {  // the rest of the output, until the attacker exits
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, 1000) <= 0) {
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      continue;
+    }
+    const ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  close(fds[0]);
+  if (std::chrono::steady_clock::now() >= deadline) kill(pid, SIGKILL);
+  int wstatus = 0;
+  waitpid(pid, &wstatus, 0);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "attacker " << attack << " failed:\n" << out;
+  Outcomes results;
+  std::istringstream lines(out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("RESULT ", 0) != 0) continue;
+    std::istringstream words(line.substr(7));
+    std::string name;
+    Outcome o;
+    words >> name >> o.code;
+    std::getline(words, o.text);
+    if (!o.text.empty() && o.text[0] == ' ') o.text.erase(0, 1);
+    results[name] = o;
+  }
+  return results;
+}
+
+// An engine with one target over shared memory, a victim client (this
+// process) with data of its own, and the attacker's own container and
+// capability: a tenant with a valid capability, but not for the victim's data.
+struct Arena {
+  EngineCluster cluster;
+  std::unique_ptr<ObjectSession> victim;
+  std::unique_ptr<ObjectSession> attacker;  // the attacker's container, seen from here (for checks)
+  const ObjectId victim_oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, 1);
+  std::vector<std::byte> victim_data = Pattern(64 * 1024, 11);
+
+  void Start(const std::string& transport_extra = "") {
+    ASSERT_NO_FATAL_FAILURE(cluster.Start({.transport = "shm", .targets = 1, .transport_extra = transport_extra}));
+    ROS2_ASSERT_OK(cluster.mgmt->CreatePool("p", uint64_t{8} << 20));
+    ROS2_ASSERT_OK(cluster.mgmt->CreateContainer("p", "victim"));
+    ROS2_ASSERT_OK(cluster.mgmt->CreateContainer("p", "attacker"));
+    auto v = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "victim", TransportKind::kShm);
+    auto a = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "attacker", TransportKind::kShm);
+    ASSERT_TRUE(v.ok() && a.ok()) << v.status().ToString() << a.status().ToString();
+    victim = std::move(*v);
+    attacker = std::move(*a);
+    ASSERT_EQ(victim->endpoint(0).info().bulk_mode, transport::BulkMode::kCma);
+    ROS2_ASSERT_OK(victim->UpdateArray(victim_oid, "d", "a", 0, victim_data));
+  }
+  std::string TargetAddress() const { return victim->pool().map.targets(0).worker_address(); }
+  // The arguments every attack needs: where to connect, as whom.
+  std::vector<std::string> Args(std::vector<std::string> more = {}) const {
+    const auto& cont = attacker->container().container;
+    std::vector<std::string> args = {"address=" + Hex(TargetAddress()),  "kind=shm",
+                                     "cap=" + Hex(attacker->capability), "pool=" + cont.pool_uuid(),
+                                     "container=" + cont.uuid(),         "target=0"};
+    args.insert(args.end(), more.begin(), more.end());
+    return args;
+  }
+  // The engine's id of the victim's connection, as the victim's requests carry it
+  // (the attacker's "leak": the tests give it the real id to test the binding,
+  // not the secrecy of ids).
+  uint64_t VictimConnectionId() {
+    auto& w = static_cast<transport::WorkerImpl&>(victim->worker());
+    uint64_t id = 0;
+    w.rewrite_request_for_testing = [&](transport::wire::Message& m) { id = m.connection_id; };
+    EXPECT_TRUE(victim->FetchArray(victim_oid, "d", "a", 0, 16).ok());
+    w.rewrite_request_for_testing = nullptr;
+    return id;
+  }
+  // The victim's calls complete with its own data, and a new client is served.
+  void ExpectVictimUnaffected() {
+    auto f = victim->FetchArray(victim_oid, "d", "a", 0, victim_data.size());
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->data, victim_data) << "the victim's data changed";
+    auto u = victim->UpdateArray(victim_oid, "d", "b", 0, Pattern(4096, 12));
+    EXPECT_TRUE(u.ok()) << u.status().ToString();
+    auto fresh = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "victim", TransportKind::kShm);
+    ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+    auto again = (*fresh)->FetchArray(victim_oid, "d", "a", 0, victim_data.size());
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->data, victim_data);
+  }
+  // Virtual memory of the engine process, in bytes.
+  uint64_t EngineVmSize() const {
+    std::ifstream in(fmt::format("/proc/{}/status", cluster.engine->pid()));
+    std::string key;
+    uint64_t kib = 0;
+    while (in >> key) {
+      if (key == "VmSize:") {
+        in >> kib;
+        break;
+      }
+    }
+    return kib * 1024;
+  }
+};
+
+// Inverse of the id mix the engine used before (a splitmix-style finaliser
+// of salt + golden * counter): from one id, the next one.
+uint64_t PredictNextOldId(uint64_t id) {
+  auto unshift = [](uint64_t x, int s) {
+    uint64_t r = x;
+    for (int i = s; i < 64; i += s) r = x ^ (r >> s);
+    return r;
+  };
+  constexpr uint64_t kMul = 0xbf58476d1ce4e5b9ull;
+  uint64_t inv = kMul;
+  for (int i = 0; i < 6; ++i) inv *= 2 - kMul * inv;
+  uint64_t x = unshift(id, 29) * inv;
+  x = unshift(x, 31) + 0x9e3779b97f4a7c15ull;
+  x ^= x >> 31;
+  x *= kMul;
+  x ^= x >> 29;
+  return x;
+}
+
+TEST(TransportAttack, ConnectionIdsRevealNothingAboutOthers) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  auto r = RunAttacker("ids", a.Args());
+  ASSERT_TRUE(r.count("id1") && r.count("id2")) << "attacker printed no ids";
+  const uint64_t id1 = std::stoull(r["id1"].text, nullptr, 16), id2 = std::stoull(r["id2"].text, nullptr, 16);
+  EXPECT_NE(id1, id2);
+  EXPECT_NE(PredictNextOldId(id1), id2) << "the second connection's id follows from the first";
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, ByeNamingAnotherConnectionIsRefused) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  auto r = RunAttacker("bye", a.Args({fmt::format("victim_conn={:x}", a.VictimConnectionId())}));
+  EXPECT_EQ(r["own_connection"].code, static_cast<int>(Status::Code::kNotSupported)) << r["own_connection"].text;
+  ROS2_ASSERT_OK(a.victim->endpoint(0).status());
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, FetchCannotWriteIntoAnotherClientsMemory) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  const auto secret = Pattern(64 * 1024, 5);
+  std::vector<std::byte> victim_buffer = secret;
+  auto r = RunAttacker(
+      "fetch-into",
+      a.Args({fmt::format("victim_conn={:x}", a.VictimConnectionId()),
+              fmt::format("victim_addr={:x}", reinterpret_cast<uint64_t>(victim_buffer.data())), "len=65536"}));
+  ASSERT_TRUE(r["plant"].ok()) << r["plant"].text;
+  EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["attack"].text;
+  EXPECT_NE(r["attack"].text.find("naming connection"), std::string::npos) << r["attack"].text;
+  EXPECT_EQ(victim_buffer, secret) << "the engine wrote the attacker's bytes into the victim's memory";
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, UpdateCannotReadAnotherClientsMemory) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  const auto secret = Pattern(64 * 1024, 6);
+  auto r = RunAttacker(
+      "update-from", a.Args({fmt::format("victim_conn={:x}", a.VictimConnectionId()),
+                             fmt::format("victim_addr={:x}", reinterpret_cast<uint64_t>(secret.data())), "len=65536"}));
+  EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["attack"].text;
+  EXPECT_NE(r["attack"].text.find("naming connection"), std::string::npos) << r["attack"].text;
+  EXPECT_NE(r["stored_crc"].text, fmt::format("{:08x}", Crc32c(secret.data(), secret.size())))
+      << "the victim's memory was copied into the attacker's container";
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, ReplyCannotCompleteAnotherClientsCall) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  const uint64_t victim_conn = a.VictimConnectionId();
+  // The id the victim's next call will carry (slot and generation).
+  auto& w = static_cast<transport::WorkerImpl&>(a.victim->worker());
+  const uint32_t slot = w.free_calls_.empty() ? static_cast<uint32_t>(w.calls_.size()) : w.free_calls_.back();
+  const uint32_t gen = slot < w.calls_.size() ? w.calls_[slot].generation + 1 : 1;
+  const uint64_t next_id = transport::WorkerImpl::MakeRequestId(slot, gen);
+  auto r = RunAttacker("hijack-reply", a.Args({fmt::format("victim_conn={:x}", victim_conn),
+                                               fmt::format("victim_req={:x}", next_id), "len=4096"}));
+  ASSERT_TRUE(r["plant"].ok()) << r["plant"].text;
+  // The engine answered the attacker's own connection with the refusal, under
+  // the forged id (so the attacker's call itself only times out).
+  EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kTimedOut)) << r["attack"].text;
+  EXPECT_EQ(r["stale_replies"].text, "1") << "the refusal did not come back to the attacker";
+  // The victim's next call gets its own data, not the attacker's.
+  auto f = a.victim->FetchArray(a.victim_oid, "d", "a", 0, 4096);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->data, std::vector<std::byte>(a.victim_data.begin(), a.victim_data.begin() + 4096))
+      << "the victim's call completed with the attacker's data";
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, InlineBulkBeyondTheLimitIsRefusedAtOnce) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  // 64 KiB inline out (limit 16 KiB), and 2 MiB inline in (a reply that
+  // large cannot be encoded: the caller used to wait for its deadline).
+  auto r = RunAttacker("inline-limit", a.Args({"len=65536", "in_len=2097152", "timeout_ms=5000"}));
+  EXPECT_EQ(r["inline_out"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["inline_out"].text;
+  EXPECT_NE(r["inline_out"].text.find("inline limit"), std::string::npos) << r["inline_out"].text;
+  EXPECT_EQ(r["inline_in"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["inline_in"].text;
+  EXPECT_NE(r["inline_in"].text.find("inline limit"), std::string::npos) << r["inline_in"].text;
+  EXPECT_LT(std::stoull(r["elapsed_ms"].text), 4000u) << "a refusal waited for the deadline";
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, CmaTokenFloodDoesNotEvictOtherClientsTokens) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  // The victim got its token; before its hello arrives, the attacker floods.
+  auto token = transport::cma::RequestToken(a.cluster.engine->pid(), std::chrono::milliseconds(2000));
+  ROS2_ASSERT_OK(token);
+  auto r = RunAttacker("token-flood", a.Args({"count=5000"}));
+  EXPECT_GT(std::stoull(r["tokens_refused"].text), 0u) << "the flood was never refused";
+  EXPECT_EQ(r["first_refusal"].code, static_cast<int>(Status::Code::kBusy)) << r["first_refusal"].text;
+  EXPECT_NE(r["first_refusal"].text.find("refused a token"), std::string::npos) << r["first_refusal"].text;
+  // The victim's hello presents that token: cma is still accepted.
+  transport::TransportOptions o;
+  o.kind = TransportKind::kShm;
+  auto ctx = transport::Context::Create(o);
+  ROS2_ASSERT_OK(ctx);
+  auto worker = (*ctx)->CreateWorker("victim");
+  ROS2_ASSERT_OK(worker);
+  auto& w = static_cast<transport::WorkerImpl&>(**worker);
+  static transport::cma::Token copy;  // where the engine reads the token back
+  copy = *token;
+  std::array<uint8_t, transport::wire::kHelloProofSize> proof{};
+  const auto addr = reinterpret_cast<uint64_t>(copy.data());
+  std::memcpy(proof.data(), copy.data(), copy.size());
+  std::memcpy(proof.data() + copy.size(), &addr, sizeof(addr));
+  w.rewrite_hello_for_testing = [&](transport::wire::Message& m) { m.capability = proof; };
+  const std::string target = a.TargetAddress();
+  auto ep = w.Connect(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(target.data()), target.size()));
+  ROS2_ASSERT_OK(ep);
+  EXPECT_EQ((*ep)->info().bulk_mode, transport::BulkMode::kCma) << "the victim's token was evicted by the flood";
+  ep->reset();
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, OversizedSharedSegmentsAreNotMapped) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  const uint64_t before = a.EngineVmSize();
+  auto r = RunAttacker("big-segments", a.Args({"count=8", fmt::format("size={}", uint64_t{2} << 40)}));
+  EXPECT_EQ(r["segments_served"].text, "0");
+  EXPECT_EQ(r["segments_refused"].text, "8");
+  EXPECT_EQ(r["first_refusal"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["first_refusal"].text;
+  EXPECT_NE(r["first_refusal"].text.find("max_segment_size"), std::string::npos) << r["first_refusal"].text;
+  ASSERT_TRUE(r.count("engine_vm_bytes"));
+  EXPECT_LT(std::stoull(r["engine_vm_bytes"].text), before + (uint64_t{64} << 30))
+      << "the engine mapped the attacker's segments";
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, CmaFromMemoryThatBlocksCannotStallTheTarget) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  // While the attacker's stalled memory is in place, the victim's calls
+  // (on the same target thread) complete well within their deadline.
+  Status victim_call;
+  std::vector<std::byte> got(4096);
+  auto r = RunAttacker("cma-stall", a.Args({"len=65536", "hold_ms=4000"}), "attack", [&] {
+    obj::FetchRequest f{a.victim->Header(0), a.victim_oid, "d", "a", obj::ValueType::kArray, 0, 4096, 1};
+    transport::CallOptions o;
+    o.timeout = std::chrono::milliseconds(2000);
+    o.capability = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(a.victim->capability.data()),
+                                            a.victim->capability.size());
+    o.bulk_in = got;
+    const auto payload = obj::Encode(f);
+    victim_call = a.victim->endpoint(0).CallSync(static_cast<uint16_t>(obj::Opcode::kFetch), payload, o).status();
+  });
+  EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["attack"].text;
+  EXPECT_NE(r["attack"].text.find("shared segments"), std::string::npos) << r["attack"].text;
+  EXPECT_TRUE(victim_call.ok()) << "the victim's call stalled behind the attacker's copy: " << victim_call.ToString();
+  EXPECT_EQ(got, std::vector<std::byte>(a.victim_data.begin(), a.victim_data.begin() + 4096));
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, HelloFloodIsBoundedPerPeerAndTimesOut) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 64, max_connections_per_peer: 8, unauthenticated_timeout: 1s"));
+  auto r = RunAttacker("conn-flood", a.Args({"count=40", "hold_ms=3000"}));
+  EXPECT_EQ(r["connected"].text, "8");
+  EXPECT_EQ(r["refused"].text, "32");
+  EXPECT_EQ(r["first_refusal"].code, static_cast<int>(Status::Code::kDisconnected)) << r["first_refusal"].text;
+  EXPECT_NE(r["first_refusal"].text.find("max_connections_per_peer"), std::string::npos) << r["first_refusal"].text;
+  EXPECT_EQ(r["closed"].text, "8") << "connections that never authenticated were kept";
+  EXPECT_NE(r["first_close"].text.find("unauthenticated_timeout"), std::string::npos) << r["first_close"].text;
+  // The victim's connections authenticated with their first request and stay.
+  ROS2_ASSERT_OK(a.victim->endpoint(0).status());
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(TransportAttack, HelloFloodEvictsOnlyUnauthenticatedConnections) {
+  Arena a;
+  // The victim and the attacker's container session hold 2 of the 6.
+  ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 6, max_connections_per_peer: 64"));
+  ROS2_ASSERT_OK(a.attacker->UpdateArray(a.victim_oid, "d", "a", 0, Pattern(16, 1)));  // authenticates it
+  auto r = RunAttacker("conn-flood", a.Args({"count=20", "hold_ms=200"}));
+  EXPECT_EQ(r["connected"].text, "20");
+  EXPECT_EQ(r["closed"].text, "16") << "the flood was not bounded";
+  EXPECT_NE(r["first_close"].text.find("max_connections"), std::string::npos) << r["first_close"].text;
+  ROS2_ASSERT_OK(a.victim->endpoint(0).status());
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+}  // namespace
+}  // namespace ros2::testing
