@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -55,6 +56,8 @@ struct EngineOptions {
   std::string shutdown_grace = "3s";
   std::string keepalive;    // transport.keepalive, e.g. "10ms"; empty: the default
   std::string target_cpus;  // target_cpus, e.g. "[1, 0]"; empty: unpinned
+  // Extra lines of the control section, each "key: value" without indentation.
+  std::vector<std::string> control_extra;
 };
 
 class EngineProcess {
@@ -72,6 +75,7 @@ class EngineProcess {
   pid_t pid() const { return pid_; }
   const std::string& control() const { return control_; }  // "unix:/.../control.sock" or the joined endpoint
   const std::string& engine_id() const { return engine_id_; }
+  const std::string& tcp() const { return tcp_; }  // the TCP control listener "host:port", if any
   std::string admin_secret_file() const { return options_.data_dir + "/admin.secret"; }
   std::string LogTail() const;
 
@@ -81,6 +85,7 @@ class EngineProcess {
   pid_t pid_ = -1;
   std::string control_;
   std::string engine_id_;
+  std::string tcp_;
 };
 
 }  // namespace ros2::testing
