@@ -172,10 +172,9 @@ Result<Capability> CapabilityVerifier::Verify(std::span<const uint8_t> blob) {
   for (const Uuid& pool : {Uuid(), cap.pool}) {
     auto it = revoked_tenants_.find({cap.tenant, pool});
     if (it != revoked_tenants_.end() && cap.expiry_ms <= it->second) {
-      return Status::Unauthenticated(
-          fmt::format("revoked capability: tenant {} was deleted or its rights on {} changed after session {} got it",
-                      cap.tenant.ToString(), pool.IsNil() ? "every pool" : "pool " + pool.ToString(),
-                      cap.session.ToString()));
+      return Status::Unauthenticated(fmt::format(
+          "revoked capability: tenant {} was deleted or its rights on {} changed after session {} got it",
+          cap.tenant.ToString(), pool.IsNil() ? "every pool" : "pool " + pool.ToString(), cap.session.ToString()));
     }
   }
   if (!cached) {
@@ -225,8 +224,8 @@ void CapabilityVerifier::RevokeTenant(const Uuid& tenant, const Uuid& pool, uint
 uint64_t CapabilityVerifier::MinExpiryFor(const Uuid& tenant) const {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t min = 0;
-  for (auto it = revoked_tenants_.lower_bound({tenant, Uuid()}); it != revoked_tenants_.end() && it->first.first == tenant;
-       ++it) {
+  for (auto it = revoked_tenants_.lower_bound({tenant, Uuid()});
+       it != revoked_tenants_.end() && it->first.first == tenant; ++it) {
     min = std::max(min, it->second + 1);
   }
   return min;

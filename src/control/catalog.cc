@@ -405,8 +405,8 @@ Rights SetEntry(google::protobuf::RepeatedPtrField<rpc::AclEntry>* acl, const Pr
 }  // namespace
 
 Result<std::vector<rpc::AclEntry>> Catalog::SetAcl(const Principal& who, std::string_view pool,
-                                                   std::string_view container, std::string_view tenant,
-                                                   uint32_t rights, AclChange* change) {
+                                                   std::string_view container, std::string_view tenant, uint32_t rights,
+                                                   AclChange* change) {
   ROS2_RETURN_IF_ERROR(ValidateRights(rights, "set acl"));
   ROS2_RETURN_IF_ERROR(ValidateName(tenant, "tenant name"));
   ROS2_ASSIGN_OR_RETURN(Principal target, tenants_->Lookup(tenant));

@@ -171,7 +171,8 @@ Status IssueCertificate(const std::string& ca_dir, const CertificateOptions& opt
   CertPtr ca_cert(PEM_read_bio_X509(cert_bio.get(), nullptr, nullptr, nullptr));
   KeyPtr ca_key(PEM_read_bio_PrivateKey(key_bio.get(), nullptr, nullptr, nullptr));
   if (!ca_cert || !ca_key) {
-    return Status::InvalidArgument(fmt::format("certificates: {} does not hold a readable CA (ca.crt, ca.key)", ca_dir));
+    return Status::InvalidArgument(
+        fmt::format("certificates: {} does not hold a readable CA (ca.crt, ca.key)", ca_dir));
   }
   if (X509_check_private_key(ca_cert.get(), ca_key.get()) != 1) {
     return Status::InvalidArgument(fmt::format("certificates: ca.key in {} does not match ca.crt", ca_dir));

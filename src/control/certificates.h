@@ -25,9 +25,9 @@ inline constexpr const char* kEngineCertFile = "engine.crt";
 inline constexpr const char* kEngineKeyFile = "engine.key";
 
 struct CertificateOptions {
-  std::string common_name;          // the subject CN
-  std::vector<std::string> names;   // subject alternative names: host names or IP addresses
-  int days = 825;                   // validity
+  std::string common_name;         // the subject CN
+  std::vector<std::string> names;  // subject alternative names: host names or IP addresses
+  int days = 825;                  // validity
 };
 
 // Creates DIR/ca.crt and DIR/ca.key (DIR is created, mode 0700). AlreadyExists

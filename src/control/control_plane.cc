@@ -100,8 +100,8 @@ Status ControlPlane::Init() {
   if (created) ROS2_LOG_INFO("control: created the admin tenant; its secret is in {}", admin_secret_path());
   ROS2_ASSIGN_OR_RETURN(system_map_, SystemMap::Load(store_.get()));
   catalog_ = std::make_unique<Catalog>(store_.get(), tenants_.get(), system_map_.get(), options_.hooks);
-  sessions_ = std::make_unique<SessionTable>(store_.get(), verifier_.get(), [this] { return NowMs(); },
-                                             options_.session_limits);
+  sessions_ = std::make_unique<SessionTable>(
+      store_.get(), verifier_.get(), [this] { return NowMs(); }, options_.session_limits);
   ROS2_RETURN_IF_ERROR(sessions_->LoadRevocations(NowMs()));
   management_ = std::make_unique<ManagementService>(this);
   session_ = std::make_unique<SessionService>(this);

@@ -132,8 +132,8 @@ grpc::Status ManagementService::SetAcl(grpc::ServerContext* ctx, const rpc::SetA
                                        rpc::SetAclResponse* resp) {
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.SetAcl", [&](const Principal& who) -> Status {
     Catalog::AclChange change;
-    ROS2_ASSIGN_OR_RETURN(auto acl, plane_->catalog().SetAcl(who, req->pool(), req->container(), req->tenant(),
-                                                             req->rights(), &change));
+    ROS2_ASSIGN_OR_RETURN(
+        auto acl, plane_->catalog().SetAcl(who, req->pool(), req->container(), req->tenant(), req->rights(), &change));
     // A right taken away revokes what the tenant holds on the pool: the
     // capabilities issued before the new ACL was stored (it reconnects and
     // gets capabilities under the new ACL).

@@ -117,8 +117,8 @@ void TenantRegistry::RecordFailure(const std::string& name) {
   f.last = now;
   if (f.count >= limits_.max_failures) {
     const uint32_t doublings = std::min<uint32_t>(f.count - limits_.max_failures, 20);
-    auto lock_for = std::min<std::chrono::milliseconds>(limits_.lockout * (int64_t{1} << doublings),
-                                                        limits_.max_lockout);
+    auto lock_for =
+        std::min<std::chrono::milliseconds>(limits_.lockout * (int64_t{1} << doublings), limits_.max_lockout);
     f.locked_until = now + lock_for;
   }
 }

@@ -50,12 +50,12 @@ struct Principal {
 Status ValidateName(std::string_view name, std::string_view what);
 
 struct AuthLimits {
-  uint32_t max_failures = 5;                          // per name, in a row, before a lockout
-  std::chrono::milliseconds lockout{1000};            // first lockout; doubles per further failure
+  uint32_t max_failures = 5;                // per name, in a row, before a lockout
+  std::chrono::milliseconds lockout{1000};  // first lockout; doubles per further failure
   std::chrono::milliseconds max_lockout{60'000};
-  double failures_per_second = 20;                    // registry-wide failure budget
+  double failures_per_second = 20;  // registry-wide failure budget
   double failure_burst = 100;
-  size_t max_tracked_names = 10000;                   // names with recent failures kept in memory
+  size_t max_tracked_names = 10000;  // names with recent failures kept in memory
 };
 
 class TenantRegistry {

@@ -73,11 +73,11 @@ Status ApplyTransport(const YAML::Node& node, const std::string& where, transpor
 }
 
 Status ApplyControl(const YAML::Node& node, const std::string& where, ControlConfig* c) {
-  ROS2_RETURN_IF_ERROR(CheckKnownKeys(node, where,
-                                      {"socket", "listen", "join", "join_tenant", "join_secret_file", "address",
-                                       "capability_lifetime", "sync_interval", "revocation_sync", "fail_closed_after",
-                                       "pbkdf2_iterations", "max_sessions_per_tenant", "tls_cert", "tls_key", "tls_ca",
-                                       "join_tls_name", "insecure_tcp"}));
+  ROS2_RETURN_IF_ERROR(
+      CheckKnownKeys(node, where,
+                     {"socket", "listen", "join", "join_tenant", "join_secret_file", "address", "capability_lifetime",
+                      "sync_interval", "revocation_sync", "fail_closed_after", "pbkdf2_iterations",
+                      "max_sessions_per_tenant", "tls_cert", "tls_key", "tls_ca", "join_tls_name", "insecure_tcp"}));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "tls_cert", &c->tls_cert));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "tls_key", &c->tls_key));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "tls_ca", &c->tls_ca));
@@ -96,7 +96,8 @@ Status ApplyControl(const YAML::Node& node, const std::string& where, ControlCon
   uint64_t iterations = c->pbkdf2_iterations;
   ROS2_RETURN_IF_ERROR(ReadUint(node, where, "pbkdf2_iterations", &iterations));
   if (iterations < 1000 || iterations > 10'000'000) {
-    return Status::InvalidArgument(fmt::format("{}.pbkdf2_iterations: {} is outside [1000, 10000000]", where, iterations));
+    return Status::InvalidArgument(
+        fmt::format("{}.pbkdf2_iterations: {} is outside [1000, 10000000]", where, iterations));
   }
   c->pbkdf2_iterations = static_cast<uint32_t>(iterations);
   uint64_t sessions = c->max_sessions_per_tenant;
@@ -228,8 +229,8 @@ Status FinalizeEngineConfig(EngineConfig* config) {
   }
   const ControlConfig& c = config->control;
   if (c.tls_cert.empty() != c.tls_key.empty()) {
-    return Status::InvalidArgument(fmt::format("{}: control.tls_cert and control.tls_key: give both or neither",
-                                               config->origin));
+    return Status::InvalidArgument(
+        fmt::format("{}: control.tls_cert and control.tls_key: give both or neither", config->origin));
   }
   if (!c.listen.empty() && c.tls_cert.empty() && !c.insecure_tcp) {
     return Status::InvalidArgument(fmt::format(

@@ -44,8 +44,8 @@ namespace ros2::engine {
 
 struct JoinedSyncOptions {
   std::string data_dir;
-  std::chrono::milliseconds interval{2000};              // shard reconciliation
-  std::chrono::milliseconds revocation_interval{200};    // revocation sync
+  std::chrono::milliseconds interval{2000};            // shard reconciliation
+  std::chrono::milliseconds revocation_interval{200};  // revocation sync
   control::CapabilityVerifier* verifier = nullptr;
   // Shards opened since start (ram-class shards have no directory to list).
   std::function<std::vector<std::pair<Uuid, Uuid>>()> opened_shards;
@@ -56,8 +56,8 @@ struct JoinedSyncOptions {
 class JoinedSync {
  public:
   // `revocations` is used by the revocation thread only (its own deadline).
-  JoinedSync(std::unique_ptr<control::ManagementClient> client,
-             std::unique_ptr<control::ManagementClient> revocations, JoinedSyncOptions options);
+  JoinedSync(std::unique_ptr<control::ManagementClient> client, std::unique_ptr<control::ManagementClient> revocations,
+             JoinedSyncOptions options);
   ~JoinedSync();  // stops the thread
   JoinedSync(const JoinedSync&) = delete;
   JoinedSync& operator=(const JoinedSync&) = delete;

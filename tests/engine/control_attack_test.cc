@@ -168,15 +168,15 @@ TEST(ControlAttack, LoginRacingDeleteDoesNotKeepTheDeletedSecret) {
     ASSERT_TRUE(secret.ok()) << secret.status().ToString();
     const control::Credentials racer{name, *secret};
     auto racer_mgmt = ClientAs(c, racer);
-    std::thread login([&] { (void)racer_mgmt->ListPools(); });  // first login: the slow check
+    std::thread login([&] { (void)racer_mgmt->ListPools(); });   // first login: the slow check
     std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the check is running: delete now
     ROS2_ASSERT_OK(c.mgmt->DeleteTenant(name));
     login.join();
     auto after = racer_mgmt->ListPools();
     ASSERT_FALSE(after.ok()) << "round " << round << ": the deleted tenant's secret still authenticates";
     EXPECT_EQ(after.status().code(), Status::Code::kUnauthenticated) << after.status().ToString();
-    auto connect = control::SessionClient(*control::MakeControlChannel({.address = c.engine->control()}))
-                       .Connect("p", racer);
+    auto connect =
+        control::SessionClient(*control::MakeControlChannel({.address = c.engine->control()})).Connect("p", racer);
     EXPECT_EQ(connect.status().code(), Status::Code::kUnauthenticated) << connect.status().ToString();
   }
   auto st = c.mgmt->GetEngineStatus();
@@ -333,7 +333,8 @@ TEST(ControlAttack, GuessesOverManyNamesExhaustABudgetNotTheCpu) {
     last = ClientAs(c, {"name-" + std::to_string(attempts), "guess"})->ListPools().status();
     if (last.code() == Status::Code::kBusy) break;
   }
-  ASSERT_EQ(last.code(), Status::Code::kBusy) << "400 failed logins over 400 names, none throttled: " << last.ToString();
+  ASSERT_EQ(last.code(), Status::Code::kBusy)
+      << "400 failed logins over 400 names, none throttled: " << last.ToString();
   EXPECT_NE(last.message().find("too many failed"), std::string::npos) << last.ToString();
   EXPECT_TRUE(alice->ListPools().ok()) << "the logged-in victim was locked out";
   EXPECT_TRUE(c.mgmt->GetEngineStatus().ok());

@@ -73,8 +73,8 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
           info.data_dir, info.pid, info.targets, info.storage_class, info.transport, info.control,
           info.admin_secret_file, info.log_file, info.data_dir);
       if (!info.listen.empty()) {
-        human += fmt::format("  TCP (TLS) endpoint: {}; clients and joining engines trust {}\n", info.listen,
-                             info.tls_ca);
+        human +=
+            fmt::format("  TCP (TLS) endpoint: {}; clients and joining engines trust {}\n", info.listen, info.tls_ca);
       }
       return CommandOutput{human, info.ToJson()};
     };

@@ -1,6 +1,5 @@
 #include "ctl_context.h"
 
-
 #include <fmt/format.h>
 
 #include "control/control_channel.h"

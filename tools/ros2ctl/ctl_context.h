@@ -53,5 +53,4 @@ class CtlContext {
   std::unique_ptr<control::ManagementClient> management_;
 };
 
-
 }  // namespace ros2::ctl

@@ -225,10 +225,10 @@ std::string EngineConfigYaml(const ClusterUpOptions& o) {
       "{listen}",
       fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("targets", o.targets),
       fmt::arg("cls", o.storage_class), fmt::arg("size", o.shard_size),
-      fmt::arg("listen", o.listen.empty() ? std::string()
-                                          : fmt::format("  listen: {}\n  tls_cert: {}/tls/{}\n  tls_key: {}/tls/{}\n",
-                                                        o.listen, o.data_dir, control::kEngineCertFile, o.data_dir,
-                                                        control::kEngineKeyFile)),
+      fmt::arg("listen", o.listen.empty()
+                             ? std::string()
+                             : fmt::format("  listen: {}\n  tls_cert: {}/tls/{}\n  tls_key: {}/tls/{}\n", o.listen,
+                                           o.data_dir, control::kEngineCertFile, o.data_dir, control::kEngineKeyFile)),
       fmt::arg("cpus", o.target_cpus.empty() ? std::string()
                                              : fmt::format("target_cpus: [{}]\n", fmt::join(o.target_cpus, ", "))));
 }

@@ -206,8 +206,7 @@ TEST(Ros2ctlCliTest, CertCommandsAndATlsListener) {
   CommandResult tls =
       dir->CtlBare({"--control", tcp, "--tls-ca", ca_crt, "--secret-file", secret, "--json", "pool", "list"});
   EXPECT_EQ(tls.exit_code, 0) << tls.err;
-  CommandResult plain =
-      dir->CtlBare({"--control", tcp, "--secret-file", secret, "--rpc-timeout", "3", "pool", "list"});
+  CommandResult plain = dir->CtlBare({"--control", tcp, "--secret-file", secret, "--rpc-timeout", "3", "pool", "list"});
   EXPECT_NE(plain.exit_code, 0) << "a plaintext client was served on the TCP listener: " << plain.out;
   CommandResult down = dir->Ctl({"cluster", "down", "--timeout", "30", "--force"});
   EXPECT_EQ(down.exit_code, 0) << down.err;
