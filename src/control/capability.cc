@@ -126,6 +126,16 @@ uint64_t CapabilityVerifier::NowMs() const {
 }
 
 Result<Capability> CapabilityVerifier::Verify(std::span<const uint8_t> blob) {
+  if (int64_t grace = fresh_grace_ns_.load(std::memory_order_acquire); grace != 0) {
+    const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    const int64_t as_of = fresh_as_of_ns_.load(std::memory_order_acquire);
+    if (now - as_of > grace) {
+      return Status::Busy(fmt::format(
+          "engine refuses every capability (fail closed): its revocation list from {} is {} ms old, the limit is {} "
+          "ms; the management endpoint is unreachable",
+          fresh_source_, (now - as_of) / 1'000'000, grace / 1'000'000));
+    }
+  }
   // Malformed sizes never reach the cache; Decode names the problem.
   if (blob.size() != Capability::kEncodedSize) return Capability::Decode(blob).status();
   Blob cache_key;
@@ -158,6 +168,14 @@ Result<Capability> CapabilityVerifier::Verify(std::span<const uint8_t> blob) {
   if (revoked_.count(cap.session) != 0) {
     return Status::Unauthenticated(
         fmt::format("revoked capability: session {} was closed or revoked", cap.session.ToString()));
+  }
+  for (const Uuid& pool : {Uuid(), cap.pool}) {
+    auto it = revoked_tenants_.find({cap.tenant, pool});
+    if (it != revoked_tenants_.end() && cap.expiry_ms <= it->second) {
+      return Status::Unauthenticated(fmt::format(
+          "revoked capability: tenant {} was deleted or its rights on {} changed after session {} got it",
+          cap.tenant.ToString(), pool.IsNil() ? "every pool" : "pool " + pool.ToString(), cap.session.ToString()));
+    }
   }
   if (!cached) {
     if (verified_.size() >= options_.cache_capacity) verified_.clear();
@@ -197,10 +215,40 @@ bool CapabilityVerifier::IsRevoked(const Uuid& session) const {
   return revoked_.count(session) != 0;
 }
 
+void CapabilityVerifier::RevokeTenant(const Uuid& tenant, const Uuid& pool, uint64_t cutoff_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t& cutoff = revoked_tenants_[{tenant, pool}];
+  cutoff = std::max(cutoff, cutoff_ms);
+}
+
+uint64_t CapabilityVerifier::MinExpiryFor(const Uuid& tenant) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  uint64_t min = 0;
+  for (auto it = revoked_tenants_.lower_bound({tenant, Uuid()});
+       it != revoked_tenants_.end() && it->first.first == tenant; ++it) {
+    min = std::max(min, it->second + 1);
+  }
+  return min;
+}
+
 void CapabilityVerifier::PurgeExpiredRevocations() {
   uint64_t now = NowMs();
   std::lock_guard<std::mutex> lock(mu_);
   std::erase_if(revoked_, [now](const auto& entry) { return entry.second <= now; });
+  std::erase_if(revoked_tenants_, [now](const auto& entry) { return entry.second <= now; });
+}
+
+void CapabilityVerifier::RequireFreshness(std::chrono::milliseconds grace, std::string source) {
+  fresh_source_ = std::move(source);
+  fresh_as_of_ns_.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_release);
+  fresh_grace_ns_.store(std::max<int64_t>(1, std::chrono::nanoseconds(grace).count()), std::memory_order_release);
+}
+
+void CapabilityVerifier::MarkFresh(std::chrono::steady_clock::time_point as_of) {
+  const int64_t t = as_of.time_since_epoch().count();
+  int64_t prev = fresh_as_of_ns_.load(std::memory_order_relaxed);
+  while (prev < t && !fresh_as_of_ns_.compare_exchange_weak(prev, t, std::memory_order_release)) {
+  }
 }
 
 }  // namespace ros2::control

@@ -17,12 +17,15 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 #include "common/status.h"
 #include "common/uuid.h"
@@ -80,6 +83,17 @@ class CapabilitySigner {
 // Blobs whose signature verified are cached (keyed by the whole blob, bounded),
 // so a repeated capability costs a hash lookup instead of an HMAC; expiry and
 // revocation are still checked on every call.
+//
+// Two kinds of revocation: a session (Disconnect: every capability of the
+// session) and a tenant cut-off (an ACL change or a deleted tenant: every
+// capability of the tenant, on one pool or on all, whose expiry is at or
+// before the cut-off, i.e. every one issued before the revocation).
+//
+// A verifier fed from a remote management endpoint (a joined engine) can be
+// made to fail closed: after RequireFreshness(grace), Verify refuses every
+// capability (Busy) unless MarkFresh() was called less than `grace` ago, so
+// an engine that lost its management endpoint stops trusting its revocation
+// list within `grace`.
 class CapabilityVerifier {
  public:
   struct Options {
@@ -92,7 +106,9 @@ class CapabilityVerifier {
 
   // Decodes and authenticates a blob. Errors, each with its own message:
   //   InvalidArgument  — malformed (size, magic, version, reserved bits, rights)
-  //   Unauthenticated  — forged (HMAC mismatch), expired, or session revoked
+  //   Unauthenticated  — forged (HMAC mismatch), expired, or revoked (session
+  //                      closed, tenant deleted, ACL narrowed)
+  //   Busy             — fail closed: no fresh revocation list (RequireFreshness)
   Result<Capability> Verify(std::span<const uint8_t> blob);
 
   // Verify() plus the authorisation of one operation: the capability must be
@@ -105,8 +121,24 @@ class CapabilityVerifier {
   // entry may be forgotten (the latest expiry of its capabilities).
   void Revoke(const Uuid& session, uint64_t until_ms);
   bool IsRevoked(const Uuid& session) const;
+  // Refuses every capability of `tenant` for `pool` (nil: for every pool)
+  // whose expiry is at or before `cutoff_ms`. The entry may be forgotten at
+  // `cutoff_ms`: every capability it refuses has expired by then.
+  void RevokeTenant(const Uuid& tenant, const Uuid& pool, uint64_t cutoff_ms);
+  // The lowest expiry a capability of `tenant` issued now must have so that no
+  // recorded cut-off of the tenant refuses it (0 when there is none).
+  uint64_t MinExpiryFor(const Uuid& tenant) const;
   // Forgets revocations whose capabilities have all expired.
   void PurgeExpiredRevocations();
+
+  // Fail closed (see the class comment): from now on Verify refuses every
+  // capability unless MarkFresh() was called less than `grace` ago. `source`
+  // names the management endpoint in the error. The first MarkFresh() counts
+  // from this call.
+  void RequireFreshness(std::chrono::milliseconds grace, std::string source);
+  // The revocation list is complete as of `as_of` (the steady-clock time the
+  // sync request was sent, not when its answer arrived).
+  void MarkFresh(std::chrono::steady_clock::time_point as_of);
 
   uint64_t cache_hits() const { return cache_hits_.load(std::memory_order_relaxed); }
   uint64_t cache_misses() const { return cache_misses_.load(std::memory_order_relaxed); }
@@ -128,6 +160,13 @@ class CapabilityVerifier {
   mutable std::mutex mu_;
   std::unordered_map<Blob, Capability, BlobHash> verified_;  // GUARDED_BY(mu_)
   std::unordered_map<Uuid, uint64_t, UuidHash> revoked_;     // GUARDED_BY(mu_)
+  // (tenant, pool or nil) -> cut-off expiry. GUARDED_BY(mu_)
+  std::map<std::pair<Uuid, Uuid>, uint64_t> revoked_tenants_;
+  // Fail closed: 0 = off; else the grace (ns) and the steady-clock time (ns
+  // since its epoch) of the latest MarkFresh.
+  std::atomic<int64_t> fresh_grace_ns_{0};
+  std::atomic<int64_t> fresh_as_of_ns_{0};
+  std::string fresh_source_;  // set before fresh_grace_ns_ (release), read after it (acquire)
   std::atomic<uint64_t> cache_hits_{0};
   std::atomic<uint64_t> cache_misses_{0};
 };

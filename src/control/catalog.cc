@@ -54,13 +54,51 @@ Result<std::optional<Uuid>> ParseIdentifier(std::string_view ident, std::string_
 
 }  // namespace
 
-Rights EffectiveRights(const Principal& who, const std::string& owner,
+Rights EffectiveRights(const Principal& who, const std::string& owner_uuid,
                        const google::protobuf::RepeatedPtrField<rpc::AclEntry>& acl) {
-  if (who.is_admin() || who.name == owner) return kAllRights;
+  if (who.is_admin()) return kAllRights;
+  if (who.uuid.IsNil()) return 0;
+  const std::string me = who.uuid.ToString();
+  if (me == owner_uuid) return kAllRights;
   for (const auto& e : acl) {
-    if (e.tenant() == who.name) return static_cast<Rights>(e.rights() & kAllRights);
+    if (e.tenant_uuid() == me) return static_cast<Rights>(e.rights() & kAllRights);
   }
   return 0;
+}
+
+namespace {
+// Schema 1 records named tenants only: resolve the names that exist now.
+void UpgradeOwnerAndAcl(TenantRegistry* tenants, const std::string& owner, std::string* owner_uuid,
+                        google::protobuf::RepeatedPtrField<rpc::AclEntry>* acl) {
+  if (owner_uuid->empty()) {
+    auto p = tenants->Lookup(owner);
+    if (p.ok()) *owner_uuid = p->uuid.ToString();
+  }
+  for (auto& e : *acl) {
+    if (!e.tenant_uuid().empty()) continue;
+    auto p = tenants->Lookup(e.tenant());
+    if (p.ok()) e.set_tenant_uuid(p->uuid.ToString());
+  }
+}
+}  // namespace
+
+Status UpgradeCatalogToTenantUuids(StateStore* store, TenantRegistry* tenants, StoreBatch* batch) {
+  ROS2_ASSIGN_OR_RETURN(auto pools, store->Scan("pool/"));
+  for (const auto& [key, value] : pools) {
+    rpc::PoolRecord rec;
+    if (!rec.ParseFromString(value)) return Status::Corruption(fmt::format("state store: {} does not parse", key));
+    rpc::PoolInfo* info = rec.mutable_info();
+    UpgradeOwnerAndAcl(tenants, info->owner(), info->mutable_owner_uuid(), info->mutable_acl());
+    batch->Put(key, rec.SerializeAsString());
+  }
+  ROS2_ASSIGN_OR_RETURN(auto conts, store->Scan("cont/"));
+  for (const auto& [key, value] : conts) {
+    rpc::ContainerInfo info;
+    if (!info.ParseFromString(value)) return Status::Corruption(fmt::format("state store: {} does not parse", key));
+    UpgradeOwnerAndAcl(tenants, info.owner(), info.mutable_owner_uuid(), info.mutable_acl());
+    batch->Put(key, info.SerializeAsString());
+  }
+  return Status::Ok();
 }
 
 Catalog::Catalog(StateStore* store, TenantRegistry* tenants, SystemMap* system_map, EngineHooks* hooks)
@@ -115,7 +153,7 @@ Result<rpc::ContainerInfo> Catalog::LoadContainerLocked(const rpc::PoolRecord& p
 Result<rpc::PoolRecord> Catalog::LoadPoolWithRightLocked(const Principal& who, std::string_view pool, Rights required,
                                                          std::string_view operation) {
   ROS2_ASSIGN_OR_RETURN(rpc::PoolRecord rec, LoadPoolLocked(pool));
-  Rights have = EffectiveRights(who, rec.info().owner(), rec.info().acl());
+  Rights have = EffectiveRights(who, rec.info().owner_uuid(), rec.info().acl());
   if (!HasRights(have, required)) {
     return Status::PermissionDenied(fmt::format("tenant '{}' may not {} pool '{}': it needs '{}' and holds '{}'",
                                                 who.name, operation, rec.info().label(), RightsToString(required),
@@ -197,6 +235,7 @@ Result<rpc::PoolInfo> Catalog::CreatePool(const Principal& who, std::string_view
   info->set_label(std::string(label));
   info->set_size_bytes(size_bytes);
   info->set_owner(who.name);
+  info->set_owner_uuid(who.uuid.ToString());
   info->set_created_ms(HybridClock::WallMillis());
   rpc::PoolMap map = BuildPoolMap(rec);
   uint64_t capacity = 0;
@@ -222,7 +261,7 @@ Result<std::vector<rpc::PoolInfo>> Catalog::ListPools(const Principal& who) {
   for (const auto& [key, value] : rows) {
     rpc::PoolRecord rec;
     if (!rec.ParseFromString(value)) return Status::Corruption(fmt::format("state store: {} does not parse", key));
-    if (EffectiveRights(who, rec.info().owner(), rec.info().acl()) == 0) continue;
+    if (EffectiveRights(who, rec.info().owner_uuid(), rec.info().acl()) == 0) continue;
     ROS2_ASSIGN_OR_RETURN(rpc::PoolInfo info, WithRuntimeLocked(rec));
     out.push_back(std::move(info));
   }
@@ -280,6 +319,7 @@ Result<rpc::ContainerInfo> Catalog::CreateContainer(const Principal& who, std::s
   info.set_pool_uuid(pool_uuid);
   *info.mutable_properties() = props;
   info.set_owner(who.name);
+  info.set_owner_uuid(who.uuid.ToString());
   info.set_created_ms(HybridClock::WallMillis());
   ROS2_RETURN_IF_ERROR(hooks_->OnContainerCreate(info).WithContext(fmt::format("create container '{}'", label)));
   StoreBatch b;
@@ -308,8 +348,8 @@ Result<rpc::ContainerInfo> Catalog::QueryContainer(const Principal& who, std::st
   std::lock_guard<std::mutex> lock(mu_);
   ROS2_ASSIGN_OR_RETURN(rpc::PoolRecord rec, LoadPoolLocked(pool));
   ROS2_ASSIGN_OR_RETURN(rpc::ContainerInfo info, LoadContainerLocked(rec, container));
-  Rights pool_rights = EffectiveRights(who, rec.info().owner(), rec.info().acl());
-  Rights cont_rights = EffectiveRights(who, info.owner(), info.acl());
+  Rights pool_rights = EffectiveRights(who, rec.info().owner_uuid(), rec.info().acl());
+  Rights cont_rights = EffectiveRights(who, info.owner_uuid(), info.acl());
   if (!HasRights(pool_rights, kRightRead) && !HasRights(cont_rights, kRightRead)) {
     return Status::PermissionDenied(
         fmt::format("tenant '{}' may not query container '{}': no read right on it", who.name, info.label()));
@@ -321,7 +361,7 @@ Status Catalog::DestroyContainer(const Principal& who, std::string_view pool, st
   std::lock_guard<std::mutex> lock(mu_);
   ROS2_ASSIGN_OR_RETURN(rpc::PoolRecord rec, LoadPoolLocked(pool));
   ROS2_ASSIGN_OR_RETURN(rpc::ContainerInfo info, LoadContainerLocked(rec, container));
-  Rights have = EffectiveRights(who, info.owner(), info.acl());
+  Rights have = EffectiveRights(who, info.owner_uuid(), info.acl());
   if (!HasRights(have, kRightDelete)) {
     return Status::PermissionDenied(fmt::format("tenant '{}' may not destroy container '{}': it holds '{}'", who.name,
                                                 info.label(), RightsToString(have)));
@@ -340,52 +380,63 @@ Status Catalog::DestroyContainer(const Principal& who, std::string_view pool, st
 }
 
 namespace {
-void SetEntry(google::protobuf::RepeatedPtrField<rpc::AclEntry>* acl, std::string_view tenant, uint32_t rights) {
+// Sets the entry of `tenant` (matched by UUID); returns its previous rights.
+Rights SetEntry(google::protobuf::RepeatedPtrField<rpc::AclEntry>* acl, const Principal& tenant, uint32_t rights) {
+  const std::string uuid = tenant.uuid.ToString();
   for (int i = 0; i < acl->size(); ++i) {
-    if (acl->Get(i).tenant() == tenant) {
+    if (acl->Get(i).tenant_uuid() == uuid) {
+      Rights before = static_cast<Rights>(acl->Get(i).rights() & kAllRights);
       if (rights == 0) {
         acl->DeleteSubrange(i, 1);
       } else {
         acl->Mutable(i)->set_rights(rights);
+        acl->Mutable(i)->set_tenant(tenant.name);
       }
-      return;
+      return before;
     }
   }
-  if (rights == 0) return;
+  if (rights == 0) return 0;
   rpc::AclEntry* e = acl->Add();
-  e->set_tenant(std::string(tenant));
+  e->set_tenant(tenant.name);
+  e->set_tenant_uuid(uuid);
   e->set_rights(rights);
+  return 0;
 }
 }  // namespace
 
 Result<std::vector<rpc::AclEntry>> Catalog::SetAcl(const Principal& who, std::string_view pool,
-                                                   std::string_view container, std::string_view tenant,
-                                                   uint32_t rights) {
+                                                   std::string_view container, std::string_view tenant, uint32_t rights,
+                                                   AclChange* change) {
   ROS2_RETURN_IF_ERROR(ValidateRights(rights, "set acl"));
   ROS2_RETURN_IF_ERROR(ValidateName(tenant, "tenant name"));
-  ROS2_RETURN_IF_ERROR(tenants_->Lookup(tenant).status());
+  ROS2_ASSIGN_OR_RETURN(Principal target, tenants_->Lookup(tenant));
   std::lock_guard<std::mutex> lock(mu_);
   ROS2_ASSIGN_OR_RETURN(rpc::PoolRecord rec, LoadPoolLocked(pool));
   google::protobuf::RepeatedPtrField<rpc::AclEntry> result;
+  Rights before = 0;
   if (container.empty()) {
-    Rights have = EffectiveRights(who, rec.info().owner(), rec.info().acl());
+    Rights have = EffectiveRights(who, rec.info().owner_uuid(), rec.info().acl());
     if (!HasRights(have, kRightAdmin)) {
       return Status::PermissionDenied(
           fmt::format("tenant '{}' may not change the ACL of pool '{}': no admin right", who.name, rec.info().label()));
     }
-    SetEntry(rec.mutable_info()->mutable_acl(), tenant, rights);
+    before = SetEntry(rec.mutable_info()->mutable_acl(), target, rights);
     ROS2_RETURN_IF_ERROR(store_->Put(PoolKey(rec.info().uuid()), rec.SerializeAsString()));
     result = rec.info().acl();
   } else {
     ROS2_ASSIGN_OR_RETURN(rpc::ContainerInfo info, LoadContainerLocked(rec, container));
-    Rights have = EffectiveRights(who, info.owner(), info.acl());
+    Rights have = EffectiveRights(who, info.owner_uuid(), info.acl());
     if (!HasRights(have, kRightAdmin)) {
       return Status::PermissionDenied(
           fmt::format("tenant '{}' may not change the ACL of container '{}': no admin right", who.name, info.label()));
     }
-    SetEntry(info.mutable_acl(), tenant, rights);
+    before = SetEntry(info.mutable_acl(), target, rights);
     ROS2_RETURN_IF_ERROR(store_->Put(ContKey(rec.info().uuid(), info.uuid()), info.SerializeAsString()));
     result = info.acl();
+  }
+  if (change != nullptr) {
+    auto pool_uuid = Uuid::Parse(rec.info().uuid());
+    *change = AclChange{target.uuid, pool_uuid.ok() ? *pool_uuid : Uuid(), before, static_cast<Rights>(rights)};
   }
   return std::vector<rpc::AclEntry>(result.begin(), result.end());
 }
@@ -396,7 +447,7 @@ Result<Catalog::PoolAccess> Catalog::AccessPool(const Principal& who, std::strin
   PoolAccess access;
   ROS2_ASSIGN_OR_RETURN(access.info, WithRuntimeLocked(rec));
   access.map = BuildPoolMap(rec);
-  access.rights = EffectiveRights(who, rec.info().owner(), rec.info().acl());
+  access.rights = EffectiveRights(who, rec.info().owner_uuid(), rec.info().acl());
   return access;
 }
 
@@ -406,7 +457,7 @@ Result<Catalog::ContainerAccess> Catalog::AccessContainer(const Principal& who, 
   ROS2_ASSIGN_OR_RETURN(rpc::PoolRecord rec, LoadPoolLocked(pool_uuid));
   ROS2_ASSIGN_OR_RETURN(rpc::ContainerInfo info, LoadContainerLocked(rec, container));
   ContainerAccess access;
-  access.rights = EffectiveRights(who, info.owner(), info.acl());
+  access.rights = EffectiveRights(who, info.owner_uuid(), info.acl());
   if (access.rights == 0) {
     return Status::PermissionDenied(fmt::format("tenant '{}' has no access to container '{}' of pool '{}'", who.name,
                                                 info.label(), rec.info().label()));

@@ -52,10 +52,19 @@ class Catalog {
   Result<rpc::ContainerInfo> QueryContainer(const Principal& who, std::string_view pool, std::string_view container);
   Status DestroyContainer(const Principal& who, std::string_view pool, std::string_view container);
 
+  // What SetAcl changed: the tenant and pool concerned, and the rights of the
+  // tenant's entry before and after (0: no entry).
+  struct AclChange {
+    Uuid tenant;
+    Uuid pool;
+    Rights before = 0;
+    Rights after = 0;
+  };
   // Sets `tenant`'s rights on the pool (container empty) or the container;
-  // rights 0 removes the entry. Needs the admin right on the object.
+  // rights 0 removes the entry. Needs the admin right on the object. Entries
+  // name the tenant by UUID. `change` (may be null) receives what changed.
   Result<std::vector<rpc::AclEntry>> SetAcl(const Principal& who, std::string_view pool, std::string_view container,
-                                            std::string_view tenant, uint32_t rights);
+                                            std::string_view tenant, uint32_t rights, AclChange* change = nullptr);
 
   // Session support: the pool (with runtime fields), its map and `who`'s rights
   // on it; PermissionDenied unless those include `required`.
@@ -97,8 +106,15 @@ class Catalog {
   std::mutex mu_;
 };
 
-// The rights `who` holds on an object with this owner and ACL.
-Rights EffectiveRights(const Principal& who, const std::string& owner,
+// The rights `who` holds on an object with this owner (tenant UUID text) and
+// ACL; entries match by tenant UUID.
+Rights EffectiveRights(const Principal& who, const std::string& owner_uuid,
                        const google::protobuf::RepeatedPtrField<rpc::AclEntry>& acl);
+
+// Fills owner_uuid and the ACL entries' tenant_uuid of records stored before
+// tenants were named by UUID (state store schema 1), from the tenants of
+// those names that exist now; entries naming no existing tenant match nobody.
+// Part of ControlPlane's schema upgrade.
+Status UpgradeCatalogToTenantUuids(StateStore* store, TenantRegistry* tenants, StoreBatch* batch);
 
 }  // namespace ros2::control

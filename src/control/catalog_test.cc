@@ -101,8 +101,8 @@ TEST_F(CatalogTest, TenantSecretsAreStoredOnlyAsSaltedHashes) {
   EXPECT_TRUE(plane_->tenants().Authenticate("carol", *generated).ok());
   ASSERT_TRUE(plane_->tenants().DeleteTenant("alice").ok());
   EXPECT_FALSE(plane_->tenants().Authenticate("alice", "alice-secret").ok());
-  EXPECT_EQ(plane_->tenants().DeleteTenant("alice").code(), Status::Code::kNotFound);
-  EXPECT_EQ(plane_->tenants().DeleteTenant("admin").code(), Status::Code::kInvalidArgument);
+  EXPECT_EQ(plane_->tenants().DeleteTenant("alice").status().code(), Status::Code::kNotFound);
+  EXPECT_EQ(plane_->tenants().DeleteTenant("admin").status().code(), Status::Code::kInvalidArgument);
 }
 
 TEST_F(CatalogTest, PoolLifecycleAndBadInput) {
@@ -330,7 +330,9 @@ TEST_F(CatalogTest, RevocationSurvivesRestart) {
   auto pool = catalog().CreatePool(admin_, "rv", 64 << 20, 0);
   ASSERT_TRUE(pool.ok());
   Uuid pool_uuid = *Uuid::Parse(pool->uuid());
-  SessionRecord s = plane_->sessions().Open(alice_, pool_uuid, plane_->NowMs() + 60'000);
+  auto opened = plane_->sessions().Open(alice_, pool_uuid, plane_->NowMs() + 60'000);
+  ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+  SessionRecord s = *opened;
   Capability cap{alice_.uuid, pool_uuid, Uuid(), s.session, kRightRead, s.expiry_ms};
   auto blob = plane_->signer().Sign(cap);
   ASSERT_TRUE(blob.ok());
@@ -412,6 +414,91 @@ TEST(CatalogHooksTest, EngineHooksSeeLifecycleAndReportUsage) {
   EXPECT_EQ(hooks.containers_created, 1);
   EXPECT_EQ(hooks.containers_destroyed, 1);
   EXPECT_EQ(hooks.pools_destroyed, 1);
+}
+
+TEST_F(CatalogTest, CloseRevokesUntilEveryExtendBeforeItAndExtendAfterItFails) {
+  auto pool = catalog().CreatePool(admin_, "race", 64 << 20, 0);
+  ASSERT_TRUE(pool.ok());
+  const Uuid pool_uuid = *Uuid::Parse(pool->uuid());
+  const uint64_t now = plane_->NowMs();
+  auto s = plane_->sessions().Open(alice_, pool_uuid, now + 1000);
+  ASSERT_TRUE(s.ok());
+  const std::string id = s->session.ToString();
+  // An OpenContainer reserved a later expiry before the Disconnect ...
+  ASSERT_TRUE(plane_->sessions().Extend(id, alice_, now + 60'000).ok());
+  ASSERT_TRUE(plane_->sessions().Close(id, alice_).ok());
+  // ... so the revocation lasts as long as that capability.
+  auto revoked = plane_->sessions().ListRevocations(now + 2000);
+  ASSERT_TRUE(revoked.ok());
+  ASSERT_EQ(revoked->size(), 1u);
+  EXPECT_EQ(revoked->front().session, s->session);
+  EXPECT_EQ(revoked->front().until_ms, now + 60'000);
+  // One after the Disconnect issues nothing.
+  EXPECT_EQ(plane_->sessions().Extend(id, alice_, now + 90'000).status().code(), Status::Code::kNotFound);
+}
+
+TEST_F(CatalogTest, TenantCutOffRefusesOlderCapabilitiesAndSurvivesRestart) {
+  auto pool = catalog().CreatePool(admin_, "cut", 64 << 20, 0);
+  ASSERT_TRUE(pool.ok());
+  const Uuid pool_uuid = *Uuid::Parse(pool->uuid());
+  const uint64_t now = plane_->NowMs();
+  auto sign = [&](uint64_t expiry) {
+    Capability cap{alice_.uuid, pool_uuid, Uuid(), Uuid::Generate(), kRightRead, expiry};
+    return *plane_->signer().Sign(cap);
+  };
+  auto verify = [&](const std::string& blob) {
+    return plane_->verifier().Verify(std::span(reinterpret_cast<const uint8_t*>(blob.data()), blob.size()));
+  };
+  const std::string old_cap = sign(now + 30'000);
+  ASSERT_TRUE(verify(old_cap).ok());
+  const uint64_t cutoff = plane_->RevocationCutoff();
+  ASSERT_TRUE(plane_->sessions().RevokeTenant(alice_.uuid, pool_uuid, cutoff, false).ok());
+  EXPECT_EQ(verify(old_cap).status().code(), Status::Code::kUnauthenticated);
+  EXPECT_EQ(plane_->verifier().MinExpiryFor(alice_.uuid), cutoff + 1);
+  auto window = plane_->BeginIssue(alice_);
+  ASSERT_TRUE(window.ok());
+  EXPECT_TRUE(verify(sign(plane_->ExpiryFor(*window))).ok()) << "a capability issued after the cut-off is refused";
+  // Bob is not concerned; the cut-off survives a restart.
+  Capability bobs{bob_.uuid, pool_uuid, Uuid(), Uuid::Generate(), kRightRead, now + 30'000};
+  std::string bob_blob = *plane_->signer().Sign(bobs);
+  EXPECT_TRUE(verify(bob_blob).ok());
+  plane_.reset();
+  Open();
+  EXPECT_EQ(verify(old_cap).status().code(), Status::Code::kUnauthenticated);
+  // A deleted tenant cannot start issuing any more.
+  ASSERT_TRUE(plane_->tenants().DeleteTenant("alice").ok());
+  EXPECT_EQ(plane_->BeginIssue(alice_).status().code(), Status::Code::kUnauthenticated);
+}
+
+TEST_F(CatalogTest, AclEntriesMatchTheTenantUuidNotTheName) {
+  auto pool = catalog().CreatePool(admin_, "named", 64 << 20, 0);
+  ASSERT_TRUE(pool.ok());
+  Catalog::AclChange change;
+  ASSERT_TRUE(catalog().SetAcl(admin_, "named", "", "alice", kRightRead, &change).ok());
+  EXPECT_EQ(change.tenant, alice_.uuid);
+  EXPECT_EQ(change.before, 0);
+  EXPECT_EQ(change.after, kRightRead);
+  EXPECT_TRUE(catalog().QueryPool(alice_, "named").ok());
+  ASSERT_TRUE(plane_->tenants().DeleteTenant("alice").ok());
+  ASSERT_TRUE(plane_->tenants().CreateTenant("alice", "new-secret").ok());
+  const Principal reborn = *plane_->tenants().Lookup("alice");
+  ASSERT_NE(reborn.uuid, alice_.uuid);
+  EXPECT_EQ(catalog().QueryPool(reborn, "named").status().code(), Status::Code::kPermissionDenied);
+  auto pools = catalog().ListPools(reborn);
+  ASSERT_TRUE(pools.ok());
+  EXPECT_TRUE(pools->empty());
+}
+
+TEST_F(CatalogTest, GuessingLocksTheNameButNotARememberedSecret) {
+  ASSERT_TRUE(plane_->tenants().Authenticate("alice", "alice-secret").ok());  // remembered
+  Status last;
+  for (int i = 0; i < 6; ++i) last = plane_->tenants().Authenticate("alice", "guess").status();
+  EXPECT_EQ(last.code(), Status::Code::kUnauthenticated);
+  EXPECT_NE(last.message().find("locked"), std::string::npos) << last.ToString();
+  EXPECT_TRUE(plane_->tenants().Authenticate("alice", "alice-secret").ok());
+  // Unknown names are locked the same way.
+  for (int i = 0; i < 6; ++i) last = plane_->tenants().Authenticate("nobody", "guess").status();
+  EXPECT_NE(last.message().find("locked"), std::string::npos) << last.ToString();
 }
 
 }  // namespace

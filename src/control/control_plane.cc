@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -16,7 +17,9 @@ namespace ros2::control {
 namespace {
 constexpr std::string_view kCapabilityKeyKey = "meta/capability-key";
 constexpr std::string_view kSchemaKey = "meta/schema";
-constexpr std::string_view kSchemaVersion = "1";
+constexpr std::string_view kMaxLifetimeKey = "meta/max-capability-lifetime-ms";
+// 2: owners and ACL entries name tenants by UUID (1: by name).
+constexpr std::string_view kSchemaVersion = "2";
 }  // namespace
 
 ControlPlane::ControlPlane(ControlPlaneOptions options)
@@ -69,10 +72,13 @@ Status ControlPlane::Init() {
   }
   ROS2_ASSIGN_OR_RETURN(store_, StateStore::Open(options_.data_dir + "/control-db"));
   auto schema = store_->Get(kSchemaKey);
+  std::string upgrade_from;
   if (schema.ok()) {
-    if (*schema != kSchemaVersion) {
+    if (*schema == "1") {
+      upgrade_from = *schema;
+    } else if (*schema != kSchemaVersion) {
       return Status::NotSupported(
-          fmt::format("state store schema version '{}', this build reads '{}'", *schema, kSchemaVersion));
+          fmt::format("state store schema version '{}', this build reads '1' and '{}'", *schema, kSchemaVersion));
     }
   } else if (schema.status().IsNotFound()) {
     ROS2_RETURN_IF_ERROR(store_->Put(std::string(kSchemaKey), std::string(kSchemaVersion)));
@@ -80,22 +86,71 @@ Status ControlPlane::Init() {
     return schema.status();
   }
   ROS2_RETURN_IF_ERROR(LoadOrCreateKey());
+  ROS2_RETURN_IF_ERROR(LoadMaxLifetime());
   ROS2_ASSIGN_OR_RETURN(CapabilitySigner signer, CapabilitySigner::Create(key_));
   signer_ = std::make_unique<CapabilitySigner>(std::move(signer));
   CapabilityVerifier::Options vopts;
   vopts.now_ms = options_.now_ms;
   ROS2_ASSIGN_OR_RETURN(verifier_, CapabilityVerifier::Create(key_, vopts));
 
-  ROS2_ASSIGN_OR_RETURN(tenants_, TenantRegistry::Create(store_.get(), options_.pbkdf2_iterations));
+  ROS2_ASSIGN_OR_RETURN(tenants_,
+                        TenantRegistry::Create(store_.get(), options_.pbkdf2_iterations, options_.auth_limits));
   ROS2_ASSIGN_OR_RETURN(bool created, tenants_->Bootstrap(admin_secret_path()));
+  if (!upgrade_from.empty()) ROS2_RETURN_IF_ERROR(UpgradeSchema(upgrade_from));
   if (created) ROS2_LOG_INFO("control: created the admin tenant; its secret is in {}", admin_secret_path());
   ROS2_ASSIGN_OR_RETURN(system_map_, SystemMap::Load(store_.get()));
   catalog_ = std::make_unique<Catalog>(store_.get(), tenants_.get(), system_map_.get(), options_.hooks);
-  sessions_ = std::make_unique<SessionTable>(store_.get(), verifier_.get(), [this] { return NowMs(); });
+  sessions_ = std::make_unique<SessionTable>(
+      store_.get(), verifier_.get(), [this] { return NowMs(); }, options_.session_limits);
   ROS2_RETURN_IF_ERROR(sessions_->LoadRevocations(NowMs()));
   management_ = std::make_unique<ManagementService>(this);
   session_ = std::make_unique<SessionService>(this);
   return Status::Ok();
+}
+
+Status ControlPlane::UpgradeSchema(const std::string& from) {
+  StoreBatch b;
+  ROS2_RETURN_IF_ERROR(UpgradeCatalogToTenantUuids(store_.get(), tenants_.get(), &b));
+  b.Put(std::string(kSchemaKey), std::string(kSchemaVersion));
+  ROS2_RETURN_IF_ERROR(store_->Write(b));
+  ROS2_LOG_INFO("control: state store upgraded from schema {} to {} (tenants named by UUID)", from, kSchemaVersion);
+  return Status::Ok();
+}
+
+Status ControlPlane::LoadMaxLifetime() {
+  const uint64_t lifetime = static_cast<uint64_t>(options_.capability_lifetime.count()) * 1000;
+  auto stored = store_->Get(kMaxLifetimeKey);
+  uint64_t max = lifetime;
+  if (stored.ok()) {
+    max = std::max<uint64_t>(max, std::strtoull(stored->c_str(), nullptr, 10));
+  } else if (!stored.status().IsNotFound()) {
+    return stored.status();
+  }
+  if (!stored.ok() || max != std::strtoull(stored->c_str(), nullptr, 10)) {
+    ROS2_RETURN_IF_ERROR(store_->Put(std::string(kMaxLifetimeKey), std::to_string(max)));
+  }
+  max_lifetime_ms_ = max;
+  return Status::Ok();
+}
+
+Result<IssueWindow> ControlPlane::BeginIssue(const Principal& who) {
+  // Order matters (docs/control-plane.md, "Revocation"): the time and the
+  // tenant's cut-offs first, then the check that the tenant still exists; the
+  // caller reads the rights after this.
+  IssueWindow w;
+  w.now_ms = NowMs();
+  w.min_expiry_ms = verifier_->MinExpiryFor(who.uuid);
+  ROS2_RETURN_IF_ERROR(tenants_->CheckCurrent(who));
+  return w;
+}
+
+uint64_t ControlPlane::ExpiryFor(const IssueWindow& window) const {
+  return std::max(window.now_ms + static_cast<uint64_t>(options_.capability_lifetime.count()) * 1000,
+                  window.min_expiry_ms);
+}
+
+uint64_t ControlPlane::RevocationCutoff() const {
+  return NowMs() + max_lifetime_ms_;
 }
 
 void ControlPlane::RegisterServices(grpc::ServerBuilder* builder) {

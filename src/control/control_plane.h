@@ -45,6 +45,16 @@ struct ControlPlaneOptions {
   uint32_t pbkdf2_iterations = 10000;              // for newly stored secrets
   EngineHooks* hooks = nullptr;                    // optional; must outlive the plane
   std::function<uint64_t()> now_ms = nullptr;      // wall clock (ms); tests inject one
+  SessionLimits session_limits;                    // open sessions per tenant and in all
+  AuthLimits auth_limits;                          // lockout and failure budget of logins
+};
+
+// The start of issuing a capability to an authenticated tenant
+// (ControlPlane::BeginIssue): taken BEFORE the rights are read, so a
+// revocation recorded after the rights were read always covers the capability.
+struct IssueWindow {
+  uint64_t now_ms = 0;
+  uint64_t min_expiry_ms = 0;  // above every cut-off recorded for the tenant so far
 };
 
 class ControlPlane {
@@ -69,6 +79,15 @@ class ControlPlane {
   const CapabilitySigner& signer() const { return *signer_; }
   const CapabilityKey& capability_key() const { return key_; }
 
+  // Starts issuing a capability to `who`: Unauthenticated when the tenant was
+  // deleted since it authenticated. Then read its rights, then sign with
+  // ExpiryFor(window).
+  Result<IssueWindow> BeginIssue(const Principal& who);
+  uint64_t ExpiryFor(const IssueWindow& window) const;
+  // The cut-off of a tenant revocation made now: later than the expiry of
+  // every capability issued so far (now + the longest lifetime ever used).
+  uint64_t RevocationCutoff() const;
+
   // Path of the admin secret file written at the first start.
   std::string admin_secret_path() const;
   const ControlPlaneOptions& options() const { return options_; }
@@ -85,6 +104,8 @@ class ControlPlane {
   explicit ControlPlane(ControlPlaneOptions options);
   Status Init();
   Status LoadOrCreateKey();
+  Status UpgradeSchema(const std::string& from);
+  Status LoadMaxLifetime();
 
   ControlPlaneOptions options_;
   std::chrono::steady_clock::time_point started_;
@@ -93,6 +114,7 @@ class ControlPlane {
   std::unique_ptr<SystemMap> system_map_;
   std::unique_ptr<Catalog> catalog_;
   CapabilityKey key_{};
+  uint64_t max_lifetime_ms_ = 0;  // the longest capability lifetime any start of this store used
   std::unique_ptr<CapabilitySigner> signer_;
   std::unique_ptr<CapabilityVerifier> verifier_;
   std::unique_ptr<SessionTable> sessions_;

@@ -141,6 +141,16 @@ Result<size_t> ManagementClient::SyncRevocations(CapabilityVerifier* verifier) {
                         CallControl(stub_.get(), &Stub::ListRevocations, rpc::ListRevocationsRequest(), credentials_,
                                     timeout_, "Management.ListRevocations"));
   for (const auto& r : resp.revocations()) {
+    if (r.session_uuid().empty()) {
+      auto tenant = Uuid::Parse(r.tenant_uuid());
+      auto pool = r.pool_uuid().empty() ? Result<Uuid>(Uuid()) : Uuid::Parse(r.pool_uuid());
+      if (!tenant.ok() || tenant->IsNil() || !pool.ok()) {
+        return Status::Protocol(fmt::format("Management.ListRevocations: bad tenant revocation '{}' / '{}'",
+                                            r.tenant_uuid(), r.pool_uuid()));
+      }
+      verifier->RevokeTenant(*tenant, *pool, r.until_ms());
+      continue;
+    }
     auto session = Uuid::Parse(r.session_uuid());
     if (!session.ok()) {
       return Status::Protocol(fmt::format("Management.ListRevocations: bad session uuid '{}'", r.session_uuid()));

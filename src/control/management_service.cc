@@ -109,7 +109,12 @@ grpc::Status ManagementService::DeleteTenant(grpc::ServerContext* ctx, const rpc
                                              rpc::DeleteTenantResponse* /*resp*/) {
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.DeleteTenant", [&](const Principal& who) -> Status {
     ROS2_RETURN_IF_ERROR(RequireAdmin(who, "delete tenants"));
-    return plane_->tenants().DeleteTenant(req->name());
+    ROS2_ASSIGN_OR_RETURN(Principal gone, plane_->tenants().DeleteTenant(req->name()));
+    // After the record is gone (BeginIssue refuses the tenant from here on):
+    // every capability issued to it so far expires before the cut-off.
+    ROS2_RETURN_IF_ERROR(plane_->sessions().RevokeTenant(gone.uuid, Uuid(), plane_->RevocationCutoff(), true));
+    ROS2_LOG_INFO("control: deleted tenant {} ({}) and revoked its capabilities", gone.name, gone.uuid.ToString());
+    return Status::Ok();
   });
 }
 
@@ -126,8 +131,18 @@ grpc::Status ManagementService::ListTenants(grpc::ServerContext* ctx, const rpc:
 grpc::Status ManagementService::SetAcl(grpc::ServerContext* ctx, const rpc::SetAclRequest* req,
                                        rpc::SetAclResponse* resp) {
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.SetAcl", [&](const Principal& who) -> Status {
-    ROS2_ASSIGN_OR_RETURN(auto acl,
-                          plane_->catalog().SetAcl(who, req->pool(), req->container(), req->tenant(), req->rights()));
+    Catalog::AclChange change;
+    ROS2_ASSIGN_OR_RETURN(
+        auto acl, plane_->catalog().SetAcl(who, req->pool(), req->container(), req->tenant(), req->rights(), &change));
+    // A right taken away revokes what the tenant holds on the pool: the
+    // capabilities issued before the new ACL was stored (it reconnects and
+    // gets capabilities under the new ACL).
+    if ((change.before & ~change.after) != 0 && !change.pool.IsNil()) {
+      ROS2_RETURN_IF_ERROR(
+          plane_->sessions().RevokeTenant(change.tenant, change.pool, plane_->RevocationCutoff(), false));
+      ROS2_LOG_INFO("control: rights of tenant {} on pool {} narrowed from '{}' to '{}': its capabilities revoked",
+                    req->tenant(), change.pool.ToString(), RightsToString(change.before), RightsToString(change.after));
+    }
     for (auto& e : acl) *resp->add_acl() = std::move(e);
     return Status::Ok();
   });
@@ -188,10 +203,15 @@ grpc::Status ManagementService::ListRevocations(grpc::ServerContext* ctx, const 
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.ListRevocations", [&](const Principal& who) -> Status {
     ROS2_RETURN_IF_ERROR(RequireAdmin(who, "list revocations"));
     ROS2_ASSIGN_OR_RETURN(auto revoked, plane_->sessions().ListRevocations(plane_->NowMs()));
-    for (const auto& [session, until] : revoked) {
+    for (const auto& rec : revoked) {
       rpc::Revocation* r = resp->add_revocations();
-      r->set_session_uuid(session.ToString());
-      r->set_until_ms(until);
+      if (!rec.session.IsNil()) {
+        r->set_session_uuid(rec.session.ToString());
+      } else {
+        r->set_tenant_uuid(rec.tenant.ToString());
+        if (!rec.pool.IsNil()) r->set_pool_uuid(rec.pool.ToString());
+      }
+      r->set_until_ms(rec.until_ms);
     }
     return Status::Ok();
   });

@@ -10,10 +10,11 @@ namespace ros2::control {
 grpc::Status SessionService::Connect(grpc::ServerContext* ctx, const rpc::ConnectRequest* req,
                                      rpc::ConnectResponse* resp) {
   return ServeAuthenticated(plane_->tenants(), ctx, "Session.Connect", [&](const Principal& who) -> Status {
+    ROS2_ASSIGN_OR_RETURN(IssueWindow window, plane_->BeginIssue(who));
     ROS2_ASSIGN_OR_RETURN(Catalog::PoolAccess access, plane_->catalog().AccessPool(who, req->pool(), kRightRead));
     ROS2_ASSIGN_OR_RETURN(Uuid pool, Uuid::Parse(access.info.uuid()));
-    uint64_t expiry = plane_->NowMs() + static_cast<uint64_t>(plane_->options().capability_lifetime.count()) * 1000;
-    SessionRecord session = plane_->sessions().Open(who, pool, expiry);
+    uint64_t expiry = plane_->ExpiryFor(window);
+    ROS2_ASSIGN_OR_RETURN(SessionRecord session, plane_->sessions().Open(who, pool, expiry));
     Capability cap{who.uuid, pool, Uuid(), session.session, access.rights, expiry};
     ROS2_ASSIGN_OR_RETURN(std::string blob, plane_->signer().Sign(cap));
     resp->set_session_uuid(session.session.ToString());
@@ -30,6 +31,7 @@ grpc::Status SessionService::OpenContainer(grpc::ServerContext* ctx, const rpc::
                                            rpc::OpenContainerResponse* resp) {
   return ServeAuthenticated(plane_->tenants(), ctx, "Session.OpenContainer", [&](const Principal& who) -> Status {
     ROS2_RETURN_IF_ERROR(ValidateRights(req->rights(), "open container: requested rights"));
+    ROS2_ASSIGN_OR_RETURN(IssueWindow window, plane_->BeginIssue(who));
     ROS2_ASSIGN_OR_RETURN(SessionRecord session, plane_->sessions().Find(req->session_uuid(), who));
     ROS2_ASSIGN_OR_RETURN(Catalog::ContainerAccess access,
                           plane_->catalog().AccessContainer(who, session.pool.ToString(), req->container()));
@@ -40,10 +42,13 @@ grpc::Status SessionService::OpenContainer(grpc::ServerContext* ctx, const rpc::
                                                   RightsToString(access.rights)));
     }
     ROS2_ASSIGN_OR_RETURN(Uuid container, Uuid::Parse(access.info.uuid()));
-    uint64_t expiry = plane_->NowMs() + static_cast<uint64_t>(plane_->options().capability_lifetime.count()) * 1000;
+    uint64_t expiry = plane_->ExpiryFor(window);
+    // Extend before signing, atomically with the session's lookup: a
+    // Disconnect racing this call either wins (NotFound here) or revokes the
+    // session until at least this expiry.
+    ROS2_RETURN_IF_ERROR(plane_->sessions().Extend(req->session_uuid(), who, expiry).status());
     Capability cap{who.uuid, session.pool, container, session.session, wanted, expiry};
     ROS2_ASSIGN_OR_RETURN(std::string blob, plane_->signer().Sign(cap));
-    plane_->sessions().Extend(session.session, expiry);
     *resp->mutable_container() = std::move(access.info);
     resp->set_capability(std::move(blob));
     resp->set_rights(wanted);

@@ -58,15 +58,69 @@ Status ValidateName(std::string_view name, std::string_view what) {
   return Status::Ok();
 }
 
-TenantRegistry::TenantRegistry(StateStore* store, uint32_t iterations, HmacSha256 memo_hmac)
-    : store_(store), iterations_(iterations), memo_hmac_(std::move(memo_hmac)) {}
+TenantRegistry::TenantRegistry(StateStore* store, uint32_t iterations, HmacSha256 memo_hmac, AuthLimits limits)
+    : store_(store),
+      iterations_(iterations),
+      memo_hmac_(std::move(memo_hmac)),
+      limits_(limits),
+      budget_(limits.failure_burst),
+      budget_at_(std::chrono::steady_clock::now()) {}
 
-Result<std::unique_ptr<TenantRegistry>> TenantRegistry::Create(StateStore* store, uint32_t pbkdf2_iterations) {
+Result<std::unique_ptr<TenantRegistry>> TenantRegistry::Create(StateStore* store, uint32_t pbkdf2_iterations,
+                                                               AuthLimits limits) {
   if (pbkdf2_iterations == 0) return Status::InvalidArgument("tenant registry: PBKDF2 iterations must be positive");
   std::array<uint8_t, 32> memo_key{};
   ROS2_RETURN_IF_ERROR(RandomBytes(memo_key));
   ROS2_ASSIGN_OR_RETURN(HmacSha256 hmac, HmacSha256::Create(memo_key));
-  return std::unique_ptr<TenantRegistry>(new TenantRegistry(store, pbkdf2_iterations, std::move(hmac)));
+  std::unique_ptr<TenantRegistry> r(new TenantRegistry(store, pbkdf2_iterations, std::move(hmac), limits));
+  ROS2_RETURN_IF_ERROR(RandomBytes(r->dummy_salt_));
+  return r;
+}
+
+Status TenantRegistry::AdmitAttempt(const std::string& name, const Status& denied) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(limit_mu_);
+  auto it = failures_.find(name);
+  if (it != failures_.end() && now < it->second.locked_until) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(it->second.locked_until - now);
+    return Status::Unauthenticated(fmt::format("{}: {} failed attempts in a row, locked for {} ms more",
+                                               denied.message(), it->second.count, left.count() + 1));
+  }
+  const double elapsed = std::chrono::duration<double>(now - budget_at_).count();
+  budget_ = std::min(limits_.failure_burst, budget_ + elapsed * limits_.failures_per_second);
+  budget_at_ = now;
+  if (budget_ < 1) {
+    return Status::Busy(
+        fmt::format("authentication of tenant '{}' refused: too many failed authentications on this endpoint, try "
+                    "again in a second",
+                    name));
+  }
+  return Status::Ok();
+}
+
+void TenantRegistry::RecordFailure(const std::string& name) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(limit_mu_);
+  budget_ = std::max(0.0, budget_ - 1);
+  auto it = failures_.find(name);
+  if (it == failures_.end()) {
+    if (failures_.size() >= limits_.max_tracked_names) {
+      // Forget names that failed long ago; when every entry is recent the
+      // registry-wide budget still bounds the work.
+      std::erase_if(failures_, [&](const auto& e) { return now - e.second.last > limits_.max_lockout; });
+      if (failures_.size() >= limits_.max_tracked_names) return;
+    }
+    it = failures_.emplace(name, Failures{}).first;
+  }
+  Failures& f = it->second;
+  f.count++;
+  f.last = now;
+  if (f.count >= limits_.max_failures) {
+    const uint32_t doublings = std::min<uint32_t>(f.count - limits_.max_failures, 20);
+    auto lock_for =
+        std::min<std::chrono::milliseconds>(limits_.lockout * (int64_t{1} << doublings), limits_.max_lockout);
+    f.locked_until = now + lock_for;
+  }
 }
 
 Result<bool> TenantRegistry::Bootstrap(const std::string& admin_secret_path) {
@@ -97,23 +151,45 @@ Result<Principal> TenantRegistry::Authenticate(std::string_view name, std::strin
   if (name.empty()) return Status::Unauthenticated("missing credentials: no tenant name (metadata 'ros2-tenant')");
   if (secret.empty() || secret.size() > kMaxSecret) return denied;
   ROS2_ASSIGN_OR_RETURN(Sha256Digest memo, memo_hmac_.Compute(AsBytes(secret)));
+  const std::string key_name(name);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = memo_.find(std::string(name));
+    auto it = memo_.find(key_name);
     if (it != memo_.end() && ConstantTimeEqual(it->second.first, memo)) return it->second.second;
   }
-  auto raw = store_->Get(fmt::format("{}{}", kTenantPrefix, name));
-  if (!raw.ok()) return raw.status().IsNotFound() ? denied : raw.status();
+  ROS2_RETURN_IF_ERROR(AdmitAttempt(key_name, denied));
+  const std::string key = fmt::format("{}{}", kTenantPrefix, name);
+  auto raw = store_->Get(key);
+  if (!raw.ok() && !raw.status().IsNotFound()) return raw.status();
   rpc::TenantRecord rec;
-  if (!rec.ParseFromString(*raw) || rec.uuid().size() != 16) {
+  if (raw.ok() && (!rec.ParseFromString(*raw) || rec.uuid().size() != 16)) {
     return Status::Corruption(fmt::format("state store: tenant record '{}' does not parse", name));
   }
+  if (!raw.ok()) {
+    // Unknown name: the same derivation as a wrong secret, so the time taken
+    // does not reveal which names exist.
+    (void)Pbkdf2Sha256(secret, dummy_salt_, iterations_);
+    RecordFailure(key_name);
+    return denied;
+  }
   ROS2_ASSIGN_OR_RETURN(Sha256Digest hash, Pbkdf2Sha256(secret, AsBytes(rec.salt()), rec.iterations()));
-  if (!ConstantTimeEqual(hash, AsBytes(rec.secret_hash()))) return denied;
+  if (!ConstantTimeEqual(hash, AsBytes(rec.secret_hash()))) {
+    RecordFailure(key_name);
+    return denied;
+  }
+  {
+    std::lock_guard<std::mutex> lock(limit_mu_);
+    failures_.erase(key_name);
+  }
   std::array<uint8_t, 16> ub{};
   std::copy(rec.uuid().begin(), rec.uuid().end(), ub.begin());
   Principal p{rec.name(), Uuid::FromBytes(ub)};
   std::lock_guard<std::mutex> lock(mu_);
+  // The tenant may have been deleted (or deleted and re-created) during the
+  // derivation: remember the secret only if the record read is still current.
+  // DeleteTenant removes the record and the memo under mu_.
+  auto again = store_->Get(key);
+  if (!again.ok() || *again != *raw) return again.ok() || again.status().IsNotFound() ? denied : again.status();
   memo_[p.name] = {memo, p};
   return p;
 }
@@ -147,7 +223,7 @@ Result<std::string> TenantRegistry::CreateTenant(std::string_view name, std::str
   return chosen;
 }
 
-Status TenantRegistry::DeleteTenant(std::string_view name) {
+Result<Principal> TenantRegistry::DeleteTenant(std::string_view name) {
   if (name == kAdminTenant) return Status::InvalidArgument("the admin tenant cannot be deleted");
   ROS2_RETURN_IF_ERROR(ValidateName(name, "tenant name"));
   std::lock_guard<std::mutex> lock(mu_);
@@ -157,11 +233,24 @@ Status TenantRegistry::DeleteTenant(std::string_view name) {
     return existing.status().IsNotFound() ? Status::NotFound(fmt::format("unknown tenant '{}'", name))
                                           : existing.status();
   }
+  rpc::TenantRecord rec;
+  if (!rec.ParseFromString(*existing) || rec.uuid().size() != 16) {
+    return Status::Corruption(fmt::format("state store: tenant record '{}' does not parse", name));
+  }
   StoreBatch b;
   b.Delete(key);
   ROS2_RETURN_IF_ERROR(store_->Write(b));
   memo_.erase(std::string(name));
-  return Status::Ok();
+  std::array<uint8_t, 16> ub{};
+  std::copy(rec.uuid().begin(), rec.uuid().end(), ub.begin());
+  return Principal{rec.name(), Uuid::FromBytes(ub)};
+}
+
+Status TenantRegistry::CheckCurrent(const Principal& who) const {
+  auto current = Lookup(who.name);
+  if (current.ok() && current->uuid == who.uuid) return Status::Ok();
+  if (!current.ok() && !current.status().IsNotFound()) return current.status();
+  return Status::Unauthenticated(fmt::format("tenant '{}' was deleted", who.name));
 }
 
 Result<std::vector<std::string>> TenantRegistry::ListTenants() const {

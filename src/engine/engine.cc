@@ -139,6 +139,8 @@ Status Engine::StartEmbeddedControl() {
   // Explicit wall clock: the session table calls now_ms without a fallback.
   options.now_ms = [] { return HybridClock::WallMillis(); };
   options.capability_lifetime = std::chrono::duration_cast<std::chrono::seconds>(config_.control.capability_lifetime);
+  options.pbkdf2_iterations = config_.control.pbkdf2_iterations;
+  options.session_limits.max_per_tenant = config_.control.max_sessions_per_tenant;
   auto cp = control::ControlPlane::Open(std::move(options));
   if (!cp.ok()) return cp.status().WithContext("engine: control plane");
   control_ = std::move(*cp);
@@ -222,7 +224,12 @@ Status Engine::RegisterEmbedded() {
   ROS2_RETURN_IF_ERROR(control::AddControlListeningPort(&builder, {.address = control_address_}, nullptr));
   int tcp_port = 0;
   if (!config_.control.listen.empty()) {
-    ROS2_RETURN_IF_ERROR(control::AddControlListeningPort(&builder, {.address = config_.control.listen}, &tcp_port));
+    if (config_.control.tls_cert.empty()) {
+      ROS2_LOG_WARN("engine: control listener {} WITHOUT TLS (control.insecure_tcp): tests only",
+                    config_.control.listen);
+    }
+    ROS2_RETURN_IF_ERROR(control::AddControlListeningPort(
+        &builder, {config_.control.listen, config_.control.tls_cert, config_.control.tls_key}, &tcp_port));
   }
   control_->RegisterServices(&builder);
   grpc_ = builder.BuildAndStart();
@@ -240,7 +247,13 @@ Status Engine::RegisterEmbedded() {
 Status Engine::JoinManagement() {
   auto secret = control::ReadSecretFile(config_.control.join_secret_file);
   if (!secret.ok()) return secret.status().WithContext("engine: control.join_secret_file");
-  auto channel = control::MakeControlChannel({.address = config_.control.join});
+  const bool local = config_.control.join.starts_with("unix:");
+  if (!local && config_.control.tls_ca.empty() && !config_.control.insecure_tcp) {
+    return Status::InvalidArgument(
+        fmt::format("engine: refusing a cleartext join of {}: set control.tls_ca", config_.control.join));
+  }
+  auto channel = control::MakeControlChannel(
+      {config_.control.join, local ? std::string() : config_.control.tls_ca, config_.control.join_tls_name});
   if (!channel.ok()) return channel.status().WithContext(fmt::format("engine: join {}", config_.control.join));
   control::ManagementClient client(*channel, {config_.control.join_tenant, *secret});
   auto reply = client.RegisterEngine(Registration());
@@ -263,6 +276,15 @@ Status Engine::JoinManagement() {
   auto verifier = control::CapabilityVerifier::Create(key);
   if (!verifier.ok()) return verifier.status();
   joined_verifier_ = std::move(*verifier);
+  // The revocations in force before this engine serves anything, then fail
+  // closed whenever they are older than fail_closed_after.
+  control::ManagementClient revocation_client(*channel, {config_.control.join_tenant, *secret},
+                                              config_.control.fail_closed_after);
+  const auto sent = std::chrono::steady_clock::now();
+  auto synced = revocation_client.SyncRevocations(joined_verifier_.get());
+  if (!synced.ok()) return synced.status().WithContext(fmt::format("engine: revocations of {}", config_.control.join));
+  joined_verifier_->RequireFreshness(config_.control.fail_closed_after, config_.control.join);
+  joined_verifier_->MarkFresh(sent);
   env_.verifier.store(joined_verifier_.get(), std::memory_order_release);
   control_address_ = config_.control.join;
   ROS2_LOG_INFO("engine {}: joined {} (map version {})", env_.engine_id.ToString(), config_.control.join,
@@ -271,6 +293,7 @@ Status Engine::JoinManagement() {
   JoinedSyncOptions sync;
   sync.data_dir = config_.data_dir;
   sync.interval = config_.control.sync_interval;
+  sync.revocation_interval = config_.control.revocation_sync;
   sync.verifier = joined_verifier_.get();
   sync.opened_shards = [this] {
     std::lock_guard lock(env_.opened_mu);
@@ -284,9 +307,10 @@ Status Engine::JoinManagement() {
   sync.on_container_destroyed = [this](const Uuid& pool, const Uuid& c) {
     if (!env_.IsDestroyed(pool, c)) (void)OnContainerDestroy(pool, c);
   };
+  const control::Credentials creds{config_.control.join_tenant, *secret};
   joined_sync_ = std::make_unique<JoinedSync>(
-      std::make_unique<control::ManagementClient>(*channel, control::Credentials{config_.control.join_tenant, *secret}),
-      std::move(sync));
+      std::make_unique<control::ManagementClient>(*channel, creds),
+      std::make_unique<control::ManagementClient>(*channel, creds, config_.control.fail_closed_after), std::move(sync));
   joined_sync_->Start();
   return Status::Ok();
 }

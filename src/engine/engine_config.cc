@@ -93,9 +93,16 @@ Status ApplyTransport(const YAML::Node& node, const std::string& where, transpor
 }
 
 Status ApplyControl(const YAML::Node& node, const std::string& where, ControlConfig* c) {
-  ROS2_RETURN_IF_ERROR(CheckKnownKeys(node, where,
-                                      {"socket", "listen", "join", "join_tenant", "join_secret_file", "address",
-                                       "capability_lifetime", "sync_interval"}));
+  ROS2_RETURN_IF_ERROR(
+      CheckKnownKeys(node, where,
+                     {"socket", "listen", "join", "join_tenant", "join_secret_file", "address", "capability_lifetime",
+                      "sync_interval", "revocation_sync", "fail_closed_after", "pbkdf2_iterations",
+                      "max_sessions_per_tenant", "tls_cert", "tls_key", "tls_ca", "join_tls_name", "insecure_tcp"}));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "tls_cert", &c->tls_cert));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "tls_key", &c->tls_key));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "tls_ca", &c->tls_ca));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "join_tls_name", &c->join_tls_name));
+  ROS2_RETURN_IF_ERROR(ReadBool(node, where, "insecure_tcp", &c->insecure_tcp));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "socket", &c->socket));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "listen", &c->listen));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "join", &c->join));
@@ -104,6 +111,30 @@ Status ApplyControl(const YAML::Node& node, const std::string& where, ControlCon
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "address", &c->address));
   ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "capability_lifetime", &c->capability_lifetime));
   ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "sync_interval", &c->sync_interval));
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "revocation_sync", &c->revocation_sync));
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "fail_closed_after", &c->fail_closed_after));
+  uint64_t iterations = c->pbkdf2_iterations;
+  ROS2_RETURN_IF_ERROR(ReadUint(node, where, "pbkdf2_iterations", &iterations));
+  if (iterations < 1000 || iterations > 10'000'000) {
+    return Status::InvalidArgument(
+        fmt::format("{}.pbkdf2_iterations: {} is outside [1000, 10000000]", where, iterations));
+  }
+  c->pbkdf2_iterations = static_cast<uint32_t>(iterations);
+  uint64_t sessions = c->max_sessions_per_tenant;
+  ROS2_RETURN_IF_ERROR(ReadUint(node, where, "max_sessions_per_tenant", &sessions));
+  if (sessions == 0 || sessions > 1'000'000) {
+    return Status::InvalidArgument(
+        fmt::format("{}.max_sessions_per_tenant: {} is outside [1, 1000000]", where, sessions));
+  }
+  c->max_sessions_per_tenant = static_cast<uint32_t>(sessions);
+  if (c->revocation_sync < std::chrono::milliseconds(10)) {
+    return Status::InvalidArgument(fmt::format("{}.revocation_sync: must be at least 10ms", where));
+  }
+  if (c->fail_closed_after < 2 * c->revocation_sync) {
+    return Status::InvalidArgument(
+        fmt::format("{}.fail_closed_after: {} ms must be at least twice revocation_sync ({} ms)", where,
+                    c->fail_closed_after.count(), c->revocation_sync.count()));
+  }
   if (c->sync_interval < std::chrono::milliseconds(100)) {
     return Status::InvalidArgument(fmt::format("{}.sync_interval: must be at least 100ms", where));
   }
@@ -251,6 +282,25 @@ Status FinalizeEngineConfig(EngineConfig* config) {
     return Status::InvalidArgument(
         fmt::format("{}: control.join_secret_file: required with control.join (the secret of tenant '{}')",
                     config->origin, config->control.join_tenant));
+  }
+  const ControlConfig& c = config->control;
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: control.tls_cert and control.tls_key: give both or neither", config->origin));
+  }
+  if (!c.listen.empty() && c.tls_cert.empty() && !c.insecure_tcp) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: control.listen {}: a TCP control listener needs TLS (tenant secrets and the capability key cross it): "
+        "set control.tls_cert and control.tls_key (`ros2ctl cert engine`, or `ros2ctl cluster up --listen`), or "
+        "control.insecure_tcp: true for tests",
+        config->origin, c.listen));
+  }
+  if (!c.join.empty() && !c.join.starts_with("unix:") && c.tls_ca.empty() && !c.insecure_tcp) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: control.join {}: refusing a cleartext join over TCP (the admin secret and the capability key would "
+        "cross the network unencrypted): set control.tls_ca to the cluster CA certificate (`ros2ctl cert ca`), or "
+        "control.insecure_tcp: true for tests",
+        config->origin, c.join));
   }
   auto level = spdlog::level::from_str(config->log_level);
   if (level == spdlog::level::off && config->log_level != "off") {

@@ -13,8 +13,14 @@
 //     listen: 127.0.0.1:0              # optional extra TCP listener
 //     join: unix:/other/control.sock   # register with another engine's control plane
 //     join_secret_file: /other/admin.secret
+//     tls_cert, tls_key: engine.crt/.key   # required with listen (or insecure_tcp: true, tests only)
+//     tls_ca: ca.crt                      # required with a TCP join (or insecure_tcp: true)
 //     address: host name shown in the pool map
 //     capability_lifetime: 1h          # how long issued capabilities stay valid
+//     revocation_sync: 200ms           # joined: how often revocations are fetched
+//     fail_closed_after: 1s            # joined: refuse capabilities after this long without a fetch
+//     pbkdf2_iterations: 10000         # embedded: rounds for stored tenant secrets
+//     max_sessions_per_tenant: 1024    # embedded: open sessions per tenant
 //   shutdown_grace: 5s               # how long in-flight requests may finish
 //   limits:                          # request limits (request_budget.h)
 //     max_epoch_drift: 10s           # client epochs at most this far ahead of wall time
@@ -45,13 +51,34 @@ struct ControlConfig {
   std::string socket;  // "unix:/path" or a bare path; empty: <data_dir>/control.sock
   std::string listen;  // optional "host:port" TCP listener (port 0: any)
   std::string join;    // management endpoint to register with; empty: embed one
+  // TLS of the TCP control endpoints: the certificate and key of `listen`
+  // (signed by the cluster CA, `ros2ctl cert engine`), and the CA certificate
+  // a TCP `join` endpoint must present a certificate of. `join_tls_name`
+  // overrides the name checked in that certificate (default: the join host).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
+  std::string join_tls_name;
+  // Tests only: a TCP listener without TLS and a TCP join without tls_ca.
+  // Without it the engine refuses both at start.
+  bool insecure_tcp = false;
   std::string join_tenant = "admin";
   std::string join_secret_file;                                          // secret of join_tenant (required with join)
   std::string address;                                                   // informative host name; empty: gethostname()
   std::chrono::milliseconds capability_lifetime{std::chrono::hours(1)};  // expiry of issued capabilities
-  // Joined mode: how often revocations and destroyed pools/containers are
-  // fetched from the management endpoint.
+  // Joined mode: how often destroyed pools/containers are fetched from the
+  // management endpoint.
   std::chrono::milliseconds sync_interval{2000};
+  // Joined mode: how often revocations are fetched, and how long the engine
+  // keeps accepting capabilities without a successful fetch (then it refuses
+  // every capability until one succeeds: fail closed). A revocation takes
+  // effect on this engine within fail_closed_after.
+  std::chrono::milliseconds revocation_sync{200};
+  std::chrono::milliseconds fail_closed_after{1000};
+  // Embedded mode: PBKDF2 rounds of newly stored tenant secrets, and the open
+  // sessions one tenant may hold.
+  uint32_t pbkdf2_iterations = 10000;
+  uint32_t max_sessions_per_tenant = 1024;
 };
 
 struct EngineConfig {

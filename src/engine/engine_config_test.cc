@@ -134,6 +134,40 @@ TEST(EngineConfig, ErrorsNameTheKey) {
   EXPECT_NE(st.message().find("join_secret_file"), std::string::npos) << st.ToString();
 }
 
+TEST(EngineConfig, TcpControlNeedsTlsAndJoinedEnginesFailClosed) {
+  EngineConfig c = DefaultEngineConfig();
+  c.data_dir = "/d";
+  c.control.listen = "0.0.0.0:7000";
+  Status st = FinalizeEngineConfig(&c);
+  EXPECT_NE(st.message().find("needs TLS"), std::string::npos) << st.ToString();
+  c.control.tls_cert = "/d/engine.crt";
+  c.control.tls_key = "/d/engine.key";
+  EXPECT_TRUE(FinalizeEngineConfig(&c).ok());
+
+  EngineConfig j = DefaultEngineConfig();
+  j.data_dir = "/d";
+  j.control.join = "10.0.0.1:7000";
+  j.control.join_secret_file = "/d/admin.secret";
+  st = FinalizeEngineConfig(&j);
+  EXPECT_NE(st.message().find("cleartext"), std::string::npos) << st.ToString();
+  j.control.insecure_tcp = true;
+  EXPECT_TRUE(FinalizeEngineConfig(&j).ok());
+  j.control.insecure_tcp = false;
+  j.control.tls_ca = "/d/ca.crt";
+  EXPECT_TRUE(FinalizeEngineConfig(&j).ok());
+  j.control.join = "unix:/other/control.sock";
+  j.control.tls_ca.clear();
+  EXPECT_TRUE(FinalizeEngineConfig(&j).ok()) << "a Unix-socket join is local";
+
+  EngineConfig d = DefaultEngineConfig();
+  EXPECT_EQ(d.control.fail_closed_after, std::chrono::seconds(1));
+  st = Apply("control: { revocation_sync: 800ms, fail_closed_after: 1s }", &d);
+  EXPECT_NE(st.message().find("fail_closed_after"), std::string::npos) << st.ToString();
+  ASSERT_TRUE(Apply("control: { revocation_sync: 100ms, fail_closed_after: 500ms, insecure_tcp: true }", &d).ok());
+  EXPECT_EQ(d.control.fail_closed_after, std::chrono::milliseconds(500));
+  EXPECT_TRUE(d.control.insecure_tcp);
+}
+
 TEST(EngineConfig, TargetCpusAreListedAndMustBeUsable) {
   EngineConfig c = DefaultEngineConfig();
   ASSERT_TRUE(Apply("data_dir: /d\ntarget_cpus: [1, 0]\n", &c).ok());

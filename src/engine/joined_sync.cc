@@ -33,15 +33,20 @@ std::map<Uuid, std::set<Uuid>> LocalShards(const std::string& data_dir) {
 
 }  // namespace
 
-JoinedSync::JoinedSync(std::unique_ptr<control::ManagementClient> client, JoinedSyncOptions options)
-    : client_(std::move(client)), options_(std::move(options)) {}
+JoinedSync::JoinedSync(std::unique_ptr<control::ManagementClient> client,
+                       std::unique_ptr<control::ManagementClient> revocations, JoinedSyncOptions options)
+    : client_(std::move(client)), revocations_(std::move(revocations)), options_(std::move(options)) {}
 
 JoinedSync::~JoinedSync() {
   Stop();
 }
 
 void JoinedSync::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] { Loop(options_.interval, &JoinedSync::RunOnce, "shard reconciliation"); });
+  if (options_.verifier != nullptr) {
+    revocation_thread_ = std::thread(
+        [this] { Loop(options_.revocation_interval, &JoinedSync::SyncRevocationsOnce, "revocation sync"); });
+  }
 }
 
 void JoinedSync::Stop() {
@@ -51,23 +56,33 @@ void JoinedSync::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (revocation_thread_.joinable()) revocation_thread_.join();
 }
 
-void JoinedSync::Loop() {
+void JoinedSync::Loop(std::chrono::milliseconds interval, Status (JoinedSync::*round)(), const char* what) {
   std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, options_.interval, [this] { return stop_; })) {
+  bool failing = false;
+  while (!cv_.wait_for(lock, interval, [this] { return stop_; })) {
     lock.unlock();
-    Status st = RunOnce();
-    if (!st.ok()) ROS2_LOG_WARN("engine: sync with the management endpoint: {}", st.ToString());
+    Status st = (this->*round)();
+    // Log the first failure of a run and the recovery, not every round.
+    if (!st.ok() && !failing) ROS2_LOG_WARN("engine: {} with the management endpoint: {}", what, st.ToString());
+    if (st.ok() && failing) ROS2_LOG_INFO("engine: {} with the management endpoint works again", what);
+    failing = !st.ok();
     lock.lock();
   }
 }
 
+Status JoinedSync::SyncRevocationsOnce() {
+  if (options_.verifier == nullptr || !revocations_) return Status::Ok();
+  const auto sent = std::chrono::steady_clock::now();
+  auto synced = revocations_->SyncRevocations(options_.verifier);
+  if (!synced.ok()) return synced.status().WithContext("revocations");
+  options_.verifier->MarkFresh(sent);
+  return Status::Ok();
+}
+
 Status JoinedSync::RunOnce() {
-  if (options_.verifier != nullptr) {
-    auto synced = client_->SyncRevocations(options_.verifier);
-    if (!synced.ok()) return synced.status().WithContext("revocations");
-  }
   // Local shards first, then the endpoint's lists (see the header).
   auto local = LocalShards(options_.data_dir);
   if (options_.opened_shards) {

@@ -1,11 +1,15 @@
-// JoinedSync: the background thread of an engine that joined another engine's
+// JoinedSync: the background threads of an engine that joined another engine's
 // management endpoint (Engine::JoinManagement). The management endpoint learns
-// of closed sessions and destroyed pools/containers first; every
-// `interval` this thread
-//   1. fetches the endpoint's revocations into the engine's capability verifier
-//      (ManagementClient::SyncRevocations), so a session disconnected there is
-//      refused here too, and
-//   2. reconciles container shards: it lists the shard directories under
+// of closed sessions, revoked tenants and destroyed pools/containers first.
+//   1. Every `revocation_interval` the revocation thread fetches the endpoint's
+//      revocations into the engine's capability verifier
+//      (ManagementClient::SyncRevocations) and, on success, marks the verifier
+//      fresh as of the moment the request was sent. The verifier fails closed
+//      (CapabilityVerifier::RequireFreshness, set up by the engine) when no
+//      sync succeeded for its grace period, so a revocation made at the
+//      endpoint takes effect here within that grace period whether the
+//      endpoint is reachable or not.
+//   2. Every `interval` the reconcile thread reconciles container shards: it lists the shard directories under
 //      <data_dir>/targets/<i>/<pool>/<container> and the shards opened since
 //      start (ram-class shards have no directory), THEN lists the endpoint's pools
 //      and their containers, and reports every local pool or container missing
@@ -40,7 +44,8 @@ namespace ros2::engine {
 
 struct JoinedSyncOptions {
   std::string data_dir;
-  std::chrono::milliseconds interval{2000};
+  std::chrono::milliseconds interval{2000};            // shard reconciliation
+  std::chrono::milliseconds revocation_interval{200};  // revocation sync
   control::CapabilityVerifier* verifier = nullptr;
   // Shards opened since start (ram-class shards have no directory to list).
   std::function<std::vector<std::pair<Uuid, Uuid>>()> opened_shards;
@@ -50,25 +55,31 @@ struct JoinedSyncOptions {
 
 class JoinedSync {
  public:
-  JoinedSync(std::unique_ptr<control::ManagementClient> client, JoinedSyncOptions options);
+  // `revocations` is used by the revocation thread only (its own deadline).
+  JoinedSync(std::unique_ptr<control::ManagementClient> client, std::unique_ptr<control::ManagementClient> revocations,
+             JoinedSyncOptions options);
   ~JoinedSync();  // stops the thread
   JoinedSync(const JoinedSync&) = delete;
   JoinedSync& operator=(const JoinedSync&) = delete;
 
   void Start();
   void Stop();
-  // One round, on the calling thread (the thread runs this every interval).
+  // One reconciliation round, on the calling thread.
   Status RunOnce();
+  // One revocation sync, on the calling thread.
+  Status SyncRevocationsOnce();
 
  private:
-  void Loop();
+  void Loop(std::chrono::milliseconds interval, Status (JoinedSync::*round)(), const char* what);
 
   std::unique_ptr<control::ManagementClient> client_;
+  std::unique_ptr<control::ManagementClient> revocations_;
   JoinedSyncOptions options_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;  // GUARDED_BY(mu_)
   std::thread thread_;
+  std::thread revocation_thread_;
 };
 
 }  // namespace ros2::engine

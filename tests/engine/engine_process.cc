@@ -59,6 +59,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
     if (!options.capability_lifetime.empty()) y << "  capability_lifetime: " << options.capability_lifetime << "\n";
     if (!options.sync_interval.empty()) y << "  sync_interval: " << options.sync_interval << "\n";
     y << "  address: test-host\n";
+    for (const auto& line : options.control_extra) y << "  " << line << "\n";
   }
   const std::string ready = dir + "/engine.ready";
   std::error_code ec;
@@ -95,6 +96,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
       while (std::getline(in, line)) {
         if (line.starts_with("control=")) p->control_ = line.substr(8);
         if (line.starts_with("engine=")) p->engine_id_ = line.substr(7);
+        if (line.starts_with("tcp=")) p->tcp_ = line.substr(4);
       }
       if (!p->control_.empty()) return p;
     }

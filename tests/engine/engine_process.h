@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -61,6 +62,8 @@ struct EngineOptions {
 
   // More keys of the transport map, e.g. "max_connections: 8".
   std::string transport_extra;
+  // Extra lines of the control section, each "key: value" without indentation.
+  std::vector<std::string> control_extra;
 };
 
 class EngineProcess {
@@ -78,6 +81,7 @@ class EngineProcess {
   pid_t pid() const { return pid_; }
   const std::string& control() const { return control_; }  // "unix:/.../control.sock" or the joined endpoint
   const std::string& engine_id() const { return engine_id_; }
+  const std::string& tcp() const { return tcp_; }  // the TCP control listener "host:port", if any
   std::string admin_secret_file() const { return options_.data_dir + "/admin.secret"; }
   std::string LogTail() const;
 
@@ -87,6 +91,7 @@ class EngineProcess {
   pid_t pid_ = -1;
   std::string control_;
   std::string engine_id_;
+  std::string tcp_;
 };
 
 }  // namespace ros2::testing

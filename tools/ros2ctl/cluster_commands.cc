@@ -54,6 +54,9 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
           },
           "CPU,..."));
   up->add_option("--engine", a->up.engine_binary, "Path of the ros2-engine binary");
+  up->add_option("--listen", a->up.listen,
+                 "Also serve the control plane on TCP host:port, with TLS (a CA and an engine certificate are made in "
+                 "DIR/tls when missing)");
   up->add_option("--timeout", a->timeout_s, "Seconds to wait until the engine is ready")->capture_default_str();
   up->callback([&ctx, a, selected] {
     *selected = [&ctx, a]() -> Result<CommandOutput> {
@@ -68,6 +71,10 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
           "Use it with: ros2ctl --data-dir {} pool create mypool --size 1GiB\n",
           info.data_dir, info.pid, info.targets, info.storage_class, info.transport, info.control,
           info.admin_secret_file, info.log_file, info.data_dir);
+      if (!info.listen.empty()) {
+        human +=
+            fmt::format("  TCP (TLS) endpoint: {}; clients and joining engines trust {}\n", info.listen, info.tls_ca);
+      }
       return CommandOutput{human, info.ToJson()};
     };
   });

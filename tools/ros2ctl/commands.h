@@ -19,5 +19,6 @@ void AddContainerCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selecte
 void AddTenantCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddAclCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+void AddCertCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 
 }  // namespace ros2::ctl

@@ -1,6 +1,5 @@
 #include "ctl_context.h"
 
-
 #include <fmt/format.h>
 
 #include "control/control_channel.h"
@@ -40,7 +39,9 @@ Result<control::ManagementClient*> CtlContext::Management() {
   if (management_) return management_.get();
   ROS2_ASSIGN_OR_RETURN(std::string address, ControlAddress());
   ROS2_ASSIGN_OR_RETURN(auto creds, TenantCredentials());
-  ROS2_ASSIGN_OR_RETURN(auto channel, control::MakeControlChannel({.address = address}));
+  ROS2_ASSIGN_OR_RETURN(auto channel,
+                        control::MakeControlChannel(
+                            {address, address.starts_with("unix:") ? std::string() : options_.tls_ca, std::string()}));
   management_ = std::make_unique<control::ManagementClient>(std::move(channel), std::move(creds),
                                                             std::chrono::seconds(options_.timeout_s));
   return management_.get();

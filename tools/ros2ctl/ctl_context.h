@@ -22,6 +22,7 @@ struct GlobalOptions {
   std::string control;      // "unix:/path", "/path" or "host:port"
   std::string tenant;       // default: admin
   std::string secret_file;  // default with --data-dir: the cluster's admin secret
+  std::string tls_ca;       // CA certificate of a TLS (host:port) endpoint
   bool json = false;
   int timeout_s = 10;
 };
@@ -51,6 +52,5 @@ class CtlContext {
   GlobalOptions options_;
   std::unique_ptr<control::ManagementClient> management_;
 };
-
 
 }  // namespace ros2::ctl

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "common/config.h"
+#include "control/certificates.h"
 #include "control/control_channel.h"
 #include "control/management_client.h"
 #include "ctl_context.h"
@@ -194,9 +195,14 @@ Status WaitReady(const ClusterInfo& info, int pid, std::chrono::seconds timeout)
 }  // namespace
 
 nlohmann::json ClusterInfo::ToJson() const {
-  return {{"data_dir", data_dir}, {"control", control},      {"admin_secret_file", admin_secret_file},
-          {"log_file", log_file}, {"engine", engine_binary}, {"pid", pid},
-          {"targets", targets},   {"class", storage_class},  {"transport", transport}};
+  nlohmann::json j = {{"data_dir", data_dir}, {"control", control},      {"admin_secret_file", admin_secret_file},
+                      {"log_file", log_file}, {"engine", engine_binary}, {"pid", pid},
+                      {"targets", targets},   {"class", storage_class},  {"transport", transport}};
+  if (!listen.empty()) {
+    j["listen"] = listen;
+    j["tls_ca"] = tls_ca;
+  }
+  return j;
 }
 
 std::string EngineConfigYaml(const ClusterUpOptions& o) {
@@ -214,9 +220,14 @@ std::string EngineConfigYaml(const ClusterUpOptions& o) {
       "  kind: {transport}\n"
       "  net_devices: lo\n"
       "control:\n"
-      "  socket: unix:{dir}/control.sock\n",
+      "  socket: unix:{dir}/control.sock\n"
+      "{listen}",
       fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("targets", o.targets),
       fmt::arg("cls", o.storage_class),
+      fmt::arg("listen", o.listen.empty()
+                             ? std::string()
+                             : fmt::format("  listen: {}\n  tls_cert: {}/tls/{}\n  tls_key: {}/tls/{}\n", o.listen,
+                                           o.data_dir, control::kEngineCertFile, o.data_dir, control::kEngineKeyFile)),
       fmt::arg("cpus", o.target_cpus.empty() ? std::string()
                                              : fmt::format("target_cpus: [{}]\n", fmt::join(o.target_cpus, ", "))));
 }
@@ -279,6 +290,23 @@ Result<ClusterInfo> ClusterUp(const ClusterUpOptions& options) {
                     info.control.substr(5)));
   }
 
+  if (!o.listen.empty()) {
+    // TLS for the TCP listener, with certificates made here when missing.
+    const auto colon = o.listen.rfind(':');
+    if (colon == std::string::npos || colon == 0) {
+      return Status::InvalidArgument(fmt::format("cluster up: --listen '{}' (expected host:port)", o.listen));
+    }
+    std::string host = o.listen.substr(0, colon);
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    std::vector<std::string> names;
+    if (host != "0.0.0.0" && host != "::") names.push_back(host);
+    char hostname[256] = {};
+    if (::gethostname(hostname, sizeof(hostname) - 1) == 0 && hostname[0] != '\0') names.emplace_back(hostname);
+    ROS2_RETURN_IF_ERROR(control::EnsureClusterCertificates(PathIn(o.data_dir, "tls"), names)
+                             .WithContext("cluster up: TLS certificates"));
+    info.listen = o.listen;
+    info.tls_ca = PathIn(o.data_dir, "tls/ca.crt");
+  }
   std::string config = PathIn(o.data_dir, "engine.yaml");
   ROS2_RETURN_IF_ERROR(WriteFile(config, EngineConfigYaml(o)));
   ROS2_ASSIGN_OR_RETURN(info.pid, SpawnEngine(binary, config, info.log_file));
@@ -290,6 +318,15 @@ Result<ClusterInfo> ClusterUp(const ClusterUpOptions& options) {
     ::waitpid(info.pid, nullptr, 0);
     fs::remove(PathIn(o.data_dir, "engine.pid"), ec);
     return ready.WithContext("cluster up");
+  }
+  if (!info.listen.empty()) {
+    // The bound address (port 0 asks for any free port) from the ready file.
+    if (auto ready = ReadFile(PathIn(o.data_dir, "engine.ready")); ready.ok()) {
+      std::istringstream in(*ready);
+      for (std::string line; std::getline(in, line);) {
+        if (line.starts_with("tcp=")) info.listen = line.substr(4);
+      }
+    }
   }
   ROS2_RETURN_IF_ERROR(WriteFile(PathIn(o.data_dir, kClusterFileName), info.ToJson().dump(2) + "\n"));
   return info;

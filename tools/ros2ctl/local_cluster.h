@@ -29,6 +29,9 @@ struct ClusterUpOptions {
   std::string shard_size;  // ignored (old --shard-size): a pool's size is its capacity, shards grow on demand
   std::vector<int> target_cpus;        // engine target_cpus (target i on target_cpus[i % n]); empty: unpinned
   std::string engine_binary;           // empty: ROS2_ENGINE, the build tree, next to ros2ctl, PATH
+  // Optional TCP control listener "host:port": served with TLS, with a cluster
+  // CA and an engine certificate made in DIR/tls when missing (mode 0600).
+  std::string listen;
   std::chrono::seconds ready_timeout{60};
 };
 
@@ -43,6 +46,8 @@ struct ClusterInfo {
   uint32_t targets = 0;
   std::string storage_class;
   std::string transport;
+  std::string listen;  // the TCP listener, when asked for
+  std::string tls_ca;  // its CA certificate (DIR/tls/ca.crt)
   nlohmann::json ToJson() const;
 };
 

@@ -82,11 +82,13 @@ int Run(int argc, char** argv) {
       ->envname("ROS2_CONTROL");
   app.add_option("--tenant", g.tenant, "Tenant to authenticate as (default admin)")->envname("ROS2_TENANT");
   app.add_option("--secret-file", g.secret_file, "File holding the tenant's secret")->envname("ROS2_SECRET_FILE");
+  app.add_option("--tls-ca", g.tls_ca, "CA certificate of a TLS (host:port) control endpoint")->envname("ROS2_TLS_CA");
   app.add_flag("--json", g.json, "Print JSON for scripts instead of text");
   app.add_option("--rpc-timeout", g.timeout_s, "Seconds each control call may take")->capture_default_str();
 
   CommandRunner selected;
   AddClusterCommands(app, ctx, &selected);
+  AddCertCommands(app, ctx, &selected);
   AddPoolCommands(app, ctx, &selected);
   AddContainerCommands(app, ctx, &selected);
   AddTenantCommands(app, ctx, &selected);

@@ -2,6 +2,8 @@
 // against a real single-node cluster (`cluster up` in a temporary directory),
 // with --json output parsed and checked and error cases giving a non-zero exit
 // and a clear message.
+#include <sys/stat.h>
+
 #include <gtest/gtest.h>
 
 #include "client/testing/test_cluster.h"
@@ -167,6 +169,47 @@ TEST(Ros2ctlClusterTest, EveryCommandGroupEndToEnd) {
   ASSERT_EQ(down.exit_code, 0) << down.err;
   EXPECT_EQ(down.Json()["stopped"], true);
   EXPECT_FAILS_WITH(c->Ctl({"cluster", "status"}), 1, "no engine is running");
+}
+
+// `cert` makes a CA and engine certificates (mode 0600); `cluster up --listen`
+// serves TCP with TLS only, with certificates it makes itself.
+TEST(Ros2ctlCliTest, CertCommandsAndATlsListener) {
+  auto dir = TestCluster::MakeDirectory();
+  ASSERT_NE(dir, nullptr);
+  auto mode = [](const std::string& path) {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 ? (st.st_mode & 0777) : 0u;
+  };
+  const std::string ca = dir->scratch() + "/ca";
+  CommandResult made = dir->CtlBare({"cert", "ca", "--dir", ca});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  EXPECT_EQ(mode(ca + "/ca.key"), 0600u);
+  EXPECT_EQ(mode(ca + "/ca.crt"), 0600u);
+  EXPECT_FAILS_WITH(dir->CtlBare({"cert", "ca", "--dir", ca}), 1, "already exists");
+  CommandResult signed_cert =
+      dir->CtlBare({"cert", "engine", "--ca-dir", ca, "--out", dir->scratch() + "/e", "--name", "node1"});
+  ASSERT_EQ(signed_cert.exit_code, 0) << signed_cert.err;
+  EXPECT_EQ(mode(dir->scratch() + "/e/engine.key"), 0600u);
+  EXPECT_EQ(mode(dir->scratch() + "/e/engine.crt"), 0600u);
+
+  CommandResult up =
+      dir->Ctl({"--json", "cluster", "up", "--class", "ram", "--targets", "1", "--listen", "127.0.0.1:0"});
+  ASSERT_EQ(up.exit_code, 0) << up.err << up.out;
+  auto j = up.Json();
+  ASSERT_FALSE(j.is_discarded()) << up.out;
+  const std::string tcp = j["listen"].get<std::string>();
+  const std::string ca_crt = j["tls_ca"].get<std::string>();
+  EXPECT_NE(tcp, "127.0.0.1:0");
+  EXPECT_EQ(mode(dir->dir() + "/tls/ca.key"), 0600u);
+  EXPECT_EQ(mode(dir->dir() + "/tls/engine.key"), 0600u);
+  const std::string secret = dir->dir() + "/admin.secret";
+  CommandResult tls =
+      dir->CtlBare({"--control", tcp, "--tls-ca", ca_crt, "--secret-file", secret, "--json", "pool", "list"});
+  EXPECT_EQ(tls.exit_code, 0) << tls.err;
+  CommandResult plain = dir->CtlBare({"--control", tcp, "--secret-file", secret, "--rpc-timeout", "3", "pool", "list"});
+  EXPECT_NE(plain.exit_code, 0) << "a plaintext client was served on the TCP listener: " << plain.out;
+  CommandResult down = dir->Ctl({"cluster", "down", "--timeout", "30", "--force"});
+  EXPECT_EQ(down.exit_code, 0) << down.err;
 }
 
 }  // namespace
