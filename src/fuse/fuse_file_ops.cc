@@ -36,12 +36,48 @@ std::span<std::byte> ThreadReadBuffer(size_t size) {
 
 }  // namespace
 
+Status FuseFilesystem::TruncateOnOpen(fuse_req_t req, const dfs::Entry& entry) {
+  dfs::SetAttrArgs args;
+  args.mask = dfs::kSetSize;
+  args.size = 0;
+  // The kernel's own suid/sgid clearing (its setattr for the open) is dropped
+  // when the open truncates: do what it would have done for an unprivileged
+  // caller.
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  if (ctx != nullptr && ctx->uid != 0 && (entry.mode & (S_ISUID | S_ISGID)) != 0) {
+    auto attr = fs_.Stat(entry);
+    if (!attr.ok()) return attr.status();
+    mode_t mode = attr->mode & 07777;
+    mode_t killed = mode & ~static_cast<mode_t>(S_ISUID);
+    if ((killed & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) killed &= ~static_cast<mode_t>(S_ISGID);
+    if (killed != mode) {
+      args.mask |= dfs::kSetMode;
+      args.mode = killed;
+    }
+  }
+  auto updated = fs_.SetAttr(entry, args);
+  if (!updated.ok()) return updated.status();
+  if ((args.mask & dfs::kSetMode) != 0) {
+    dfs::Entry refreshed = entry;
+    refreshed.mode = updated->mode;
+    inodes_.Refresh(refreshed);
+  }
+  return Status::Ok();
+}
+
 void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto entry = EntryOrReply(req, ino);
   if (!entry) return;
   if (entry->is_dir()) return (void)fuse_reply_err(req, EISDIR);
-  // Permissions were checked by the kernel (default_permissions) and O_TRUNC
-  // arrived as a setattr before this open; the handle only pins the entry.
+  // Permissions were checked by the kernel (default_permissions). O_TRUNC
+  // comes in the open flags, not as a setattr first: libfuse 3 negotiates
+  // FUSE_CAP_ATOMIC_O_TRUNC by default, and then the kernel leaves the
+  // truncation to this open (it only drops its page cache). As on Linux, the
+  // file is truncated whatever the access mode (the kernel asked for write
+  // permission because of O_TRUNC).
+  if ((fi->flags & O_TRUNC) != 0 && entry->is_file()) {
+    if (Status s = TruncateOnOpen(req, *entry); !s.ok()) return ReplyError(req, s, "open(O_TRUNC)");
+  }
   fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*entry}));
   if (!cache_.data_cache) {
     // Direct I/O: let the kernel run writes that stay inside the file's size

@@ -86,6 +86,9 @@ class FuseFilesystem {
   // Gives a new entry to the requesting user when that user is not the mount's
   // owner (DFS creates entries as the mount's uid/gid); updates `attr`.
   Status ChownToCaller(fuse_req_t req, const dfs::Entry& entry, dfs::Attr& attr);
+  // open(O_TRUNC) of an existing file: size 0, and the suid/sgid bits cleared
+  // for an unprivileged caller (as the kernel's truncate would).
+  Status TruncateOnOpen(fuse_req_t req, const dfs::Entry& entry);
   // Stat + MakeEntryParam + fuse_reply_entry (undoing the lookup when the reply fails).
   void ReplyNewEntry(fuse_req_t req, const dfs::Entry& entry, std::string_view op);
   struct stat ToStat(const dfs::Attr& attr, uint64_t ino) const;

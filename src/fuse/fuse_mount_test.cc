@@ -509,6 +509,29 @@ TEST_F(FuseMountTest, PosixErrorsAndMetadataThroughTheMount) {
   EXPECT_NE(denied.exit_code, 0);
   EXPECT_NE(denied.out.find("Permission denied"), std::string::npos) << denied.out;
 
+  // open(O_TRUNC) of an existing, longer file: the kernel leaves the
+  // truncation to the open (atomic O_TRUNC), so the old tail must not survive.
+  // Both mounts, O_CREAT and without, write-only and read-write, the shell's
+  // `>`, and a file whose old pages sit in the page cache.
+  for (const std::string& path : {D("trunc"), C("trunc")}) {
+    ASSERT_TRUE(WriteFile(path, std::string(4097, 'x')));
+    EXPECT_EQ(ReadWholeFile(path), std::string(4097, 'x'));  // cached mount: pages in the cache
+    ASSERT_TRUE(WriteFile(path, std::string(10, 'y')));
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_size, 10) << path;
+    EXPECT_EQ(ReadWholeFile(path), std::string(10, 'y')) << path;
+    int fd = ::open(path.c_str(), O_RDWR | O_TRUNC);
+    ASSERT_GE(fd, 0) << std::strerror(errno);
+    ASSERT_EQ(::fstat(fd, &st), 0);
+    EXPECT_EQ(st.st_size, 0) << path;
+    ASSERT_EQ(::write(fd, "zz", 2), 2);
+    ::close(fd);
+    EXPECT_EQ(ReadWholeFile(path), "zz") << path;
+    ASSERT_EQ(Run("printf 'a long first line\\n' > " + path + " && echo hi > " + path).exit_code, 0);
+    EXPECT_EQ(ReadWholeFile(path), "hi\n") << path;
+  }
+  EXPECT_EQ(ReadWholeFile(C("trunc")), "hi\n");  // the other mount agrees
+
   // statfs reports the pool's space.
   struct statvfs vfs {};
   ASSERT_EQ(::statvfs(direct_->path().c_str(), &vfs), 0);
