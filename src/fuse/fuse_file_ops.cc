@@ -99,11 +99,18 @@ void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
 void FuseFilesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   auto dir = EntryOrReply(req, parent);
   if (!dir) return;
-  auto created = fs_.Open(*dir, name, (fi->flags & (O_ACCMODE | O_EXCL | O_TRUNC)) | O_CREAT, mode & 07777);
+  bool is_new = false;
+  auto created = fs_.Open(*dir, name, (fi->flags & (O_ACCMODE | O_EXCL | O_TRUNC)) | O_CREAT, mode & 07777, &is_new);
   if (!created.ok()) return ReplyError(req, created.status(), "create");
   auto attr = fs_.Stat(*created);
   if (!attr.ok()) return ReplyError(req, attr.status(), "create");
-  if (Status s = ChownToCaller(req, *created, *attr); !s.ok()) return ReplyError(req, s, "create");
+  // A file that existed (made meanwhile, or unknown to the kernel's cache) keeps its owner.
+  if (is_new) {
+    if (Status s = ChownToCaller(req, *dir, *created, *attr); !s.ok()) return ReplyError(req, s, "create");
+  }
+  created->mode = attr->mode;
+  created->uid = attr->uid;
+  created->gid = attr->gid;
   fuse_entry_param e = MakeEntryParam(*created, *attr);
   fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*created}));
   fi->direct_io = cache_.data_cache ? 0 : 1;
