@@ -5,7 +5,9 @@
 // size, object classes, the root's attributes) at a fixed object id, a root
 // directory object, and for every directory an object with one dkey per entry
 // (the entry's name) whose attributes (mode, owner, times, the entry's object
-// id, a symlink's target) are one single value under a fixed akey. A regular
+// id, a symlink's target, a device's number) are one single value under a
+// fixed akey; an entry with several names (hard links) keeps them in one
+// shared inode record instead, and each name holds a stub. A regular
 // file is an array object of 1-byte records chunked by the file system's chunk
 // size: chunk i is dkey i (8 bytes, big-endian, so the largest dkey is the
 // last chunk) and the chunks spread over the targets by placement. A file's

@@ -133,8 +133,8 @@ const std::vector<Exclusion> kExclusions = {
      "a directory's st_nlink is 1 (no per-directory count is kept: it would be a second update per mkdir and rmdir; "
      "find and other tools treat 1 as 'unknown', as on many network file systems)"},
     {"times", "write(2) updates mtime and ctime at once",
-     "the DFS does not stamp mtime per write (a file's size and data need no metadata update); a writer's "
-     "fsync stamps it, and the kernel shows its own mtime to the writing mount meanwhile"},
+     "the DFS does not stamp mtime per write (a file's size and data need no metadata update); the close "
+     "(flush) or fsync of the descriptor that wrote stamps it (checked)"},
     {"times", "read(2) updates atime", "atime is not updated by reads (as with noatime)"},
     {"open", "unlinked files stay usable while open",
      "unlink removes the object at once (no orphan list): fstat on an open, unlinked file is ENOENT"},
@@ -773,6 +773,29 @@ std::vector<Case> Cases() {
                  ASSERT_EQ(::chmod((d + "/p").c_str(), 0777), 0);
                  EXPECT_EQ(AsUser(kUser, kGroup, [&] { return E(::rmdir((d + "/p/x").c_str())); }), 0);
                }});
+  c.push_back(
+      {"times", "a write moves mtime and ctime by the close of its descriptor; a read-only open does not", [](auto& d) {
+         ASSERT_EQ(Create(d + "/f", 0644, "data"), 0);
+         Times before = TimesOf(d + "/f");
+         int fd = ::open((d + "/f").c_str(), O_RDONLY);
+         ASSERT_GE(fd, 0);
+         char b[8];
+         EXPECT_EQ(::read(fd, b, sizeof(b)), 4);
+         ::close(fd);
+         EXPECT_UNTOUCHED(d + "/f", before);
+         fd = ::open((d + "/f").c_str(), O_WRONLY);
+         ASSERT_GE(fd, 0);
+         ASSERT_EQ(::pwrite(fd, "x", 1, 2), 1);
+         ::close(fd);
+         EXPECT_MODIFIED(d + "/f", before);
+         before = TimesOf(d + "/f");
+         fd = ::open((d + "/f").c_str(), O_RDWR);
+         ASSERT_GE(fd, 0);
+         ASSERT_EQ(::write(fd, "y", 1), 1);
+         ASSERT_EQ(::fsync(fd), 0);
+         EXPECT_MODIFIED(d + "/f", before);
+         ::close(fd);
+       }});
   // --- timestamps of a new entry ---
   c.push_back({"times", "a new entry's atime, mtime and ctime are now and equal", [](auto& d) {
                  timespec start{};

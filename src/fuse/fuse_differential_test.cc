@@ -177,28 +177,32 @@ class FuseDifferentialTest : public ::testing::Test {
     ASSERT_TRUE(cluster_up_) << error;
     mount_ = FuseMount::Start(*cluster_, cluster_->dir() + "/mnt", {}, &error);
     ASSERT_NE(mount_, nullptr) << error;
+    direct_ = FuseMount::Start(*cluster_, cluster_->dir() + "/direct", {"--data-cache", "off"}, &error);
+    ASSERT_NE(direct_, nullptr) << error;
   }
 
   void TearDown() override {
-    if (mount_) {
-      EXPECT_EQ(mount_->Stop(), 0) << mount_->log();
-      EXPECT_FALSE(IsMounted(mount_->path()));
+    for (auto* m : {&mount_, &direct_}) {
+      if (!*m) continue;
+      EXPECT_EQ((*m)->Stop(), 0) << (*m)->log();
+      EXPECT_FALSE(IsMounted((*m)->path()));
     }
     if (cluster_up_) cluster_->Ctl({"cluster", "down", "--timeout", "30", "--force"});
   }
 
-  // Runs `steps` random operations with `seed` under mount/<seed> and
+  // Runs `steps` random operations with `seed` under <mount>/<seed> and
   // local/<seed>; returns the number of mismatches (each reported).
-  int RunSeed(uint64_t seed, int steps);
+  int RunSeed(const FuseMount& mount, uint64_t seed, int steps);
 
   std::unique_ptr<TestCluster> cluster_;
   bool cluster_up_ = false;
-  std::unique_ptr<FuseMount> mount_;
+  std::unique_ptr<FuseMount> mount_;   // the defaults: page cache on
+  std::unique_ptr<FuseMount> direct_;  // --data-cache off: every read and write reaches the DFS
 };
 
-int FuseDifferentialTest::RunSeed(uint64_t seed, int steps) {
+int FuseDifferentialTest::RunSeed(const FuseMount& mount, uint64_t seed, int steps) {
   const std::string name = "seed" + std::to_string(seed);
-  const std::string roots[2] = {mount_->path() + "/" + name, cluster_->dir() + "/local/" + name};
+  const std::string roots[2] = {mount.path() + "/" + name, cluster_->dir() + "/local/" + name};
   std::filesystem::create_directories(roots[1]);
   EXPECT_EQ(::mkdir(roots[0].c_str(), 0755), 0) << std::strerror(errno);
   std::mt19937_64 rng(seed);
@@ -305,7 +309,9 @@ int FuseDifferentialTest::RunSeed(uint64_t seed, int steps) {
 
 TEST_F(FuseDifferentialTest, RandomOperationsMatchALocalDirectory) {
   constexpr int kSteps = 2500;
-  for (uint64_t seed : {1, 2, 3, 4, 5}) EXPECT_EQ(RunSeed(seed, kSteps), 0) << "seed " << seed;
+  for (uint64_t seed : {1, 2, 3, 4, 5}) EXPECT_EQ(RunSeed(*mount_, seed, kSteps), 0) << "seed " << seed;
+  // And one through the mount without a data cache.
+  EXPECT_EQ(RunSeed(*direct_, 6, kSteps), 0) << "seed 6 (--data-cache off)";
 }
 
 }  // namespace

@@ -78,7 +78,13 @@ void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   if ((fi->flags & O_TRUNC) != 0 && entry->is_file()) {
     if (Status s = TruncateOnOpen(req, *entry); !s.ok()) return ReplyError(req, s, "open(O_TRUNC)");
   }
-  fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*entry}));
+  auto handle = std::make_unique<OpenFile>();
+  handle->entry = *entry;
+  fi->fh = ReleaseToHandle(std::move(handle));
+  // A handle that can write gets a flush on close, to publish the mtime of
+  // what it wrote (the DFS does not stamp it per write); a read-only one
+  // spares the kernel that round trip.
+  const bool read_only = (fi->flags & O_ACCMODE) == O_RDONLY;
   if (!cache_.data_cache) {
     // Direct I/O: let the kernel run writes that stay inside the file's size
     // side by side (FOPEN_PARALLEL_DIRECT_WRITES, Linux 6.2+; older kernels
@@ -86,13 +92,13 @@ void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // the reply is the kernel's fuse_open_out, as fuse_reply_open would build it.
     fuse_open_out out{};
     out.fh = fi->fh;
-    out.open_flags = FOPEN_DIRECT_IO | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES;
+    out.open_flags = FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES | (read_only ? FOPEN_NOFLUSH : 0);
     iovec iov{&out, sizeof(out)};
     if (fuse_reply_iov(req, &iov, 1) != 0) TakeHandle<OpenFile>(fi->fh);
     return;
   }
   fi->keep_cache = 1;
-  fi->noflush = 1;  // flush would be a no-op: spare the kernel the round trip on close
+  fi->noflush = read_only ? 1 : 0;
   if (fuse_reply_open(req, fi) != 0) TakeHandle<OpenFile>(fi->fh);
 }
 
@@ -112,10 +118,12 @@ void FuseFilesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name,
   created->uid = attr->uid;
   created->gid = attr->gid;
   fuse_entry_param e = MakeEntryParam(*created, *attr);
-  fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*created}));
+  auto handle = std::make_unique<OpenFile>();
+  handle->entry = *created;
+  fi->fh = ReleaseToHandle(std::move(handle));
   fi->direct_io = cache_.data_cache ? 0 : 1;
   fi->keep_cache = cache_.data_cache ? 1 : 0;
-  fi->noflush = 1;
+  fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY ? 1 : 0;
   if (fuse_reply_create(req, &e, fi) != 0) {
     inodes_.Forget(e.ino, 1);
     TakeHandle<OpenFile>(fi->fh);
@@ -132,11 +140,23 @@ void FuseFilesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info
 }
 
 void FuseFilesystem::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
-  const OpenFile& file = HandleObject<OpenFile>(fi->fh);
+  OpenFile& file = HandleObject<OpenFile>(fi->fh);
   if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+  file.wrote.store(true, std::memory_order_relaxed);
   auto n = fs_.Write(file.entry, static_cast<uint64_t>(off), {reinterpret_cast<const std::byte*>(buf), size});
   if (!n.ok()) return ReplyError(req, n.status(), "write");
   fuse_reply_write(req, *n);
+}
+
+void FuseFilesystem::Flush(fuse_req_t req, fuse_file_info* fi) {
+  // close(2) of a descriptor (with the writeback cache, after the kernel sent
+  // the dirty pages): publish the mtime of what this handle wrote.
+  OpenFile& file = HandleObject<OpenFile>(fi->fh);
+  if (file.wrote.exchange(false, std::memory_order_relaxed)) {
+    Status s = fs_.Sync(file.entry);
+    if (!s.ok() && !s.IsNotFound()) return ReplyError(req, s, "flush");  // a removed file has no mtime to keep
+  }
+  fuse_reply_err(req, 0);
 }
 
 void FuseFilesystem::Release(fuse_req_t req, fuse_file_info* fi) {

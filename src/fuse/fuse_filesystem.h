@@ -68,6 +68,7 @@ class FuseFilesystem {
   void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
   void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi);
   void Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi);
+  void Flush(fuse_req_t req, fuse_file_info* fi);
   void Release(fuse_req_t req, fuse_file_info* fi);
   void FSync(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length);
