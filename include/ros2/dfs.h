@@ -5,7 +5,9 @@
 // size, object classes, the root's attributes) at a fixed object id, a root
 // directory object, and for every directory an object with one dkey per entry
 // (the entry's name) whose attributes (mode, owner, times, the entry's object
-// id, a symlink's target) are one single value under a fixed akey. A regular
+// id, a symlink's target, a device's number) are one single value under a
+// fixed akey; an entry with several names (hard links) keeps them in one
+// shared inode record instead, and each name holds a stub. A regular
 // file is an array object of 1-byte records chunked by the file system's chunk
 // size: chunk i is dkey i (8 bytes, big-endian, so the largest dkey is the
 // last chunk) and the chunks spread over the targets by placement. A file's
@@ -74,12 +76,13 @@ struct MountOptions {
 // Attributes of one entry, as stat(2) reports them.
 struct Attr {
   uint64_t ino = 0;  // stable 64-bit number derived from the object id (root: 1)
-  mode_t mode = 0;   // type bits (S_IFREG, S_IFDIR, S_IFLNK) + permissions
+  mode_t mode = 0;   // type bits (S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFCHR, S_IFBLK, S_IFSOCK) + permissions
   uid_t uid = 0;
   gid_t gid = 0;
-  uint64_t size = 0;     // file: end of the highest written byte; symlink: target length
-  uint64_t blocks = 0;   // 512-byte blocks (size rounded up; holes not subtracted)
-  uint32_t nlink = 1;    // always 1 (directories too: tools must not infer subdirectory counts)
+  uint64_t size = 0;    // file: end of the highest written byte; symlink: target length
+  uint64_t blocks = 0;  // 512-byte blocks (size rounded up; holes not subtracted)
+  uint32_t nlink = 1;   // names of the entry (hard links); 1 for directories (tools must not infer subdirectory counts)
+  uint64_t rdev = 0;    // character and block devices: the device number
   uint32_t blksize = 0;  // the chunk size (preferred I/O size)
   timespec atime{};
   timespec mtime{};
@@ -184,8 +187,10 @@ class Filesystem {
   // open(2) of `name` in `parent`: flags O_CREAT, O_EXCL, O_TRUNC are honoured
   // (O_ACCMODE is checked against the entry's permission bits for the mount's
   // uid/gid); EISDIR when O_CREAT names a directory or O_TRUNC / write access
-  // asks for one. `mode` is used when the file is created.
-  Result<Entry> Open(const Entry& parent, std::string_view name, int flags, mode_t mode = 0644);
+  // asks for one. `mode` is used when the file is created; `created`
+  // (optional) tells whether this call created it.
+  Result<Entry> Open(const Entry& parent, std::string_view name, int flags, mode_t mode = 0644,
+                     bool* created = nullptr);
   Result<Entry> Mkdir(const Entry& parent, std::string_view name, mode_t mode = 0755);
   // mkdir -p of an absolute path: creates every missing directory (an entry
   // made meanwhile by another client counts as found), NotDirectory when a
@@ -193,6 +198,15 @@ class Filesystem {
   // many directories this call made.
   Result<Entry> MkdirAll(std::string_view path, mode_t mode = 0755, uint64_t* created = nullptr);
   Result<Entry> Symlink(const Entry& parent, std::string_view name, std::string_view target);
+  // mknod(2) of a FIFO, socket, character or block device (`mode` carries the
+  // type bits; `rdev` the device number of a device). Such an entry has no
+  // data: it is stored with its type and rdev for the kernel to interpret.
+  // A regular file type creates an empty file (as Open with O_CREAT|O_EXCL).
+  Result<Entry> Mknod(const Entry& parent, std::string_view name, mode_t mode, uint64_t rdev = 0);
+  // link(2): a new name `new_name` in `new_parent` for the non-directory
+  // `target` (PermissionDenied for a directory, AlreadyExists when the name
+  // exists). Both names then share one inode record (docs/dfs.md, "Hard links").
+  Result<Entry> Link(const Entry& target, const Entry& new_parent, std::string_view new_name);
   Result<std::string> Readlink(const Entry& link);
   // Removes a file or symlink (EISDIR for a directory) and punches its object.
   Status Unlink(const Entry& parent, std::string_view name);

@@ -103,15 +103,13 @@ Result<Attr> Filesystem::Stat(const Entry& entry) {
     while (eq->in_flight() > 0) (void)eq->Wait(ignored, eq->in_flight(), std::chrono::seconds(5));
     ROS2_RETURN_IF_ERROR(st);
     ROS2_RETURN_IF_ERROR(fetched.status);
-    if (fetched.size == 0) {
-      return Status::NotFound(fmt::format("dfs: no entry {}", DescribeEntry(loc.object, loc.dkey)));
-    }
-    if (fetched.size > value.size()) {  // not a plain file record any more: take the slow path
+    if (fetched.size == 0) return StatSlow(entry);  // gone, or renamed away from a hard link's other names
+    if (fetched.size > value.size()) {              // not a plain file record any more: take the slow path
       return StatSlow(entry);
     }
     value.resize(fetched.size);
     ROS2_ASSIGN_OR_RETURN(EntryRecord rec, DecodeEntry(value, DescribeEntry(loc.object, loc.dkey)));
-    if (rec.oid != entry.oid) return StatSlow(entry);  // reports the stale handle
+    if (rec.oid != entry.oid || rec.linked) return StatSlow(entry);  // a stale handle, or a hard link's stub
     if (!tail.ok()) return tail.status();
     uint64_t size = 0;
     if (tail->has_value()) {
@@ -176,8 +174,7 @@ Result<Attr> Filesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
     if ((args.mask & (kSetMtime | kSetMtimeNow)) == 0) rec.mtime = now;
   }
   rec.ctime = now;
-  FilesystemCore::Location loc = core_->LocationOf(entry);
-  ROS2_RETURN_IF_ERROR(core_->ReplaceRecord(loc.object, loc.dkey, rec));
+  ROS2_RETURN_IF_ERROR(core_->StoreAttributes(entry, rec));
   if (!size && S_ISREG(rec.mode)) {
     ROS2_ASSIGN_OR_RETURN(size, core_->FileSize(rec.oid, rec.chunk_size));
   }
@@ -206,8 +203,7 @@ Status Filesystem::Sync(const Entry& entry) {
   ROS2_ASSIGN_OR_RETURN(EntryRecord rec, core_->RecordOf(entry));
   if (!S_ISREG(rec.mode)) return Status::Ok();
   rec.mtime = rec.ctime = Now();
-  FilesystemCore::Location loc = core_->LocationOf(entry);
-  return core_->ReplaceRecord(loc.object, loc.dkey, rec);
+  return core_->StoreAttributes(entry, rec);
 }
 
 }  // namespace ros2::dfs

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <thread>
@@ -592,6 +593,181 @@ TEST_P(DfsTest, FillingTheStoreIsEnospc) {
   std::vector<std::byte> back(chunk.size());
   ASSERT_EQ(*fs->Read(*f, 0, back), back.size());
   EXPECT_EQ(back, chunk);
+}
+
+bool Later(const timespec& a, const timespec& b) {
+  return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+}
+
+TEST_P(DfsTest, DirectoryTimesFollowTheirEntries) {
+  Entry root = fs_->Root();
+  auto dir = fs_->Mkdir(root, "d");
+  ASSERT_TRUE(dir.ok());
+  auto other = fs_->Mkdir(root, "o");
+  ASSERT_TRUE(other.ok());
+  auto before = fs_->Stat(*dir);
+  ASSERT_TRUE(before.ok());
+  // Every change of entries moves mtime and ctime; a failed one does not.
+  std::vector<std::pair<std::string, std::function<Status()>>> ops = {
+      {"create", [&] { return fs_->Open(*dir, "f", O_CREAT | O_RDWR).status(); }},
+      {"mkdir", [&] { return fs_->Mkdir(*dir, "sub").status(); }},
+      {"symlink", [&] { return fs_->Symlink(*dir, "l", "f").status(); }},
+      {"mknod", [&] { return fs_->Mknod(*dir, "p", S_IFIFO | 0644).status(); }},
+      {"rename in", [&] { return fs_->Rename(*dir, "f", *dir, "g"); }},
+      {"unlink", [&] { return fs_->Unlink(*dir, "l"); }},
+      {"rmdir", [&] { return fs_->Rmdir(*dir, "sub"); }},
+      {"rename out", [&] { return fs_->Rename(*dir, "g", *other, "g"); }},
+  };
+  for (auto& [what, op] : ops) {
+    ASSERT_TRUE(op().ok()) << what;
+    auto after = fs_->Stat(*dir);
+    ASSERT_TRUE(after.ok());
+    EXPECT_TRUE(Later(after->mtime, before->mtime)) << what;
+    EXPECT_TRUE(Later(after->ctime, before->ctime)) << what;
+    before = after;
+  }
+  EXPECT_FALSE(fs_->Mkdir(*dir, "p").ok());
+  auto same = fs_->Stat(*dir);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->mtime.tv_nsec, before->mtime.tv_nsec);
+  // Explicit times stick (tar restores them) until the next change.
+  SetAttrArgs set;
+  set.mask = kSetMtime | kSetAtime;
+  set.mtime = {1000, 1};
+  set.atime = {1000, 2};
+  ASSERT_TRUE(fs_->SetAttr(*dir, set).ok());
+  auto lookup = fs_->LookupWithAttr(root, "d");
+  ASSERT_TRUE(lookup.ok());
+  EXPECT_EQ(lookup->second.mtime.tv_sec, 1000);
+  // The times value is no entry: listing skips it, and the emptied directory goes.
+  DirAnchor anchor;
+  auto names = fs_->Readdir(*dir, anchor, 100);
+  ASSERT_TRUE(names.ok());
+  ASSERT_EQ(names->size(), 1u);
+  EXPECT_EQ((*names)[0].name, "p");
+  ASSERT_TRUE(fs_->Unlink(*dir, "p").ok());
+  EXPECT_TRUE(fs_->Rmdir(root, "d").ok());
+  // The root has times of its own too.
+  auto root_before = fs_->Stat(root);
+  ASSERT_TRUE(fs_->Mkdir(root, "x").ok());
+  auto root_after = fs_->Stat(root);
+  EXPECT_TRUE(Later(root_after->mtime, root_before->mtime));
+}
+
+TEST_P(DfsTest, SpecialFilesAreEntriesWithTypeAndRdev) {
+  Entry root = fs_->Root();
+  auto chr = fs_->Mknod(root, "null", S_IFCHR | 0666, 0x103);
+  ASSERT_TRUE(chr.ok()) << chr.status().ToString();
+  auto attr = fs_->Stat(*chr);
+  ASSERT_TRUE(attr.ok());
+  EXPECT_TRUE(S_ISCHR(attr->mode));
+  EXPECT_EQ(attr->rdev, 0x103u);
+  EXPECT_EQ(attr->size, 0u);
+  for (mode_t type : {S_IFIFO, S_IFSOCK, S_IFBLK}) {
+    auto e = fs_->Mknod(root, fmt::format("n{:o}", type), type | 0600, 7);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    auto a = fs_->Stat(*e);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->mode & S_IFMT, type);
+    EXPECT_EQ(a->rdev, type == S_IFBLK ? 7u : 0u);
+  }
+  EXPECT_EQ(Errno(fs_->Mknod(root, "null", S_IFCHR | 0666, 1).status()), EEXIST);
+  EXPECT_EQ(Errno(fs_->Mknod(root, "dir", S_IFDIR | 0755).status()), EINVAL);
+  auto reg = fs_->Mknod(root, "plain", S_IFREG | 0600);
+  ASSERT_TRUE(reg.ok());
+  EXPECT_TRUE(reg->is_file());
+  ASSERT_TRUE(fs_->Unlink(root, "null").ok());
+  EXPECT_EQ(Errno(fs_->Lookup(root, "null").status()), ENOENT);
+}
+
+TEST_P(DfsTest, HardLinksShareOneInodeRecord) {
+  Entry root = fs_->Root();
+  auto sub = fs_->Mkdir(root, "sub");
+  ASSERT_TRUE(sub.ok());
+  Entry f = CreateFile(root, "f", "linked data");
+  auto g = fs_->Link(f, *sub, "g");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  auto fa = fs_->Stat(f);
+  auto ga = fs_->Stat(*g);
+  ASSERT_TRUE(fa.ok() && ga.ok()) << fa.status().ToString() << ga.status().ToString();
+  EXPECT_EQ(fa->ino, ga->ino);
+  EXPECT_EQ(fa->nlink, 2u);
+  EXPECT_EQ(ga->size, 11u);
+  EXPECT_EQ(ReadAll(*g), "linked data");
+  // Attributes are shared: chmod through one name shows through the other.
+  SetAttrArgs chmod;
+  chmod.mask = kSetMode;
+  chmod.mode = 0600;
+  ASSERT_TRUE(fs_->SetAttr(*g, chmod).ok());
+  auto looked = fs_->LookupWithAttr(root, "f");
+  ASSERT_TRUE(looked.ok());
+  EXPECT_EQ(looked->second.mode & 07777, 0600u);
+  EXPECT_EQ(looked->second.nlink, 2u);
+  // A third name, a rename of a stub, errors.
+  ASSERT_TRUE(fs_->Link(*g, root, "h").ok());
+  EXPECT_EQ(fs_->Stat(f)->nlink, 3u);
+  ASSERT_TRUE(fs_->Rename(*sub, "g", *sub, "g2").ok());
+  EXPECT_EQ(Errno(fs_->Link(f, root, "h").status()), EEXIST);
+  EXPECT_EQ(fs_->Stat(f)->nlink, 3u);  // the failed link gave its count back
+  EXPECT_EQ(Errno(fs_->Link(*sub, root, "subdir").status()), EACCES);
+  // Renaming one name over another of the same entry changes nothing.
+  ASSERT_TRUE(fs_->Rename(root, "h", root, "f").ok());
+  EXPECT_EQ(fs_->Stat(f)->nlink, 3u);
+  // Names go one by one; the data stays until the last; a handle of a removed
+  // name still reaches the entry through the others.
+  ASSERT_TRUE(fs_->Unlink(root, "f").ok());
+  auto via_old = fs_->Stat(f);
+  ASSERT_TRUE(via_old.ok()) << via_old.status().ToString();
+  EXPECT_EQ(via_old->nlink, 2u);
+  ASSERT_TRUE(fs_->Unlink(root, "h").ok());
+  auto last = fs_->Lookup(*sub, "g2");
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(fs_->Stat(*last)->nlink, 1u);
+  EXPECT_EQ(ReadAll(*last), "linked data");
+  // Truncate and writes through the last name, then its removal frees all.
+  ASSERT_TRUE(fs_->Truncate(*last, 6).ok());
+  EXPECT_EQ(ReadAll(*last), "linked");
+  ASSERT_TRUE(fs_->Unlink(*sub, "g2").ok());
+  EXPECT_EQ(Errno(fs_->Stat(*last).status()), ENOENT);
+  ASSERT_TRUE(fs_->Rmdir(root, "sub").ok());
+  // Symlinks and special files link too.
+  auto sym = fs_->Symlink(root, "s", "target");
+  ASSERT_TRUE(sym.ok());
+  auto sym2 = fs_->Link(*sym, root, "s2");
+  ASSERT_TRUE(sym2.ok());
+  EXPECT_EQ(*fs_->Readlink(*sym2), "target");
+  // Remount: the layout reads back.
+  fs_ = MountOrDie({});
+  auto again = fs_->LookupWithAttr(fs_->Root(), "s2");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->second.nlink, 2u);
+  EXPECT_TRUE(S_ISLNK(again->second.mode));
+}
+
+TEST_P(DfsTest, DirectoryWithoutTimesValueReadsAsBefore) {
+  // A directory made by a build without directory times values: its entry
+  // record only, written straight into the root object.
+  Entry root = fs_->Root();
+  ASSERT_TRUE(fs_->Mkdir(root, "probe").ok());  // a record in this layout's form
+  auto probe = fs_->LookupWithAttr(root, "probe");
+  ASSERT_TRUE(probe.ok());
+  auto obj = cont_->OpenObject(root.oid);
+  ASSERT_TRUE(obj.ok());
+  auto raw = obj->Get("probe", "e");
+  ASSERT_TRUE(raw.ok());
+  ASSERT_TRUE(obj->Put("old", "e", *raw).ok());  // same record under another name: no times value behind it
+  auto sub_obj = cont_->OpenObject(probe->first.oid);
+  ASSERT_TRUE(sub_obj.ok());
+  ASSERT_TRUE(sub_obj->PunchDkey(".").ok());
+  auto old = fs_->LookupWithAttr(root, "old");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->second.mtime.tv_sec, probe->second.mtime.tv_sec);
+  EXPECT_EQ(old->second.nlink, 1u);
+  DirAnchor anchor;
+  auto listing = fs_->Readdir(old->first, anchor, 10);
+  ASSERT_TRUE(listing.ok());
+  EXPECT_TRUE(listing->empty());
+  ASSERT_TRUE(fs_->Rmdir(root, "old").ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, DfsTest, ::testing::Values("shm"), [](const auto& info) { return info.param; });

@@ -57,12 +57,22 @@ bool ValidTime(const timespec& t) {
   return t.tv_nsec >= 0 && t.tv_nsec < 1'000'000'000;
 }
 
+bool KnownType(mode_t mode) {
+  return S_ISREG(mode) || S_ISDIR(mode) || S_ISLNK(mode) || S_ISFIFO(mode) || S_ISCHR(mode) || S_ISBLK(mode) ||
+         S_ISSOCK(mode);
+}
+
+bool IsDevice(mode_t mode) {
+  return S_ISCHR(mode) || S_ISBLK(mode);
+}
+
 }  // namespace
 
 std::vector<std::byte> EncodeEntry(const EntryRecord& r) {
+  if (r.linked) return EncodeLinkStub(r);
   Writer w;
   w.U8(kEntryRecordVersion);
-  w.U8(0);  // flags, reserved
+  w.U8(0);  // flags: a full record
   w.U16(static_cast<uint16_t>(r.symlink_target.size()));
   w.U32(static_cast<uint32_t>(r.mode));
   w.U64(r.oid.hi);
@@ -72,9 +82,47 @@ std::vector<std::byte> EncodeEntry(const EntryRecord& r) {
   w.Time(r.atime);
   w.Time(r.mtime);
   w.Time(r.ctime);
-  w.U64(r.chunk_size);
+  w.U64(IsDevice(r.mode) ? r.rdev : r.chunk_size);
   w.Raw(r.symlink_target);
   return w.Take();
+}
+
+std::vector<std::byte> EncodeLinkStub(const EntryRecord& r) {
+  Writer w;
+  w.U8(kEntryRecordVersion);
+  w.U8(kEntryFlagLinked);
+  w.U16(0);
+  w.U32(static_cast<uint32_t>(r.mode & S_IFMT));
+  w.U64(r.oid.hi);
+  w.U64(r.oid.lo);
+  for (size_t i = 24; i < kEntryRecordFixedSize; ++i) w.U8(0);
+  return w.Take();
+}
+
+std::vector<std::byte> EncodeInode(const EntryRecord& r) {
+  EntryRecord full = r;
+  full.linked = false;
+  std::vector<std::byte> body = EncodeEntry(full);
+  Writer w;
+  w.U32(r.nlink);
+  std::vector<std::byte> out = w.Take();
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
+Result<EntryRecord> DecodeInode(std::span<const std::byte> bytes, std::string_view what) {
+  if (bytes.size() < kInodeRecordHeaderSize) {
+    return Status::Corruption(fmt::format("dfs inode record of {}: {} bytes", what, bytes.size()));
+  }
+  Reader rd(bytes);
+  const auto nlink = static_cast<uint32_t>(rd.Le(4));
+  ROS2_ASSIGN_OR_RETURN(EntryRecord r, DecodeEntry(bytes.subspan(kInodeRecordHeaderSize), what));
+  if (r.linked || nlink == 0 || S_ISDIR(r.mode)) {
+    return Status::Corruption(fmt::format("dfs inode record of {}: a stub, no links or a directory", what));
+  }
+  r.linked = true;
+  r.nlink = nlink;
+  return r;
 }
 
 Result<EntryRecord> DecodeEntry(std::span<const std::byte> bytes, std::string_view what) {
@@ -87,16 +135,23 @@ Result<EntryRecord> DecodeEntry(std::span<const std::byte> bytes, std::string_vi
   Reader rd(bytes);
   const auto version = static_cast<uint8_t>(rd.Le(1));
   if (version != kEntryRecordVersion) return bad(fmt::format("version {} (this build reads {})", version, 1));
-  if (rd.Le(1) != 0) return bad("reserved flags set");
+  const auto flags = static_cast<uint8_t>(rd.Le(1));
+  if ((flags & ~kEntryFlagLinked) != 0) return bad("reserved flags set");
   const auto target_len = static_cast<size_t>(rd.Le(2));
   if (bytes.size() != kEntryRecordFixedSize + target_len) {
     return bad(fmt::format("{} bytes for a {}-byte symlink target", bytes.size(), target_len));
   }
   EntryRecord r;
   r.mode = static_cast<mode_t>(rd.Le(4));
-  if (!S_ISREG(r.mode) && !S_ISDIR(r.mode) && !S_ISLNK(r.mode)) return bad(fmt::format("mode {:o}", r.mode));
+  if (!KnownType(r.mode)) return bad(fmt::format("mode {:o}", r.mode));
   r.oid.hi = rd.Le(8);
   r.oid.lo = rd.Le(8);
+  if ((flags & kEntryFlagLinked) != 0) {
+    if (S_ISDIR(r.mode) || target_len != 0) return bad("a link stub of a directory or with a target");
+    r.linked = true;
+    r.nlink = 0;  // unknown until the inode record is read
+    return r;
+  }
   r.uid = static_cast<uid_t>(rd.Le(4));
   r.gid = static_cast<gid_t>(rd.Le(4));
   r.atime = rd.Time();
@@ -104,6 +159,10 @@ Result<EntryRecord> DecodeEntry(std::span<const std::byte> bytes, std::string_vi
   r.ctime = rd.Time();
   if (!ValidTime(r.atime) || !ValidTime(r.mtime) || !ValidTime(r.ctime)) return bad("nanoseconds out of range");
   r.chunk_size = rd.Le(8);
+  if (IsDevice(r.mode)) {
+    r.rdev = r.chunk_size;
+    r.chunk_size = 0;
+  }
   if (S_ISREG(r.mode) && r.chunk_size == 0) return bad("regular file with chunk size 0");
   if (!S_ISLNK(r.mode) && target_len != 0) return bad("symlink target on a non-symlink");
   r.symlink_target.assign(reinterpret_cast<const char*>(bytes.data() + rd.pos()), target_len);

@@ -67,7 +67,7 @@ TEST(EntryRecord, DecoderRejectsDamage) {
   EXPECT_TRUE(corrupt([](auto& b) { b.pop_back(); }).IsCorruption());               // short
   EXPECT_TRUE(corrupt([](auto& b) { b.push_back(std::byte{1}); }).IsCorruption());  // trailing
   EXPECT_TRUE(corrupt([](auto& b) { b[0] = std::byte{9}; }).IsCorruption());        // version
-  EXPECT_TRUE(corrupt([](auto& b) { b[1] = std::byte{1}; }).IsCorruption());        // flags
+  EXPECT_TRUE(corrupt([](auto& b) { b[1] = std::byte{2}; }).IsCorruption());        // unknown flags
   EXPECT_TRUE(corrupt([](auto& b) { b[2] = std::byte{3}; }).IsCorruption());        // target length
   EXPECT_TRUE(corrupt([](auto& b) {
                 b[5] = std::byte{0};
@@ -80,6 +80,68 @@ TEST(EntryRecord, DecoderRejectsDamage) {
                   .IsCorruption());
   auto st = corrupt([](auto& b) { b[0] = std::byte{9}; });
   EXPECT_NE(st.message().find("version"), std::string::npos) << st.ToString();
+}
+
+TEST(EntryRecord, SpecialFilesKeepTypeAndDeviceNumber) {
+  for (mode_t type : {S_IFCHR, S_IFBLK, S_IFIFO, S_IFSOCK}) {
+    EntryRecord r;
+    r.mode = type | 0640;
+    r.oid = ObjectId{3, 4};
+    r.rdev = (type == S_IFCHR || type == S_IFBLK) ? 0x10305 : 0;
+    auto bytes = EncodeEntry(r);
+    EXPECT_EQ(bytes.size(), kEntryRecordFixedSize);
+    auto back = DecodeEntry(bytes, "t");
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->mode, r.mode);
+    EXPECT_EQ(back->rdev, r.rdev);
+    EXPECT_EQ(back->chunk_size, 0u);
+    EXPECT_FALSE(back->linked);
+  }
+}
+
+TEST(EntryRecord, LinkStubAndInodeRecordRoundTrip) {
+  EntryRecord r = SampleFile();
+  r.linked = true;
+  r.nlink = 3;
+  // The stub: type and object id only.
+  auto stub = EncodeEntry(r);
+  ASSERT_EQ(stub.size(), kEntryRecordFixedSize);
+  EXPECT_EQ(stub, EncodeLinkStub(r));
+  auto back = DecodeEntry(stub, "t");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(back->linked);
+  EXPECT_EQ(back->oid, r.oid);
+  EXPECT_EQ(back->mode, static_cast<mode_t>(S_IFREG));
+  // The inode record: the count and every attribute.
+  auto inode = EncodeInode(r);
+  EXPECT_EQ(inode.size(), kInodeRecordHeaderSize + kEntryRecordFixedSize);
+  auto full = DecodeInode(inode, "t");
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  EXPECT_TRUE(full->linked);
+  EXPECT_EQ(full->nlink, 3u);
+  ExpectSame(SampleFile(), *full);
+  // A symlink's target travels in its inode record.
+  EntryRecord l;
+  l.mode = S_IFLNK | 0777;
+  l.oid = ObjectId{5, 6};
+  l.symlink_target = "elsewhere";
+  l.linked = true;
+  l.nlink = 2;
+  auto linode = DecodeInode(EncodeInode(l), "t");
+  ASSERT_TRUE(linode.ok());
+  EXPECT_EQ(linode->symlink_target, "elsewhere");
+  // Damage: no count, a stub inside, a directory.
+  auto zero = inode;
+  zero[0] = zero[1] = zero[2] = zero[3] = std::byte{0};
+  EXPECT_TRUE(DecodeInode(zero, "t").status().IsCorruption());
+  auto nested = inode;
+  nested[kInodeRecordHeaderSize + 1] = std::byte{kEntryFlagLinked};  // a stub inside
+  EXPECT_TRUE(DecodeInode(nested, "t").status().IsCorruption());
+  EXPECT_TRUE(DecodeInode(std::vector<std::byte>(2), "t").status().IsCorruption());
+  EntryRecord dir;
+  dir.mode = S_IFDIR | 0755;
+  dir.linked = true;
+  EXPECT_TRUE(DecodeEntry(EncodeLinkStub(dir), "t").status().IsCorruption());
 }
 
 TEST(SuperblockRecord, RoundTripsAndRejectsDamage) {

@@ -23,6 +23,25 @@ std::span<const std::byte> AsSpan(const std::vector<std::byte>& v) {
   return {v.data(), v.size()};
 }
 
+// A directory's times value: mtime then ctime, each u64 seconds + u32 ns, little-endian.
+constexpr size_t kDirTimesSize = 24;
+
+std::vector<std::byte> EncodeDirTimes(const timespec& mtime, const timespec& ctime) {
+  std::vector<std::byte> out;
+  auto le = [&out](uint64_t v, int width) {
+    for (int i = 0; i < width; ++i) out.push_back(static_cast<std::byte>(v >> (8 * i)));
+  };
+  for (const timespec* t : {&mtime, &ctime}) {
+    le(static_cast<uint64_t>(t->tv_sec), 8);
+    le(static_cast<uint64_t>(t->tv_nsec), 4);
+  }
+  return out;
+}
+
+bool Later(const timespec& a, const timespec& b) {
+  return a.tv_sec != b.tv_sec ? a.tv_sec > b.tv_sec : a.tv_nsec > b.tv_nsec;
+}
+
 }  // namespace
 
 ObjectId SuperblockObjectId() {
@@ -43,6 +62,10 @@ Result<uint64_t> ChunkIndex(std::string_view dkey) {
   uint64_t index = 0;
   for (char c : dkey) index = (index << 8) | static_cast<uint8_t>(c);
   return index;
+}
+
+std::string InodeDkey(const ObjectId& oid) {
+  return "inode/" + oid.ToString();
 }
 
 uint64_t InodeNumber(const ObjectId& oid, const ObjectId& root) {
@@ -95,11 +118,119 @@ FilesystemCore::Location FilesystemCore::LocationOf(const Entry& entry) const {
   return {entry.parent, entry.name};
 }
 
-Result<EntryRecord> FilesystemCore::FetchRecord(const ObjectId& dir, std::string_view name) const {
+Result<EntryRecord> FilesystemCore::FetchRawRecord(const ObjectId& dir, std::string_view name) const {
   ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(dir));
   ROS2_ASSIGN_OR_RETURN(auto value, obj.Get(name, kEntryAkey, 256));
   if (value.empty()) return Status::NotFound(fmt::format("dfs: no entry {}", DescribeEntry(dir, name)));
   return DecodeEntry(value, DescribeEntry(dir, name));
+}
+
+Result<EntryRecord> FilesystemCore::FetchRecord(const ObjectId& dir, std::string_view name) const {
+  ROS2_ASSIGN_OR_RETURN(EntryRecord rec, FetchRawRecord(dir, name));
+  if (rec.linked) {
+    auto inode = FetchInode(rec.oid);
+    if (!inode.ok() && inode.status().IsNotFound()) {
+      // The last other name went away between the two fetches.
+      return Status::NotFound(fmt::format("dfs: entry {} lost its inode record", DescribeEntry(dir, name)));
+    }
+    return inode;
+  }
+  if (S_ISDIR(rec.mode)) ROS2_RETURN_IF_ERROR(ApplyDirectoryTimes(rec));
+  return rec;
+}
+
+Status FilesystemCore::StoreAttributes(const Entry& entry, const EntryRecord& record) const {
+  if (record.linked) return ReplaceInode(record);
+  Location loc = LocationOf(entry);
+  ROS2_RETURN_IF_ERROR(ReplaceRecord(loc.object, loc.dkey, record));
+  if (S_ISDIR(record.mode)) return StoreDirectoryTimes(record.oid, record.mtime, record.ctime);
+  return Status::Ok();
+}
+
+Result<EntryRecord> FilesystemCore::FetchInode(const ObjectId& oid) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId()));
+  const std::string dkey = InodeDkey(oid);
+  ROS2_ASSIGN_OR_RETURN(auto value, sb.Get(dkey, kEntryAkey, 256));
+  if (value.empty()) return Status::NotFound(fmt::format("dfs: no inode record of {}", oid.ToString()));
+  return DecodeInode(value, "inode " + oid.ToString());
+}
+
+Status FilesystemCore::InsertInode(const EntryRecord& record) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId()));
+  const std::string dkey = InodeDkey(record.oid);
+  auto bytes = EncodeInode(record);
+  client::UpdateArgs args;
+  args.dkey = dkey;
+  args.akey = kEntryAkey;
+  args.data = AsSpan(bytes);
+  args.condition = client::Condition::kAbsent;
+  return sb.Update(args);
+}
+
+Status FilesystemCore::ReplaceInode(const EntryRecord& record) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId()));
+  const std::string dkey = InodeDkey(record.oid);
+  auto bytes = EncodeInode(record);
+  client::UpdateArgs args;
+  args.dkey = dkey;
+  args.akey = kEntryAkey;
+  args.data = AsSpan(bytes);
+  args.condition = client::Condition::kPresent;
+  Status st = sb.Update(args);
+  if (st.IsNotFound()) return Status::NotFound(fmt::format("dfs: inode record of {} is gone", record.oid.ToString()));
+  return st;
+}
+
+Status FilesystemCore::RemoveInode(const ObjectId& oid) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId()));
+  return sb.PunchDkey(InodeDkey(oid), client::Condition::kPresent);
+}
+
+Status FilesystemCore::DropLink(const ObjectId& oid) const {
+  ROS2_ASSIGN_OR_RETURN(EntryRecord inode, FetchInode(oid));
+  if (inode.nlink <= 1) {
+    ROS2_RETURN_IF_ERROR(RemoveInode(oid));
+    if (!S_ISREG(inode.mode)) return Status::Ok();
+    ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(oid));
+    ROS2_ASSIGN_OR_RETURN(auto tail, obj.QueryArrayTail(kDataAkey));
+    if (!tail) return Status::Ok();
+    return obj.PunchObject();
+  }
+  --inode.nlink;
+  inode.ctime = Now();
+  return ReplaceInode(inode);
+}
+
+Status FilesystemCore::TouchDirectory(const ObjectId& dir) const {
+  const timespec now = Now();
+  return StoreDirectoryTimes(dir, now, now);
+}
+
+Status FilesystemCore::StoreDirectoryTimes(const ObjectId& dir, const timespec& mtime, const timespec& ctime) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(dir));
+  auto bytes = EncodeDirTimes(mtime, ctime);
+  return obj.Put(kDirTimesDkey, kDirTimesAkey, AsSpan(bytes));
+}
+
+Status FilesystemCore::ApplyDirectoryTimes(EntryRecord& record) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(record.oid));
+  ROS2_ASSIGN_OR_RETURN(auto value, obj.Get(kDirTimesDkey, kDirTimesAkey, kDirTimesSize));
+  if (value.empty()) return Status::Ok();  // never changed since created (or made by an older build)
+  if (value.size() != kDirTimesSize) {
+    return Status::Corruption(fmt::format("dfs: times of directory {}: {} bytes", record.oid.ToString(), value.size()));
+  }
+  timespec t[2]{};
+  size_t pos = 0;
+  for (auto& ts : t) {
+    uint64_t sec = 0, nsec = 0;
+    for (int i = 0; i < 8; ++i) sec |= uint64_t{static_cast<uint8_t>(value[pos++])} << (8 * i);
+    for (int i = 0; i < 4; ++i) nsec |= uint64_t{static_cast<uint8_t>(value[pos++])} << (8 * i);
+    ts.tv_sec = static_cast<time_t>(static_cast<int64_t>(sec));
+    ts.tv_nsec = static_cast<long>(nsec);
+  }
+  record.mtime = t[0];
+  if (Later(t[1], record.ctime)) record.ctime = t[1];
+  return Status::Ok();
 }
 
 Status FilesystemCore::InsertRecord(const ObjectId& dir, std::string_view name, const EntryRecord& record) const {
@@ -153,12 +284,18 @@ Result<uint64_t> FilesystemCore::FileSize(const ObjectId& file, uint64_t chunk_s
 
 Result<EntryRecord> FilesystemCore::RecordOf(const Entry& entry) const {
   Location loc = LocationOf(entry);
-  ROS2_ASSIGN_OR_RETURN(EntryRecord rec, FetchRecord(loc.object, loc.dkey));
-  if (rec.oid != entry.oid) {
-    return Status::NotFound(fmt::format("dfs: entry {} now names another object (stale handle of {})",
-                                        DescribeEntry(loc.object, loc.dkey), entry.oid.ToString()));
+  auto rec = FetchRecord(loc.object, loc.dkey);
+  if (rec.ok() && rec->oid == entry.oid) return rec;
+  if (!rec.ok() && !rec.status().IsNotFound()) return rec.status();
+  // This name is gone or names another object: the entry may live on under
+  // another name (a hard link).
+  if (!entry.is_dir() && !(entry.oid == superblock_.root)) {
+    auto inode = FetchInode(entry.oid);
+    if (inode.ok() || !inode.status().IsNotFound()) return inode;
   }
-  return rec;
+  if (!rec.ok()) return rec.status();
+  return Status::NotFound(fmt::format("dfs: entry {} now names another object (stale handle of {})",
+                                      DescribeEntry(loc.object, loc.dkey), entry.oid.ToString()));
 }
 
 Attr FilesystemCore::MakeAttr(const EntryRecord& record, uint64_t size) const {
@@ -169,7 +306,8 @@ Attr FilesystemCore::MakeAttr(const EntryRecord& record, uint64_t size) const {
   a.gid = record.gid;
   a.size = S_ISLNK(record.mode) ? record.symlink_target.size() : size;
   a.blocks = (a.size + 511) / 512;
-  a.nlink = 1;
+  a.nlink = record.linked ? record.nlink : 1;
+  a.rdev = record.rdev;
   a.blksize = static_cast<uint32_t>(
       std::min<uint64_t>(record.chunk_size != 0 ? record.chunk_size : chunk_size_, uint64_t{1} << 30));
   a.atime = record.atime;

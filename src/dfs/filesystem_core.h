@@ -27,6 +27,14 @@ inline constexpr std::string_view kEntryAkey = "e";        // a directory entry'
 inline constexpr std::string_view kSuperblockDkey = "sb";  // superblock object: the superblock record
 inline constexpr std::string_view kRootDkey = "/";         // superblock object: the root's entry record
 inline constexpr std::string_view kDataAkey = "d";         // a file chunk's byte array
+// A directory object: dkey kDirTimesDkey (never an entry name) / akey
+// kDirTimesAkey holds the directory's mtime and ctime as of its last change
+// of entries (docs/dfs.md, "Times").
+inline constexpr std::string_view kDirTimesDkey = ".";
+inline constexpr std::string_view kDirTimesAkey = "t";
+// Superblock object: dkey InodeDkey(oid) / akey kEntryAkey holds the shared
+// inode record of a hard-linked entry.
+std::string InodeDkey(const ObjectId& oid);
 
 // The fixed object ids of a file system.
 ObjectId SuperblockObjectId();
@@ -62,20 +70,52 @@ class FilesystemCore {
   };
   Location LocationOf(const Entry& entry) const;
 
-  // The record of entry `name` in directory object `dir`; NotFound when absent.
+  // The record of entry `name` in directory object `dir`; NotFound when
+  // absent. A link stub is resolved: the result is the shared inode record
+  // (linked = true, with its link count). A directory's record carries the
+  // times of its last change of entries (ApplyDirectoryTimes).
   Result<EntryRecord> FetchRecord(const ObjectId& dir, std::string_view name) const;
-  // Inserts a new entry: AlreadyExists when one of that name exists.
+  // The directory entry itself, unresolved (a stub stays a stub).
+  Result<EntryRecord> FetchRawRecord(const ObjectId& dir, std::string_view name) const;
+  // Inserts a new entry: AlreadyExists when one of that name exists. A linked
+  // record is written as a link stub (so are the two calls below).
   Status InsertRecord(const ObjectId& dir, std::string_view name, const EntryRecord& record) const;
   // Replaces an existing entry's record: NotFound when it is gone.
   Status ReplaceRecord(const ObjectId& dir, std::string_view name, const EntryRecord& record) const;
   // Writes the record whether or not the entry exists (rename over a target).
   Status StoreRecord(const ObjectId& dir, std::string_view name, const EntryRecord& record) const;
+
+  // Writes the attributes of `entry` (chmod, utimens, ...): into its shared
+  // inode record when linked, else its directory entry (NotFound when gone);
+  // a directory's times also go to its times value.
+  Status StoreAttributes(const Entry& entry, const EntryRecord& record) const;
+
+  // --- hard links: the shared inode records ---
+  Result<EntryRecord> FetchInode(const ObjectId& oid) const;
+  // Insert if absent (AlreadyExists), replace if present (NotFound).
+  Status InsertInode(const EntryRecord& record) const;
+  Status ReplaceInode(const EntryRecord& record) const;
+  Status RemoveInode(const ObjectId& oid) const;
+  // One name of a linked entry went away: nlink - 1 and ctime now, or the
+  // inode record and the object removed at the last link.
+  Status DropLink(const ObjectId& oid) const;
+
+  // --- directory times ---
+  // The entries of directory object `dir` changed: its mtime and ctime become
+  // now (one blind update of its times value).
+  Status TouchDirectory(const ObjectId& dir) const;
+  // Stores explicit times (utimens on a directory).
+  Status StoreDirectoryTimes(const ObjectId& dir, const timespec& mtime, const timespec& ctime) const;
+  // Takes the directory's mtime and its later ctime from its times value, when it has one.
+  Status ApplyDirectoryTimes(EntryRecord& record) const;
   // Removes an entry: NotFound when it is absent.
   Status RemoveRecord(const ObjectId& dir, std::string_view name) const;
 
   // The size of a regular file: the end of its highest written byte.
   Result<uint64_t> FileSize(const ObjectId& file, uint64_t chunk_size) const;
-  // The record behind an entry handle (NotFound when it went away).
+  // The record behind an entry handle (NotFound when it went away), resolved
+  // like FetchRecord. A handle whose name went away while the entry keeps
+  // another (hard link) still finds it through the inode record.
   Result<EntryRecord> RecordOf(const Entry& entry) const;
 
   Attr MakeAttr(const EntryRecord& record, uint64_t size) const;

@@ -38,23 +38,41 @@ Result<bool> DirectoryEmpty(const FilesystemCore& core, const ObjectId& dir) {
   ROS2_ASSIGN_OR_RETURN(client::Object obj, core.OpenObject(dir));
   client::KeyAnchor anchor;
   while (!anchor.eof) {
-    ROS2_ASSIGN_OR_RETURN(auto keys, obj.ListDkeysPage(anchor, 1));
-    if (!keys.empty()) return false;
+    ROS2_ASSIGN_OR_RETURN(auto keys, obj.ListDkeysPage(anchor, 2));
+    for (const auto& key : keys) {
+      if (key != kDirTimesDkey) return false;  // the directory's times value is no entry
+    }
   }
   return true;
 }
 
-// Removes what an entry's object holds once its entry is gone (best effort:
-// the entry is already removed). A punch is a durable write on every shard, so
-// it is skipped when there is nothing to remove: symlinks have no object data,
-// a directory is removed only when empty, and a file that holds no chunk (the
+// Removes what an entry's object holds once its entry (one name of it) is
+// gone (best effort: the name is already removed). A hard-linked entry loses
+// one link, and its object goes with the last. A punch is a durable write on
+// every shard, so it is skipped when there is nothing to remove: symlinks and
+// special files have no object data, a directory is removed only when empty
+// (only its times value is left), and a file that holds no chunk (the
 // array-tail query, reads only, all shards at once) needs none.
 Status PunchEntryObject(const FilesystemCore& core, const EntryRecord& rec) {
+  if (rec.linked) return core.DropLink(rec.oid);
+  if (S_ISDIR(rec.mode)) {
+    ROS2_ASSIGN_OR_RETURN(client::Object dir, core.OpenObject(rec.oid));
+    return dir.PunchDkey(kDirTimesDkey);
+  }
   if (!S_ISREG(rec.mode)) return Status::Ok();
   ROS2_ASSIGN_OR_RETURN(client::Object obj, core.OpenObject(rec.oid));
   ROS2_ASSIGN_OR_RETURN(auto tail, obj.QueryArrayTail(kDataAkey));
   if (!tail) return Status::Ok();
   return obj.PunchObject();
+}
+
+// After a rename: both directories changed, and the moved entry's ctime
+// (already in `moved` unless it is hard-linked: then in its inode record).
+Status FinishRename(const FilesystemCore& core, const ObjectId& from, const ObjectId& to, const EntryRecord& moved) {
+  ROS2_RETURN_IF_ERROR(core.TouchDirectory(from));
+  if (!(to == from)) ROS2_RETURN_IF_ERROR(core.TouchDirectory(to));
+  if (moved.linked) return core.ReplaceInode(moved);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -133,7 +151,8 @@ Result<Entry> Filesystem::MkdirAll(std::string_view path, mode_t mode, uint64_t*
   return dir;
 }
 
-Result<Entry> Filesystem::Open(const Entry& parent, std::string_view name, int flags, mode_t mode) {
+Result<Entry> Filesystem::Open(const Entry& parent, std::string_view name, int flags, mode_t mode, bool* created) {
+  if (created != nullptr) *created = false;
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "open"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, X_OK, fmt::format("open of '{}'", name)));
@@ -144,7 +163,11 @@ Result<Entry> Filesystem::Open(const Entry& parent, std::string_view name, int f
       EntryRecord rec =
           core_->NewRecord(S_IFREG | (mode & 07777), core_->NewObjectId(ObjectType::kArray, core_->file_class()));
       Status st = core_->InsertRecord(parent.oid, name, rec);
-      if (st.ok()) return core_->MakeEntry(parent.oid, name, rec);
+      if (st.ok()) {
+        ROS2_RETURN_IF_ERROR(core_->TouchDirectory(parent.oid));
+        if (created != nullptr) *created = true;
+        return core_->MakeEntry(parent.oid, name, rec);
+      }
       if (st.code() != Status::Code::kAlreadyExists || (flags & O_EXCL) != 0) return st;
     }
     auto existing = core_->FetchRecord(parent.oid, name);
@@ -161,7 +184,7 @@ Result<Entry> Filesystem::Open(const Entry& parent, std::string_view name, int f
     }
     ROS2_RETURN_IF_ERROR(core_->CheckAccess(rec, AccessFor(flags), what));
     Entry entry = core_->MakeEntry(parent.oid, name, rec);
-    if ((flags & O_TRUNC) != 0 && S_ISREG(rec.mode) && (flags & O_ACCMODE) != O_RDONLY) {
+    if ((flags & O_TRUNC) != 0 && S_ISREG(rec.mode)) {  // as Linux: whatever the access mode
       ROS2_RETURN_IF_ERROR(Truncate(entry, 0));
     }
     return entry;
@@ -176,6 +199,7 @@ Result<Entry> Filesystem::Mkdir(const Entry& parent, std::string_view name, mode
   EntryRecord rec =
       core_->NewRecord(S_IFDIR | (mode & 07777), core_->NewObjectId(ObjectType::kDirectory, core_->dir_class()));
   ROS2_RETURN_IF_ERROR(core_->InsertRecord(parent.oid, name, rec));
+  ROS2_RETURN_IF_ERROR(core_->TouchDirectory(parent.oid));
   return core_->MakeEntry(parent.oid, name, rec);
 }
 
@@ -193,7 +217,70 @@ Result<Entry> Filesystem::Symlink(const Entry& parent, std::string_view name, st
   EntryRecord rec = core_->NewRecord(S_IFLNK | 0777, core_->NewObjectId(ObjectType::kKeyValue, ObjectClass::kS1));
   rec.symlink_target = std::string(target);
   ROS2_RETURN_IF_ERROR(core_->InsertRecord(parent.oid, name, rec));
+  ROS2_RETURN_IF_ERROR(core_->TouchDirectory(parent.oid));
   return core_->MakeEntry(parent.oid, name, rec);
+}
+
+Result<Entry> Filesystem::Mknod(const Entry& parent, std::string_view name, mode_t mode, uint64_t rdev) {
+  if (S_ISREG(mode) || (mode & S_IFMT) == 0) {
+    return Open(parent, name, O_CREAT | O_EXCL | O_RDWR, mode & 07777);
+  }
+  if (!S_ISFIFO(mode) && !S_ISSOCK(mode) && !S_ISCHR(mode) && !S_ISBLK(mode)) {
+    return Status::InvalidArgument(fmt::format("dfs mknod of '{}': type {:o} cannot be made", name, mode & S_IFMT));
+  }
+  ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "mknod"));
+  ROS2_RETURN_IF_ERROR(ValidateName(name));
+  ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, W_OK | X_OK, fmt::format("mknod of '{}'", name)));
+  // No data: as for a symlink, the object id only gives a stable inode number.
+  EntryRecord rec =
+      core_->NewRecord(mode & (S_IFMT | 07777), core_->NewObjectId(ObjectType::kKeyValue, ObjectClass::kS1));
+  if (S_ISCHR(mode) || S_ISBLK(mode)) rec.rdev = rdev;
+  ROS2_RETURN_IF_ERROR(core_->InsertRecord(parent.oid, name, rec));
+  ROS2_RETURN_IF_ERROR(core_->TouchDirectory(parent.oid));
+  return core_->MakeEntry(parent.oid, name, rec);
+}
+
+Result<Entry> Filesystem::Link(const Entry& target, const Entry& new_parent, std::string_view new_name) {
+  ROS2_RETURN_IF_ERROR(RequireDirectory(new_parent, "link"));
+  ROS2_RETURN_IF_ERROR(ValidateName(new_name));
+  const std::string what =
+      fmt::format("dfs link of {} as {}", target.oid.ToString(), DescribeEntry(new_parent.oid, new_name));
+  ROS2_RETURN_IF_ERROR(core_->CheckAccess(new_parent, W_OK | X_OK, what));
+  if (target.is_dir() || target.name.empty()) {
+    return Status::PermissionDenied(what + ": a directory cannot have another name");
+  }
+  ROS2_ASSIGN_OR_RETURN(EntryRecord rec, core_->RecordOf(target));
+  if (S_ISDIR(rec.mode)) return Status::PermissionDenied(what + ": a directory cannot have another name");
+  // Order (docs/dfs.md, "Hard links"): the inode record with the new count,
+  // then the source's entry turned into a stub, then the new stub. A crash in
+  // between over-counts (the object outlives its names), never under-counts.
+  const timespec now = Now();
+  rec.ctime = now;
+  if (!rec.linked) {
+    rec.linked = true;
+    rec.nlink = 2;
+    Status st = core_->InsertInode(rec);
+    if (st.code() == Status::Code::kAlreadyExists) {
+      // Left by an interrupted link of this file, or another client linking
+      // it right now: if its entry is a stub by now, count on from there.
+      ROS2_ASSIGN_OR_RETURN(EntryRecord raw, core_->FetchRawRecord(target.parent, target.name));
+      if (raw.linked) return Link(target, new_parent, new_name);
+      ROS2_RETURN_IF_ERROR(core_->ReplaceInode(rec));
+    } else {
+      ROS2_RETURN_IF_ERROR(st);
+    }
+    ROS2_RETURN_IF_ERROR(core_->ReplaceRecord(target.parent, target.name, rec));
+  } else {
+    ++rec.nlink;
+    ROS2_RETURN_IF_ERROR(core_->ReplaceInode(rec));
+  }
+  Status st = core_->InsertRecord(new_parent.oid, new_name, rec);
+  if (!st.ok()) {
+    (void)core_->DropLink(rec.oid);  // give the count back (the stub stays: a linked entry with one name)
+    return st;
+  }
+  ROS2_RETURN_IF_ERROR(core_->TouchDirectory(new_parent.oid));
+  return core_->MakeEntry(new_parent.oid, new_name, rec);
 }
 
 Result<std::string> Filesystem::Readlink(const Entry& link) {
@@ -213,6 +300,7 @@ Status Filesystem::Unlink(const Entry& parent, std::string_view name) {
     return Status::IsDirectory(fmt::format("dfs unlink: {} is a directory", DescribeEntry(parent.oid, name)));
   }
   ROS2_RETURN_IF_ERROR(core_->RemoveRecord(parent.oid, name));
+  ROS2_RETURN_IF_ERROR(core_->TouchDirectory(parent.oid));
   return PunchEntryObject(*core_, rec);
 }
 
@@ -227,6 +315,7 @@ Status Filesystem::Rmdir(const Entry& parent, std::string_view name) {
   ROS2_ASSIGN_OR_RETURN(bool empty, DirectoryEmpty(*core_, rec.oid));
   if (!empty) return Status::NotEmpty(fmt::format("dfs rmdir: {} is not empty", DescribeEntry(parent.oid, name)));
   ROS2_RETURN_IF_ERROR(core_->RemoveRecord(parent.oid, name));
+  ROS2_RETURN_IF_ERROR(core_->TouchDirectory(parent.oid));
   return PunchEntryObject(*core_, rec);
 }
 
@@ -255,7 +344,8 @@ Status Filesystem::Rename(const Entry& parent, std::string_view name, const Entr
     ROS2_RETURN_IF_ERROR(core_->InsertRecord(new_parent.oid, new_name, moved));
     Status st = core_->RemoveRecord(parent.oid, name);
     if (st.IsNotFound()) (void)core_->RemoveRecord(new_parent.oid, new_name);  // the source vanished: undo
-    return st;
+    ROS2_RETURN_IF_ERROR(st);
+    return FinishRename(*core_, parent.oid, new_parent.oid, moved);
   }
 
   for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
@@ -280,7 +370,7 @@ Status Filesystem::Rename(const Entry& parent, std::string_view name, const Entr
     ROS2_RETURN_IF_ERROR(st);
     ROS2_RETURN_IF_ERROR(core_->RemoveRecord(parent.oid, name));
     if (dst.ok()) (void)PunchEntryObject(*core_, *dst);
-    return Status::Ok();
+    return FinishRename(*core_, parent.oid, new_parent.oid, moved);
   }
   return Status::Busy(what + ": the target kept changing");
 }

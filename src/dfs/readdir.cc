@@ -34,6 +34,7 @@ Result<std::vector<DirEntry>> Filesystem::Readdir(const Entry& dir, DirAnchor& a
   std::vector<client::IoResult> results(names.size());
   Status submit_error;
   for (size_t i = 0; i < names.size() && submit_error.ok(); ++i) {
+    if (names[i] == kDirTimesDkey) continue;  // the directory's own times, not an entry
     client::FetchArgs f;
     f.dkey = names[i];
     f.akey = kEntryAkey;
@@ -46,6 +47,7 @@ Result<std::vector<DirEntry>> Filesystem::Readdir(const Entry& dir, DirAnchor& a
   }
   ROS2_RETURN_IF_ERROR(submit_error);
   for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == kDirTimesDkey) continue;
     ROS2_RETURN_IF_ERROR(results[i].status);
     if (results[i].size == 0) continue;  // removed since the listing
     std::vector<std::byte>& value = values[i];

@@ -36,13 +36,55 @@ std::span<std::byte> ThreadReadBuffer(size_t size) {
 
 }  // namespace
 
+Status FuseFilesystem::TruncateOnOpen(fuse_req_t req, const dfs::Entry& entry) {
+  dfs::SetAttrArgs args;
+  args.mask = dfs::kSetSize;
+  args.size = 0;
+  // The kernel's own suid/sgid clearing (its setattr for the open) is dropped
+  // when the open truncates: do what it would have done for an unprivileged
+  // caller.
+  const fuse_ctx* ctx = fuse_req_ctx(req);
+  if (ctx != nullptr && ctx->uid != 0 && (entry.mode & (S_ISUID | S_ISGID)) != 0) {
+    auto attr = fs_.Stat(entry);
+    if (!attr.ok()) return attr.status();
+    mode_t mode = attr->mode & 07777;
+    mode_t killed = mode & ~static_cast<mode_t>(S_ISUID);
+    if ((killed & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP)) killed &= ~static_cast<mode_t>(S_ISGID);
+    if (killed != mode) {
+      args.mask |= dfs::kSetMode;
+      args.mode = killed;
+    }
+  }
+  auto updated = fs_.SetAttr(entry, args);
+  if (!updated.ok()) return updated.status();
+  if ((args.mask & dfs::kSetMode) != 0) {
+    dfs::Entry refreshed = entry;
+    refreshed.mode = updated->mode;
+    inodes_.Refresh(refreshed);
+  }
+  return Status::Ok();
+}
+
 void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto entry = EntryOrReply(req, ino);
   if (!entry) return;
   if (entry->is_dir()) return (void)fuse_reply_err(req, EISDIR);
-  // Permissions were checked by the kernel (default_permissions) and O_TRUNC
-  // arrived as a setattr before this open; the handle only pins the entry.
-  fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*entry}));
+  // Permissions were checked by the kernel (default_permissions). O_TRUNC
+  // comes in the open flags, not as a setattr first: libfuse 3 negotiates
+  // FUSE_CAP_ATOMIC_O_TRUNC by default, and then the kernel leaves the
+  // truncation to this open (it only drops its page cache). As on Linux, the
+  // file is truncated whatever the access mode (the kernel asked for write
+  // permission because of O_TRUNC).
+  if ((fi->flags & O_TRUNC) != 0 && entry->is_file()) {
+    if (Status s = TruncateOnOpen(req, *entry); !s.ok()) return ReplyError(req, s, "open(O_TRUNC)");
+  }
+  auto handle = std::make_unique<OpenFile>();
+  handle->entry = *entry;
+  fi->fh = ReleaseToHandle(std::move(handle));
+  // A handle that can write gets a flush on close, to publish the mtime of
+  // what it wrote (the DFS does not stamp it per write); a read-only one
+  // spares the kernel that round trip.
+  const bool read_only = (fi->flags & O_ACCMODE) == O_RDONLY;
   if (!cache_.data_cache) {
     // Direct I/O: let the kernel run writes that stay inside the file's size
     // side by side (FOPEN_PARALLEL_DIRECT_WRITES, Linux 6.2+; older kernels
@@ -50,29 +92,38 @@ void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     // the reply is the kernel's fuse_open_out, as fuse_reply_open would build it.
     fuse_open_out out{};
     out.fh = fi->fh;
-    out.open_flags = FOPEN_DIRECT_IO | FOPEN_NOFLUSH | FOPEN_PARALLEL_DIRECT_WRITES;
+    out.open_flags = FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES | (read_only ? FOPEN_NOFLUSH : 0);
     iovec iov{&out, sizeof(out)};
     if (fuse_reply_iov(req, &iov, 1) != 0) TakeHandle<OpenFile>(fi->fh);
     return;
   }
   fi->keep_cache = 1;
-  fi->noflush = 1;  // flush would be a no-op: spare the kernel the round trip on close
+  fi->noflush = read_only ? 1 : 0;
   if (fuse_reply_open(req, fi) != 0) TakeHandle<OpenFile>(fi->fh);
 }
 
 void FuseFilesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
   auto dir = EntryOrReply(req, parent);
   if (!dir) return;
-  auto created = fs_.Open(*dir, name, (fi->flags & (O_ACCMODE | O_EXCL | O_TRUNC)) | O_CREAT, mode & 07777);
+  bool is_new = false;
+  auto created = fs_.Open(*dir, name, (fi->flags & (O_ACCMODE | O_EXCL | O_TRUNC)) | O_CREAT, mode & 07777, &is_new);
   if (!created.ok()) return ReplyError(req, created.status(), "create");
   auto attr = fs_.Stat(*created);
   if (!attr.ok()) return ReplyError(req, attr.status(), "create");
-  if (Status s = ChownToCaller(req, *created, *attr); !s.ok()) return ReplyError(req, s, "create");
+  // A file that existed (made meanwhile, or unknown to the kernel's cache) keeps its owner.
+  if (is_new) {
+    if (Status s = ChownToCaller(req, *dir, *created, *attr); !s.ok()) return ReplyError(req, s, "create");
+  }
+  created->mode = attr->mode;
+  created->uid = attr->uid;
+  created->gid = attr->gid;
   fuse_entry_param e = MakeEntryParam(*created, *attr);
-  fi->fh = ReleaseToHandle(std::make_unique<OpenFile>(OpenFile{*created}));
+  auto handle = std::make_unique<OpenFile>();
+  handle->entry = *created;
+  fi->fh = ReleaseToHandle(std::move(handle));
   fi->direct_io = cache_.data_cache ? 0 : 1;
   fi->keep_cache = cache_.data_cache ? 1 : 0;
-  fi->noflush = 1;
+  fi->noflush = (fi->flags & O_ACCMODE) == O_RDONLY ? 1 : 0;
   if (fuse_reply_create(req, &e, fi) != 0) {
     inodes_.Forget(e.ino, 1);
     TakeHandle<OpenFile>(fi->fh);
@@ -89,11 +140,23 @@ void FuseFilesystem::Read(fuse_req_t req, size_t size, off_t off, fuse_file_info
 }
 
 void FuseFilesystem::Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
-  const OpenFile& file = HandleObject<OpenFile>(fi->fh);
+  OpenFile& file = HandleObject<OpenFile>(fi->fh);
   if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+  file.wrote.store(true, std::memory_order_relaxed);
   auto n = fs_.Write(file.entry, static_cast<uint64_t>(off), {reinterpret_cast<const std::byte*>(buf), size});
   if (!n.ok()) return ReplyError(req, n.status(), "write");
   fuse_reply_write(req, *n);
+}
+
+void FuseFilesystem::Flush(fuse_req_t req, fuse_file_info* fi) {
+  // close(2) of a descriptor (with the writeback cache, after the kernel sent
+  // the dirty pages): publish the mtime of what this handle wrote.
+  OpenFile& file = HandleObject<OpenFile>(fi->fh);
+  if (file.wrote.exchange(false, std::memory_order_relaxed)) {
+    Status s = fs_.Sync(file.entry);
+    if (!s.ok() && !s.IsNotFound()) return ReplyError(req, s, "flush");  // a removed file has no mtime to keep
+  }
+  fuse_reply_err(req, 0);
 }
 
 void FuseFilesystem::Release(fuse_req_t req, fuse_file_info* fi) {

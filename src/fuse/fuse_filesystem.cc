@@ -32,8 +32,8 @@ struct OpTable {
     Self(req).SetAttr(req, ino, attr, to_set);
   }
   static void ReadLink(fuse_req_t req, fuse_ino_t ino) { Self(req).ReadLink(req, ino); }
-  static void MkNod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t) {
-    Self(req).MkNod(req, parent, name, mode);
+  static void MkNod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+    Self(req).MkNod(req, parent, name, mode, rdev);
   }
   static void MkDir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
     Self(req).MkDir(req, parent, name, mode);
@@ -47,8 +47,9 @@ struct OpTable {
                      unsigned flags) {
     Self(req).Rename(req, parent, name, new_parent, new_name, flags);
   }
-  // Hard links would need a second name for one object: not in the DFS layout.
-  static void Link(fuse_req_t req, fuse_ino_t, fuse_ino_t, const char*) { fuse_reply_err(req, EPERM); }
+  static void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
+    Self(req).Link(req, ino, new_parent, new_name);
+  }
   static void Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Self(req).Open(req, ino, fi); }
   static void Read(fuse_req_t req, fuse_ino_t, size_t size, off_t off, fuse_file_info* fi) {
     Self(req).Read(req, size, off, fi);
@@ -56,8 +57,7 @@ struct OpTable {
   static void Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
     Self(req).Write(req, buf, size, off, fi);
   }
-  // Writes are durable when acknowledged: nothing is buffered here to flush.
-  static void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info*) { fuse_reply_err(req, 0); }
+  static void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Self(req).Flush(req, fi); }
   static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Self(req).Release(req, fi); }
   static void FSync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) { Self(req).FSync(req, ino, fi); }
   static void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info*) {
@@ -150,6 +150,10 @@ void FuseFilesystem::Init(fuse_conn_info* conn) {
   want(FUSE_CAP_SPLICE_READ, false);
   want(FUSE_CAP_SPLICE_WRITE, false);
   want(FUSE_CAP_SPLICE_MOVE, false);
+  // The kernel clears setuid/setgid on write, truncate and chown itself
+  // (through a setattr of the mode) unless the file system claims to; libfuse
+  // claims it by default, and the DFS does not do it.
+  want(FUSE_CAP_HANDLE_KILLPRIV, false);
   ROS2_LOG_INFO("ros2-fuse: kernel FUSE {}.{}, max_write {}, capable {:#x}, want {:#x}", conn->proto_major,
                 conn->proto_minor, conn->max_write, conn->capable, conn->want);
 }
@@ -184,6 +188,7 @@ struct stat FuseFilesystem::ToStat(const dfs::Attr& attr, uint64_t ino) const {
   st.st_ino = ino;
   st.st_mode = attr.mode;
   st.st_nlink = attr.nlink;
+  st.st_rdev = static_cast<dev_t>(attr.rdev);
   st.st_uid = attr.uid;
   st.st_gid = attr.gid;
   st.st_size = static_cast<off_t>(attr.size);
@@ -205,22 +210,43 @@ fuse_entry_param FuseFilesystem::MakeEntryParam(const dfs::Entry& entry, const d
   return e;
 }
 
-Status FuseFilesystem::ChownToCaller(fuse_req_t req, const dfs::Entry& entry, dfs::Attr& attr) {
+Status FuseFilesystem::ChownToCaller(fuse_req_t req, const dfs::Entry& parent, const dfs::Entry& entry,
+                                     dfs::Attr& attr) {
   const fuse_ctx* ctx = fuse_req_ctx(req);
-  if (ctx == nullptr || (ctx->uid == attr.uid && ctx->gid == attr.gid)) return Status::Ok();
+  if (ctx == nullptr) return Status::Ok();
+  // POSIX (and Linux): the group of a new entry is the caller's, or the
+  // directory's when the directory has the setgid bit, which a new
+  // subdirectory then inherits.
+  const bool inherit = (parent.mode & S_ISGID) != 0;
+  const gid_t gid = inherit ? parent.gid : ctx->gid;
   dfs::SetAttrArgs args;
-  args.mask = dfs::kSetUid | dfs::kSetGid;
-  args.uid = ctx->uid;
-  args.gid = ctx->gid;
+  if (ctx->uid != attr.uid) {
+    args.mask |= dfs::kSetUid;
+    args.uid = ctx->uid;
+  }
+  if (gid != attr.gid) {
+    args.mask |= dfs::kSetGid;
+    args.gid = gid;
+  }
+  if (inherit && S_ISDIR(attr.mode) && (attr.mode & S_ISGID) == 0) {
+    args.mask |= dfs::kSetMode;
+    args.mode = (attr.mode & 07777) | S_ISGID;
+  }
+  if (args.mask == 0) return Status::Ok();
   ROS2_ASSIGN_OR_RETURN(attr, fs_.SetAttr(entry, args));
   return Status::Ok();
 }
 
-void FuseFilesystem::ReplyNewEntry(fuse_req_t req, const dfs::Entry& entry, std::string_view op) {
+void FuseFilesystem::ReplyNewEntry(fuse_req_t req, const dfs::Entry& parent, const dfs::Entry& entry,
+                                   std::string_view op) {
   auto attr = fs_.Stat(entry);
   if (!attr.ok()) return ReplyError(req, attr.status(), op);
-  if (Status s = ChownToCaller(req, entry, *attr); !s.ok()) return ReplyError(req, s, op);
-  fuse_entry_param e = MakeEntryParam(entry, *attr);
+  if (Status s = ChownToCaller(req, parent, entry, *attr); !s.ok()) return ReplyError(req, s, op);
+  dfs::Entry current = entry;  // the handle carries the final mode and owner
+  current.mode = attr->mode;
+  current.uid = attr->uid;
+  current.gid = attr->gid;
+  fuse_entry_param e = MakeEntryParam(current, *attr);
   // An interrupted request's reply is dropped and the kernel never counts the lookup.
   if (fuse_reply_entry(req, &e) != 0) inodes_.Forget(e.ino, 1);
 }

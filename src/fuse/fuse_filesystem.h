@@ -52,7 +52,8 @@ class FuseFilesystem {
   void GetAttr(fuse_req_t req, fuse_ino_t ino);
   void SetAttr(fuse_req_t req, fuse_ino_t ino, const struct stat* attr, int to_set);
   void ReadLink(fuse_req_t req, fuse_ino_t ino);
-  void MkNod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode);
+  void MkNod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev);
+  void Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name);
   void MkDir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode);
   void Unlink(fuse_req_t req, fuse_ino_t parent, const char* name);
   void RmDir(fuse_req_t req, fuse_ino_t parent, const char* name);
@@ -67,6 +68,7 @@ class FuseFilesystem {
   void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
   void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi);
   void Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi);
+  void Flush(fuse_req_t req, fuse_file_info* fi);
   void Release(fuse_req_t req, fuse_file_info* fi);
   void FSync(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length);
@@ -83,11 +85,15 @@ class FuseFilesystem {
   void ReplyError(fuse_req_t req, const Status& status, std::string_view op);
   // Fills a fuse_entry_param for `entry` (registering one lookup in the table).
   fuse_entry_param MakeEntryParam(const dfs::Entry& entry, const dfs::Attr& attr);
-  // Gives a new entry to the requesting user when that user is not the mount's
-  // owner (DFS creates entries as the mount's uid/gid); updates `attr`.
-  Status ChownToCaller(fuse_req_t req, const dfs::Entry& entry, dfs::Attr& attr);
+  // Gives a new entry in `parent` to the requesting user when that user is not
+  // the mount's owner (DFS creates entries as the mount's uid/gid), with the
+  // directory's group when it has the setgid bit; updates `attr`.
+  Status ChownToCaller(fuse_req_t req, const dfs::Entry& parent, const dfs::Entry& entry, dfs::Attr& attr);
+  // open(O_TRUNC) of an existing file: size 0, and the suid/sgid bits cleared
+  // for an unprivileged caller (as the kernel's truncate would).
+  Status TruncateOnOpen(fuse_req_t req, const dfs::Entry& entry);
   // Stat + MakeEntryParam + fuse_reply_entry (undoing the lookup when the reply fails).
-  void ReplyNewEntry(fuse_req_t req, const dfs::Entry& entry, std::string_view op);
+  void ReplyNewEntry(fuse_req_t req, const dfs::Entry& parent, const dfs::Entry& entry, std::string_view op);
   struct stat ToStat(const dfs::Attr& attr, uint64_t ino) const;
 
   dfs::Filesystem& fs_;

@@ -98,14 +98,27 @@ void FuseFilesystem::ReadLink(fuse_req_t req, fuse_ino_t ino) {
   fuse_reply_readlink(req, target->c_str());
 }
 
-void FuseFilesystem::MkNod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
-  // Device nodes, FIFOs and sockets have no representation in the DFS layout.
-  if (!S_ISREG(mode)) return (void)fuse_reply_err(req, EPERM);
+void FuseFilesystem::MkNod(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, dev_t rdev) {
+  // FIFOs, sockets and devices are entries with a type and rdev: the kernel
+  // opens them itself (a pipe, a socket, a driver), never through this file system.
   auto dir = EntryOrReply(req, parent);
   if (!dir) return;
-  auto created = fs_.Open(*dir, name, O_CREAT | O_EXCL | O_RDWR, mode & 07777);
+  auto created = fs_.Mknod(*dir, name, mode & (S_IFMT | 07777), static_cast<uint64_t>(rdev));
   if (!created.ok()) return ReplyError(req, created.status(), "mknod");
-  ReplyNewEntry(req, *created, "mknod");
+  ReplyNewEntry(req, *dir, *created, "mknod");
+}
+
+void FuseFilesystem::Link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t new_parent, const char* new_name) {
+  auto target = EntryOrReply(req, ino);
+  if (!target) return;
+  auto dir = EntryOrReply(req, new_parent);
+  if (!dir) return;
+  auto linked = fs_.Link(*target, *dir, new_name);
+  if (!linked.ok()) return ReplyError(req, linked.status(), "link");
+  auto attr = fs_.Stat(*linked);
+  if (!attr.ok()) return ReplyError(req, attr.status(), "link");
+  fuse_entry_param e = MakeEntryParam(*linked, *attr);
+  if (fuse_reply_entry(req, &e) != 0) inodes_.Forget(e.ino, 1);
 }
 
 void FuseFilesystem::MkDir(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode) {
@@ -113,7 +126,7 @@ void FuseFilesystem::MkDir(fuse_req_t req, fuse_ino_t parent, const char* name, 
   if (!dir) return;
   auto created = fs_.Mkdir(*dir, name, mode & 07777);
   if (!created.ok()) return ReplyError(req, created.status(), "mkdir");
-  ReplyNewEntry(req, *created, "mkdir");
+  ReplyNewEntry(req, *dir, *created, "mkdir");
 }
 
 void FuseFilesystem::Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
@@ -137,7 +150,7 @@ void FuseFilesystem::SymLink(fuse_req_t req, const char* target, fuse_ino_t pare
   if (!dir) return;
   auto created = fs_.Symlink(*dir, name, target);
   if (!created.ok()) return ReplyError(req, created.status(), "symlink");
-  ReplyNewEntry(req, *created, "symlink");
+  ReplyNewEntry(req, *dir, *created, "symlink");
 }
 
 void FuseFilesystem::Rename(fuse_req_t req, fuse_ino_t parent, const char* name, fuse_ino_t new_parent,

@@ -1,7 +1,8 @@
 // Handles of open files and directories, stored in fuse_file_info::fh.
 //
 // An OpenFile carries a copy of the file's DFS Entry taken at open, so reads
-// and writes need no inode-table lookup. An OpenDirectory carries the listing
+// and writes need no inode-table lookup, and whether it wrote since its last
+// flush. An OpenDirectory carries the listing
 // read so far: FUSE readdir offsets are indexes into it (0 is ".", 1 is "..",
 // 2 + i is entry i), so a reader resuming at any offset it was given sees a
 // stable sequence even while the directory changes. The kernel serializes
@@ -12,6 +13,7 @@
 // a unique_ptr, taken back exactly once).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -23,6 +25,9 @@ namespace ros2::fuse {
 
 struct OpenFile {
   dfs::Entry entry;
+  // A write went through this handle since its last flush: the flush (on
+  // close) stamps the file's mtime and ctime.
+  std::atomic<bool> wrote{false};
 };
 
 struct OpenDirectory {
