@@ -205,6 +205,12 @@ class ContainerCore {
   int64_t renew_at_ms_ = 0;                        // GUARDED_BY(mu_): system clock ms; 0 = never
 };
 
+// This thread's endpoint to the route's target. When connecting fails, the
+// engine may have restarted with new addresses: the map is recovered and, if
+// the target has moved, the failure is reported as Disconnected (nothing was
+// sent, so the caller may try again); otherwise it is returned as it is.
+Result<std::shared_ptr<transport::Endpoint>> ConnectTarget(ThreadIo& io, ContainerCore& cont, const Route& route);
+
 // Set while a completion (ours, and the caller's callback inside it) runs on
 // this thread: nothing may progress the worker or connect then.
 inline thread_local int t_completion_depth = 0;

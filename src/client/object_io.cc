@@ -128,9 +128,8 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     ROS2_ASSIGN_OR_RETURN(Route route, cont->RouteFor(oid, dkey));
     address = route.address();
     target = route.target;
-    auto ep = io->EndpointFor(address);
+    auto ep = ConnectTarget(*io, *cont, route);
     if (!ep.ok()) {
-      cont->pool().MarkMapStale();
       return ep.status().WithContext(fmt::format("{}: connect to target {}", What(), target));
     }
     ROS2_ASSIGN_OR_RETURN(auto capability, cont->Capability());
@@ -480,9 +479,8 @@ namespace {
 template <typename What>
 Result<std::shared_ptr<transport::Endpoint>> Connect(ThreadIo& io, ContainerCore& cont, const Route& route,
                                                      const What& what) {
-  auto ep = io.EndpointFor(route.address());
+  auto ep = ConnectTarget(io, cont, route);
   if (!ep.ok()) {
-    cont.pool().MarkMapStale();
     return ep.status().WithContext(fmt::format("{}: connect to target {}", NameOf(what), route.target));
   }
   return ep;

@@ -104,9 +104,8 @@ struct TailQuery : std::enable_shared_from_this<TailQuery> {
       options.timeout = q->cont->pool().client().options().io_timeout;
       options.capability = AsCapability(*capability);
       Status st;
-      auto ep = q->io->EndpointFor(route.address());
+      auto ep = ConnectTarget(*q->io, *q->cont, route);
       if (!ep.ok()) {
-        q->cont->pool().MarkMapStale();
         st = ep.status();
       } else {
         st = (*ep)->Call(static_cast<uint16_t>(obj::Opcode::kQuery), {q->payloads[i].data(), q->payloads[i].size()},
@@ -182,9 +181,8 @@ Status Object::ConnectShards() const {
   ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
   ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
   for (const Route& route : routes) {
-    auto ep = io->EndpointFor(route.address());
+    auto ep = ConnectTarget(*io, *cont_, route);
     if (!ep.ok()) {
-      cont_->pool().MarkMapStale();
       return ep.status().WithContext(
           fmt::format("connect to target {} for {}", route.target, DescribeIo(oid_, {}, {})));
     }
@@ -216,9 +214,8 @@ Result<std::vector<std::string>> Object::ListDkeysPageOnce(KeyAnchor& anchor, si
     req.oid = oid_;
     req.anchor.position = anchor.position;
     req.max_entries = static_cast<uint32_t>(std::min<size_t>(max - keys.size(), obj::kMaxListEntries));
-    auto ep = io->EndpointFor(route.address());
+    auto ep = ConnectTarget(*io, *cont_, route);
     if (!ep.ok()) {
-      cont_->pool().MarkMapStale();
       return ep.status().WithContext(fmt::format("{}: connect to target {}", what, route.target));
     }
     ROS2_ASSIGN_OR_RETURN(auto capability, cont_->Capability());

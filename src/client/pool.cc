@@ -264,6 +264,22 @@ obj::RequestHeader ContainerCore::Header(const Route& route) const {
   return h;
 }
 
+Result<std::shared_ptr<transport::Endpoint>> ConnectTarget(ThreadIo& io, ContainerCore& cont, const Route& route) {
+  auto ep = io.EndpointFor(route.address());
+  if (ep.ok()) return ep;
+  PoolCore& pool = cont.pool();
+  pool.MarkMapStale();
+  const Status failed = ep.status();
+  if (failed.code() == Status::Code::kDisconnected || t_completion_depth > 0) return failed;
+  ROS2_RETURN_IF_ERROR(pool.Recover());
+  auto map = pool.Map();
+  if (map.ok() && route.target < (*map)->addresses.size() && (*map)->addresses[route.target] != route.address()) {
+    return Status::Disconnected(
+        fmt::format("{} (the target has moved since: map v{})", failed.ToString(), (*map)->map.version));
+  }
+  return failed;
+}
+
 // --- Pool ---
 
 Pool::Pool(std::shared_ptr<PoolCore> core) : core_(std::move(core)) {}
