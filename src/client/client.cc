@@ -41,6 +41,11 @@ std::string NormalizeControl(const std::string& endpoint) {
 
 ThreadIo::~ThreadIo() {
   retries_.clear();
+  // A thread that went idle before its engine died (and was restarted) still
+  // holds endpoints to the dead process: one progress pass lets the transport
+  // notice (the peer's pidfd), so closing them does not wait on a peer that
+  // will never answer.
+  if (NothingInFlight()) (void)worker_->Progress();
   for (auto& [address, cached] : endpoints_) cached.ep->Close();
   endpoints_.clear();
 }

@@ -544,7 +544,9 @@ TEST_F(FuseMountTest, MountsSurviveEngineKillAndRestartUnderLoad) {
   std::atomic<bool> stop{false};
   std::vector<int> fds;
   for (int w = 0; w < kWriters; ++w) {
-    int fd = ::open(D("busy-" + std::to_string(w)).c_str(), O_CREAT | O_RDWR, 0644);
+    // O_CLOEXEC: the engine restarted below (through ros2ctl, forked from
+    // this process) must not inherit them and keep the mount busy.
+    int fd = ::open(D("busy-" + std::to_string(w)).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     ASSERT_GE(fd, 0) << std::strerror(errno);
     fds.push_back(fd);
   }
