@@ -144,10 +144,10 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   auto channel = grpc::CreateCustomChannel(core->options_.control, grpc::InsecureChannelCredentials(), args);
-  if (!channel) return Status::Internal("libros2 connect: cannot create a control channel to " + core->options_.control);
+  if (!channel)
+    return Status::Internal("libros2 connect: cannot create a control channel to " + core->options_.control);
   core->session_ = std::make_unique<control::SessionClient>(channel, options.control_timeout);
-  core->management_ =
-      std::make_unique<control::ManagementClient>(channel, core->credentials_, options.control_timeout);
+  core->management_ = std::make_unique<control::ManagementClient>(channel, core->credentials_, options.control_timeout);
   return core;
 }
 

@@ -58,7 +58,7 @@ class ClientRestartTest : public ::testing::TestWithParam<std::string> {
     cluster_ = TestCluster::Start(GetParam(), 2, &error, "nvme", "64MiB");
     ASSERT_NE(cluster_, nullptr) << error;
     for (const auto& args : std::vector<std::vector<std::string>>{{"pool", "create", "p", "--size", "256MiB"},
-                                                                   {"cont", "create", "p", "c"}}) {
+                                                                  {"cont", "create", "p", "c"}}) {
       CommandResult r = cluster_->Ctl(args);
       ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
     }

@@ -167,8 +167,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
       req.index = index;
       req.record_size = record_size;
       req.length = data.size();
-      req.csum =
-          ChecksumsForUpdate(cont->checksum_type(), cont->pool().client().options().checksum_chunk_size, data);
+      req.csum = ChecksumsForUpdate(cont->checksum_type(), cont->pool().client().options().checksum_chunk_size, data);
       payload = obj::Encode(req);
       options.bulk_out = data;
       if (data.size() > io->context().options().inline_limit) {
@@ -203,8 +202,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     for (int attempt = 0;; ++attempt) {
       Status st = SendOnce();
       if (st.ok()) return st;
-      const bool transient =
-          st.code() == Status::Code::kDisconnected || st.code() == Status::Code::kCancelled;
+      const bool transient = st.code() == Status::Code::kDisconnected || st.code() == Status::Code::kCancelled;
       if (!transient || t_completion_depth > 0 || !WithinRetryWindow(st)) return st;
       cont->pool().MarkMapStale();
       if (attempt > 0) std::this_thread::sleep_for(RetryPause(attempt));
@@ -237,9 +235,9 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     IoResult r;
     if (!reply.status.ok()) {
       r.status = reply.status.WithContext(What());
-      if (!is_fetch && (reply.status.code() == Status::Code::kDisconnected ||
-                        reply.status.code() == Status::Code::kTimedOut ||
-                        reply.status.code() == Status::Code::kCancelled)) {
+      if (!is_fetch &&
+          (reply.status.code() == Status::Code::kDisconnected || reply.status.code() == Status::Code::kTimedOut ||
+           reply.status.code() == Status::Code::kCancelled)) {
         r.status = r.status.WithContext(
             "outcome unknown (the update was in flight when the connection failed; it may or may not be stored, "
             "and it is not resent)");
@@ -683,60 +681,60 @@ Result<std::vector<std::string>> Object::ListAkeys(std::string_view dkey) const 
 
 Result<std::vector<ObjectId>> Container::ListObjects() const {
   return WithRetry(*core_, Effect::kRead, [this]() -> Result<std::vector<ObjectId>> {
-  ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
-  SyncCall call{*core_, *io, "list objects of container " + core_->summary().label};
-  ROS2_ASSIGN_OR_RETURN(auto routes, core_->ShardRoutes(nullptr));
-  std::vector<ObjectId> objects;
-  for (const Route& route : routes) {
-    obj::ListRequest req;
-    req.kind = obj::ListKind::kObjects;
-    ROS2_RETURN_IF_ERROR(ListAll(call, route, req, [&objects](obj::ListReply& r) {
-      objects.insert(objects.end(), r.objects.begin(), r.objects.end());
-    }));
-  }
-  std::sort(objects.begin(), objects.end());
-  objects.erase(std::unique(objects.begin(), objects.end()), objects.end());
-  return objects;
+    ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
+    SyncCall call{*core_, *io, "list objects of container " + core_->summary().label};
+    ROS2_ASSIGN_OR_RETURN(auto routes, core_->ShardRoutes(nullptr));
+    std::vector<ObjectId> objects;
+    for (const Route& route : routes) {
+      obj::ListRequest req;
+      req.kind = obj::ListKind::kObjects;
+      ROS2_RETURN_IF_ERROR(ListAll(call, route, req, [&objects](obj::ListReply& r) {
+        objects.insert(objects.end(), r.objects.begin(), r.objects.end());
+      }));
+    }
+    std::sort(objects.begin(), objects.end());
+    objects.erase(std::unique(objects.begin(), objects.end()), objects.end());
+    return objects;
   });
 }
 
 Result<std::optional<std::string>> Object::QueryMaxDkey() const {
   return WithRetry(*cont_, Effect::kRead, [this]() -> Result<std::optional<std::string>> {
-  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  SyncCall call{*cont_, *io, "query max dkey of " + DescribeIo(oid_, {}, {})};
-  ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
-  std::optional<std::string> best;
-  for (const Route& route : routes) {
-    obj::QueryRequest req;
-    req.header = cont_->Header(route);
-    req.kind = obj::QueryKind::kMaxDkey;
-    req.oid = oid_;
-    ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
-    auto decoded = obj::DecodeQueryReply(payload);
-    if (!decoded.ok()) return decoded.status().WithContext(call.what);
-    if (decoded->found && (!best || decoded->max_dkey > *best)) best = decoded->max_dkey;
-  }
-  return best;
+    ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+    SyncCall call{*cont_, *io, "query max dkey of " + DescribeIo(oid_, {}, {})};
+    ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
+    std::optional<std::string> best;
+    for (const Route& route : routes) {
+      obj::QueryRequest req;
+      req.header = cont_->Header(route);
+      req.kind = obj::QueryKind::kMaxDkey;
+      req.oid = oid_;
+      ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
+      auto decoded = obj::DecodeQueryReply(payload);
+      if (!decoded.ok()) return decoded.status().WithContext(call.what);
+      if (decoded->found && (!best || decoded->max_dkey > *best)) best = decoded->max_dkey;
+    }
+    return best;
   });
 }
 
 Result<std::optional<uint64_t>> Object::QueryArrayEnd(std::string_view dkey, std::string_view akey) const {
   return WithRetry(*cont_, Effect::kRead, [&, this]() -> Result<std::optional<uint64_t>> {
-  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  SyncCall call{*cont_, *io, "query array end of " + DescribeIo(oid_, dkey, akey)};
-  ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, true, call.what));
-  ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, dkey));
-  obj::QueryRequest req;
-  req.header = cont_->Header(route);
-  req.kind = obj::QueryKind::kArrayEnd;
-  req.oid = oid_;
-  req.dkey = dkey;
-  req.akey = akey;
-  ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
-  auto decoded = obj::DecodeQueryReply(payload);
-  if (!decoded.ok()) return decoded.status().WithContext(call.what);
-  if (!decoded->found) return std::optional<uint64_t>();
-  return std::optional<uint64_t>(decoded->array_end);
+    ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+    SyncCall call{*cont_, *io, "query array end of " + DescribeIo(oid_, dkey, akey)};
+    ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, true, call.what));
+    ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, dkey));
+    obj::QueryRequest req;
+    req.header = cont_->Header(route);
+    req.kind = obj::QueryKind::kArrayEnd;
+    req.oid = oid_;
+    req.dkey = dkey;
+    req.akey = akey;
+    ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
+    auto decoded = obj::DecodeQueryReply(payload);
+    if (!decoded.ok()) return decoded.status().WithContext(call.what);
+    if (!decoded->found) return std::optional<uint64_t>();
+    return std::optional<uint64_t>(decoded->array_end);
   });
 }
 

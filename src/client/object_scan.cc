@@ -124,26 +124,26 @@ struct TailQuery : std::enable_shared_from_this<TailQuery> {
 
 Result<std::optional<ArrayTail>> Object::QueryArrayTail(std::string_view akey) const {
   return WithRetry(*cont_, Effect::kRead, [&, this]() -> Result<std::optional<ArrayTail>> {
-  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  auto q = std::make_shared<TailQuery>();
-  q->cont = cont_;
-  q->io = io.get();
-  q->what = "query array tail of " + DescribeIo(oid_, {}, akey);
-  if (akey.empty()) return Status::InvalidArgument(q->what + ": empty akey");
-  bool finished = false;
-  q->done = [&finished] { finished = true; };
-  Status sent = TailQuery::Start(q, oid_, akey);
-  q->abandoned = !sent.ok();  // a failed submission is tried again whole, by WithRetry
-  q->Release();
-  // Every sent query completes (the transport fails them at their deadline),
-  // and `done` references this frame: wait for it whatever happened.
-  while (!finished) {
-    (void)io->worker().RunUntil([&finished, &io] { return finished || io->has_retries(); }, std::chrono::seconds(5));
-    io->RunRetries();
-  }
-  if (!sent.ok()) return sent;
-  if (!q->status.ok()) return q->status;
-  return q->best;
+    ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+    auto q = std::make_shared<TailQuery>();
+    q->cont = cont_;
+    q->io = io.get();
+    q->what = "query array tail of " + DescribeIo(oid_, {}, akey);
+    if (akey.empty()) return Status::InvalidArgument(q->what + ": empty akey");
+    bool finished = false;
+    q->done = [&finished] { finished = true; };
+    Status sent = TailQuery::Start(q, oid_, akey);
+    q->abandoned = !sent.ok();  // a failed submission is tried again whole, by WithRetry
+    q->Release();
+    // Every sent query completes (the transport fails them at their deadline),
+    // and `done` references this frame: wait for it whatever happened.
+    while (!finished) {
+      (void)io->worker().RunUntil([&finished, &io] { return finished || io->has_retries(); }, std::chrono::seconds(5));
+      io->RunRetries();
+    }
+    if (!sent.ok()) return sent;
+    if (!q->status.ok()) return q->status;
+    return q->best;
   });
 }
 

@@ -162,9 +162,10 @@ Status PoolCore::Recover() {
     if (!Transient(last)) return last.WithContext(fmt::format("reconnect pool {}", label()));
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
-      return Status::Disconnected(fmt::format("pool {}: the control plane did not answer within {} ms "
-                                              "(reconnect_timeout; {} attempts): {}",
-                                              label(), timeout.count(), attempt + 1, last.ToString()));
+      return Status::Disconnected(
+          fmt::format("pool {}: the control plane did not answer within {} ms "
+                      "(reconnect_timeout; {} attempts): {}",
+                      label(), timeout.count(), attempt + 1, last.ToString()));
     }
     if (attempt == 0) ROS2_LOG_INFO("libros2: pool {} unreachable, retrying: {}", label(), last.ToString());
     std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
@@ -201,8 +202,8 @@ Status ContainerCore::Reopen() {
   for (int attempt = 0;; ++attempt) {
     const uint64_t generation = pool_->session_generation();
     capability_stale_.store(false, std::memory_order_relaxed);
-    auto handle = client.session().OpenContainer(client.credentials(), pool_->session_uuid(), uuid_.ToString(),
-                                                 summary_.rights);
+    auto handle =
+        client.session().OpenContainer(client.credentials(), pool_->session_uuid(), uuid_.ToString(), summary_.rights);
     if (handle.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       capability_ = std::make_shared<const std::string>(std::move(handle->capability));
@@ -213,10 +214,10 @@ Status ContainerCore::Reopen() {
     capability_stale_.store(true, std::memory_order_relaxed);
     // The session is gone (or the control plane is away): recover the pool's
     // session, then open again in the new one. Recover bounds the wait.
-    const bool retry = attempt == 0 && (handle.status().code() == Status::Code::kNotFound || Transient(handle.status()));
+    const bool retry =
+        attempt == 0 && (handle.status().code() == Status::Code::kNotFound || Transient(handle.status()));
     if (!retry) {
-      return handle.status().WithContext(
-          fmt::format("reopen container {} in pool {}", summary_.label, pool_->label()));
+      return handle.status().WithContext(fmt::format("reopen container {} in pool {}", summary_.label, pool_->label()));
     }
     pool_->MarkMapStale();
     ROS2_RETURN_IF_ERROR(pool_->Recover());
@@ -227,8 +228,8 @@ Result<Route> ContainerCore::RouteFor(const ObjectId& oid, std::string_view dkey
   ROS2_ASSIGN_OR_RETURN(auto snapshot, pool_->Map());
   auto target = TargetForDkey(snapshot->map, oid, dkey);
   if (!target.ok()) {
-    return target.status().WithContext(fmt::format("place {} in pool {} (map v{})", DescribeIo(oid, dkey, {}),
-                                                   pool_->label(), snapshot->map.version));
+    return target.status().WithContext(
+        fmt::format("place {} in pool {} (map v{})", DescribeIo(oid, dkey, {}), pool_->label(), snapshot->map.version));
   }
   return Route{std::move(snapshot), *target};
 }
@@ -247,8 +248,8 @@ Result<std::vector<Route>> ContainerCore::ShardRoutes(const ObjectId* oid) {
   std::vector<Route> routes;
   for (uint32_t t : targets) {
     if (snapshot->map.targets[t].state == TargetState::kDown) {
-      return Status::NotFound(fmt::format("target {} of pool {} is down (map v{})", t, pool_->label(),
-                                          snapshot->map.version));
+      return Status::NotFound(
+          fmt::format("target {} of pool {} is down (map v{})", t, pool_->label(), snapshot->map.version));
     }
     routes.push_back(Route{snapshot, t});
   }
@@ -307,8 +308,8 @@ Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view containe
   const std::string& label = core_->label();
   const uint64_t generation = core_->session_generation();
   auto handle = client.session().OpenContainer(client.credentials(), core_->session_uuid(), container, rights);
-  if (!handle.ok() && (handle.status().code() == Status::Code::kNotFound ||
-                       handle.status().code() == Status::Code::kDisconnected)) {
+  if (!handle.ok() &&
+      (handle.status().code() == Status::Code::kNotFound || handle.status().code() == Status::Code::kDisconnected)) {
     // Perhaps only the session is gone (an engine restart): recover and ask again.
     core_->MarkMapStale();
     if (core_->Recover().ok() && core_->session_generation() != generation) {

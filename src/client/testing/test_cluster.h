@@ -91,9 +91,21 @@ class TestCluster {
       *error = "mkdtemp failed";
       return nullptr;
     }
-    c->up_args_ = {"--json",    "cluster",     "up",      "--targets", std::to_string(targets),
-                   "--class",   storage_class, "--transport", transport, "--shard-size",
-                   shard_size,  "--engine",    ROS2_ENGINE_PATH, "--timeout", "60"};
+    c->up_args_ = {"--json",
+                   "cluster",
+                   "up",
+                   "--targets",
+                   std::to_string(targets),
+                   "--class",
+                   storage_class,
+                   "--transport",
+                   transport,
+                   "--shard-size",
+                   shard_size,
+                   "--engine",
+                   ROS2_ENGINE_PATH,
+                   "--timeout",
+                   "60"};
     if (!c->Up(error)) return nullptr;
     return c;
   }
