@@ -64,6 +64,14 @@ struct ClientOptions {
   std::string net_devices = "lo";
   std::chrono::milliseconds control_timeout{10000};  // each gRPC call
   std::chrono::milliseconds io_timeout{30000};       // each data-plane request
+  // How long a call waits for the pool to be reachable again after its
+  // engine went away (killed, restarted): the client retries the control
+  // plane with growing pauses, opens a fresh session and map once it answers,
+  // and resends what is safe to resend (reads; updates and punches only when
+  // they were refused or never sent). Past it the call fails with
+  // Disconnected naming the pool. 0: no waiting, fail at once (the next call
+  // tries again). docs/client.md, "Engine restarts".
+  std::chrono::milliseconds reconnect_timeout{60000};
   // How long a thread waiting for a reply polls the data plane before it
   // sleeps on the worker's event fd (0..1 s). Polling catches a quick reply
   // without the cost of waking a sleeping thread; a process keeping many I/Os in flight
@@ -341,6 +349,7 @@ class Object {
   friend class Container;
   friend struct IoOp;
   Object(std::shared_ptr<ContainerCore> cont, ObjectId oid) : cont_(std::move(cont)), oid_(oid) {}
+  Result<std::vector<std::string>> ListDkeysPageOnce(KeyAnchor& anchor, size_t max) const;
   Status SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& args, uint64_t user_data,
                         IoCallback callback) const;
   Status SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args, uint64_t user_data,

@@ -47,6 +47,9 @@ typedef struct ros2_client_options {
   const char* secret_file; /* a file holding it */
   const char* transport;   /* NULL: "auto"; "tcp", "shm", "rdma" */
   uint32_t io_timeout_ms;  /* 0: 30000 */
+  /* How long a call waits for an engine that went away (restarting) before it
+     fails with -ENOTCONN; 0: 60000, UINT32_MAX: no waiting (docs/client.md). */
+  uint32_t reconnect_timeout_ms;
 } ros2_client_options_t;
 
 /* A completed asynchronous operation. */

@@ -134,6 +134,11 @@ int ros2_connect(const ros2_client_options_t* options, ros2_client_t** client) {
   if (options->secret_file != nullptr) o.secret_file = options->secret_file;
   if (options->transport != nullptr) o.transport = options->transport;
   if (options->io_timeout_ms != 0) o.io_timeout = std::chrono::milliseconds(options->io_timeout_ms);
+  if (options->reconnect_timeout_ms == UINT32_MAX) {
+    o.reconnect_timeout = std::chrono::milliseconds(0);
+  } else if (options->reconnect_timeout_ms != 0) {
+    o.reconnect_timeout = std::chrono::milliseconds(options->reconnect_timeout_ms);
+  }
   auto c = ros2::client::Client::Connect(o);
   if (!c.ok()) return Fail(c.status());
   *client = new ros2_client{kClientMagic, std::move(*c)};  // released by ros2_client_close

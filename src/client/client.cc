@@ -1,9 +1,11 @@
 // Client and the per-thread data-plane state: credentials, the gRPC channel,
 // the process-wide transport Context, and one Worker per I/O thread.
 #include <fmt/format.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
 
 #include "client/client_internal.h"
-#include "control/control_channel.h"
 #include "transport/shared_segment.h"
 
 namespace ros2::client {
@@ -26,6 +28,10 @@ Result<std::shared_ptr<transport::Context>> SharedContext(const transport::Trans
   return shared;
 }
 
+// A request on an endpoint unused for this long first checks that the peer
+// is alive (ThreadIo::EndpointFor).
+constexpr std::chrono::milliseconds kIdleCheckAfter{2};
+
 std::string NormalizeControl(const std::string& endpoint) {
   if (!endpoint.empty() && endpoint.front() == '/') return "unix:" + endpoint;
   return endpoint;
@@ -34,14 +40,33 @@ std::string NormalizeControl(const std::string& endpoint) {
 }  // namespace
 
 ThreadIo::~ThreadIo() {
-  for (auto& [address, ep] : endpoints_) ep->Close();
+  retries_.clear();
+  // A thread that went idle before its engine died (and was restarted) still
+  // holds endpoints to the dead process: one progress pass lets the transport
+  // notice (the peer's pidfd), so closing them does not wait on a peer that
+  // will never answer.
+  if (NothingInFlight()) (void)worker_->Progress();
+  for (auto& [address, cached] : endpoints_) cached.ep->Close();
   endpoints_.clear();
 }
 
 Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::string& address) {
+  const auto now = std::chrono::steady_clock::now();
   auto it = endpoints_.find(address);
   if (it != endpoints_.end()) {
-    if (it->second->status().ok()) return it->second;
+    CachedEndpoint& cached = it->second;
+    // An endpoint this thread has not used for a while may lead to an engine that died meanwhile (the transport notices
+    // a dead peer only while the worker progresses): one progress pass
+    // reports it, so the request is not sent into the void (where its
+    // outcome would be unknown): the connection is made again, which fails,
+    // unsent, when the engine is gone.
+    if (t_completion_depth == 0 && now - cached.last_used > kIdleCheckAfter && NothingInFlight()) {
+      (void)worker_->Progress();  // no call in flight: no completion can run inside
+    }
+    if (cached.ep->status().ok()) {
+      cached.last_used = now;
+      return cached.ep;
+    }
     endpoints_.erase(it);
   }
   auto ep =
@@ -52,8 +77,15 @@ Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::st
   // every wait for a reply progresses the worker, which sends them
   // (docs/transport.md, "Batches").
   (*ep)->Cork();
-  endpoints_[address] = *ep;
+  endpoints_[address] = CachedEndpoint{*ep, now};
   return *ep;
+}
+
+bool ThreadIo::NothingInFlight() const {
+  for (const auto& [address, cached] : endpoints_) {
+    if (cached.ep->outstanding() > 0) return false;
+  }
+  return true;
 }
 
 void ThreadIo::DropEndpoint(const std::string& address) {
@@ -70,6 +102,9 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   }
   if (options.io_timeout.count() <= 0 || options.control_timeout.count() <= 0) {
     return Status::InvalidArgument("libros2 connect: timeouts must be positive");
+  }
+  if (options.reconnect_timeout.count() < 0) {
+    return Status::InvalidArgument("libros2 connect: reconnect_timeout must not be negative");
   }
   auto core = std::make_shared<ClientCore>();
   core->options_ = options;
@@ -101,11 +136,18 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   if (!context.ok()) return context.status().WithContext("libros2 connect: data-plane transport");
   core->context_ = *context;
 
-  auto channel = control::MakeControlChannel({.address = core->options_.control});
-  if (!channel.ok()) return channel.status().WithContext("libros2 connect");
-  core->session_ = std::make_unique<control::SessionClient>(*channel, options.control_timeout);
-  core->management_ =
-      std::make_unique<control::ManagementClient>(*channel, core->credentials_, options.control_timeout);
+  // gRPC's default reconnect backoff grows to 2 minutes: after an engine
+  // restart a channel could stay in its backoff long after the engine is
+  // back. Cap it at a second, so a client notices the restart within one.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  auto channel = grpc::CreateCustomChannel(core->options_.control, grpc::InsecureChannelCredentials(), args);
+  if (!channel)
+    return Status::Internal("libros2 connect: cannot create a control channel to " + core->options_.control);
+  core->session_ = std::make_unique<control::SessionClient>(channel, options.control_timeout);
+  core->management_ = std::make_unique<control::ManagementClient>(channel, core->credentials_, options.control_timeout);
   return core;
 }
 

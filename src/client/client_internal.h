@@ -4,15 +4,21 @@
 //                   transport Context, and the per-thread I/O state (ThreadIo).
 //   ThreadIo      — one thread's transport Worker and its endpoints, keyed by
 //                   the target's worker address blob (made lazily).
-//   PoolCore      — one pool session: capability and the current MapSnapshot.
-//   ContainerCore — an open container: its properties and capability.
+//   PoolCore      — one pool session: capability and the current MapSnapshot;
+//                   re-established (a fresh session and map) when the engine
+//                   restarted or the session expired (Recover).
+//   ContainerCore — an open container: its properties and capability, renewed
+//                   when the pool's session changed or the capability expires.
 // The public handles hold shared_ptrs to these, so a Container keeps its pool
 // session alive and a ThreadIo keeps the transport Context alive.
 // Thread safety: ClientCore, PoolCore and ContainerCore are thread-safe; a
 // ThreadIo is used only by the thread it was made for.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +27,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/log.h"
 #include "common/uuid.h"
 #include "control/credentials.h"
 #include "control/management_client.h"
@@ -56,15 +63,32 @@ class ThreadIo {
   transport::Worker& worker() { return *worker_; }
   transport::Context& context() { return *context_; }
   std::thread::id owner() const { return owner_; }
-  // The endpoint to the worker at `address`, connecting on first use.
+  // The endpoint to the worker at `address`, connecting on first use. An
+  // endpoint idle for a while is checked first (one progress pass notices a
+  // peer that died meanwhile), so a request is not sent to a dead engine
+  // whose death this thread had not seen yet.
   Result<std::shared_ptr<transport::Endpoint>> EndpointFor(const std::string& address);
   // Forgets a failed endpoint so the next request reconnects.
   void DropEndpoint(const std::string& address);
 
+  // Operations whose reply failed in a way that is safe to retry (see
+  // IoOp::OnReply) wait here to be sent again; they are resent outside any
+  // completion callback, by RunRetries, which every wait of this thread
+  // (EventQueue::Poll/Wait/WaitAny, the blocking calls) runs.
+  void QueueRetry(std::function<void()> resend) { retries_.push_back(std::move(resend)); }
+  bool has_retries() const { return !retries_.empty(); }
+  void RunRetries();
+
  private:
+  bool NothingInFlight() const;
+  struct CachedEndpoint {
+    std::shared_ptr<transport::Endpoint> ep;
+    std::chrono::steady_clock::time_point last_used;
+  };
   std::shared_ptr<transport::Context> context_;
   std::unique_ptr<transport::Worker> worker_;  // destroyed after the endpoints
-  std::unordered_map<std::string, std::shared_ptr<transport::Endpoint>> endpoints_;
+  std::unordered_map<std::string, CachedEndpoint> endpoints_;
+  std::vector<std::function<void()>> retries_;
   std::thread::id owner_;
 };
 
@@ -75,6 +99,7 @@ class ClientCore {
   const ClientOptions& options() const { return options_; }
   const control::Credentials& credentials() const { return credentials_; }
   control::SessionClient& session() { return *session_; }
+  std::chrono::milliseconds reconnect_timeout() const { return options_.reconnect_timeout; }
   // Management queries a tenant may make (pool space for statfs).
   control::ManagementClient& management() { return *management_; }
   transport::Context& context() { return *context_; }
@@ -106,32 +131,60 @@ class PoolCore {
   ~PoolCore();  // ends the session (best effort)
 
   ClientCore& client() { return *client_; }
-  const control::PoolConnection& connection() const { return conn_; }
+  // The pool as first connected (uuid, label, ...; what never changes).
+  const rpc::PoolInfo& info() const { return info_; }
+  const std::string& label() const { return info_.label(); }
+  control::Rights rights() const { return rights_; }
   const Uuid& uuid() const { return uuid_; }
-  // The current map; refreshed first when a request saw a disconnected target.
+  // The current session's uuid.
+  std::string session_uuid();
+  // Counts the sessions this pool had: 0 for the first, +1 for every new one
+  // Recover opened. Containers reopen themselves when it changed.
+  uint64_t session_generation() const { return generation_.load(std::memory_order_acquire); }
+  // The current map; refreshed first (Recover) when a request saw a
+  // disconnected target.
   Result<std::shared_ptr<const MapSnapshot>> Map();
+  // Fetches the current map now (Recover).
   Result<uint64_t> Refresh();
   void MarkMapStale() { map_stale_.store(true, std::memory_order_relaxed); }
+  // Brings the session and the map up to date: GetPoolMap on the current
+  // session; when the control plane no longer knows the session (it
+  // restarted, or the session expired) a new session (Session.Connect, a fresh
+  // map) replaces it. Control-plane failures that may pass (unreachable,
+  // timed out, busy) are retried with a growing pause for at most
+  // ClientOptions::reconnect_timeout, then reported as Disconnected naming the
+  // pool and the last error. One thread recovers at a time; threads that
+  // waited meanwhile take its result.
+  Status Recover();
 
  private:
   std::shared_ptr<ClientCore> client_;
-  control::PoolConnection conn_;
+  rpc::PoolInfo info_;
+  control::Rights rights_ = 0;
   Uuid uuid_;
   std::atomic<bool> map_stale_{false};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> recoveries_{0};  // successful Recover calls
+  std::mutex recover_mu_;                // one Recover at a time
   std::mutex mu_;
+  std::string session_uuid_;                     // GUARDED_BY(mu_)
   std::shared_ptr<const MapSnapshot> snapshot_;  // GUARDED_BY(mu_)
 };
 
 class ContainerCore {
  public:
-  ContainerCore(std::shared_ptr<PoolCore> pool, control::ContainerHandle handle, ContainerSummary summary, Uuid uuid);
+  ContainerCore(std::shared_ptr<PoolCore> pool, control::ContainerHandle handle, ContainerSummary summary, Uuid uuid,
+                uint64_t session_generation);
 
   PoolCore& pool() { return *pool_; }
   const ContainerSummary& summary() const { return summary_; }
   const Uuid& uuid() const { return uuid_; }
-  std::span<const uint8_t> capability() const {
-    return {reinterpret_cast<const uint8_t*>(handle_.capability.data()), handle_.capability.size()};
-  }
+  // The container capability to send with a request. Reopens the container
+  // first (Session.OpenContainer, the same rights) when the pool has a new
+  // session, when an engine refused the capability (MarkCapabilityStale), or
+  // when a quarter of its lifetime is left.
+  Result<std::shared_ptr<const std::string>> Capability();
+  void MarkCapabilityStale() { capability_stale_.store(true, std::memory_order_relaxed); }
   ChecksumType checksum_type() const { return summary_.checksum ? ChecksumType::kCrc32c : ChecksumType::kNone; }
   // The target that serves `dkey` of `oid` under the current map.
   Result<Route> RouteFor(const ObjectId& oid, std::string_view dkey);
@@ -140,11 +193,91 @@ class ContainerCore {
   obj::RequestHeader Header(const Route& route) const;
 
  private:
+  Status Reopen();
+
   std::shared_ptr<PoolCore> pool_;
-  control::ContainerHandle handle_;
   ContainerSummary summary_;
   Uuid uuid_;
+  std::atomic<bool> capability_stale_{false};
+  std::mutex mu_;
+  std::shared_ptr<const std::string> capability_;  // GUARDED_BY(mu_)
+  uint64_t generation_ = 0;                        // GUARDED_BY(mu_): the pool session it was issued in
+  int64_t renew_at_ms_ = 0;                        // GUARDED_BY(mu_): system clock ms; 0 = never
 };
+
+// This thread's endpoint to the route's target. When connecting fails, the
+// engine may have restarted with new addresses: the map is recovered and, if
+// the target has moved, the failure is reported as Disconnected (nothing was
+// sent, so the caller may try again); otherwise it is returned as it is.
+Result<std::shared_ptr<transport::Endpoint>> ConnectTarget(ThreadIo& io, ContainerCore& cont, const Route& route);
+
+// Set while a completion (ours, and the caller's callback inside it) runs on
+// this thread: nothing may progress the worker or connect then.
+inline thread_local int t_completion_depth = 0;
+struct CompletionScope {
+  CompletionScope() { ++t_completion_depth; }
+  ~CompletionScope() { --t_completion_depth; }
+  CompletionScope(const CompletionScope&) = delete;
+  CompletionScope& operator=(const CompletionScope&) = delete;
+};
+
+inline std::span<const uint8_t> AsCapability(const std::string& blob) {
+  return {reinterpret_cast<const uint8_t*>(blob.data()), blob.size()};
+}
+
+// Whether a failed operation may be sent again after the client recovered
+// its session and map. Reads may always be; an update or punch only when it
+// is known not to have been applied: it was never handed to the transport,
+// or the engine refused its capability (checked before anything runs).
+// Retried codes: Disconnected, Cancelled (an engine shutting down) and
+// Unauthenticated (an expired or unknown-session capability, renewed first).
+enum class Effect : uint8_t { kRead, kWrite };
+bool RetryAfterFailure(const Status& status, Effect effect, bool sent);
+
+// Pause between two attempts of an operation that failed unsent although the
+// map was refreshed (a target still unreachable): 10 ms, doubling to 200 ms.
+inline std::chrono::milliseconds RetryPause(int attempt) {
+  return std::chrono::milliseconds(10 << std::min(attempt, 4));
+}
+
+// Set when a request of the current attempt was handed to the transport
+// (WithRetry: an update or punch that was sent has an unknown outcome).
+inline thread_local bool t_request_sent = false;
+
+inline const Status& StatusOf(const Status& s) {
+  return s;
+}
+template <typename T>
+Status StatusOf(const Result<T>& r) {
+  return r.status();
+}
+
+// Runs a blocking operation made of synchronous calls, running it again
+// after failures RetryAfterFailure allows (the map and session recovered, the
+// capability renewed, by the next attempt's routing), for at most
+// ClientOptions::reconnect_timeout after the first failure.
+template <typename Attempt>
+auto WithRetry(ContainerCore& cont, Effect effect, Attempt attempt) -> decltype(attempt()) {
+  std::chrono::steady_clock::time_point deadline{};
+  int renewals = 0;
+  for (int n = 0;; ++n) {
+    t_request_sent = false;
+    auto r = attempt();
+    const Status st = StatusOf(r);
+    if (st.ok() || t_completion_depth > 0 || !RetryAfterFailure(st, effect, t_request_sent)) return r;
+    if (st.code() == Status::Code::kUnauthenticated) {
+      if (++renewals > 2) return r;
+      cont.MarkCapabilityStale();
+    } else {
+      cont.pool().MarkMapStale();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (n == 0) deadline = now + cont.pool().client().reconnect_timeout();
+    if (now >= deadline) return r;
+    ROS2_LOG_DEBUG("libros2: {}; trying again", st.ToString());
+    if (n > 0) std::this_thread::sleep_for(RetryPause(n));
+  }
+}
 
 // "oid=... dkey='...' akey='...'" for error messages (keys shortened, escaped).
 std::string DescribeIo(const ObjectId& oid, std::string_view dkey, std::string_view akey);

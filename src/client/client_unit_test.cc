@@ -113,6 +113,35 @@ TEST(ClientOptionsTest, ConnectValidatesOptionsBeforeAnyNetworkCall) {
   o.spin_budget = std::chrono::microseconds(50);
   o.checksum_chunk_size = 0;
   EXPECT_TRUE(Client::Connect(o).status().IsInvalidArgument());
+
+  o.checksum_chunk_size = 4096;
+  o.reconnect_timeout = std::chrono::milliseconds(-1);
+  r = Client::Connect(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("reconnect_timeout"), std::string::npos) << r.status().ToString();
+}
+
+// What may be sent again after the engine went away (docs/client.md, "Engine
+// restarts"): reads always; updates and punches only when known not applied.
+TEST(ClientRetryTest, OnlyReadsAndUnappliedWritesAreRetried) {
+  const Status gone = Status::Disconnected("transport: peer pid 1 died");
+  const Status refused = Status::Unauthenticated("expired capability");
+  const Status shutting_down = Status::Cancelled("engine target 0: shutting down");
+  for (bool sent : {false, true}) {
+    EXPECT_TRUE(RetryAfterFailure(gone, Effect::kRead, sent));
+    EXPECT_TRUE(RetryAfterFailure(shutting_down, Effect::kRead, sent));
+    EXPECT_TRUE(RetryAfterFailure(refused, Effect::kRead, sent));
+    EXPECT_TRUE(RetryAfterFailure(refused, Effect::kWrite, sent));  // refused before it ran
+  }
+  EXPECT_TRUE(RetryAfterFailure(gone, Effect::kWrite, /*sent=*/false));
+  EXPECT_FALSE(RetryAfterFailure(gone, Effect::kWrite, /*sent=*/true));  // outcome unknown
+  EXPECT_FALSE(RetryAfterFailure(shutting_down, Effect::kWrite, /*sent=*/true));
+  // Answers of the engine are never retried.
+  for (const Status& answer : {Status::NotFound("x"), Status::AlreadyExists("x"), Status::Corruption("x"),
+                               Status::NoSpace("x"), Status::TimedOut("x"), Status::PermissionDenied("x")}) {
+    EXPECT_FALSE(RetryAfterFailure(answer, Effect::kRead, false)) << answer.ToString();
+    EXPECT_FALSE(RetryAfterFailure(answer, Effect::kWrite, false)) << answer.ToString();
+  }
 }
 
 TEST(ClientOptionsTest, ReservedObjectClassesAreNotSupported) {

@@ -15,7 +15,8 @@ EventQueue::~EventQueue() {
   // Operations reference this queue until their completion runs; the transport
   // fails each at its deadline, so this loop ends.
   while (in_flight_ > 0) {
-    (void)io_->worker().RunUntil([this] { return in_flight_ == 0; }, std::chrono::seconds(5));
+    (void)io_->worker().RunUntil([this] { return in_flight_ == 0 || io_->has_retries(); }, std::chrono::seconds(5));
+    io_->RunRetries();
     if (in_flight_ > 0)
       ROS2_LOG_WARN("libros2: event queue destroyed with {} operations in flight; waiting", in_flight_);
   }
@@ -44,14 +45,24 @@ size_t EventQueue::Poll(std::span<Event> out) {
   // Progress until the worker is idle (bounded: a burst of replies is reaped in one call).
   for (int pass = 0; pass < 64 && io_->worker().Progress() > 0; ++pass) {
   }
+  io_->RunRetries();  // operations whose reply failed in a way safe to resend
   return Drain(out);
 }
 
 Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout) {
   size_t reachable = std::min(min_events, std::min(out.size(), ready_.size() + in_flight_));
   if (ready_.size() < reachable) {
-    Status st =
-        io_->worker().RunUntil([this, reachable] { return ready_.size() >= reachable || in_flight_ == 0; }, timeout);
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    Status st;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      st = io_->worker().RunUntil(
+          [this, reachable] { return ready_.size() >= reachable || in_flight_ == 0 || io_->has_retries(); },
+          std::max(left, std::chrono::milliseconds(0)));
+      if (!io_->has_retries()) break;
+      io_->RunRetries();
+      if (ready_.size() >= reachable || in_flight_ == 0) break;
+    }
     if (!st.ok() && ready_.size() < reachable) {
       // Nothing is drained: the events that did complete stay for the next Poll.
       return Status::TimedOut(fmt::format("event queue: {} of {} events completed within {} ms ({} still in flight)",
@@ -68,6 +79,7 @@ size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= end) break;
     io_->worker().Wait(std::chrono::duration_cast<std::chrono::microseconds>(end - now));
+    io_->RunRetries();
   }
   return static_cast<size_t>(completions_ - before);
 }

@@ -6,12 +6,14 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <thread>
 #include <type_traits>
 
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
 #include "client/io_checksum.h"
+#include "common/log.h"
 
 namespace ros2::client {
 
@@ -50,7 +52,8 @@ Status ValidateKeys(std::string_view dkey, std::string_view akey, bool need_akey
   return Status::Ok();
 }
 
-// Drives `submit` (which registers `callback`) to completion on `io`'s worker.
+// Drives `submit` (which registers `callback`) to completion on `io`'s worker,
+// resending what fails in a way that is safe to resend (ThreadIo::RunRetries).
 template <typename Submit>
 Result<IoResult> RunBlocking(ThreadIo& io, std::chrono::milliseconds timeout, Submit submit) {
   IoResult out;
@@ -62,15 +65,20 @@ Result<IoResult> RunBlocking(ThreadIo& io, std::chrono::milliseconds timeout, Su
   ROS2_RETURN_IF_ERROR(submit(std::move(callback)));
   // The transport fails every request at its deadline, so the callback always
   // runs; keep progressing until it has (it references this frame).
-  while (!done) (void)io.worker().RunUntil([&done] { return done; }, timeout + kBlockingSlack);
+  while (!done) {
+    (void)io.worker().RunUntil([&done, &io] { return done || io.has_retries(); }, timeout + kBlockingSlack);
+    io.RunRetries();
+  }
   if (!out.status.ok()) return out.status;
   return out;
 }
 
 }  // namespace
 
-// One asynchronous update or fetch between its submission and its reply.
-struct IoOp {
+// One asynchronous update or fetch from its submission to its completion.
+// Its arguments are kept, so that it can be sent again (to a new route, with
+// a renewed capability) when that is safe: RetryAfterFailure.
+struct IoOp : std::enable_shared_from_this<IoOp> {
   bool is_fetch = false;
   std::shared_ptr<ContainerCore> cont;
   ThreadIo* io = nullptr;  // the submitting thread's; outlives the op (owns the worker)
@@ -80,27 +88,160 @@ struct IoOp {
   std::string dkey, akey;
   std::vector<uint8_t> payload;
   EventQueue* eq = nullptr;
+  bool counted = false;  // in eq->in_flight_
   uint64_t user_data = 0;
   IoCallback callback;
-  // update
-  uint64_t length = 0;
-  // fetch
   ValueKind kind = ValueKind::kSingle;
+  uint64_t index = 0;
+  uint32_t record_size = 1;
+  // update
+  std::span<const std::byte> data;
+  uint64_t length = 0;
+  uint8_t flags = 0;
+  // fetch
+  uint64_t count = 0;
   std::span<std::byte> buffer;
   uint64_t expected = 0;  // kArray: count * record_size
+  // resending
+  int resends = 0;
+  int capability_renewals = 0;
+  std::chrono::steady_clock::time_point retry_deadline{};  // set at the first failure
+  Status first_failure;
 
   std::string What() const {
     return fmt::format("{} {} on target {}", is_fetch ? "fetch" : "update", DescribeIo(oid, dkey, akey), target);
+  }
+  Effect effect() const { return is_fetch ? Effect::kRead : Effect::kWrite; }
+
+  // Starts the reconnect window at the first failure; true while it is open.
+  bool WithinRetryWindow(const Status& failure) {
+    const auto now = std::chrono::steady_clock::now();
+    if (first_failure.ok()) {
+      first_failure = failure;
+      retry_deadline = now + cont->pool().client().reconnect_timeout();
+    }
+    return now < retry_deadline;
+  }
+
+  // Routes, encodes and sends the request once; on error nothing is queued.
+  Status SendOnce() {
+    ROS2_ASSIGN_OR_RETURN(Route route, cont->RouteFor(oid, dkey));
+    address = route.address();
+    target = route.target;
+    auto ep = ConnectTarget(*io, *cont, route);
+    if (!ep.ok()) {
+      return ep.status().WithContext(fmt::format("{}: connect to target {}", What(), target));
+    }
+    ROS2_ASSIGN_OR_RETURN(auto capability, cont->Capability());
+    transport::CallOptions options;
+    options.timeout = cont->pool().client().options().io_timeout;
+    options.capability = AsCapability(*capability);
+    obj::Opcode opcode;
+    if (is_fetch) {
+      obj::FetchRequest req;
+      req.header = cont->Header(route);
+      req.header.flags = flags;
+      req.oid = oid;
+      req.dkey = dkey;
+      req.akey = akey;
+      req.type = kind == ValueKind::kArray ? obj::ValueType::kArray : obj::ValueType::kSingle;
+      req.index = index;
+      req.count = count;
+      req.record_size = record_size;
+      payload = obj::Encode(req);
+      options.bulk_in = buffer;
+      if (expected > io->context().options().inline_limit) {
+        auto region = io->context().CachedRegistration(buffer.data(), expected);
+        if (!region.ok()) return region.status().WithContext(What() + ": register the buffer");
+        options.bulk_in_region = *region;
+      }
+      opcode = obj::Opcode::kFetch;
+    } else {
+      obj::UpdateRequest req;
+      req.header = cont->Header(route);
+      req.header.flags = flags;
+      req.oid = oid;
+      req.dkey = dkey;
+      req.akey = akey;
+      req.type = kind == ValueKind::kArray ? obj::ValueType::kArray : obj::ValueType::kSingle;
+      req.index = index;
+      req.record_size = record_size;
+      req.length = data.size();
+      req.csum = ChecksumsForUpdate(cont->checksum_type(), cont->pool().client().options().checksum_chunk_size, data);
+      payload = obj::Encode(req);
+      options.bulk_out = data;
+      if (data.size() > io->context().options().inline_limit) {
+        auto region = io->context().CachedRegistration(const_cast<std::byte*>(data.data()), data.size());
+        if (!region.ok()) return region.status().WithContext(What() + ": register the data buffer");
+        options.bulk_out_region = *region;
+      }
+      opcode = obj::Opcode::kUpdate;
+    }
+    if (eq != nullptr && !counted) {
+      ++eq->in_flight_;
+      counted = true;
+    }
+    auto self = shared_from_this();
+    Status st = ep->get()->Call(static_cast<uint16_t>(opcode), AsBytes(payload), options,
+                                [self](const transport::ReplyView& reply) { self->OnReply(reply); });
+    if (!st.ok()) {
+      if (st.code() == Status::Code::kDisconnected) {
+        io->DropEndpoint(address);
+        cont->pool().MarkMapStale();
+      }
+      return st.WithContext(What());
+    }
+    return Status::Ok();
+  }
+
+  // Sends the request, trying again while it fails unsent with a failure
+  // that may pass (the engine away: the map and session are recovered first,
+  // within ClientOptions::reconnect_timeout). Not from inside a completion:
+  // recovering and connecting progress the worker.
+  Status Start() {
+    for (int attempt = 0;; ++attempt) {
+      Status st = SendOnce();
+      if (st.ok()) return st;
+      const bool transient = st.code() == Status::Code::kDisconnected || st.code() == Status::Code::kCancelled;
+      if (!transient || t_completion_depth > 0 || !WithinRetryWindow(st)) return st;
+      cont->pool().MarkMapStale();
+      if (attempt > 0) std::this_thread::sleep_for(RetryPause(attempt));
+    }
+  }
+
+  // Called by ThreadIo::RunRetries, outside completions.
+  void Resend() {
+    ++resends;
+    Status st = Start();
+    if (st.ok()) return;
+    IoResult r;
+    r.status = st.WithContext(fmt::format("resend after '{}'", first_failure.message()));
+    Complete(r);
+  }
+
+  // Whether a failed reply is resent rather than reported.
+  bool ShouldResend(const Status& status) {
+    if (!RetryAfterFailure(status, effect(), /*sent=*/true)) return false;
+    if (status.code() == Status::Code::kUnauthenticated) {
+      // The engine refused the capability (expired, or of a session it does
+      // not know): renew it, once or twice; a refusal that persists is real.
+      if (++capability_renewals > 2) return false;
+      cont->MarkCapabilityStale();
+    }
+    return WithinRetryWindow(status);
   }
 
   IoResult Finish(const transport::ReplyView& reply) {
     IoResult r;
     if (!reply.status.ok()) {
-      if (reply.status.code() == Status::Code::kDisconnected) {
-        io->DropEndpoint(address);
-        cont->pool().MarkMapStale();
-      }
       r.status = reply.status.WithContext(What());
+      if (!is_fetch &&
+          (reply.status.code() == Status::Code::kDisconnected || reply.status.code() == Status::Code::kTimedOut ||
+           reply.status.code() == Status::Code::kCancelled)) {
+        r.status = r.status.WithContext(
+            "outcome unknown (the update was in flight when the connection failed; it may or may not be stored, "
+            "and it is not resent)");
+      }
       return r;
     }
     if (!is_fetch) {
@@ -150,50 +291,38 @@ struct IoOp {
     return r;
   }
 
-  void OnReply(const transport::ReplyView& reply) {
-    IoResult result = Finish(reply);
+  void Complete(const IoResult& result) {
+    CompletionScope scope;
     if (eq != nullptr) {
+      counted = false;
       eq->Complete(user_data, callback, result);
     } else if (callback) {
       callback(result);
     }
   }
 
-  // Sends `op` (payload encoded, fields set) with `options`; on a submission
-  // error nothing is queued.
-  static Status Send(const std::shared_ptr<IoOp>& op, transport::Endpoint& ep, obj::Opcode opcode,
-                     const transport::CallOptions& options) {
-    if (op->eq != nullptr) ++op->eq->in_flight_;
-    Status st = ep.Call(static_cast<uint16_t>(opcode), AsBytes(op->payload), options,
-                        [op](const transport::ReplyView& reply) { op->OnReply(reply); });
-    if (!st.ok()) {
-      if (op->eq != nullptr) --op->eq->in_flight_;
-      if (st.code() == Status::Code::kDisconnected) {
-        op->io->DropEndpoint(op->address);
-        op->cont->pool().MarkMapStale();
+  void OnReply(const transport::ReplyView& reply) {
+    if (!reply.status.ok()) {
+      if (reply.status.code() == Status::Code::kDisconnected) {
+        io->DropEndpoint(address);
+        cont->pool().MarkMapStale();
       }
-      return st.WithContext(op->What());
+      if (ShouldResend(reply.status)) {
+        ROS2_LOG_DEBUG("libros2: {}: {}; resending", What(), reply.status.ToString());
+        io->QueueRetry([self = shared_from_this()] { self->Resend(); });
+        return;
+      }
     }
-    return Status::Ok();
+    Complete(Finish(reply));
   }
 };
 
-namespace {
-
-// A connected endpoint for the route, with errors naming the operation
-// (`what` is only called then).
-template <typename What>
-Result<std::shared_ptr<transport::Endpoint>> Connect(ThreadIo& io, ContainerCore& cont, const Route& route,
-                                                     const What& what) {
-  auto ep = io.EndpointFor(route.address());
-  if (!ep.ok()) {
-    cont.pool().MarkMapStale();
-    return ep.status().WithContext(fmt::format("{}: connect to target {}", NameOf(what), route.target));
-  }
-  return ep;
+void ThreadIo::RunRetries() {
+  if (retries_.empty() || t_completion_depth > 0) return;
+  std::vector<std::function<void()>> batch;
+  batch.swap(retries_);
+  for (auto& resend : batch) resend();
 }
-
-}  // namespace
 
 Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& args, uint64_t user_data,
                               IoCallback callback) const {
@@ -217,46 +346,23 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
     return Status::InvalidArgument(
         fmt::format("{}: {} bytes (limit {})", op->What(), args.data.size(), obj::kMaxIoSize));
   }
-  ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, args.dkey));
+  switch (args.condition) {
+    case Condition::kNone: break;
+    case Condition::kAbsent: op->flags = obj::kFlagIfAbsent; break;
+    case Condition::kPresent: op->flags = obj::kFlagIfPresent; break;
+    default: return Status::InvalidArgument(op->What() + ": unknown condition");
+  }
   op->cont = cont_;
   op->io = &io;
-  op->address = route.address();
-  op->target = route.target;
   op->eq = eq;
   op->user_data = user_data;
   op->callback = std::move(callback);
+  op->kind = args.kind;
+  op->index = args.kind == ValueKind::kArray ? args.index : 0;
+  op->record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
+  op->data = args.data;
   op->length = args.data.size();
-  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, what));
-
-  obj::UpdateRequest req;
-  req.header = cont_->Header(route);
-  req.oid = oid_;
-  req.dkey = args.dkey;
-  req.akey = args.akey;
-  req.type = args.kind == ValueKind::kArray ? obj::ValueType::kArray : obj::ValueType::kSingle;
-  req.index = args.kind == ValueKind::kArray ? args.index : 0;
-  req.record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
-  req.length = args.data.size();
-  switch (args.condition) {
-    case Condition::kNone: break;
-    case Condition::kAbsent: req.header.flags = obj::kFlagIfAbsent; break;
-    case Condition::kPresent: req.header.flags = obj::kFlagIfPresent; break;
-    default: return Status::InvalidArgument(op->What() + ": unknown condition");
-  }
-  req.csum =
-      ChecksumsForUpdate(cont_->checksum_type(), cont_->pool().client().options().checksum_chunk_size, args.data);
-  op->payload = obj::Encode(req);
-
-  transport::CallOptions options;
-  options.timeout = cont_->pool().client().options().io_timeout;
-  options.capability = cont_->capability();
-  options.bulk_out = args.data;
-  if (args.data.size() > io.context().options().inline_limit) {
-    auto region = io.context().CachedRegistration(const_cast<std::byte*>(args.data.data()), args.data.size());
-    if (!region.ok()) return region.status().WithContext(op->What() + ": register the data buffer");
-    options.bulk_out_region = *region;
-  }
-  return IoOp::Send(op, *ep, obj::Opcode::kUpdate, options);
+  return op->Start();
 }
 
 Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args, uint64_t user_data,
@@ -287,44 +393,22 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
   if (want > obj::kMaxIoSize) {
     return Status::InvalidArgument(fmt::format("{}: {} bytes (limit {})", op->What(), want, obj::kMaxIoSize));
   }
-  ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, args.dkey));
+  if (args.want_array_end) {
+    if (args.kind != ValueKind::kArray) return Status::InvalidArgument(op->What() + ": array end of a single value");
+    op->flags = obj::kFlagWantArrayEnd;
+  }
   op->cont = cont_;
   op->io = &io;
-  op->address = route.address();
-  op->target = route.target;
   op->eq = eq;
   op->user_data = user_data;
   op->callback = std::move(callback);
   op->kind = args.kind;
+  op->index = args.kind == ValueKind::kArray ? args.index : 0;
+  op->count = args.kind == ValueKind::kArray ? args.count : 0;
+  op->record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
   op->buffer = args.buffer.first(want);
   op->expected = want;
-  ROS2_ASSIGN_OR_RETURN(auto ep, Connect(io, *cont_, route, what));
-
-  obj::FetchRequest req;
-  req.header = cont_->Header(route);
-  req.oid = oid_;
-  req.dkey = args.dkey;
-  req.akey = args.akey;
-  req.type = args.kind == ValueKind::kArray ? obj::ValueType::kArray : obj::ValueType::kSingle;
-  req.index = args.kind == ValueKind::kArray ? args.index : 0;
-  req.count = args.kind == ValueKind::kArray ? args.count : 0;
-  req.record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
-  if (args.want_array_end) {
-    if (args.kind != ValueKind::kArray) return Status::InvalidArgument(op->What() + ": array end of a single value");
-    req.header.flags = obj::kFlagWantArrayEnd;
-  }
-  op->payload = obj::Encode(req);
-
-  transport::CallOptions options;
-  options.timeout = cont_->pool().client().options().io_timeout;
-  options.capability = cont_->capability();
-  options.bulk_in = op->buffer;
-  if (want > io.context().options().inline_limit) {
-    auto region = io.context().CachedRegistration(op->buffer.data(), want);
-    if (!region.ok()) return region.status().WithContext(op->What() + ": register the buffer");
-    options.bulk_in_region = *region;
-  }
-  return IoOp::Send(op, *ep, obj::Opcode::kFetch, options);
+  return op->Start();
 }
 
 // --- asynchronous entry points ---
@@ -388,6 +472,18 @@ Result<std::vector<std::byte>> Object::Get(std::string_view dkey, std::string_vi
 
 namespace {
 
+// A connected endpoint for the route, with errors naming the operation
+// (`what` is only called then).
+template <typename What>
+Result<std::shared_ptr<transport::Endpoint>> Connect(ThreadIo& io, ContainerCore& cont, const Route& route,
+                                                     const What& what) {
+  auto ep = ConnectTarget(io, cont, route);
+  if (!ep.ok()) {
+    return ep.status().WithContext(fmt::format("{}: connect to target {}", NameOf(what), route.target));
+  }
+  return ep;
+}
+
 struct SyncCall {
   ContainerCore& cont;
   ThreadIo& io;
@@ -396,9 +492,11 @@ struct SyncCall {
   Result<std::vector<uint8_t>> Call(const Route& route, obj::Opcode opcode, const std::vector<uint8_t>& payload) {
     auto ep = Connect(io, cont, route, what);
     if (!ep.ok()) return ep.status();
+    ROS2_ASSIGN_OR_RETURN(auto capability, cont.Capability());
     transport::CallOptions options;
     options.timeout = cont.pool().client().options().io_timeout;
-    options.capability = cont.capability();
+    options.capability = AsCapability(*capability);
+    t_request_sent = true;  // CallSync does not tell a failed send from a failed reply
     auto reply = (*ep)->CallSync(static_cast<uint16_t>(opcode), AsBytes(payload), options);
     if (!reply.ok()) {
       if (reply.status().code() == Status::Code::kDisconnected) {
@@ -416,6 +514,11 @@ struct SyncCall {
                                                     const std::vector<std::vector<uint8_t>>& payloads) {
     std::vector<Result<std::vector<uint8_t>>> results(routes.size(), Status::Cancelled("not sent"));
     size_t pending = 0;
+    auto capability = cont.Capability();
+    if (!capability.ok()) {
+      for (auto& r : results) r = capability.status();
+      return results;
+    }
     for (size_t i = 0; i < routes.size(); ++i) {
       auto ep = Connect(io, cont, routes[i], what);
       if (!ep.ok()) {
@@ -424,7 +527,7 @@ struct SyncCall {
       }
       transport::CallOptions options;
       options.timeout = cont.pool().client().options().io_timeout;
-      options.capability = cont.capability();
+      options.capability = AsCapability(**capability);
       Status st = (*ep)->Call(static_cast<uint16_t>(opcode), AsBytes(payloads[i]), options,
                               [this, &results, &pending, &routes, i](const transport::ReplyView& reply) {
                                 --pending;
@@ -441,6 +544,7 @@ struct SyncCall {
                               });
       if (st.ok()) {
         ++pending;
+        t_request_sent = true;
       } else {
         results[i] = st.WithContext(fmt::format("{} on target {}", what, routes[i].target));
       }
@@ -454,8 +558,8 @@ struct SyncCall {
 
 }  // namespace
 
-static Status Punch(ContainerCore& cont, const ObjectId& oid, obj::PunchScope scope, std::string_view dkey,
-                    std::string_view akey, Condition condition = Condition::kNone) {
+static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, obj::PunchScope scope, std::string_view dkey,
+                        std::string_view akey, Condition condition) {
   ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
   SyncCall call{cont, *io, "punch " + DescribeIo(oid, dkey, akey)};
   if (scope != obj::PunchScope::kObject) {
@@ -489,6 +593,13 @@ static Status Punch(ContainerCore& cont, const ObjectId& oid, obj::PunchScope sc
     if (!decoded.ok()) return decoded.status().WithContext(call.what);
   }
   return Status::Ok();
+}
+
+// A punch is resent only when none of its requests was sent (or the engine
+// refused the capability): one that reached an engine has an unknown outcome.
+static Status Punch(ContainerCore& cont, const ObjectId& oid, obj::PunchScope scope, std::string_view dkey,
+                    std::string_view akey, Condition condition = Condition::kNone) {
+  return WithRetry(cont, Effect::kWrite, [&] { return PunchOnce(cont, oid, scope, dkey, akey, condition); });
 }
 
 Status Object::PunchObject() const {
@@ -527,8 +638,8 @@ static Status ListAll(SyncCall& call, const Route& route, obj::ListRequest req,
   return Status::Protocol(call.what + ": too many pages");
 }
 
-static Result<std::vector<std::string>> ListKeys(ContainerCore& cont, const ObjectId& oid, obj::ListKind kind,
-                                                 std::string_view dkey) {
+static Result<std::vector<std::string>> ListKeysOnce(ContainerCore& cont, const ObjectId& oid, obj::ListKind kind,
+                                                     std::string_view dkey) {
   ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
   SyncCall call{
       cont, *io,
@@ -556,6 +667,11 @@ static Result<std::vector<std::string>> ListKeys(ContainerCore& cont, const Obje
   return keys;
 }
 
+static Result<std::vector<std::string>> ListKeys(ContainerCore& cont, const ObjectId& oid, obj::ListKind kind,
+                                                 std::string_view dkey) {
+  return WithRetry(cont, Effect::kRead, [&] { return ListKeysOnce(cont, oid, kind, dkey); });
+}
+
 Result<std::vector<std::string>> Object::ListDkeys() const {
   return ListKeys(*cont_, oid_, obj::ListKind::kDkeys, {});
 }
@@ -564,56 +680,62 @@ Result<std::vector<std::string>> Object::ListAkeys(std::string_view dkey) const 
 }
 
 Result<std::vector<ObjectId>> Container::ListObjects() const {
-  ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
-  SyncCall call{*core_, *io, "list objects of container " + core_->summary().label};
-  ROS2_ASSIGN_OR_RETURN(auto routes, core_->ShardRoutes(nullptr));
-  std::vector<ObjectId> objects;
-  for (const Route& route : routes) {
-    obj::ListRequest req;
-    req.kind = obj::ListKind::kObjects;
-    ROS2_RETURN_IF_ERROR(ListAll(call, route, req, [&objects](obj::ListReply& r) {
-      objects.insert(objects.end(), r.objects.begin(), r.objects.end());
-    }));
-  }
-  std::sort(objects.begin(), objects.end());
-  objects.erase(std::unique(objects.begin(), objects.end()), objects.end());
-  return objects;
+  return WithRetry(*core_, Effect::kRead, [this]() -> Result<std::vector<ObjectId>> {
+    ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
+    SyncCall call{*core_, *io, "list objects of container " + core_->summary().label};
+    ROS2_ASSIGN_OR_RETURN(auto routes, core_->ShardRoutes(nullptr));
+    std::vector<ObjectId> objects;
+    for (const Route& route : routes) {
+      obj::ListRequest req;
+      req.kind = obj::ListKind::kObjects;
+      ROS2_RETURN_IF_ERROR(ListAll(call, route, req, [&objects](obj::ListReply& r) {
+        objects.insert(objects.end(), r.objects.begin(), r.objects.end());
+      }));
+    }
+    std::sort(objects.begin(), objects.end());
+    objects.erase(std::unique(objects.begin(), objects.end()), objects.end());
+    return objects;
+  });
 }
 
 Result<std::optional<std::string>> Object::QueryMaxDkey() const {
-  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  SyncCall call{*cont_, *io, "query max dkey of " + DescribeIo(oid_, {}, {})};
-  ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
-  std::optional<std::string> best;
-  for (const Route& route : routes) {
-    obj::QueryRequest req;
-    req.header = cont_->Header(route);
-    req.kind = obj::QueryKind::kMaxDkey;
-    req.oid = oid_;
-    ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
-    auto decoded = obj::DecodeQueryReply(payload);
-    if (!decoded.ok()) return decoded.status().WithContext(call.what);
-    if (decoded->found && (!best || decoded->max_dkey > *best)) best = decoded->max_dkey;
-  }
-  return best;
+  return WithRetry(*cont_, Effect::kRead, [this]() -> Result<std::optional<std::string>> {
+    ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+    SyncCall call{*cont_, *io, "query max dkey of " + DescribeIo(oid_, {}, {})};
+    ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
+    std::optional<std::string> best;
+    for (const Route& route : routes) {
+      obj::QueryRequest req;
+      req.header = cont_->Header(route);
+      req.kind = obj::QueryKind::kMaxDkey;
+      req.oid = oid_;
+      ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
+      auto decoded = obj::DecodeQueryReply(payload);
+      if (!decoded.ok()) return decoded.status().WithContext(call.what);
+      if (decoded->found && (!best || decoded->max_dkey > *best)) best = decoded->max_dkey;
+    }
+    return best;
+  });
 }
 
 Result<std::optional<uint64_t>> Object::QueryArrayEnd(std::string_view dkey, std::string_view akey) const {
-  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  SyncCall call{*cont_, *io, "query array end of " + DescribeIo(oid_, dkey, akey)};
-  ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, true, call.what));
-  ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, dkey));
-  obj::QueryRequest req;
-  req.header = cont_->Header(route);
-  req.kind = obj::QueryKind::kArrayEnd;
-  req.oid = oid_;
-  req.dkey = dkey;
-  req.akey = akey;
-  ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
-  auto decoded = obj::DecodeQueryReply(payload);
-  if (!decoded.ok()) return decoded.status().WithContext(call.what);
-  if (!decoded->found) return std::optional<uint64_t>();
-  return std::optional<uint64_t>(decoded->array_end);
+  return WithRetry(*cont_, Effect::kRead, [&, this]() -> Result<std::optional<uint64_t>> {
+    ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+    SyncCall call{*cont_, *io, "query array end of " + DescribeIo(oid_, dkey, akey)};
+    ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, true, call.what));
+    ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, dkey));
+    obj::QueryRequest req;
+    req.header = cont_->Header(route);
+    req.kind = obj::QueryKind::kArrayEnd;
+    req.oid = oid_;
+    req.dkey = dkey;
+    req.akey = akey;
+    ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
+    auto decoded = obj::DecodeQueryReply(payload);
+    if (!decoded.ok()) return decoded.status().WithContext(call.what);
+    if (!decoded->found) return std::optional<uint64_t>();
+    return std::optional<uint64_t>(decoded->array_end);
+  });
 }
 
 }  // namespace ros2::client

@@ -12,10 +12,16 @@ namespace ros2::client {
 
 // One fan-out of array-tail queries to every shard of an object. Replies are
 // folded in as they arrive; `done` runs once, after the last one.
-struct TailQuery {
+struct TailQuery : std::enable_shared_from_this<TailQuery> {
   std::shared_ptr<ContainerCore> cont;
   ThreadIo* io = nullptr;
   std::string what;
+  ObjectId oid;
+  std::string akey;
+  // Resending (a read: always safe) after a failure RetryAfterFailure allows.
+  std::chrono::steady_clock::time_point retry_deadline{};
+  bool retrying = false;
+  int renewals = 0;
   std::vector<std::vector<uint8_t>> payloads;  // alive until every reply arrived
   std::vector<Route> routes;
   size_t remaining = 0;
@@ -25,10 +31,42 @@ struct TailQuery {
   std::function<void()> done;
 
   void Release() {
-    if (--remaining == 0) done();
+    if (--remaining > 0) return;
+    if (!abandoned && ShouldResend()) {
+      io->QueueRetry([self = shared_from_this()] { self->Resend(); });
+      return;
+    }
+    done();
+  }
+
+  bool ShouldResend() {
+    if (status.ok() || !RetryAfterFailure(status, Effect::kRead, true)) return false;
+    if (status.code() == Status::Code::kUnauthenticated) {
+      if (++renewals > 2) return false;
+      cont->MarkCapabilityStale();
+    } else {
+      cont->pool().MarkMapStale();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!retrying) {
+      retrying = true;
+      retry_deadline = now + cont->pool().client().reconnect_timeout();
+    }
+    return now < retry_deadline;
+  }
+
+  // Called by ThreadIo::RunRetries, outside completions: every shard again.
+  void Resend() {
+    auto self = shared_from_this();
+    status = Status::Ok();
+    best.reset();
+    Status sent = Start(self, oid, akey);
+    if (!sent.ok() && status.ok()) status = sent;
+    Release();
   }
 
   void Fold(const Route& route, const transport::ReplyView& reply) {
+    CompletionScope scope;  // done() runs the caller's callback
     if (!reply.status.ok()) {
       if (reply.status.code() == Status::Code::kDisconnected) {
         io->DropEndpoint(route.address());
@@ -46,8 +84,11 @@ struct TailQuery {
   // Sends one query per shard. On a submission error the queries already sent
   // still complete (and call done); the error is returned.
   static Status Start(const std::shared_ptr<TailQuery>& q, const ObjectId& oid, std::string_view akey) {
+    q->oid = oid;
+    q->akey = std::string(akey);
     q->remaining = 1;  // the caller's Release() after the last send
     ROS2_ASSIGN_OR_RETURN(q->routes, q->cont->ShardRoutes(&oid));
+    ROS2_ASSIGN_OR_RETURN(auto capability, q->cont->Capability());
     q->payloads.resize(q->routes.size());
     q->remaining += q->routes.size();
     Status first_error;
@@ -61,11 +102,10 @@ struct TailQuery {
       q->payloads[i] = obj::Encode(req);
       transport::CallOptions options;
       options.timeout = q->cont->pool().client().options().io_timeout;
-      options.capability = q->cont->capability();
+      options.capability = AsCapability(*capability);
       Status st;
-      auto ep = q->io->EndpointFor(route.address());
+      auto ep = ConnectTarget(*q->io, *q->cont, route);
       if (!ep.ok()) {
-        q->cont->pool().MarkMapStale();
         st = ep.status();
       } else {
         st = (*ep)->Call(static_cast<uint16_t>(obj::Opcode::kQuery), {q->payloads[i].data(), q->payloads[i].size()},
@@ -83,22 +123,28 @@ struct TailQuery {
 };
 
 Result<std::optional<ArrayTail>> Object::QueryArrayTail(std::string_view akey) const {
-  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  auto q = std::make_shared<TailQuery>();
-  q->cont = cont_;
-  q->io = io.get();
-  q->what = "query array tail of " + DescribeIo(oid_, {}, akey);
-  if (akey.empty()) return Status::InvalidArgument(q->what + ": empty akey");
-  bool finished = false;
-  q->done = [&finished] { finished = true; };
-  Status sent = TailQuery::Start(q, oid_, akey);
-  q->Release();
-  // Every sent query completes (the transport fails them at their deadline),
-  // and `done` references this frame: wait for it whatever happened.
-  while (!finished) (void)io->worker().RunUntil([&finished] { return finished; }, std::chrono::seconds(5));
-  if (!sent.ok()) return sent;
-  if (!q->status.ok()) return q->status;
-  return q->best;
+  return WithRetry(*cont_, Effect::kRead, [&, this]() -> Result<std::optional<ArrayTail>> {
+    ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+    auto q = std::make_shared<TailQuery>();
+    q->cont = cont_;
+    q->io = io.get();
+    q->what = "query array tail of " + DescribeIo(oid_, {}, akey);
+    if (akey.empty()) return Status::InvalidArgument(q->what + ": empty akey");
+    bool finished = false;
+    q->done = [&finished] { finished = true; };
+    Status sent = TailQuery::Start(q, oid_, akey);
+    q->abandoned = !sent.ok();  // a failed submission is tried again whole, by WithRetry
+    q->Release();
+    // Every sent query completes (the transport fails them at their deadline),
+    // and `done` references this frame: wait for it whatever happened.
+    while (!finished) {
+      (void)io->worker().RunUntil([&finished, &io] { return finished || io->has_retries(); }, std::chrono::seconds(5));
+      io->RunRetries();
+    }
+    if (!sent.ok()) return sent;
+    if (!q->status.ok()) return q->status;
+    return q->best;
+  });
 }
 
 Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, ArrayTailCallback callback) const {
@@ -135,9 +181,8 @@ Status Object::ConnectShards() const {
   ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
   ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
   for (const Route& route : routes) {
-    auto ep = io->EndpointFor(route.address());
+    auto ep = ConnectTarget(*io, *cont_, route);
     if (!ep.ok()) {
-      cont_->pool().MarkMapStale();
       return ep.status().WithContext(
           fmt::format("connect to target {} for {}", route.target, DescribeIo(oid_, {}, {})));
     }
@@ -146,6 +191,15 @@ Status Object::ConnectShards() const {
 }
 
 Result<std::vector<std::string>> Object::ListDkeysPage(KeyAnchor& anchor, size_t max) const {
+  // A read: an attempt that failed is made again from the same anchor.
+  const KeyAnchor start = anchor;
+  return WithRetry(*cont_, Effect::kRead, [&, this] {
+    anchor = start;
+    return ListDkeysPageOnce(anchor, max);
+  });
+}
+
+Result<std::vector<std::string>> Object::ListDkeysPageOnce(KeyAnchor& anchor, size_t max) const {
   const std::string what = "list dkeys of " + DescribeIo(oid_, {}, {});
   if (max == 0) return Status::InvalidArgument(what + ": page size 0");
   std::vector<std::string> keys;
@@ -160,14 +214,14 @@ Result<std::vector<std::string>> Object::ListDkeysPage(KeyAnchor& anchor, size_t
     req.oid = oid_;
     req.anchor.position = anchor.position;
     req.max_entries = static_cast<uint32_t>(std::min<size_t>(max - keys.size(), obj::kMaxListEntries));
-    auto ep = io->EndpointFor(route.address());
+    auto ep = ConnectTarget(*io, *cont_, route);
     if (!ep.ok()) {
-      cont_->pool().MarkMapStale();
       return ep.status().WithContext(fmt::format("{}: connect to target {}", what, route.target));
     }
+    ROS2_ASSIGN_OR_RETURN(auto capability, cont_->Capability());
     transport::CallOptions options;
     options.timeout = cont_->pool().client().options().io_timeout;
-    options.capability = cont_->capability();
+    options.capability = AsCapability(*capability);
     auto payload = obj::Encode(req);
     auto reply = (*ep)->CallSync(static_cast<uint16_t>(obj::Opcode::kList), {payload.data(), payload.size()}, options);
     if (!reply.ok()) {

@@ -1,7 +1,9 @@
 // Pool sessions and open containers: the map the client places with, its
 // refresh, and the routing of a dkey to the target that serves it.
 #include <algorithm>
+#include <chrono>
 #include <set>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -31,50 +33,203 @@ std::string DescribeIo(const ObjectId& oid, std::string_view dkey, std::string_v
 
 // --- PoolCore ---
 
+namespace {
+
+// Control-plane failures that can pass by themselves: the endpoint is down
+// or restarting, slow, or refusing for now.
+bool Transient(const Status& st) {
+  switch (st.code()) {
+    case Status::Code::kDisconnected:
+    case Status::Code::kTimedOut:
+    case Status::Code::kBusy:
+    case Status::Code::kCancelled: return true;
+    default: return false;
+  }
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// When to renew a capability valid until `expiry_ms`: with a quarter of its
+// remaining lifetime left (0: never, for a capability without expiry).
+int64_t RenewAt(uint64_t expiry_ms) {
+  if (expiry_ms == 0) return 0;
+  const int64_t now = NowMs();
+  const int64_t expiry = static_cast<int64_t>(expiry_ms);
+  return expiry <= now ? now : now + (expiry - now) * 3 / 4;
+}
+
+}  // namespace
+
+bool RetryAfterFailure(const Status& status, Effect effect, bool sent) {
+  switch (status.code()) {
+    case Status::Code::kUnauthenticated: return true;
+    case Status::Code::kDisconnected:
+    case Status::Code::kCancelled: return effect == Effect::kRead || !sent;
+    default: return false;
+  }
+}
+
 PoolCore::PoolCore(std::shared_ptr<ClientCore> client, control::PoolConnection conn,
                    std::shared_ptr<const MapSnapshot> snapshot)
-    : client_(std::move(client)), conn_(std::move(conn)), snapshot_(std::move(snapshot)) {
-  auto parsed = Uuid::Parse(conn_.pool.uuid());
+    : client_(std::move(client)),
+      info_(std::move(conn.pool)),
+      rights_(conn.rights),
+      session_uuid_(std::move(conn.session_uuid)),
+      snapshot_(std::move(snapshot)) {
+  auto parsed = Uuid::Parse(info_.uuid());
   if (parsed.ok()) uuid_ = *parsed;
 }
 
 PoolCore::~PoolCore() {
-  Status st = client_->session().Disconnect(client_->credentials(), conn_.session_uuid);
-  if (!st.ok()) ROS2_LOG_DEBUG("libros2: disconnect of pool {} session: {}", conn_.pool.label(), st.ToString());
+  Status st = client_->session().Disconnect(client_->credentials(), session_uuid());
+  if (!st.ok()) ROS2_LOG_DEBUG("libros2: disconnect of pool {} session: {}", label(), st.ToString());
+}
+
+std::string PoolCore::session_uuid() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return session_uuid_;
 }
 
 Result<std::shared_ptr<const MapSnapshot>> PoolCore::Map() {
-  if (map_stale_.load(std::memory_order_relaxed)) {
-    auto refreshed = Refresh();
-    if (!refreshed.ok()) return refreshed.status();
-  }
+  if (map_stale_.load(std::memory_order_relaxed)) ROS2_RETURN_IF_ERROR(Recover());
   std::lock_guard<std::mutex> lock(mu_);
   return snapshot_;
 }
 
 Result<uint64_t> PoolCore::Refresh() {
-  auto map = client_->session().GetPoolMap(client_->credentials(), conn_.session_uuid);
-  if (!map.ok()) return map.status().WithContext(fmt::format("refresh map of pool {}", conn_.pool.label()));
-  auto snap = MakeMapSnapshot(*map);
-  if (!snap.ok()) return snap.status();
+  MarkMapStale();
+  ROS2_RETURN_IF_ERROR(Recover());
   std::lock_guard<std::mutex> lock(mu_);
-  if ((*snap)->map.version >= snapshot_->map.version) snapshot_ = *snap;
-  map_stale_.store(false, std::memory_order_relaxed);
   return snapshot_->map.version;
+}
+
+Status PoolCore::Recover() {
+  const uint64_t seen = recoveries_.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> one_at_a_time(recover_mu_);
+  // Another thread recovered while this one waited: take its result.
+  if (recoveries_.load(std::memory_order_acquire) != seen && !map_stale_.load(std::memory_order_relaxed)) {
+    return Status::Ok();
+  }
+  const auto timeout = client_->reconnect_timeout();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(20);
+  Status last;
+  for (int attempt = 0;; ++attempt) {
+    // Cleared before the request: a failure another thread sees meanwhile
+    // marks the map stale again, and its next request recovers once more.
+    map_stale_.store(false, std::memory_order_relaxed);
+    const std::string session = session_uuid();
+    auto map = client_->session().GetPoolMap(client_->credentials(), session);
+    if (map.ok()) {
+      auto snap = MakeMapSnapshot(*map);
+      if (!snap.ok()) {
+        MarkMapStale();
+        return snap.status().WithContext(fmt::format("refresh map of pool {}", label()));
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if ((*snap)->map.version >= snapshot_->map.version) snapshot_ = *snap;
+      recoveries_.fetch_add(1, std::memory_order_release);
+      return Status::Ok();
+    }
+    last = map.status();
+    if (last.code() == Status::Code::kNotFound) {
+      // The control plane does not know the session (it restarted, or the
+      // session expired): open a new one, with a fresh map.
+      auto conn = client_->session().Connect(uuid_.IsNil() ? info_.label() : uuid_.ToString(), client_->credentials());
+      if (conn.ok()) {
+        auto snap = MakeMapSnapshot(conn->map);
+        if (!snap.ok()) {
+          MarkMapStale();
+          return snap.status().WithContext(fmt::format("reconnect pool {}", label()));
+        }
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          session_uuid_ = conn->session_uuid;
+          snapshot_ = *snap;  // the new session's map is authoritative
+        }
+        generation_.fetch_add(1, std::memory_order_acq_rel);
+        recoveries_.fetch_add(1, std::memory_order_release);
+        ROS2_LOG_INFO("libros2: pool {}: new session {} (the previous one is gone: {}), map v{}", label(),
+                      conn->session_uuid, last.message(), (*snap)->map.version);
+        return Status::Ok();
+      }
+      last = conn.status();
+    }
+    MarkMapStale();
+    if (!Transient(last)) return last.WithContext(fmt::format("reconnect pool {}", label()));
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      return Status::Disconnected(
+          fmt::format("pool {}: the control plane did not answer within {} ms "
+                      "(reconnect_timeout; {} attempts): {}",
+                      label(), timeout.count(), attempt + 1, last.ToString()));
+    }
+    if (attempt == 0) ROS2_LOG_INFO("libros2: pool {} unreachable, retrying: {}", label(), last.ToString());
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+  }
 }
 
 // --- ContainerCore ---
 
 ContainerCore::ContainerCore(std::shared_ptr<PoolCore> pool, control::ContainerHandle handle, ContainerSummary summary,
-                             Uuid uuid)
-    : pool_(std::move(pool)), handle_(std::move(handle)), summary_(std::move(summary)), uuid_(uuid) {}
+                             Uuid uuid, uint64_t session_generation)
+    : pool_(std::move(pool)),
+      summary_(std::move(summary)),
+      uuid_(uuid),
+      capability_(std::make_shared<const std::string>(std::move(handle.capability))),
+      generation_(session_generation),
+      renew_at_ms_(RenewAt(handle.expiry_ms)) {}
+
+Result<std::shared_ptr<const std::string>> ContainerCore::Capability() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (generation_ == pool_->session_generation() && !capability_stale_.load(std::memory_order_relaxed) &&
+        (renew_at_ms_ == 0 || NowMs() < renew_at_ms_)) {
+      return capability_;
+    }
+  }
+  ROS2_RETURN_IF_ERROR(Reopen());
+  std::lock_guard<std::mutex> lock(mu_);
+  return capability_;
+}
+
+Status ContainerCore::Reopen() {
+  ClientCore& client = pool_->client();
+  for (int attempt = 0;; ++attempt) {
+    const uint64_t generation = pool_->session_generation();
+    capability_stale_.store(false, std::memory_order_relaxed);
+    auto handle =
+        client.session().OpenContainer(client.credentials(), pool_->session_uuid(), uuid_.ToString(), summary_.rights);
+    if (handle.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      capability_ = std::make_shared<const std::string>(std::move(handle->capability));
+      generation_ = generation;
+      renew_at_ms_ = RenewAt(handle->expiry_ms);
+      return Status::Ok();
+    }
+    capability_stale_.store(true, std::memory_order_relaxed);
+    // The session is gone (or the control plane is away): recover the pool's
+    // session, then open again in the new one. Recover bounds the wait.
+    const bool retry =
+        attempt == 0 && (handle.status().code() == Status::Code::kNotFound || Transient(handle.status()));
+    if (!retry) {
+      return handle.status().WithContext(fmt::format("reopen container {} in pool {}", summary_.label, pool_->label()));
+    }
+    pool_->MarkMapStale();
+    ROS2_RETURN_IF_ERROR(pool_->Recover());
+  }
+}
 
 Result<Route> ContainerCore::RouteFor(const ObjectId& oid, std::string_view dkey) {
   ROS2_ASSIGN_OR_RETURN(auto snapshot, pool_->Map());
   auto target = TargetForDkey(snapshot->map, oid, dkey);
   if (!target.ok()) {
-    return target.status().WithContext(fmt::format("place {} in pool {} (map v{})", DescribeIo(oid, dkey, {}),
-                                                   pool_->connection().pool.label(), snapshot->map.version));
+    return target.status().WithContext(
+        fmt::format("place {} in pool {} (map v{})", DescribeIo(oid, dkey, {}), pool_->label(), snapshot->map.version));
   }
   return Route{std::move(snapshot), *target};
 }
@@ -93,8 +248,8 @@ Result<std::vector<Route>> ContainerCore::ShardRoutes(const ObjectId* oid) {
   std::vector<Route> routes;
   for (uint32_t t : targets) {
     if (snapshot->map.targets[t].state == TargetState::kDown) {
-      return Status::NotFound(fmt::format("target {} of pool {} is down (map v{})", t, pool_->connection().pool.label(),
-                                          snapshot->map.version));
+      return Status::NotFound(
+          fmt::format("target {} of pool {} is down (map v{})", t, pool_->label(), snapshot->map.version));
     }
     routes.push_back(Route{snapshot, t});
   }
@@ -110,6 +265,22 @@ obj::RequestHeader ContainerCore::Header(const Route& route) const {
   return h;
 }
 
+Result<std::shared_ptr<transport::Endpoint>> ConnectTarget(ThreadIo& io, ContainerCore& cont, const Route& route) {
+  auto ep = io.EndpointFor(route.address());
+  if (ep.ok()) return ep;
+  PoolCore& pool = cont.pool();
+  pool.MarkMapStale();
+  const Status failed = ep.status();
+  if (failed.code() == Status::Code::kDisconnected || t_completion_depth > 0) return failed;
+  ROS2_RETURN_IF_ERROR(pool.Recover());
+  auto map = pool.Map();
+  if (map.ok() && route.target < (*map)->addresses.size() && (*map)->addresses[route.target] != route.address()) {
+    return Status::Disconnected(
+        fmt::format("{} (the target has moved since: map v{})", failed.ToString(), (*map)->map.version));
+  }
+  return failed;
+}
+
 // --- Pool ---
 
 Pool::Pool(std::shared_ptr<PoolCore> core) : core_(std::move(core)) {}
@@ -117,13 +288,13 @@ Pool::~Pool() = default;
 
 PoolSummary Pool::summary() const {
   PoolSummary s;
-  const auto& info = core_->connection().pool;
+  const auto& info = core_->info();
   s.uuid = info.uuid();
   s.label = info.label();
   auto map = core_->Map();
   s.target_count = map.ok() ? static_cast<uint32_t>((*map)->map.size()) : info.target_count();
   s.map_version = map.ok() ? (*map)->map.version : info.map_version();
-  s.rights = core_->connection().rights;
+  s.rights = core_->rights();
   return s;
 }
 
@@ -134,9 +305,17 @@ Result<uint64_t> Pool::RefreshMap() {
 Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view container, uint8_t rights) {
   if (container.empty()) return Status::InvalidArgument("open container: empty label");
   ClientCore& client = core_->client();
-  const std::string& label = core_->connection().pool.label();
-  auto handle =
-      client.session().OpenContainer(client.credentials(), core_->connection().session_uuid, container, rights);
+  const std::string& label = core_->label();
+  const uint64_t generation = core_->session_generation();
+  auto handle = client.session().OpenContainer(client.credentials(), core_->session_uuid(), container, rights);
+  if (!handle.ok() &&
+      (handle.status().code() == Status::Code::kNotFound || handle.status().code() == Status::Code::kDisconnected)) {
+    // Perhaps only the session is gone (an engine restart): recover and ask again.
+    core_->MarkMapStale();
+    if (core_->Recover().ok() && core_->session_generation() != generation) {
+      return OpenContainer(container, rights);
+    }
+  }
   if (!handle.ok()) return handle.status().WithContext(fmt::format("open container '{}' in pool {}", container, label));
   const auto& info = handle->container;
   ContainerSummary summary;
@@ -155,7 +334,7 @@ Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view containe
   if (core_->uuid().IsNil()) {
     return Status::Protocol(fmt::format("open container '{}': pool {} has no valid uuid", container, label));
   }
-  auto cc = std::make_shared<ContainerCore>(core_, std::move(*handle), std::move(summary), *uuid);
+  auto cc = std::make_shared<ContainerCore>(core_, std::move(*handle), std::move(summary), *uuid, generation);
   return std::unique_ptr<Container>(new Container(std::move(cc)));
 }
 

@@ -45,6 +45,10 @@ Result<MountConfig> ParseCommandLine(int argc, char** argv, std::string* help) {
   app.add_option("--transport", c.transport, "Data-plane transport")
       ->check(CLI::IsMember({"auto", "shm", "tcp"}))
       ->capture_default_str();
+  app.add_option("--reconnect-timeout", c.reconnect_timeout_s,
+                 "Seconds a call waits for a restarting engine before failing (0: fail at once)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--attr-timeout", c.cache.attr_timeout_s, "Seconds the kernel caches attributes")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -97,6 +101,7 @@ Result<client::ClientOptions> ResolveClientOptions(const MountConfig& config) {
   o.transport = config.transport;
   o.control = config.control;
   o.secret_file = config.secret_file;
+  o.reconnect_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.reconnect_timeout_s * 1000));
   ROS2_RETURN_IF_ERROR(client::CompleteFromLocalCluster(o, config.data_dir));
   if (o.control.empty()) {
     return Status::InvalidArgument("no control endpoint: pass --data-dir DIR (a local cluster) or --control ENDPOINT");

@@ -31,6 +31,9 @@ struct MountConfig {
   std::string tenant = "admin";
   std::string secret_file;
   std::string transport = "auto";  // auto | shm | tcp
+  // Seconds a call waits for an engine that went away (restarting) before it
+  // fails with ENOTCONN (ClientOptions::reconnect_timeout; docs/fuse.md).
+  double reconnect_timeout_s = 60;
 
   CachePolicy cache;
   // FUSE worker threads (each gets its own data-plane worker); 0 on the

@@ -97,6 +97,11 @@ TEST_F(MountOptionsTest, DataDirGivesControlAndAdminSecret) {
   EXPECT_EQ(o->control, "unix:/x/control.sock");
   EXPECT_EQ(o->secret_file, "/x/admin.secret");
   EXPECT_EQ(o->tenant, "admin");
+  EXPECT_EQ(o->reconnect_timeout, std::chrono::seconds(60));
+  auto patient = Parse({"-d", dir_, "--reconnect-timeout", "2.5", "p", "c", dir_ + "/mnt"});
+  ASSERT_TRUE(patient.ok());
+  EXPECT_EQ(ResolveClientOptions(*patient)->reconnect_timeout, std::chrono::milliseconds(2500));
+  EXPECT_TRUE(Parse({"--reconnect-timeout", "-1", "p", "c", dir_ + "/mnt"}).status().IsInvalidArgument());
 
   // Explicit options win; another tenant gets no admin secret.
   auto c2 = Parse({"-d", dir_, "--control", "/y/control.sock", "--tenant", "bob", "p", "c", dir_ + "/mnt"});

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,27 +80,64 @@ class TestCluster {
     return c;
   }
 
-  // Starts ros2-engine through `ros2ctl cluster up` (ram class, small shards).
-  // Returns null (with the command's output in *error) when it failed.
-  static std::unique_ptr<TestCluster> Start(const std::string& transport, int targets, std::string* error) {
+  // Starts ros2-engine through `ros2ctl cluster up` (ram class unless told
+  // otherwise, small shards). Returns null (with the command's output in
+  // *error) when it failed.
+  static std::unique_ptr<TestCluster> Start(const std::string& transport, int targets, std::string* error,
+                                            const std::string& storage_class = "ram",
+                                            const std::string& shard_size = "64MiB") {
     auto c = MakeDirectory();
     if (!c) {
       *error = "mkdtemp failed";
       return nullptr;
     }
-    CommandResult up =
-        c->Ctl({"--json", "cluster", "up", "--targets", std::to_string(targets), "--class", "ram", "--transport",
-                transport, "--shard-size", "64MiB", "--engine", ROS2_ENGINE_PATH, "--timeout", "60"});
-    auto j = up.Json();
-    if (up.exit_code != 0 || j.is_discarded() || !j.contains("control")) {
-      *error = "cluster up failed (exit " + std::to_string(up.exit_code) + "): " + up.err + up.out;
-      return nullptr;
-    }
-    c->control_ = j["control"].get<std::string>();
-    c->admin_secret_file_ = j["admin_secret_file"].get<std::string>();
-    c->running_ = true;
+    c->up_args_ = {"--json",
+                   "cluster",
+                   "up",
+                   "--targets",
+                   std::to_string(targets),
+                   "--class",
+                   storage_class,
+                   "--transport",
+                   transport,
+                   "--shard-size",
+                   shard_size,
+                   "--engine",
+                   ROS2_ENGINE_PATH,
+                   "--timeout",
+                   "60"};
+    if (!c->Up(error)) return nullptr;
     return c;
   }
+
+  // The engine's pid (from engine.pid), 0 when unknown.
+  int EnginePid() const {
+    std::string s = ReadWholeFile(dir_ + "/engine.pid");
+    return s.empty() ? 0 : std::atoi(s.c_str());
+  }
+
+  // SIGKILLs the engine (no shutdown of any kind) and waits until it is gone
+  // (it is not our child: `ros2ctl cluster up` started it). False when there
+  // was no engine or it did not die within 10 s.
+  bool KillEngine() {
+    int pid = EnginePid();
+    if (pid <= 0 || ::kill(pid, SIGKILL) != 0) return false;
+    for (int i = 0; i < 1000; ++i) {
+      // Gone, or a zombie waiting for its reaper.
+      std::string stat = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
+      auto paren = stat.rfind(')');
+      if (stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z')) {
+        running_ = false;
+        return true;
+      }
+      ::usleep(10'000);
+    }
+    return false;
+  }
+
+  // Starts the engine again on the same directory, as the first `cluster up`
+  // did (for a cluster made by Start).
+  bool Restart(std::string* error) { return Up(error); }
 
   ~TestCluster() {
     if (running_) Ctl({"cluster", "down", "--timeout", "30", "--force"});
@@ -135,7 +173,21 @@ class TestCluster {
   std::string dir_;
   std::string control_;
   std::string admin_secret_file_;
+  std::vector<std::string> up_args_;
   bool running_ = false;
+
+  bool Up(std::string* error) {
+    CommandResult up = Ctl(up_args_);
+    auto j = up.Json();
+    if (up.exit_code != 0 || j.is_discarded() || !j.contains("control")) {
+      *error = "cluster up failed (exit " + std::to_string(up.exit_code) + "): " + up.err + up.out;
+      return false;
+    }
+    control_ = j["control"].get<std::string>();
+    admin_secret_file_ = j["admin_secret_file"].get<std::string>();
+    running_ = true;
+    return true;
+  }
 };
 
 // One cluster per transport, shared by the tests of a suite: started on first
