@@ -506,8 +506,8 @@ TEST_F(FuseMountTest, MountsSurviveEngineKillAndRestartUnderLoad) {
     }
   } stop_and_join{stop, threads, fds};
   auto wait_for = [&](uint64_t n, std::chrono::seconds limit) {
-    const auto deadline = Clock::now() + limit;
-    while (total_acked.load() < n && Clock::now() < deadline)
+    const auto deadline = HarnessClock::now() + limit;
+    while (total_acked.load() < n && HarnessClock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return total_acked.load() >= n;
   };
