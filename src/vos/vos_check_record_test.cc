@@ -23,6 +23,7 @@ namespace {
 
 using testing::GetArray;
 using testing::Pattern;
+using testing::WarmDataFile;
 using testing::PutArray;
 using testing::TestOid;
 
@@ -48,17 +49,6 @@ int CheckRecords(const std::string& store) {
   int n = 0;
   for (it->Seek(std::string(1, keys::kCheck)); it->Valid() && it->key()[0] == keys::kCheck; it->Next()) ++n;
   return it->status().ok() ? n : -1;
-}
-
-// Writes and reclaims `bytes` of filler, so that the first `bytes` of the
-// data file have been written: extents placed there ride on the WAL sync,
-// while never-written space of the growing file makes its group fdatasync the
-// data file (docs/vos.md, "Durability").
-void WarmDataFile(Vos* vos, uint64_t bytes) {
-  ASSERT_TRUE(PutArray(vos, TestOid(99), "warm", "a", 1, 0, 1, Pattern(99, bytes)).ok());
-  ASSERT_TRUE(vos->PunchObject(TestOid(99), 2).ok());
-  ASSERT_TRUE(vos->Aggregate(kEpochMax).ok());
-  ASSERT_EQ(vos->Space().data_used, 0u);
 }
 
 std::unique_ptr<Vos> OpenOrDie(const VosOptions& o) {

@@ -83,6 +83,13 @@ Status PutSingle(Vos* vos, const ObjectId& oid, const std::string& dkey, const s
   return vos->Update(op);
 }
 
+void WarmDataFile(Vos* vos, uint64_t bytes) {
+  ASSERT_TRUE(PutArray(vos, TestOid(99), "warm", "a", 1, 0, 1, Pattern(99, bytes)).ok());
+  ASSERT_TRUE(vos->PunchObject(TestOid(99), 2).ok());
+  ASSERT_TRUE(vos->Aggregate(kEpochMax).ok());
+  ASSERT_EQ(vos->Space().data_used, 0u);
+}
+
 Status PutArray(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,
                 uint64_t index, uint32_t record_size, const std::vector<std::byte>& data) {
   UpdateOp op;

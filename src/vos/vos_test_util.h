@@ -54,4 +54,10 @@ Result<std::vector<std::byte>> GetSingle(Vos* vos, const ObjectId& oid, const st
 Result<std::vector<std::byte>> GetArray(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey,
                                         Epoch epoch, uint64_t index, uint64_t count, uint32_t record_size);
 
+// Writes and reclaims `bytes` of filler, so that the first `bytes` of the
+// data file have been written: extents placed there ride on the WAL sync,
+// while never-written space of the growing file makes its group fdatasync the
+// data file (docs/vos.md, "Durability"). Leaves the store's data space empty.
+void WarmDataFile(Vos* vos, uint64_t bytes);
+
 }  // namespace ros2::vos::testing
