@@ -156,29 +156,24 @@ Result<EntryRecord> FilesystemCore::FetchInode(const ObjectId& oid) const {
 }
 
 Status FilesystemCore::InsertInode(const EntryRecord& record) const {
-  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId()));
-  const std::string dkey = InodeDkey(record.oid);
-  auto bytes = EncodeInode(record);
-  client::UpdateArgs args;
-  args.dkey = dkey;
-  args.akey = kEntryAkey;
-  args.data = AsSpan(bytes);
-  args.condition = client::Condition::kAbsent;
-  return sb.Update(args);
+  return WriteInode(record, client::Condition::kAbsent);
 }
 
 Status FilesystemCore::ReplaceInode(const EntryRecord& record) const {
-  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId()));
-  const std::string dkey = InodeDkey(record.oid);
-  auto bytes = EncodeInode(record);
-  client::UpdateArgs args;
-  args.dkey = dkey;
-  args.akey = kEntryAkey;
-  args.data = AsSpan(bytes);
-  args.condition = client::Condition::kPresent;
-  Status st = sb.Update(args);
+  Status st = WriteInode(record, client::Condition::kPresent);
   if (st.IsNotFound()) return Status::NotFound(fmt::format("dfs: inode record of {} is gone", record.oid.ToString()));
   return st;
+}
+
+Status FilesystemCore::WriteInode(const EntryRecord& record, client::Condition condition) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId()));
+  auto bytes = EncodeInode(record);
+  client::UpdateArgs args;
+  args.dkey = InodeDkey(record.oid);
+  args.akey = kEntryAkey;
+  args.data = AsSpan(bytes);
+  args.condition = condition;
+  return sb.Update(args);
 }
 
 Status FilesystemCore::RemoveInode(const ObjectId& oid) const {

@@ -95,6 +95,8 @@ class FilesystemCore {
   // Insert if absent (AlreadyExists), replace if present (NotFound).
   Status InsertInode(const EntryRecord& record) const;
   Status ReplaceInode(const EntryRecord& record) const;
+  // The inode record's one write, under `condition` (absent: insert, present: replace).
+  Status WriteInode(const EntryRecord& record, client::Condition condition) const;
   Status RemoveInode(const ObjectId& oid) const;
   // One name of a linked entry went away: nlink - 1 and ctime now, or the
   // inode record and the object removed at the last link.
