@@ -227,7 +227,8 @@ class Filesystem {
   Result<StatFs> Statfs();
 
   // --- directories ---
-  // Up to `max` entries from `anchor` (not "." or ".."), in no particular order.
+  // Up to `max` entries from `anchor` (not "." or ".."), in no particular order;
+  // empty only at the end (then anchor.eof is set).
   Result<std::vector<DirEntry>> Readdir(const Entry& dir, DirAnchor& anchor, size_t max);
 
   // --- data (blocking) ---

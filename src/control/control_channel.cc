@@ -13,6 +13,11 @@ namespace ros2::control {
 Result<std::shared_ptr<grpc::Channel>> MakeControlChannel(const ChannelOptions& options) {
   if (options.address.empty()) return Status::InvalidArgument("control channel: missing address");
   grpc::ChannelArguments args;
+  // An engine that is starting, or restarting, is back within a second: retry
+  // the connection at that pace rather than gRPC's default backoff, which
+  // grows to tens of seconds and left callers waiting long after it was up.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (!options.tls_root_cert_path.empty()) {
     std::ifstream in(options.tls_root_cert_path);

@@ -14,22 +14,16 @@ namespace {
 
 constexpr size_t kRecordGuess = kEntryRecordFixedSize + 180;  // most symlink targets fit
 
-}  // namespace
-
-Result<std::vector<DirEntry>> Filesystem::Readdir(const Entry& dir, DirAnchor& anchor, size_t max) {
-  if (!dir.is_dir()) return Status::NotDirectory(fmt::format("dfs readdir: '{}' is not a directory", dir.name));
-  if (max == 0) return Status::InvalidArgument("dfs readdir: page size 0");
-  ROS2_RETURN_IF_ERROR(core_->CheckAccess(dir, R_OK, fmt::format("readdir of '{}'", dir.name)));
-  std::vector<DirEntry> out;
-  if (anchor.eof) return out;
-  ROS2_ASSIGN_OR_RETURN(client::Object obj, core_->OpenObject(dir.oid));
+// One page of dkeys, their records fetched at once; appends the entries.
+Status ReadPage(FilesystemCore& core, client::Object& obj, const Entry& dir, DirAnchor& anchor, size_t max,
+                std::vector<DirEntry>& out) {
   client::KeyAnchor key_anchor;
   key_anchor.shard = anchor.shard;
   key_anchor.position.assign(anchor.position.data(), anchor.position.size());
   ROS2_ASSIGN_OR_RETURN(auto names, obj.ListDkeysPage(key_anchor, max));
 
   // Fetch every record at once.
-  ROS2_ASSIGN_OR_RETURN(auto eq, core_->container().CreateEventQueue());
+  ROS2_ASSIGN_OR_RETURN(auto eq, core.container().CreateEventQueue());
   std::vector<std::vector<std::byte>> values(names.size(), std::vector<std::byte>(kRecordGuess));
   std::vector<client::IoResult> results(names.size());
   Status submit_error;
@@ -62,12 +56,29 @@ Result<std::vector<DirEntry>> Filesystem::Readdir(const Entry& dir, DirAnchor& a
     d.name = std::move(names[i]);
     d.mode = rec.mode;
     d.oid = rec.oid;
-    d.ino = InodeNumber(rec.oid, core_->superblock().root);
+    d.ino = InodeNumber(rec.oid, core.superblock().root);
     out.push_back(std::move(d));
   }
   anchor.shard = key_anchor.shard;
   anchor.position = std::move(key_anchor.position);
   anchor.eof = key_anchor.eof;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<DirEntry>> Filesystem::Readdir(const Entry& dir, DirAnchor& anchor, size_t max) {
+  if (!dir.is_dir()) return Status::NotDirectory(fmt::format("dfs readdir: '{}' is not a directory", dir.name));
+  if (max == 0) return Status::InvalidArgument("dfs readdir: page size 0");
+  ROS2_RETURN_IF_ERROR(core_->CheckAccess(dir, R_OK, fmt::format("readdir of '{}'", dir.name)));
+  std::vector<DirEntry> out;
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, core_->OpenObject(dir.oid));
+  // A page of keys can hold only the directory's times value or entries
+  // removed since the listing; a caller gets entries or the end, never an
+  // empty page before it.
+  while (out.empty() && !anchor.eof) {
+    ROS2_RETURN_IF_ERROR(ReadPage(*core_, obj, dir, anchor, max, out));
+  }
   return out;
 }
 

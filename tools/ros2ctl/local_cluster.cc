@@ -167,7 +167,10 @@ Status WaitReady(const ClusterInfo& info, int pid, std::chrono::seconds timeout)
       return Status::IOError(fmt::format("ros2-engine {} before it was ready; the end of {}:{}", how, info.log_file,
                                          LogTail(info.log_file)));
     }
-    if (!mgmt && fs::exists(info.admin_secret_file)) {
+    // The channel is made once the engine listens: a channel that first met a
+    // missing socket keeps failing for seconds after the socket appears.
+    const bool listening = !info.control.starts_with("unix:") || fs::exists(info.control.substr(5));
+    if (!mgmt && listening && fs::exists(info.admin_secret_file)) {
       auto secret = control::ReadSecretFile(info.admin_secret_file);
       auto channel = control::MakeControlChannel({.address = info.control});
       if (secret.ok() && channel.ok()) {
