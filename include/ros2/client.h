@@ -36,9 +36,7 @@
 #include <string_view>
 #include <vector>
 
-#include "common/checksum.h"
-#include "common/object_id.h"
-#include "common/status.h"
+#include "ros2/types.h"
 
 namespace ros2::transport {
 class SharedBuffer;  // internal (src/transport/shared_segment.h)
@@ -218,7 +216,7 @@ struct PoolSummary {
   std::string label;
   uint32_t target_count = 0;
   uint64_t map_version = 0;
-  uint8_t rights = 0;  // control::Rights bits of the session
+  Rights rights = 0;  // kRight* bits (ros2/types.h) of the session
 };
 
 struct ContainerSummary {
@@ -227,7 +225,7 @@ struct ContainerSummary {
   ObjectClass default_object_class = ObjectClass::kSX;
   bool checksum = true;
   uint64_t chunk_size = 0;
-  uint8_t rights = 0;
+  Rights rights = 0;
 };
 
 class Object;
@@ -276,8 +274,8 @@ class Pool {
 
   PoolSummary summary() const;
   // Opens a container by label or UUID; `rights` 0 asks for every right the
-  // container's ACL grants this tenant (control::Rights bits otherwise).
-  Result<std::unique_ptr<Container>> OpenContainer(std::string_view container, uint8_t rights = 0);
+  // container's ACL grants this tenant (kRight* bits otherwise).
+  Result<std::unique_ptr<Container>> OpenContainer(std::string_view container, Rights rights = 0);
   // Fetches the current pool map from the control plane (after an engine
   // restarted or a target changed state). Returns the new version.
   Result<uint64_t> RefreshMap();

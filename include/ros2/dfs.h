@@ -30,7 +30,7 @@
 // never neither).
 //
 // Errors are ros2::Status values whose code maps to an errno through
-// ros2::ToErrno (src/common/status.h): ENOENT, EEXIST, ENOTDIR, EISDIR,
+// Status::ToErrno (ros2/types.h): ENOENT, EEXIST, ENOTDIR, EISDIR,
 // ENOTEMPTY, ENAMETOOLONG, EACCES, ENOSPC, EINVAL, ... with messages naming
 // the path or entry and the cause; Errno() below gives the number.
 #pragma once
@@ -46,9 +46,8 @@
 #include <string_view>
 #include <vector>
 
-#include "common/object_id.h"
-#include "common/status.h"
 #include "ros2/client.h"
+#include "ros2/types.h"
 
 namespace ros2::dfs {
 

@@ -21,15 +21,4 @@ void AttachCredentials(grpc::ClientContext* context, const Credentials& credenti
   context->AddMetadata(std::string(kSecretMetadataKey), credentials.secret);
 }
 
-Result<Principal> AuthenticateCall(const grpc::ServerContext& context, TenantRegistry& tenants) {
-  const auto& md = context.client_metadata();
-  auto tenant = md.find(grpc::string_ref(kTenantMetadataKey.data(), kTenantMetadataKey.size()));
-  auto secret = md.find(grpc::string_ref(kSecretMetadataKey.data(), kSecretMetadataKey.size()));
-  if (tenant == md.end() || secret == md.end()) {
-    return Status::Unauthenticated("missing credentials: set the metadata 'ros2-tenant' and 'ros2-secret'");
-  }
-  return tenants.Authenticate(std::string_view(tenant->second.data(), tenant->second.size()),
-                              std::string_view(secret->second.data(), secret->second.size()));
-}
-
 }  // namespace ros2::control

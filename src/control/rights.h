@@ -11,14 +11,14 @@
 
 namespace ros2::control {
 
-using Rights = uint8_t;
-
-inline constexpr Rights kRightRead = 1;    // fetch data, list, query
-inline constexpr Rights kRightWrite = 2;   // update and punch data
-inline constexpr Rights kRightCreate = 4;  // create containers in a pool
-inline constexpr Rights kRightDelete = 8;  // destroy the pool or container
-inline constexpr Rights kRightAdmin = 16;  // change ACLs and properties
-inline constexpr Rights kAllRights = 0x1f;
+// The bitmask type and its bits are public (ros2/types.h): the same names here.
+using ::ros2::kAllRights;
+using ::ros2::kRightAdmin;
+using ::ros2::kRightCreate;
+using ::ros2::kRightDelete;
+using ::ros2::kRightRead;
+using ::ros2::kRightWrite;
+using ::ros2::Rights;
 
 // True when `granted` holds every bit of `required`.
 inline bool HasRights(Rights granted, Rights required) {

@@ -3,6 +3,7 @@
 // include/ros2/dfs.h and every error path; the data path byte-exact over tcp
 // and over shared memory.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
