@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 
+#include "common/log.h"
 #include "fuse/fuse_filesystem.h"
 #include "fuse/open_handles.h"
 
@@ -148,15 +149,34 @@ void FuseFilesystem::Write(fuse_req_t req, const char* buf, size_t size, off_t o
   fuse_reply_write(req, *n);
 }
 
-void FuseFilesystem::Flush(fuse_req_t req, fuse_file_info* fi) {
+void FuseFilesystem::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   // close(2) of a descriptor (with the writeback cache, after the kernel sent
-  // the dirty pages): publish the mtime of what this handle wrote.
+  // the dirty pages): publish the mtime of what this handle wrote. The close
+  // does not wait for it: every close of a copy of the descriptor flushes,
+  // including the implicit ones of exec in a forked child, and a close that
+  // waited for an unreachable engine could hold up the very process that was
+  // to start it again. A getattr of the inode waits for the stamp instead, so
+  // a stat after close still sees the new mtime.
   OpenFile& file = HandleObject<OpenFile>(fi->fh);
-  if (file.wrote.exchange(false, std::memory_order_relaxed)) {
-    Status s = fs_.Sync(file.entry);
-    if (!s.ok() && !s.IsNotFound()) return ReplyError(req, s, "flush");  // a removed file has no mtime to keep
+  if (!file.wrote.exchange(false, std::memory_order_relaxed)) return (void)fuse_reply_err(req, 0);
+  const dfs::Entry entry = file.entry;  // the handle may be released once the reply is out
+  {
+    std::lock_guard<std::mutex> lock(stamp_mu_);
+    ++stamping_[ino];
   }
   fuse_reply_err(req, 0);
+  Status s = fs_.Sync(entry);
+  if (!s.ok() && !s.IsNotFound()) {  // a removed file has no mtime to keep
+    ROS2_LOG_WARN("ros2-fuse: the mtime of '{}' after its writes was not published: {}", entry.name, s.ToString());
+  }
+  std::lock_guard<std::mutex> lock(stamp_mu_);
+  if (--stamping_[ino] == 0) stamping_.erase(ino);
+  stamp_cv_.notify_all();
+}
+
+void FuseFilesystem::WaitForMtimeStamps(fuse_ino_t ino) {
+  std::unique_lock<std::mutex> lock(stamp_mu_);
+  stamp_cv_.wait(lock, [&] { return !stamping_.contains(ino); });
 }
 
 void FuseFilesystem::Release(fuse_req_t req, fuse_file_info* fi) {
