@@ -433,8 +433,6 @@ TEST_F(FuseMountTest, PosixErrorsAndMetadataThroughTheMount) {
 // of the writers' descriptors: those flushes must not wait for the engine.
 TEST_F(FuseMountTest, MountsSurviveEngineKillAndRestartUnderLoad) {
   constexpr int kWriters = 3;
-  // 64 KiB records: files written as 4 KiB appends (256 extents per chunk)
-  // currently make the engine stop answering fetches of them, restart or not.
   constexpr size_t kRecord = 65536;
   auto record = [](int w, uint64_t k) {
     std::string s;

@@ -37,14 +37,22 @@ class Uring {
   // Runs fn(user_data, res) for every posted completion; returns how many.
   template <typename Fn>
   int Reap(Fn&& fn) {
-    io_uring_cqe* cqe = nullptr;
-    unsigned head = 0;
     int n = 0;
-    io_uring_for_each_cqe(&ring_, head, cqe) {
-      fn(io_uring_cqe_get_data64(cqe), cqe->res);
-      ++n;
+    for (;;) {
+      io_uring_cqe* cqe = nullptr;
+      unsigned head = 0;
+      unsigned seen = 0;
+      io_uring_for_each_cqe(&ring_, head, cqe) {
+        fn(io_uring_cqe_get_data64(cqe), cqe->res);
+        ++seen;
+      }
+      io_uring_cq_advance(&ring_, seen);
+      n += static_cast<int>(seen);
+      // More I/Os in flight than the completion ring holds: the kernel keeps
+      // the rest on its overflow list and signals the event fd only once, so
+      // they must be fetched now or they would never be seen.
+      if (!io_uring_cq_has_overflow(&ring_) || io_uring_get_events(&ring_) < 0) break;
     }
-    io_uring_cq_advance(&ring_, static_cast<unsigned>(n));
     return n;
   }
   unsigned queued() const { return queued_; }

@@ -1,13 +1,13 @@
 // Update and fetch: single values, arrays with overlapping and partial
 // overwrites, epochs, checksums, argument errors, persistence, async depth.
-#include <poll.h>
-
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "vos/aligned_buffer.h"
@@ -363,6 +363,43 @@ TEST(VosWalTest, WalIsPreallocatedAndItsZeroTailReadsAsTheEnd) {
   ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
   EXPECT_EQ(*GetSingle(reopened->get(), TestOid(13), "d", "small", kEpochMax), small);
   EXPECT_EQ(*GetArray(reopened->get(), TestOid(13), "d", "big", kEpochMax, 0, big.size(), 1), big);
+}
+
+// One fetch of more extents than the io_uring completion ring holds (a file
+// written in 4 KiB appends, read back a chunk at a time): the completions the
+// kernel parks on its overflow list must be reaped too, or the fetch never ends.
+TEST(VosUringTest, AFetchOfMoreExtentsThanTheCompletionRingCompletes) {
+  testing::TempDir dir;
+  VosOptions o = testing::SmallOptions(dir.path());
+  o.io_depth = 2;  // a completion ring of 4 entries
+  auto vos = Vos::Open(o);
+  ASSERT_TRUE(vos.ok()) << vos.status().ToString();
+  constexpr uint64_t kExtents = 96, kExtent = 4096;
+  std::vector<std::byte> all;
+  for (uint64_t i = 0; i < kExtents; ++i) {
+    auto piece = Pattern(100 + i, kExtent);
+    ASSERT_TRUE(PutArray(vos->get(), TestOid(14), "d", "a", Epoch(10 + i), i * kExtent, 1, piece).ok());
+    all.insert(all.end(), piece.begin(), piece.end());
+  }
+  // As the engine drives it: submit, then reap on the event fd only
+  // (Progress(false) never waits in the kernel, which would flush the
+  // overflow list by itself). The buffer is not block-aligned, as a client's
+  // shared segment need not be, so every extent is a read of its own.
+  std::vector<std::byte> storage(all.size() + 1);
+  std::span<std::byte> buffer(storage.data() + 1, all.size());
+  FetchOp op{TestOid(14), "d", "a", kEpochMax, ValueType::kArray, 0, all.size(), 1, buffer};
+  std::optional<Result<FetchResult>> result;
+  (*vos)->SubmitFetch(op, [&](Result<FetchResult> r) { result = std::move(r); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!result && std::chrono::steady_clock::now() < deadline) {
+    if ((*vos)->Progress(false) == 0) {
+      pollfd pfd{(*vos)->event_fd(), POLLIN, 0};
+      (void)::poll(&pfd, 1, 100);
+    }
+  }
+  ASSERT_TRUE(result.has_value()) << "the fetch did not complete";
+  ASSERT_TRUE(result->ok()) << result->status().ToString();
+  EXPECT_TRUE(std::equal(buffer.begin(), buffer.end(), all.begin()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Classes, VosUpdateFetchTest, ::testing::Values(StorageClass::kNvme, StorageClass::kRam),
