@@ -257,6 +257,18 @@ TEST_P(DfsCryptTest, NoKeyOrAWrongKeyIsRefused) {
   EXPECT_EQ(opened.status().code(), Status::Code::kCorruption);
 }
 
+// A file system formatted before encrypted files existed (encryption=on was a
+// flag only) has no key check record: refused, its data is plaintext.
+TEST_P(DfsCryptTest, AFileSystemFormattedWithoutEncryptionIsRefused) {
+  auto sb = cont_->OpenObject(SuperblockObjectId());
+  ASSERT_TRUE(sb.ok());
+  ASSERT_TRUE(sb->PunchAkey(kSuperblockDkey, kKeyCheckAkey).ok());
+  auto old = Filesystem::Mount(*cont_, KeyOptions(1));
+  ASSERT_FALSE(old.ok());
+  EXPECT_EQ(old.status().code(), Status::Code::kNotSupported) << old.status().ToString();
+  EXPECT_NE(old.status().message().find("formatted without encryption"), std::string::npos);
+}
+
 TEST_P(DfsCryptTest, KeyFilesFromCreateKeyFile) {
   const std::string dir = cluster_->scratch();
   ::mkdir(dir.c_str(), 0700);

@@ -310,28 +310,42 @@ Result<std::optional<FileCipher>> SetUpEncryption(client::Container& container, 
     if (!bytes.ok()) return bytes.status().WithContext(what);
     std::memcpy(key.data(), bytes->data(), key.size());
   }
-  // The first keyed mount records the key's check value; every mount compares.
+  // The first keyed mount records the key's check value (before it formats);
+  // every mount compares.
   const auto expected = EncodeKeyCheck(KeyCheckValue(key, cs.uuid));
-  client::UpdateArgs args;
-  args.dkey = kSuperblockDkey;
-  args.akey = kKeyCheckAkey;
-  args.data = expected;
-  args.condition = client::Condition::kAbsent;
-  Status st = superblock.Update(args);
-  if (!st.ok() && st.code() != Status::Code::kAlreadyExists) return st.WithContext(fmt::format("{}: key check", what));
-  if (!st.ok()) {
-    auto recorded = superblock.Get(kSuperblockDkey, kKeyCheckAkey, kKeyCheckRecordSize);
-    if (!recorded.ok()) return recorded.status().WithContext(fmt::format("{}: key check", what));
-    if (recorded->size() != kKeyCheckRecordSize || (*recorded)[0] != std::byte{1} || (*recorded)[1] != std::byte{1} ||
-        !std::equal(recorded->begin() + 2, recorded->begin() + 4, expected.begin() + 2)) {
-      return Status::Corruption(
-          fmt::format("{}: the key check record ({} bytes) is not one this build reads", what, recorded->size()));
+  const std::string context = fmt::format("{}: key check", what);
+  auto recorded = superblock.Get(kSuperblockDkey, kKeyCheckAkey, kKeyCheckRecordSize);
+  if (!recorded.ok()) return recorded.status().WithContext(context);
+  if (recorded->empty()) {
+    auto sb = superblock.Get(kSuperblockDkey, kEntryAkey, 128);
+    if (!sb.ok()) return sb.status().WithContext(context);
+    if (!sb->empty()) {
+      // A file system without a key check was formatted without encryption
+      // (encryption=on was only a flag before encrypted files existed).
+      return Status::NotSupported(
+          fmt::format("{}: its file system was formatted without encryption (no key check record), so its file data is "
+                      "plaintext; copy it into a new encrypted container",
+                      what));
     }
-    if (!std::equal(recorded->begin(), recorded->end(), expected.begin())) {
-      return Status::PermissionDenied(
-          fmt::format("{}: wrong key for the container (key id {}): its check value differs from the one recorded",
-                      what, key_name));
-    }
+    client::UpdateArgs args;
+    args.dkey = kSuperblockDkey;
+    args.akey = kKeyCheckAkey;
+    args.data = expected;
+    args.condition = client::Condition::kAbsent;
+    Status st = superblock.Update(args);
+    if (st.ok()) return std::optional<FileCipher>(FileCipher::Create(key, cs.uuid));
+    if (st.code() != Status::Code::kAlreadyExists) return st.WithContext(context);
+    recorded = superblock.Get(kSuperblockDkey, kKeyCheckAkey, kKeyCheckRecordSize);  // a concurrent first mount's
+    if (!recorded.ok()) return recorded.status().WithContext(context);
+  }
+  if (recorded->size() != kKeyCheckRecordSize || (*recorded)[0] != std::byte{1} || (*recorded)[1] != std::byte{1} ||
+      !std::equal(recorded->begin() + 2, recorded->begin() + 4, expected.begin() + 2)) {
+    return Status::Corruption(
+        fmt::format("{}: the key check record ({} bytes) is not one this build reads", what, recorded->size()));
+  }
+  if (!std::equal(recorded->begin(), recorded->end(), expected.begin())) {
+    return Status::PermissionDenied(fmt::format(
+        "{}: wrong key for the container (key id {}): its check value differs from the one recorded", what, key_name));
   }
   return std::optional<FileCipher>(FileCipher::Create(key, cs.uuid));
 }
