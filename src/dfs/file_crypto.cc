@@ -2,6 +2,7 @@
 // files"): AES-256-GCM through OpenSSL EVP, a random nonce per sealed block.
 #include "dfs/file_crypto.h"
 
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
@@ -97,6 +98,10 @@ std::array<uint8_t, kKeyCheckSize> KeyCheckValue(const MasterKey& master, std::s
 
 FileCipher FileCipher::Create(const MasterKey& master, std::string_view container_uuid) {
   return FileCipher(Hmac(master, "ros2.dfs.datakey.v1", container_uuid));
+}
+
+FileCipher::~FileCipher() {
+  OPENSSL_cleanse(key_.data(), key_.size());
 }
 
 Status FileCipher::Seal(const ObjectId& oid, uint64_t block, std::span<const std::byte> plain,

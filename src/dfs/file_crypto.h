@@ -54,6 +54,9 @@ class FileCipher {
  public:
   // The data key is HMAC-SHA256(master, "ros2.dfs.datakey.v1" || uuid).
   static FileCipher Create(const MasterKey& master, std::string_view container_uuid);
+  FileCipher(const FileCipher&) = default;
+  FileCipher& operator=(const FileCipher&) = default;
+  ~FileCipher();  // wipes the key
 
   // Encrypts `plain` (1 .. kCryptBlockSize bytes: the block's bytes from its
   // start up to its last written byte) as block `block` (the file-wide block
