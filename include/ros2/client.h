@@ -226,6 +226,11 @@ struct ContainerSummary {
   bool checksum = true;
   uint64_t chunk_size = 0;
   Rights rights = 0;
+  // Container property encryption=aes-256-gcm: file data is encrypted (DFS
+  // needs the key to mount; docs/dfs.md, "Encrypted files"), and the name of
+  // the key recorded at create (empty when none was given).
+  bool encryption = false;
+  std::string encryption_key_id;
 };
 
 class Object;

@@ -70,7 +70,30 @@ struct MountOptions {
   // Format the container when it holds no superblock yet (first mount). When
   // false, mounting an empty container is NotFound.
   bool create = true;
+  // Encrypted containers (property encryption=aes-256-gcm; docs/dfs.md,
+  // "Encrypted files"): the container's key as 32 raw bytes, or, when empty,
+  // the path of a key file (see ReadKeyFile). Mounting an encrypted container
+  // without either is PermissionDenied naming the container and its key id;
+  // a key whose check value differs from the one the file system recorded at
+  // its first keyed mount is PermissionDenied too. Giving a key for a
+  // container that is not encrypted is InvalidArgument (so a client never
+  // writes plaintext believing it encrypts).
+  std::vector<std::byte> encryption_key;
+  std::string encryption_key_file;
+  // Optional: the key id the caller expects; when set and different from the
+  // container's encryption_key_id property, PermissionDenied.
+  std::string encryption_key_id;
 };
+
+// Key files of encrypted containers: 32 random bytes written as 64 lowercase
+// hex digits and a newline, mode 0600. CreateKeyFile makes a new one
+// (AlreadyExists when `path` exists; the file is fsynced). ReadKeyFile returns
+// the 32 key bytes; it accepts 64 hex digits (white space around them
+// ignored) or exactly 32 raw bytes, and refuses a file that its group or
+// others may read (PermissionDenied) or that holds anything else
+// (InvalidArgument).
+Status CreateKeyFile(const std::string& path);
+Result<std::vector<std::byte>> ReadKeyFile(const std::string& path);
 
 // Attributes of one entry, as stat(2) reports them.
 struct Attr {

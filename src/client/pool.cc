@@ -323,6 +323,8 @@ Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view containe
   summary.label = info.label();
   summary.checksum = info.properties().checksum();
   summary.chunk_size = info.properties().chunk_size();
+  summary.encryption = info.properties().encryption();
+  summary.encryption_key_id = info.properties().encryption_key_id();
   summary.rights = handle->rights;
   if (!info.properties().object_class().empty()) {
     auto oc = ParseObjectClass(info.properties().object_class());

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
+
 #include "common/config.h"
 #include "common/object_id.h"
 
@@ -12,6 +15,24 @@ Result<bool> ParseOnOff(const std::string& key, const std::string& value) {
   if (value == "on" || value == "true" || value == "yes" || value == "1") return true;
   if (value == "off" || value == "false" || value == "no" || value == "0") return false;
   return Status::InvalidArgument(fmt::format("container property {}='{}': expected on or off", key, value));
+}
+
+// encryption: the cipher of file data ("on" is an alias of the only one).
+Result<bool> ParseEncryption(const std::string& value) {
+  if (value == "aes-256-gcm" || value == "AES-256-GCM" || value == "on") return true;
+  if (value == "off" || value == "none") return false;
+  return Status::InvalidArgument(fmt::format("container property encryption='{}': expected aes-256-gcm or off", value));
+}
+
+// A key id is a name, never key material: 1 to 128 of [A-Za-z0-9._:-].
+Status CheckKeyId(const std::string& value) {
+  const bool ok = !value.empty() && value.size() <= 128 && std::all_of(value.begin(), value.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' || c == ':';
+  });
+  if (ok) return Status::Ok();
+  return Status::InvalidArgument(fmt::format(
+      "container property encryption_key_id='{}': expected a name of 1 to 128 letters, digits, '.', '_', '-', ':'",
+      value));
 }
 
 }  // namespace
@@ -40,8 +61,11 @@ Result<rpc::ContainerProperties> ParseContainerProperties(const std::map<std::st
       ROS2_ASSIGN_OR_RETURN(bool on, ParseOnOff(key, value));
       p.set_checksum(on);
     } else if (key == "encryption") {
-      ROS2_ASSIGN_OR_RETURN(bool on, ParseOnOff(key, value));
+      ROS2_ASSIGN_OR_RETURN(bool on, ParseEncryption(value));
       p.set_encryption(on);
+    } else if (key == "encryption_key_id") {
+      ROS2_RETURN_IF_ERROR(CheckKeyId(value));
+      p.set_encryption_key_id(value);
     } else if (key == "chunk_size") {
       auto size = ParseSize(value);
       if (!size.ok()) {
@@ -61,9 +85,15 @@ Result<rpc::ContainerProperties> ParseContainerProperties(const std::map<std::st
         return Status::InvalidArgument(fmt::format("container property layout='{}': expected POSIX or plain", value));
       }
     } else {
-      return Status::InvalidArgument(fmt::format(
-          "unknown container property '{}' (known: oclass, checksum, chunk_size, encryption, layout)", key));
+      return Status::InvalidArgument(
+          fmt::format("unknown container property '{}' (known: oclass, checksum, chunk_size, encryption, "
+                      "encryption_key_id, layout)",
+                      key));
     }
+  }
+  if (!p.encryption_key_id().empty() && !p.encryption()) {
+    return Status::InvalidArgument(
+        fmt::format("container property encryption_key_id='{}' needs encryption=aes-256-gcm", p.encryption_key_id()));
   }
   return p;
 }

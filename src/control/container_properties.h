@@ -4,7 +4,10 @@
 // Keys (every one optional): "oclass" (S1, SX, RP_2G1, RP_3G1; default SX),
 // "checksum" (on/off; default on), "chunk_size" (a size such as 1MiB, a
 // multiple of 4 KiB between 4 KiB and 64 MiB; default 1 MiB), "encryption"
-// (on/off; default off), "layout" (POSIX or plain; default POSIX). Unknown keys
+// (aes-256-gcm or off, "on" an alias of aes-256-gcm; default off),
+// "encryption_key_id" (the name of the key, only with encryption; no key
+// material ever reaches the control plane), "layout" (POSIX or plain; default
+// POSIX). Unknown keys
 // and bad values are InvalidArgument naming the key and the value. Free
 // functions; thread-safe.
 #pragma once

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "dfs/encrypted_io.h"
 #include "dfs/filesystem_core.h"
 
 namespace ros2::dfs {
@@ -25,6 +26,7 @@ Status RequireFile(const EntryRecord& rec, std::string_view what) {
 // part of a partly cut chunk, and writes a zero byte at size - 1 when the
 // data then ends before `size` (a grow, or a shrink into a hole).
 Status TruncateData(const FilesystemCore& core, const EntryRecord& rec, uint64_t size) {
+  if (core.cipher() != nullptr) return TruncateEncrypted(core, rec, size);
   const std::string what = fmt::format("dfs truncate of {} to {}", rec.oid.ToString(), size);
   ROS2_ASSIGN_OR_RETURN(client::Object obj, core.OpenObject(rec.oid));
   const uint64_t cs = rec.chunk_size;
@@ -80,7 +82,7 @@ Status TruncateData(const FilesystemCore& core, const EntryRecord& rec, uint64_t
 }  // namespace
 
 Result<Attr> Filesystem::Stat(const Entry& entry) {
-  if (entry.is_file()) {
+  if (entry.is_file() && core_->cipher() == nullptr) {
     // The handle names the file's object: ask for its record and its size at
     // once (one round trip instead of two).
     FilesystemCore::Location loc = core_->LocationOf(entry);

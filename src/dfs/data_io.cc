@@ -8,8 +8,12 @@
 // chunks read reaches the end of the request, the read was full; only when it
 // does not (a read at or across the end of the file, or into a hole at the
 // tail) is the file's size asked, through the same queue.
+//
+// Files of an encrypted container take encrypted_io.cc instead (one flag
+// check per request).
 #include <fmt/format.h>
 
+#include "dfs/encrypted_io.h"
 #include "dfs/filesystem_core.h"
 
 namespace ros2::dfs {
@@ -133,6 +137,7 @@ Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_
     callback(client::IoResult{});
     return Status::Ok();
   }
+  if (core_->cipher() != nullptr) return SubmitEncryptedRead(*core_, eq, file, offset, buffer, std::move(callback));
   ROS2_ASSIGN_OR_RETURN(client::Object obj, core_->OpenObject(file.oid));
   // A short read's size query goes to every shard from a completion callback,
   // where no connection may be made: connect now (a lookup once connected).
@@ -181,6 +186,7 @@ Status Filesystem::SubmitWrite(client::EventQueue& eq, const Entry& file, uint64
     callback(client::IoResult{});
     return Status::Ok();
   }
+  if (core_->cipher() != nullptr) return SubmitEncryptedWrite(*core_, eq, file, offset, data, std::move(callback));
   ROS2_ASSIGN_OR_RETURN(client::Object obj, core_->OpenObject(file.oid));
   auto s = std::make_shared<RequestState>(std::move(obj));
   s->eq = &eq;

@@ -9,6 +9,8 @@
 
 #include <fmt/format.h>
 
+#include "dfs/encrypted_io.h"
+
 namespace ros2::dfs {
 namespace {
 
@@ -85,8 +87,9 @@ std::string DescribeEntry(const ObjectId& dir, std::string_view name) {
 }
 
 FilesystemCore::FilesystemCore(client::Container& container, const MountOptions& options,
-                               const SuperblockRecord& superblock, const EntryRecord& root)
-    : container_(container), options_(options), superblock_(superblock), root_(root) {
+                               const SuperblockRecord& superblock, const EntryRecord& root,
+                               std::optional<FileCipher> cipher)
+    : container_(container), options_(options), superblock_(superblock), root_(root), cipher_(std::move(cipher)) {
   chunk_size_ = options.chunk_size != 0 ? options.chunk_size : superblock.chunk_size;
   file_class_ = options.file_class != ObjectClass{0} ? options.file_class : superblock.file_class;
   dir_class_ = options.dir_class != ObjectClass{0} ? options.dir_class : superblock.dir_class;
@@ -270,6 +273,7 @@ Status FilesystemCore::RemoveRecord(const ObjectId& dir, std::string_view name) 
 }
 
 Result<uint64_t> FilesystemCore::FileSize(const ObjectId& file, uint64_t chunk_size) const {
+  if (cipher_) return EncryptedFileSize(*this, file, chunk_size);
   ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(file));
   ROS2_ASSIGN_OR_RETURN(auto tail, obj.QueryArrayTail(kDataAkey));
   if (!tail) return uint64_t{0};
@@ -373,6 +377,12 @@ Entry Filesystem::Root() const {
 Result<std::unique_ptr<Filesystem>> Filesystem::Mount(client::Container& container, const MountOptions& options) {
   const std::string what = fmt::format("dfs mount of container {}", container.summary().label);
   ROS2_ASSIGN_OR_RETURN(client::Object sb_obj, container.OpenObject(SuperblockObjectId()));
+  // An encrypted container is refused before anything is written without its key.
+  ROS2_ASSIGN_OR_RETURN(std::optional<FileCipher> cipher, SetUpEncryption(container, options, sb_obj, what));
+  if (cipher && options.chunk_size % kCryptBlockSize != 0) {
+    return Status::InvalidArgument(fmt::format("{}: chunk size {} is not a multiple of the {}-byte encryption block",
+                                               what, options.chunk_size, kCryptBlockSize));
+  }
   std::optional<SuperblockRecord> superblock;
   for (int attempt = 0; attempt < 3 && !superblock; ++attempt) {
     auto value = sb_obj.Get(kSuperblockDkey, kEntryAkey, 128);
@@ -427,7 +437,11 @@ Result<std::unique_ptr<Filesystem>> Filesystem::Mount(client::Container& contain
   if (!S_ISDIR(root->mode) || root->oid != superblock->root) {
     return Status::Corruption(what + ": the root entry is not the superblock's root directory");
   }
-  auto core = std::make_shared<FilesystemCore>(container, options, *superblock, *root);
+  if (cipher && superblock->chunk_size % kCryptBlockSize != 0) {
+    return Status::InvalidArgument(fmt::format("{}: chunk size {} is not a multiple of the {}-byte encryption block",
+                                               what, superblock->chunk_size, kCryptBlockSize));
+  }
+  auto core = std::make_shared<FilesystemCore>(container, options, *superblock, *root, std::move(cipher));
   return std::unique_ptr<Filesystem>(new Filesystem(std::move(core)));
 }
 

@@ -14,10 +14,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "dfs/entry_record.h"
+#include "dfs/file_crypto.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 
@@ -50,7 +52,7 @@ timespec Now();
 class FilesystemCore {
  public:
   FilesystemCore(client::Container& container, const MountOptions& options, const SuperblockRecord& superblock,
-                 const EntryRecord& root);
+                 const EntryRecord& root, std::optional<FileCipher> cipher = std::nullopt);
 
   client::Container& container() const { return container_; }
   const MountOptions& options() const { return options_; }
@@ -59,6 +61,8 @@ class FilesystemCore {
   ObjectClass file_class() const { return file_class_; }
   ObjectClass dir_class() const { return dir_class_; }
   Entry Root() const;
+  // The cipher of file data when the container is encrypted (encrypted_io.h), else null.
+  const FileCipher* cipher() const { return cipher_ ? &*cipher_ : nullptr; }
 
   // A fresh object id (this mount's random allocator id + a counter).
   ObjectId NewObjectId(ObjectType type, ObjectClass oc);
@@ -146,6 +150,7 @@ class FilesystemCore {
   ObjectClass dir_class_;
   uint64_t allocator_id_ = 0;  // 48 random bits, never 0
   std::atomic<uint64_t> next_lo_{1};
+  const std::optional<FileCipher> cipher_;
 };
 
 // "'name' in directory <oid>" for messages.

@@ -86,6 +86,7 @@ Status Serve(const MountConfig& config, StartupPipe& startup) {
   dfs::MountOptions mount_options;
   mount_options.uid = ::geteuid();
   mount_options.gid = ::getegid();
+  mount_options.encryption_key_file = config.key_file;
   auto fs = dfs::Filesystem::Mount(**container, mount_options);
   if (!fs.ok()) return fs.status().WithContext("DFS on " + config.pool + "/" + config.container);
 

@@ -45,6 +45,7 @@ Result<MountConfig> ParseCommandLine(int argc, char** argv, std::string* help) {
   app.add_option("--transport", c.transport, "Data-plane transport")
       ->check(CLI::IsMember({"auto", "shm", "tcp"}))
       ->capture_default_str();
+  app.add_option("--key-file", c.key_file, "Key file of an encrypted container (ros2ctl key create)");
   app.add_option("--reconnect-timeout", c.reconnect_timeout_s,
                  "Seconds a call waits for a restarting engine before failing (0: fail at once)")
       ->check(CLI::NonNegativeNumber)

@@ -31,6 +31,7 @@ struct MountConfig {
   std::string tenant = "admin";
   std::string secret_file;
   std::string transport = "auto";  // auto | shm | tcp
+  std::string key_file;            // encrypted containers: dfs::MountOptions::encryption_key_file
   // Seconds a call waits for an engine that went away (restarting) before it
   // fails with ENOTCONN (ClientOptions::reconnect_timeout; docs/fuse.md).
   double reconnect_timeout_s = 60;

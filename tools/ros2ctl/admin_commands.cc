@@ -149,7 +149,7 @@ void AddContainerCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selecte
   create->add_option("--oclass", a->oclass, "Default object class: S1, SX (RP_2G1, RP_3G1 reserved)");
   create->add_option("--checksum", a->checksum, "End-to-end checksums: on|off (default on)");
   create->add_option("--chunk-size", a->chunk_size, "Chunk size, e.g. 1MiB");
-  create->add_option("--property,-p", a->properties, "Other properties as KEY=VALUE (encryption, layout)");
+  create->add_option("--property,-p", a->properties, "Other properties as KEY=VALUE (encryption, encryption_key_id, layout)");
   create->callback([&ctx, a, selected] {
     *selected = [&ctx, a]() -> Result<CommandOutput> {
       ROS2_ASSIGN_OR_RETURN(auto props, ContainerProperties(*a));

@@ -20,5 +20,7 @@ void AddTenantCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddAclCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddCertCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+// key create (built with DFS: ROS2CTL_WITH_FS).
+void AddKeyCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 
 }  // namespace ros2::ctl

@@ -17,6 +17,11 @@ std::string LayoutName(rpc::ContainerLayout layout) {
     default: return "unspecified";
   }
 }
+std::string EncryptionText(const rpc::ContainerProperties& pr) {
+  if (!pr.encryption()) return "off";
+  return pr.encryption_key_id().empty() ? "aes-256-gcm"
+                                        : fmt::format("aes-256-gcm (key id {})", pr.encryption_key_id());
+}
 }  // namespace
 
 std::string TargetStateText(rpc::TargetState state) {
@@ -63,7 +68,8 @@ nlohmann::json ContainerToJson(const rpc::ContainerInfo& c) {
            {{"oclass", pr.object_class()},
             {"checksum", pr.checksum()},
             {"chunk_size", pr.chunk_size()},
-            {"encryption", pr.encryption()},
+            {"encryption", pr.encryption() ? "aes-256-gcm" : "off"},
+            {"encryption_key_id", pr.encryption_key_id()},
             {"layout", LayoutName(pr.layout())}}},
           {"acl", AclToJson(c.acl())}};
 }
@@ -118,7 +124,7 @@ std::string ContainerToText(const rpc::ContainerInfo& c) {
       "Container {} ({}) in pool {}\n  oclass:      {}\n  checksum:    {}\n  chunk size:  {}\n"
       "  encryption:  {}\n  layout:      {}\n  owner:       {}\n  acl:\n",
       c.label(), c.uuid(), c.pool_uuid(), pr.object_class(), pr.checksum() ? "on" : "off", FormatSize(pr.chunk_size()),
-      pr.encryption() ? "on" : "off", LayoutName(pr.layout()), c.owner());
+      EncryptionText(pr), LayoutName(pr.layout()), c.owner());
   return out + AclToText(c.acl(), "    ");
 }
 

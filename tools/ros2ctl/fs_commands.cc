@@ -72,6 +72,7 @@ void AddFsCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected) {
   fs->add_option("--transport", a->target.transport, "Client data-plane transport: tcp, shm or auto")
       ->check(CLI::IsMember({"tcp", "shm", "auto"}))
       ->capture_default_str();
+  fs->add_option("--key-file", a->target.key_file, "Key file of an encrypted container (ros2ctl key create)");
 
   CLI::App* ls = fs->add_subcommand("ls", "List a directory (or show one entry)");
   AddPoolCont(ls, *a);

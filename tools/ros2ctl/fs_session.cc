@@ -111,6 +111,7 @@ Result<std::unique_ptr<FsSession>> FsSession::Open(CtlContext& ctx, const FsTarg
   dfs::MountOptions mo;
   mo.uid = ::getuid();
   mo.gid = ::getgid();
+  mo.encryption_key_file = target.key_file;
   auto fs = dfs::Filesystem::Mount(*s->container_, mo);
   if (!fs.ok()) {
     return fs.status().WithContext(

@@ -22,6 +22,7 @@ struct FsTarget {
   std::string pool;
   std::string container;
   std::string transport = "auto";
+  std::string key_file;  // encrypted containers: the key file (MountOptions::encryption_key_file)
 };
 
 // "a//b/./c/" -> "/a/b/c"; ".." goes up lexically (never above the root).

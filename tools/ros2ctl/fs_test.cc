@@ -261,5 +261,34 @@ TEST_F(FsCommandTest, UsageAndTargetErrors) {
   EXPECT_FAILS_WITH(Fs({"mkdir", "-m", "9z", "p", "c", "/m"}), 1, "bad --mode '9z'");
 }
 
+// An encrypted container through the CLI: `key create`, `cont create -p
+// encryption=aes-256-gcm`, then fs commands with --key-file; without the key
+// the mount is refused naming the key id.
+TEST_F(FsCommandTest, EncryptedContainerWithKeyFile) {
+  const std::string key = Scratch("team.key");
+  CommandResult made = cluster_->Ctl({"key", "create", "--out", key});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  struct stat st {};
+  ASSERT_EQ(::stat(key.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_FAILS_WITH(cluster_->Ctl({"key", "create", "--out", key}), 1, "exists");
+  CommandResult cont =
+      cluster_->Ctl({"cont", "create", "p", "enc", "-p", "encryption=aes-256-gcm", "-p", "encryption_key_id=team"});
+  ASSERT_EQ(cont.exit_code, 0) << cont.err;
+  CommandResult query = cluster_->Ctl({"--json", "cont", "query", "p", "enc"});
+  ASSERT_EQ(query.exit_code, 0) << query.err;
+  EXPECT_EQ(query.Json()["properties"]["encryption"], "aes-256-gcm");
+  EXPECT_EQ(query.Json()["properties"]["encryption_key_id"], "team");
+  const std::string local = Scratch("enc-src");
+  const std::string data = RandomBytes(70000, 7);
+  WriteFile(local, data, 0644);
+  CommandResult put = Fs({"--key-file", key, "put", "p", "enc", local, "/f", "-q"});
+  ASSERT_EQ(put.exit_code, 0) << put.err;
+  CommandResult cat = Fs({"--key-file", key, "cat", "p", "enc", "/f"});
+  ASSERT_EQ(cat.exit_code, 0) << cat.err;
+  EXPECT_EQ(cat.out, data);
+  EXPECT_FAILS_WITH(Fs({"cat", "p", "enc", "/f"}), 1, "key id 'team'");
+}
+
 }  // namespace
 }  // namespace ros2::ctl

@@ -94,6 +94,7 @@ int Run(int argc, char** argv) {
   AddTenantCommands(app, ctx, &selected);
   AddAclCommands(app, ctx, &selected);
 #ifdef ROS2CTL_WITH_FS
+  AddKeyCommands(app, ctx, &selected);
   AddFsCommands(app, ctx, &selected);
 #endif
 
