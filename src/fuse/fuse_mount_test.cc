@@ -526,9 +526,10 @@ TEST_F(FuseMountTest, MountsSurviveEngineKillAndRestartUnderLoad) {
   threads.clear();
 
   // The roots answer on both mounts, without a remount.
-  for (const std::string& root : {direct_->path(), cached_->path()}) {
+  for (FuseMount* mount : {direct_.get(), cached_.get()}) {
     struct stat st {};
-    ASSERT_EQ(::stat(root.c_str(), &st), 0) << root << ": " << std::strerror(errno);
+    ASSERT_EQ(::stat(mount->path().c_str(), &st), 0)
+        << mount->path() << ": " << std::strerror(errno) << "; log: " << mount->log();
     EXPECT_TRUE(S_ISDIR(st.st_mode));
   }
   EXPECT_EQ(Run("ls " + cached_->path() + " | grep -c '^busy-'").out, std::to_string(kWriters) + "\n");
