@@ -608,6 +608,49 @@ TEST_P(AgentTest, KilledAgentFailsCallsClearly) {
   EXPECT_NE(none.status().message().find(agent->socket()), std::string::npos);
 }
 
+// `ros2ctl cluster up --agent`: an agent beside the engine, serving root as
+// the admin tenant; `cluster down` stops both.
+TEST(AgentClusterTest, ClusterUpStartsAnAgent) {
+  auto c = TestCluster::MakeDirectory();
+  ASSERT_NE(c, nullptr);
+  auto up = c->Ctl({"--json", "cluster", "up", "--targets", "1", "--class", "ram", "--transport", "shm", "--engine",
+                    ROS2_ENGINE_PATH, "--agent", "--agent-binary", ROS2_AGENT_PATH, "--timeout", "60"});
+  ASSERT_EQ(up.exit_code, 0) << up.err << up.out;
+  auto j = up.Json();
+  ASSERT_TRUE(j.contains("agent_socket")) << up.out;
+  const std::string sock = j["agent_socket"].get<std::string>();
+  const int agent_pid = j["agent_pid"].get<int>();
+  EXPECT_EQ(sock, c->dir() + "/agent.sock");
+  ASSERT_EQ(c->Ctl({"pool", "create", "p", "--size", "64MiB"}).exit_code, 0);
+  ASSERT_EQ(c->Ctl({"cont", "create", "p", "c"}).exit_code, 0);
+  {
+    HostOptions o;
+    o.socket = sock;
+    o.arena_size = 1 << 20;
+    auto s = HostSession::Connect(o);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_EQ((*s)->tenant(), "admin");
+    auto m = (*s)->Mount("p", "c");
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    auto f = (*s)->Open(m->index, m->root, "hello", O_CREAT | O_RDWR);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    const auto data = Pattern(5000, 9);
+    ASSERT_TRUE((*s)->Write(m->index, *f, 3, data).ok());
+    std::vector<std::byte> back(data.size());
+    auto n = (*s)->Read(m->index, *f, 3, back);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(back, data);
+  }
+  auto down = c->Ctl({"cluster", "down", "--timeout", "30", "--force"});
+  EXPECT_EQ(down.exit_code, 0) << down.err;
+  // Gone, or a zombie waiting for its reaper (ros2ctl, its parent, has exited).
+  std::string stat = ReadWholeFile("/proc/" + std::to_string(agent_pid) + "/stat");
+  auto paren = stat.rfind(')');
+  EXPECT_TRUE(stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z'))
+      << stat;
+  EXPECT_FALSE(std::filesystem::exists(c->dir() + "/agent.pid"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, AgentTest, ::testing::Values("shm", "tcp"),
                          [](const auto& info) { return info.param; });
 
