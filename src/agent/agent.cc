@@ -150,6 +150,7 @@ std::string Agent::StatusJson() const {
                         {"tenant", id.tenant},
                         {"mounts", s->mounts()},
                         {"completed", s->completed()},
+                        {"max_in_flight", s->max_in_flight()},
                         {"finished", s->finished()}});
   }
   j["sessions"] = sessions;

@@ -277,6 +277,13 @@ TEST_P(AgentTest, NamespaceAndDataRoundTrip) {
   }
   EXPECT_EQ(seen.size(), 32u);
   EXPECT_EQ(h.batch_in_flight(), 0u);
+  // The agent had several of them in flight at once.
+  size_t max_in_flight = 0;
+  const nlohmann::json status = AgentStatus();
+  for (const auto& sess : status["sessions"]) {
+    if (sess["id"].get<uint64_t>() == h.id()) max_in_flight = sess["max_in_flight"].get<size_t>();
+  }
+  EXPECT_GT(max_in_flight, 1u) << status.dump();
 
   // Names: rename, readdir, lookup, symlink, setattr, truncate, unlink, rmdir.
   ASSERT_TRUE(h.Rename(mi, *dir, "data.bin", *dir, "moved.bin").ok());

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -34,6 +35,7 @@ constexpr size_t kMaxMounts = 64;
 constexpr size_t kMaxPathArg = dfs::kMaxPathLength;
 constexpr auto kPeerCheckInterval = std::chrono::milliseconds(100);
 constexpr int kSleepPollMs = 500;
+constexpr size_t kMaxInFlight = 64;  // reads and writes of one session in flight at once
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -118,24 +120,71 @@ void Session::WakeHost() {
   (void)!::write(res_.cq_eventfd, &one, sizeof one);
 }
 
+void Session::PostCompletions() {
+  if (done_.empty()) return;
+  RingHeader* h = header();
+  const RingGeometry& g = res_.geometry;
+  auto* cq = reinterpret_cast<CompleteEntry*>(static_cast<std::byte*>(res_.map) + g.cq_offset);
+  for (const CompleteEntry& c : done_) {
+    std::memcpy(&cq[cq_tail_ & (g.cq_entries - 1)], &c, sizeof c);
+    ++cq_tail_;
+  }
+  completed_.fetch_add(done_.size(), std::memory_order_relaxed);
+  done_.clear();
+  h->cq_tail.value.store(cq_tail_, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (h->host_sleeping.value.load(std::memory_order_relaxed) != 0) WakeHost();
+}
+
+void Session::ProgressIo(std::chrono::microseconds wait) {
+  if (outstanding_ == 0) return;
+  if (wait.count() > 0) {
+    eq_->WaitAny(wait);
+  } else {
+    std::array<client::Event, 4> ignored;
+    eq_->Poll(ignored);
+  }
+}
+
 void Session::Run() {
   RingHeader* h = header();
   const RingGeometry& g = res_.geometry;
   auto* sq = reinterpret_cast<SubmitEntry*>(static_cast<std::byte*>(res_.map) + g.sq_offset);
-  auto* cq = reinterpret_cast<CompleteEntry*>(static_cast<std::byte*>(res_.map) + g.cq_offset);
-  const uint32_t sq_mask = g.sq_entries - 1, cq_mask = g.cq_entries - 1;
   auto last_peer_check = std::chrono::steady_clock::now();
   std::string reason;
+  bool peer_gone = false;
+  auto check_peer = [&] {
+    auto now = std::chrono::steady_clock::now();
+    if (now - last_peer_check <= kPeerCheckInterval) return false;
+    last_peer_check = now;
+    return PeerGone();
+  };
 
-  while (!stop_.load(std::memory_order_relaxed)) {
+  auto eq = tenant_->client->CreateEventQueue();
+  if (!eq.ok()) {
+    Close("agent: cannot make the session's event queue: " + eq.status().ToString());
+    finished_.store(true, std::memory_order_release);
+    return;
+  }
+  eq_ = std::move(*eq);
+
+  while (!stop_.load(std::memory_order_relaxed) && reason.empty() && !peer_gone) {
     const uint32_t tail = h->sq_tail.value.load(std::memory_order_acquire);
     const uint32_t pending = tail - sq_head_;
     if (pending > g.sq_entries) {
-      Close(fmt::format("protocol: submission tail {} is behind the head {} or beyond the ring ({} entries)", tail,
-                        sq_head_, g.sq_entries));
+      reason = fmt::format("protocol: submission tail {} is behind the head {} or beyond the ring ({} entries)", tail,
+                           sq_head_, g.sq_entries);
       break;
     }
     if (pending == 0) {
+      if (outstanding_ > 0) {
+        // I/O in flight: wait for it (a new submission is seen once one completes).
+        ProgressIo(std::chrono::microseconds(1000));
+        PostCompletions();
+        peer_gone = check_peer();
+        continue;
+      }
+      PostCompletions();
       // Idle: spin for the budget, then announce sleep and wait for a signal.
       auto spin_end = std::chrono::steady_clock::now() + spin_;
       bool work = false;
@@ -160,15 +209,20 @@ void Session::Run() {
         uint64_t v;
         (void)!::read(res_.sq_eventfd, &v, sizeof v);
       }
-      if (n > 0 && fds[1].revents != 0 && PeerGone()) break;
+      if (n > 0 && fds[1].revents != 0 && PeerGone()) peer_gone = true;
       last_peer_check = std::chrono::steady_clock::now();
       continue;
     }
 
-    // Execute what is there, posting completions as a batch.
-    uint32_t done = 0;
+    // Take what is there: reads and writes go in flight together, anything
+    // else first waits for them (and runs on its own).
     for (uint32_t i = 0; i < pending && !stop_.load(std::memory_order_relaxed); ++i) {
-      // Room in the completion ring (the host may not have reaped yet).
+      // A host killed with entries queued: stop executing them within the interval.
+      if (check_peer()) {
+        peer_gone = true;
+        break;
+      }
+      // Room in the completion ring for this entry and every one in flight.
       for (;;) {
         const uint32_t head = h->cq_head.value.load(std::memory_order_acquire);
         const uint32_t used = cq_tail_ - head;
@@ -177,57 +231,47 @@ void Session::Run() {
                                head, cq_tail_, g.cq_entries);
           break;
         }
-        if (used < g.cq_entries) break;
-        // Full: publish what we have, wake the host, wait a little.
-        h->cq_tail.value.store(cq_tail_, std::memory_order_release);
-        WakeHost();
-        if (PeerGone() || stop_.load()) {
-          reason = "peer";
+        if (used + outstanding_ + done_.size() < g.cq_entries) break;
+        PostCompletions();
+        if (outstanding_ > 0) {
+          ProgressIo(std::chrono::microseconds(1000));
+          continue;
+        }
+        // Full of completions the host has not reaped: wait a little.
+        if (PeerGone()) {
+          peer_gone = true;
           break;
         }
+        if (stop_.load()) break;
         ::usleep(50);
       }
-      if (!reason.empty()) break;
-      // A host killed with entries queued: stop executing them within the interval.
-      if (auto now = std::chrono::steady_clock::now(); now - last_peer_check > kPeerCheckInterval) {
-        last_peer_check = now;
-        if (PeerGone()) {
-          reason = "peer";
-          break;
-        }
-      }
+      if (!reason.empty() || peer_gone || stop_.load()) break;
       SubmitEntry sqe;
-      std::memcpy(&sqe, &sq[sq_head_ & sq_mask], sizeof sqe);  // a private copy: the host may change the slot
+      std::memcpy(&sqe, &sq[sq_head_ & (g.sq_entries - 1)], sizeof sqe);  // private copy: the host may change it
       ++sq_head_;
       h->sq_head.value.store(sq_head_, std::memory_order_release);
+      const bool data =
+          sqe.opcode == static_cast<uint8_t>(Opcode::kRead) || sqe.opcode == static_cast<uint8_t>(Opcode::kWrite);
+      if (!data) {
+        while (outstanding_ > 0)
+          ProgressIo(std::chrono::microseconds(100'000));  // a barrier for the data ops before it
+      }
       CompleteEntry cqe{};
       cqe.user_data = sqe.user_data;
-      Execute(sqe, cqe);
-      std::memcpy(&cq[cq_tail_ & cq_mask], &cqe, sizeof cqe);
-      ++cq_tail_;
-      ++done;
+      if (Execute(sqe, cqe)) done_.push_back(cqe);
+      if (outstanding_ >= kMaxInFlight) ProgressIo(std::chrono::microseconds(1000));
+      ProgressIo(std::chrono::microseconds(0));
       // Long batches: let the host see completions as they come.
-      if ((done & 15) == 0) {
-        h->cq_tail.value.store(cq_tail_, std::memory_order_release);
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (h->host_sleeping.value.load(std::memory_order_relaxed) != 0) WakeHost();
-      }
+      if (done_.size() >= 16) PostCompletions();
     }
-    h->cq_tail.value.store(cq_tail_, std::memory_order_release);
-    completed_.fetch_add(done, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (h->host_sleeping.value.load(std::memory_order_relaxed) != 0) WakeHost();
-    if (reason == "peer") break;
-    if (!reason.empty()) {
-      Close(reason);
-      break;
-    }
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_peer_check > kPeerCheckInterval) {
-      last_peer_check = now;
-      if (PeerGone()) break;
-    }
+    ProgressIo(std::chrono::microseconds(0));
+    PostCompletions();
   }
+  if (!reason.empty()) Close(reason);
+  // What is in flight completes (into the still-mapped arena) before the queue goes.
+  while (outstanding_ > 0) ProgressIo(std::chrono::microseconds(100'000));
+  if (!peer_gone && reason.empty()) PostCompletions();
+  eq_.reset();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (reason_.empty()) reason_ = stop_.load() ? "agent stopping" : "host closed the session (socket hang-up)";
@@ -310,7 +354,13 @@ void Session::ExecuteMount(const SubmitEntry& sqe, std::span<const std::byte> ar
                 identity_.tenant, pool, cont, slot);
 }
 
-void Session::Execute(const SubmitEntry& sqe, CompleteEntry& cqe) {
+bool Session::Execute(const SubmitEntry& sqe, CompleteEntry& cqe) {
+  ExecuteNow(sqe, cqe);
+  return !went_async_;
+}
+
+void Session::ExecuteNow(const SubmitEntry& sqe, CompleteEntry& cqe) {
+  went_async_ = false;
   const uint64_t arena_size = res_.geometry.arena_size;
   // --- validation: nothing outside the arena, nothing unknown ---
   if (sqe.args_len > sqe.args_cap || sqe.args_cap > kMaxArgsSize ||
@@ -510,16 +560,32 @@ void Session::Execute(const SubmitEntry& sqe, CompleteEntry& cqe) {
       if (PutResult(sqe, cqe, w.bytes())) cqe.result = static_cast<int64_t>(list->size());
       return;
     }
-    case Opcode::kRead: {
-      auto n = fs.Read(entry, sqe.offset, buf);
-      if (!n.ok()) return fail(n.status());
-      cqe.result = static_cast<int64_t>(*n);
-      return;
-    }
+    case Opcode::kRead:
     case Opcode::kWrite: {
-      auto n = fs.Write(entry, sqe.offset, buf);
-      if (!n.ok()) return fail(n.status());
-      cqe.result = static_cast<int64_t>(*n);
+      // In flight on the session's event queue; the callback completes it.
+      auto done = [this, sqe](const client::IoResult& r) {
+        CompleteEntry c{};
+        c.user_data = sqe.user_data;
+        if (r.status.ok()) {
+          c.result = static_cast<int64_t>(r.size);
+        } else {
+          Fail(sqe, c, ErrnoOf(r.status), r.status);
+        }
+        done_.push_back(c);
+        --outstanding_;
+      };
+      ++outstanding_;  // before: a zero-length request calls back at once
+      went_async_ = true;
+      if (outstanding_ > max_in_flight_.load(std::memory_order_relaxed)) {
+        max_in_flight_.store(outstanding_, std::memory_order_relaxed);
+      }
+      Status st = op == Opcode::kRead ? fs.SubmitRead(*eq_, entry, sqe.offset, buf, done)
+                                      : fs.SubmitWrite(*eq_, entry, sqe.offset, buf, done);
+      if (!st.ok()) {  // nothing was queued, no callback comes
+        --outstanding_;
+        went_async_ = false;
+        return fail(st);
+      }
       return;
     }
     case Opcode::kSync: {

@@ -70,13 +70,22 @@ class Session {
   const SessionIdentity& identity() const { return identity_; }
   const std::shared_ptr<TenantClient>& tenant() const { return tenant_; }
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
+  // The most reads and writes this session had in flight at once.
+  size_t max_in_flight() const { return max_in_flight_.load(std::memory_order_relaxed); }
   size_t mounts() const;
 
  private:
   struct Mount;
   void Run();
-  // Executes one (private copy of a) submission into `cqe`.
-  void Execute(const SubmitEntry& sqe, CompleteEntry& cqe);
+  // Executes one (private copy of a) submission: true when `cqe` holds its
+  // completion, false when it went in flight (reads and writes; the callback
+  // queues the completion in done_).
+  bool Execute(const SubmitEntry& sqe, CompleteEntry& cqe);
+  void ExecuteNow(const SubmitEntry& sqe, CompleteEntry& cqe);
+  // Writes done_ into the completion ring, publishes, wakes a sleeping host.
+  void PostCompletions();
+  // Progresses the event queue: waits up to `wait` for one completion (0: poll).
+  void ProgressIo(std::chrono::microseconds wait);
   void ExecuteMount(const SubmitEntry& sqe, std::span<const std::byte> args, CompleteEntry& cqe);
   void Fail(const SubmitEntry& sqe, CompleteEntry& cqe, int err, const Status& status);
   // Copies `bytes` to the entry's result area; false (and an error completion) when it does not fit.
@@ -98,7 +107,12 @@ class Session {
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
   std::atomic<uint64_t> completed_{0};
-  uint32_t sq_head_ = 0;  // private copies of the indices this side owns
+  std::atomic<size_t> max_in_flight_{0};
+  std::unique_ptr<client::EventQueue> eq_;  // the session thread's; reads and writes in flight
+  size_t outstanding_ = 0;                  // of them
+  bool went_async_ = false;
+  std::vector<CompleteEntry> done_;  // completions not yet in the ring
+  uint32_t sq_head_ = 0;             // private copies of the indices this side owns
   uint32_t cq_tail_ = 0;
   std::thread thread_;
 };
