@@ -336,6 +336,68 @@ TEST_P(AgentTest, NamespaceAndDataRoundTrip) {
   EXPECT_EQ(h.Stat(mi, root).status().code(), Status::Code::kInvalidArgument);  // the mount is gone
 }
 
+// One session used by several threads at once (one polls, the others are
+// handed their completions), and I/O larger than one entry may span (the
+// library splits it).
+TEST_P(AgentTest, ConcurrentCallersAndLargeIo) {
+  auto s = Connect(uint64_t{40} << 20);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  HostSession& h = **s;
+  dfs::MountOptions mo;
+  mo.chunk_size = 4096;
+  auto m = h.Mount("p", "adminc", mo);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const std::string dname = fmt::format("conc-{}", GetParam());
+  auto dir = h.Mkdir(m->index, m->root, dname);
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+
+  // 17 MiB at 4 KiB chunks: more than kMaxChunksPerIo chunks in one call.
+  const uint64_t big_size = (kMaxChunksPerIo + 256) * 4096 + 123;
+  auto big = h.Allocate(big_size);
+  ASSERT_TRUE(big.ok()) << big.status().ToString();
+  const auto pattern = Pattern(big_size, 77);
+  std::memcpy(big->data, pattern.data(), big_size);
+  auto f = h.Open(m->index, *dir, "big", O_CREAT | O_RDWR);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto w = h.Write(m->index, *f, 5, std::span<const std::byte>(big->data, big_size));
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(*w, big_size);
+  std::memset(big->data, 0, big_size);
+  auto r = h.Read(m->index, *f, 5, std::span<std::byte>(big->data, big_size));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(*r, big_size);
+  EXPECT_TRUE(std::memcmp(big->data, pattern.data(), big_size) == 0);
+  h.Free(*big);
+
+  std::atomic<int> failures{0};
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      auto file = h.Open(m->index, *dir, fmt::format("t{}", t), O_CREAT | O_RDWR);
+      if (!file.ok()) {
+        errors[t] = file.status().ToString();
+        ++failures;
+        return;
+      }
+      for (int i = 0; i < 25; ++i) {
+        const auto data = Pattern(10'000 + i, t * 100 + i);
+        const uint64_t off = static_cast<uint64_t>(i) * 777;
+        auto put = h.Write(m->index, *file, off, data);
+        std::vector<std::byte> back(data.size());
+        auto got = h.Read(m->index, *file, off, back);
+        if (!put.ok() || !got.ok() || back != data) {
+          errors[t] = fmt::format("iteration {}: {} / {}", i, put.status().ToString(), got.status().ToString());
+          ++failures;
+          return;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0) << errors[0] << errors[1] << errors[2] << errors[3];
+}
+
 // Two host processes under different uids map to different tenants; the
 // second cannot mount the first's container, and an unmapped uid gets no session.
 TEST_P(AgentTest, TenantsAreTheCallersUid) {
@@ -459,6 +521,10 @@ TEST_P(AgentTest, GarbageEntriesAreRefused) {
     big.args_len = 100;
     big.args_cap = 10;  // len > cap
     cases.push_back({"argument length over its capacity", big, EFAULT});
+    SubmitEntry tiny = base(Opcode::kRead);
+    tiny.entry.chunk_size = 1;  // a forged chunk size: 65536 pieces
+    tiny.buf_len = 65536;
+    cases.push_back({"read spanning too many chunks", tiny, EINVAL});
     SubmitEntry op{};
     op.opcode = 200;
     cases.push_back({"unknown opcode", op, EOPNOTSUPP});

@@ -700,30 +700,44 @@ Result<uint64_t> HostSession::DataCall(Opcode op, uint32_t mount, const dfs::Ent
   return static_cast<uint64_t>(c.result);
 }
 
+namespace {
+
+// The largest piece of one entry: the agent refuses entries spanning more
+// than kMaxChunksPerIo chunks.
+uint64_t PieceLimit(const dfs::Entry& file) {
+  return file.chunk_size != 0 ? (kMaxChunksPerIo - 1) * file.chunk_size : ~uint64_t{0};
+}
+
+}  // namespace
+
 Result<uint64_t> HostSession::Read(uint32_t mount, const dfs::Entry& file, uint64_t offset,
                                    std::span<std::byte> buffer) {
   if (buffer.empty()) return uint64_t{0};
-  if (InArena(buffer.data(), buffer.size())) {
-    ArenaBuffer b{buffer.data(), static_cast<uint64_t>(buffer.data() - arena()), buffer.size()};
-    return DataCall(Opcode::kRead, mount, file, offset, b);
+  const bool in_arena = InArena(buffer.data(), buffer.size());
+  const uint64_t piece = std::min<uint64_t>({buffer.size(), PieceLimit(file), in_arena ? ~uint64_t{0} : kBounceMax,
+                                             in_arena ? ~uint64_t{0} : geometry_.arena_size / 2});
+  ArenaBuffer bounce;
+  if (!in_arena) {
+    ROS2_ASSIGN_OR_RETURN(bounce, Allocate(piece));
   }
-  const uint64_t piece = std::min<uint64_t>({buffer.size(), kBounceMax, geometry_.arena_size / 2});
-  ROS2_ASSIGN_OR_RETURN(ArenaBuffer bounce, Allocate(piece));
   uint64_t done = 0;
   Status st;
   while (done < buffer.size()) {
     const uint64_t n = std::min<uint64_t>(piece, buffer.size() - done);
-    ArenaBuffer b{bounce.data, bounce.offset, n};
+    ArenaBuffer b = in_arena
+                        ? ArenaBuffer{buffer.data() + done, static_cast<uint64_t>(buffer.data() + done - arena()), n}
+                        : ArenaBuffer{bounce.data, bounce.offset, n};
     auto got = DataCall(Opcode::kRead, mount, file, offset + done, b);
     if (!got.ok()) {
       st = got.status();
       break;
     }
-    std::memcpy(buffer.data() + done, bounce.data, *got);
+    if (!in_arena) std::memcpy(buffer.data() + done, bounce.data, *got);
     done += *got;
     if (*got < n) break;  // end of the file
   }
-  if (st.code() != Status::Code::kTimedOut) Free(bounce);  // a timed-out read may still land in it: leave it
+  // A timed-out read may still land in the bounce buffer: leave it allocated.
+  if (bounce && st.code() != Status::Code::kTimedOut) Free(bounce);
   if (!st.ok()) return st;
   return done;
 }
@@ -731,25 +745,33 @@ Result<uint64_t> HostSession::Read(uint32_t mount, const dfs::Entry& file, uint6
 Result<uint64_t> HostSession::Write(uint32_t mount, const dfs::Entry& file, uint64_t offset,
                                     std::span<const std::byte> data) {
   if (data.empty()) return uint64_t{0};
-  if (InArena(data.data(), data.size())) {
-    ArenaBuffer b{const_cast<std::byte*>(data.data()), static_cast<uint64_t>(data.data() - arena()), data.size()};
-    return DataCall(Opcode::kWrite, mount, file, offset, b);
+  const bool in_arena = InArena(data.data(), data.size());
+  const uint64_t piece = std::min<uint64_t>({data.size(), PieceLimit(file), in_arena ? ~uint64_t{0} : kBounceMax,
+                                             in_arena ? ~uint64_t{0} : geometry_.arena_size / 2});
+  ArenaBuffer bounce;
+  if (!in_arena) {
+    ROS2_ASSIGN_OR_RETURN(bounce, Allocate(piece));
   }
-  const uint64_t piece = std::min<uint64_t>({data.size(), kBounceMax, geometry_.arena_size / 2});
-  ROS2_ASSIGN_OR_RETURN(ArenaBuffer bounce, Allocate(piece));
   uint64_t done = 0;
   Status st;
   while (done < data.size()) {
     const uint64_t n = std::min<uint64_t>(piece, data.size() - done);
-    std::memcpy(bounce.data, data.data() + done, n);
-    auto put = DataCall(Opcode::kWrite, mount, file, offset + done, ArenaBuffer{bounce.data, bounce.offset, n});
+    ArenaBuffer b;
+    if (in_arena) {
+      auto* p = const_cast<std::byte*>(data.data() + done);
+      b = ArenaBuffer{p, static_cast<uint64_t>(p - arena()), n};
+    } else {
+      std::memcpy(bounce.data, data.data() + done, n);
+      b = ArenaBuffer{bounce.data, bounce.offset, n};
+    }
+    auto put = DataCall(Opcode::kWrite, mount, file, offset + done, b);
     if (!put.ok()) {
       st = put.status();
       break;
     }
     done += *put;
   }
-  if (st.code() != Status::Code::kTimedOut) Free(bounce);
+  if (bounce && st.code() != Status::Code::kTimedOut) Free(bounce);
   if (!st.ok()) return st;
   return done;
 }

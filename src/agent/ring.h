@@ -32,6 +32,7 @@ inline constexpr uint32_t kMinRingEntries = 2;
 inline constexpr uint32_t kMaxRingEntries = 1u << 16;
 inline constexpr uint64_t kMaxArenaSize = uint64_t{1} << 34;  // 16 GiB
 inline constexpr uint32_t kMaxArgsSize = 64 * 1024;           // one entry's argument block
+inline constexpr uint64_t kMaxChunksPerIo = 4096;             // file chunks one read or write entry may span
 
 // One index on its own cache line.
 struct alignas(64) RingIndex {

@@ -416,6 +416,17 @@ void Session::ExecuteNow(const SubmitEntry& sqe, CompleteEntry& cqe) {
     PutResult(sqe, cqe, w.bytes());
   };
   const std::span<std::byte> buf(arena() + sqe.buf_off, sqe.buf_len);
+  if ((op == Opcode::kRead || op == Opcode::kWrite) && entry.chunk_size != 0) {
+    // The DFS splits an I/O per chunk: a forged tiny chunk size must not make
+    // the agent hold millions of pieces.
+    const uint64_t pieces = (sqe.offset % entry.chunk_size + sqe.buf_len + entry.chunk_size - 1) / entry.chunk_size;
+    if (pieces > kMaxChunksPerIo) {
+      return Fail(sqe, cqe, EINVAL,
+                  Status::InvalidArgument(fmt::format(
+                      "agent: a {} of {} bytes spans {} chunks of {} bytes (at most {} per entry; split it)",
+                      OpName(sqe.opcode), sqe.buf_len, pieces, entry.chunk_size, kMaxChunksPerIo)));
+    }
+  }
   std::string name, name2;
 
   switch (op) {
