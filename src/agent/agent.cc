@@ -162,26 +162,52 @@ std::string Agent::StatusJson() const {
 
 void Agent::Run(int stop_fd) {
   for (;;) {
-    pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {stop_fd, POLLIN, 0}};
-    int n = ::poll(fds, 2, static_cast<int>(kReapInterval.count()));
+    // The listener, the stop descriptor, and connections whose hello has not come yet.
+    std::vector<pollfd> fds = {{listen_fd_, POLLIN, 0}, {stop_fd, POLLIN, 0}};
+    for (const auto& p : pending_) fds.push_back({p.fd, POLLIN, 0});
+    int n = ::poll(fds.data(), fds.size(), static_cast<int>(kReapInterval.count()));
     if (n < 0 && errno != EINTR) {
       ROS2_LOG_ERROR("agent: poll: {}", std::strerror(errno));
       break;
     }
     if (n > 0 && fds[1].revents != 0) break;
     if (n > 0 && (fds[0].revents & POLLIN)) Accept();
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<PendingConnection> waiting;
+    for (size_t i = 0; i + 2 < fds.size(); ++i) {
+      const PendingConnection& p = pending_[i];
+      if (fds[i + 2].revents != 0) {
+        HandleHello(p.fd);  // takes the descriptor over
+      } else if (now >= p.deadline) {
+        ROS2_LOG_WARN("agent: closed a connection that sent no hello within {} ms", kHelloTimeout.count());
+        ::close(p.fd);
+      } else {
+        waiting.push_back(p);
+      }
+    }
+    // Connections accepted during this round are at the end of pending_.
+    for (size_t i = fds.size() - 2; i < pending_.size(); ++i) waiting.push_back(pending_[i]);
+    pending_.swap(waiting);
     Reap();
   }
+  for (const auto& p : pending_) ::close(p.fd);
+  pending_.clear();
   ROS2_LOG_INFO("agent: stopping ({} sessions)", sessions_.size());
 }
 
 void Agent::Accept() {
-  int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+  int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
   if (fd < 0) {
     if (errno != EAGAIN && errno != EINTR) ROS2_LOG_WARN("agent: accept: {}", std::strerror(errno));
     return;
   }
-  HandleHello(fd);
+  if (pending_.size() >= kMaxPendingConnections) {
+    ROS2_LOG_WARN("agent: {} connections wait for their hello; refusing another", pending_.size());
+    ::close(fd);
+    return;
+  }
+  // The hello is read once it arrives; a silent peer holds nothing but its slot.
+  pending_.push_back({fd, std::chrono::steady_clock::now() + kHelloTimeout});
 }
 
 Result<std::shared_ptr<TenantClient>> Agent::AcquireTenant(const TenantMapping& t) {
@@ -220,9 +246,6 @@ void Agent::HandleHello(int fd) {
     ROS2_LOG_WARN("agent: SO_PEERCRED: {}", std::strerror(errno));
     return close_all();
   }
-  // The hello must come at once: a silent peer only delays this loop so long.
-  timeval tv{1, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   HelloMessage hello{};
   iovec iov{&hello, sizeof hello};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 3)];
@@ -231,7 +254,7 @@ void Agent::HandleHello(int fd) {
   msg.msg_iovlen = 1;
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
-  ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+  ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
   size_t nfds = 0;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); n >= 0 && c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {

@@ -29,6 +29,8 @@ namespace ros2::agent {
 class Agent {
  public:
   static constexpr std::chrono::milliseconds kReapInterval{100};
+  static constexpr std::chrono::milliseconds kHelloTimeout{2000};  // a connection's hello must come within
+  static constexpr size_t kMaxPendingConnections = 64;
 
   // Binds and listens (a stale socket file is replaced; a live agent on it is
   // an error).
@@ -52,7 +54,12 @@ class Agent {
   Result<std::shared_ptr<TenantClient>> AcquireTenant(const TenantMapping& t);
 
   AgentConfig config_;
+  struct PendingConnection {
+    int fd = -1;
+    std::chrono::steady_clock::time_point deadline;
+  };
   int listen_fd_ = -1;
+  std::vector<PendingConnection> pending_;  // accepted, hello not yet received (accept thread only)
   uint64_t next_session_id_ = 1;
   mutable std::mutex mu_;  // sessions_ and tenants_ (StatusJson runs on the accept thread too)
   std::vector<std::unique_ptr<Session>> sessions_;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -437,6 +438,43 @@ TEST_P(AgentTest, TenantsAreTheCallersUid) {
   EXPECT_NE(out2.find(std::to_string(kNobodyUid)), std::string::npos) << out2;
 }
 
+// A connection that never says hello holds up nobody, and a hello without
+// the descriptors is refused with the reason.
+TEST_P(AgentTest, SilentAndEmptyHellosAreRefused) {
+  auto connect_raw = [&] {
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, setup_->agent->socket().c_str(), sizeof addr.sun_path - 1);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    return fd;
+  };
+  int silent = connect_raw();
+  const auto t0 = Clock::now();
+  auto s = Connect(1 << 20);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(1));
+
+  int empty = connect_raw();
+  HelloMessage hello{kHelloMagic, kProtocolVersion, static_cast<uint16_t>(MessageType::kHello), 0};
+  ASSERT_EQ(::send(empty, &hello, sizeof hello, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof hello));
+  char buf[4096];
+  ssize_t n = ::recv(empty, buf, sizeof buf, 0);
+  ASSERT_GE(n, static_cast<ssize_t>(sizeof(HelloReply)));
+  HelloReply r;
+  std::memcpy(&r, buf, sizeof r);
+  EXPECT_EQ(r.code, static_cast<uint16_t>(Status::Code::kProtocol));
+  std::string text(buf + sizeof r, static_cast<size_t>(n) - sizeof r);
+  EXPECT_NE(text.find("3 descriptors"), std::string::npos) << text;
+  ::close(empty);
+
+  // The silent one is closed by the agent after its hello timeout.
+  pollfd p{silent, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 5000), 1);
+  EXPECT_EQ(::recv(silent, buf, sizeof buf, MSG_DONTWAIT), 0);
+  ::close(silent);
+}
+
 // A hello whose memfd can shrink (no F_SEAL_SHRINK) is refused, with the reason.
 TEST_P(AgentTest, UnsealedRegionIsRefused) {
   RingGeometry g = ComputeGeometry(4, 8, 4096);
@@ -635,6 +673,8 @@ TEST_P(AgentTest, KilledHostIsReclaimed) {
   }
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed);
   EXPECT_FALSE(present);
+  std::cout << "host killed mid-I/O: session reclaimed after "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - killed).count() << " ms\n";
   // A write in flight finishes first (up to its engine round trip), then the
   // hang-up is seen within the agent's reap interval.
   EXPECT_LT(took.count(), 2000) << "reclaimed after " << took.count() << " ms";

@@ -35,7 +35,8 @@ constexpr size_t kMaxMounts = 64;
 constexpr size_t kMaxPathArg = dfs::kMaxPathLength;
 constexpr auto kPeerCheckInterval = std::chrono::milliseconds(100);
 constexpr int kSleepPollMs = 500;
-constexpr size_t kMaxInFlight = 64;  // reads and writes of one session in flight at once
+constexpr size_t kMaxInFlight = 64;                         // reads and writes of one session in flight at once
+constexpr uint64_t kMaxInFlightBytes = uint64_t{32} << 20;  // and their bytes (one larger entry still goes alone)
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -255,6 +256,12 @@ void Session::Run() {
       if (!data) {
         while (outstanding_ > 0)
           ProgressIo(std::chrono::microseconds(100'000));  // a barrier for the data ops before it
+      }
+      if (data) {
+        // Bounded bytes in flight: a host that dies leaves at most this much to finish.
+        while (outstanding_ > 0 && outstanding_bytes_ + sqe.buf_len > kMaxInFlightBytes) {
+          ProgressIo(std::chrono::microseconds(1000));
+        }
       }
       CompleteEntry cqe{};
       cqe.user_data = sqe.user_data;
@@ -574,7 +581,9 @@ void Session::ExecuteNow(const SubmitEntry& sqe, CompleteEntry& cqe) {
     case Opcode::kRead:
     case Opcode::kWrite: {
       // In flight on the session's event queue; the callback completes it.
+      outstanding_bytes_ += sqe.buf_len;
       auto done = [this, sqe](const client::IoResult& r) {
+        outstanding_bytes_ -= sqe.buf_len;
         CompleteEntry c{};
         c.user_data = sqe.user_data;
         if (r.status.ok()) {
@@ -594,6 +603,7 @@ void Session::ExecuteNow(const SubmitEntry& sqe, CompleteEntry& cqe) {
                                       : fs.SubmitWrite(*eq_, entry, sqe.offset, buf, done);
       if (!st.ok()) {  // nothing was queued, no callback comes
         --outstanding_;
+        outstanding_bytes_ -= sqe.buf_len;
         went_async_ = false;
         return fail(st);
       }

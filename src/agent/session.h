@@ -110,6 +110,7 @@ class Session {
   std::atomic<size_t> max_in_flight_{0};
   std::unique_ptr<client::EventQueue> eq_;  // the session thread's; reads and writes in flight
   size_t outstanding_ = 0;                  // of them
+  uint64_t outstanding_bytes_ = 0;          // their bytes
   bool went_async_ = false;
   std::vector<CompleteEntry> done_;  // completions not yet in the ring
   uint32_t sq_head_ = 0;             // private copies of the indices this side owns
