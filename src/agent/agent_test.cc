@@ -285,6 +285,15 @@ TEST_P(AgentTest, NamespaceAndDataRoundTrip) {
     if (sess["id"].get<uint64_t>() == h.id()) max_in_flight = sess["max_in_flight"].get<size_t>();
   }
   EXPECT_GT(max_in_flight, 1u) << status.dump();
+  // Reaping without waiting (timeout 0) still collects what has come.
+  ASSERT_TRUE(h.Submit(std::span<const IoRequest>(reqs.data(), 1)).ok());
+  size_t reaped = 0;
+  for (auto until = Clock::now() + std::chrono::seconds(10); reaped == 0 && Clock::now() < until;) {
+    auto n = h.Reap(std::span<IoCompletion>(done).first(1), 1, std::chrono::milliseconds(0));
+    if (n.ok()) reaped = *n;
+  }
+  EXPECT_EQ(reaped, 1u);
+  EXPECT_TRUE(done[0].status.ok()) << done[0].status.ToString();
 
   // Names: rename, readdir, lookup, symlink, setattr, truncate, unlink, rmdir.
   ASSERT_TRUE(h.Rename(mi, *dir, "data.bin", *dir, "moved.bin").ok());
@@ -436,6 +445,17 @@ TEST_P(AgentTest, TenantsAreTheCallersUid) {
   });
   EXPECT_EQ(code2, 0) << out2;
   EXPECT_NE(out2.find(std::to_string(kNobodyUid)), std::string::npos) << out2;
+
+  // Bob's last session is gone: so is the agent's client (transport context) for bob.
+  bool bob_client = true;
+  for (auto until = Clock::now() + std::chrono::seconds(3); bob_client && Clock::now() < until;) {
+    const nlohmann::json status = AgentStatus();
+    bob_client = false;
+    for (const auto& t : status["tenant_clients"]) bob_client = bob_client || t.get<std::string>() == "bob";
+    if (bob_client) ::usleep(20'000);
+  }
+  EXPECT_FALSE(bob_client);
+  EXPECT_NE(setup_->agent->Log().find("tenant bob: last session closed, client dropped"), std::string::npos);
 }
 
 // A connection that never says hello holds up nobody, and a hello without

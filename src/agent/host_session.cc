@@ -322,6 +322,7 @@ void HostSession::PollOnce(std::unique_lock<std::mutex>& lock, Clock::time_point
 template <typename Pred>
 Status HostSession::WaitFor(std::unique_lock<std::mutex>& lock, Pred pred, Clock::time_point deadline) {
   for (;;) {
+    if (!polling_) DrainLocked();  // what already came, without waiting (a zero timeout still reaps)
     if (pred()) return Status::Ok();
     if (disconnected_) return DisconnectedStatus();
     if (Clock::now() >= deadline) {

@@ -179,7 +179,7 @@ void Session::Run() {
     }
     if (pending == 0) {
       if (outstanding_ > 0) {
-        // I/O in flight: wait for it (a new submission is seen once one completes).
+        // I/O in flight: wait for it (a new submission is seen within a millisecond).
         ProgressIo(std::chrono::microseconds(1000));
         PostCompletions();
         peer_gone = check_peer();
