@@ -339,6 +339,17 @@ TEST_P(AgentTest, NamespaceAndDataRoundTrip) {
   ASSERT_TRUE(h.Rmdir(mi, *dir, "sub").ok());
   ASSERT_TRUE(h.Rmdir(mi, root, dname).ok());
   EXPECT_EQ(h.Lookup(mi, root, dname).status().code(), Status::Code::kNotFound);
+  // Mount options travel: files of a second mount get its object class.
+  dfs::MountOptions s1;
+  s1.file_class = ObjectClass::kS1;
+  auto m2 = h.Mount("p", "adminc", s1);
+  ASSERT_TRUE(m2.ok()) << m2.status().ToString();
+  EXPECT_NE(m2->index, mi);
+  auto f1 = h.Open(m2->index, m2->root, fmt::format("s1-{}", GetParam()), O_CREAT | O_RDWR);
+  ASSERT_TRUE(f1.ok()) << f1.status().ToString();
+  EXPECT_EQ(f1->oid.object_class(), ObjectClass::kS1);
+  EXPECT_TRUE(h.Unlink(m2->index, m2->root, f1->name).ok());
+  EXPECT_TRUE(h.Unmount(m2->index).ok());
   h.Free(*abuf);
   h.Free(*rb);
   h.Free(*batch);

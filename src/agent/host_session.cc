@@ -466,6 +466,8 @@ Result<OffloadMount> HostSession::Mount(std::string_view pool, std::string_view 
   w.Str(container);
   w.U64(options.chunk_size);
   w.U32(options.create ? 1 : 0);
+  w.U32(static_cast<uint32_t>(options.file_class));
+  w.U32(static_cast<uint32_t>(options.dir_class));
   SubmitEntry s{};
   s.opcode = static_cast<uint8_t>(Opcode::kMount);
   std::vector<std::byte> out;

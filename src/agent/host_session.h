@@ -113,6 +113,8 @@ class HostSession {
   uint64_t arena_size() const { return geometry_.arena_size; }
 
   // --- mounts ---
+  // Mounts a container as this session's tenant. MountOptions::uid/gid are
+  // ignored: entries are owned by the caller the kernel names (SO_PEERCRED).
   Result<OffloadMount> Mount(std::string_view pool, std::string_view container, const dfs::MountOptions& options = {});
   Status Unmount(uint32_t mount);
 

@@ -316,8 +316,9 @@ void Session::ExecuteMount(const SubmitEntry& sqe, std::span<const std::byte> ar
   ArgReader r(args);
   std::string pool, cont;
   uint64_t chunk = 0;
-  uint32_t create = 1;
-  if (!r.Str(&pool, 4096) || !r.Str(&cont, 4096) || !r.U64(&chunk) || !r.U32(&create)) {
+  uint32_t create = 1, file_class = 0, dir_class = 0;
+  if (!r.Str(&pool, 4096) || !r.Str(&cont, 4096) || !r.U64(&chunk) || !r.U32(&create) || !r.U32(&file_class) ||
+      !r.U32(&dir_class) || file_class > 0xff || dir_class > 0xff) {
     Fail(sqe, cqe, EINVAL, Status::InvalidArgument("agent mount: malformed arguments"));
     return;
   }
@@ -341,6 +342,8 @@ void Session::ExecuteMount(const SubmitEntry& sqe, std::span<const std::byte> ar
   dfs::MountOptions o;
   o.chunk_size = chunk;
   o.create = create != 0;
+  o.file_class = static_cast<ObjectClass>(file_class);
+  o.dir_class = static_cast<ObjectClass>(dir_class);
   // Entries are owned by the caller the kernel named, whatever the host says.
   o.uid = identity_.uid;
   o.gid = identity_.gid;
