@@ -119,7 +119,12 @@ Agent::~Agent() {
     std::lock_guard<std::mutex> lock(mu_);
     sessions.swap(sessions_);
   }
-  sessions.clear();  // joins every session thread, then unmounts
+  for (auto& s : sessions) {
+    const auto id = s->identity();
+    s.reset();  // joins its thread, unmounts, unmaps, closes
+    ROS2_LOG_INFO("agent: session {} (pid {} uid {} tenant {}) reclaimed: agent stopping", id.id, id.pid, id.uid,
+                  id.tenant);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     tenants_.clear();

@@ -78,6 +78,19 @@ class AgentProcess {
       ::waitpid(pid_, &status, 0);
     }
   }
+  // SIGTERM; the exit status (or -1 when it did not exit within `timeout`).
+  int Stop(std::chrono::seconds timeout) {
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    for (auto until = Clock::now() + timeout; Clock::now() < until;) {
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      ::usleep(10'000);
+    }
+    return -1;
+  }
   void Kill() {
     ::kill(pid_, SIGKILL);
     int status = 0;
@@ -793,6 +806,26 @@ TEST(AgentClusterTest, ClusterUpStartsAnAgent) {
   EXPECT_TRUE(stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z'))
       << stat;
   EXPECT_FALSE(std::filesystem::exists(c->dir() + "/agent.pid"));
+}
+
+// SIGTERM with a session open: the agent closes it and exits 0; the host's
+// next call fails with Disconnected.
+TEST_P(AgentTest, AgentStopsCleanlyWithSessionsOpen) {
+  std::string error;
+  auto agent = AgentProcess::Start(setup_->dir, "stopping", setup_->agent_config, &error);
+  ASSERT_NE(agent, nullptr) << error;
+  HostOptions o;
+  o.socket = agent->socket();
+  o.arena_size = 1 << 20;
+  auto s = HostSession::Connect(o);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  auto m = (*s)->Mount("p", "adminc");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(agent->Stop(std::chrono::seconds(10)), 0) << agent->Log();
+  EXPECT_NE(agent->Log().find("reclaimed: agent stopping"), std::string::npos) << agent->Log();
+  EXPECT_FALSE(std::filesystem::exists(agent->socket()));  // removed on exit
+  auto st = (*s)->Stat(m->index, m->root);
+  EXPECT_EQ(st.status().code(), Status::Code::kDisconnected) << st.status().ToString();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, AgentTest, ::testing::Values("shm", "tcp"),
