@@ -90,6 +90,8 @@ size_t Session::mounts() const {
 }
 
 void Session::Close(std::string reason) {
+  ROS2_LOG_WARN("agent: session {} (pid {} uid {} tenant {}) closed by the agent: {}", identity_.id, identity_.pid,
+                identity_.uid, identity_.tenant, reason);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (reason_.empty()) reason_ = std::move(reason);
