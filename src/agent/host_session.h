@@ -75,7 +75,9 @@ struct OffloadMount {
 enum class IoKind : uint8_t { kRead = 1, kWrite = 2 };
 
 // One batched I/O: `buffer` must lie inside the arena (InvalidArgument
-// otherwise); user_data is returned as is.
+// otherwise) and span at most kMaxChunksPerIo chunks of file.chunk_size (an
+// EINVAL completion otherwise; Read/Write split for themselves); user_data is
+// returned as is.
 struct IoRequest {
   IoKind kind = IoKind::kRead;
   uint32_t mount = 0;
