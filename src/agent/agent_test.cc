@@ -297,7 +297,7 @@ TEST_P(AgentTest, NamespaceAndDataRoundTrip) {
   for (const auto& sess : status["sessions"]) {
     if (sess["id"].get<uint64_t>() == h.id()) max_in_flight = sess["max_in_flight"].get<size_t>();
   }
-  EXPECT_GT(max_in_flight, 1u) << status.dump();
+  EXPECT_GE(max_in_flight, 16u) << status.dump();  // a batch is in flight before any of it completes
   // Reaping without waiting (timeout 0) still collects what has come.
   ASSERT_TRUE(h.Submit(std::span<const IoRequest>(reqs.data(), 1)).ok());
   size_t reaped = 0;
