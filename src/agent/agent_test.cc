@@ -748,7 +748,33 @@ TEST_P(AgentTest, KilledAgentFailsCallsClearly) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   auto m = (*s)->Mount("p", "adminc");
   ASSERT_TRUE(m.ok()) << m.status().ToString();
+  // Calls in progress when the agent dies (reads in 8 MiB pieces through the arena).
+  HostOptions bo = o;
+  bo.arena_size = 16 << 20;
+  auto bs = HostSession::Connect(bo);
+  ASSERT_TRUE(bs.ok()) << bs.status().ToString();
+  auto bm = (*bs)->Mount("p", "adminc");
+  ASSERT_TRUE(bm.ok()) << bm.status().ToString();
+  auto bf = (*bs)->Open(bm->index, bm->root, fmt::format("doomed-{}", GetParam()), O_CREAT | O_RDWR);
+  ASSERT_TRUE(bf.ok()) << bf.status().ToString();
+  std::vector<std::byte> payload(24 << 20);  // three pieces of the bounce buffer
+  ASSERT_TRUE((*bs)->Write(bm->index, *bf, 0, payload).ok());
+  Result<uint64_t> in_flight = Status::Internal("not run");
+  std::atomic<bool> reading{false};
+  std::thread reader([&] {
+    for (;;) {  // until the agent is gone
+      reading = true;
+      in_flight = (*bs)->Read(bm->index, *bf, 0, payload);
+      if (!in_flight.ok()) return;
+    }
+  });
+  while (!reading) ::usleep(1000);
+  ::usleep(50'000);
   agent->Kill();
+  const auto killed = Clock::now();
+  reader.join();
+  EXPECT_LT(Clock::now() - killed, std::chrono::seconds(5));
+  EXPECT_EQ(in_flight.status().code(), Status::Code::kDisconnected) << in_flight.status().ToString();
   const auto t0 = Clock::now();
   auto st = (*s)->Stat(m->index, m->root);
   const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
