@@ -313,6 +313,12 @@ void Agent::HandleHello(int fd) {
     if (sessions_.size() >= config_.max_sessions) {
       return refuse(Status::Code::kBusy, fmt::format("agent: {} sessions open (max_sessions)", sessions_.size()));
     }
+    size_t mine = 0;
+    for (const auto& s : sessions_) mine += s->identity().tenant == tenant->name;
+    if (mine >= config_.max_sessions_per_tenant) {
+      return refuse(Status::Code::kBusy,
+                    fmt::format("agent: tenant {} has {} sessions open (max_sessions_per_tenant)", tenant->name, mine));
+    }
   }
   // The region: a memfd whose size cannot shrink under our mapping.
   if (!FdTarget(fds[0]).starts_with("/memfd:")) {

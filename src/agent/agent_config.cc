@@ -96,6 +96,12 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
   ROS2_RETURN_IF_ERROR(ReadUint(root, where, "max_sessions", &v));
   if (v == 0 || v > 65536) return Status::InvalidArgument(fmt::format("{}.max_sessions: 1 .. 65536", where));
   config->max_sessions = static_cast<uint32_t>(v);
+  v = config->max_sessions_per_tenant;
+  ROS2_RETURN_IF_ERROR(ReadUint(root, where, "max_sessions_per_tenant", &v));
+  if (v == 0 || v > 65536) {
+    return Status::InvalidArgument(fmt::format("{}.max_sessions_per_tenant: 1 .. 65536", where));
+  }
+  config->max_sessions_per_tenant = static_cast<uint32_t>(v);
   v = config->max_ring_entries;
   ROS2_RETURN_IF_ERROR(ReadUint(root, where, "max_ring_entries", &v));
   if (v < kMinRingEntries || v > kMaxRingEntries || !IsPowerOfTwo(static_cast<uint32_t>(v))) {

@@ -10,6 +10,7 @@
 //   spin: 50us                       # how long a session thread polls its ring before it sleeps
 //   io_timeout: 30s                  # each data-plane request of the agent's clients
 //   max_sessions: 256
+//   max_sessions_per_tenant: 64
 //   max_ring_entries: 4096           # largest submission ring a host may bring
 //   max_arena: 1GiB                  # largest arena a host may bring
 //   tenants:                         # caller -> tenant, first match by uid, then by gid
@@ -49,6 +50,7 @@ struct AgentConfig {
   std::chrono::microseconds spin{50};
   std::chrono::milliseconds io_timeout{30000};
   uint32_t max_sessions = 256;
+  uint32_t max_sessions_per_tenant = 64;
   uint32_t max_ring_entries = 4096;
   uint64_t max_arena = uint64_t{1} << 30;
   std::vector<TenantMapping> tenants;

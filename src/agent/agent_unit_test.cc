@@ -69,6 +69,8 @@ TEST(AgentConfigTest, RefusesBadSettingsNamingTheKey) {
   EXPECT_NE(st.message().find("transport"), std::string::npos) << st.ToString();
   Parse("max_ring_entries: 1000", &st);
   EXPECT_NE(st.message().find("max_ring_entries"), std::string::npos) << st.ToString();
+  Parse("max_sessions_per_tenant: 0", &st);
+  EXPECT_NE(st.message().find("max_sessions_per_tenant"), std::string::npos) << st.ToString();
   Parse("colour: blue", &st);
   EXPECT_NE(st.message().find("colour: unknown setting"), std::string::npos) << st.ToString();
   Parse("tenants: [{name: a, secret_file: /etc/hostname}]", &st);
@@ -176,6 +178,7 @@ TEST(InProcessAgentTest, RandomEntriesGetErrorCompletions) {
   config.control = "unix:" + dir + "/no-engine.sock";
   config.transport = "tcp";
   config.spin = std::chrono::microseconds(10);
+  config.max_sessions_per_tenant = 1;
   config.tenants.push_back({"admin", dir + "/admin.secret", {::getuid()}, {}});
   ASSERT_TRUE(FinalizeAgentConfig(&config).ok());
   auto agent = Agent::Start(config);
@@ -191,6 +194,10 @@ TEST(InProcessAgentTest, RandomEntriesGetErrorCompletions) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   HostSession& h = **s;
   EXPECT_EQ(h.tenant(), "admin");
+  auto second = HostSession::Connect(o);  // over the tenant's session limit
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), Status::Code::kBusy) << second.status().ToString();
+  EXPECT_NE(second.status().message().find("max_sessions_per_tenant"), std::string::npos);
 
   std::mt19937_64 rng(42);
   auto pick = [&](std::initializer_list<uint64_t> v) { return *(v.begin() + rng() % v.size()); };
