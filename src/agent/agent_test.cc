@@ -49,6 +49,7 @@ class AgentProcess {
     a->log_ = dir + "/" + name + ".log";
     const std::string config_path = dir + "/" + name + ".yaml";
     std::ofstream(config_path) << "socket: " << a->socket_ << "\n" << config;
+    ::unlink(a->log_.c_str());  // a restart must not see the last run's ready line
     a->pid_ = ::fork();
     if (a->pid_ == 0) {
       int fd = ::open(a->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -789,6 +790,18 @@ TEST_P(AgentTest, KilledAgentFailsCallsClearly) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), Status::Code::kDisconnected) << none.status().ToString();
   EXPECT_NE(none.status().message().find(agent->socket()), std::string::npos);
+
+  // An agent started again on the socket: a new session serves the entries
+  // the old one handed out (they are values; only mount indices are per session).
+  auto again_agent = AgentProcess::Start(setup_->dir, "doomed", setup_->agent_config, &error);
+  ASSERT_NE(again_agent, nullptr) << error;
+  auto fresh = HostSession::Connect(bo);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  auto fm = (*fresh)->Mount("p", "adminc");
+  ASSERT_TRUE(fm.ok()) << fm.status().ToString();
+  auto attr = (*fresh)->Stat(fm->index, *bf);
+  ASSERT_TRUE(attr.ok()) << attr.status().ToString();
+  EXPECT_EQ(attr->size, payload.size());
 }
 
 // `ros2ctl cluster up --agent`: an agent beside the engine, serving root as
