@@ -57,6 +57,10 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
   up->add_option("--listen", a->up.listen,
                  "Also serve the control plane on TCP host:port, with TLS (a CA and an engine certificate are made in "
                  "DIR/tls when missing)");
+  up->add_flag("--agent", a->up.agent,
+               "Also start ros2-agent (offload mode) with its socket in DIR/agent.sock, the admin tenant mapped for "
+               "root and the current user");
+  up->add_option("--agent-binary", a->up.agent_binary, "Path of the ros2-agent binary");
   up->add_option("--timeout", a->timeout_s, "Seconds to wait until the engine is ready")->capture_default_str();
   up->callback([&ctx, a, selected] {
     *selected = [&ctx, a]() -> Result<CommandOutput> {
@@ -71,6 +75,10 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
           "Use it with: ros2ctl --data-dir {} pool create mypool --size 1GiB\n",
           info.data_dir, info.pid, info.targets, info.storage_class, info.transport, info.control,
           info.admin_secret_file, info.log_file, info.data_dir);
+      if (!info.agent_socket.empty()) {
+        human += fmt::format("  agent socket:       {} (ros2-agent pid {}, log {})\n", info.agent_socket,
+                             info.agent_pid, info.agent_log);
+      }
       if (!info.listen.empty()) {
         human +=
             fmt::format("  TCP (TLS) endpoint: {}; clients and joining engines trust {}\n", info.listen, info.tls_ca);

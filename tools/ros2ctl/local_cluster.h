@@ -33,6 +33,11 @@ struct ClusterUpOptions {
   // CA and an engine certificate made in DIR/tls when missing (mode 0600).
   std::string listen;
   std::chrono::seconds ready_timeout{60};
+  // Also start ros2-agent (offload mode, docs/agent.md) beside the engine:
+  // socket DIR/agent.sock, config DIR/agent.yaml, log DIR/agent.log, the
+  // admin tenant mapped for root and the current uid.
+  bool agent = false;
+  std::string agent_binary;  // empty: ROS2_AGENT, the build tree, next to ros2ctl, PATH
 };
 
 // Everything `cluster up` reports.
@@ -48,6 +53,10 @@ struct ClusterInfo {
   std::string transport;
   std::string listen;  // the TCP listener, when asked for
   std::string tls_ca;  // its CA certificate (DIR/tls/ca.crt)
+  // With --agent: DIR/agent.sock, the agent's pid and log.
+  std::string agent_socket;
+  int agent_pid = 0;
+  std::string agent_log;
   nlohmann::json ToJson() const;
 };
 
@@ -56,12 +65,16 @@ struct ClusterInfo {
 // engine.log.
 Result<ClusterInfo> ClusterUp(const ClusterUpOptions& options);
 
-// Stops the engine (SIGTERM, then waits up to `timeout`; SIGKILL afterwards when
-// `force`). Returns false when no engine was running.
+// Stops the agent when one runs (DIR/agent.pid), then the engine (SIGTERM,
+// then waits up to `timeout`; SIGKILL afterwards when `force`). Returns false
+// when no engine was running.
 Result<bool> ClusterDown(const std::string& data_dir, std::chrono::seconds timeout, bool force);
 
 // The pid of the running engine of `data_dir`, or 0.
 int RunningEnginePid(const std::string& data_dir);
+
+// The agent.yaml text `cluster up --agent` writes (docs/agent.md).
+std::string AgentConfigYaml(const ClusterUpOptions& options);
 
 // The engine.yaml text for these options (exposed for tests and docs).
 std::string EngineConfigYaml(const ClusterUpOptions& options);

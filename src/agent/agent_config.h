@@ -1,0 +1,72 @@
+// AgentConfig: what `ros2-agent` is told at start, from a YAML file
+// (docs/agent.md, "Running it"). Every key but `control` and `tenants` is
+// optional:
+//   socket: /run/ros2/agent.sock     # Unix socket (SOCK_SEQPACKET) hosts connect to
+//   socket_mode: 0666                # its permission bits (callers are told apart by SO_PEERCRED)
+//   control: unix:/path/control.sock # the engine's control endpoint
+//   transport: auto                  # auto | shm | tcp | rdma, agent <-> engine
+//   net_devices: lo
+//   log_level: info
+//   spin: 50us                       # how long a session thread polls its ring before it sleeps
+//   io_timeout: 30s                  # each data-plane request of the agent's clients
+//   max_sessions: 256
+//   max_sessions_per_tenant: 64
+//   max_ring_entries: 4096           # largest submission ring a host may bring
+//   max_arena: 1GiB                  # largest arena a host may bring
+//   tenants:                         # caller -> tenant, first match by uid, then by gid
+//     - { name: admin, secret_file: /path/admin.secret, uids: [0], gids: [] }
+// A value type; parsing is a free function, safe from any thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "common/status.h"
+
+namespace ros2::agent {
+
+struct TenantMapping {
+  std::string name;
+  std::string secret_file;  // first line: the tenant's secret (never sent to a host)
+  std::vector<uid_t> uids;
+  std::vector<gid_t> gids;
+};
+
+struct AgentConfig {
+  std::string socket = "/run/ros2/agent.sock";
+  uint32_t socket_mode = 0666;
+  std::string control;
+  std::string transport = "auto";
+  std::string net_devices = "lo";
+  std::string log_level = "info";
+  std::chrono::microseconds spin{50};
+  std::chrono::milliseconds io_timeout{30000};
+  uint32_t max_sessions = 256;
+  uint32_t max_sessions_per_tenant = 64;
+  uint32_t max_ring_entries = 4096;
+  uint64_t max_arena = uint64_t{1} << 30;
+  std::vector<TenantMapping> tenants;
+  std::string origin = "defaults";
+};
+
+// Applies the keys of `root` on top of `config`; errors name `origin` and the
+// key ("agent.yaml: tenants[1].uids: ...").
+Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentConfig* config);
+// Loads a YAML file on top of the defaults and checks it (control set, at
+// least one tenant, tenant names unique, secret files readable).
+Result<AgentConfig> LoadAgentConfig(const std::string& path);
+Status FinalizeAgentConfig(AgentConfig* config);
+
+// The tenant of a caller: the first tenant listing `uid`, else the first
+// listing `gid`; nullptr when none does.
+const TenantMapping* FindTenant(const AgentConfig& config, uid_t uid, gid_t gid);
+
+}  // namespace ros2::agent

@@ -1,0 +1,887 @@
+// The host library of offload mode: connection, arena, rings, calls.
+#include "agent/host_session.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "agent/wire.h"
+
+namespace ros2::agent {
+
+struct HostSession::Waiter {
+  bool done = false;
+  bool abandoned = false;  // the caller timed out: free `owned` when the completion comes
+  CompleteEntry cqe{};
+  std::vector<ArenaBuffer> owned;
+};
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint64_t kArenaAlign = 64;
+constexpr uint64_t kBounceMax = uint64_t{8} << 20;
+constexpr uint32_t kMessageRoom = 512;  // bytes of error message a call leaves room for
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+Status SendAll(int fd, const void* data, size_t len, const int* fds, size_t nfds) {
+  iovec iov{const_cast<void*>(data), len};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 3)]{};
+  if (nfds > 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+    std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+  }
+  if (::sendmsg(fd, &msg, MSG_NOSIGNAL) != static_cast<ssize_t>(len)) return Status::FromErrno(errno, "send hello");
+  return Status::Ok();
+}
+
+// Connects and exchanges one message; returns the socket and the reply.
+Result<std::pair<int, std::string>> Exchange(const std::string& path, MessageType type, const int* fds, size_t nfds,
+                                             std::chrono::milliseconds timeout, uint64_t* session_id) {
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno(errno, "offload: socket");
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof addr.sun_path) {
+    ::close(fd);
+    return Status::InvalidArgument("offload: agent socket path too long: " + path);
+  }
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int e = errno;
+    ::close(fd);
+    return Status::Disconnected("offload: cannot connect to the agent at " + path + ": " + std::strerror(e));
+  }
+  HelloMessage hello{};
+  hello.magic = kHelloMagic;
+  hello.version = kProtocolVersion;
+  hello.type = static_cast<uint16_t>(type);
+  if (Status st = SendAll(fd, &hello, sizeof hello, fds, nfds); !st.ok()) {
+    ::close(fd);
+    return Status::Disconnected("offload: agent at " + path + ": " + st.message());
+  }
+  pollfd p{fd, POLLIN, 0};
+  int n = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  if (n <= 0) {
+    ::close(fd);
+    return Status::TimedOut("offload: no reply from the agent at " + path);
+  }
+  std::string buf(kMaxReplySize, '\0');
+  ssize_t got = ::recv(fd, buf.data(), buf.size(), 0);
+  if (got < static_cast<ssize_t>(sizeof(HelloReply))) {
+    ::close(fd);
+    return Status::Disconnected("offload: the agent at " + path + " closed the connection without a reply");
+  }
+  HelloReply r;
+  std::memcpy(&r, buf.data(), sizeof r);
+  size_t len = std::min<size_t>(r.message_len, static_cast<size_t>(got) - sizeof r);
+  std::string text = buf.substr(sizeof r, len);
+  if (r.magic != kHelloMagic) {
+    ::close(fd);
+    return Status::Protocol("offload: the peer at " + path + " is not a ros2-agent");
+  }
+  if (r.code != 0) {
+    ::close(fd);
+    return Status::FromCode(static_cast<uint8_t>(r.code), text);
+  }
+  *session_id = r.session_id;
+  return std::make_pair(fd, std::move(text));
+}
+
+}  // namespace
+
+Result<std::string> QueryAgentStatus(const std::string& socket, std::chrono::milliseconds timeout) {
+  uint64_t id = 0;
+  ROS2_ASSIGN_OR_RETURN(auto r, Exchange(socket, MessageType::kStatus, nullptr, 0, timeout, &id));
+  ::close(r.first);
+  return r.second;
+}
+
+Result<std::unique_ptr<HostSession>> HostSession::Connect(const HostOptions& options) {
+  if (!IsPowerOfTwo(options.ring_entries) || options.ring_entries < kMinRingEntries ||
+      options.ring_entries > kMaxRingEntries) {
+    return Status::InvalidArgument("offload: ring_entries must be a power of two in 2 .. 65536");
+  }
+  if (options.arena_size < 4096 || options.arena_size > kMaxArenaSize) {
+    return Status::InvalidArgument("offload: arena_size must be 4 KiB .. 16 GiB");
+  }
+  auto s = std::unique_ptr<HostSession>(new HostSession());
+  s->options_ = options;
+  s->geometry_ = ComputeGeometry(options.ring_entries, options.ring_entries * 2, AlignUp(options.arena_size, 4096));
+  const RingGeometry& g = s->geometry_;
+
+  int memfd = ::memfd_create("ros2-offload", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (memfd < 0) return Status::FromErrno(errno, "offload: memfd_create");
+  auto close_memfd = [&] { ::close(memfd); };
+  if (::ftruncate(memfd, static_cast<off_t>(g.total_size)) != 0) {
+    close_memfd();
+    return Status::FromErrno(errno, "offload: sizing the memfd");
+  }
+  // The agent refuses a region that could shrink under its mapping.
+  if (::fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    close_memfd();
+    return Status::FromErrno(errno, "offload: sealing the memfd");
+  }
+  void* map = ::mmap(nullptr, g.total_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (map == MAP_FAILED) {
+    close_memfd();
+    return Status::FromErrno(errno, "offload: mapping the memfd");
+  }
+  s->map_ = map;
+  auto* h = new (map) RingHeader{};
+  h->magic = kRingMagic;
+  h->version = kRingVersion;
+  h->header_size = kHeaderSize;
+  h->sq_entries = g.sq_entries;
+  h->cq_entries = g.cq_entries;
+  h->sqe_size = sizeof(SubmitEntry);
+  h->cqe_size = sizeof(CompleteEntry);
+  h->sq_offset = g.sq_offset;
+  h->cq_offset = g.cq_offset;
+  h->arena_offset = g.arena_offset;
+  h->arena_size = g.arena_size;
+  h->total_size = g.total_size;
+  s->free_[0] = g.arena_size;
+
+  s->sq_eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  s->cq_eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (s->sq_eventfd_ < 0 || s->cq_eventfd_ < 0) {
+    close_memfd();
+    return Status::FromErrno(errno, "offload: eventfd");
+  }
+  int fds[3] = {memfd, s->sq_eventfd_, s->cq_eventfd_};
+  auto r = Exchange(options.socket, MessageType::kHello, fds, 3,
+                    std::min(options.timeout, std::chrono::milliseconds(10000)), &s->id_);
+  close_memfd();  // the mapping keeps the region; the agent has its own descriptor
+  if (!r.ok()) return r.status();
+  s->socket_ = r->first;
+  s->tenant_ = std::move(r->second);
+  return s;
+}
+
+HostSession::~HostSession() {
+  if (socket_ >= 0) ::close(socket_);
+  if (sq_eventfd_ >= 0) ::close(sq_eventfd_);
+  if (cq_eventfd_ >= 0) ::close(cq_eventfd_);
+  if (map_ != nullptr) ::munmap(map_, geometry_.total_size);
+}
+
+// --- arena ---
+
+Result<ArenaBuffer> HostSession::Allocate(uint64_t size) {
+  if (size == 0) size = 1;
+  size = AlignUp(size, kArenaAlign);
+  std::lock_guard<std::mutex> lock(alloc_mu_);
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (it->second < size) continue;
+    uint64_t off = it->first, len = it->second;
+    free_.erase(it);
+    if (len > size) free_[off + size] = len - size;
+    return ArenaBuffer{arena() + off, off, size};
+  }
+  return Status::NoSpace("offload: the arena (" + std::to_string(geometry_.arena_size) + " bytes) has no free " +
+                         std::to_string(size) + " bytes");
+}
+
+void HostSession::Free(const ArenaBuffer& b) {
+  if (!b) return;
+  std::lock_guard<std::mutex> lock(alloc_mu_);
+  uint64_t off = b.offset, len = b.size;
+  auto next = free_.lower_bound(off);
+  if (next != free_.end() && off + len == next->first) {
+    len += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == off) {
+      prev->second += len;
+      return;
+    }
+  }
+  free_[off] = len;
+}
+
+bool HostSession::InArena(const void* p, uint64_t n) const {
+  auto* b = static_cast<const std::byte*>(p);
+  return b >= arena() && ArenaRangeOk(static_cast<uint64_t>(b - arena()), n, geometry_.arena_size);
+}
+
+// --- rings ---
+
+Status HostSession::DisconnectedStatus() const {
+  return Status::Disconnected("offload: the agent at " + options_.socket + " " + disconnect_reason_);
+}
+
+size_t HostSession::DrainLocked() {
+  RingHeader* h = header();
+  const uint32_t tail = h->cq_tail.value.load(std::memory_order_acquire);
+  const uint32_t avail = tail - cq_head_;
+  if (avail == 0 || avail > geometry_.cq_entries) return 0;
+  auto* cq = reinterpret_cast<CompleteEntry*>(static_cast<std::byte*>(map_) + geometry_.cq_offset);
+  for (uint32_t i = 0; i < avail; ++i) {
+    CompleteEntry cqe;
+    std::memcpy(&cqe, &cq[(cq_head_ + i) & (geometry_.cq_entries - 1)], sizeof cqe);
+    if (auto it = waiters_.find(cqe.user_data); it != waiters_.end()) {
+      auto w = it->second;
+      waiters_.erase(it);
+      if (w->abandoned) {
+        for (const auto& b : w->owned) Free(b);
+      } else {
+        w->cqe = cqe;
+        w->done = true;
+      }
+    } else if (auto b = batch_slots_.find(cqe.user_data); b != batch_slots_.end()) {
+      IoCompletion c;
+      std::string msg;
+      if (cqe.msg_len > 0 && b->second.args) {
+        msg.assign(reinterpret_cast<const char*>(b->second.args.data),
+                   std::min<uint64_t>(cqe.msg_len, b->second.args.size));
+      }
+      c.user_data = b->second.user_data;
+      if (cqe.code != 0 || cqe.result < 0) {
+        c.status = CompletionStatus(cqe, msg);
+        c.error = cqe.result < 0 ? static_cast<int>(-cqe.result) : EIO;
+      } else {
+        c.size = static_cast<uint64_t>(cqe.result);
+      }
+      Free(b->second.args);
+      batch_slots_.erase(b);
+      ready_.push_back(std::move(c));
+    }
+  }
+  cq_head_ = tail;
+  h->cq_head.value.store(cq_head_, std::memory_order_release);
+  in_flight_ -= std::min<size_t>(in_flight_, avail);
+  cv_.notify_all();
+  return avail;
+}
+
+void HostSession::PollOnce(std::unique_lock<std::mutex>& lock, Clock::time_point deadline) {
+  RingHeader* h = header();
+  polling_ = true;
+  lock.unlock();
+  const auto spin_end = Clock::now() + options_.spin;
+  bool have = false;
+  while (Clock::now() < spin_end) {
+    if (h->cq_tail.value.load(std::memory_order_acquire) != cq_head_) {
+      have = true;
+      break;
+    }
+    for (int i = 0; i < 32; ++i) CpuRelax();
+  }
+  bool gone = false;
+  if (!have) {
+    h->host_sleeping.value.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (h->cq_tail.value.load(std::memory_order_acquire) == cq_head_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      int wait_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 100));
+      pollfd fds[2] = {{cq_eventfd_, POLLIN, 0}, {socket_, POLLIN | POLLRDHUP, 0}};
+      int n = ::poll(fds, 2, wait_ms);
+      if (n > 0 && (fds[0].revents & POLLIN)) {
+        uint64_t v;
+        (void)!::read(cq_eventfd_, &v, sizeof v);
+      }
+      if (n > 0 && fds[1].revents != 0) gone = true;
+    }
+    h->host_sleeping.value.store(0, std::memory_order_relaxed);
+  }
+  lock.lock();
+  polling_ = false;
+  DrainLocked();
+  if (gone && !disconnected_) {
+    disconnected_ = true;
+    disconnect_reason_ = header()->closed.value.load(std::memory_order_acquire) != 0
+                             ? "closed the session (a protocol error of this process; the reason is in its log)"
+                             : "is gone (the socket hung up: the agent exited or was killed)";
+  }
+  cv_.notify_all();
+}
+
+template <typename Pred>
+Status HostSession::WaitFor(std::unique_lock<std::mutex>& lock, Pred pred, Clock::time_point deadline) {
+  for (;;) {
+    if (!polling_) DrainLocked();  // what already came, without waiting (a zero timeout still reaps)
+    if (pred()) return Status::Ok();
+    if (disconnected_) return DisconnectedStatus();
+    if (Clock::now() >= deadline) {
+      return Status::TimedOut("offload: no completion from the agent at " + options_.socket + " in time");
+    }
+    if (!polling_) {
+      PollOnce(lock, deadline);
+    } else {
+      cv_.wait_until(lock, std::min(deadline, Clock::now() + std::chrono::milliseconds(20)));
+    }
+  }
+}
+
+Status HostSession::Push(std::unique_lock<std::mutex>& lock, const SubmitEntry* entries, size_t n,
+                         Clock::time_point deadline, size_t* pushed) {
+  RingHeader* h = header();
+  auto* sq = reinterpret_cast<SubmitEntry*>(static_cast<std::byte*>(map_) + geometry_.sq_offset);
+  for (size_t i = 0; i < n; ++i) {
+    ROS2_RETURN_IF_ERROR(WaitFor(
+        lock, [&] { return in_flight_ < geometry_.sq_entries; }, deadline));
+    std::memcpy(&sq[sq_tail_ & (geometry_.sq_entries - 1)], &entries[i], sizeof(SubmitEntry));
+    ++sq_tail_;
+    ++in_flight_;
+    if (pushed != nullptr) *pushed = i + 1;
+    // Publish per entry when the ring may fill before the batch ends.
+    if (i + 1 == n || in_flight_ == geometry_.sq_entries) {
+      h->sq_tail.value.store(sq_tail_, std::memory_order_release);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (h->agent_sleeping.value.load(std::memory_order_relaxed) != 0) {
+        uint64_t one = 1;
+        (void)!::write(sq_eventfd_, &one, sizeof one);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status HostSession::CompletionStatus(const CompleteEntry& cqe, std::string_view message) const {
+  if (cqe.code != 0) {
+    std::string msg(message);
+    if (msg.empty()) msg = "offload: the agent reported error " + std::to_string(-cqe.result);
+    return Status::FromCode(static_cast<uint8_t>(cqe.code), std::move(msg));
+  }
+  return Status::FromErrno(static_cast<int>(-cqe.result), "offload: agent");
+}
+
+Result<CompleteEntry> HostSession::Call(SubmitEntry sqe, const std::vector<std::byte>& args, uint64_t result_size,
+                                        std::vector<std::byte>* result) {
+  const auto deadline = Clock::now() + options_.timeout;
+  if (args.size() > kMaxArgsSize - kMessageRoom) return Status::InvalidArgument("offload: arguments too large");
+  auto w = std::make_shared<Waiter>();
+  ROS2_ASSIGN_OR_RETURN(ArenaBuffer a, Allocate(args.size() + kMessageRoom));
+  w->owned.push_back(a);
+  if (!args.empty()) std::memcpy(a.data, args.data(), args.size());
+  sqe.args_off = a.offset;
+  sqe.args_len = static_cast<uint32_t>(args.size());
+  sqe.args_cap = static_cast<uint32_t>(a.size);
+  ArenaBuffer res;
+  if (result_size > 0) {
+    auto r = Allocate(result_size);
+    if (!r.ok()) {
+      Free(a);
+      return r.status();
+    }
+    res = *r;
+    w->owned.push_back(res);
+    sqe.buf_off = res.offset;
+    sqe.buf_len = res.size;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (disconnected_) {
+    for (const auto& b : w->owned) Free(b);
+    return DisconnectedStatus();
+  }
+  const uint64_t token = next_token_++;
+  sqe.user_data = token;
+  waiters_[token] = w;
+  Status st = Push(lock, &sqe, 1, deadline);
+  if (!st.ok()) {
+    waiters_.erase(token);
+    for (const auto& b : w->owned) Free(b);
+    return st;
+  }
+  st = WaitFor(
+      lock, [&] { return w->done; }, deadline);
+  if (!st.ok()) {
+    // Still in flight: the agent may yet write into these areas. They are
+    // freed when (if) the completion comes.
+    w->abandoned = true;
+    if (disconnected_) waiters_.erase(token);  // nothing will come; the areas die with the session
+    return st;
+  }
+  lock.unlock();
+  CompleteEntry cqe = w->cqe;
+  Status failed;
+  if (cqe.code != 0 || cqe.result < 0) {
+    std::string msg(reinterpret_cast<const char*>(a.data), std::min<uint64_t>(cqe.msg_len, a.size));
+    failed = CompletionStatus(cqe, msg);
+  } else if (result != nullptr && res) {
+    uint64_t n = std::min<uint64_t>(cqe.aux, res.size);
+    result->assign(res.data, res.data + n);
+  }
+  for (const auto& b : w->owned) Free(b);
+  if (!failed.ok()) return failed;
+  return cqe;
+}
+
+// --- operations ---
+
+namespace {
+
+SubmitEntry MakeEntry(Opcode op, uint32_t mount, const dfs::Entry& e) {
+  SubmitEntry s{};
+  s.opcode = static_cast<uint8_t>(op);
+  s.mount = static_cast<uint16_t>(mount);
+  s.entry = ToWire(e);
+  return s;
+}
+
+std::vector<std::byte> NameArgs(const dfs::Entry& e, std::initializer_list<std::string_view> more = {}) {
+  ArgWriter w;
+  w.Str(e.name);
+  for (auto s : more) w.Str(s);
+  return w.bytes();
+}
+
+constexpr uint64_t kEntryResult = sizeof(WireEntry) + 4 + dfs::kMaxNameLength + 64;
+constexpr uint64_t kAttrResult = 17 * 8;
+
+Status CheckMount(uint32_t mount) {
+  if (mount > 0xffff) return Status::InvalidArgument("offload: mount index out of range");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<OffloadMount> HostSession::Mount(std::string_view pool, std::string_view container,
+                                        const dfs::MountOptions& options) {
+  ArgWriter w;
+  w.Str(pool);
+  w.Str(container);
+  w.U64(options.chunk_size);
+  w.U32(options.create ? 1 : 0);
+  w.U32(static_cast<uint32_t>(options.file_class));
+  w.U32(static_cast<uint32_t>(options.dir_class));
+  SubmitEntry s{};
+  s.opcode = static_cast<uint8_t>(Opcode::kMount);
+  std::vector<std::byte> out;
+  ROS2_ASSIGN_OR_RETURN(CompleteEntry c, Call(s, w.bytes(), kEntryResult + 8, &out));
+  ArgReader r(out);
+  OffloadMount m;
+  m.index = static_cast<uint32_t>(c.result);
+  if (!r.Entry(&m.root) || !r.U64(&m.chunk_size)) return Status::Protocol("offload: malformed mount result");
+  return m;
+}
+
+Status HostSession::Unmount(uint32_t mount) {
+  ROS2_RETURN_IF_ERROR(CheckMount(mount));
+  SubmitEntry s{};
+  s.opcode = static_cast<uint8_t>(Opcode::kUnmount);
+  s.mount = static_cast<uint16_t>(mount);
+  auto c = Call(s, {}, 0, nullptr);
+  return c.ok() ? Status::Ok() : c.status();
+}
+
+Result<dfs::Entry> HostSession::EntryCall(Opcode op, uint32_t mount, const dfs::Entry& entry,
+                                          const std::vector<std::byte>& args, uint32_t op_flags, uint32_t mode,
+                                          uint64_t offset, int64_t* value) {
+  ROS2_RETURN_IF_ERROR(CheckMount(mount));
+  SubmitEntry s = MakeEntry(op, mount, entry);
+  s.op_flags = op_flags;
+  s.mode = mode;
+  s.offset = offset;
+  std::vector<std::byte> out;
+  ROS2_ASSIGN_OR_RETURN(CompleteEntry c, Call(s, args, kEntryResult, &out));
+  if (value != nullptr) *value = c.result;
+  ArgReader r(out);
+  dfs::Entry e;
+  if (!r.Entry(&e)) return Status::Protocol("offload: malformed entry result");
+  return e;
+}
+
+Status HostSession::SimpleCall(Opcode op, uint32_t mount, const dfs::Entry& entry, const std::vector<std::byte>& args,
+                               uint32_t op_flags, uint64_t offset) {
+  ROS2_RETURN_IF_ERROR(CheckMount(mount));
+  SubmitEntry s = MakeEntry(op, mount, entry);
+  s.op_flags = op_flags;
+  s.offset = offset;
+  auto c = Call(s, args, 0, nullptr);
+  return c.ok() ? Status::Ok() : c.status();
+}
+
+Result<dfs::Entry> HostSession::Lookup(uint32_t mount, const dfs::Entry& parent, std::string_view name) {
+  return EntryCall(Opcode::kLookup, mount, parent, NameArgs(parent, {name}));
+}
+
+Result<dfs::Entry> HostSession::LookupPath(uint32_t mount, std::string_view path) {
+  ArgWriter w;
+  w.Str(path);
+  return EntryCall(Opcode::kLookupPath, mount, dfs::Entry{}, w.bytes());
+}
+
+Result<std::pair<dfs::Entry, dfs::Attr>> HostSession::LookupWithAttr(uint32_t mount, const dfs::Entry& parent,
+                                                                     std::string_view name) {
+  ROS2_RETURN_IF_ERROR(CheckMount(mount));
+  std::vector<std::byte> out;
+  ROS2_RETURN_IF_ERROR(Call(MakeEntry(Opcode::kLookupWithAttr, mount, parent), NameArgs(parent, {name}),
+                            kEntryResult + kAttrResult, &out)
+                           .status());
+  ArgReader r(out);
+  std::pair<dfs::Entry, dfs::Attr> ea;
+  if (!r.Entry(&ea.first) || !r.Attr(&ea.second)) return Status::Protocol("offload: malformed lookup result");
+  return ea;
+}
+
+Result<dfs::Entry> HostSession::Open(uint32_t mount, const dfs::Entry& parent, std::string_view name, int flags,
+                                     mode_t mode, bool* created) {
+  int64_t v = 0;
+  auto e = EntryCall(Opcode::kOpen, mount, parent, NameArgs(parent, {name}), static_cast<uint32_t>(flags), mode, 0, &v);
+  if (e.ok() && created != nullptr) *created = v == 1;
+  return e;
+}
+
+Result<dfs::Entry> HostSession::Mkdir(uint32_t mount, const dfs::Entry& parent, std::string_view name, mode_t mode) {
+  return EntryCall(Opcode::kMkdir, mount, parent, NameArgs(parent, {name}), 0, mode);
+}
+
+Result<dfs::Entry> HostSession::MkdirAll(uint32_t mount, std::string_view path, mode_t mode, uint64_t* created) {
+  ArgWriter w;
+  w.Str(path);
+  int64_t v = 0;
+  auto e = EntryCall(Opcode::kMkdirAll, mount, dfs::Entry{}, w.bytes(), 0, mode, 0, &v);
+  if (e.ok() && created != nullptr) *created = static_cast<uint64_t>(v);
+  return e;
+}
+
+Result<dfs::Entry> HostSession::Symlink(uint32_t mount, const dfs::Entry& parent, std::string_view name,
+                                        std::string_view target) {
+  return EntryCall(Opcode::kSymlink, mount, parent, NameArgs(parent, {name, target}));
+}
+
+Result<dfs::Entry> HostSession::Mknod(uint32_t mount, const dfs::Entry& parent, std::string_view name, mode_t mode,
+                                      uint64_t rdev) {
+  return EntryCall(Opcode::kMknod, mount, parent, NameArgs(parent, {name}), 0, mode, rdev);
+}
+
+Result<dfs::Entry> HostSession::Link(uint32_t mount, const dfs::Entry& target, const dfs::Entry& new_parent,
+                                     std::string_view new_name) {
+  ArgWriter w;
+  w.Str(target.name);
+  w.Entry(new_parent);
+  w.Str(new_name);
+  return EntryCall(Opcode::kLink, mount, target, w.bytes());
+}
+
+Result<std::string> HostSession::Readlink(uint32_t mount, const dfs::Entry& link) {
+  ROS2_RETURN_IF_ERROR(CheckMount(mount));
+  std::vector<std::byte> out;
+  ROS2_RETURN_IF_ERROR(
+      Call(MakeEntry(Opcode::kReadlink, mount, link), NameArgs(link), dfs::kMaxPathLength + 64, &out).status());
+  return std::string(reinterpret_cast<const char*>(out.data()), out.size());
+}
+
+Status HostSession::Unlink(uint32_t mount, const dfs::Entry& parent, std::string_view name) {
+  return SimpleCall(Opcode::kUnlink, mount, parent, NameArgs(parent, {name}));
+}
+
+Status HostSession::Rmdir(uint32_t mount, const dfs::Entry& parent, std::string_view name) {
+  return SimpleCall(Opcode::kRmdir, mount, parent, NameArgs(parent, {name}));
+}
+
+Status HostSession::Rename(uint32_t mount, const dfs::Entry& parent, std::string_view name,
+                           const dfs::Entry& new_parent, std::string_view new_name, unsigned flags) {
+  ArgWriter w;
+  w.Str(parent.name);
+  w.Str(name);
+  w.Entry(new_parent);
+  w.Str(new_name);
+  return SimpleCall(Opcode::kRename, mount, parent, w.bytes(), flags);
+}
+
+Result<dfs::Attr> HostSession::Stat(uint32_t mount, const dfs::Entry& entry) {
+  ROS2_RETURN_IF_ERROR(CheckMount(mount));
+  std::vector<std::byte> out;
+  ROS2_RETURN_IF_ERROR(Call(MakeEntry(Opcode::kStat, mount, entry), NameArgs(entry), kAttrResult, &out).status());
+  ArgReader r(out);
+  dfs::Attr a;
+  if (!r.Attr(&a)) return Status::Protocol("offload: malformed stat result");
+  return a;
+}
+
+Result<dfs::Attr> HostSession::SetAttr(uint32_t mount, const dfs::Entry& entry, const dfs::SetAttrArgs& args) {
+  ROS2_RETURN_IF_ERROR(CheckMount(mount));
+  ArgWriter w;
+  w.Str(entry.name);
+  w.U32(static_cast<uint32_t>(args.mode));
+  w.U32(static_cast<uint32_t>(args.uid));
+  w.U32(static_cast<uint32_t>(args.gid));
+  w.U64(args.size);
+  w.I64(args.atime.tv_sec);
+  w.I64(args.atime.tv_nsec);
+  w.I64(args.mtime.tv_sec);
+  w.I64(args.mtime.tv_nsec);
+  SubmitEntry s = MakeEntry(Opcode::kSetAttr, mount, entry);
+  s.op_flags = args.mask;
+  std::vector<std::byte> out;
+  ROS2_RETURN_IF_ERROR(Call(s, w.bytes(), kAttrResult, &out).status());
+  ArgReader r(out);
+  dfs::Attr a;
+  if (!r.Attr(&a)) return Status::Protocol("offload: malformed setattr result");
+  return a;
+}
+
+Status HostSession::Truncate(uint32_t mount, const dfs::Entry& file, uint64_t size) {
+  return SimpleCall(Opcode::kTruncate, mount, file, NameArgs(file), 0, size);
+}
+
+Result<dfs::StatFs> HostSession::Statfs(uint32_t mount) {
+  ROS2_RETURN_IF_ERROR(CheckMount(mount));
+  std::vector<std::byte> out;
+  ROS2_RETURN_IF_ERROR(Call(MakeEntry(Opcode::kStatfs, mount, dfs::Entry{}), {}, 6 * 8, &out).status());
+  ArgReader r(out);
+  dfs::StatFs s;
+  uint64_t name_max = 0;
+  if (!r.U64(&s.block_size) || !r.U64(&s.blocks) || !r.U64(&s.blocks_free) || !r.U64(&s.files) ||
+      !r.U64(&s.files_free) || !r.U64(&name_max)) {
+    return Status::Protocol("offload: malformed statfs result");
+  }
+  s.name_max = static_cast<uint32_t>(name_max);
+  return s;
+}
+
+Result<std::vector<dfs::DirEntry>> HostSession::Readdir(uint32_t mount, const dfs::Entry& dir, dfs::DirAnchor& anchor,
+                                                        size_t max) {
+  ROS2_RETURN_IF_ERROR(CheckMount(mount));
+  if (max == 0) return Status::InvalidArgument("offload readdir: max must be at least 1");
+  max = std::min<size_t>(max, 1024);
+  ArgWriter w;
+  w.Str(dir.name);
+  w.U32(anchor.shard);
+  w.U32(anchor.eof ? 1 : 0);
+  w.Str(anchor.position);
+  SubmitEntry s = MakeEntry(Opcode::kReaddir, mount, dir);
+  s.op_flags = static_cast<uint32_t>(max);
+  std::vector<std::byte> out;
+  ROS2_RETURN_IF_ERROR(
+      Call(s, w.bytes(), kReaddirHeaderReserve + max * (kDirRecordFixed + dfs::kMaxNameLength), &out).status());
+  ArgReader r(out);
+  uint32_t count = 0, eof = 0;
+  dfs::DirAnchor next;
+  if (!r.U32(&count) || !r.U32(&next.shard) || !r.U32(&eof) || !r.Str(&next.position, 4096)) {
+    return Status::Protocol("offload: malformed readdir result");
+  }
+  next.eof = eof != 0;
+  std::vector<dfs::DirEntry> list;
+  for (uint32_t i = 0; i < count; ++i) {
+    dfs::DirEntry d;
+    uint32_t mode = 0;
+    if (!r.U64(&d.oid.hi) || !r.U64(&d.oid.lo) || !r.U64(&d.ino) || !r.U32(&mode) ||
+        !r.Str(&d.name, dfs::kMaxNameLength)) {
+      return Status::Protocol("offload: malformed readdir entry");
+    }
+    d.mode = static_cast<mode_t>(mode);
+    list.push_back(std::move(d));
+  }
+  anchor = std::move(next);
+  return list;
+}
+
+Result<uint64_t> HostSession::DataCall(Opcode op, uint32_t mount, const dfs::Entry& file, uint64_t offset,
+                                       const ArenaBuffer& buf) {
+  ROS2_RETURN_IF_ERROR(CheckMount(mount));
+  SubmitEntry s = MakeEntry(op, mount, file);
+  s.offset = offset;
+  s.buf_off = buf.offset;
+  s.buf_len = buf.size;
+  ROS2_ASSIGN_OR_RETURN(CompleteEntry c, Call(s, NameArgs(file), 0, nullptr));
+  return static_cast<uint64_t>(c.result);
+}
+
+namespace {
+
+// The largest piece of one entry: the agent refuses entries spanning more
+// than kMaxChunksPerIo chunks.
+uint64_t PieceLimit(const dfs::Entry& file) {
+  return file.chunk_size != 0 ? (kMaxChunksPerIo - 1) * file.chunk_size : ~uint64_t{0};
+}
+
+}  // namespace
+
+Result<uint64_t> HostSession::Read(uint32_t mount, const dfs::Entry& file, uint64_t offset,
+                                   std::span<std::byte> buffer) {
+  if (buffer.empty()) return uint64_t{0};
+  const bool in_arena = InArena(buffer.data(), buffer.size());
+  const uint64_t piece = std::min<uint64_t>({buffer.size(), PieceLimit(file), in_arena ? ~uint64_t{0} : kBounceMax,
+                                             in_arena ? ~uint64_t{0} : geometry_.arena_size / 2});
+  ArenaBuffer bounce;
+  if (!in_arena) {
+    ROS2_ASSIGN_OR_RETURN(bounce, Allocate(piece));
+  }
+  uint64_t done = 0;
+  Status st;
+  while (done < buffer.size()) {
+    const uint64_t n = std::min<uint64_t>(piece, buffer.size() - done);
+    ArenaBuffer b = in_arena
+                        ? ArenaBuffer{buffer.data() + done, static_cast<uint64_t>(buffer.data() + done - arena()), n}
+                        : ArenaBuffer{bounce.data, bounce.offset, n};
+    auto got = DataCall(Opcode::kRead, mount, file, offset + done, b);
+    if (!got.ok()) {
+      st = got.status();
+      break;
+    }
+    if (!in_arena) std::memcpy(buffer.data() + done, bounce.data, *got);
+    done += *got;
+    if (*got < n) break;  // end of the file
+  }
+  // A timed-out read may still land in the bounce buffer: leave it allocated.
+  if (bounce && st.code() != Status::Code::kTimedOut) Free(bounce);
+  if (!st.ok()) return st;
+  return done;
+}
+
+Result<uint64_t> HostSession::Write(uint32_t mount, const dfs::Entry& file, uint64_t offset,
+                                    std::span<const std::byte> data) {
+  if (data.empty()) return uint64_t{0};
+  const bool in_arena = InArena(data.data(), data.size());
+  const uint64_t piece = std::min<uint64_t>({data.size(), PieceLimit(file), in_arena ? ~uint64_t{0} : kBounceMax,
+                                             in_arena ? ~uint64_t{0} : geometry_.arena_size / 2});
+  ArenaBuffer bounce;
+  if (!in_arena) {
+    ROS2_ASSIGN_OR_RETURN(bounce, Allocate(piece));
+  }
+  uint64_t done = 0;
+  Status st;
+  while (done < data.size()) {
+    const uint64_t n = std::min<uint64_t>(piece, data.size() - done);
+    ArenaBuffer b;
+    if (in_arena) {
+      auto* p = const_cast<std::byte*>(data.data() + done);
+      b = ArenaBuffer{p, static_cast<uint64_t>(p - arena()), n};
+    } else {
+      std::memcpy(bounce.data, data.data() + done, n);
+      b = ArenaBuffer{bounce.data, bounce.offset, n};
+    }
+    auto put = DataCall(Opcode::kWrite, mount, file, offset + done, b);
+    if (!put.ok()) {
+      st = put.status();
+      break;
+    }
+    done += *put;
+  }
+  if (bounce && st.code() != Status::Code::kTimedOut) Free(bounce);
+  if (!st.ok()) return st;
+  return done;
+}
+
+Status HostSession::Sync(uint32_t mount, const dfs::Entry& entry) {
+  return SimpleCall(Opcode::kSync, mount, entry, NameArgs(entry));
+}
+
+// --- batch ---
+
+Status HostSession::Submit(std::span<const IoRequest> requests) {
+  const auto deadline = Clock::now() + options_.timeout;
+  std::vector<SubmitEntry> entries;
+  std::vector<BatchSlot> slots;
+  Status st;
+  for (const auto& r : requests) {
+    if (r.mount > 0xffff) {
+      st = Status::InvalidArgument("offload: mount index out of range");
+      break;
+    }
+    if (r.buffer.empty() || !InArena(r.buffer.data(), r.buffer.size())) {
+      st = Status::InvalidArgument("offload: a batched I/O buffer must lie inside the arena (Allocate)");
+      break;
+    }
+    auto args = NameArgs(r.file);
+    auto a = Allocate(args.size() + kMessageRoom);
+    if (!a.ok()) {
+      st = a.status();
+      break;
+    }
+    std::memcpy(a->data, args.data(), args.size());
+    SubmitEntry s = MakeEntry(r.kind == IoKind::kRead ? Opcode::kRead : Opcode::kWrite, r.mount, r.file);
+    s.offset = r.offset;
+    s.buf_off = static_cast<uint64_t>(r.buffer.data() - arena());
+    s.buf_len = r.buffer.size();
+    s.args_off = a->offset;
+    s.args_len = static_cast<uint32_t>(args.size());
+    s.args_cap = static_cast<uint32_t>(a->size);
+    entries.push_back(s);
+    slots.push_back(BatchSlot{r.user_data, *a});
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (disconnected_) {
+    for (auto& s : slots) Free(s.args);
+    return DisconnectedStatus();
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const uint64_t token = next_token_++;
+    entries[i].user_data = token;
+    batch_slots_[token] = slots[i];
+  }
+  batch_in_flight_ += entries.size();
+  size_t pushed = 0;
+  Status push = Push(lock, entries.data(), entries.size(), deadline, &pushed);
+  for (size_t i = pushed; i < entries.size(); ++i) {  // never queued: no completion will come
+    Free(slots[i].args);
+    batch_slots_.erase(entries[i].user_data);
+    --batch_in_flight_;
+  }
+  if (!push.ok()) return push;
+  return st;
+}
+
+Status HostSession::SubmitRaw(const SubmitEntry& sqe) {
+  const auto deadline = Clock::now() + options_.timeout;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (disconnected_) return DisconnectedStatus();
+  SubmitEntry s = sqe;
+  const uint64_t token = next_token_++;
+  s.user_data = token;
+  batch_slots_[token] = BatchSlot{sqe.user_data, ArenaBuffer{}};
+  ++batch_in_flight_;
+  Status st = Push(lock, &s, 1, deadline);
+  if (!st.ok()) {
+    batch_slots_.erase(token);
+    --batch_in_flight_;
+  }
+  return st;
+}
+
+void HostSession::ForceSubmissionTail(uint32_t tail) {
+  std::lock_guard<std::mutex> lock(mu_);
+  header()->sq_tail.value.store(tail, std::memory_order_release);
+  uint64_t one = 1;
+  (void)!::write(sq_eventfd_, &one, sizeof one);
+}
+
+Result<size_t> HostSession::Reap(std::span<IoCompletion> out, size_t min_completions,
+                                 std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::unique_lock<std::mutex> lock(mu_);
+  min_completions = std::min(min_completions, out.size());
+  Status st = WaitFor(
+      lock, [&] { return ready_.size() >= std::min(min_completions, batch_in_flight_); }, deadline);
+  size_t n = 0;
+  while (n < out.size() && !ready_.empty()) {
+    out[n++] = std::move(ready_.front());
+    ready_.pop_front();
+    --batch_in_flight_;
+  }
+  if (n == 0 && !st.ok()) return st;
+  return n;
+}
+
+size_t HostSession::batch_in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return batch_in_flight_;
+}
+
+}  // namespace ros2::agent
