@@ -34,6 +34,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ros2/types.h"
@@ -42,9 +43,14 @@ namespace ros2::transport {
 class SharedBuffer;  // internal (src/transport/shared_segment.h)
 }
 
+namespace ros2::dfs {
+class Filesystem;  // ros2/dfs.h
+}  // namespace ros2::dfs
+
 namespace ros2::client {
 
 class ClientCore;     // internal (src/client)
+struct OffloadLink;   // internal: the agent session of offload mode
 class PoolCore;       // internal
 class ContainerCore;  // internal
 class ThreadIo;       // internal: one thread's worker and endpoints
@@ -78,6 +84,14 @@ struct ClientOptions {
   std::chrono::microseconds spin_budget{50};
   // Bytes per checksum chunk for updates (the engine verifies and stores them).
   uint32_t checksum_chunk_size = 4096;
+  // Offload mode (docs/agent.md): the Unix socket of a ros2-agent. When set,
+  // or when this is empty and the environment has ROS2_AGENT_SOCKET, this
+  // process runs no data plane and holds no capability: the DFS API
+  // (ros2/dfs.h) goes through the agent's shared-memory rings, as the tenant
+  // the agent maps this process's uid/gid to. The control endpoint, tenant,
+  // secret and transport are then not used, and the object API answers
+  // NotSupported.
+  std::string agent_socket;
 };
 
 enum class ValueKind : uint8_t { kSingle = 1, kArray = 2 };
@@ -201,11 +215,17 @@ class EventQueue {
   friend class Object;
   friend struct IoOp;
   friend struct TailQuery;
+  friend class ros2::dfs::Filesystem;
   explicit EventQueue(std::shared_ptr<ThreadIo> io);
   void Complete(uint64_t user_data, IoCallback& callback, const IoResult& result);
   size_t Drain(std::span<Event> out);
+  // Offload mode: an operation that already ran; it completes (its callback
+  // runs, or its event is queued) in the next Poll/Wait/WaitAny.
+  void Defer(IoCallback callback, const IoResult& result);
+  size_t RunDeferred();
 
-  std::shared_ptr<ThreadIo> io_;
+  std::shared_ptr<ThreadIo> io_;  // null in offload mode
+  std::deque<std::pair<IoCallback, IoResult>> deferred_;
   std::deque<Event> ready_;
   size_t in_flight_ = 0;
   uint64_t completions_ = 0;  // operations completed (event or callback), ever
@@ -261,11 +281,18 @@ class Container {
   Result<std::unique_ptr<EventQueue>> CreateEventQueue() const;
   // The pool's capacity and use (one control-plane call).
   Result<PoolSpace> QueryPoolSpace() const;
+  // Opened through a ros2-agent (ClientOptions::agent_socket): only the DFS
+  // API reaches it.
+  bool offload() const { return offload_ != nullptr; }
 
  private:
   friend class Pool;
+  friend class ros2::dfs::Filesystem;
   explicit Container(std::shared_ptr<ContainerCore> core);
-  std::shared_ptr<ContainerCore> core_;
+  explicit Container(std::shared_ptr<OffloadLink> offload);
+  std::shared_ptr<ContainerCore> core_;        // direct mode
+  std::shared_ptr<OffloadLink> offload_;       // offload mode
+  ContainerSummary offload_summary_;
 };
 
 // A connected pool (one session). Thread-safe; created by Client::ConnectPool.
@@ -288,7 +315,9 @@ class Pool {
  private:
   friend class Client;
   explicit Pool(std::shared_ptr<PoolCore> core);
-  std::shared_ptr<PoolCore> core_;
+  explicit Pool(std::shared_ptr<OffloadLink> offload);
+  std::shared_ptr<PoolCore> core_;       // direct mode
+  std::shared_ptr<OffloadLink> offload_;  // offload mode: the agent session and this pool's label
 };
 
 // An object of an open container: a cheap, copyable handle (no state on the
@@ -410,6 +439,9 @@ class Client {
   // "transport=shm tls=... devices=..." of the data-plane context.
   std::string DescribeTransport() const;
   const ClientOptions& options() const;
+  // Connected to a ros2-agent (ClientOptions::agent_socket) rather than to
+  // the engines.
+  bool offload() const;
 
  private:
   explicit Client(std::shared_ptr<ClientCore> core);

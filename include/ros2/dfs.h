@@ -181,10 +181,16 @@ enum RenameFlags : unsigned {
 };
 
 class FilesystemCore;  // internal (src/dfs)
+struct OffloadMount;   // internal (src/dfs/offload_mount.h): a mount held by ros2-agent
 
 // A mounted DFS namespace on an open container. Thread-safe: any thread may
 // call any method; each thread's I/O uses that thread's data-plane worker (see
 // ros2/client.h). The Container (and its Pool and Client) must outlive it.
+//
+// On a container opened in offload mode (ClientOptions::agent_socket) the
+// same methods run in ros2-agent, which mounts the container for this
+// process's tenant; every call is a submission on the agent's rings
+// (docs/agent.md). MountOptions' uid/gid are then the caller's own.
 class Filesystem {
  public:
   static Result<std::unique_ptr<Filesystem>> Mount(client::Container& container, const MountOptions& options = {});
@@ -279,8 +285,13 @@ class Filesystem {
 
  private:
   explicit Filesystem(std::shared_ptr<FilesystemCore> core);
+  explicit Filesystem(std::shared_ptr<OffloadMount> offload);
+  static Result<std::unique_ptr<Filesystem>> MountOffload(client::Container& container, const MountOptions& options);
+  // Offload mode's SubmitRead/SubmitWrite: the I/O ran; `eq` completes it.
+  static Status DeferOffloaded(client::EventQueue& eq, const Result<uint64_t>& done, client::IoCallback callback);
   Result<Attr> StatSlow(const Entry& entry);  // record, then size: for non-files and odd cases
-  std::shared_ptr<FilesystemCore> core_;
+  std::shared_ptr<FilesystemCore> core_;      // direct mode
+  std::shared_ptr<OffloadMount> offload_;     // offload mode
 };
 
 // The errno of a DFS status (0 for OK).

@@ -519,7 +519,20 @@ Result<dfs::Entry> HostSession::Lookup(uint32_t mount, const dfs::Entry& parent,
   return EntryCall(Opcode::kLookup, mount, parent, NameArgs(parent, {name}));
 }
 
+namespace {
+
+// What the DFS answers for a path over its limit, before it would overflow
+// the arguments of a submission.
+Status CheckPathLength(std::string_view path) {
+  if (path.size() <= dfs::kMaxPathLength) return Status::Ok();
+  return Status::NameTooLong("dfs: path of " + std::to_string(path.size()) + " bytes exceeds the limit of " +
+                             std::to_string(dfs::kMaxPathLength));
+}
+
+}  // namespace
+
 Result<dfs::Entry> HostSession::LookupPath(uint32_t mount, std::string_view path) {
+  ROS2_RETURN_IF_ERROR(CheckPathLength(path));
   ArgWriter w;
   w.Str(path);
   return EntryCall(Opcode::kLookupPath, mount, dfs::Entry{}, w.bytes());
@@ -551,6 +564,7 @@ Result<dfs::Entry> HostSession::Mkdir(uint32_t mount, const dfs::Entry& parent, 
 }
 
 Result<dfs::Entry> HostSession::MkdirAll(uint32_t mount, std::string_view path, mode_t mode, uint64_t* created) {
+  ROS2_RETURN_IF_ERROR(CheckPathLength(path));
   ArgWriter w;
   w.Str(path);
   int64_t v = 0;

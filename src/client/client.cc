@@ -5,6 +5,7 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include "agent/host_session.h"
 #include "client/client_internal.h"
 #include "transport/shared_segment.h"
 
@@ -93,6 +94,25 @@ void ThreadIo::DropEndpoint(const std::string& address) {
 }
 
 Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& options) {
+  std::string agent_socket = options.agent_socket;
+  if (agent_socket.empty()) {
+    if (const char* env = std::getenv("ROS2_AGENT_SOCKET"); env != nullptr) agent_socket = env;
+  }
+  if (!agent_socket.empty()) {
+    // Offload mode: the agent holds the credentials and runs the data plane.
+    if (options.io_timeout.count() <= 0) return Status::InvalidArgument("libros2 connect: io_timeout must be positive");
+    agent::HostOptions host;
+    host.socket = agent_socket;
+    host.timeout = options.io_timeout;
+    host.spin = options.spin_budget;
+    auto session = agent::HostSession::Connect(host);
+    if (!session.ok()) return session.status().WithContext("libros2 connect (offload mode)");
+    auto core = std::make_shared<ClientCore>();
+    core->options_ = options;
+    core->options_.agent_socket = agent_socket;
+    core->agent_ = std::move(*session);
+    return core;
+  }
   if (options.control.empty()) {
     return Status::InvalidArgument("libros2 connect: no control endpoint (ClientOptions::control is empty)");
   }
@@ -152,6 +172,11 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
 }
 
 Result<std::shared_ptr<ThreadIo>> ClientCore::ThisThreadIo() {
+  if (agent_) {
+    return Status::NotSupported(fmt::format(
+        "libros2: offload mode (agent {}) carries the DFS API only; the object API needs direct mode",
+        options_.agent_socket));
+  }
   std::thread::id self = std::this_thread::get_id();
   std::lock_guard<std::mutex> lock(mu_);
   auto it = threads_.find(self);
@@ -204,6 +229,12 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
 
 Result<std::unique_ptr<Pool>> Client::ConnectPool(std::string_view pool) {
   if (pool.empty()) return Status::InvalidArgument("connect pool: empty pool label");
+  if (core_->agent()) {  // offload: the agent connects when the DFS mounts
+    auto link = std::make_shared<OffloadLink>();
+    link->session = core_->agent();
+    link->pool = std::string(pool);
+    return std::unique_ptr<Pool>(new Pool(std::move(link)));
+  }
   auto conn = core_->session().Connect(pool, core_->credentials());
   if (!conn.ok()) return conn.status().WithContext(fmt::format("connect pool '{}'", pool));
   auto snapshot = MakeMapSnapshot(conn->map);
@@ -213,12 +244,14 @@ Result<std::unique_ptr<Pool>> Client::ConnectPool(std::string_view pool) {
 }
 
 Result<std::unique_ptr<EventQueue>> Client::CreateEventQueue() {
+  if (core_->agent()) return std::unique_ptr<EventQueue>(new EventQueue(nullptr));
   ROS2_ASSIGN_OR_RETURN(auto io, core_->ThisThreadIo());
   return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
 }
 
 Status Client::RegisterBuffer(void* addr, uint64_t length) {
   if (addr == nullptr || length == 0) return Status::InvalidArgument("register buffer: null address or zero length");
+  if (core_->agent()) return Status::Ok();  // offload: the agent's arena is the registered memory
   auto region = core_->context().CachedRegistration(addr, length);
   return region.ok() ? Status::Ok() : region.status().WithContext("register buffer");
 }
@@ -243,10 +276,14 @@ Result<IoBuffer> Client::AllocateIoBuffer(uint64_t length) {
 }
 
 std::string Client::DescribeTransport() const {
+  if (core_->agent()) return "offload agent=" + core_->options().agent_socket;
   return core_->context().Describe();
 }
 const ClientOptions& Client::options() const {
   return core_->options();
+}
+bool Client::offload() const {
+  return core_->agent() != nullptr;
 }
 
 Status CheckObjectClassSupported(ObjectClass oc) {

@@ -38,7 +38,20 @@
 #include "ros2/client.h"
 #include "transport/transport.h"
 
+namespace ros2::agent {
+class HostSession;  // agent/host_session.h
+}  // namespace ros2::agent
+
 namespace ros2::client {
+
+// Offload mode (ClientOptions::agent_socket): the client's one session with
+// ros2-agent, and the labels a Pool / Container handle names. The agent
+// resolves them when the DFS mounts the container (docs/agent.md).
+struct OffloadLink {
+  std::shared_ptr<agent::HostSession> session;
+  std::string pool;
+  std::string container;
+};
 
 // One version of a pool's map as the client places with it: the placement
 // form plus, per global target index, the worker address and the engine-local
@@ -105,9 +118,12 @@ class ClientCore {
   transport::Context& context() { return *context_; }
   // The calling thread's I/O state, created on first use.
   Result<std::shared_ptr<ThreadIo>> ThisThreadIo();
+  // Offload mode: the agent session (null in direct mode).
+  const std::shared_ptr<agent::HostSession>& agent() const { return agent_; }
 
  private:
   ClientOptions options_;
+  std::shared_ptr<agent::HostSession> agent_;
   control::Credentials credentials_;
   std::unique_ptr<control::SessionClient> session_;
   std::unique_ptr<control::ManagementClient> management_;

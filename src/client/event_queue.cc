@@ -11,6 +11,10 @@ namespace ros2::client {
 EventQueue::EventQueue(std::shared_ptr<ThreadIo> io) : io_(std::move(io)) {}
 
 EventQueue::~EventQueue() {
+  if (!io_) {
+    RunDeferred();
+    return;
+  }
   if (in_flight_ == 0) return;
   // Operations reference this queue until their completion runs; the transport
   // fails each at its deadline, so this loop ends.
@@ -32,6 +36,22 @@ void EventQueue::Complete(uint64_t user_data, IoCallback& callback, const IoResu
   }
 }
 
+void EventQueue::Defer(IoCallback callback, const IoResult& result) {
+  ++in_flight_;
+  deferred_.emplace_back(std::move(callback), result);
+}
+
+size_t EventQueue::RunDeferred() {
+  size_t ran = 0;
+  while (!deferred_.empty()) {
+    auto [callback, result] = std::move(deferred_.front());
+    deferred_.pop_front();
+    Complete(0, callback, result);
+    ++ran;
+  }
+  return ran;
+}
+
 size_t EventQueue::Drain(std::span<Event> out) {
   size_t n = std::min(out.size(), ready_.size());
   for (size_t i = 0; i < n; ++i) {
@@ -42,6 +62,10 @@ size_t EventQueue::Drain(std::span<Event> out) {
 }
 
 size_t EventQueue::Poll(std::span<Event> out) {
+  if (!io_) {  // offload mode: what completes here already ran
+    RunDeferred();
+    return Drain(out);
+  }
   // Progress until the worker is idle (bounded: a burst of replies is reaped in one call).
   for (int pass = 0; pass < 64 && io_->worker().Progress() > 0; ++pass) {
   }
@@ -50,6 +74,7 @@ size_t EventQueue::Poll(std::span<Event> out) {
 }
 
 Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout) {
+  if (!io_) return Poll(out);
   size_t reachable = std::min(min_events, std::min(out.size(), ready_.size() + in_flight_));
   if (ready_.size() < reachable) {
     const auto end = std::chrono::steady_clock::now() + timeout;
@@ -73,6 +98,7 @@ Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::ch
 }
 
 size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
+  if (!io_) return RunDeferred();
   const uint64_t before = completions_;
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (completions_ == before && in_flight_ > 0) {

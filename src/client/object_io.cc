@@ -680,6 +680,7 @@ Result<std::vector<std::string>> Object::ListAkeys(std::string_view dkey) const 
 }
 
 Result<std::vector<ObjectId>> Container::ListObjects() const {
+  if (offload_) return Status::NotSupported("list objects: offload mode carries the DFS API only");
   return WithRetry(*core_, Effect::kRead, [this]() -> Result<std::vector<ObjectId>> {
     ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
     SyncCall call{*core_, *io, "list objects of container " + core_->summary().label};

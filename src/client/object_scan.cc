@@ -252,11 +252,13 @@ Result<std::vector<std::string>> Object::ListDkeysPageOnce(KeyAnchor& anchor, si
 }
 
 Result<std::unique_ptr<EventQueue>> Container::CreateEventQueue() const {
+  if (offload_) return std::unique_ptr<EventQueue>(new EventQueue(nullptr));
   ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
   return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
 }
 
 Result<PoolSpace> Container::QueryPoolSpace() const {
+  if (offload_) return Status::NotSupported("query pool space: in offload mode the DFS's Statfs asks the agent");
   auto info = core_->pool().client().management().QueryPool(core_->pool().uuid().ToString());
   if (!info.ok()) return info.status().WithContext("query the space of pool " + core_->pool().uuid().ToString());
   PoolSpace space;

@@ -284,10 +284,15 @@ Result<std::shared_ptr<transport::Endpoint>> ConnectTarget(ThreadIo& io, Contain
 // --- Pool ---
 
 Pool::Pool(std::shared_ptr<PoolCore> core) : core_(std::move(core)) {}
+Pool::Pool(std::shared_ptr<OffloadLink> offload) : offload_(std::move(offload)) {}
 Pool::~Pool() = default;
 
 PoolSummary Pool::summary() const {
   PoolSummary s;
+  if (offload_) {  // what the agent resolves is not the host's to see
+    s.label = offload_->pool;
+    return s;
+  }
   const auto& info = core_->info();
   s.uuid = info.uuid();
   s.label = info.label();
@@ -299,11 +304,17 @@ PoolSummary Pool::summary() const {
 }
 
 Result<uint64_t> Pool::RefreshMap() {
+  if (offload_) return Status::NotSupported("refresh map: the pool map is the agent's in offload mode");
   return core_->Refresh();
 }
 
 Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view container, uint8_t rights) {
   if (container.empty()) return Status::InvalidArgument("open container: empty label");
+  if (offload_) {  // the agent opens it, with its tenant's rights, when the DFS mounts it
+    auto link = std::make_shared<OffloadLink>(*offload_);
+    link->container = std::string(container);
+    return std::unique_ptr<Container>(new Container(std::move(link)));
+  }
   ClientCore& client = core_->client();
   const std::string& label = core_->label();
   const uint64_t generation = core_->session_generation();
@@ -343,13 +354,20 @@ Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view containe
 // --- Container ---
 
 Container::Container(std::shared_ptr<ContainerCore> core) : core_(std::move(core)) {}
+Container::Container(std::shared_ptr<OffloadLink> offload) : offload_(std::move(offload)) {
+  offload_summary_.label = offload_->container;
+}
 Container::~Container() = default;
 
 const ContainerSummary& Container::summary() const {
-  return core_->summary();
+  return offload_ ? offload_summary_ : core_->summary();
 }
 
 Result<Object> Container::OpenObject(const ObjectId& oid) const {
+  if (offload_) {
+    return Status::NotSupported(fmt::format(
+        "open object {}: offload mode carries the DFS API only; the object API needs direct mode", oid.ToString()));
+  }
   Status supported = CheckObjectClassSupported(oid.object_class());
   if (!supported.ok()) return supported.WithContext(fmt::format("open object {}", oid.ToString()));
   return Object(core_, oid);

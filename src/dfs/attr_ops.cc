@@ -12,6 +12,7 @@
 
 #include "dfs/encrypted_io.h"
 #include "dfs/filesystem_core.h"
+#include "dfs/offload_mount.h"
 
 namespace ros2::dfs {
 namespace {
@@ -82,6 +83,7 @@ Status TruncateData(const FilesystemCore& core, const EntryRecord& rec, uint64_t
 }  // namespace
 
 Result<Attr> Filesystem::Stat(const Entry& entry) {
+  if (offload_) return offload_->session->Stat(offload_->index, entry);
   if (entry.is_file() && core_->cipher() == nullptr) {
     // The handle names the file's object: ask for its record and its size at
     // once (one round trip instead of two).
@@ -133,6 +135,7 @@ Result<Attr> Filesystem::StatSlow(const Entry& entry) {
 }
 
 Result<Attr> Filesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
+  if (offload_) return offload_->session->SetAttr(offload_->index, entry, args);
   const std::string what = fmt::format("setattr of '{}' ({})", entry.name, entry.oid.ToString());
   constexpr uint32_t kKnown =
       kSetMode | kSetUid | kSetGid | kSetSize | kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow;
@@ -184,6 +187,7 @@ Result<Attr> Filesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
 }
 
 Status Filesystem::Truncate(const Entry& file, uint64_t size) {
+  if (offload_) return offload_->session->Truncate(offload_->index, file, size);
   SetAttrArgs args;
   args.mask = kSetSize;
   args.size = size;
@@ -191,6 +195,7 @@ Status Filesystem::Truncate(const Entry& file, uint64_t size) {
 }
 
 Result<StatFs> Filesystem::Statfs() {
+  if (offload_) return offload_->session->Statfs(offload_->index);
   ROS2_ASSIGN_OR_RETURN(client::PoolSpace space, core_->container().QueryPoolSpace());
   StatFs s;
   s.blocks = space.total_bytes / s.block_size;
@@ -199,6 +204,7 @@ Result<StatFs> Filesystem::Statfs() {
 }
 
 Status Filesystem::Sync(const Entry& entry) {
+  if (offload_) return offload_->session->Sync(offload_->index, entry);
   // Data and metadata are durable when acknowledged. A file's mtime is not
   // touched by each write (no extra round trip on the data path): Sync stamps
   // it, so a writer's flush/fsync/close publishes the modification time.

@@ -15,6 +15,7 @@
 
 #include "dfs/encrypted_io.h"
 #include "dfs/filesystem_core.h"
+#include "dfs/offload_mount.h"
 
 namespace ros2::dfs {
 namespace {
@@ -129,8 +130,28 @@ void Drain(client::EventQueue& eq, const bool& done) {
 
 }  // namespace
 
+Status Filesystem::DeferOffloaded(client::EventQueue& eq, const Result<uint64_t>& done,
+                                  client::IoCallback callback) {
+  if (eq.io_ != nullptr) {
+    return Status::InvalidArgument("dfs: an offload-mode file system needs an event queue of its offload-mode client");
+  }
+  client::IoResult r;
+  if (done.ok()) {
+    r.size = *done;
+  } else {
+    r.status = done.status();
+  }
+  eq.Defer(std::move(callback), r);
+  return Status::Ok();
+}
+
 Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_t offset, std::span<std::byte> buffer,
                               client::IoCallback callback) {
+  if (offload_) {
+    // The agent runs the read now; the queue completes it in its next Poll/Wait.
+    auto n = Read(file, offset, buffer);
+    return DeferOffloaded(eq, n, std::move(callback));
+  }
   if (!callback) return Status::InvalidArgument("dfs read: empty callback");
   ROS2_RETURN_IF_ERROR(CheckIo(file, offset, buffer.size(), "read"));
   if (buffer.empty()) {
@@ -180,6 +201,10 @@ Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_
 
 Status Filesystem::SubmitWrite(client::EventQueue& eq, const Entry& file, uint64_t offset,
                                std::span<const std::byte> data, client::IoCallback callback) {
+  if (offload_) {
+    auto n = Write(file, offset, data);
+    return DeferOffloaded(eq, n, std::move(callback));
+  }
   if (!callback) return Status::InvalidArgument("dfs write: empty callback");
   ROS2_RETURN_IF_ERROR(CheckIo(file, offset, data.size(), "write"));
   if (data.empty()) {
@@ -220,6 +245,7 @@ Status Filesystem::SubmitWrite(client::EventQueue& eq, const Entry& file, uint64
 }
 
 Result<uint64_t> Filesystem::Read(const Entry& file, uint64_t offset, std::span<std::byte> buffer) {
+  if (offload_) return offload_->session->Read(offload_->index, file, offset, buffer);
   ROS2_RETURN_IF_ERROR(CheckIo(file, offset, buffer.size(), "read"));
   if (buffer.empty()) return uint64_t{0};
   ROS2_ASSIGN_OR_RETURN(auto eq, core_->container().CreateEventQueue());
@@ -237,6 +263,7 @@ Result<uint64_t> Filesystem::Read(const Entry& file, uint64_t offset, std::span<
 }
 
 Result<uint64_t> Filesystem::Write(const Entry& file, uint64_t offset, std::span<const std::byte> data) {
+  if (offload_) return offload_->session->Write(offload_->index, file, offset, data);
   ROS2_RETURN_IF_ERROR(CheckIo(file, offset, data.size(), "write"));
   if (data.empty()) return uint64_t{0};
   ROS2_ASSIGN_OR_RETURN(auto eq, core_->container().CreateEventQueue());

@@ -9,7 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "client/client_internal.h"
 #include "dfs/encrypted_io.h"
+#include "dfs/offload_mount.h"
 
 namespace ros2::dfs {
 namespace {
@@ -365,16 +367,34 @@ Status FilesystemCore::CheckOwner(const EntryRecord& r, std::string_view what) c
 // --- mount ---
 
 Filesystem::Filesystem(std::shared_ptr<FilesystemCore> core) : core_(std::move(core)) {}
+Filesystem::Filesystem(std::shared_ptr<OffloadMount> offload) : offload_(std::move(offload)) {}
 Filesystem::~Filesystem() = default;
 
 uint64_t Filesystem::chunk_size() const {
-  return core_->chunk_size();
+  return offload_ ? offload_->chunk_size : core_->chunk_size();
 }
 Entry Filesystem::Root() const {
-  return core_->Root();
+  return offload_ ? offload_->root : core_->Root();
+}
+
+Result<std::unique_ptr<Filesystem>> Filesystem::MountOffload(client::Container& container,
+                                                             const MountOptions& options) {
+  const client::OffloadLink& link = *container.offload_;
+  auto mounted = link.session->Mount(link.pool, link.container, options);
+  if (!mounted.ok()) {
+    return mounted.status().WithContext(
+        fmt::format("dfs mount of container {} in pool {} through the agent", link.container, link.pool));
+  }
+  auto offload = std::make_shared<OffloadMount>();
+  offload->session = link.session;
+  offload->index = mounted->index;
+  offload->root = mounted->root;
+  offload->chunk_size = mounted->chunk_size;
+  return std::unique_ptr<Filesystem>(new Filesystem(std::move(offload)));
 }
 
 Result<std::unique_ptr<Filesystem>> Filesystem::Mount(client::Container& container, const MountOptions& options) {
+  if (container.offload()) return MountOffload(container, options);
   const std::string what = fmt::format("dfs mount of container {}", container.summary().label);
   ROS2_ASSIGN_OR_RETURN(client::Object sb_obj, container.OpenObject(SuperblockObjectId()));
   // An encrypted container is refused before anything is written without its key.

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "dfs/filesystem_core.h"
+#include "dfs/offload_mount.h"
 #include "dfs/path.h"
 
 namespace ros2::dfs {
@@ -78,6 +79,7 @@ Status FinishRename(const FilesystemCore& core, const ObjectId& from, const Obje
 }  // namespace
 
 Result<Entry> Filesystem::Lookup(const Entry& parent, std::string_view name) {
+  if (offload_) return offload_->session->Lookup(offload_->index, parent, name);
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "lookup"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, X_OK, fmt::format("lookup of '{}'", name)));
@@ -86,6 +88,7 @@ Result<Entry> Filesystem::Lookup(const Entry& parent, std::string_view name) {
 }
 
 Result<std::pair<Entry, Attr>> Filesystem::LookupWithAttr(const Entry& parent, std::string_view name) {
+  if (offload_) return offload_->session->LookupWithAttr(offload_->index, parent, name);
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "lookup"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, X_OK, fmt::format("lookup of '{}'", name)));
@@ -98,6 +101,7 @@ Result<std::pair<Entry, Attr>> Filesystem::LookupWithAttr(const Entry& parent, s
 }
 
 Result<Entry> Filesystem::LookupPath(std::string_view path) {
+  if (offload_) return offload_->session->LookupPath(offload_->index, path);
   ROS2_ASSIGN_OR_RETURN(auto parts, SplitPath(path));
   std::deque<std::string> todo(parts.begin(), parts.end());
   std::vector<Entry> stack{Root()};  // the directories walked through, for ".."
@@ -132,6 +136,7 @@ Result<Entry> Filesystem::LookupPath(std::string_view path) {
 }
 
 Result<Entry> Filesystem::MkdirAll(std::string_view path, mode_t mode, uint64_t* created) {
+  if (offload_) return offload_->session->MkdirAll(offload_->index, path, mode, created);
   ROS2_ASSIGN_OR_RETURN(auto parts, SplitPath(path));
   if (created != nullptr) *created = 0;
   Entry dir = Root();
@@ -152,6 +157,7 @@ Result<Entry> Filesystem::MkdirAll(std::string_view path, mode_t mode, uint64_t*
 }
 
 Result<Entry> Filesystem::Open(const Entry& parent, std::string_view name, int flags, mode_t mode, bool* created) {
+  if (offload_) return offload_->session->Open(offload_->index, parent, name, flags, mode, created);
   if (created != nullptr) *created = false;
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "open"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
@@ -193,6 +199,7 @@ Result<Entry> Filesystem::Open(const Entry& parent, std::string_view name, int f
 }
 
 Result<Entry> Filesystem::Mkdir(const Entry& parent, std::string_view name, mode_t mode) {
+  if (offload_) return offload_->session->Mkdir(offload_->index, parent, name, mode);
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "mkdir"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, W_OK | X_OK, fmt::format("mkdir of '{}'", name)));
@@ -204,6 +211,7 @@ Result<Entry> Filesystem::Mkdir(const Entry& parent, std::string_view name, mode
 }
 
 Result<Entry> Filesystem::Symlink(const Entry& parent, std::string_view name, std::string_view target) {
+  if (offload_) return offload_->session->Symlink(offload_->index, parent, name, target);
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "symlink"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   if (target.empty()) return Status::InvalidArgument("dfs symlink: empty target");
@@ -222,6 +230,7 @@ Result<Entry> Filesystem::Symlink(const Entry& parent, std::string_view name, st
 }
 
 Result<Entry> Filesystem::Mknod(const Entry& parent, std::string_view name, mode_t mode, uint64_t rdev) {
+  if (offload_) return offload_->session->Mknod(offload_->index, parent, name, mode, rdev);
   if (S_ISREG(mode) || (mode & S_IFMT) == 0) {
     return Open(parent, name, O_CREAT | O_EXCL | O_RDWR, mode & 07777);
   }
@@ -241,6 +250,7 @@ Result<Entry> Filesystem::Mknod(const Entry& parent, std::string_view name, mode
 }
 
 Result<Entry> Filesystem::Link(const Entry& target, const Entry& new_parent, std::string_view new_name) {
+  if (offload_) return offload_->session->Link(offload_->index, target, new_parent, new_name);
   ROS2_RETURN_IF_ERROR(RequireDirectory(new_parent, "link"));
   ROS2_RETURN_IF_ERROR(ValidateName(new_name));
   const std::string what =
@@ -284,6 +294,7 @@ Result<Entry> Filesystem::Link(const Entry& target, const Entry& new_parent, std
 }
 
 Result<std::string> Filesystem::Readlink(const Entry& link) {
+  if (offload_) return offload_->session->Readlink(offload_->index, link);
   ROS2_ASSIGN_OR_RETURN(EntryRecord rec, core_->RecordOf(link));
   if (!S_ISLNK(rec.mode)) {
     return Status::InvalidArgument(fmt::format("dfs readlink: '{}' is not a symbolic link", link.name));
@@ -292,6 +303,7 @@ Result<std::string> Filesystem::Readlink(const Entry& link) {
 }
 
 Status Filesystem::Unlink(const Entry& parent, std::string_view name) {
+  if (offload_) return offload_->session->Unlink(offload_->index, parent, name);
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "unlink"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, W_OK | X_OK, fmt::format("unlink of '{}'", name)));
@@ -305,6 +317,7 @@ Status Filesystem::Unlink(const Entry& parent, std::string_view name) {
 }
 
 Status Filesystem::Rmdir(const Entry& parent, std::string_view name) {
+  if (offload_) return offload_->session->Rmdir(offload_->index, parent, name);
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "rmdir"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, W_OK | X_OK, fmt::format("rmdir of '{}'", name)));
@@ -321,6 +334,7 @@ Status Filesystem::Rmdir(const Entry& parent, std::string_view name) {
 
 Status Filesystem::Rename(const Entry& parent, std::string_view name, const Entry& new_parent,
                           std::string_view new_name, unsigned flags) {
+  if (offload_) return offload_->session->Rename(offload_->index, parent, name, new_parent, new_name, flags);
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "rename"));
   ROS2_RETURN_IF_ERROR(RequireDirectory(new_parent, "rename"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));

@@ -85,7 +85,8 @@ class TestCluster {
   // *error) when it failed.
   static std::unique_ptr<TestCluster> Start(const std::string& transport, int targets, std::string* error,
                                             const std::string& storage_class = "ram",
-                                            const std::string& shard_size = "64MiB") {
+                                            const std::string& shard_size = "64MiB",
+                                            const std::vector<std::string>& extra_up_args = {}) {
     auto c = MakeDirectory();
     if (!c) {
       *error = "mkdtemp failed";
@@ -106,6 +107,7 @@ class TestCluster {
                    ROS2_ENGINE_PATH,
                    "--timeout",
                    "60"};
+    c->up_args_.insert(c->up_args_.end(), extra_up_args.begin(), extra_up_args.end());
     if (!c->Up(error)) return nullptr;
     return c;
   }
@@ -162,6 +164,8 @@ class TestCluster {
   std::string scratch() const { return dir_ + "/scratch"; }
   const std::string& control() const { return control_; }
   const std::string& admin_secret_file() const { return admin_secret_file_; }
+  // The ros2-agent socket when the cluster was started with --agent (empty otherwise).
+  const std::string& agent_socket() const { return agent_socket_; }
   std::string AdminSecret() const {
     std::string s = ReadWholeFile(admin_secret_file_);
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -173,6 +177,7 @@ class TestCluster {
   std::string dir_;
   std::string control_;
   std::string admin_secret_file_;
+  std::string agent_socket_;
   std::vector<std::string> up_args_;
   bool running_ = false;
 
@@ -185,6 +190,7 @@ class TestCluster {
     }
     control_ = j["control"].get<std::string>();
     admin_secret_file_ = j["admin_secret_file"].get<std::string>();
+    if (j.contains("agent_socket")) agent_socket_ = j["agent_socket"].get<std::string>();
     running_ = true;
     return true;
   }
@@ -192,7 +198,9 @@ class TestCluster {
 
 // One cluster per transport, shared by the tests of a suite: started on first
 // use with 2 targets and pool "p" (128 MiB), then `setup` (ros2ctl arguments,
-// e.g. a container to create). Clear() from TearDownTestSuite.
+// e.g. a container to create). Clear() from TearDownTestSuite. A transport
+// named "offload-<transport>" starts a ros2-agent beside the engine (clients
+// then connect through TestCluster::agent_socket()).
 class SharedClusters {
  public:
   // The cluster for `transport`, or null with the failing command's output in *error.
@@ -200,7 +208,9 @@ class SharedClusters {
                    const std::vector<std::vector<std::string>>& setup = {}) {
     auto& slot = clusters_[transport];
     if (slot) return slot.get();
-    auto c = TestCluster::Start(transport, 2, error);
+    const bool offload = transport.starts_with("offload-");
+    auto c = offload ? TestCluster::Start(transport.substr(8), 2, error, "ram", "64MiB", {"--agent"})
+                     : TestCluster::Start(transport, 2, error);
     if (!c) return nullptr;
     std::vector<std::vector<std::string>> commands = {{"pool", "create", "p", "--size", "128MiB"}};
     commands.insert(commands.end(), setup.begin(), setup.end());
