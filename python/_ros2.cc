@@ -19,7 +19,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
 #include <cerrno>
+#include <cstdlib>
+#include <string_view>
 #include <chrono>
 #include <fcntl.h>
 #include <memory>
@@ -34,6 +38,25 @@
 #include "ros2/types.h"
 
 namespace py = pybind11;
+
+// gRPC's fork handlers (exported by libgrpc, declared in its internal
+// fork_posix.h and event_engine/forkable.h). Debian's libgrpc does not
+// register them itself (GRPC_POSIX_FORK_ALLOW_PTHREAD_ATFORK is off), so a
+// child forked from a process with live gRPC threads inherits locks and
+// thread bookkeeping of threads that do not exist in it, and its first call
+// waits forever. Registered at import when GRPC_ENABLE_FORK_SUPPORT is set
+// (the package sets it, with GRPC_POLL_STRATEGY=poll, before importing this
+// module): they stop gRPC's threads around fork() and restart them after it.
+// The client's channel also uses a subchannel pool of its own
+// (src/client/client.cc), so a child never gets the parent's connection.
+void grpc_prefork();
+void grpc_postfork_parent();
+void grpc_postfork_child();
+namespace grpc_event_engine::experimental {
+void PrepareFork();
+void PostforkParent();
+void PostforkChild();
+}  // namespace grpc_event_engine::experimental
 
 namespace ros2::python {
 namespace {
@@ -426,6 +449,25 @@ class PyFs {
       Must(fs.Truncate(e, size));
     });
   }
+  // The whole file as bytes: one lookup, one size query, one read (no file
+  // object in between).
+  py::bytes ReadFile(const std::string& raw_path) {
+    std::string path = CheckedPath(raw_path);
+    auto [entry, size] = Unlocked(path, [&] {
+      auto& fs = fs_->Get();
+      dfs::Entry e = Must(fs.LookupPath(path));
+      if (e.is_dir()) throw StatusError{Status::IsDirectory("is a directory")};
+      return std::pair{e, Must(fs.Stat(e)).size};
+    });
+    PyObject* b = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
+    if (b == nullptr) throw py::error_already_set();
+    auto out = py::reinterpret_steal<py::bytes>(b);
+    auto* dest = reinterpret_cast<std::byte*>(PyBytes_AS_STRING(b));
+    uint64_t got = Unlocked(path, [&] { return Must(fs_->Get().Read(entry, 0, {dest, static_cast<size_t>(size)})); });
+    if (got < size) return py::bytes(PyBytes_AS_STRING(b), static_cast<size_t>(got));
+    return out;
+  }
+
   uint64_t ChunkSize() {
     return Unlocked("", [&] { return fs_->Get().chunk_size(); });
   }
@@ -532,6 +574,24 @@ class PyFs {
   std::shared_ptr<FsHandle> fs_;
 };
 
+void RegisterGrpcForkHandlers() {
+  const char* v = std::getenv("GRPC_ENABLE_FORK_SUPPORT");
+  if (v == nullptr || (std::string_view(v) != "true" && std::string_view(v) != "1")) return;
+  ::pthread_atfork(
+      [] {
+        grpc_event_engine::experimental::PrepareFork();
+        grpc_prefork();
+      },
+      [] {
+        grpc_postfork_parent();
+        grpc_event_engine::experimental::PostforkParent();
+      },
+      [] {
+        grpc_postfork_child();
+        grpc_event_engine::experimental::PostforkChild();
+      });
+}
+
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
 }
@@ -543,6 +603,7 @@ PYBIND11_MODULE(_ros2, m) {
   using namespace ros2;
   using namespace ros2::python;
   m.doc() = "ROS2 native client (direct mode); use the `ros2` package";
+  RegisterGrpcForkHandlers();
 
   py::class_<dfs::Entry>(m, "Entry")
       .def_property_readonly("is_dir", &dfs::Entry::is_dir)
@@ -645,5 +706,6 @@ PYBIND11_MODULE(_ros2, m) {
       .def("rename", &PyFs::Rename)
       .def("truncate", &PyFs::Truncate)
       .def("chunk_size", &PyFs::ChunkSize)
+      .def("read_file", &PyFs::ReadFile)
       .def("read_many", &PyFs::ReadMany, py::arg("requests"), py::arg("window") = 256);
 }

@@ -18,7 +18,13 @@ import os as _os
 import posixpath as _posixpath
 import stat as _stat
 
-from . import _ros2
+# gRPC (the control plane) survives fork() with its fork handlers on and the
+# poll poller (with epoll1, children forked one after another crashed in
+# grpc_pollset_work): set before the extension starts gRPC (see _ros2.cc).
+_os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "true")
+_os.environ.setdefault("GRPC_POLL_STRATEGY", "poll")
+
+from . import _ros2  # noqa: E402
 
 __all__ = ["connect", "mount", "Client", "Pool", "Container", "Filesystem", "File", "DirEntry", "Object"]
 
@@ -367,8 +373,8 @@ class Filesystem:
         return text
 
     def read_bytes(self, path):
-        with self.open(path, "rb", buffering=0) as f:
-            return f.readall()
+        """The whole file (one call into the client, the GIL released)."""
+        return self._fs.read_file(_norm(path))
 
     def write_bytes(self, path, data):
         with self.open(path, "wb", buffering=0) as f:
