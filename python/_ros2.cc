@@ -615,7 +615,7 @@ PYBIND11_MODULE(_ros2, m) {
       .def(py::init([](const std::string& data_dir, const std::string& control, const std::string& tenant,
                        const std::string& secret, const std::string& secret_file, const std::string& transport,
                        const std::string& net_devices, double control_timeout, double io_timeout,
-                       double reconnect_timeout) {
+                       double reconnect_timeout, double spin_budget) {
              client::ClientOptions o;
              o.control = control;
              o.tenant = tenant;
@@ -626,6 +626,7 @@ PYBIND11_MODULE(_ros2, m) {
              o.control_timeout = Millis(control_timeout);
              o.io_timeout = Millis(io_timeout);
              o.reconnect_timeout = Millis(reconnect_timeout);
+             o.spin_budget = std::chrono::microseconds(static_cast<int64_t>(spin_budget * 1e6));
              Check(client::CompleteFromLocalCluster(o, data_dir), data_dir);
              auto h = std::make_shared<ClientHandle>(std::move(o));
              Unlocked(data_dir, [&] { h->Get(); });
@@ -633,7 +634,7 @@ PYBIND11_MODULE(_ros2, m) {
            }),
            py::arg("data_dir"), py::arg("control"), py::arg("tenant"), py::arg("secret"), py::arg("secret_file"),
            py::arg("transport"), py::arg("net_devices"), py::arg("control_timeout"), py::arg("io_timeout"),
-           py::arg("reconnect_timeout"))
+           py::arg("reconnect_timeout"), py::arg("spin_budget"))
       .def("describe_transport", [](ClientHandle& h) { return Unlocked("", [&] { return h.Describe(); }); })
       .def_property_readonly("control", [](const ClientHandle& h) { return h.options().control; })
       .def_property_readonly("tenant", [](const ClientHandle& h) { return h.options().tenant; })

@@ -29,6 +29,14 @@ from . import _ros2  # noqa: E402
 __all__ = ["connect", "mount", "Client", "Pool", "Container", "Filesystem", "File", "DirEntry", "Object"]
 
 
+try:  # ros2:// for fsspec-aware code, imported on first use
+    from fsspec.registry import register_implementation as _register
+
+    _register("ros2", "ros2.fsspec.ROS2FileSystem", clobber=True)
+except ImportError:  # fsspec is optional
+    pass
+
+
 def _env(name, value):
     return value if value is not None else _os.environ.get(name, "")
 
@@ -130,13 +138,16 @@ class Object:
 
 
 def connect(data_dir=None, control=None, tenant=None, secret=None, secret_file=None, transport="auto",
-            net_devices="lo", control_timeout=10.0, io_timeout=30.0, reconnect_timeout=60.0, agent_socket=None):
+            net_devices="lo", control_timeout=10.0, io_timeout=30.0, reconnect_timeout=60.0, spin_budget=50e-6,
+            agent_socket=None):
     """Connects as ros2ctl does: `data_dir` a local cluster's directory
     (its cluster.json names the control endpoint and the admin secret file),
     or `control` ("unix:/path" or "host:port") with `tenant` and `secret` /
     `secret_file`. Unset arguments come from ROS2_DATA_DIR, ROS2_CONTROL,
     ROS2_TENANT and ROS2_SECRET_FILE. Timeouts are in seconds: a call to a dead
     engine fails after `reconnect_timeout` (0: at once), never hangs.
+    `spin_budget`: seconds a thread waiting for a reply polls before it sleeps
+    (docs/client.md, "Waiting").
 
     `agent_socket` selects the offload mode (I/O through a ros2-agent process):
     not yet available; this build runs the client in-process (direct mode)."""
@@ -156,6 +167,7 @@ def connect(data_dir=None, control=None, tenant=None, secret=None, secret_file=N
         control_timeout=float(control_timeout),
         io_timeout=float(io_timeout),
         reconnect_timeout=float(reconnect_timeout),
+        spin_budget=float(spin_budget),
     )
     return Client(native)
 
