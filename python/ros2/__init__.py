@@ -42,10 +42,15 @@ def _env(name, value):
 
 
 class Client:
-    """A connection to a ROS2 control endpoint (see connect())."""
+    """A connection to a ROS2 control endpoint (see connect()). Pickles as its
+    connect() arguments (a spawned process connects again)."""
 
-    def __init__(self, native):
+    def __init__(self, native, connect_args=None):
         self._c = native
+        self._args = connect_args or {}
+
+    def __reduce__(self):
+        return (_reconnect, (self._args,))
 
     @property
     def control(self):
@@ -60,12 +65,20 @@ class Client:
 
     def pool(self, label):
         """Opens a session on pool `label` (label or UUID)."""
-        return Pool(self._c.pool(label))
+        return Pool(self._c.pool(label), self)
+
+
+def _reconnect(args):
+    return connect(**args)
 
 
 class Pool:
-    def __init__(self, native):
+    def __init__(self, native, client=None):
         self._p = native
+        self._client = client
+
+    def __reduce__(self):
+        return (Client.pool, (self._client, self.label))
 
     @property
     def label(self):
@@ -77,12 +90,16 @@ class Pool:
 
     def container(self, label):
         """Opens container `label` (label or UUID) with every right its ACL grants."""
-        return Container(self._p.container(label))
+        return Container(self._p.container(label), self)
 
 
 class Container:
-    def __init__(self, native):
+    def __init__(self, native, pool=None):
         self._c = native
+        self._pool = pool
+
+    def __reduce__(self):
+        return (Pool.container, (self._pool, self.label))
 
     @property
     def label(self):
@@ -95,7 +112,9 @@ class Container:
     def mount(self, create=True, chunk_size=0, key_file=None):
         """The container's DFS namespace (formatted on first mount when `create`).
         `key_file`: the key of an encrypted container."""
-        return Filesystem(self._c.mount(create=create, chunk_size=chunk_size, key_file=key_file or ""))
+        fs = Filesystem(self._c.mount(create=create, chunk_size=chunk_size, key_file=key_file or ""))
+        fs._origin = (self, {"create": create, "chunk_size": chunk_size, "key_file": key_file})
+        return fs
 
     def object(self, lo, hi=0, oclass="SX"):
         """A key-value object of the container by id (lo, hi) and class ("S1", "SX")."""
@@ -151,6 +170,10 @@ def connect(data_dir=None, control=None, tenant=None, secret=None, secret_file=N
 
     `agent_socket` selects the offload mode (I/O through a ros2-agent process):
     not yet available; this build runs the client in-process (direct mode)."""
+    args = {"data_dir": data_dir, "control": control, "tenant": tenant, "secret": secret,
+            "secret_file": secret_file, "transport": transport, "net_devices": net_devices,
+            "control_timeout": control_timeout, "io_timeout": io_timeout,
+            "reconnect_timeout": reconnect_timeout, "spin_budget": spin_budget}
     if agent_socket is None:
         agent_socket = _os.environ.get("ROS2_AGENT_SOCKET") or None
     if agent_socket is not None:
@@ -169,12 +192,16 @@ def connect(data_dir=None, control=None, tenant=None, secret=None, secret_file=N
         reconnect_timeout=float(reconnect_timeout),
         spin_budget=float(spin_budget),
     )
-    return Client(native)
+    return Client(native, args)
 
 
 def mount(pool, container, create=True, key_file=None, **connect_args):
     """connect(**connect_args).pool(pool).container(container).mount()."""
     return connect(**connect_args).pool(pool).container(container).mount(create=create, key_file=key_file)
+
+
+def _remount(container, opts):
+    return container.mount(**opts)
 
 
 def _norm(path):
@@ -353,6 +380,15 @@ class Filesystem:
 
     def __init__(self, native):
         self._fs = native
+        self._origin = None
+
+    def __reduce__(self):
+        # Pickles as how it was made: a process started by spawn/forkserver
+        # (DataLoader multiprocessing_context) connects and mounts again.
+        if self._origin is None:
+            raise TypeError("this ros2.Filesystem cannot be pickled")
+        container, opts = self._origin
+        return (_remount, (container, opts))
 
     @property
     def chunk_size(self):

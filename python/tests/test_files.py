@@ -202,3 +202,13 @@ def test_objects_key_value(container):
     assert obj.list_dkeys() == []
     with pytest.raises(OSError):
         container.object(1, oclass="RP_2G1")
+
+
+def test_filesystem_pickles_as_its_origin(fs, tmpdir_fs):
+    import pickle
+
+    p = tmpdir_fs + "/pickled"
+    fs.write_bytes(p, b"across processes")
+    fs2 = pickle.loads(pickle.dumps(fs))
+    assert fs2 is not fs
+    assert fs2.read_bytes(p) == b"across processes"

@@ -150,3 +150,13 @@ def test_connection_survives_fork(fs, tmpdir_fs):
         assert pr.exitcode == 0
     assert results == [b"from the parent"] * 3
     assert fs.read_bytes(p) == b"from the parent"  # the parent's connection still works
+
+
+def test_dataloader_forkserver_worker(fs, samples):
+    # A worker started without fork gets the dataset by pickle and connects anew.
+    ds = rt.Dataset(fs, samples + "/d03", transform=_decode)
+    loader = data.DataLoader(ds, batch_size=50, num_workers=1, collate_fn=_collate,
+                             multiprocessing_context="forkserver")
+    got = {i: crc for batch in loader for i, crc in batch}
+    exp = _expected()
+    assert got == {i: exp[i] for i in range(3, N_SAMPLES, 10)}
