@@ -21,14 +21,14 @@
 
 #include <pthread.h>
 
-#include <cerrno>
-#include <cstdlib>
-#include <string_view>
-#include <chrono>
 #include <fcntl.h>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -68,8 +68,7 @@ namespace {
   if (err == 0) err = EIO;
   py::object exc;
   if (path.empty()) {
-    exc = py::reinterpret_steal<py::object>(
-        PyObject_CallFunction(PyExc_OSError, "is", err, status.ToString().c_str()));
+    exc = py::reinterpret_steal<py::object>(PyObject_CallFunction(PyExc_OSError, "is", err, status.ToString().c_str()));
   } else {
     exc = py::reinterpret_steal<py::object>(
         PyObject_CallFunction(PyExc_OSError, "iss", err, status.ToString().c_str(), path.c_str()));
@@ -255,7 +254,9 @@ std::string CheckedPath(const std::string& path) {
   return path;
 }
 
-int64_t ToNanos(const timespec& ts) { return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec; }
+int64_t ToNanos(const timespec& ts) {
+  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
 
 py::tuple AttrTuple(const dfs::Attr& a) {
   return py::make_tuple(static_cast<uint32_t>(a.mode), a.ino, a.nlink, a.uid, a.gid, a.size, ToNanos(a.atime),
@@ -659,8 +660,7 @@ PYBIND11_MODULE(_ros2, m) {
                              [](ContainerHandle& c) { return Unlocked("", [&] { return c.Get().summary().uuid; }); })
       .def(
           "mount",
-          [](const std::shared_ptr<ContainerHandle>& c, bool create, uint64_t chunk_size,
-             const std::string& key_file) {
+          [](const std::shared_ptr<ContainerHandle>& c, bool create, uint64_t chunk_size, const std::string& key_file) {
             dfs::MountOptions o;
             o.create = create;
             o.chunk_size = chunk_size;
