@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -413,6 +414,7 @@ class PyFs {
     });
   }
   void Remove(const std::string& raw_path) {
+    ForgetDirectories();
     std::string path = CheckedPath(raw_path);
     Unlocked(path, [&] {
       auto& fs = fs_->Get();
@@ -422,6 +424,7 @@ class PyFs {
     });
   }
   void Rmdir(const std::string& raw_path) {
+    ForgetDirectories();
     std::string path = CheckedPath(raw_path);
     Unlocked(path, [&] {
       auto& fs = fs_->Get();
@@ -431,6 +434,7 @@ class PyFs {
     });
   }
   void Rename(const std::string& raw_src, const std::string& raw_dst, bool no_replace) {
+    ForgetDirectories();
     std::string src = CheckedPath(raw_src), dst = CheckedPath(raw_dst);
     Unlocked(src, [&] {
       auto& fs = fs_->Get();
@@ -450,15 +454,13 @@ class PyFs {
       Must(fs.Truncate(e, size));
     });
   }
-  // The whole file as bytes: one lookup, one size query, one read (no file
-  // object in between).
+  // The whole file as bytes: its directory from the cache, then one lookup
+  // with the size and one read (no file object in between).
   py::bytes ReadFile(const std::string& raw_path) {
     std::string path = CheckedPath(raw_path);
     auto [entry, size] = Unlocked(path, [&] {
-      auto& fs = fs_->Get();
-      dfs::Entry e = Must(fs.LookupPath(path));
-      if (e.is_dir()) throw StatusError{Status::IsDirectory("is a directory")};
-      return std::pair{e, Must(fs.Stat(e)).size};
+      auto [e, attr] = LookupFile(fs_->Get(), path);
+      return std::pair{e, attr.size};
     });
     PyObject* b = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(size));
     if (b == nullptr) throw py::error_already_set();
@@ -469,79 +471,100 @@ class PyFs {
     return out;
   }
 
+  // Forgets the cached directories (after this object changed the namespace).
+  void ForgetDirectories() {
+    std::lock_guard lock(dirs_->mu);
+    dirs_->entries.clear();
+  }
+
   uint64_t ChunkSize() {
     return Unlocked("", [&] { return fs_->Get().chunk_size(); });
   }
 
   // Reads every (path, offset, length) with all of them in flight at once
   // (up to `window` chunks) through one event queue; returns a list of bytes
-  // (short at the end of a file).
+  // (short at the end of a file). A length of None reads to the end of the
+  // file. Each path is looked up once (its directory from the cache).
   py::list ReadMany(const py::sequence& requests, size_t window) {
     struct Req {
       std::string path;
       uint64_t offset = 0;
       uint64_t length = 0;
+      bool to_end = false;
+      size_t file = 0;  // index into `files`
       char* dest = nullptr;
       uint64_t got = 0;
       Status status;
-      bool done = false;
+    };
+    struct File {
+      dfs::Entry entry;
+      uint64_t size = 0;
+      Status status;
     };
     std::vector<Req> reqs;
     reqs.reserve(py::len(requests));
-    std::vector<py::object> outs;
+    std::vector<File> files;
+    std::unordered_map<std::string, size_t> file_index;
     for (py::handle item : requests) {
       auto t = py::reinterpret_borrow<py::sequence>(item);
       if (py::len(t) != 3) throw py::value_error("read_many takes (path, offset, length) tuples");
       Req r;
       r.path = CheckedPath(t[0].cast<std::string>());
       r.offset = t[1].cast<uint64_t>();
-      r.length = t[2].cast<uint64_t>();
+      r.to_end = t[2].is_none();
+      if (!r.to_end) r.length = t[2].cast<uint64_t>();
+      auto [it, fresh] = file_index.emplace(r.path, files.size());
+      if (fresh) files.emplace_back();
+      r.file = it->second;
+      reqs.push_back(std::move(r));
+    }
+    if (window == 0) window = 1;
+    // 1. Look every file up (blocking; sizes for reads to the end).
+    {
+      py::gil_scoped_release release;
+      for (auto& [path, i] : file_index) {
+        try {
+          auto [e, attr] = LookupFile(fs_->Get(), path);
+          files[i].entry = e;
+          files[i].size = attr.size;
+        } catch (const StatusError& e) {
+          files[i].status = e.status;
+        }
+      }
+    }
+    for (const auto& r : reqs) {
+      if (!files[r.file].status.ok()) Raise(files[r.file].status, r.path);
+    }
+    // 2. The result buffers.
+    std::vector<py::object> outs;
+    outs.reserve(reqs.size());
+    for (auto& r : reqs) {
+      if (r.to_end) r.length = files[r.file].size > r.offset ? files[r.file].size - r.offset : 0;
       PyObject* b = PyBytes_FromStringAndSize(nullptr, static_cast<Py_ssize_t>(r.length));
       if (b == nullptr) throw py::error_already_set();
       outs.push_back(py::reinterpret_steal<py::object>(b));
       r.dest = PyBytes_AS_STRING(b);
-      reqs.push_back(std::move(r));
     }
-    if (window == 0) window = 1;
+    // 3. Every read in flight, then wait for them together.
     std::string failed_path;
     Status failed = [&] {
       py::gil_scoped_release release;
       try {
         auto& fs = fs_->Get();
-        std::unordered_map<std::string, dfs::Entry> entries;
         auto eq = Must(fs_->container().CreateEventQueue());
         size_t next = 0, completed = 0;
         while (completed < reqs.size()) {
           while (next < reqs.size() && eq->in_flight() < window) {
             Req& r = reqs[next++];
-            auto it = entries.find(r.path);
-            if (it == entries.end()) {
-              auto e = fs.LookupPath(r.path);
-              if (!e.ok()) {
-                r.status = e.status();
-                r.done = true;
-                ++completed;
-                continue;
-              }
-              if (e->is_dir()) {
-                r.status = Status::IsDirectory("is a directory");
-                r.done = true;
-                ++completed;
-                continue;
-              }
-              it = entries.emplace(r.path, *e).first;
-            }
-            Status s = fs.SubmitRead(*eq, it->second, r.offset,
+            Status s = fs.SubmitRead(*eq, files[r.file].entry, r.offset,
                                      {reinterpret_cast<std::byte*>(r.dest), static_cast<size_t>(r.length)},
                                      [&r, &completed](const client::IoResult& res) {
                                        r.status = res.status;
                                        r.got = res.size;
-                                       r.done = true;
                                        ++completed;
                                      });
             if (!s.ok()) {
               r.status = s;
-              r.done = true;
               ++completed;
             }
           }
@@ -572,6 +595,51 @@ class PyFs {
   }
 
  private:
+  // Directories looked up by path in the last second (as a FUSE mount's entry
+  // timeout): a dataset reading thousands of files of a few directories then
+  // pays one lookup a file instead of one a path component. Cleared by every
+  // namespace change through this object; another client's rename of a
+  // directory is seen within a second.
+  struct DirCache {
+    std::mutex mu;
+    std::unordered_map<std::string, std::pair<dfs::Entry, std::chrono::steady_clock::time_point>> entries;
+  };
+  static constexpr std::chrono::seconds kDirCacheTtl{1};
+
+  // A regular file and its attributes; a stale cached directory is looked up
+  // again once.
+  std::pair<dfs::Entry, dfs::Attr> LookupFile(dfs::Filesystem& fs, const std::string& path) {
+    auto [dir, name] = SplitPath(path);
+    if (name.empty()) throw StatusError{Status::IsDirectory("is a directory")};
+    for (int attempt = 0;; ++attempt) {
+      std::optional<dfs::Entry> parent;
+      const auto now = std::chrono::steady_clock::now();
+      {
+        std::lock_guard lock(dirs_->mu);
+        auto it = dirs_->entries.find(dir);
+        if (it != dirs_->entries.end() && now - it->second.second < kDirCacheTtl) parent = it->second.first;
+      }
+      const bool cached = parent.has_value();
+      if (!cached) {
+        parent = Must(fs.LookupPath(dir));
+        std::lock_guard lock(dirs_->mu);
+        dirs_->entries.insert_or_assign(dir, std::pair{*parent, now});
+      }
+      auto r = fs.LookupWithAttr(*parent, name);
+      if (r.ok()) {
+        if (r->first.is_dir()) throw StatusError{Status::IsDirectory("is a directory")};
+        return std::move(r).value();
+      }
+      if (cached && attempt == 0) {
+        std::lock_guard lock(dirs_->mu);
+        dirs_->entries.erase(dir);
+        continue;
+      }
+      throw StatusError{r.status()};
+    }
+  }
+
+  std::shared_ptr<DirCache> dirs_ = std::make_shared<DirCache>();
   std::shared_ptr<FsHandle> fs_;
 };
 

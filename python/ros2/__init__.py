@@ -433,7 +433,8 @@ class Filesystem:
 
     def read_many(self, requests, window=256):
         """[(path, offset, length), ...] -> [bytes, ...], every read in flight at
-        once (up to `window` chunks) through the asynchronous API."""
+        once (up to `window` chunks) through the asynchronous API. A length of
+        None reads to the end of the file."""
         return self._fs.read_many([(_norm(p), o, n) for p, o, n in requests], window)
 
     def stat(self, path):

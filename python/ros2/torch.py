@@ -64,9 +64,7 @@ class Dataset(_data.Dataset):
 
     def __getitems__(self, indices):
         """A batch read with every file in flight at once (read_many)."""
-        paths = [self.paths[i] for i in indices]
-        sizes = [self.fs.stat(p).st_size for p in paths]
-        blobs = self.fs.read_many([(p, 0, n) for p, n in zip(paths, sizes)])
+        blobs = self.fs.read_many([(self.paths[i], 0, None) for i in indices])
         if self.transform is None:
             return blobs
         return [self.transform(b) for b in blobs]
@@ -118,8 +116,7 @@ class IterableDataset(_data.IterableDataset):
         mine = self._my_paths()
         for start in range(0, len(mine), self.batch):
             group = mine[start:start + self.batch]
-            sizes = [self.fs.stat(p).st_size for p in group]
-            for blob in self.fs.read_many([(p, 0, n) for p, n in zip(group, sizes)]):
+            for blob in self.fs.read_many([(p, 0, None) for p in group]):
                 yield self.transform(blob) if self.transform is not None else blob
 
 

@@ -108,6 +108,15 @@ def test_namespace_ops(fs, tmpdir_fs):
     walked = {p: (sorted(ds), sorted(fsn)) for p, ds, fsn in fs.walk(d)}
     assert walked == {d: (["x"], []), d + "/x": (["y"], ["f1"]), d + "/x/y": (["z"], ["f2"]),
                       d + "/x/y/z": ([], [])}
+    fs.write_bytes(d + "/x/y/z/cached", b"in z")
+    assert fs.read_bytes(d + "/x/y/z/cached") == b"in z"  # caches directory /x/y/z
+    fs.rename(d + "/x/y/z", d + "/x/y/z2")
+    with pytest.raises(FileNotFoundError):
+        fs.read_bytes(d + "/x/y/z/cached")  # not through the stale directory
+    fs.mkdir(d + "/x/y/z")
+    with pytest.raises(FileNotFoundError):
+        fs.read_many([(d + "/x/y/z/cached", 0, None)])
+    fs.rmtree(d + "/x/y/z2")
     fs.rename(d + "/x/f1", d + "/x/y/g1")
     assert fs.read_bytes(d + "/x/y/g1") == b"1"
     assert not fs.exists(d + "/x/f1")
@@ -133,6 +142,9 @@ def test_read_many(fs, tmpdir_fs):
     for (p, off, n), got in zip(reqs, out):
         assert got == files[p][off:off + n]
     assert len(out[-1]) == len(files[big])
+    whole = fs.read_many([(p, 0, None) for p in files] + [(big, chunk, None)])
+    assert whole[:-1] == list(files.values())
+    assert whole[-1] == files[big][chunk:]
 
 
 def test_errors(fs, tmpdir_fs):
