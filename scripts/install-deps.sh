@@ -26,6 +26,8 @@ PACKAGES=(
   # tests and benchmarks (the mount tests run tar, git, dd, cmp, diff, fio,
   # setpriv and umount on the mount)
   libgtest-dev libgmock-dev libbenchmark-dev fio procps util-linux mount tar diffutils
+  # Python face (python/, docs/python.md): for Debian's /usr/bin/python3
+  pybind11-dev python3-dev python3-pytest python3-numpy python3-fsspec python3-torch
 )
 
 export DEBIAN_FRONTEND=noninteractive

@@ -163,6 +163,11 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // A connection of its own, not one from gRPC's process-wide subchannel
+  // pool: a client made in a forked child (the Python package reconnects in
+  // DataLoader workers) would otherwise be handed the parent's connection and
+  // interleave its streams with the parent's on one socket.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   auto channel = grpc::CreateCustomChannel(core->options_.control, grpc::InsecureChannelCredentials(), args);
   if (!channel)
     return Status::Internal("libros2 connect: cannot create a control channel to " + core->options_.control);

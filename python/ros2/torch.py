@@ -1,0 +1,184 @@
+"""PyTorch on ROS2: datasets over a DFS directory tree and checkpoints
+streamed to DFS files (docs/python.md).
+
+Every class holds a ros2.Filesystem; DataLoader workers made by fork()
+reconnect on first use (the handles re-open themselves in a new process)."""
+
+import concurrent.futures as _futures
+import io as _io
+import posixpath as _posixpath
+import threading as _threading
+
+import torch as _torch
+import torch.utils.data as _data
+
+from . import _norm
+
+__all__ = ["Dataset", "IterableDataset", "Checkpoint", "scan"]
+
+
+def scan(fs, root="/", suffixes=None, threads=8):
+    """Every regular file under `root`, sorted, listing directories in parallel
+    (a pool of `threads` threads, each listing one directory at a time)."""
+    root = _norm(root)
+    files = []
+    lock = _threading.Lock()
+    pending = [root]
+    with _futures.ThreadPoolExecutor(max_workers=max(1, threads)) as pool:
+        running = set()
+        while pending or running:
+            while pending:
+                d = pending.pop()
+                running.add(pool.submit(lambda d=d: (d, fs.scandir(d))))
+            done, running = _futures.wait(running, return_when=_futures.FIRST_COMPLETED)
+            for f in done:
+                d, entries = f.result()
+                for e in entries:
+                    if e.is_dir():
+                        pending.append(e.path)
+                    elif e.is_file() and (suffixes is None or e.name.endswith(tuple(suffixes))):
+                        with lock:
+                            files.append(e.path)
+    files.sort()
+    return files
+
+
+class Dataset(_data.Dataset):
+    """Map-style dataset: one sample per regular file under `root` (sorted
+    paths; `suffixes` filters them). Item i is transform(bytes of file i), or
+    the bytes when no transform is given. The namespace is scanned once, at
+    construction, in parallel."""
+
+    def __init__(self, fs, root="/", transform=None, suffixes=None, scan_threads=8):
+        self.fs = fs
+        self.root = root
+        self.transform = transform
+        self.paths = scan(fs, root, suffixes, scan_threads)
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitem__(self, index):
+        data = self.fs.read_bytes(self.paths[index])
+        return self.transform(data) if self.transform is not None else data
+
+    def __getitems__(self, indices):
+        """A batch read with every file in flight at once (read_many)."""
+        blobs = self.fs.read_many([(self.paths[i], 0, None) for i in indices])
+        if self.transform is None:
+            return blobs
+        return [self.transform(b) for b in blobs]
+
+
+def _shard():
+    """(index, count) of this reader among distributed ranks x DataLoader workers."""
+    rank, world = 0, 1
+    if _torch.distributed.is_available() and _torch.distributed.is_initialized():
+        rank, world = _torch.distributed.get_rank(), _torch.distributed.get_world_size()
+    info = _data.get_worker_info()
+    worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+    return rank * workers + worker, world * workers
+
+
+class IterableDataset(_data.IterableDataset):
+    """Streams the files under `root`, sharded across distributed ranks and
+    DataLoader workers so that each file is yielded exactly once per epoch
+    over all of them. `shuffle` with `seed` permutes the files the same way
+    on every reader (call set_epoch(e) to reshuffle per epoch); reads go
+    `batch` files at a time through read_many."""
+
+    def __init__(self, fs, root="/", transform=None, suffixes=None, shuffle=False, seed=0, batch=32,
+                 scan_threads=8):
+        self.fs = fs
+        self.transform = transform
+        self.paths = scan(fs, root, suffixes, scan_threads)
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+        self.batch = max(1, batch)
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __len__(self):
+        return len(self.paths)
+
+    def _my_paths(self):
+        order = list(range(len(self.paths)))
+        if self.shuffle:
+            g = _torch.Generator()
+            g.manual_seed(self.seed + self.epoch)
+            order = _torch.randperm(len(self.paths), generator=g).tolist()
+        index, count = _shard()
+        return [self.paths[i] for i in order[index::count]]
+
+    def __iter__(self):
+        mine = self._my_paths()
+        for start in range(0, len(mine), self.batch):
+            group = mine[start:start + self.batch]
+            for blob in self.fs.read_many([(p, 0, None) for p in group]):
+                yield self.transform(blob) if self.transform is not None else blob
+
+
+class Checkpoint:
+    """Saves and loads state dicts as DFS files, streaming torch.save /
+    torch.load straight to and from the file (no local copy).
+
+        ckpt = Checkpoint(fs, "/ckpt")
+        ckpt.save(model.state_dict(), "step-100.pt")
+        model.load_state_dict(ckpt.load("step-100.pt"))
+
+    save() writes to a temporary name and renames it over the target, so a
+    reader sees the old or the new checkpoint, never half of one."""
+
+    def __init__(self, fs, directory="/", buffer_size=4 << 20):
+        self.fs = fs
+        self.directory = _norm(directory)
+        self.buffer_size = buffer_size
+        self._executor = None
+        self._lock = _threading.Lock()
+        if self.directory != "/":
+            fs.makedirs(self.directory, exist_ok=True)
+
+    def path(self, name):
+        return _posixpath.join(self.directory, name)
+
+    def save(self, state, name):
+        final = self.path(name)
+        tmp = final + ".tmp"
+        with self.fs.open(tmp, "wb", buffering=self.buffer_size) as f:
+            _torch.save(state, f)
+        self.fs.rename(tmp, final)
+        return final
+
+    def save_async(self, state, name):
+        """Saves in a background thread; returns a concurrent.futures.Future
+        (its result is the path). The tensors are copied to CPU memory first, so
+        training may change them once this returns."""
+        snapshot = _snapshot(state)
+        with self._lock:
+            if self._executor is None:
+                self._executor = _futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="ros2-ckpt")
+        return self._executor.submit(self.save, snapshot, name)
+
+    def load(self, name, map_location=None):
+        with self.fs.open(self.path(name), "rb", buffering=self.buffer_size) as f:
+            return _torch.load(f, map_location=map_location)
+
+    def list(self):
+        return sorted(n for n in self.fs.listdir(self.directory) if not n.endswith(".tmp"))
+
+    def close(self):
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+
+def _snapshot(obj):
+    if isinstance(obj, _torch.Tensor):
+        return obj.detach().to("cpu", copy=True)
+    if isinstance(obj, dict):
+        return type(obj)((k, _snapshot(v)) for k, v in obj.items())
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_snapshot(v) for v in obj)
+    return obj
