@@ -161,7 +161,10 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   // back. Cap it at a second, so a client notices the restart within one.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // The minimum is also how long one connection attempt may take (gRPC's
+  // connect deadline): on a loaded host 100 ms timed attempts out before the
+  // server's first frame, so it stays at two seconds.
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // A connection of its own, not one from gRPC's process-wide subchannel
   // pool: a client made in a forked child (the Python package reconnects in
