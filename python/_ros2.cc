@@ -684,8 +684,9 @@ PYBIND11_MODULE(_ros2, m) {
       .def(py::init([](const std::string& data_dir, const std::string& control, const std::string& tenant,
                        const std::string& secret, const std::string& secret_file, const std::string& transport,
                        const std::string& net_devices, double control_timeout, double io_timeout,
-                       double reconnect_timeout, double spin_budget) {
+                       double reconnect_timeout, double spin_budget, const std::string& agent_socket) {
              client::ClientOptions o;
+             o.agent_socket = agent_socket;
              o.control = control;
              o.tenant = tenant;
              o.secret = secret;
@@ -703,7 +704,7 @@ PYBIND11_MODULE(_ros2, m) {
            }),
            py::arg("data_dir"), py::arg("control"), py::arg("tenant"), py::arg("secret"), py::arg("secret_file"),
            py::arg("transport"), py::arg("net_devices"), py::arg("control_timeout"), py::arg("io_timeout"),
-           py::arg("reconnect_timeout"), py::arg("spin_budget"))
+           py::arg("reconnect_timeout"), py::arg("spin_budget"), py::arg("agent_socket") = "")
       .def("describe_transport", [](ClientHandle& h) { return Unlocked("", [&] { return h.Describe(); }); })
       .def_property_readonly("control", [](const ClientHandle& h) { return h.options().control; })
       .def_property_readonly("tenant", [](const ClientHandle& h) { return h.options().tenant; })

@@ -168,17 +168,17 @@ def connect(data_dir=None, control=None, tenant=None, secret=None, secret_file=N
     `spin_budget`: seconds a thread waiting for a reply polls before it sleeps
     (docs/client.md, "Waiting").
 
-    `agent_socket` selects the offload mode (I/O through a ros2-agent process):
-    not yet available; this build runs the client in-process (direct mode)."""
+    `agent_socket` (or ROS2_AGENT_SOCKET) selects the offload mode: the file
+    system runs in a ros2-agent process and this one only submits through
+    shared-memory rings (docs/agent.md); the agent maps this process's uid to
+    its tenant, so no secret is needed, and the object API is not offered."""
     args = {"data_dir": data_dir, "control": control, "tenant": tenant, "secret": secret,
             "secret_file": secret_file, "transport": transport, "net_devices": net_devices,
             "control_timeout": control_timeout, "io_timeout": io_timeout,
             "reconnect_timeout": reconnect_timeout, "spin_budget": spin_budget}
     if agent_socket is None:
         agent_socket = _os.environ.get("ROS2_AGENT_SOCKET") or None
-    if agent_socket is not None:
-        raise NotImplementedError("ros2: the offload mode (agent_socket=%r) is not available yet; "
-                                  "connect without agent_socket for the direct mode" % (agent_socket,))
+    args["agent_socket"] = agent_socket
     native = _ros2.Client(
         data_dir=_env("ROS2_DATA_DIR", data_dir),
         control=_env("ROS2_CONTROL", control),
@@ -191,6 +191,7 @@ def connect(data_dir=None, control=None, tenant=None, secret=None, secret_file=N
         io_timeout=float(io_timeout),
         reconnect_timeout=float(reconnect_timeout),
         spin_budget=float(spin_budget),
+        agent_socket=agent_socket or "",
     )
     return Client(native, args)
 

@@ -30,12 +30,13 @@ def cluster():
     # Short: the control socket path must stay under 108 bytes.
     data_dir = tempfile.mkdtemp(prefix="r2py-", dir=os.environ.get("TMPDIR") or "/tmp")
     up = ctl(data_dir, "--json", "cluster", "up", "--targets", "2", "--class", "ram", "--transport", "auto",
-             "--shard-size", "64MiB", "--engine", ROS2_ENGINE, "--timeout", "60")
+             "--shard-size", "64MiB", "--engine", ROS2_ENGINE, "--agent", "--timeout", "60")
     info = json.loads(up.stdout)
     try:
         ctl(data_dir, "pool", "create", "p", "--size", "512MiB")
         ctl(data_dir, "cont", "create", "p", "c")
-        yield {"data_dir": data_dir, "control": info["control"], "pool": "p", "container": "c"}
+        yield {"data_dir": data_dir, "control": info["control"], "pool": "p", "container": "c",
+               "agent_socket": info["agent_socket"]}
     finally:
         ctl(data_dir, "cluster", "down", "--timeout", "30", "--force", check=False)
         shutil.rmtree(data_dir, ignore_errors=True)

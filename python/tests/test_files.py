@@ -191,9 +191,10 @@ def test_permission_error_names_pool(cluster):
     assert "pool" in str(e.value)
 
 
-def test_agent_mode_not_yet(cluster):
-    with pytest.raises(NotImplementedError):
-        ros2.connect(data_dir=cluster["data_dir"], agent_socket="/tmp/none.sock")
+def test_connecting_to_a_missing_agent_names_its_socket(cluster):
+    with pytest.raises(OSError) as e:
+        ros2.connect(data_dir=cluster["data_dir"], agent_socket="/tmp/ros2-no-such-agent.sock")
+    assert "/tmp/ros2-no-such-agent.sock" in str(e.value)
 
 
 def test_objects_key_value(container):
