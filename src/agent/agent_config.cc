@@ -75,18 +75,7 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
   ROS2_RETURN_IF_ERROR(ReadString(root, where, "net_devices", &config->net_devices));
   ROS2_RETURN_IF_ERROR(ReadString(root, where, "log_level", &config->log_level));
   if (root["spin"]) {
-    std::string text = root["spin"].Scalar();
-    if (text.size() > 2 && text.ends_with("us")) {
-      try {
-        config->spin = std::chrono::microseconds(std::stoull(text.substr(0, text.size() - 2)));
-      } catch (const std::exception&) {
-        return Status::InvalidArgument(fmt::format("{}.spin: '{}' is not a duration", where, text));
-      }
-    } else {
-      std::chrono::milliseconds ms{0};
-      ROS2_RETURN_IF_ERROR(ReadDuration(root, where, "spin", &ms));
-      config->spin = std::chrono::duration_cast<std::chrono::microseconds>(ms);
-    }
+    ROS2_RETURN_IF_ERROR(ReadMicros(root, where, "spin", &config->spin));
     if (config->spin > std::chrono::seconds(1)) {
       return Status::InvalidArgument(fmt::format("{}.spin: at most 1s", where));
     }

@@ -123,4 +123,21 @@ Status ReadDuration(const YAML::Node& node, std::string_view where, const char* 
   return Status::Ok();
 }
 
+Status ReadMicros(const YAML::Node& node, std::string_view where, const char* key, std::chrono::microseconds* out) {
+  if (!node || !node.IsMap() || !node[key]) return Status::Ok();
+  const std::string text = node[key].Scalar();
+  if (text.size() > 2 && text.ends_with("us")) {
+    try {
+      *out = std::chrono::microseconds(std::stoull(text.substr(0, text.size() - 2)));
+    } catch (const std::exception&) {
+      return Status::InvalidArgument(fmt::format("{}.{}: '{}' is not a duration", where, key, text));
+    }
+    return Status::Ok();
+  }
+  std::chrono::milliseconds ms{0};
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, key, &ms));
+  *out = std::chrono::duration_cast<std::chrono::microseconds>(ms);
+  return Status::Ok();
+}
+
 }  // namespace ros2

@@ -38,5 +38,8 @@ Status ReadBool(const YAML::Node& node, std::string_view where, const char* key,
 Status ReadUint(const YAML::Node& node, std::string_view where, const char* key, uint64_t* out);
 Status ReadSize(const YAML::Node& node, std::string_view where, const char* key, uint64_t* out);
 Status ReadDuration(const YAML::Node& node, std::string_view where, const char* key, std::chrono::milliseconds* out);
+// A duration that may also be given in microseconds ("50us"), besides the
+// forms of ParseDuration.
+Status ReadMicros(const YAML::Node& node, std::string_view where, const char* key, std::chrono::microseconds* out);
 
 }  // namespace ros2

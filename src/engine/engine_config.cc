@@ -51,21 +51,8 @@ Status ApplyTransport(const YAML::Node& node, const std::string& where, transpor
   }
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "net_devices", &t->net_devices));
   ROS2_RETURN_IF_ERROR(ReadSize(node, where, "tcp_seg_size", &t->tcp_seg_size));
-  if (node["spin"]) {
-    // "50us" is accepted besides the millisecond forms of ParseDuration.
-    std::string text = node["spin"].as<std::string>();
-    if (text.size() > 2 && text.ends_with("us")) {
-      try {
-        t->spin_budget = std::chrono::microseconds(std::stoull(text.substr(0, text.size() - 2)));
-      } catch (const std::exception&) {
-        return Status::InvalidArgument(fmt::format("{}.spin: '{}' is not a duration", where, text));
-      }
-    } else {
-      std::chrono::milliseconds ms{0};
-      ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "spin", &ms));
-      t->spin_budget = std::chrono::duration_cast<std::chrono::microseconds>(ms);
-    }
-  }
+  // "50us" is accepted besides the millisecond forms of ParseDuration.
+  ROS2_RETURN_IF_ERROR(ReadMicros(node, where, "spin", &t->spin_budget));
   ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "timeout", &t->default_timeout));
   ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "keepalive", &t->keepalive_interval));
   if (t->keepalive_interval < std::chrono::milliseconds(10)) {
