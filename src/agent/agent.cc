@@ -229,6 +229,7 @@ Result<std::shared_ptr<TenantClient>> Agent::AcquireTenant(const TenantMapping& 
   ROS2_ASSIGN_OR_RETURN(auto c, client::Client::Connect(o));
   auto tc = std::make_shared<TenantClient>();
   tc->name = t.name;
+  tc->mapping = t;
   tc->client = std::move(c);
   tenants_[t.name] = tc;
   ROS2_LOG_INFO("agent: tenant {}: client made ({})", t.name, tc->client->DescribeTransport());

@@ -107,12 +107,20 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
     config->tenants.clear();
     for (size_t i = 0; i < tenants.size(); ++i) {
       const std::string w = fmt::format("{}.tenants[{}]", where, i);
-      ROS2_RETURN_IF_ERROR(CheckKnownKeys(tenants[i], w, {"name", "secret_file", "uids", "gids"}));
+      ROS2_RETURN_IF_ERROR(
+          CheckKnownKeys(tenants[i], w, {"name", "secret_file", "uids", "gids", "key_file", "container_keys"}));
       TenantMapping t;
       ROS2_RETURN_IF_ERROR(ReadString(tenants[i], w, "name", &t.name));
       ROS2_RETURN_IF_ERROR(ReadString(tenants[i], w, "secret_file", &t.secret_file));
       ROS2_RETURN_IF_ERROR(ReadIdList(tenants[i], w, "uids", &t.uids));
       ROS2_RETURN_IF_ERROR(ReadIdList(tenants[i], w, "gids", &t.gids));
+      ROS2_RETURN_IF_ERROR(ReadString(tenants[i], w, "key_file", &t.key_file));
+      if (YAML::Node keys = tenants[i]["container_keys"]) {
+        if (!keys.IsMap()) {
+          return Status::InvalidArgument(fmt::format("{}.container_keys: expected a map of container: key file", w));
+        }
+        for (const auto& kv : keys) t.container_keys[kv.first.Scalar()] = kv.second.Scalar();
+      }
       if (t.name.empty()) return Status::InvalidArgument(fmt::format("{}.name: required", w));
       if (t.secret_file.empty()) return Status::InvalidArgument(fmt::format("{}.secret_file: required", w));
       if (t.uids.empty() && t.gids.empty()) {
@@ -140,6 +148,14 @@ Status FinalizeAgentConfig(AgentConfig* config) {
     }
     if (::access(t.secret_file.c_str(), R_OK) != 0) {
       return Status::FromErrno(errno, fmt::format("{}: tenant {}: secret_file {}", o, t.name, t.secret_file));
+    }
+    std::vector<std::string> keys;
+    if (!t.key_file.empty()) keys.push_back(t.key_file);
+    for (const auto& [label, file] : t.container_keys) keys.push_back(file);
+    for (const std::string& file : keys) {
+      if (::access(file.c_str(), R_OK) != 0) {
+        return Status::FromErrno(errno, fmt::format("{}: tenant {}: key file {}", o, t.name, file));
+      }
     }
   }
   return Status::Ok();

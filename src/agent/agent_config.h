@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +39,16 @@ struct TenantMapping {
   std::string secret_file;  // first line: the tenant's secret (never sent to a host)
   std::vector<uid_t> uids;
   std::vector<gid_t> gids;
+  // Keys of encrypted containers (docs/dfs.md, "Encrypted files"), held here
+  // and never sent to a host: one file per container label, else the
+  // tenant's key file for every encrypted container it mounts.
+  std::string key_file;
+  std::map<std::string, std::string> container_keys;
+  // The key file for container `label`; empty when the agent holds none.
+  const std::string& KeyFileFor(const std::string& label) const {
+    auto it = container_keys.find(label);
+    return it != container_keys.end() ? it->second : key_file;
+  }
 };
 
 struct AgentConfig {

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fstream>
@@ -25,6 +26,7 @@
 
 #include "agent/host_session.h"
 #include "agent/wire.h"
+#include "dfs/file_crypto.h"
 #include "client/testing/test_cluster.h"
 #include "common/test_pattern.h"
 
@@ -134,7 +136,10 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
                                             {"cont", "create", "p", "bobc"},
                                             {"tenant", "add", "bob", "--secret-out", c.dir() + "/bob.secret"},
                                             {"acl", "set", "p", "--tenant", "bob", "--rights", "r"},
-                                            {"acl", "set", "p", "bobc", "--tenant", "bob", "--rights", "rw"}}) {
+                                            {"acl", "set", "p", "bobc", "--tenant", "bob", "--rights", "rw"},
+                                            {"key", "create", "--out", c.dir() + "/admin.key"},
+                                            {"cont", "create", "p", "secretc", "-p", "encryption=aes-256-gcm"},
+                                            {"cont", "create", "p", "secret2", "-p", "encryption=aes-256-gcm"}}) {
         auto r = c.Ctl(args);
         ASSERT_EQ(r.exit_code, 0) << args[0] << " " << args[1] << ": " << r.err << r.out;
       }
@@ -144,9 +149,9 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
       ::chmod(setup->dir.c_str(), 0755);
       setup->agent_config = fmt::format(
           "control: {}\ntransport: {}\nspin: 20us\nio_timeout: 20s\ntenants:\n"
-          "  - {{ name: admin, secret_file: {}, uids: [0] }}\n"
+          "  - {{ name: admin, secret_file: {}, uids: [0], container_keys: {{ secretc: {} }} }}\n"
           "  - {{ name: bob, secret_file: {}, uids: [{}] }}\n",
-          c.control(), GetParam(), c.admin_secret_file(), c.dir() + "/bob.secret", kBobUid);
+          c.control(), GetParam(), c.admin_secret_file(), c.dir() + "/admin.key", c.dir() + "/bob.secret", kBobUid);
       setup->agent = AgentProcess::Start(setup->dir, "agent", setup->agent_config, &error);
       ASSERT_NE(setup->agent, nullptr) << error;
       s = std::move(setup);
@@ -802,6 +807,88 @@ TEST_P(AgentTest, KilledAgentFailsCallsClearly) {
   auto attr = (*fresh)->Stat(fm->index, *bf);
   ASSERT_TRUE(attr.ok()) << attr.status().ToString();
   EXPECT_EQ(attr->size, payload.size());
+}
+
+// Inline encryption at the agent: it mounts an encrypted container with the
+// key it holds (the host sends none), the engine stores the shared block
+// format, a direct-mode client with the key reads the same plaintext and one
+// without it is refused; a container the agent holds no key for is refused
+// with the reason.
+TEST_P(AgentTest, EncryptedContainerWithTheAgentsKey) {
+  auto s = Connect();
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  HostSession& h = **s;
+  auto m = h.Mount("p", "secretc");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const std::string name = "enc-" + GetParam();
+  auto f = h.Open(m->index, m->root, name, O_CREAT | O_RDWR, 0600);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const auto data = Pattern(3 * 4096 + 123, 7);
+  ASSERT_TRUE(h.Write(m->index, *f, 1000, data).ok());
+  const auto patch = Pattern(10, 8);
+  ASSERT_TRUE(h.Write(m->index, *f, 5000, patch).ok());  // inside a block: read-modify-write at the agent
+  std::vector<std::byte> want(1000 + data.size());
+  std::copy(data.begin(), data.end(), want.begin() + 1000);
+  std::copy(patch.begin(), patch.end(), want.begin() + 5000);
+  std::vector<std::byte> got(want.size() + 10);
+  auto n = h.Read(m->index, *f, 0, got);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  ASSERT_EQ(*n, want.size());
+  got.resize(*n);
+  EXPECT_EQ(got, want);
+
+  // Direct mode, beside the agent.
+  client::ClientOptions o;
+  o.control = setup_->cluster->control();
+  o.secret_file = setup_->cluster->admin_secret_file();
+  o.transport = GetParam();
+  auto direct = client::Client::Connect(o);
+  ASSERT_TRUE(direct.ok()) << direct.status().ToString();
+  auto pool = (*direct)->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto cont = (*pool)->OpenContainer("secretc");
+  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+  EXPECT_EQ(dfs::Filesystem::Mount(**cont, {}).status().code(), Status::Code::kPermissionDenied);
+  dfs::MountOptions keyed;
+  keyed.encryption_key_file = setup_->cluster->dir() + "/admin.key";
+  auto fs = dfs::Filesystem::Mount(**cont, keyed);
+  ASSERT_TRUE(fs.ok()) << fs.status().ToString();
+  auto df = (*fs)->Lookup((*fs)->Root(), name);
+  ASSERT_TRUE(df.ok()) << df.status().ToString();
+  std::vector<std::byte> back(want.size());
+  auto dn = (*fs)->Read(*df, 0, back);
+  ASSERT_TRUE(dn.ok()) << dn.status().ToString();
+  EXPECT_EQ(back, want);
+  // What the engine stores for the file is not the plaintext.
+  auto raw = (*cont)->OpenObject(df->oid);
+  ASSERT_TRUE(raw.ok());
+  auto dkeys = raw->ListDkeys();
+  ASSERT_TRUE(dkeys.ok()) << dkeys.status().ToString();
+  ASSERT_FALSE(dkeys->empty());
+  for (const std::string& dkey : *dkeys) {
+    auto akeys = raw->ListAkeys(dkey);
+    ASSERT_TRUE(akeys.ok()) << akeys.status().ToString();
+    for (const std::string& akey : *akeys) {
+      client::FetchArgs fa;
+      fa.dkey = dkey;
+      fa.akey = akey;
+      fa.kind = client::ValueKind::kArray;
+      fa.record_size = dfs::kBlockRecordSize;  // the encrypted-file records (dfs/file_crypto.h)
+      fa.count = 16;
+      std::vector<std::byte> stored(fa.count * fa.record_size);
+      fa.buffer = stored;
+      auto fetched = raw->Fetch(fa);
+      ASSERT_TRUE(fetched.ok()) << fetched.status().ToString();
+      EXPECT_EQ(std::search(stored.begin(), stored.end(), data.begin(), data.begin() + 64), stored.end())
+          << "plaintext found under dkey " << dkey.size() << " bytes, akey " << akey;
+    }
+  }
+
+  // A container the agent holds no key for.
+  auto none = h.Mount("p", "secret2");
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), Status::Code::kPermissionDenied) << none.status().ToString();
+  EXPECT_NE(none.status().message().find("key"), std::string::npos) << none.status().ToString();
 }
 
 // `ros2ctl cluster up --agent`: an agent beside the engine, serving root as

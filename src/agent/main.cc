@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -29,6 +30,9 @@ int main(int argc, char** argv) {
   app.add_option("--socket", socket, "Unix socket to listen on (overrides socket)");
   app.add_option("--log-level", log_level, "trace | debug | info | warn | error");
   CLI11_PARSE(app, argc, argv);
+  // The agent is the direct-mode client: a ROS2_AGENT_SOCKET inherited from
+  // the shell that started it must not turn its own clients into offload ones.
+  ::unsetenv("ROS2_AGENT_SOCKET");
 
   auto loaded = ros2::agent::LoadAgentConfig(config_path);
   if (!loaded.ok()) return Fail(loaded.status());

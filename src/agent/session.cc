@@ -353,6 +353,9 @@ void Session::ExecuteMount(const SubmitEntry& sqe, std::span<const std::byte> ar
   // Entries are owned by the caller the kernel named, whatever the host says.
   o.uid = identity_.uid;
   o.gid = identity_.gid;
+  // Encrypted containers: the agent's key for it (the host never sees one);
+  // without one the DFS refuses the mount, naming the container and its key id.
+  if (m->container->summary().encryption) o.encryption_key_file = tenant_->mapping.KeyFileFor(cont);
   auto fs = dfs::Filesystem::Mount(*m->container, o);
   if (!fs.ok()) return Fail(sqe, cqe, ErrnoOf(fs.status()), fs.status().WithContext("agent mount"));
   m->fs = std::move(*fs);

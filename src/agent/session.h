@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "agent/agent_config.h"
 #include "agent/ring.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
@@ -32,6 +33,7 @@ namespace ros2::agent {
 // One tenant's libros2 client (one transport context), shared by its sessions.
 struct TenantClient {
   std::string name;
+  TenantMapping mapping;  // as configured (its key files)
   std::unique_ptr<client::Client> client;
 };
 
