@@ -12,6 +12,8 @@
 #include <random>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "agent/agent.h"
 #include "agent/agent_config.h"
 #include "agent/host_session.h"
@@ -267,6 +269,18 @@ TEST(InProcessAgentTest, RandomEntriesGetErrorCompletions) {
   // A tail beyond the ring: the agent closes the session and the host is told.
   h.ForceSubmissionTail(1u << 31);
   SubmitEntry after{};
+  // Wait for the agent to act on the forged tail before submitting anything
+  // (a submission would store a sane tail over it): its status stops
+  // listing the session.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  bool closed = false;
+  while (!closed && std::chrono::steady_clock::now() < deadline) {
+    auto status = QueryAgentStatus(config.socket, std::chrono::seconds(5));
+    ASSERT_TRUE(status.ok()) << status.status().ToString();
+    closed = nlohmann::json::parse(*status)["sessions"].empty();
+    if (!closed) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(closed) << "the agent kept the session with a tail beyond the ring";
   Status st = h.SubmitRaw(after);
   if (st.ok()) {
     auto r = h.Reap(std::span<IoCompletion>(out).first(1), 1, std::chrono::seconds(10));
