@@ -50,7 +50,8 @@ class FuseMountTest : public ::testing::Test {
     ASSERT_NE(cluster_, nullptr);
     // nvme class: extents in files; shards large enough for the 1 GiB file.
     CommandResult up = cluster_->Ctl({"--json", "cluster", "up", "--targets", "2", "--class", "nvme", "--transport",
-                                      "auto", "--shard-size", "2GiB", "--engine", ROS2_ENGINE_PATH, "--timeout", "60"});
+                                      "auto", "--shard-size", "2GiB", "--engine", ROS2_ENGINE_PATH, "--agent",
+                                      "--timeout", "60"});
     ASSERT_EQ(up.exit_code, 0) << up.err << up.out;
     cluster_up_ = true;
     CommandResult pool = cluster_->Ctl({"pool", "create", "p1", "--size", "3GiB"});
@@ -420,6 +421,32 @@ TEST_F(FuseMountTest, PosixErrorsAndMetadataThroughTheMount) {
   EXPECT_GT(vfs.f_blocks, 0u);
   EXPECT_LE(vfs.f_bfree, vfs.f_blocks);
   EXPECT_EQ(vfs.f_namemax, 255u);
+}
+
+// The same mount in offload mode (ROS2_AGENT_SOCKET): ros2-fuse runs the DFS
+// through the cluster's ros2-agent; what ordinary programs do on it is what
+// the direct mounts of the same container see.
+TEST_F(FuseMountTest, OffloadMountRunsThroughTheAgent) {
+  std::string error;
+  auto offload = FuseMount::Start(*cluster_, cluster_->dir() + "/offload", {"--data-cache", "off"}, &error,
+                                  "ROS2_AGENT_SOCKET=" + cluster_->dir() + "/agent.sock");
+  ASSERT_NE(offload, nullptr) << error;
+  const std::string O = offload->path();
+  CommandResult work = Run("set -e; mkdir -p " + O + "/a/b; head -c 3000000 /dev/urandom > " + L("big") + "; cp " +
+                           L("big") + " " + O + "/a/b/big; printf 'hello\n' > " + O + "/a/h.txt; mv " + O +
+                           "/a/h.txt " + O + "/a/b/h2.txt; ln -s h2.txt " + O + "/a/b/l; cmp " + L("big") + " " + O +
+                           "/a/b/big; ls " + O + "/a/b | sort | tr '\n' ' '");
+  ASSERT_EQ(work.exit_code, 0) << work.out << offload->log();
+  EXPECT_EQ(work.out, "big h2.txt l ");
+  // The direct mount and a direct-mode client see what the agent wrote.
+  EXPECT_EQ(ReadWholeFile(D("a/b/big")), ReadWholeFile(L("big")));
+  EXPECT_EQ(ReadWholeFile(D("a/b/l")), "hello\n");
+  ASSERT_TRUE(WriteFile(D("a/from-direct"), "direct"));
+  EXPECT_EQ(ReadWholeFile(O + "/a/from-direct"), "direct");
+  EXPECT_EQ(Run("rm -r " + O + "/a && ls " + D("")).out.find("a\n"), std::string::npos);
+  // It went through the agent: the agent mounted the container for it.
+  EXPECT_NE(ReadWholeFile(cluster_->dir() + "/agent.log").find("mounted p1/c1"), std::string::npos);
+  EXPECT_EQ(offload->Stop(), 0) << offload->log();
 }
 
 // An engine killed with SIGKILL and started again (`ros2ctl cluster up` on the

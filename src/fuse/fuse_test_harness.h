@@ -74,9 +74,11 @@ inline bool IsMounted(const std::string& path) {
 // One ros2-fuse process serving a mount point.
 class FuseMount {
  public:
-  // Starts `ros2-fuse -f ... POOL CONT DIR` and waits until DIR is a mount.
+  // Starts `ros2-fuse -f ... POOL CONT DIR` and waits until DIR is a mount;
+  // `env` (optional, "NAME=value") is exported to it.
   static std::unique_ptr<FuseMount> Start(const ros2::testing::TestCluster& cluster, const std::string& dir,
-                                          const std::vector<std::string>& options, std::string* error) {
+                                          const std::vector<std::string>& options, std::string* error,
+                                          const std::string& env = "") {
     std::filesystem::create_directories(dir);
     auto m = std::unique_ptr<FuseMount>(new FuseMount());
     m->path_ = dir;
@@ -84,6 +86,7 @@ class FuseMount {
     std::string cmd = std::string("exec ") + ROS2_FUSE_PATH + " -f --data-dir " + cluster.dir() + " --log-level info";
     for (const auto& o : options) cmd += " " + o;
     cmd += " p1 c1 " + dir;
+    if (!env.empty()) cmd = "export " + env + "; " + cmd;
     m->pid_ = SpawnShell(cmd, m->log_);
     auto deadline = HarnessClock::now() + std::chrono::seconds(60);
     while (!IsMounted(dir)) {
