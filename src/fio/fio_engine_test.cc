@@ -69,8 +69,10 @@ class FioEngineTest : public ::testing::Test {
   }
 
   // Runs fio with the engine; `engine_options` come right after --ioengine.
-  FioRun Fio(const std::vector<std::string>& engine_options, const std::vector<std::string>& job_options) {
-    const std::string out_path = cluster_->scratch() + "/fio.json";
+  FioRun Fio(const std::vector<std::string>& engine_options, const std::vector<std::string>& job_options,
+             const TestCluster* on = nullptr) {
+    const TestCluster& cluster = on != nullptr ? *on : *cluster_;
+    const std::string out_path = cluster.scratch() + "/fio.json";
     (void)std::remove(out_path.c_str());
     std::vector<std::string> argv = {ROS2_FIO_PATH, "--ioengine=external:" ROS2_FIO_ENGINE_PATH};
     argv.insert(argv.end(), engine_options.begin(), engine_options.end());
@@ -79,7 +81,7 @@ class FioEngineTest : public ::testing::Test {
     argv.push_back("--output=" + out_path);
     argv.push_back("--verify_state_save=0");  // no <job>-verify.state files in the working directory
     FioRun run;
-    run.cmd = RunProcess(argv, cluster_->scratch());
+    run.cmd = RunProcess(argv, cluster.scratch());
     run.report = nlohmann::json::parse(ReadWholeFile(out_path), nullptr, /*allow_exceptions=*/false);
     return run;
   }
@@ -154,6 +156,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FioEngineShapes,
                                            Shape{"seq1m", "write", "read", uint64_t{1} << 20},
                                            Shape{"rand1m", "randwrite", "randread", uint64_t{1} << 20}),
                          [](const auto& info) { return std::string(info.param.name); });
+
+// Offload mode: the same verify jobs with ROS2_AGENT_SOCKET set, so the
+// engine's DFS calls run in the cluster's ros2-agent; a second pass in a new
+// process verifies what the first left.
+TEST_F(FioEngineTest, VerifyJobsThroughTheAgent) {
+  std::string error;
+  auto agent_cluster = TestCluster::Start("shm", 2, &error, "ram", "64MiB", {"--agent"});
+  ASSERT_NE(agent_cluster, nullptr) << error;
+  ASSERT_EQ(agent_cluster->Ctl({"pool", "create", "p", "--size", "128MiB"}).exit_code, 0);
+  ASSERT_EQ(agent_cluster->Ctl({"cont", "create", "p", "c"}).exit_code, 0);
+  ASSERT_FALSE(agent_cluster->agent_socket().empty());
+  ::setenv("ROS2_AGENT_SOCKET", agent_cluster->agent_socket().c_str(), 1);
+  const std::vector<std::string> engine = {"--data_dir=" + agent_cluster->dir(), "--pool=p", "--cont=c"};
+  const std::vector<std::string> job = {"--name=off", "--filename_format=/fio/$jobname.$jobnum.$filenum",
+                                        "--bs=64k", "--iodepth=8", fmt::format("--numjobs={}", kJobs),
+                                        fmt::format("--size={}", kJobBytes), "--verify=crc32c"};
+  auto write = job;
+  write.push_back("--rw=randwrite");
+  write.push_back("--do_verify=1");
+  FioRun w = Fio(engine, write, agent_cluster.get());
+  auto read = job;
+  read.push_back("--rw=read");
+  FioRun r = Fio(engine, read, agent_cluster.get());
+  ::unsetenv("ROS2_AGENT_SOCKET");
+  ExpectJobs(w, kJobBytes, kJobBytes);
+  ExpectJobs(r, kJobBytes, 0);
+  EXPECT_NE(ReadWholeFile(agent_cluster->dir() + "/agent.log").find("mounted p/c"), std::string::npos);
+}
 
 // With --thread the jobs are threads of one fio process sharing one mount,
 // each with its own event queue. spin_us=0: every wait sleeps on the worker at once.
