@@ -14,7 +14,8 @@
 //   max_ring_entries: 4096           # largest submission ring a host may bring
 //   max_arena: 1GiB                  # largest arena a host may bring
 //   tenants:                         # caller -> tenant, first match by uid, then by gid
-//     - { name: admin, secret_file: /path/admin.secret, uids: [0], gids: [] }
+//     - { name: admin, secret_file: /path/admin.secret, uids: [0], gids: [],
+//         qos: { bandwidth: 50MiB, iops: 1000 } }  # optional; 0 or absent = unlimited
 // A value type; parsing is a free function, safe from any thread.
 #pragma once
 
@@ -29,6 +30,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "agent/token_bucket.h"
 #include "common/status.h"
 
 namespace ros2::agent {
@@ -38,6 +40,7 @@ struct TenantMapping {
   std::string secret_file;  // first line: the tenant's secret (never sent to a host)
   std::vector<uid_t> uids;
   std::vector<gid_t> gids;
+  QosLimits qos;  // the tenant's starting limits (changed live with `ros2ctl agent qos`)
 };
 
 struct AgentConfig {

@@ -44,7 +44,7 @@ spin: 20us
 max_arena: 256MiB
 tenants:
   - { name: admin, secret_file: /etc/hostname, uids: [0] }
-  - { name: bob, secret_file: /etc/hostname, uids: [4242], gids: [100] }
+  - { name: bob, secret_file: /etc/hostname, uids: [4242], gids: [100], qos: { bandwidth: 50MiB, iops: 1000 } }
 )",
                         &st);
   ASSERT_TRUE(st.ok()) << st.ToString();
@@ -58,6 +58,9 @@ tenants:
   EXPECT_EQ(FindTenant(c, 4242, 1)->name, "bob");
   EXPECT_EQ(FindTenant(c, 7, 100)->name, "bob");  // by gid
   EXPECT_EQ(FindTenant(c, 7, 7), nullptr);
+  EXPECT_EQ(c.tenants[0].qos.bandwidth, 0u);  // absent: unlimited
+  EXPECT_EQ(c.tenants[1].qos.bandwidth, uint64_t{50} << 20);
+  EXPECT_EQ(c.tenants[1].qos.iops, 1000u);
   c.origin = "agent.yaml";
   EXPECT_TRUE(FinalizeAgentConfig(&c).ok());
 }
@@ -72,6 +75,10 @@ TEST(AgentConfigTest, RefusesBadSettingsNamingTheKey) {
   EXPECT_NE(st.message().find("max_ring_entries"), std::string::npos) << st.ToString();
   Parse("max_sessions_per_tenant: 0", &st);
   EXPECT_NE(st.message().find("max_sessions_per_tenant"), std::string::npos) << st.ToString();
+  Parse("tenants: [{name: a, secret_file: /etc/hostname, uids: [1], qos: {bandwidth: fast}}]", &st);
+  EXPECT_NE(st.message().find("tenants[0].qos.bandwidth"), std::string::npos) << st.ToString();
+  Parse("tenants: [{name: a, secret_file: /etc/hostname, uids: [1], qos: {latency: 1}}]", &st);
+  EXPECT_NE(st.message().find("qos.latency: unknown setting"), std::string::npos) << st.ToString();
   Parse("colour: blue", &st);
   EXPECT_NE(st.message().find("colour: unknown setting"), std::string::npos) << st.ToString();
   Parse("tenants: [{name: a, secret_file: /etc/hostname}]", &st);

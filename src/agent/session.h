@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "agent/ring.h"
+#include "agent/token_bucket.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 
@@ -33,6 +34,7 @@ namespace ros2::agent {
 struct TenantClient {
   std::string name;
   std::unique_ptr<client::Client> client;
+  std::shared_ptr<TenantQos> qos;  // the tenant's limits, shared by its sessions (outlives the client)
 };
 
 struct SessionIdentity {
