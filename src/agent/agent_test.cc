@@ -979,6 +979,9 @@ TEST_P(AgentTest, TenantQosLimitsBandwidthAndChangesLive) {
     EXPECT_GE(t["bytes_served"].get<uint64_t>(), kFile);
   }
   EXPECT_TRUE(seen) << show.out;
+  auto unknown = c.Ctl({"agent", "qos", "--socket", sock, "--tenant", "carol", "--bandwidth", "1MiB"});
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.err << unknown.out;
+  EXPECT_NE(unknown.err.find("no tenant 'carol'"), std::string::npos) << unknown.err;
   // Only root or the agent's user may change limits.
   auto [code, out] = RunChild(kBobUid, [&](std::string* out) {
     auto r = AgentQos(sock, R"({"tenant":"bob","bandwidth":0})", std::chrono::seconds(5));
