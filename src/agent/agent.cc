@@ -79,6 +79,7 @@ Result<RingGeometry> ValidateGeometry(const RingHeader& h, uint64_t file_size, c
 
 Result<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   auto agent = std::unique_ptr<Agent>(new Agent(config));
+  for (const auto& t : config.tenants) agent->qos_[t.name] = std::make_shared<TenantQos>(t.qos);
   int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno(errno, "agent: socket");
   agent->listen_fd_ = fd;
@@ -162,7 +163,38 @@ std::string Agent::StatusJson() const {
   nlohmann::json tenants = nlohmann::json::array();
   for (const auto& [name, t] : tenants_) tenants.push_back(name);
   j["tenant_clients"] = tenants;
+  nlohmann::json qos = nlohmann::json::array();
+  for (const auto& [name, q] : qos_) {
+    const QosLimits l = q->limits();
+    qos.push_back({{"tenant", name},
+                   {"bandwidth", l.bandwidth},
+                   {"iops", l.iops},
+                   {"bytes_served", q->bytes_served()},
+                   {"ios_served", q->ios_served()}});
+  }
+  j["qos"] = qos;
   return j.dump();
+}
+
+Status Agent::ApplyQos(std::string_view request) {
+  nlohmann::json j = nlohmann::json::parse(request, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return Status::InvalidArgument("agent: qos: expected a JSON object");
+  if (!j.contains("tenant")) return Status::Ok();  // a query
+  if (!j["tenant"].is_string()) return Status::InvalidArgument("agent: qos: tenant must be a string");
+  const std::string name = j["tenant"].get<std::string>();
+  auto it = qos_.find(name);
+  if (it == qos_.end()) return Status::NotFound(fmt::format("agent: qos: no tenant '{}' in the config", name));
+  QosLimits l = it->second->limits();
+  for (const char* key : {"bandwidth", "iops"}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_number_unsigned()) {
+      return Status::InvalidArgument(fmt::format("agent: qos: {} must be a non-negative integer", key));
+    }
+    (std::string_view(key) == "bandwidth" ? l.bandwidth : l.iops) = j[key].get<uint64_t>();
+  }
+  it->second->SetLimits(l);
+  ROS2_LOG_INFO("agent: tenant {}: qos set to bandwidth {} B/s, iops {} (0 = unlimited)", name, l.bandwidth, l.iops);
+  return Status::Ok();
 }
 
 void Agent::Run(int stop_fd) {
@@ -231,6 +263,7 @@ Result<std::shared_ptr<TenantClient>> Agent::AcquireTenant(const TenantMapping& 
   tc->name = t.name;
   tc->mapping = t;
   tc->client = std::move(c);
+  tc->qos = qos_.at(t.name);
   tenants_[t.name] = tc;
   ROS2_LOG_INFO("agent: tenant {}: client made ({})", t.name, tc->client->DescribeTransport());
   return tc;
@@ -253,11 +286,12 @@ void Agent::HandleHello(int fd) {
     return close_all();
   }
   HelloMessage hello{};
-  iovec iov{&hello, sizeof hello};
+  char payload[kMaxControlPayload];
+  iovec iov[2] = {{&hello, sizeof hello}, {payload, sizeof payload}};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 3)];
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
   msg.msg_control = control;
   msg.msg_controllen = sizeof control;
   ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
@@ -282,7 +316,11 @@ void Agent::HandleHello(int fd) {
     SendReply(fd, code, 0, why);
     close_all();
   };
-  if (n != static_cast<ssize_t>(sizeof hello) || hello.magic != kHelloMagic) {
+  const size_t payload_len = n > static_cast<ssize_t>(sizeof hello) ? static_cast<size_t>(n) - sizeof hello : 0;
+  const bool control_msg =
+      n >= static_cast<ssize_t>(sizeof hello) && hello.type == static_cast<uint16_t>(MessageType::kQos);
+  if ((n != static_cast<ssize_t>(sizeof hello) && !control_msg) || (msg.msg_flags & MSG_TRUNC) ||
+      hello.magic != kHelloMagic) {
     return refuse(Status::Code::kProtocol, "agent: expected a hello message");
   }
   if (hello.version != kProtocolVersion) {
@@ -292,6 +330,16 @@ void Agent::HandleHello(int fd) {
   if (hello.type == static_cast<uint16_t>(MessageType::kStatus)) {
     if (cred.uid != 0 && cred.uid != ::geteuid()) {
       return refuse(Status::Code::kPermissionDenied, "agent: status is for root or the agent's user");
+    }
+    SendReply(fd, Status::Code::kOk, 0, StatusJson());
+    return close_all();
+  }
+  if (control_msg) {
+    if (cred.uid != 0 && cred.uid != ::geteuid()) {
+      return refuse(Status::Code::kPermissionDenied, "agent: qos is for root or the agent's user");
+    }
+    if (Status st = ApplyQos(std::string_view(payload, payload_len)); !st.ok()) {
+      return refuse(st.code(), st.message());
     }
     SendReply(fd, Status::Code::kOk, 0, StatusJson());
     return close_all();

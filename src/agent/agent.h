@@ -50,6 +50,8 @@ class Agent {
   explicit Agent(AgentConfig config) : config_(std::move(config)) {}
   void Accept();
   void HandleHello(int fd);
+  // Applies a kQos request (JSON); the error text on failure.
+  Status ApplyQos(std::string_view request);
   void Reap();
   Result<std::shared_ptr<TenantClient>> AcquireTenant(const TenantMapping& t);
 
@@ -64,6 +66,8 @@ class Agent {
   mutable std::mutex mu_;  // sessions_ and tenants_ (StatusJson runs on the accept thread too)
   std::vector<std::unique_ptr<Session>> sessions_;
   std::map<std::string, std::shared_ptr<TenantClient>> tenants_;
+  // Every configured tenant's QoS, made at start (the map never changes after).
+  std::map<std::string, std::shared_ptr<TenantQos>> qos_;
 };
 
 }  // namespace ros2::agent

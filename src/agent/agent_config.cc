@@ -107,8 +107,8 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
     config->tenants.clear();
     for (size_t i = 0; i < tenants.size(); ++i) {
       const std::string w = fmt::format("{}.tenants[{}]", where, i);
-      ROS2_RETURN_IF_ERROR(
-          CheckKnownKeys(tenants[i], w, {"name", "secret_file", "uids", "gids", "key_file", "container_keys"}));
+      ROS2_RETURN_IF_ERROR(CheckKnownKeys(tenants[i], w,
+                                          {"name", "secret_file", "uids", "gids", "key_file", "container_keys", "qos"}));
       TenantMapping t;
       ROS2_RETURN_IF_ERROR(ReadString(tenants[i], w, "name", &t.name));
       ROS2_RETURN_IF_ERROR(ReadString(tenants[i], w, "secret_file", &t.secret_file));
@@ -120,6 +120,12 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
           return Status::InvalidArgument(fmt::format("{}.container_keys: expected a map of container: key file", w));
         }
         for (const auto& kv : keys) t.container_keys[kv.first.Scalar()] = kv.second.Scalar();
+      }
+      if (YAML::Node qos = tenants[i]["qos"]) {
+        const std::string wq = w + ".qos";
+        ROS2_RETURN_IF_ERROR(CheckKnownKeys(qos, wq, {"bandwidth", "iops"}));
+        ROS2_RETURN_IF_ERROR(ReadSize(qos, wq, "bandwidth", &t.qos.bandwidth));
+        ROS2_RETURN_IF_ERROR(ReadUint(qos, wq, "iops", &t.qos.iops));
       }
       if (t.name.empty()) return Status::InvalidArgument(fmt::format("{}.name: required", w));
       if (t.secret_file.empty()) return Status::InvalidArgument(fmt::format("{}.secret_file: required", w));

@@ -14,7 +14,8 @@
 //   max_ring_entries: 4096           # largest submission ring a host may bring
 //   max_arena: 1GiB                  # largest arena a host may bring
 //   tenants:                         # caller -> tenant, first match by uid, then by gid
-//     - { name: admin, secret_file: /path/admin.secret, uids: [0], gids: [] }
+//     - { name: admin, secret_file: /path/admin.secret, uids: [0], gids: [],
+//         qos: { bandwidth: 50MiB, iops: 1000 } }  # optional; 0 or absent = unlimited
 // A value type; parsing is a free function, safe from any thread.
 #pragma once
 
@@ -30,6 +31,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "agent/token_bucket.h"
 #include "common/status.h"
 
 namespace ros2::agent {
@@ -49,6 +51,7 @@ struct TenantMapping {
     auto it = container_keys.find(label);
     return it != container_keys.end() ? it->second : key_file;
   }
+  QosLimits qos;  // the tenant's starting limits (changed live with `ros2ctl agent qos`)
 };
 
 struct AgentConfig {

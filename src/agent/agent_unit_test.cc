@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "agent/agent_config.h"
 #include "agent/host_session.h"
+#include "agent/token_bucket.h"
 #include "agent/wire.h"
 #include "common/config.h"
 
@@ -45,7 +46,7 @@ spin: 20us
 max_arena: 256MiB
 tenants:
   - { name: admin, secret_file: /etc/hostname, uids: [0] }
-  - { name: bob, secret_file: /etc/hostname, uids: [4242], gids: [100] }
+  - { name: bob, secret_file: /etc/hostname, uids: [4242], gids: [100], qos: { bandwidth: 50MiB, iops: 1000 } }
 )",
                         &st);
   ASSERT_TRUE(st.ok()) << st.ToString();
@@ -59,6 +60,9 @@ tenants:
   EXPECT_EQ(FindTenant(c, 4242, 1)->name, "bob");
   EXPECT_EQ(FindTenant(c, 7, 100)->name, "bob");  // by gid
   EXPECT_EQ(FindTenant(c, 7, 7), nullptr);
+  EXPECT_EQ(c.tenants[0].qos.bandwidth, 0u);  // absent: unlimited
+  EXPECT_EQ(c.tenants[1].qos.bandwidth, uint64_t{50} << 20);
+  EXPECT_EQ(c.tenants[1].qos.iops, 1000u);
   c.origin = "agent.yaml";
   EXPECT_TRUE(FinalizeAgentConfig(&c).ok());
 }
@@ -73,6 +77,10 @@ TEST(AgentConfigTest, RefusesBadSettingsNamingTheKey) {
   EXPECT_NE(st.message().find("max_ring_entries"), std::string::npos) << st.ToString();
   Parse("max_sessions_per_tenant: 0", &st);
   EXPECT_NE(st.message().find("max_sessions_per_tenant"), std::string::npos) << st.ToString();
+  Parse("tenants: [{name: a, secret_file: /etc/hostname, uids: [1], qos: {bandwidth: fast}}]", &st);
+  EXPECT_NE(st.message().find("tenants[0].qos.bandwidth"), std::string::npos) << st.ToString();
+  Parse("tenants: [{name: a, secret_file: /etc/hostname, uids: [1], qos: {latency: 1}}]", &st);
+  EXPECT_NE(st.message().find("qos.latency: unknown setting"), std::string::npos) << st.ToString();
   Parse("colour: blue", &st);
   EXPECT_NE(st.message().find("colour: unknown setting"), std::string::npos) << st.ToString();
   Parse("tenants: [{name: a, secret_file: /etc/hostname}]", &st);
@@ -295,6 +303,72 @@ TEST(InProcessAgentTest, RandomEntriesGetErrorCompletions) {
   agent->reset();
   ::close(stop);
   std::filesystem::remove_all(dir);
+}
+
+// --- QoS token buckets, driven by an injected clock ---
+constexpr int64_t kSec = 1'000'000'000;
+
+TEST(TokenBucketTest, RateBurstAndRefill) {
+  TokenBucket b(1000, 0);  // 1000/s, burst 100, starts full
+  EXPECT_EQ(b.burst(), 100u);
+  EXPECT_EQ(b.WaitFor(100, 0).count(), 0);
+  b.Take(100);
+  // Empty: 50 tokens take 50 ms to come back.
+  EXPECT_EQ(b.WaitFor(50, 0), std::chrono::milliseconds(50));
+  EXPECT_GT(b.WaitFor(50, kSec / 100).count(), 0);  // 10 ms: 10 tokens
+  EXPECT_EQ(b.WaitFor(50, kSec / 20).count(), 0);   // 50 ms: 50 tokens
+  // Refill stops at the burst: after a long pause only 100 pass at once.
+  EXPECT_EQ(b.WaitFor(1, 10 * kSec).count(), 0);
+  EXPECT_DOUBLE_EQ(b.tokens(), 100.0);
+}
+
+TEST(TokenBucketTest, LargerThanBurstPassesAndLeavesDebt) {
+  TokenBucket b(1000, 0);
+  b.Take(100);
+  // 500 tokens (> burst 100) wait for a full bucket, not for 500 tokens.
+  EXPECT_EQ(b.WaitFor(500, 0), std::chrono::milliseconds(100));
+  EXPECT_EQ(b.WaitFor(500, kSec / 10).count(), 0);
+  b.Take(500);
+  EXPECT_DOUBLE_EQ(b.tokens(), -400.0);
+  // The debt is paid before the next token: 401 tokens = 401 ms.
+  EXPECT_EQ(b.WaitFor(1, kSec / 10), std::chrono::milliseconds(401));
+}
+
+TEST(TokenBucketTest, UnlimitedAndLiveRateChange) {
+  TokenBucket b(0, 0);
+  EXPECT_EQ(b.WaitFor(uint64_t{1} << 40, 0).count(), 0);
+  b.Take(uint64_t{1} << 40);
+  b.SetRate(1000, 0);  // from unlimited: starts full
+  EXPECT_DOUBLE_EQ(b.tokens(), 100.0);
+  b.Take(100);
+  EXPECT_EQ(b.WaitFor(100, 0), std::chrono::milliseconds(100));
+  b.SetRate(10000, 0);  // ten times faster from now on: burst 1000
+  EXPECT_EQ(b.WaitFor(100, 0), std::chrono::milliseconds(10));
+  b.SetRate(0, 0);
+  EXPECT_EQ(b.WaitFor(1000000, 0).count(), 0);
+}
+
+TEST(TenantQosTest, BothBucketsLimitAndServedIsCounted) {
+  int64_t now = 0;
+  TenantQos q(QosLimits{1 << 20, 10}, [&] { return now; });  // 1 MiB/s, 10 I/Os per second
+  EXPECT_EQ(q.TryAcquire(4096).count(), 0);                  // iops burst is 1
+  EXPECT_GT(q.TryAcquire(4096).count(), 0);                  // the I/O bucket is empty
+  now += kSec / 10;
+  EXPECT_EQ(q.TryAcquire(4096).count(), 0);
+  EXPECT_EQ(q.bytes_served(), 8192u);
+  EXPECT_EQ(q.ios_served(), 2u);
+  // Over a simulated 2 s at full demand, the byte rate is what was set.
+  q.SetLimits(QosLimits{1 << 20, 0});
+  uint64_t start = q.bytes_served();
+  int64_t t0 = now;
+  while (now - t0 < 2 * kSec) {
+    auto w = q.TryAcquire(64 << 10);
+    if (w.count() > 0) now += w.count();
+  }
+  double rate = static_cast<double>(q.bytes_served() - start) / 2.0;
+  EXPECT_NEAR(rate, 1 << 20, (1 << 20) * 0.1);
+  EXPECT_EQ(q.limits().bandwidth, uint64_t{1} << 20);
+  EXPECT_EQ(q.limits().iops, 0u);
 }
 
 }  // namespace

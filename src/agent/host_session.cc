@@ -57,7 +57,8 @@ Status SendAll(int fd, const void* data, size_t len, const int* fds, size_t nfds
 
 // Connects and exchanges one message; returns the socket and the reply.
 Result<std::pair<int, std::string>> Exchange(const std::string& path, MessageType type, const int* fds, size_t nfds,
-                                             std::chrono::milliseconds timeout, uint64_t* session_id) {
+                                             std::chrono::milliseconds timeout, uint64_t* session_id,
+                                             std::string_view payload = {}) {
   int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::FromErrno(errno, "offload: socket");
   sockaddr_un addr{};
@@ -76,7 +77,9 @@ Result<std::pair<int, std::string>> Exchange(const std::string& path, MessageTyp
   hello.magic = kHelloMagic;
   hello.version = kProtocolVersion;
   hello.type = static_cast<uint16_t>(type);
-  if (Status st = SendAll(fd, &hello, sizeof hello, fds, nfds); !st.ok()) {
+  std::string message(reinterpret_cast<const char*>(&hello), sizeof hello);
+  message.append(payload);
+  if (Status st = SendAll(fd, message.data(), message.size(), fds, nfds); !st.ok()) {
     ::close(fd);
     return Status::Disconnected("offload: agent at " + path + ": " + st.message());
   }
@@ -113,6 +116,14 @@ Result<std::pair<int, std::string>> Exchange(const std::string& path, MessageTyp
 Result<std::string> QueryAgentStatus(const std::string& socket, std::chrono::milliseconds timeout) {
   uint64_t id = 0;
   ROS2_ASSIGN_OR_RETURN(auto r, Exchange(socket, MessageType::kStatus, nullptr, 0, timeout, &id));
+  ::close(r.first);
+  return r.second;
+}
+
+Result<std::string> AgentQos(const std::string& socket, const std::string& request, std::chrono::milliseconds timeout) {
+  if (request.size() > kMaxControlPayload) return Status::InvalidArgument("offload: qos request too long");
+  uint64_t id = 0;
+  ROS2_ASSIGN_OR_RETURN(auto r, Exchange(socket, MessageType::kQos, nullptr, 0, timeout, &id, request));
   ::close(r.first);
   return r.second;
 }

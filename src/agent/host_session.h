@@ -224,5 +224,10 @@ class HostSession {
 // The agent's status document (JSON) over `socket`: root or the agent's own
 // user only.
 Result<std::string> QueryAgentStatus(const std::string& socket, std::chrono::milliseconds timeout);
+// Sets a tenant's QoS limits: `request` is JSON {"tenant": NAME, "bandwidth":
+// bytes/s, "iops": N} (0 = unlimited; an absent key keeps its value; no
+// tenant: changes nothing). Returns the status document (its "qos" array).
+// Root or the agent's own user only.
+Result<std::string> AgentQos(const std::string& socket, const std::string& request, std::chrono::milliseconds timeout);
 
 }  // namespace ros2::agent

@@ -181,7 +181,10 @@ inline constexpr uint16_t kProtocolVersion = 1;
 enum class MessageType : uint16_t {
   kHello = 1,   // + SCM_RIGHTS [memfd, submission eventfd, completion eventfd]
   kStatus = 2,  // agent status as JSON (root or the agent's uid only)
+  kQos = 3,     // + JSON {"tenant", "bandwidth", "iops"}: sets a tenant's QoS limits, replies the status
+                //   (root or the agent's uid only; no tenant: just the status)
 };
+inline constexpr size_t kMaxControlPayload = 4096;  // bytes after the HelloMessage of a kQos
 
 struct HelloMessage {
   uint32_t magic;    // kHelloMagic

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -35,6 +36,7 @@ constexpr size_t kMaxMounts = 64;
 constexpr size_t kMaxPathArg = dfs::kMaxPathLength;
 constexpr auto kPeerCheckInterval = std::chrono::milliseconds(100);
 constexpr int kSleepPollMs = 500;
+constexpr std::chrono::nanoseconds kQosMaxNap = std::chrono::milliseconds(5);  // longest sleep of a throttled entry
 constexpr size_t kMaxInFlight = 64;                         // reads and writes of one session in flight at once
 constexpr uint64_t kMaxInFlightBytes = uint64_t{32} << 20;  // and their bytes (one larger entry still goes alone)
 
@@ -251,10 +253,28 @@ void Session::Run() {
       if (!reason.empty() || peer_gone || stop_.load()) break;
       SubmitEntry sqe;
       std::memcpy(&sqe, &sq[sq_head_ & (g.sq_entries - 1)], sizeof sqe);  // private copy: the host may change it
-      ++sq_head_;
-      h->sq_head.value.store(sq_head_, std::memory_order_release);
       const bool data =
           sqe.opcode == static_cast<uint8_t>(Opcode::kRead) || sqe.opcode == static_cast<uint8_t>(Opcode::kWrite);
+      // The tenant's QoS: a read or write costs its bytes and one I/O, any
+      // other entry one I/O. Short of tokens, the entry stays in the ring
+      // (this copy is dropped; the next look copies it again and charges
+      // that copy) while the thread finishes what is in flight or sleeps.
+      if (tenant_->qos != nullptr) {
+        auto wait = tenant_->qos->TryAcquire(data ? sqe.buf_len : 0, 1);
+        if (wait.count() > 0) {
+          PostCompletions();
+          const auto nap = std::min<std::chrono::nanoseconds>(wait, kQosMaxNap);
+          if (outstanding_ > 0) {
+            ProgressIo(std::chrono::duration_cast<std::chrono::microseconds>(nap) + std::chrono::microseconds(1));
+            PostCompletions();
+          } else {
+            std::this_thread::sleep_for(nap);
+          }
+          break;  // back to the outer loop: stop, peer and ring checks, then this entry again
+        }
+      }
+      ++sq_head_;
+      h->sq_head.value.store(sq_head_, std::memory_order_release);
       if (!data) {
         while (outstanding_ > 0)
           ProgressIo(std::chrono::microseconds(100'000));  // a barrier for the data ops before it

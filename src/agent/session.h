@@ -25,6 +25,7 @@
 
 #include "agent/agent_config.h"
 #include "agent/ring.h"
+#include "agent/token_bucket.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 
@@ -35,6 +36,7 @@ struct TenantClient {
   std::string name;
   TenantMapping mapping;  // as configured (its key files)
   std::unique_ptr<client::Client> client;
+  std::shared_ptr<TenantQos> qos;  // the tenant's limits, shared by its sessions (outlives the client)
 };
 
 struct SessionIdentity {

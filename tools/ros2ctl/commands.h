@@ -22,5 +22,7 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
 void AddCertCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 // key create (built with DFS: ROS2CTL_WITH_FS).
 void AddKeyCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+// agent qos (built with the agent's host library: ROS2CTL_WITH_AGENT).
+void AddAgentCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 
 }  // namespace ros2::ctl

@@ -97,6 +97,9 @@ int Run(int argc, char** argv) {
   AddKeyCommands(app, ctx, &selected);
   AddFsCommands(app, ctx, &selected);
 #endif
+#ifdef ROS2CTL_WITH_AGENT
+  AddAgentCommands(app, ctx, &selected);
+#endif
 
   try {
     app.parse(argc, argv);
