@@ -51,6 +51,7 @@ namespace ros2::client {
 
 class ClientCore;     // internal (src/client)
 struct OffloadLink;   // internal: the agent session of offload mode
+struct OffloadQueue;  // internal: an event queue's I/O in flight at the agent
 class PoolCore;       // internal
 class ContainerCore;  // internal
 class ThreadIo;       // internal: one thread's worker and endpoints
@@ -223,8 +224,12 @@ class EventQueue {
   // runs, or its event is queued) in the next Poll/Wait/WaitAny.
   void Defer(IoCallback callback, const IoResult& result);
   size_t RunDeferred();
+  // Offload mode: reaps the agent's completions (waiting up to `wait` for
+  // one when none is ready) and completes this queue's; returns how many.
+  size_t ProgressOffload(std::chrono::milliseconds wait);
 
-  std::shared_ptr<ThreadIo> io_;  // null in offload mode
+  std::shared_ptr<ThreadIo> io_;             // null in offload mode
+  std::shared_ptr<OffloadQueue> offload_;    // offload mode
   std::deque<std::pair<IoCallback, IoResult>> deferred_;
   std::deque<Event> ready_;
   size_t in_flight_ = 0;

@@ -287,7 +287,11 @@ class Filesystem {
   explicit Filesystem(std::shared_ptr<FilesystemCore> core);
   explicit Filesystem(std::shared_ptr<OffloadMount> offload);
   static Result<std::unique_ptr<Filesystem>> MountOffload(client::Container& container, const MountOptions& options);
-  // Offload mode's SubmitRead/SubmitWrite: the I/O ran; `eq` completes it.
+  // Offload mode's SubmitRead/SubmitWrite: an entry in flight at the agent
+  // (bounced through the arena when `data` lies outside it), or, when it
+  // cannot be one, the blocking call whose result `eq` completes.
+  Status SubmitOffloaded(client::EventQueue& eq, const Entry& file, uint64_t offset, std::byte* data, uint64_t length,
+                         bool read, client::IoCallback callback);
   static Status DeferOffloaded(client::EventQueue& eq, const Result<uint64_t>& done, client::IoCallback callback);
   Result<Attr> StatSlow(const Entry& entry);  // record, then size: for non-files and odd cases
   std::shared_ptr<FilesystemCore> core_;      // direct mode

@@ -252,7 +252,12 @@ Result<std::unique_ptr<Pool>> Client::ConnectPool(std::string_view pool) {
 }
 
 Result<std::unique_ptr<EventQueue>> Client::CreateEventQueue() {
-  if (core_->agent()) return std::unique_ptr<EventQueue>(new EventQueue(nullptr));
+  if (core_->agent()) {
+    std::unique_ptr<EventQueue> eq(new EventQueue(nullptr));
+    eq->offload_ = std::make_shared<OffloadQueue>();
+    eq->offload_->session = core_->agent();
+    return eq;
+  }
   ROS2_ASSIGN_OR_RETURN(auto io, core_->ThisThreadIo());
   return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
 }

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -51,6 +52,27 @@ struct OffloadLink {
   std::shared_ptr<agent::HostSession> session;
   std::string pool;
   std::string container;
+};
+
+// One asynchronous read or write of an offload-mode EventQueue at the agent
+// (its user_data in the agent session is this record's address).
+struct OffloadIo {
+  std::shared_ptr<OffloadQueue> owner;
+  IoCallback callback;
+  bool read = false;
+  std::byte* bounce = nullptr;  // an arena copy of a buffer outside the arena
+  uint64_t bounce_offset = 0;
+  uint64_t bounce_size = 0;
+  std::byte* user = nullptr;  // where a bounced read lands
+};
+
+// The agent session is shared by every queue of the client: a queue that
+// reaps another queue's completion leaves it in that queue's mailbox.
+struct OffloadQueue {
+  std::shared_ptr<agent::HostSession> session;
+  std::mutex mu;
+  std::vector<std::pair<OffloadIo*, IoResult>> mailbox;  // GUARDED_BY(mu)
+  std::set<OffloadIo*> pending;                          // GUARDED_BY(mu): submitted, not yet completed
 };
 
 // One version of a pool's map as the client places with it: the placement

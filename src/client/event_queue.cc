@@ -1,8 +1,11 @@
 // EventQueue: completion of asynchronous I/O for one thread.
 #include <algorithm>
+#include <array>
+#include <cstring>
 
 #include <fmt/format.h>
 
+#include "agent/host_session.h"
 #include "client/client_internal.h"
 #include "common/log.h"
 
@@ -12,6 +15,13 @@ EventQueue::EventQueue(std::shared_ptr<ThreadIo> io) : io_(std::move(io)) {}
 
 EventQueue::~EventQueue() {
   if (!io_) {
+    // Offload mode: the agent completes every entry or the session fails
+    // them all; bounded in case the agent hangs (then what is left is never
+    // run: its callbacks may reference what the caller is destroying).
+    const auto end = std::chrono::steady_clock::now() + std::chrono::minutes(2);
+    while (offload_ && in_flight_ > deferred_.size() && std::chrono::steady_clock::now() < end) {
+      ProgressOffload(std::chrono::milliseconds(10));
+    }
     RunDeferred();
     return;
   }
@@ -52,6 +62,69 @@ size_t EventQueue::RunDeferred() {
   return ran;
 }
 
+size_t EventQueue::ProgressOffload(std::chrono::milliseconds wait) {
+  if (!offload_) return 0;
+  OffloadQueue& q = *offload_;
+  size_t done = 0;
+  auto finish = [&](OffloadIo* io, IoResult r) {
+    if (io->read && io->bounce != nullptr && r.status.ok() && r.size > 0) {
+      std::memcpy(io->user, io->bounce, r.size);
+    }
+    if (io->bounce != nullptr) q.session->Free(agent::ArenaBuffer{io->bounce, io->bounce_offset, io->bounce_size});
+    IoCallback callback = std::move(io->callback);
+    delete io;
+    Complete(0, callback, r);
+    ++done;
+  };
+  std::vector<std::pair<OffloadIo*, IoResult>> mine;
+  {
+    std::lock_guard<std::mutex> lock(q.mu);
+    mine.swap(q.mailbox);
+    for (auto& [io, r] : mine) q.pending.erase(io);
+  }
+  for (auto& [io, r] : mine) finish(io, r);
+  if (done > 0 || q.pending.empty()) wait = std::chrono::milliseconds(0);
+  std::array<agent::IoCompletion, 64> out;
+  auto n = q.session->Reap(out, wait.count() > 0 ? 1 : 0, wait);
+  if (!n.ok()) {
+    if (n.status().code() == Status::Code::kTimedOut) return done;
+    // The session is gone: nothing still pending will complete.
+    std::vector<OffloadIo*> lost;
+    {
+      std::lock_guard<std::mutex> lock(q.mu);
+      mine.clear();
+      mine.swap(q.mailbox);
+      for (auto& [io, r] : mine) q.pending.erase(io);
+      lost.assign(q.pending.begin(), q.pending.end());
+      q.pending.clear();
+    }
+    for (auto& [io, r] : mine) finish(io, r);
+    for (OffloadIo* io : lost) {
+      IoResult r;
+      r.status = n.status();
+      finish(io, r);
+    }
+    return done;
+  }
+  for (size_t i = 0; i < *n; ++i) {
+    auto* io = reinterpret_cast<OffloadIo*>(out[i].user_data);
+    IoResult r;
+    r.status = out[i].status;
+    r.size = out[i].size;
+    if (io->owner.get() == &q) {
+      {
+        std::lock_guard<std::mutex> lock(q.mu);
+        q.pending.erase(io);
+      }
+      finish(io, r);
+    } else {
+      std::lock_guard<std::mutex> lock(io->owner->mu);
+      io->owner->mailbox.emplace_back(io, r);
+    }
+  }
+  return done;
+}
+
 size_t EventQueue::Drain(std::span<Event> out) {
   size_t n = std::min(out.size(), ready_.size());
   for (size_t i = 0; i < n; ++i) {
@@ -62,7 +135,8 @@ size_t EventQueue::Drain(std::span<Event> out) {
 }
 
 size_t EventQueue::Poll(std::span<Event> out) {
-  if (!io_) {  // offload mode: what completes here already ran
+  if (!io_) {  // offload mode
+    ProgressOffload(std::chrono::milliseconds(0));
     RunDeferred();
     return Drain(out);
   }
@@ -74,7 +148,24 @@ size_t EventQueue::Poll(std::span<Event> out) {
 }
 
 Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout) {
-  if (!io_) return Poll(out);
+  if (!io_) {
+    RunDeferred();
+    const size_t reachable = std::min(min_events, std::min(out.size(), ready_.size() + in_flight_));
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (ready_.size() < reachable && in_flight_ > 0) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= end) break;
+      ProgressOffload(std::min(std::chrono::duration_cast<std::chrono::milliseconds>(end - now) +
+                                   std::chrono::milliseconds(1),
+                               std::chrono::milliseconds(10)));
+      RunDeferred();
+    }
+    if (ready_.size() < reachable && in_flight_ > 0) {
+      return Status::TimedOut(fmt::format("event queue: {} of {} events completed within {} ms ({} still in flight)",
+                                          ready_.size(), reachable, timeout.count(), in_flight_));
+    }
+    return Drain(out);
+  }
   size_t reachable = std::min(min_events, std::min(out.size(), ready_.size() + in_flight_));
   if (ready_.size() < reachable) {
     const auto end = std::chrono::steady_clock::now() + timeout;
@@ -98,7 +189,17 @@ Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::ch
 }
 
 size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
-  if (!io_) return RunDeferred();
+  if (!io_) {
+    const uint64_t before = completions_;
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    RunDeferred();
+    while (completions_ == before && in_flight_ > 0 && std::chrono::steady_clock::now() < end) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      ProgressOffload(std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(10)));
+      RunDeferred();
+    }
+    return static_cast<size_t>(completions_ - before);
+  }
   const uint64_t before = completions_;
   const auto end = std::chrono::steady_clock::now() + timeout;
   while (completions_ == before && in_flight_ > 0) {

@@ -252,7 +252,12 @@ Result<std::vector<std::string>> Object::ListDkeysPageOnce(KeyAnchor& anchor, si
 }
 
 Result<std::unique_ptr<EventQueue>> Container::CreateEventQueue() const {
-  if (offload_) return std::unique_ptr<EventQueue>(new EventQueue(nullptr));
+  if (offload_) {
+    std::unique_ptr<EventQueue> eq(new EventQueue(nullptr));
+    eq->offload_ = std::make_shared<OffloadQueue>();
+    eq->offload_->session = offload_->session;
+    return eq;
+  }
   ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
   return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
 }

@@ -11,8 +11,11 @@
 //
 // Files of an encrypted container take encrypted_io.cc instead (one flag
 // check per request).
+#include <cstring>
+
 #include <fmt/format.h>
 
+#include "client/client_internal.h"
 #include "dfs/encrypted_io.h"
 #include "dfs/filesystem_core.h"
 #include "dfs/offload_mount.h"
@@ -145,13 +148,67 @@ Status Filesystem::DeferOffloaded(client::EventQueue& eq, const Result<uint64_t>
   return Status::Ok();
 }
 
-Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_t offset, std::span<std::byte> buffer,
-                              client::IoCallback callback) {
-  if (offload_) {
-    // The agent runs the read now; the queue completes it in its next Poll/Wait.
-    auto n = Read(file, offset, buffer);
+Status Filesystem::SubmitOffloaded(client::EventQueue& eq, const Entry& file, uint64_t offset, std::byte* data,
+                                   uint64_t length, bool read, client::IoCallback callback) {
+  if (eq.io_ != nullptr || !eq.offload_) {
+    return Status::InvalidArgument("dfs: an offload-mode file system needs an event queue of its offload-mode client");
+  }
+  if (!callback) return Status::InvalidArgument(read ? "dfs read: empty callback" : "dfs write: empty callback");
+  agent::HostSession& session = *offload_->session;
+  const uint64_t chunks = file.chunk_size == 0 ? 1 : length / file.chunk_size + 2;
+  const bool in_arena = session.InArena(data, length);
+  agent::ArenaBuffer bounce;
+  if (length > 0 && chunks < agent::kMaxChunksPerIo && !in_arena) {
+    auto b = session.Allocate(length);
+    if (b.ok()) bounce = *b;
+  }
+  if (length == 0 || chunks >= agent::kMaxChunksPerIo || (!in_arena && !bounce)) {
+    // Empty, larger than one entry may span, or no arena room: the blocking
+    // call (which splits and bounces as it must), completed by the queue.
+    auto n = read ? Read(file, offset, {data, length}) : Write(file, offset, {data, length});
     return DeferOffloaded(eq, n, std::move(callback));
   }
+  // In flight at the agent: the queue's Poll/Wait reaps the completion.
+  auto io = std::make_unique<client::OffloadIo>();
+  io->owner = eq.offload_;
+  io->callback = std::move(callback);
+  io->read = read;
+  agent::IoRequest req;
+  req.kind = read ? agent::IoKind::kRead : agent::IoKind::kWrite;
+  req.mount = offload_->index;
+  req.file = file;
+  req.offset = offset;
+  if (in_arena) {
+    req.buffer = {data, length};
+  } else {
+    io->bounce = bounce.data;
+    io->bounce_offset = bounce.offset;
+    io->bounce_size = bounce.size;
+    io->user = data;
+    if (!read) std::memcpy(bounce.data, data, length);
+    req.buffer = {bounce.data, length};
+  }
+  req.user_data = reinterpret_cast<uint64_t>(io.get());
+  {
+    std::lock_guard<std::mutex> lock(eq.offload_->mu);
+    eq.offload_->pending.insert(io.get());
+  }
+  if (Status st = session.Submit({&req, 1}); !st.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(eq.offload_->mu);
+      eq.offload_->pending.erase(io.get());
+    }
+    if (bounce) session.Free(bounce);
+    return st.WithContext(fmt::format("dfs {} of '{}' through the agent", read ? "read" : "write", file.name));
+  }
+  ++eq.in_flight_;
+  io.release();
+  return Status::Ok();
+}
+
+Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_t offset, std::span<std::byte> buffer,
+                              client::IoCallback callback) {
+  if (offload_) return SubmitOffloaded(eq, file, offset, buffer.data(), buffer.size(), true, std::move(callback));
   if (!callback) return Status::InvalidArgument("dfs read: empty callback");
   ROS2_RETURN_IF_ERROR(CheckIo(file, offset, buffer.size(), "read"));
   if (buffer.empty()) {
@@ -202,8 +259,8 @@ Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_
 Status Filesystem::SubmitWrite(client::EventQueue& eq, const Entry& file, uint64_t offset,
                                std::span<const std::byte> data, client::IoCallback callback) {
   if (offload_) {
-    auto n = Write(file, offset, data);
-    return DeferOffloaded(eq, n, std::move(callback));
+    return SubmitOffloaded(eq, file, offset, const_cast<std::byte*>(data.data()), data.size(), false,
+                           std::move(callback));
   }
   if (!callback) return Status::InvalidArgument("dfs write: empty callback");
   ROS2_RETURN_IF_ERROR(CheckIo(file, offset, data.size(), "write"));
