@@ -180,15 +180,22 @@ TEST(EngineLifecycle, ShardsOpenInTheBackgroundWhileOtherContainersAreServed) {
   for (int i = 0; i < kParked; ++i) {
     ROS2_ASSERT_OK(StartUpdate(*a, b_uuid, b->capability, oid, static_cast<uint8_t>(10 + i), &pending[i]));
   }
+  // a's first reply comes while b's shard is still opening: not every one of
+  // b's parked updates (sent earlier on the same connection) is answered yet.
+  // (Only the first: a shard open takes tens of milliseconds, one round trip
+  // well under one, but a loaded machine can stretch several round trips
+  // past the open.)
+  int answered_before_a = 0;
   for (int i = 0; i < 3; ++i) {
     ROS2_ASSERT_OK(a->UpdateSingle(oid, "d", "a", Pattern(100, static_cast<uint8_t>(2 + i))));
+    if (i == 0) {
+      for (const auto& p : pending) answered_before_a += p.done ? 1 : 0;
+    }
     auto got = a->FetchSingle(oid, "d", "a", 100);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_EQ(got->data, Pattern(100, static_cast<uint8_t>(2 + i)));
   }
-  int answered = 0;
-  for (const auto& p : pending) answered += p.done ? 1 : 0;
-  EXPECT_EQ(answered, 0) << "container a's requests waited for container b's shard to open";
+  EXPECT_LT(answered_before_a, kParked) << "container a's request waited for container b's shard to open";
 
   // b's parked updates all succeed, in the order they were sent.
   ROS2_ASSERT_OK(a->worker().RunUntil(
