@@ -416,7 +416,13 @@ class IoBuffer {
 
  private:
   friend class Client;
+  void Release();
   std::unique_ptr<transport::SharedBuffer> impl_;
+  // Offload mode: a piece of the agent session's arena (I/O on it is not
+  // copied by the host), given back by release_ when the buffer goes.
+  std::byte* arena_data_ = nullptr;
+  uint64_t arena_size_ = 0;
+  std::function<void()> release_;
 };
 
 // A connection to a ROS2 control endpoint plus the process's data-plane

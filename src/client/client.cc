@@ -1,5 +1,8 @@
 // Client and the per-thread data-plane state: credentials, the gRPC channel,
 // the process-wide transport Context, and one Worker per I/O thread.
+#include <cstring>
+#include <utility>
+
 #include <fmt/format.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
@@ -270,17 +273,52 @@ Status Client::RegisterBuffer(void* addr, uint64_t length) {
 }
 
 IoBuffer::IoBuffer() = default;
-IoBuffer::IoBuffer(IoBuffer&&) noexcept = default;
-IoBuffer& IoBuffer::operator=(IoBuffer&&) noexcept = default;
-IoBuffer::~IoBuffer() = default;
+IoBuffer::IoBuffer(IoBuffer&& other) noexcept
+    : impl_(std::move(other.impl_)),
+      arena_data_(std::exchange(other.arena_data_, nullptr)),
+      arena_size_(std::exchange(other.arena_size_, 0)),
+      release_(std::exchange(other.release_, nullptr)) {}
+IoBuffer& IoBuffer::operator=(IoBuffer&& other) noexcept {
+  if (this != &other) {
+    Release();
+    impl_ = std::move(other.impl_);
+    arena_data_ = std::exchange(other.arena_data_, nullptr);
+    arena_size_ = std::exchange(other.arena_size_, 0);
+    release_ = std::exchange(other.release_, nullptr);
+  }
+  return *this;
+}
+IoBuffer::~IoBuffer() {
+  Release();
+}
+void IoBuffer::Release() {
+  if (release_) release_();
+  release_ = nullptr;
+  arena_data_ = nullptr;
+  arena_size_ = 0;
+}
 std::byte* IoBuffer::data() const {
-  return impl_ ? impl_->data() : nullptr;
+  return impl_ ? impl_->data() : arena_data_;
 }
 uint64_t IoBuffer::size() const {
-  return impl_ ? impl_->size() : 0;
+  return impl_ ? impl_->size() : arena_size_;
 }
 
 Result<IoBuffer> Client::AllocateIoBuffer(uint64_t length) {
+  if (core_->agent() && length > 0) {
+    // Offload mode: arena memory, which the agent reads and writes in place.
+    // A full arena falls back to ordinary memory (copied through the arena).
+    const uint64_t rounded = (length + 4095) / 4096 * 4096;
+    auto piece = core_->agent()->Allocate(rounded);
+    if (piece.ok()) {
+      std::memset(piece->data, 0, rounded);
+      IoBuffer b;
+      b.arena_data_ = piece->data;
+      b.arena_size_ = rounded;
+      b.release_ = [session = core_->agent(), p = *piece] { session->Free(p); };
+      return b;
+    }
+  }
   auto shared = transport::SharedBuffer::Create(length);
   if (!shared.ok()) return shared.status().WithContext("allocate I/O buffer");
   IoBuffer b;
