@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <limits>
 #include <memory>
 
@@ -20,6 +21,26 @@
 #endif
 
 namespace ros2::fuse {
+
+namespace {
+
+// The thread group (process) of a request's thread: the kernel names the
+// calling thread, not its process. 0 when it is gone or unreadable.
+pid_t ProcessOf(pid_t tid) {
+  std::ifstream status("/proc/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Tgid:", 0) == 0) return static_cast<pid_t>(std::atoi(line.c_str() + 5));
+  }
+  return 0;
+}
+
+pid_t ProcessOfRequest(fuse_req_t req) {
+  return ProcessOf(fuse_req_ctx(req)->pid);
+}
+
+}  // namespace
+
 
 namespace {
 
@@ -81,6 +102,7 @@ void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   auto handle = std::make_unique<OpenFile>();
   handle->entry = *entry;
+  handle->opener = ProcessOfRequest(req);
   fi->fh = ReleaseToHandle(std::move(handle));
   // A handle that can write gets a flush on close, to publish the mtime of
   // what it wrote (the DFS does not stamp it per write); a read-only one
@@ -121,6 +143,7 @@ void FuseFilesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name,
   fuse_entry_param e = MakeEntryParam(*created, *attr);
   auto handle = std::make_unique<OpenFile>();
   handle->entry = *created;
+  handle->opener = ProcessOfRequest(req);
   fi->fh = ReleaseToHandle(std::move(handle));
   fi->direct_io = cache_.data_cache ? 0 : 1;
   fi->keep_cache = cache_.data_cache ? 1 : 0;
@@ -149,39 +172,35 @@ void FuseFilesystem::Write(fuse_req_t req, const char* buf, size_t size, off_t o
   fuse_reply_write(req, *n);
 }
 
-void FuseFilesystem::Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
+void FuseFilesystem::Flush(fuse_req_t req, fuse_file_info* fi) {
   // close(2) of a descriptor (with the writeback cache, after the kernel sent
-  // the dirty pages): publish the mtime of what this handle wrote. The close
-  // does not wait for it: every close of a copy of the descriptor flushes,
-  // including the implicit ones of exec in a forked child, and a close that
-  // waited for an unreachable engine could hold up the very process that was
-  // to start it again. A getattr of the inode waits for the stamp instead, so
-  // a stat after close still sees the new mtime.
+  // the dirty pages): publish the mtime of what this handle wrote, before
+  // close returns, so what the closing program does next (stat, utimens,
+  // rename) comes after it. Only a close by the process that opened the file
+  // stamps: every close of a copy of the descriptor flushes too, including
+  // the implicit ones of exec in a forked child, and such a child must not
+  // wait for the engine (it may be the very program that starts the engine
+  // again). What another process wrote is stamped by the opener's close, or
+  // at release.
   OpenFile& file = HandleObject<OpenFile>(fi->fh);
-  if (!file.wrote.exchange(false, std::memory_order_relaxed)) return (void)fuse_reply_err(req, 0);
-  const dfs::Entry entry = file.entry;  // the handle may be released once the reply is out
-  {
-    std::lock_guard<std::mutex> lock(stamp_mu_);
-    ++stamping_[ino];
+  if (file.wrote.load(std::memory_order_relaxed) && ProcessOfRequest(req) == file.opener &&
+      file.wrote.exchange(false, std::memory_order_relaxed)) {
+    Status s = fs_.Sync(file.entry);
+    if (!s.ok() && !s.IsNotFound()) return ReplyError(req, s, "flush");  // a removed file has no mtime to keep
   }
   fuse_reply_err(req, 0);
-  Status s = fs_.Sync(entry);
-  if (!s.ok() && !s.IsNotFound()) {  // a removed file has no mtime to keep
-    ROS2_LOG_WARN("ros2-fuse: the mtime of '{}' after its writes was not published: {}", entry.name, s.ToString());
-  }
-  std::lock_guard<std::mutex> lock(stamp_mu_);
-  if (--stamping_[ino] == 0) stamping_.erase(ino);
-  stamp_cv_.notify_all();
-}
-
-void FuseFilesystem::WaitForMtimeStamps(fuse_ino_t ino) {
-  std::unique_lock<std::mutex> lock(stamp_mu_);
-  stamp_cv_.wait(lock, [&] { return !stamping_.contains(ino); });
 }
 
 void FuseFilesystem::Release(fuse_req_t req, fuse_file_info* fi) {
-  TakeHandle<OpenFile>(fi->fh);
-  fuse_reply_err(req, 0);
+  std::unique_ptr<OpenFile> file = TakeHandle<OpenFile>(fi->fh);
+  fuse_reply_err(req, 0);  // no process waits for a release
+  if (file && file->wrote.load(std::memory_order_relaxed)) {
+    Status s = fs_.Sync(file->entry);  // writes no opener's flush stamped
+    if (!s.ok() && !s.IsNotFound()) {
+      ROS2_LOG_WARN("ros2-fuse: the mtime of '{}' after its writes was not published: {}", file->entry.name,
+                    s.ToString());
+    }
+  }
 }
 
 void FuseFilesystem::FSync(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {

@@ -57,7 +57,7 @@ struct OpTable {
   static void Write(fuse_req_t req, fuse_ino_t, const char* buf, size_t size, off_t off, fuse_file_info* fi) {
     Self(req).Write(req, buf, size, off, fi);
   }
-  static void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) { Self(req).Flush(req, ino, fi); }
+  static void Flush(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Self(req).Flush(req, fi); }
   static void Release(fuse_req_t req, fuse_ino_t, fuse_file_info* fi) { Self(req).Release(req, fi); }
   static void FSync(fuse_req_t req, fuse_ino_t ino, int, fuse_file_info* fi) { Self(req).FSync(req, ino, fi); }
   static void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length, fuse_file_info*) {

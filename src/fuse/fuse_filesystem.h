@@ -16,11 +16,8 @@
 #define FUSE_USE_VERSION 312
 #include <fuse_lowlevel.h>
 
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
 #include <string_view>
-#include <unordered_map>
 
 #include "fuse/inode_table.h"
 #include "fuse/mount_options.h"
@@ -71,7 +68,7 @@ class FuseFilesystem {
   void Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi);
   void Read(fuse_req_t req, size_t size, off_t off, fuse_file_info* fi);
   void Write(fuse_req_t req, const char* buf, size_t size, off_t off, fuse_file_info* fi);
-  void Flush(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
+  void Flush(fuse_req_t req, fuse_file_info* fi);
   void Release(fuse_req_t req, fuse_file_info* fi);
   void FSync(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void Fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length);
@@ -98,16 +95,10 @@ class FuseFilesystem {
   // Stat + MakeEntryParam + fuse_reply_entry (undoing the lookup when the reply fails).
   void ReplyNewEntry(fuse_req_t req, const dfs::Entry& parent, const dfs::Entry& entry, std::string_view op);
   struct stat ToStat(const dfs::Attr& attr, uint64_t ino) const;
-  // Waits until no flush is still publishing the mtime of `ino`.
-  void WaitForMtimeStamps(fuse_ino_t ino);
 
   dfs::Filesystem& fs_;
   CachePolicy cache_;
   InodeTable inodes_;
-  // Inodes whose mtime a flush is publishing after it let close(2) return.
-  std::mutex stamp_mu_;
-  std::condition_variable stamp_cv_;
-  std::unordered_map<fuse_ino_t, uint32_t> stamping_;
 };
 
 }  // namespace ros2::fuse

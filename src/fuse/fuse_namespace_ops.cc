@@ -36,7 +36,6 @@ void FuseFilesystem::Forget(fuse_ino_t ino, uint64_t nlookup) {
 void FuseFilesystem::GetAttr(fuse_req_t req, fuse_ino_t ino) {
   auto entry = EntryOrReply(req, ino);
   if (!entry) return;
-  WaitForMtimeStamps(ino);
   auto attr = fs_.Stat(*entry);
   if (!attr.ok()) return ReplyError(req, attr.status(), "getattr");
   struct stat st = ToStat(*attr, ino);

@@ -13,6 +13,8 @@
 // a unique_ptr, taken back exactly once).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -28,6 +30,9 @@ struct OpenFile {
   // A write went through this handle since its last flush: the flush (on
   // close) stamps the file's mtime and ctime.
   std::atomic<bool> wrote{false};
+  // The process that opened it (its thread group id): only its flushes stamp
+  // at once (see FuseFilesystem::Flush).
+  pid_t opener = 0;
 };
 
 struct OpenDirectory {
