@@ -15,17 +15,6 @@
 namespace ros2::agent {
 namespace {
 
-Status CheckKnownKeys(const YAML::Node& node, std::string_view where, std::initializer_list<const char*> known) {
-  if (!node.IsMap()) return Status::InvalidArgument(fmt::format("{}: expected a map", where));
-  for (const auto& kv : node) {
-    const std::string key = kv.first.as<std::string>();
-    bool found = false;
-    for (const char* k : known) found = found || key == k;
-    if (!found) return Status::InvalidArgument(fmt::format("{}.{}: unknown setting", where, key));
-  }
-  return Status::Ok();
-}
-
 template <typename T>
 Status ReadIdList(const YAML::Node& node, const std::string& where, const char* key, std::vector<T>* out) {
   YAML::Node list = node[key];

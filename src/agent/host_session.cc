@@ -740,41 +740,20 @@ uint64_t PieceLimit(const dfs::Entry& file) {
 
 Result<uint64_t> HostSession::Read(uint32_t mount, const dfs::Entry& file, uint64_t offset,
                                    std::span<std::byte> buffer) {
-  if (buffer.empty()) return uint64_t{0};
-  const bool in_arena = InArena(buffer.data(), buffer.size());
-  const uint64_t piece = std::min<uint64_t>({buffer.size(), PieceLimit(file), in_arena ? ~uint64_t{0} : kBounceMax,
-                                             in_arena ? ~uint64_t{0} : geometry_.arena_size / 2});
-  ArenaBuffer bounce;
-  if (!in_arena) {
-    ROS2_ASSIGN_OR_RETURN(bounce, Allocate(piece));
-  }
-  uint64_t done = 0;
-  Status st;
-  while (done < buffer.size()) {
-    const uint64_t n = std::min<uint64_t>(piece, buffer.size() - done);
-    ArenaBuffer b = in_arena
-                        ? ArenaBuffer{buffer.data() + done, static_cast<uint64_t>(buffer.data() + done - arena()), n}
-                        : ArenaBuffer{bounce.data, bounce.offset, n};
-    auto got = DataCall(Opcode::kRead, mount, file, offset + done, b);
-    if (!got.ok()) {
-      st = got.status();
-      break;
-    }
-    if (!in_arena) std::memcpy(buffer.data() + done, bounce.data, *got);
-    done += *got;
-    if (*got < n) break;  // end of the file
-  }
-  // A timed-out read may still land in the bounce buffer: leave it allocated.
-  if (bounce && st.code() != Status::Code::kTimedOut) Free(bounce);
-  if (!st.ok()) return st;
-  return done;
+  return Transfer(Opcode::kRead, mount, file, offset, buffer.data(), buffer.size());
 }
 
 Result<uint64_t> HostSession::Write(uint32_t mount, const dfs::Entry& file, uint64_t offset,
                                     std::span<const std::byte> data) {
-  if (data.empty()) return uint64_t{0};
-  const bool in_arena = InArena(data.data(), data.size());
-  const uint64_t piece = std::min<uint64_t>({data.size(), PieceLimit(file), in_arena ? ~uint64_t{0} : kBounceMax,
+  return Transfer(Opcode::kWrite, mount, file, offset, const_cast<std::byte*>(data.data()), data.size());
+}
+
+Result<uint64_t> HostSession::Transfer(Opcode op, uint32_t mount, const dfs::Entry& file, uint64_t offset,
+                                       std::byte* data, uint64_t size) {
+  if (size == 0) return uint64_t{0};
+  const bool read = op == Opcode::kRead;
+  const bool in_arena = InArena(data, size);
+  const uint64_t piece = std::min<uint64_t>({size, PieceLimit(file), in_arena ? ~uint64_t{0} : kBounceMax,
                                              in_arena ? ~uint64_t{0} : geometry_.arena_size / 2});
   ArenaBuffer bounce;
   if (!in_arena) {
@@ -782,23 +761,21 @@ Result<uint64_t> HostSession::Write(uint32_t mount, const dfs::Entry& file, uint
   }
   uint64_t done = 0;
   Status st;
-  while (done < data.size()) {
-    const uint64_t n = std::min<uint64_t>(piece, data.size() - done);
-    ArenaBuffer b;
-    if (in_arena) {
-      auto* p = const_cast<std::byte*>(data.data() + done);
-      b = ArenaBuffer{p, static_cast<uint64_t>(p - arena()), n};
-    } else {
-      std::memcpy(bounce.data, data.data() + done, n);
-      b = ArenaBuffer{bounce.data, bounce.offset, n};
-    }
-    auto put = DataCall(Opcode::kWrite, mount, file, offset + done, b);
-    if (!put.ok()) {
-      st = put.status();
+  while (done < size) {
+    const uint64_t n = std::min<uint64_t>(piece, size - done);
+    ArenaBuffer b = in_arena ? ArenaBuffer{data + done, static_cast<uint64_t>(data + done - arena()), n}
+                             : ArenaBuffer{bounce.data, bounce.offset, n};
+    if (!in_arena && !read) std::memcpy(bounce.data, data + done, n);
+    auto moved = DataCall(op, mount, file, offset + done, b);
+    if (!moved.ok()) {
+      st = moved.status();
       break;
     }
-    done += *put;
+    if (!in_arena && read) std::memcpy(data + done, bounce.data, *moved);
+    done += *moved;
+    if (read && *moved < n) break;  // end of the file
   }
+  // A timed-out read may still land in the bounce buffer: leave it allocated.
   if (bounce && st.code() != Status::Code::kTimedOut) Free(bounce);
   if (!st.ok()) return st;
   return done;

@@ -186,6 +186,10 @@ class HostSession {
   Status SimpleCall(Opcode op, uint32_t mount, const dfs::Entry& entry, const std::vector<std::byte>& args,
                     uint32_t op_flags = 0, uint64_t offset = 0);
   Result<uint64_t> DataCall(Opcode op, uint32_t mount, const dfs::Entry& file, uint64_t offset, const ArenaBuffer& buf);
+  // Read or Write: in pieces an entry can carry, bounced through the arena
+  // when `data` lies outside it.
+  Result<uint64_t> Transfer(Opcode op, uint32_t mount, const dfs::Entry& file, uint64_t offset, std::byte* data,
+                            uint64_t size);
 
   RingHeader* header() const { return static_cast<RingHeader*>(map_); }
   std::byte* arena() const { return static_cast<std::byte*>(map_) + geometry_.arena_offset; }

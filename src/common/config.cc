@@ -123,6 +123,17 @@ Status ReadDuration(const YAML::Node& node, std::string_view where, const char* 
   return Status::Ok();
 }
 
+Status CheckKnownKeys(const YAML::Node& node, std::string_view where, std::initializer_list<const char*> known) {
+  if (!node.IsMap()) return Status::InvalidArgument(fmt::format("{}: expected a map", where));
+  for (const auto& kv : node) {
+    const std::string key = kv.first.as<std::string>();
+    bool found = false;
+    for (const char* k : known) found = found || key == k;
+    if (!found) return Status::InvalidArgument(fmt::format("{}.{}: unknown setting", where, key));
+  }
+  return Status::Ok();
+}
+
 Status ReadMicros(const YAML::Node& node, std::string_view where, const char* key, std::chrono::microseconds* out) {
   if (!node || !node.IsMap() || !node[key]) return Status::Ok();
   const std::string text = node[key].Scalar();

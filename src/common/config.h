@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,9 @@ Status ReadBool(const YAML::Node& node, std::string_view where, const char* key,
 Status ReadUint(const YAML::Node& node, std::string_view where, const char* key, uint64_t* out);
 Status ReadSize(const YAML::Node& node, std::string_view where, const char* key, uint64_t* out);
 Status ReadDuration(const YAML::Node& node, std::string_view where, const char* key, std::chrono::milliseconds* out);
+// A map node whose keys are all in `known`; InvalidArgument naming
+// `where.key` for the first other one (a typo in a config file is an error).
+Status CheckKnownKeys(const YAML::Node& node, std::string_view where, std::initializer_list<const char*> known);
 // A duration that may also be given in microseconds ("50us"), besides the
 // forms of ParseDuration.
 Status ReadMicros(const YAML::Node& node, std::string_view where, const char* key, std::chrono::microseconds* out);

@@ -19,17 +19,6 @@ namespace {
 constexpr uint64_t kDefaultShardDataSize = uint64_t{256} << 20;
 constexpr uint32_t kMaxTargets = 64;
 
-Status CheckKnownKeys(const YAML::Node& node, std::string_view where, std::initializer_list<const char*> known) {
-  if (!node.IsMap()) return Status::InvalidArgument(fmt::format("{}: expected a map", where));
-  for (const auto& kv : node) {
-    const std::string key = kv.first.as<std::string>();
-    bool found = false;
-    for (const char* k : known) found = found || key == k;
-    if (!found) return Status::InvalidArgument(fmt::format("{}.{}: unknown setting", where, key));
-  }
-  return Status::Ok();
-}
-
 Status ApplyTransport(const YAML::Node& node, const std::string& where, transport::TransportOptions* t) {
   ROS2_RETURN_IF_ERROR(
       CheckKnownKeys(node, where,

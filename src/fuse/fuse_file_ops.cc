@@ -24,7 +24,7 @@ namespace ros2::fuse {
 
 namespace {
 
-// The thread group (process) of a request's thread: the kernel names the
+// The thread group (process) of a thread: the kernel names a request's
 // calling thread, not its process. 0 when it is gone or unreadable.
 pid_t ProcessOf(pid_t tid) {
   std::ifstream status("/proc/" + std::to_string(tid) + "/status");
@@ -35,8 +35,12 @@ pid_t ProcessOf(pid_t tid) {
   return 0;
 }
 
-pid_t ProcessOfRequest(fuse_req_t req) {
-  return ProcessOf(fuse_req_ctx(req)->pid);
+// Whether thread `tid` belongs to the process of thread `opener`: the same
+// thread (the common open-write-close) needs no look at /proc.
+bool SameProcess(pid_t tid, pid_t opener) {
+  if (tid == opener) return true;
+  const pid_t process = ProcessOf(tid);
+  return process != 0 && process == ProcessOf(opener);
 }
 
 }  // namespace
@@ -102,7 +106,7 @@ void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   }
   auto handle = std::make_unique<OpenFile>();
   handle->entry = *entry;
-  handle->opener = ProcessOfRequest(req);
+  handle->opener = fuse_req_ctx(req)->pid;
   fi->fh = ReleaseToHandle(std::move(handle));
   // A handle that can write gets a flush on close, to publish the mtime of
   // what it wrote (the DFS does not stamp it per write); a read-only one
@@ -143,7 +147,7 @@ void FuseFilesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name,
   fuse_entry_param e = MakeEntryParam(*created, *attr);
   auto handle = std::make_unique<OpenFile>();
   handle->entry = *created;
-  handle->opener = ProcessOfRequest(req);
+  handle->opener = fuse_req_ctx(req)->pid;
   fi->fh = ReleaseToHandle(std::move(handle));
   fi->direct_io = cache_.data_cache ? 0 : 1;
   fi->keep_cache = cache_.data_cache ? 1 : 0;
@@ -183,7 +187,7 @@ void FuseFilesystem::Flush(fuse_req_t req, fuse_file_info* fi) {
   // again). What another process wrote is stamped by the opener's close, or
   // at release.
   OpenFile& file = HandleObject<OpenFile>(fi->fh);
-  if (file.wrote.load(std::memory_order_relaxed) && ProcessOfRequest(req) == file.opener &&
+  if (file.wrote.load(std::memory_order_relaxed) && SameProcess(fuse_req_ctx(req)->pid, file.opener) &&
       file.wrote.exchange(false, std::memory_order_relaxed)) {
     Status s = fs_.Sync(file.entry);
     if (!s.ok() && !s.IsNotFound()) return ReplyError(req, s, "flush");  // a removed file has no mtime to keep

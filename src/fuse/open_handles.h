@@ -30,8 +30,8 @@ struct OpenFile {
   // A write went through this handle since its last flush: the flush (on
   // close) stamps the file's mtime and ctime.
   std::atomic<bool> wrote{false};
-  // The process that opened it (its thread group id): only its flushes stamp
-  // at once (see FuseFilesystem::Flush).
+  // The thread that opened it: only flushes from its process stamp at once
+  // (see FuseFilesystem::Flush).
   pid_t opener = 0;
 };
 
