@@ -1,6 +1,9 @@
 #include "bench/cluster_bench_util.h"
 
+#include <signal.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -56,9 +59,29 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Up(const std::string& scratc
     args.push_back("--target-cpus");
     args.push_back(fmt::format("{}", fmt::join(o.target_cpus, ",")));
   }
+  if (o.agent) args.push_back("--agent");
   ROS2_RETURN_IF_ERROR(c->Ctl(args).status());
   c->up_ = true;
   return c;
+}
+
+namespace {
+Result<pid_t> PidFromFile(const std::string& path) {
+  ROS2_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  const long pid = std::strtol(text.c_str(), nullptr, 10);
+  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) != 0) {
+    return Status::NotFound(fmt::format("no running process for pid file {} ('{}')", path, text));
+  }
+  return static_cast<pid_t>(pid);
+}
+}  // namespace
+
+Result<pid_t> LocalCluster::engine_pid() const {
+  return PidFromFile(data_dir_ + "/engine.pid");
+}
+
+Result<pid_t> LocalCluster::agent_pid() const {
+  return PidFromFile(data_dir_ + "/agent.pid");
 }
 
 LocalCluster::~LocalCluster() {

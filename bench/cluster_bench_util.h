@@ -32,6 +32,7 @@ struct LocalClusterOptions {
   std::string shard_size = "256MiB";
   std::string name = "cluster";  // data directory: <scratch>/<name>
   std::vector<int> target_cpus;  // engine target_cpus; empty: unpinned
+  bool agent = false;            // also start ros2-agent (`cluster up --agent`; socket <data_dir>/agent.sock)
 };
 
 class LocalCluster {
@@ -44,6 +45,10 @@ class LocalCluster {
   // Runs `ros2ctl --data-dir DIR args...`; returns its stdout.
   Result<std::string> Ctl(const std::vector<std::string>& args) const;
   const std::string& data_dir() const { return data_dir_; }
+  std::string agent_socket() const { return data_dir_ + "/agent.sock"; }
+  // The running engine's / agent's pid (from the cluster's pid files), or an error.
+  Result<pid_t> engine_pid() const;
+  Result<pid_t> agent_pid() const;
 
  private:
   LocalCluster(std::string ros2ctl, std::string scratch, std::string data_dir)

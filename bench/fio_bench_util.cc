@@ -70,6 +70,8 @@ Result<FioResult> ParseFioJson(const std::string& json_text) {
     if (job.contains("write")) AddSide(job["write"], &r.write);
     r.usr_cpu_pct += job.value("usr_cpu", 0.0);
     r.sys_cpu_pct += job.value("sys_cpu", 0.0);
+    // usr_cpu/sys_cpu are percent of job_runtime (ms, summed over grouped jobs).
+    r.cpu_s += (job.value("usr_cpu", 0.0) + job.value("sys_cpu", 0.0)) / 100.0 * job.value("job_runtime", 0.0) / 1000.0;
   }
   return r;
 }

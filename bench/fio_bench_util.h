@@ -50,6 +50,9 @@ struct FioResult {
   FioSide write;
   double usr_cpu_pct = 0;  // fio's own CPU use, percent of one CPU over the job
   double sys_cpu_pct = 0;
+  // CPU seconds (user + system) of fio's job processes over their runtime:
+  // getrusage of the jobs as fio reports it, summed over the jobs.
+  double cpu_s = 0;
   std::string command;  // the command line that ran, for the record
 };
 

@@ -8,7 +8,10 @@
 // "dfs" and "fuse", mounts "fuse" with ros2-fuse when that binary exists, and
 // then for every directory mode (unique: a directory per job; shared: one for
 // all), job count and repetition runs the local, DFS and FUSE cases back to
-// back. A case spawns its jobs as processes of this binary (`md --worker`),
+// back. Mode offload (not run unless --modes names it) is the DFS case with
+// ROS2_AGENT_SOCKET set, so the jobs' DFS calls run in the cluster's
+// ros2-agent (the cluster is then started with --agent); it is reported
+// against local and against dfs. A case spawns its jobs as processes of this binary (`md --worker`),
 // which meet at a ProcessBarrier before each phase and write their per-phase
 // timings to a file; the phase rate is the total operations over the span from
 // the first job's start to the last job's end. With --repeat the median run is
@@ -98,7 +101,7 @@ struct PhaseFigures {
 using CaseFigures = std::map<std::string, PhaseFigures>;  // phase -> figures
 
 struct CaseSpec {
-  std::string mode;      // local | dfs | fuse
+  std::string mode;      // local | dfs | offload | fuse
   std::string dir_mode;  // unique | shared
   int jobs = 1;
   int run = 0;
@@ -131,17 +134,19 @@ Result<CaseFigures> RunCase(const std::string& scratch, const CaseSpec& c, const
                "--files",
                std::to_string(g_md.files),
                "--ns",
-               c.mode == "dfs" ? "dfs" : "posix",
+               c.mode == "dfs" || c.mode == "offload" ? "dfs" : "posix",
                "--path",
                JobDirectory(case_root, c, j),
                "--barrier",
                work + "/barrier",
                "--result",
                fmt::format("{}/job{}.json", work, j)};
-    if (c.mode == "dfs") {
+    if (c.mode == "dfs" || c.mode == "offload") {
       so.argv.insert(so.argv.end(),
                      {"--data-dir", data_dir, "--pool", "md", "--cont", "dfs", "--transport", g_md.cluster.transport});
     }
+    // Offload mode: the same DFS calls, run by the cluster's ros2-agent.
+    if (c.mode == "offload") so.env.emplace_back("ROS2_AGENT_SOCKET", data_dir + "/agent.sock");
     so.stdout_path = fmt::format("{}/job{}.out", work, j);
     so.stderr_path = fmt::format("{}/job{}.err", work, j);
     ROS2_ASSIGN_OR_RETURN(ChildProcess child, ChildProcess::Spawn(so));
@@ -236,7 +241,7 @@ int RunMdSuite(Reporter& rep) {
     return std::find(g_md.modes.begin(), g_md.modes.end(), m) != g_md.modes.end();
   };
   std::vector<std::string> modes;
-  for (const std::string m : {"local", "dfs", "fuse"}) {
+  for (const std::string m : {"local", "dfs", "offload", "fuse"}) {
     if (!wants(m)) continue;
     if (m == "fuse" && access(g_md.fuse_binary.c_str(), X_OK) != 0) {
       std::fprintf(stderr, "md bench: no ros2-fuse at '%s' (use --fuse): skipping mode fuse\n",
@@ -249,7 +254,9 @@ int RunMdSuite(Reporter& rep) {
     std::fprintf(stderr, "md bench: need a mode, a --jobs value, --files > 0 and --repeat >= 1\n");
     return 2;
   }
-  const bool need_cluster = wants("dfs") || std::find(modes.begin(), modes.end(), "fuse") != modes.end();
+  const bool need_cluster =
+      wants("dfs") || wants("offload") || std::find(modes.begin(), modes.end(), "fuse") != modes.end();
+  co.agent = wants("offload");
   if (need_cluster && access(co.ros2ctl.c_str(), X_OK) != 0) {
     std::fprintf(stderr, "md bench: ros2ctl not found at '%s' (use --ros2ctl)\n", co.ros2ctl.c_str());
     return 2;
@@ -299,7 +306,9 @@ int RunMdSuite(Reporter& rep) {
       for (int run = 0; run < g_md.repeat; ++run) {
         for (const auto& mode : modes) {
           const CaseSpec c{mode, dir_mode, jobs, run};
-          const std::string root = mode == "local" ? local_root : mode == "fuse" ? mount->mountpoint() : "/md";
+          const std::string root = mode == "local"  ? local_root
+                                   : mode == "fuse" ? mount->mountpoint()
+                                                    : "/md";
           auto f = RunCase(scratch->path(), c, root, cluster ? cluster->data_dir() : "");
           if (!f.ok()) {
             std::fprintf(stderr, "md bench: %s\n", f.status().ToString().c_str());
@@ -327,7 +336,7 @@ int RunMdSuite(Reporter& rep) {
             r.baseline_value = Median(local_runs).ops_s;
           }
           rep.Add(r);
-          if (mode == "fuse" && !dfs_runs.empty()) {
+          if ((mode == "fuse" || mode == "offload") && !dfs_runs.empty()) {
             rep.Add(Record{"md", r.case_desc, "ops_s", f.ops_s, std::string("dfs"), Median(dfs_runs).ops_s});
           }
           if (std::string(phase) != "readdir") {
@@ -349,7 +358,7 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--dir", g_md.dir, "parent directory for the scratch dir (cluster, local baseline, mount)");
       app.add_option("--jobs", g_md.jobs, "job counts (processes, each its own client)")->delimiter(',');
       app.add_option("--files", g_md.files, "files per job");
-      app.add_option("--modes", g_md.modes, "modes: local dfs fuse")->delimiter(',');
+      app.add_option("--modes", g_md.modes, "modes: local dfs offload (DFS through ros2-agent) fuse")->delimiter(',');
       app.add_option("--dirs", g_md.dir_modes, "directory modes: unique (one per job) shared")->delimiter(',');
       app.add_option("--repeat", g_md.repeat, "runs per case (the median is reported)");
       app.add_option("--class", g_md.cluster.storage_class, "storage class of the cluster's targets");

@@ -59,5 +59,35 @@ TEST(MdSuiteTest, LocalAndDfsModesReportEveryPhaseWithTheLocalBaseline) {
   std::filesystem::remove_all(dir, ec);
 }
 
+// Mode offload: the DFS jobs' calls run in the cluster's ros2-agent; each
+// phase is reported against the same run's direct DFS figure.
+TEST(MdSuiteTest, OffloadModeReportsEveryPhaseAgainstDirectDfs) {
+  const char* base = std::getenv("TMPDIR");
+  std::string dir = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/md-suite-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  ros2::testing::CommandResult r = ros2::testing::RunProcess(
+      {ROS2_BENCH_PATH, "--json", "md", "--modes", "dfs,offload", "--files", "20", "--jobs", "1", "--dirs", "unique",
+       "--shard-size", "64MiB", "--dir", dir, "--ros2ctl", ROS2CTL_PATH, "--engine", ROS2_ENGINE_PATH},
+      dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::set<std::string> against_dfs;
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "not JSON: " << line;
+    const std::string c = j["case"].get<std::string>();
+    if (j["metric"] != "ops_s" || c.find("mode=offload") == std::string::npos) continue;
+    EXPECT_GT(j["value"].get<double>(), 0) << line;
+    if (j.contains("baseline") && j["baseline"] == "dfs") {
+      EXPECT_GT(j["ratio"].get<double>(), 0) << line;
+      against_dfs.insert(c.substr(0, c.find(' ')));
+    }
+  }
+  EXPECT_EQ(against_dfs, (std::set<std::string>{"op=create", "op=readdir", "op=stat", "op=unlink"})) << r.out;
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
 }  // namespace
 }  // namespace ros2::bench

@@ -15,7 +15,8 @@
 
 namespace ros2::bench::posix {
 
-Result<FioResult> RunFioArgs(const std::vector<std::string>& args, const std::string& scratch, double limit_s) {
+Result<FioResult> RunFioArgs(const std::vector<std::string>& args, const std::string& scratch, double limit_s,
+                             const std::vector<std::pair<std::string, std::string>>& env) {
   auto fio = FindOnPath("fio");
   if (!fio.ok()) return Status::NotFound("fio is not installed (not on PATH); install the fio package");
   const std::string out_path = scratch + "/fio.json";
@@ -27,6 +28,7 @@ Result<FioResult> RunFioArgs(const std::vector<std::string>& args, const std::st
   so.argv.push_back("--output=" + out_path);
   so.stdout_path = scratch + "/fio.out";
   so.stderr_path = err_path;
+  so.env = env;
   const std::string command = fmt::format("{}", fmt::join(so.argv, " "));
   ROS2_ASSIGN_OR_RETURN(auto child, ChildProcess::Spawn(so));
   auto rc = child.Wait(std::chrono::milliseconds(static_cast<int64_t>(limit_s * 1000)));

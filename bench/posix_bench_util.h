@@ -16,7 +16,9 @@ namespace ros2::bench::posix {
 
 // Runs fio with `args` (everything but the output options) and parses its JSON
 // report (written to a file in `scratch`, so library noise on stdout cannot
-// corrupt it). `limit_s` bounds the run. IOError quotes fio's stderr.
-Result<FioResult> RunFioArgs(const std::vector<std::string>& args, const std::string& scratch, double limit_s);
+// corrupt it). `limit_s` bounds the run. `env` is added to fio's environment
+// (e.g. ROS2_AGENT_SOCKET for offload mode). IOError quotes fio's stderr.
+Result<FioResult> RunFioArgs(const std::vector<std::string>& args, const std::string& scratch, double limit_s,
+                             const std::vector<std::pair<std::string, std::string>>& env = {});
 
 }  // namespace ros2::bench::posix

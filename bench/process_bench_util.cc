@@ -1,6 +1,7 @@
 #include "bench/process_bench_util.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -14,6 +15,9 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 extern char** environ;
 
@@ -171,6 +175,20 @@ Result<double> ProcessCpuSeconds(pid_t pid) {
   }
   long ticks = sysconf(_SC_CLK_TCK);
   return static_cast<double>(utime + stime) / static_cast<double>(ticks > 0 ? ticks : 100);
+}
+
+Status PinProcess(pid_t pid, const std::vector<int>& cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  std::error_code ec;
+  int pinned = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    const pid_t tid = static_cast<pid_t>(std::strtol(task.path().filename().c_str(), nullptr, 10));
+    if (tid > 0 && ::sched_setaffinity(tid, sizeof set, &set) == 0) ++pinned;
+  }
+  if (ec || pinned == 0) return Status::IOError(fmt::format("cannot pin process {} to CPUs {}", pid, fmt::join(cpus, ",")));
+  return Status::Ok();
 }
 
 }  // namespace ros2::bench

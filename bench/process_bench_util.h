@@ -77,4 +77,8 @@ Result<std::string> FindOnPath(const std::string& name);
 // Cumulative user + system CPU seconds of process `pid` from /proc/<pid>/stat.
 Result<double> ProcessCpuSeconds(pid_t pid);
 
+// Restricts every thread of process `pid` (and so the threads they start) to
+// `cpus` (sched_setaffinity on each /proc/<pid>/task entry).
+Status PinProcess(pid_t pid, const std::vector<int>& cpus);
+
 }  // namespace ros2::bench

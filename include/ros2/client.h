@@ -83,6 +83,11 @@ struct ClientOptions {
   // next to the engine on few cores does better with a short spin, since its
   // replies come in batches anyway (docs/client.md, "Waiting").
   std::chrono::microseconds spin_budget{50};
+  // Offload mode: how long a host thread waiting for a completion polls the
+  // completion ring before it sleeps on the session's event fd (0..1 s). The
+  // host CPU is what offload mode saves, so by default the thread sleeps at
+  // once; one wake-up then reaps every completion the agent has posted.
+  std::chrono::microseconds offload_spin_budget{0};
   // Bytes per checksum chunk for updates (the engine verifies and stores them).
   uint32_t checksum_chunk_size = 4096;
   // Offload mode (docs/agent.md): the Unix socket of a ros2-agent. When set,

@@ -104,10 +104,15 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   if (!agent_socket.empty()) {
     // Offload mode: the agent holds the credentials and runs the data plane.
     if (options.io_timeout.count() <= 0) return Status::InvalidArgument("libros2 connect: io_timeout must be positive");
+    if (options.offload_spin_budget < std::chrono::microseconds(0) ||
+        options.offload_spin_budget > std::chrono::seconds(1)) {
+      return Status::InvalidArgument(fmt::format("libros2 connect: offload_spin_budget {} us is not within 0..1000000",
+                                                 options.offload_spin_budget.count()));
+    }
     agent::HostOptions host;
     host.socket = agent_socket;
     host.timeout = options.io_timeout;
-    host.spin = options.spin_budget;
+    host.spin = options.offload_spin_budget;
     auto session = agent::HostSession::Connect(host);
     if (!session.ok()) return session.status().WithContext("libros2 connect (offload mode)");
     auto core = std::make_shared<ClientCore>();
