@@ -29,6 +29,11 @@ using Clock = std::chrono::steady_clock;
 constexpr uint64_t kArenaAlign = 64;
 constexpr uint64_t kBounceMax = uint64_t{8} << 20;
 constexpr uint32_t kMessageRoom = 512;  // bytes of error message a call leaves room for
+// A batched read's or write's arguments (the file's name) and message room
+// fit one block of this size, which Allocate/Free recycle (at most
+// kSmallBlocksKept of them) instead of splitting and merging the free map.
+constexpr uint64_t kSmallBlock = 1024;
+constexpr size_t kSmallBlocksKept = 1024;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -203,12 +208,23 @@ Result<ArenaBuffer> HostSession::Allocate(uint64_t size) {
   if (size == 0) size = 1;
   size = AlignUp(size, kArenaAlign);
   std::lock_guard<std::mutex> lock(alloc_mu_);
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
-    if (it->second < size) continue;
-    uint64_t off = it->first, len = it->second;
-    free_.erase(it);
-    if (len > size) free_[off + size] = len - size;
-    return ArenaBuffer{arena() + off, off, size};
+  if (size == kSmallBlock && !small_free_.empty()) {
+    ArenaBuffer b = small_free_.back();
+    small_free_.pop_back();
+    return b;
+  }
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (auto it = free_.begin(); it != free_.end(); ++it) {
+      if (it->second < size) continue;
+      uint64_t off = it->first, len = it->second;
+      free_.erase(it);
+      if (len > size) free_[off + size] = len - size;
+      return ArenaBuffer{arena() + off, off, size};
+    }
+    // The recycled small blocks may be what is missing: give them back.
+    if (small_free_.empty()) break;
+    for (const ArenaBuffer& b : small_free_) FreeLocked(b.offset, b.size);
+    small_free_.clear();
   }
   return Status::NoSpace("offload: the arena (" + std::to_string(geometry_.arena_size) + " bytes) has no free " +
                          std::to_string(size) + " bytes");
@@ -217,7 +233,14 @@ Result<ArenaBuffer> HostSession::Allocate(uint64_t size) {
 void HostSession::Free(const ArenaBuffer& b) {
   if (!b) return;
   std::lock_guard<std::mutex> lock(alloc_mu_);
-  uint64_t off = b.offset, len = b.size;
+  if (b.size == kSmallBlock && small_free_.size() < kSmallBlocksKept) {
+    small_free_.push_back(b);
+    return;
+  }
+  FreeLocked(b.offset, b.size);
+}
+
+void HostSession::FreeLocked(uint64_t off, uint64_t len) {
   auto next = free_.lower_bound(off);
   if (next != free_.end() && off + len == next->first) {
     len += next->second;
@@ -789,8 +812,11 @@ Status HostSession::Sync(uint32_t mount, const dfs::Entry& entry) {
 
 Status HostSession::Submit(std::span<const IoRequest> requests) {
   const auto deadline = Clock::now() + options_.timeout;
-  std::vector<SubmitEntry> entries;
-  std::vector<BatchSlot> slots;
+  // Reused per thread (Submit never runs a callback, so it is not re-entered).
+  thread_local std::vector<SubmitEntry> entries;
+  thread_local std::vector<BatchSlot> slots;
+  entries.clear();
+  slots.clear();
   Status st;
   for (const auto& r : requests) {
     if (r.mount > 0xffff) {
@@ -802,7 +828,7 @@ Status HostSession::Submit(std::span<const IoRequest> requests) {
       break;
     }
     auto args = NameArgs(r.file);
-    auto a = Allocate(args.size() + kMessageRoom);
+    auto a = Allocate(std::max<uint64_t>(args.size() + kMessageRoom, kSmallBlock));
     if (!a.ok()) {
       st = a.status();
       break;

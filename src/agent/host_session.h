@@ -205,6 +205,10 @@ class HostSession {
 
   std::mutex alloc_mu_;
   std::map<uint64_t, uint64_t> free_;  // offset -> size, coalesced
+  // Freed blocks of exactly kSmallBlock bytes (a batched I/O's arguments),
+  // kept for reuse so an I/O does not reshape free_ twice.
+  std::vector<ArenaBuffer> small_free_;
+  void FreeLocked(uint64_t offset, uint64_t size);  // alloc_mu_ held: back into free_, coalesced
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -22,7 +22,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -64,6 +63,8 @@ struct OffloadIo {
   uint64_t bounce_offset = 0;
   uint64_t bounce_size = 0;
   std::byte* user = nullptr;  // where a bounced read lands
+  OffloadIo* prev = nullptr;   // the owner's pending list
+  OffloadIo* next = nullptr;
 };
 
 // The agent session is shared by every queue of the client: a queue that
@@ -72,7 +73,28 @@ struct OffloadQueue {
   std::shared_ptr<agent::HostSession> session;
   std::mutex mu;
   std::vector<std::pair<OffloadIo*, IoResult>> mailbox;  // GUARDED_BY(mu)
-  std::set<OffloadIo*> pending;                          // GUARDED_BY(mu): submitted, not yet completed
+  // Submitted, not yet completed (GUARDED_BY(mu)): an intrusive list, so
+  // tracking an I/O allocates nothing.
+  OffloadIo* pending = nullptr;
+  size_t pending_count = 0;
+
+  void Link(OffloadIo* io) {
+    io->prev = nullptr;
+    io->next = pending;
+    if (pending != nullptr) pending->prev = io;
+    pending = io;
+    ++pending_count;
+  }
+  void Unlink(OffloadIo* io) {
+    if (io->prev != nullptr) {
+      io->prev->next = io->next;
+    } else {
+      pending = io->next;
+    }
+    if (io->next != nullptr) io->next->prev = io->prev;
+    io->prev = io->next = nullptr;
+    --pending_count;
+  }
 };
 
 // One version of a pool's map as the client places with it: the placement

@@ -77,14 +77,17 @@ size_t EventQueue::ProgressOffload(std::chrono::milliseconds wait) {
     ++done;
   };
   std::vector<std::pair<OffloadIo*, IoResult>> mine;
+  bool idle;
   {
     std::lock_guard<std::mutex> lock(q.mu);
     mine.swap(q.mailbox);
-    for (auto& [io, r] : mine) q.pending.erase(io);
+    for (auto& [io, r] : mine) q.Unlink(io);
+    idle = q.pending_count == 0;
   }
   for (auto& [io, r] : mine) finish(io, r);
-  if (done > 0 || q.pending.empty()) wait = std::chrono::milliseconds(0);
-  std::array<agent::IoCompletion, 64> out;
+  if (done > 0 || idle) wait = std::chrono::milliseconds(0);
+  // A few at a time (every call constructs the array); the caller polls again.
+  std::array<agent::IoCompletion, 16> out;
   auto n = q.session->Reap(out, wait.count() > 0 ? 1 : 0, wait);
   if (!n.ok()) {
     if (n.status().code() == Status::Code::kTimedOut) return done;
@@ -94,9 +97,11 @@ size_t EventQueue::ProgressOffload(std::chrono::milliseconds wait) {
       std::lock_guard<std::mutex> lock(q.mu);
       mine.clear();
       mine.swap(q.mailbox);
-      for (auto& [io, r] : mine) q.pending.erase(io);
-      lost.assign(q.pending.begin(), q.pending.end());
-      q.pending.clear();
+      for (auto& [io, r] : mine) q.Unlink(io);
+      while (q.pending != nullptr) {
+        lost.push_back(q.pending);
+        q.Unlink(q.pending);
+      }
     }
     for (auto& [io, r] : mine) finish(io, r);
     for (OffloadIo* io : lost) {
@@ -114,7 +119,7 @@ size_t EventQueue::ProgressOffload(std::chrono::milliseconds wait) {
     if (io->owner.get() == &q) {
       {
         std::lock_guard<std::mutex> lock(q.mu);
-        q.pending.erase(io);
+        q.Unlink(io);
       }
       finish(io, r);
     } else {

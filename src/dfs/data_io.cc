@@ -191,12 +191,12 @@ Status Filesystem::SubmitOffloaded(client::EventQueue& eq, const Entry& file, ui
   req.user_data = reinterpret_cast<uint64_t>(io.get());
   {
     std::lock_guard<std::mutex> lock(eq.offload_->mu);
-    eq.offload_->pending.insert(io.get());
+    eq.offload_->Link(io.get());
   }
   if (Status st = session.Submit({&req, 1}); !st.ok()) {
     {
       std::lock_guard<std::mutex> lock(eq.offload_->mu);
-      eq.offload_->pending.erase(io.get());
+      eq.offload_->Unlink(io.get());
     }
     if (bounce) session.Free(bounce);
     return st.WithContext(fmt::format("dfs {} of '{}' through the agent", read ? "read" : "write", file.name));
