@@ -14,6 +14,7 @@
 #include <functional>
 
 #include "common/checksum.h"
+#include "testing/pattern.h"
 #include "transport/fault_injection.h"
 #include "transport/shared_segment.h"
 #include "transport/testing/peer_process.h"
@@ -94,15 +95,7 @@ class LyingClient : public FaultInjection {
   Damage damage_;
 };
 
-std::vector<std::byte> Pattern(size_t n, uint32_t seed) {
-  std::vector<std::byte> v(n);
-  std::mt19937 rng(seed);
-  for (size_t i = 0; i < n; i += 4) {
-    uint32_t x = rng();
-    std::memcpy(v.data() + i, &x, std::min<size_t>(4, n - i));
-  }
-  return v;
-}
+using ros2::testing::Pattern;
 
 std::span<const uint8_t> Bytes(const std::string& s) {
   return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());

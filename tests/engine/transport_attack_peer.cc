@@ -32,8 +32,8 @@
 #include <fmt/format.h>
 
 #include "common/checksum.h"
-#include "common/test_pattern.h"
 #include "object/obj_rpc.h"
+#include "testing/pattern.h"
 #include "transport/cma.h"
 #include "transport/fault_injection.h"
 #include "transport/shared_segment.h"

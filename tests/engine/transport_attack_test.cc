@@ -24,10 +24,10 @@
 #include <fmt/format.h>
 
 #include "common/checksum.h"
-#include "common/test_pattern.h"
 #include "engine_cluster.h"
-#include "engine_process.h"
 #include "object_session.h"
+#include "testing/engine_process.h"
+#include "testing/pattern.h"
 #include "transport/cma.h"
 #include "transport/fault_injection.h"
 #include "transport/worker_impl.h"
