@@ -15,19 +15,14 @@
 
 #include "bench/md_barrier.h"
 #include "bench/md_workload.h"
+#include "testing/temp_dir.h"
 
 namespace ros2::bench {
 namespace {
 
-std::string TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/md-test-XXXXXX";
-  return ::mkdtemp(tmpl.data()) != nullptr ? tmpl : std::string();
-}
-
 TEST(MdWorkloadTest, JobsRunEachPhaseTogetherAndCountTheirOperations) {
-  const std::string dir = TempDir();
-  ASSERT_FALSE(dir.empty());
+  ros2::testing::TempDir tmp("md-test");
+  const std::string& dir = tmp.path();
   constexpr int kJobs = 3;
   constexpr uint64_t kFiles = 40;
   auto barrier = ProcessBarrier::Create(dir + "/barrier", kJobs);
@@ -101,8 +96,8 @@ TEST(MdWorkloadTest, ResultJsonRoundTripsAndRejectsGarbage) {
 }
 
 TEST(MdBarrierTest, AttachToAMissingFileFails) {
-  const std::string dir = TempDir();
-  ASSERT_FALSE(dir.empty());
+  ros2::testing::TempDir tmp("md-test");
+  const std::string& dir = tmp.path();
   EXPECT_FALSE(ProcessBarrier::Attach(dir + "/none").ok());
   EXPECT_FALSE(ProcessBarrier::Create(dir + "/zero", 0).ok());
   auto b = ProcessBarrier::Create(dir + "/one", 1);

@@ -14,15 +14,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "client/testing/test_cluster.h"
+#include "testing/test_cluster.h"
 
 namespace ros2::bench {
 namespace {
 
 TEST(MdSuiteTest, LocalAndDfsModesReportEveryPhaseWithTheLocalBaseline) {
-  const char* base = std::getenv("TMPDIR");
-  std::string dir = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/md-suite-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  ros2::testing::TempDir tmp("md-suite");
+  const std::string& dir = tmp.path();
   ros2::testing::CommandResult r = ros2::testing::RunProcess(
       {ROS2_BENCH_PATH, "--json", "md", "--modes", "local,dfs", "--files", "30", "--jobs", "2", "--dirs",
        "unique,shared", "--shard-size", "64MiB", "--dir", dir, "--ros2ctl", ROS2CTL_PATH, "--engine", ROS2_ENGINE_PATH},
@@ -55,8 +54,6 @@ TEST(MdSuiteTest, LocalAndDfsModesReportEveryPhaseWithTheLocalBaseline) {
     EXPECT_TRUE(seen.contains(fmt::format("op={} jobs=2 mode=dfs dir=shared files=30", op))) << op;
   }
   EXPECT_NE(r.err.find("load average"), std::string::npos) << r.err;
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 // Mode offload: the DFS jobs' calls run in the cluster's ros2-agent; each

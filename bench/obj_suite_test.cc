@@ -17,22 +17,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "client/testing/test_cluster.h"
+#include "testing/test_cluster.h"
 
 namespace ros2::bench {
 namespace {
 
 class ObjSuiteTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* base = std::getenv("TMPDIR");
-    dir_ = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/obj-suite-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir_.data()), nullptr);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
   // Runs the suite with `args`; the records' JSON objects by case then metric.
   std::map<std::string, std::map<std::string, nlohmann::json>> Run(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {ROS2_BENCH_PATH, "--json",     "obj",      "--dir",          dir_,
@@ -53,7 +44,8 @@ class ObjSuiteTest : public ::testing::Test {
     }
     return records;
   }
-  std::string dir_;
+  ros2::testing::TempDir tmp_{"obj-suite"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(ObjSuiteTest, EveryCaseOfBothTransportsHasItsSameRunVosOnlyBaseline) {

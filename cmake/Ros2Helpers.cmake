@@ -30,7 +30,9 @@ function(ros2_add_test)
     set(T_TIMEOUT 300)
   endif()
   add_executable(${T_NAME} ${T_SOURCES})
-  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} GTest::gtest GTest::gmock GTest::gtest_main ros2_flags)
+  # ros2_test_support (src/testing): the tests' one Pattern, TempDir and engine harnesses.
+  target_link_libraries(${T_NAME} PRIVATE ${T_LIBS} ros2_test_support GTest::gtest GTest::gmock GTest::gtest_main
+    ros2_flags)
   gtest_discover_tests(${T_NAME}
     DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT ${T_TIMEOUT})

@@ -27,8 +27,8 @@
 #include "agent/host_session.h"
 #include "agent/wire.h"
 #include "dfs/file_crypto.h"
-#include "client/testing/test_cluster.h"
-#include "common/test_pattern.h"
+#include "testing/test_cluster.h"
+#include "testing/pattern.h"
 
 namespace ros2::agent {
 namespace {

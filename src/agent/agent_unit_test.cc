@@ -20,6 +20,7 @@
 #include "agent/token_bucket.h"
 #include "agent/wire.h"
 #include "common/config.h"
+#include "testing/temp_dir.h"
 
 namespace ros2::agent {
 namespace {
@@ -179,9 +180,8 @@ TEST(WireTest, RoundTripsEntriesAttrsAndRefusesTruncation) {
 // of bounds (this runs under the sanitizers with the unit tests), and a
 // forged ring index closes the session with the host told.
 TEST(InProcessAgentTest, RandomEntriesGetErrorCompletions) {
-  char dir_template[] = "/tmp/r2a-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir_template), nullptr);
-  const std::string dir = dir_template;
+  ros2::testing::TempDir tmp("r2a");  // short: the agent's socket goes in it
+  const std::string& dir = tmp.path();
   std::ofstream(dir + "/admin.secret") << "not-checked-here\n";
   AgentConfig config;
   config.socket = dir + "/agent.sock";

@@ -9,14 +9,14 @@
 #include <cstring>
 #include <set>
 
-#include "client/testing/test_cluster.h"
-#include "common/test_pattern.h"
 #include "control/control_channel.h"
 #include "control/session_client.h"
 #include "object/obj_rpc.h"
 #include "placement/placement.h"
 #include "ros2/client.h"
 #include "ros2/ros2.h"
+#include "testing/pattern.h"
+#include "testing/test_cluster.h"
 #include "transport/transport.h"
 
 namespace ros2::client {

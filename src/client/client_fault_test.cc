@@ -17,13 +17,16 @@
 #include "control/control_plane.h"
 #include "control/control_server.h"
 #include "control/management_client.h"
-#include "control/test_dir.h"
 #include "object/obj_rpc.h"
 #include "ros2/client.h"
+#include "testing/pattern.h"
+#include "testing/temp_dir.h"
 #include "transport/transport.h"
 
 namespace ros2::client {
 namespace {
+
+using ros2::testing::Pattern;
 
 std::span<const uint8_t> AsU8(const std::vector<uint8_t>& v) {
   return {v.data(), v.size()};
@@ -219,13 +222,7 @@ class ClientFaultTest : public ::testing::Test {
     return *o;
   }
 
-  static std::vector<std::byte> Pattern(size_t n, uint64_t seed) {
-    std::vector<std::byte> v(n);
-    for (size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 2654435761u + seed) >> 7);
-    return v;
-  }
-
-  control::TestDir dir_;
+  ros2::testing::TempDir dir_;
   std::unique_ptr<control::ControlPlane> plane_;
   std::unique_ptr<control::ControlServer> server_;
   std::vector<std::unique_ptr<FaultyTarget>> targets_;

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "client/testing/test_cluster.h"
 #include "ros2/client.h"
+#include "testing/test_cluster.h"
 
 namespace ros2::client {
 namespace {

@@ -11,6 +11,7 @@
 #include "client/io_checksum.h"
 #include "ros2/client.h"
 #include "ros2/ros2.h"
+#include "testing/pattern.h"
 
 extern "C" {
 // c_api_checks.c: each returns 0 when every check held, else the line of the first failure.
@@ -22,11 +23,7 @@ int ros2_c_check_strerror(void);
 namespace ros2::client {
 namespace {
 
-std::vector<std::byte> Pattern(size_t n, uint8_t seed) {
-  std::vector<std::byte> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<std::byte>((i * 131 + seed) & 0xff);
-  return v;
-}
+using ros2::testing::Pattern;
 
 // --- checksums ---
 

@@ -10,7 +10,7 @@
 #include "control/container_properties.h"
 #include "control/control_plane.h"
 #include "control/credentials.h"
-#include "control/test_dir.h"
+#include "testing/temp_dir.h"
 
 namespace ros2::control {
 namespace {
@@ -53,7 +53,7 @@ class CatalogTest : public ::testing::Test {
   }
   Catalog& catalog() { return plane_->catalog(); }
 
-  TestDir dir_;
+  ros2::testing::TempDir dir_;
   std::unique_ptr<ControlPlane> plane_;
   Principal admin_, alice_, bob_;
 };
@@ -382,7 +382,7 @@ class RecordingHooks : public EngineHooks {
 };
 
 TEST(CatalogHooksTest, EngineHooksSeeLifecycleAndReportUsage) {
-  TestDir dir;
+  ros2::testing::TempDir dir;
   RecordingHooks hooks;
   ControlPlaneOptions opts;
   opts.data_dir = dir.path() + "/engine";

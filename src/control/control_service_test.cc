@@ -15,7 +15,7 @@
 #include "control/control_server.h"
 #include "control/management_client.h"
 #include "control/session_client.h"
-#include "control/test_dir.h"
+#include "testing/temp_dir.h"
 
 namespace ros2::control {
 namespace {
@@ -81,7 +81,7 @@ class ControlServiceTest : public ::testing::Test {
     return Credentials{name, secret.ok() ? *secret : ""};
   }
 
-  TestDir dir_;
+  ros2::testing::TempDir dir_;
   std::atomic<int64_t> skew_ms_{0};
   std::unique_ptr<ControlPlane> plane_;
   std::unique_ptr<ControlServer> server_;

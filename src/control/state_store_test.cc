@@ -4,13 +4,13 @@
 
 #include <gtest/gtest.h>
 
-#include "control/test_dir.h"
+#include "testing/temp_dir.h"
 
 namespace ros2::control {
 namespace {
 
 TEST(StateStoreTest, BatchScanAndReopen) {
-  TestDir dir;
+  ros2::testing::TempDir dir;
   ASSERT_FALSE(dir.path().empty());
   std::string db = dir.path() + "/db";
   {
@@ -44,7 +44,7 @@ TEST(StateStoreTest, BatchScanAndReopen) {
 }
 
 TEST(StateStoreTest, OpenFailsClearlyOnAFile) {
-  TestDir dir;
+  ros2::testing::TempDir dir;
   std::string file = dir.path() + "/not-a-dir";
   FILE* f = std::fopen(file.c_str(), "w");
   ASSERT_NE(f, nullptr);

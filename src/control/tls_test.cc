@@ -14,7 +14,7 @@
 #include "control/control_plane.h"
 #include "control/control_server.h"
 #include "control/management_client.h"
-#include "control/test_dir.h"
+#include "testing/temp_dir.h"
 
 namespace ros2::control {
 namespace {
@@ -69,7 +69,7 @@ std::optional<Pem> MakeSelfSigned() {
 }
 
 TEST(ControlTlsTest, TrustedClientIsServedPlaintextClientIsNot) {
-  TestDir dir;
+  ros2::testing::TempDir dir;
   ASSERT_FALSE(dir.path().empty());
   auto pem = MakeSelfSigned();
   ASSERT_TRUE(pem.has_value());

@@ -8,10 +8,10 @@
 #include <chrono>
 #include <thread>
 
-#include "client/testing/test_cluster.h"
-#include "common/test_pattern.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
+#include "testing/pattern.h"
+#include "testing/test_cluster.h"
 
 namespace ros2::dfs {
 namespace {

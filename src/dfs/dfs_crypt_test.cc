@@ -13,13 +13,13 @@
 #include <cstring>
 #include <random>
 
-#include "client/testing/test_cluster.h"
-#include "common/test_pattern.h"
 #include "dfs/encrypted_io.h"
 #include "dfs/file_crypto.h"
 #include "dfs/filesystem_core.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
+#include "testing/pattern.h"
+#include "testing/test_cluster.h"
 
 namespace ros2::dfs {
 namespace {

@@ -15,8 +15,8 @@
 #include <set>
 #include <thread>
 
-#include "client/testing/test_cluster.h"
-#include "common/test_pattern.h"
+#include "testing/test_cluster.h"
+#include "testing/pattern.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "client/testing/test_cluster.h"
+#include "testing/test_cluster.h"
 
 namespace ros2 {
 namespace {

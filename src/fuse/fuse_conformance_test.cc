@@ -821,11 +821,9 @@ std::vector<Case> Cases() {
 class FuseConformanceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    cluster_ = TestCluster::MakeDirectory();
-    ASSERT_NE(cluster_, nullptr);
-    std::string error = StartNvmeClusterWithContainer(*cluster_);
-    cluster_up_ = error.empty();
-    ASSERT_TRUE(cluster_up_) << error;
+    std::string error;
+    cluster_ = StartNvmeClusterWithContainer(&error);
+    ASSERT_NE(cluster_, nullptr) << error;
     // The other users must reach the mount point.
     ASSERT_EQ(::chmod(cluster_->dir().c_str(), 0711), 0);
     mount_ = FuseMount::Start(*cluster_, cluster_->dir() + "/mnt", {"--allow-other"}, &error);
@@ -837,11 +835,9 @@ class FuseConformanceTest : public ::testing::Test {
       EXPECT_EQ(mount_->Stop(), 0) << mount_->log();
       EXPECT_FALSE(IsMounted(mount_->path()));
     }
-    if (cluster_up_) cluster_->Ctl({"cluster", "down", "--timeout", "30", "--force"});
   }
 
   std::unique_ptr<TestCluster> cluster_;
-  bool cluster_up_ = false;
   std::unique_ptr<FuseMount> mount_;
 };
 

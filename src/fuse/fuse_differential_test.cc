@@ -170,11 +170,9 @@ class PathPicker {
 class FuseDifferentialTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    cluster_ = TestCluster::MakeDirectory();
-    ASSERT_NE(cluster_, nullptr);
-    std::string error = StartNvmeClusterWithContainer(*cluster_);
-    cluster_up_ = error.empty();
-    ASSERT_TRUE(cluster_up_) << error;
+    std::string error;
+    cluster_ = StartNvmeClusterWithContainer(&error);
+    ASSERT_NE(cluster_, nullptr) << error;
     mount_ = FuseMount::Start(*cluster_, cluster_->dir() + "/mnt", {}, &error);
     ASSERT_NE(mount_, nullptr) << error;
     direct_ = FuseMount::Start(*cluster_, cluster_->dir() + "/direct", {"--data-cache", "off"}, &error);
@@ -187,7 +185,6 @@ class FuseDifferentialTest : public ::testing::Test {
       EXPECT_EQ((*m)->Stop(), 0) << (*m)->log();
       EXPECT_FALSE(IsMounted((*m)->path()));
     }
-    if (cluster_up_) cluster_->Ctl({"cluster", "down", "--timeout", "30", "--force"});
   }
 
   // Runs `steps` random operations with `seed` under <mount>/<seed> and
@@ -195,7 +192,6 @@ class FuseDifferentialTest : public ::testing::Test {
   int RunSeed(const FuseMount& mount, uint64_t seed, int steps);
 
   std::unique_ptr<TestCluster> cluster_;
-  bool cluster_up_ = false;
   std::unique_ptr<FuseMount> mount_;   // the defaults: page cache on
   std::unique_ptr<FuseMount> direct_;  // --data-cache off: every read and write reaches the DFS
 };

@@ -46,21 +46,13 @@ using ros2::testing::TestCluster;
 class FuseMountTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    cluster_ = TestCluster::MakeDirectory();
-    ASSERT_NE(cluster_, nullptr);
     // nvme class: extents in files; shards large enough for the 1 GiB file.
-    CommandResult up = cluster_->Ctl({"--json", "cluster", "up", "--targets", "2", "--class", "nvme", "--transport",
-                                      "auto", "--shard-size", "2GiB", "--engine", ROS2_ENGINE_PATH, "--agent",
-                                      "--timeout", "60"});
-    ASSERT_EQ(up.exit_code, 0) << up.err << up.out;
+    std::string error;
+    cluster_ = StartNvmeClusterWithContainer(&error, {"--agent"});
+    ASSERT_NE(cluster_, nullptr) << error;
     cluster_up_ = true;
-    CommandResult pool = cluster_->Ctl({"pool", "create", "p1", "--size", "3GiB"});
-    ASSERT_EQ(pool.exit_code, 0) << pool.err << pool.out;
-    CommandResult cont = cluster_->Ctl({"cont", "create", "p1", "c1"});
-    ASSERT_EQ(cont.exit_code, 0) << cont.err << cont.out;
     local_ = cluster_->dir() + "/local";
     std::filesystem::create_directories(local_);
-    std::string error;
     direct_ = FuseMount::Start(*cluster_, cluster_->dir() + "/direct", {"--data-cache", "off"}, &error);
     ASSERT_NE(direct_, nullptr) << error;
     cached_ = FuseMount::Start(*cluster_, cluster_->dir() + "/cached", {"--allow-other"}, &error);
@@ -76,6 +68,7 @@ class FuseMountTest : public ::testing::Test {
       EXPECT_FALSE(IsMounted((*mount)->path()));
       mount->reset();
     }
+    // Also after a test restarted the engine by hand, which TestCluster does not track.
     if (cluster_up_) cluster_->Ctl({"cluster", "down", "--timeout", "30", "--force"});
     cluster_.reset();
   }

@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "client/testing/test_cluster.h"
 #include "common/mountinfo.h"
+#include "testing/test_cluster.h"
 
 namespace ros2::fuse {
 
@@ -147,17 +147,22 @@ class FuseMount {
   std::string log_;
 };
 
-// Brings up a single-node nvme cluster (two targets) with pool p1 and
-// container c1 in `cluster`; empty string on success, else the failure.
-inline std::string StartNvmeClusterWithContainer(ros2::testing::TestCluster& cluster) {
-  auto up = cluster.Ctl({"--json", "cluster", "up", "--targets", "2", "--class", "nvme", "--transport", "auto",
-                         "--shard-size", "2GiB", "--engine", ROS2_ENGINE_PATH, "--timeout", "60"});
-  if (up.exit_code != 0) return "cluster up: " + up.err + up.out;
-  auto pool = cluster.Ctl({"pool", "create", "p1", "--size", "3GiB"});
-  if (pool.exit_code != 0) return "pool create: " + pool.err + pool.out;
-  auto cont = cluster.Ctl({"cont", "create", "p1", "c1"});
-  if (cont.exit_code != 0) return "cont create: " + cont.err + cont.out;
-  return "";
+// A single-node nvme cluster (two targets, 2 GiB shards; TestCluster::Start
+// with `extra_up_args`, e.g. "--agent") with pool p1 (3 GiB) and container c1;
+// null with the failure in *error.
+inline std::unique_ptr<ros2::testing::TestCluster> StartNvmeClusterWithContainer(
+    std::string* error, const std::vector<std::string>& extra_up_args = {}) {
+  auto cluster = ros2::testing::TestCluster::Start("auto", 2, error, "nvme", "2GiB", extra_up_args);
+  if (!cluster) return nullptr;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"pool", "create", "p1", "--size", "3GiB"}, {"cont", "create", "p1", "c1"}}) {
+    auto r = cluster->Ctl(args);
+    if (r.exit_code != 0) {
+      *error = args[0] + " " + args[1] + ": " + r.err + r.out;
+      return nullptr;
+    }
+  }
+  return cluster;
 }
 
 }  // namespace ros2::fuse

@@ -11,18 +11,14 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/temp_dir.h"
+
 namespace ros2::fuse {
 namespace {
 
 class MountOptionsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = std::filesystem::temp_directory_path().string() + "/r2fuse-opt-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    std::filesystem::create_directory(dir_ + "/mnt");
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  void SetUp() override { std::filesystem::create_directory(dir_ + "/mnt"); }
 
   Result<MountConfig> Parse(std::vector<std::string> args, std::string* help = nullptr) {
     std::string ignored;
@@ -32,7 +28,8 @@ class MountOptionsTest : public ::testing::Test {
     return ParseCommandLine(static_cast<int>(argv.size()), argv.data(), help != nullptr ? help : &ignored);
   }
 
-  std::string dir_;
+  ros2::testing::TempDir tmp_{"r2fuse-opt"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(MountOptionsTest, DefaultsAreDocumented) {

@@ -1,10 +1,12 @@
-// The client side of an RPC: building the request (inline, cma, RMA or AM bulk),
+// The client side of an RPC: choosing how its bulk travels (ChooseBulk: segment,
+// inline, bounce segment, RMA or AM), building and sending the request,
 // matching replies and pushed data to calls, deadlines, and EndpointImpl.
 #include <cstring>
 
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "transport/fault_injection.h"
 #include "transport/shared_segment.h"
 #include "transport/ucx_util.h"
 #include "transport/worker_impl.h"
@@ -20,6 +22,69 @@ void PushRecvCallback(void* request, ucs_status_t status, size_t /*length*/, voi
 }
 
 }  // namespace
+
+Status WorkerImpl::ChooseBulk(const Connection& conn, std::byte* addr,
+                              const std::shared_ptr<const MemoryRegion>& caller_region, wire::BulkDescriptor& d,
+                              BulkPlan& plan) {
+  const TransportOptions& opts = context_.options();
+  const uint64_t length = d.length;
+  // Segments (the caller's or a bounce one) only on a connection whose server
+  // proved able to reach our memory (the cma proof), or under fault injection.
+  const bool claimed = faults_ != nullptr && faults_->ClaimCmaProof();
+  const bool proven = conn.cma || claimed;
+  auto by_reference = [&](const segment::Location& where) {
+    wire::EncodeSegmentRef(where.ref, plan.ref);
+    d.transfer = wire::BulkTransfer::kSegment;
+    d.remote_addr = where.offset;
+    d.rkey = plan.ref;
+  };
+
+  // 1. Inside one of our shared segments, from segment_min_bulk bytes up even
+  // when it would fit inline: the server makes the one copy (inline bytes are
+  // copied twice, into the transport's FIFO and out of it).
+  if (proven && (length > opts.inline_limit || length >= opts.segment_min_bulk)) {
+    if (auto where = segment::Find(addr, length)) {
+      if (faults_ != nullptr) faults_->DamageSegmentReference(*where);
+      by_reference(*where);
+      return Status::Ok();
+    }
+  }
+  // 2. Small: inside the messages.
+  if (length <= opts.inline_limit) {
+    d.transfer = wire::BulkTransfer::kInline;
+    return Status::Ok();
+  }
+  // 3. Ordinary memory on a proven same-host connection: through a bounce
+  // segment of ours (the server copies only segments, accept_cma_bulk).
+  if (conn.cma && length <= opts.max_segment_size) {
+    ROS2_ASSIGN_OR_RETURN(plan.bounce, AcquireBounce(length));
+    auto where = segment::Find(plan.bounce->data(), length);
+    if (!where) return Status::Internal("transport: a bounce segment is not in the segment registry");
+    by_reference(*where);
+    return Status::Ok();
+  }
+  // 4. Raw cma descriptors: only fault injection sends them now.
+  if (claimed) {
+    d.transfer = wire::BulkTransfer::kCma;
+    d.remote_addr = reinterpret_cast<uint64_t>(addr);
+    return Status::Ok();
+  }
+  // 5. RMA when the lanes are one-sided for this buffer (see FillEndpointInfo).
+  if (conn.info.bulk_mode == BulkMode::kRma &&
+      (conn.info.rma_any_memory || (caller_region && caller_region->Contains(addr, length)))) {
+    plan.region = caller_region;
+    if (!plan.region || !plan.region->Contains(addr, length)) {
+      ROS2_ASSIGN_OR_RETURN(plan.region, context_.CachedRegistration(addr, length));
+    }
+    d.transfer = wire::BulkTransfer::kRma;
+    d.remote_addr = reinterpret_cast<uint64_t>(addr);
+    d.rkey = plan.region->packed_rkey();
+    return Status::Ok();
+  }
+  // 6. Otherwise the bytes ride active messages (rendezvous when large).
+  d.transfer = wire::BulkTransfer::kActiveMessage;
+  return Status::Ok();
+}
 
 Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const uint8_t> payload,
                              const CallOptions& options, ReplyCallback done) {
@@ -41,42 +106,6 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   if (live_calls_ >= opts.max_outstanding_requests) {
     return Status::Busy(fmt::format("transport: {} requests outstanding on worker '{}'", live_calls_, name_));
   }
-  const uint64_t inline_limit = opts.inline_limit;
-  // RMA for a buffer when the lanes are one-sided for it (see FillEndpointInfo).
-  // Cross-memory attach on a same-host connection that negotiated it (or, for
-  // fault-injection tests, on any connection).
-  const bool use_cma = conn.cma || opts.inject_unproven_cma;
-  auto use_rma = [&](const std::shared_ptr<const MemoryRegion>& region, const void* addr, uint64_t len) {
-    if (conn.info.bulk_mode != BulkMode::kRma) return false;
-    if (conn.info.rma_any_memory) return true;
-    return region && region->Contains(addr, len);
-  };
-
-  // A buffer inside one of this process's shared segments, on a connection
-  // whose server proved able to reach our memory (the cma proof): the server
-  // maps the segment and copies with memcpy (shared_segment.h).
-  std::array<uint8_t, wire::kSegmentRefSize> out_ref{}, in_ref{};
-  auto use_segment = [&](const void* addr, wire::BulkDescriptor& d, std::array<uint8_t, wire::kSegmentRefSize>& ref) {
-    if (!use_cma) return false;
-    auto where = segment::Find(addr, d.length);
-    if (!where) return false;
-    switch (opts.inject_segment_damage) {
-      case TransportOptions::SegmentDamage::kNone: break;
-      case TransportOptions::SegmentDamage::kRangePastEnd: where->offset += uint64_t{1} << 40; break;
-      case TransportOptions::SegmentDamage::kWrongId: where->ref.id ^= 2; break;
-      case TransportOptions::SegmentDamage::kNotASegment: where->ref.fd = 0; break;
-    }
-    wire::EncodeSegmentRef(where->ref, ref);
-    d.transfer = wire::BulkTransfer::kSegment;
-    d.remote_addr = where->offset;
-    d.rkey = ref;
-    return true;
-  };
-
-  // Inside a segment, bulk of segment_min_bulk bytes or more goes by reference
-  // even when it would fit inline: the server makes the one copy (inline bytes
-  // are copied twice, into the transport's FIFO and out of it).
-  auto by_segment = [&](uint64_t length) { return length > inline_limit || length >= opts.segment_min_bulk; };
 
   wire::Message msg;
   msg.kind = wire::Kind::kRequest;
@@ -84,82 +113,32 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   msg.connection_id = conn.remote_id;
   msg.capability = options.capability;
   msg.payload = payload;
-  std::span<const std::byte> am_bulk;
-  std::shared_ptr<const MemoryRegion> out_region, in_region;
-  // Ordinary memory on a proven same-host connection: through a bounce
-  // segment of ours (the server copies only segments, accept_cma_bulk).
-  std::unique_ptr<SharedBuffer> bounce_out, bounce_in;
-  auto use_bounce = [&](wire::BulkDescriptor& d, std::array<uint8_t, wire::kSegmentRefSize>& ref,
-                        std::unique_ptr<SharedBuffer>& holder) -> Result<bool> {
-    if (!conn.cma || d.length > opts.max_segment_size) return false;
-    ROS2_ASSIGN_OR_RETURN(holder, AcquireBounce(d.length));
-    auto where = segment::Find(holder->data(), d.length);
-    if (!where) return Status::Internal("transport: a bounce segment is not in the segment registry");
-    wire::EncodeSegmentRef(where->ref, ref);
-    d.transfer = wire::BulkTransfer::kSegment;
-    d.remote_addr = where->offset;
-    d.rkey = ref;
-    return true;
-  };
-
+  std::span<const std::byte> am_bulk;  // bulk-out bytes that ride the request as AM data
+  BulkPlan out, in;
   if (!options.bulk_out.empty()) {
     wire::BulkDescriptor& d = msg.bulk[msg.bulk_count++];
     d.direction = wire::BulkDirection::kOut;
     d.length = options.bulk_out.size();
-    if (by_segment(d.length) && use_segment(options.bulk_out.data(), d, out_ref)) {
-      // d filled in: the server copies straight out of the client's segment
-    } else if (d.length <= inline_limit) {
-      d.transfer = wire::BulkTransfer::kInline;
-      msg.inline_data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(options.bulk_out.data()), d.length);
-    } else if (auto bounced = use_bounce(d, out_ref, bounce_out); !bounced.ok()) {
-      return bounced.status();
-    } else if (*bounced) {
-      std::memcpy(bounce_out->data(), options.bulk_out.data(), d.length);
-      stats_.bulk_bounce_bytes += d.length;
-    } else if (opts.inject_unproven_cma) {  // only fault injection sends raw cma descriptors now
-      d.transfer = wire::BulkTransfer::kCma;
-      d.remote_addr = reinterpret_cast<uint64_t>(options.bulk_out.data());
-    } else if (use_rma(options.bulk_out_region, options.bulk_out.data(), d.length)) {
-      out_region = options.bulk_out_region;
-      void* addr = const_cast<std::byte*>(options.bulk_out.data());
-      if (!out_region || !out_region->Contains(addr, d.length)) {
-        ROS2_ASSIGN_OR_RETURN(out_region, context_.CachedRegistration(addr, d.length));
-      }
-      d.transfer = wire::BulkTransfer::kRma;
-      d.remote_addr = reinterpret_cast<uint64_t>(addr);
-      d.rkey = out_region->packed_rkey();
-    } else {
-      d.transfer = wire::BulkTransfer::kActiveMessage;
+    std::byte* addr = const_cast<std::byte*>(options.bulk_out.data());
+    ROS2_RETURN_IF_ERROR(ChooseBulk(conn, addr, options.bulk_out_region, d, out));
+    // What the choice asks of the sender (segment, cma and RMA: the server
+    // fetches the bytes itself).
+    if (d.transfer == wire::BulkTransfer::kInline) {
+      msg.inline_data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(addr), d.length);
+    } else if (d.transfer == wire::BulkTransfer::kActiveMessage) {
       am_bulk = options.bulk_out;
+    } else if (out.bounce) {
+      std::memcpy(out.bounce->data(), addr, d.length);
+      stats_.bulk_bounce_bytes += d.length;
     }
   }
   if (!options.bulk_in.empty()) {
+    // Nothing to send for bulk-in: the server places the bytes (a bounce
+    // segment's are copied out by CompleteCall).
     wire::BulkDescriptor& d = msg.bulk[msg.bulk_count++];
     d.direction = wire::BulkDirection::kIn;
     d.length = options.bulk_in.size();
-    if (by_segment(d.length) && use_segment(options.bulk_in.data(), d, in_ref)) {
-      // d filled in: the server writes straight into the client's segment
-    } else if (d.length <= inline_limit) {
-      d.transfer = wire::BulkTransfer::kInline;
-    } else if (auto bounced = use_bounce(d, in_ref, bounce_in); !bounced.ok()) {
-      return bounced.status();
-    } else if (*bounced) {
-      // the server writes into bounce_in; CompleteCall copies the bytes out
-    } else if (opts.inject_unproven_cma) {  // only fault injection sends raw cma descriptors now
-      d.transfer = wire::BulkTransfer::kCma;
-      d.remote_addr = reinterpret_cast<uint64_t>(options.bulk_in.data());
-    } else if (use_rma(options.bulk_in_region, options.bulk_in.data(), d.length)) {
-      in_region = options.bulk_in_region;
-      void* addr = options.bulk_in.data();
-      if (!in_region || !in_region->Contains(addr, d.length)) {
-        ROS2_ASSIGN_OR_RETURN(in_region, context_.CachedRegistration(addr, d.length));
-      }
-      d.transfer = wire::BulkTransfer::kRma;
-      d.remote_addr = reinterpret_cast<uint64_t>(addr);
-      d.rkey = in_region->packed_rkey();
-    } else {
-      d.transfer = wire::BulkTransfer::kActiveMessage;
-    }
+    ROS2_RETURN_IF_ERROR(ChooseBulk(conn, options.bulk_in.data(), options.bulk_in_region, d, in));
   }
   if (!am_bulk.empty() && wire::EncodedSize(msg) > max_am_header_) {
     return Status::InvalidArgument(fmt::format(
@@ -182,8 +161,8 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   msg.request_id = MakeRequestId(slot, call.generation);
   call.connection_id = conn.local_id;
   call.bulk_in = options.bulk_in;
-  call.out_region = std::move(out_region);
-  call.in_region = std::move(in_region);
+  call.out_region = std::move(out.region);
+  call.in_region = std::move(in.region);
   const wire::BulkDescriptor* in_desc = msg.FindBulk(wire::BulkDirection::kIn);
   call.in_via_am = in_desc != nullptr && in_desc->transfer == wire::BulkTransfer::kActiveMessage;
   call.reply_arrived = false;
@@ -191,10 +170,10 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   call.pushed_expected = call.pushed_received = 0;
   call.reply_status = Status::Ok();
   call.reply_payload.clear();
-  call.bounce_out = std::move(bounce_out);
-  call.bounce_in = std::move(bounce_in);
+  call.bounce_out = std::move(out.bounce);
+  call.bounce_in = std::move(in.bounce);
 
-  if (rewrite_request_for_testing) rewrite_request_for_testing(msg);
+  if (faults_ != nullptr) faults_->RewriteRequest(msg);
   Status st = conn.corked && am_bulk.empty() ? SendOrBatch(conn, msg) : SendMessage(conn, msg, am_bulk, nullptr);
   if (!st.ok()) {
     call.out_region.reset();

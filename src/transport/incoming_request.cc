@@ -462,13 +462,15 @@ void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
   State* s = state_;
   if (s == nullptr) return;
   const wire::BulkDescriptor* d = s->msg.FindBulk(wire::BulkDirection::kOut);
-  auto fail = [&](Status st) {
+  // Completes the Pull/Push now, with success or the failure (the paths that
+  // finish later hand `done` on instead).
+  auto finish_now = [&](const Status& st) {
     if (done) done(st);
   };
-  if (d == nullptr) return fail(Status::InvalidArgument("transport: Pull on a request without bulk-out data"));
-  if (s->pulled) return fail(Status::InvalidArgument("transport: second Pull on one request"));
+  if (d == nullptr) return finish_now(Status::InvalidArgument("transport: Pull on a request without bulk-out data"));
+  if (s->pulled) return finish_now(Status::InvalidArgument("transport: second Pull on one request"));
   if (dst.size() != d->length) {
-    return fail(Status::InvalidArgument(
+    return finish_now(Status::InvalidArgument(
         fmt::format("transport: Pull into {} bytes, the client offers {}", dst.size(), d->length)));
   }
   s->pulled = true;
@@ -476,16 +478,17 @@ void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
     case wire::BulkTransfer::kInline:
       std::memcpy(dst.data(), s->msg.inline_data.data(), dst.size());
       s->worker->mutable_stats().bulk_inline_bytes += dst.size();
-      return fail(Status::Ok());
+      return finish_now(Status::Ok());
     case wire::BulkTransfer::kRma: {
       Status st = StartRma(s, *d, dst.data(), dst.size(), /*is_put=*/false, std::move(done));
-      if (!st.ok()) return fail(st);
+      if (!st.ok()) return finish_now(st);
       return;
     }
     case wire::BulkTransfer::kCma:
-    case wire::BulkTransfer::kSegment: return fail(HostTransfer(s, *d, dst.data(), dst.size(), /*to_client=*/false));
+    case wire::BulkTransfer::kSegment:
+      return finish_now(HostTransfer(s, *d, dst.data(), dst.size(), /*to_client=*/false));
     case wire::BulkTransfer::kActiveMessage: {
-      if (s->rndv_desc == nullptr) return fail(Status::Protocol("transport: bulk data missing from the message"));
+      if (s->rndv_desc == nullptr) return finish_now(Status::Protocol("transport: bulk data missing from the message"));
       void* desc = s->rndv_desc;
       s->rndv_desc = nullptr;  // handed to ucp_am_recv_data_nbx
       if (s->in_am_callback) s->rndv_taken = true;
@@ -532,18 +535,20 @@ void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
   State* s = state_;
   if (s == nullptr) return;
   const wire::BulkDescriptor* d = s->msg.FindBulk(wire::BulkDirection::kIn);
-  auto fail = [&](Status st) {
+  // Completes the Pull/Push now, with success or the failure (the paths that
+  // finish later hand `done` on instead).
+  auto finish_now = [&](const Status& st) {
     if (done) done(st);
   };
-  if (d == nullptr) return fail(Status::InvalidArgument("transport: Push on a request without a bulk-in buffer"));
-  if (s->pushed || s->replied) return fail(Status::InvalidArgument("transport: Push after Push or Reply"));
+  if (d == nullptr) return finish_now(Status::InvalidArgument("transport: Push on a request without a bulk-in buffer"));
+  if (s->pushed || s->replied) return finish_now(Status::InvalidArgument("transport: Push after Push or Reply"));
   if (src.size() > d->length) {
-    return fail(Status::InvalidArgument(
+    return finish_now(Status::InvalidArgument(
         fmt::format("transport: Push of {} bytes into a {}-byte client buffer", src.size(), d->length)));
   }
   s->pushed = true;
   s->pushed_bytes = src.size();
-  if (src.empty()) return fail(Status::Ok());
+  if (src.empty()) return finish_now(Status::Ok());
   // A short push into a buffer reached by cma rides the reply (cheaper than a
   // system call); into a segment it is a memcpy whatever its size.
   const bool inline_push =
@@ -553,17 +558,17 @@ void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
     const auto* b = reinterpret_cast<const uint8_t*>(src.data());
     s->inline_push.assign(b, b + src.size());
     s->worker->mutable_stats().bulk_inline_bytes += src.size();
-    return fail(Status::Ok());
+    return finish_now(Status::Ok());
   }
   Connection* conn = s->conn.get();
   if (d->transfer == wire::BulkTransfer::kCma || d->transfer == wire::BulkTransfer::kSegment) {
     Status st = HostTransfer(s, *d, const_cast<std::byte*>(src.data()), src.size(), /*to_client=*/true);
     if (!st.ok()) s->pushed_bytes = 0;
-    return fail(st);
+    return finish_now(st);
   }
   if (d->transfer == wire::BulkTransfer::kRma) {
     Status st = StartRma(s, *d, const_cast<std::byte*>(src.data()), src.size(), /*is_put=*/true, std::move(done));
-    if (!st.ok()) return fail(st);
+    if (!st.ok()) return finish_now(st);
     return;
   }
   // Active messages: a push-data message whose AM data lands in the client's buffer.
@@ -581,7 +586,7 @@ void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
   if (!st.ok()) {
     Unref(s);
     s->pushed_bytes = 0;
-    return fail(st);
+    return finish_now(st);
   }
 }
 

@@ -153,13 +153,6 @@ struct TransportOptions {
   // every client of that thread. Clients bounce ordinary buffers through a
   // segment of their own instead (docs/transport.md, "Same-host bulk").
   bool accept_cma_bulk = false;
-  // Fault injection for tests: the client sends cma bulk descriptors even on
-  // connections that did not negotiate cma (the server must refuse them).
-  bool inject_unproven_cma = false;
-  // Fault injection for tests: the client damages the segment references of
-  // its kSegment descriptors (the server must refuse each, mapping nothing).
-  enum class SegmentDamage : uint8_t { kNone, kRangePastEnd, kWrongId, kNotASegment };
-  SegmentDamage inject_segment_damage = SegmentDamage::kNone;
   // Largest batch of requests or replies sent as one message (Endpoint::Cork);
   // 0 disables batching. Shared-memory transports carry a message up to their
   // segment size in one copy: Context::Create raises UCX_POSIX_SEG_SIZE and

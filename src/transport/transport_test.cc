@@ -14,6 +14,8 @@
 #include <functional>
 
 #include "common/checksum.h"
+#include "testing/pattern.h"
+#include "transport/fault_injection.h"
 #include "transport/shared_segment.h"
 #include "transport/testing/peer_process.h"
 #include "transport/testing/test_protocol.h"
@@ -56,10 +58,12 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
     std::unique_ptr<Worker> worker;
     std::shared_ptr<Endpoint> ep;
   };
-  Client ConnectWith(const TransportOptions& options, std::string_view name) {
+  // `faults` (fault_injection.h), if given, must outlive the client.
+  Client ConnectWith(const TransportOptions& options, std::string_view name, FaultInjection* faults = nullptr) {
     Client c;
     c.ctx = Context::Create(options).value();
     c.worker = c.ctx->CreateWorker(name).value();
+    SetFaultInjection(*c.worker, faults);
     c.ep = c.worker->Connect(peer_.address()).value();
     return c;
   }
@@ -70,15 +74,28 @@ class TransportTest : public ::testing::TestWithParam<std::string> {
   std::shared_ptr<Endpoint> ep_;
 };
 
-std::vector<std::byte> Pattern(size_t n, uint32_t seed) {
-  std::vector<std::byte> v(n);
-  std::mt19937 rng(seed);
-  for (size_t i = 0; i < n; i += 4) {
-    uint32_t x = rng();
-    std::memcpy(v.data() + i, &x, std::min<size_t>(4, n - i));
+// A client that lies about its memory (fault_injection.h): it claims a cma
+// proof it never made, and may damage the references to its segments.
+class LyingClient : public FaultInjection {
+ public:
+  enum class Damage { kNone, kRangePastEnd, kWrongId, kNotASegment };
+  LyingClient(bool claim_cma, Damage damage) : claim_cma_(claim_cma), damage_(damage) {}
+  bool ClaimCmaProof() override { return claim_cma_; }
+  void DamageSegmentReference(segment::Location& where) override {
+    switch (damage_) {
+      case Damage::kNone: break;
+      case Damage::kRangePastEnd: where.offset += uint64_t{1} << 40; break;
+      case Damage::kWrongId: where.ref.id ^= 2; break;
+      case Damage::kNotASegment: where.ref.fd = 0; break;
+    }
   }
-  return v;
-}
+
+ private:
+  bool claim_cma_;
+  Damage damage_;
+};
+
+using ros2::testing::Pattern;
 
 std::span<const uint8_t> Bytes(const std::string& s) {
   return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
@@ -219,8 +236,8 @@ TEST_P(TransportTest, ActiveMessagePathWithoutCma) {
 TEST_P(TransportTest, UnprovenCmaDescriptorsAreRefused) {
   TransportOptions o = ctx_->options();
   o.same_host_cma = false;
-  o.inject_unproven_cma = true;
-  Client client = ConnectWith(o, "liar");
+  LyingClient liar(/*claim_cma=*/true, LyingClient::Damage::kNone);
+  Client client = ConnectWith(o, "liar", &liar);
   Endpoint* ep = client.ep.get();
   ASSERT_NE(ep->info().bulk_mode, BulkMode::kCma);
   const PeerStats before = GetPeerStats(*ep);
@@ -749,7 +766,7 @@ TEST_P(TransportTest, DirectPushLandsInTheClientsSegment) {
 TEST_P(TransportTest, DamagedSegmentReferencesAreRefused) {
   auto seg = SharedBuffer::Create(4u << 20);
   ASSERT_TRUE(seg.ok()) << seg.status().ToString();
-  using Damage = TransportOptions::SegmentDamage;
+  using Damage = LyingClient::Damage;
   struct Case {
     Damage damage;
     bool unproven;
@@ -760,12 +777,9 @@ TEST_P(TransportTest, DamagedSegmentReferencesAreRefused) {
         Case{Damage::kNotASegment, false, "not the segment"}, Case{Damage::kNone, true, "did not prove its pid"}}) {
     SCOPED_TRACE(fmt::format("damage {} unproven {}", static_cast<int>(c.damage), c.unproven));
     TransportOptions o = ctx_->options();
-    o.inject_segment_damage = c.damage;
-    if (c.unproven) {
-      o.same_host_cma = false;
-      o.inject_unproven_cma = true;
-    }
-    Client client = ConnectWith(o, "segment-liar");
+    if (c.unproven) o.same_host_cma = false;
+    LyingClient liar(/*claim_cma=*/c.unproven, c.damage);
+    Client client = ConnectWith(o, "segment-liar", &liar);
     const PeerStats before = GetPeerStats(*client.ep);
     std::memset((*seg)->data(), 0, (*seg)->size());
     std::byte* in = (*seg)->data();

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "transport/fault_injection.h"
 #include "transport/ucx_util.h"
 #include "transport/worker_impl.h"
 
@@ -278,7 +279,7 @@ Result<std::shared_ptr<Endpoint>> WorkerImpl::Connect(std::span<const uint8_t> p
       ROS2_LOG_DEBUG("transport: worker '{}': no cma with {}: {}", name_, conn->peer_name, token.status().ToString());
     }
   }
-  if (rewrite_hello_for_testing) rewrite_hello_for_testing(hello);
+  if (faults_ != nullptr) faults_->RewriteHello(hello);
   Status st = SendMessage(*conn, hello, {}, nullptr);
   if (st.ok()) {
     st = RunUntil([&] { return conn->remote_id != 0 || !conn->status.ok(); }, context_.options().connect_timeout);
@@ -1140,6 +1141,10 @@ void WorkerImpl::UpdateBulkMode(Connection& conn) {
   conn.info.bulk_mode = conn.info.rma_any_memory ? BulkMode::kRma
                         : conn.cma               ? BulkMode::kCma
                                                  : BulkMode::kActiveMessage;
+}
+
+void SetFaultInjection(Worker& worker, FaultInjection* faults) {
+  static_cast<WorkerImpl&>(worker).faults_ = faults;
 }
 
 }  // namespace ros2::transport

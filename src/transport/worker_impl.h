@@ -31,6 +31,7 @@
 
 namespace ros2::transport {
 
+class FaultInjection;
 class WorkerImpl;
 using Clock = std::chrono::steady_clock;
 
@@ -250,8 +251,24 @@ class WorkerImpl final : public Worker {
   std::shared_ptr<Connection> FindConnectionShared(uint64_t id);
 
   // Client calls (client_call.cc).
+  // StartCall checks the call, has ChooseBulk pick each bulk buffer's
+  // transfer, then takes a call slot and sends (or batches) the request.
   Status StartCall(Connection& conn, uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
                    ReplyCallback done);
+  // How one bulk buffer of a call travels, and what the call keeps alive for
+  // it until it completes.
+  struct BulkPlan {
+    std::shared_ptr<const MemoryRegion> region;        // kRma: the registration whose rkey is sent
+    std::unique_ptr<SharedBuffer> bounce;              // kSegment through a bounce segment of ours
+    std::array<uint8_t, wire::kSegmentRefSize> ref{};  // kSegment: the encoded reference the descriptor views
+  };
+  // Picks the transfer of `d` (direction and length set) for the caller's
+  // buffer at `addr` (`caller_region`: its registration, if the caller gave
+  // one) and fills the descriptor: a reference into the caller's shared
+  // segment, inline bytes, a bounce segment, RMA or active messages (and raw
+  // cma only under fault injection). Sends nothing and copies no bulk bytes.
+  Status ChooseBulk(const Connection& conn, std::byte* addr, const std::shared_ptr<const MemoryRegion>& caller_region,
+                    wire::BulkDescriptor& d, BulkPlan& plan);
   void HandleReply(const wire::Message& msg);
   ucs_status_t HandlePushData(const wire::Message& msg, void* data, size_t length, bool rndv);  // REQUIRES: bound
   void CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed);
@@ -279,12 +296,10 @@ class WorkerImpl final : public Worker {
   void ReleaseState(IncomingRequest::State* s);
   void DispatchRequest(IncomingRequest::State* s);
 
-  // Test-only fault injection (the attack tests' hostile clients): when set,
-  // StartCall passes every request to it just before sending, and Connect its
-  // hello, so a test can craft what the normal client never sends (another
-  // connection's id, a foreign cma address, a stale proof).
-  std::function<void(wire::Message&)> rewrite_request_for_testing;
-  std::function<void(wire::Message&)> rewrite_hello_for_testing;
+  // The test seam (fault_injection.h): null except in tests, which attach one
+  // with SetFaultInjection to make this worker's client side send what a
+  // well-behaved client never sends. Not owned.
+  FaultInjection* faults_ = nullptr;
 
   // The UCX AM receive callback (worker.cc).
   ucs_status_t OnActiveMessage(const void* header, size_t header_length, void* data, size_t length,

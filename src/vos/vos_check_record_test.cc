@@ -66,8 +66,8 @@ TEST(VosCheckRecordTest, TheLastGroupsExtentThatMissedTheDiskIsRolledBackAtOpen)
     auto vos = OpenOrDie(o);
     ASSERT_NE(vos, nullptr);
     WarmDataFile(vos.get(), 8 * kMiB);
-    ASSERT_TRUE(PutArray(vos.get(), oid, "d", "a", 10, 0, 1, Pattern(1, kMiB)).ok());
-    ASSERT_TRUE(PutArray(vos.get(), oid, "d", "b", 10, 0, 1, Pattern(3, kMiB)).ok());
+    ASSERT_TRUE(PutArray(vos.get(), oid, "d", "a", 10, 0, 1, Pattern(kMiB, 1)).ok());
+    ASSERT_TRUE(PutArray(vos.get(), oid, "d", "b", 10, 0, 1, Pattern(kMiB, 3)).ok());
   }
   EXPECT_EQ(CheckRecords(o.path), 0) << "a clean close leaves no check record";
 
@@ -78,8 +78,8 @@ TEST(VosCheckRecordTest, TheLastGroupsExtentThatMissedTheDiskIsRolledBackAtOpen)
   if (pid == 0) {
     auto v = Vos::Open(o);
     if (!v.ok()) std::_Exit(10);
-    if (!PutArray(v->get(), oid, "d", "b", 20, 0, 1, Pattern(4, kMiB)).ok()) std::_Exit(11);
-    if (!PutArray(v->get(), oid, "d", "a", 20, 0, 1, Pattern(2, kMiB)).ok()) std::_Exit(12);
+    if (!PutArray(v->get(), oid, "d", "b", 20, 0, 1, Pattern(kMiB, 4)).ok()) std::_Exit(11);
+    if (!PutArray(v->get(), oid, "d", "a", 20, 0, 1, Pattern(kMiB, 2)).ok()) std::_Exit(12);
     std::_Exit(0);  // no destructors: the store is not closed
   }
   int wstatus = 0;
@@ -90,10 +90,10 @@ TEST(VosCheckRecordTest, TheLastGroupsExtentThatMissedTheDiskIsRolledBackAtOpen)
   // The device kept a's record but not its data (the extent holds zeros, as
   // never-written space reads), and a bit of b's new version rots.
   const std::string data_file = o.path + "/data";
-  ASSERT_TRUE(Replace(data_file, Pattern(2, kMiB), std::vector<std::byte>(kMiB)));
-  auto rotten = Pattern(4, kMiB);
+  ASSERT_TRUE(Replace(data_file, Pattern(kMiB, 2), std::vector<std::byte>(kMiB)));
+  auto rotten = Pattern(kMiB, 4);
   rotten[5000] ^= std::byte{0x10};
-  ASSERT_TRUE(Replace(data_file, Pattern(4, kMiB), rotten));
+  ASSERT_TRUE(Replace(data_file, Pattern(kMiB, 4), rotten));
 
   {
     auto vos = OpenOrDie(o);
@@ -101,20 +101,20 @@ TEST(VosCheckRecordTest, TheLastGroupsExtentThatMissedTheDiskIsRolledBackAtOpen)
     // a: its unfinished version rolled back, the acknowledged one before it intact.
     auto a = GetArray(vos.get(), oid, "d", "a", kEpochMax, 0, kMiB, 1);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
-    EXPECT_TRUE(*a == Pattern(1, kMiB));
+    EXPECT_TRUE(*a == Pattern(kMiB, 1));
     // b's group was settled by a's WAL sync: its damage is corruption, not a rollback.
     auto b = GetArray(vos.get(), oid, "d", "b", kEpochMax, 0, kMiB, 1);
     EXPECT_TRUE(b.status().IsCorruption()) << b.status().ToString();
     auto b_old = GetArray(vos.get(), oid, "d", "b", 10, 0, kMiB, 1);
     ASSERT_TRUE(b_old.ok()) << b_old.status().ToString();
-    EXPECT_TRUE(*b_old == Pattern(3, kMiB));
+    EXPECT_TRUE(*b_old == Pattern(kMiB, 3));
     // The rolled-back extent's space is free again: a@10, b@10, b@20 remain.
     EXPECT_EQ(vos->Space().data_used, 3 * kMiB);
     // Its key is usable again.
-    ASSERT_TRUE(PutArray(vos.get(), oid, "d", "a", 20, 0, 1, Pattern(5, kMiB)).ok());
+    ASSERT_TRUE(PutArray(vos.get(), oid, "d", "a", 20, 0, 1, Pattern(kMiB, 5)).ok());
     auto again = GetArray(vos.get(), oid, "d", "a", kEpochMax, 0, kMiB, 1);
     ASSERT_TRUE(again.ok()) << again.status().ToString();
-    EXPECT_TRUE(*again == Pattern(5, kMiB));
+    EXPECT_TRUE(*again == Pattern(kMiB, 5));
   }
   EXPECT_EQ(CheckRecords(o.path), 0);
 }
@@ -128,7 +128,7 @@ TEST(VosCheckRecordTest, ADamagedCheckRecordIsDroppedAndTheStoreOpens) {
   {
     auto vos = OpenOrDie(o);
     ASSERT_NE(vos, nullptr);
-    ASSERT_TRUE(PutArray(vos.get(), TestOid(3), "d", "a", 10, 0, 1, Pattern(1, kMiB)).ok());
+    ASSERT_TRUE(PutArray(vos.get(), TestOid(3), "d", "a", 10, 0, 1, Pattern(kMiB, 1)).ok());
   }
   {
     rocksdb::DB* raw = nullptr;
@@ -145,7 +145,7 @@ TEST(VosCheckRecordTest, ADamagedCheckRecordIsDroppedAndTheStoreOpens) {
     ASSERT_NE(vos, nullptr);
     auto a = GetArray(vos.get(), TestOid(3), "d", "a", kEpochMax, 0, kMiB, 1);
     ASSERT_TRUE(a.ok()) << a.status().ToString();
-    EXPECT_TRUE(*a == Pattern(1, kMiB));
+    EXPECT_TRUE(*a == Pattern(kMiB, 1));
   }
   EXPECT_EQ(CheckRecords(o.path), 0);
 }
@@ -162,18 +162,18 @@ TEST(VosCheckRecordTest, ExtentsWithoutChecksumsAreSyncedBeforeTheirRecord) {
     ASSERT_NE(vos, nullptr);
     WarmDataFile(vos.get(), 8 * kMiB);
     const uint64_t before = env.syncs();
-    ASSERT_TRUE(PutArray(vos.get(), TestOid(2), "d", "a", 10, 0, 1, Pattern(1, kMiB)).ok());
+    ASSERT_TRUE(PutArray(vos.get(), TestOid(2), "d", "a", 10, 0, 1, Pattern(kMiB, 1)).ok());
     EXPECT_EQ(env.syncs(), before) << "checksummed extents ride on the WAL sync";
   }
   o.checksum = ChecksumType::kNone;
   auto vos = OpenOrDie(o);
   ASSERT_NE(vos, nullptr);
   const uint64_t before = env.syncs();
-  ASSERT_TRUE(PutArray(vos.get(), TestOid(2), "d", "a", 20, 0, 1, Pattern(2, kMiB)).ok());
+  ASSERT_TRUE(PutArray(vos.get(), TestOid(2), "d", "a", 20, 0, 1, Pattern(kMiB, 2)).ok());
   EXPECT_EQ(env.syncs(), before + 1) << "an extent without checksums is fdatasynced before its record";
   auto a = GetArray(vos.get(), TestOid(2), "d", "a", kEpochMax, 0, kMiB, 1);
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  EXPECT_TRUE(*a == Pattern(2, kMiB));
+  EXPECT_TRUE(*a == Pattern(kMiB, 2));
 }
 
 }  // namespace

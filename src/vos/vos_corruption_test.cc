@@ -43,7 +43,7 @@ class VosCorruptionTest : public ::testing::Test {
 
 TEST_F(VosCorruptionTest, FlippedDataFileBitIsCorruptionOnlyInItsChunk) {
   ObjectId oid = TestOid(1);
-  auto data = Pattern(1, 64 << 10);
+  auto data = Pattern(64 << 10, 1);
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 1, data).ok());
   vos_.reset();
   ASSERT_TRUE(FlipBitWhere(store() + "/data", std::vector<std::byte>(data.begin(), data.begin() + 64), 5000));
@@ -65,7 +65,7 @@ TEST_F(VosCorruptionTest, FlippedDataFileBitIsCorruptionOnlyInItsChunk) {
 // result's checksums (an unaligned range) it still verifies first.
 TEST_F(VosCorruptionTest, CallerVerifiedFetchPassesStoredChecksumsThroughUnchecked) {
   ObjectId oid = TestOid(4);
-  auto data = Pattern(4, 64 << 10);
+  auto data = Pattern(64 << 10, 4);
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 1, data).ok());
   vos_.reset();
   ASSERT_TRUE(FlipBitWhere(store() + "/data", std::vector<std::byte>(data.begin(), data.begin() + 64), 5000));
@@ -101,7 +101,7 @@ TEST_F(VosCorruptionTest, CallerVerifiedFetchPassesStoredChecksumsThroughUncheck
 
 TEST_F(VosCorruptionTest, FlippedBitInAStoredRocksDbValueIsCorruption) {
   ObjectId oid = TestOid(2);
-  auto data = Pattern(2, 1000);
+  auto data = Pattern(1000, 2);
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, data).ok());
   vos_.reset();
   {
@@ -127,10 +127,10 @@ TEST_F(VosCorruptionTest, FlippedBitInAStoredRocksDbValueIsCorruption) {
 
 TEST_F(VosCorruptionTest, FlippedBitInAnSstFileIsCorruption) {
   ObjectId oid = TestOid(3);
-  auto data = Pattern(3, 6000);
+  auto data = Pattern(6000, 3);
   // A filler value that sorts first fills the SST's first block with it and
   // the store's format marker, so the damaged value sits in a block of its own.
-  ASSERT_TRUE(PutSingle(vos_.get(), TestOid(0), "d", "a", 10, Pattern(4, 6000)).ok());
+  ASSERT_TRUE(PutSingle(vos_.get(), TestOid(0), "d", "a", 10, Pattern(6000, 4)).ok());
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, data).ok());
   vos_.reset();
   {
@@ -151,7 +151,7 @@ TEST_F(VosCorruptionTest, FlippedBitInAnSstFileIsCorruption) {
   auto got = GetSingle(vos_.get(), oid, "d", "a", kEpochMax);
   ASSERT_FALSE(got.ok());
   EXPECT_TRUE(got.status().IsCorruption()) << got.status().ToString();
-  EXPECT_EQ(*GetSingle(vos_.get(), TestOid(0), "d", "a", kEpochMax), Pattern(4, 6000));
+  EXPECT_EQ(*GetSingle(vos_.get(), TestOid(0), "d", "a", kEpochMax), Pattern(6000, 4));
 }
 
 }  // namespace

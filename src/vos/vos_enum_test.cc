@@ -27,7 +27,7 @@ class VosEnumTest : public ::testing::Test {
 TEST_F(VosEnumTest, TenThousandDkeysEnumerateExactlyOnceWithAnchors) {
   ObjectId oid = TestOid(1);
   constexpr int kKeys = 10240;
-  auto v = Pattern(1, 8);
+  auto v = Pattern(8, 1);
   std::set<std::string> want;
   // Submitted asynchronously so that group commit keeps the test fast.
   int ok = 0;
@@ -70,7 +70,7 @@ TEST_F(VosEnumTest, TenThousandDkeysEnumerateExactlyOnceWithAnchors) {
 }
 
 TEST_F(VosEnumTest, ObjectsAndAkeys) {
-  auto v = Pattern(1, 8);
+  auto v = Pattern(8, 1);
   for (uint64_t o = 1; o <= 25; ++o) ASSERT_TRUE(PutSingle(vos_.get(), TestOid(o), "d", "a", 10, v).ok());
   for (const std::string& a : std::vector<std::string>{"z", "b", std::string("a\0b", 3), "a"})
     ASSERT_TRUE(PutSingle(vos_.get(), TestOid(1), "d", a, 10, v).ok());
@@ -95,9 +95,9 @@ TEST_F(VosEnumTest, ObjectsAndAkeys) {
 
 TEST_F(VosEnumTest, ExtentsAreReportedResolved) {
   ObjectId oid = TestOid(2);
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 4, Pattern(1, 400)).ok());     // [0, 100)
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 20, 40, 4, Pattern(2, 80)).ok());     // [40, 60)
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 30, 200, 4, Pattern(3, 4000)).ok());  // [200, 1200)
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 4, Pattern(400, 1)).ok());     // [0, 100)
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 20, 40, 4, Pattern(80, 2)).ok());     // [40, 60)
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 30, 200, 4, Pattern(4000, 3)).ok());  // [200, 1200)
   Anchor anchor;
   std::vector<ExtentInfo> got;
   while (!anchor.eof()) {
@@ -122,7 +122,7 @@ TEST_F(VosEnumTest, ExtentsAreReportedResolved) {
 
 TEST_F(VosEnumTest, QueryMaxDkeyAndArrayEnd) {
   ObjectId oid = TestOid(3);
-  auto v = Pattern(1, 16);
+  auto v = Pattern(16, 1);
   EXPECT_FALSE(vos_->QueryMaxDkey(oid, kEpochMax)->has_value());
   for (std::string d : {"0001", "0003", "0002"}) ASSERT_TRUE(PutSingle(vos_.get(), oid, d, "a", 10, v).ok());
   EXPECT_EQ(**vos_->QueryMaxDkey(oid, kEpochMax), "0003");
@@ -131,9 +131,9 @@ TEST_F(VosEnumTest, QueryMaxDkeyAndArrayEnd) {
   EXPECT_EQ(**vos_->QueryMaxDkey(oid, 15), "0003");
 
   EXPECT_FALSE(vos_->QueryArrayEnd(oid, "f", "data", kEpochMax)->has_value());
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 10, 1000, 1, Pattern(2, 5000)).ok());
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 11, 0, 1, Pattern(3, 10)).ok());
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 12, 9000, 1, Pattern(4, 1)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 10, 1000, 1, Pattern(5000, 2)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 11, 0, 1, Pattern(10, 3)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 12, 9000, 1, Pattern(1, 4)).ok());
   EXPECT_EQ(**vos_->QueryArrayEnd(oid, "f", "data", kEpochMax), 9001u);
   EXPECT_EQ(**vos_->QueryArrayEnd(oid, "f", "data", 11), 6000u);
   EXPECT_TRUE(vos_->QueryArrayEnd(oid, "0001", "a", kEpochMax).status().IsInvalidArgument());

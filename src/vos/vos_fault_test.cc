@@ -43,17 +43,17 @@ class VosFaultTest : public ::testing::Test {
 
 TEST_F(VosFaultTest, FailedWriteIsAnIOErrorAndLeaksNothing) {
   ObjectId oid = TestOid(1);
-  auto old = Pattern(1, 64 << 10);
+  auto old = Pattern(64 << 10, 1);
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 1, old).ok());
   uint64_t used = vos_->Space().data_used;
   env_.FailNthWrite(env_.writes() + 1, EIO);
-  Status st = PutArray(vos_.get(), oid, "d", "a", 20, 0, 1, Pattern(2, 64 << 10));
+  Status st = PutArray(vos_.get(), oid, "d", "a", 20, 0, 1, Pattern(64 << 10, 2));
   EXPECT_TRUE(st.IsIOError()) << st.ToString();
   EXPECT_NE(st.message().find("akey='a'"), std::string::npos) << st.ToString();
   EXPECT_EQ(vos_->Space().data_used, used);
   EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", kEpochMax, 0, old.size(), 1), old);
   // The same epoch can be retried and succeeds.
-  auto retry = Pattern(3, 64 << 10);
+  auto retry = Pattern(64 << 10, 3);
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 20, 0, 1, retry).ok());
   EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", kEpochMax, 0, old.size(), 1), retry);
   Reopen();
@@ -62,7 +62,7 @@ TEST_F(VosFaultTest, FailedWriteIsAnIOErrorAndLeaksNothing) {
 
 TEST_F(VosFaultTest, ShortWritesAreContinued) {
   env_.SetShortWrites(true);
-  auto data = Pattern(4, (1 << 20) + 12345);
+  auto data = Pattern((1 << 20) + 12345, 4);
   ASSERT_TRUE(PutSingle(vos_.get(), TestOid(2), "d", "a", 10, data).ok());
   EXPECT_GT(env_.writes(), 2u);  // the write took several rounds
   env_.Reset();
@@ -73,29 +73,29 @@ TEST_F(VosFaultTest, DeviceEnospcIsNoSpaceAndNothingIsHalfWritten) {
   ObjectId oid = TestOid(3);
   uint64_t used = vos_->Space().data_used;
   env_.SetWriteBudget(0);
-  Status st = PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(5, 1 << 20));
+  Status st = PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(1 << 20, 5));
   EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
   EXPECT_EQ(vos_->Space().data_used, used);
   EXPECT_TRUE(GetSingle(vos_.get(), oid, "d", "a", kEpochMax)->empty());
   // Inline values do not touch the data file and still work.
-  EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "small", 11, Pattern(6, 100)).ok());
+  EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "small", 11, Pattern(100, 6)).ok());
 }
 
 TEST_F(VosFaultTest, FullExtentStoreIsNoSpaceWithExactAccounting) {
   testing::TempDir small;  // a fresh store: an existing data file keeps its size
   ReopenIn(small.path(), 1 << 20);
   ObjectId oid = TestOid(4);
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 1, Pattern(1, 768 << 10)).ok());
-  Status st = PutArray(vos_.get(), oid, "d", "a", 11, 0, 1, Pattern(2, 512 << 10));
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 1, Pattern(768 << 10, 1)).ok());
+  Status st = PutArray(vos_.get(), oid, "d", "a", 11, 0, 1, Pattern(512 << 10, 2));
   EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
   EXPECT_EQ(vos_->Space().data_used, 768u << 10);
   EXPECT_EQ(vos_->Space().data_total, 1u << 20);
-  EXPECT_TRUE(PutArray(vos_.get(), oid, "d", "a", 12, 0, 1, Pattern(3, 256 << 10)).ok());
+  EXPECT_TRUE(PutArray(vos_.get(), oid, "d", "a", 12, 0, 1, Pattern(256 << 10, 3)).ok());
   EXPECT_EQ(vos_->Space().data_used, 1u << 20);
   // Aggregation makes room again.
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 13, 0, 1, Pattern(4, 100)).ok());  // inline
-  EXPECT_TRUE(PutArray(vos_.get(), oid, "d", "b", 14, 0, 1, Pattern(5, 8192)).IsNoSpace());
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 15, 0, 1, Pattern(6, 1 << 20)).IsNoSpace());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 13, 0, 1, Pattern(100, 4)).ok());  // inline
+  EXPECT_TRUE(PutArray(vos_.get(), oid, "d", "b", 14, 0, 1, Pattern(8192, 5)).IsNoSpace());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 15, 0, 1, Pattern(1 << 20, 6)).IsNoSpace());
   ASSERT_TRUE(vos_->Aggregate(kEpochMax).ok());
   EXPECT_EQ(vos_->Space().data_used, 1u << 20);  // [100, 768K) of epoch 10 and the epoch-12 part stay visible
   ASSERT_TRUE(vos_->PunchAkey(oid, "d", "a", 16).ok());
@@ -115,14 +115,14 @@ TEST_F(VosFaultTest, FailedGroupDataSyncFailsTheUpdate) {
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   vos_ = std::move(*v);
   env_.SetFailSync(true);
-  Status st = PutSingle(vos_.get(), TestOid(6), "d", "a", 10, Pattern(1, 64 << 10));
+  Status st = PutSingle(vos_.get(), TestOid(6), "d", "a", 10, Pattern(64 << 10, 1));
   EXPECT_TRUE(st.IsIOError()) << st.ToString();
   env_.Reset();
   EXPECT_EQ(vos_->Space().data_used, 0u);  // the failed update's extent went back
   auto r = GetSingle(vos_.get(), TestOid(6), "d", "a", kEpochMax);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->empty());  // nothing was committed
-  ASSERT_TRUE(PutSingle(vos_.get(), TestOid(6), "d", "a", 11, Pattern(2, 64 << 10)).ok());
+  ASSERT_TRUE(PutSingle(vos_.get(), TestOid(6), "d", "a", 11, Pattern(64 << 10, 2)).ok());
 }
 
 TEST_F(VosFaultTest, ALoneUpdateCommitsOnTheCallingThread) {
@@ -149,13 +149,13 @@ TEST_F(VosFaultTest, ALoneUpdateCommitsOnTheCallingThread) {
     vos_->AllowInlineCommit(c.owner_allows);
     env_.Reset();
     const ObjectId oid = TestOid(c.oid);
-    ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(3, 64 << 10)).ok());
+    ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(64 << 10, 3)).ok());
     EXPECT_EQ(env_.syncs(), 1u) << "one data fdatasync for the update's group";
     EXPECT_EQ(env_.last_sync_thread() == std::this_thread::get_id(), inline_commit);
     // Eight updates in flight at once still commit, in however many groups.
     int done = 0;
     std::vector<std::vector<std::byte>> values;
-    for (int i = 0; i < 8; ++i) values.push_back(Pattern(20 + i, 64 << 10));
+    for (int i = 0; i < 8; ++i) values.push_back(Pattern(64 << 10, 20 + i));
     for (int i = 0; i < 8; ++i) {
       UpdateOp op;
       op.oid = oid;
@@ -188,7 +188,7 @@ TEST_F(VosFaultTest, FailedDataSyncIsReportedBySync) {
   auto v = Vos::Open(o);
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   vos_ = std::move(*v);
-  ASSERT_TRUE(PutSingle(vos_.get(), TestOid(5), "d", "a", 10, Pattern(1, 64 << 10)).ok());
+  ASSERT_TRUE(PutSingle(vos_.get(), TestOid(5), "d", "a", 10, Pattern(64 << 10, 1)).ok());
   env_.SetFailSync(true);
   Status st = vos_->Sync();
   EXPECT_TRUE(st.IsIOError()) << st.ToString();
@@ -206,7 +206,7 @@ TEST_F(VosFaultTest, DataFileIsCreatedEmptyAndGrowsOnDemandWithoutZeros) {
   EXPECT_EQ(env_.writes(), 0u) << "creating the store wrote to the data file";
   EXPECT_EQ(std::filesystem::file_size(o.path + "/data"), 0u);
   EXPECT_EQ((*v)->Space().data_total, uint64_t{1} << 44);
-  auto data = Pattern(7, 3 << 20);
+  auto data = Pattern(3 << 20, 7);
   ASSERT_TRUE(PutSingle(v->get(), TestOid(9), "d", "a", 10, data).ok());
   EXPECT_EQ(env_.writes(), 1u) << "only the extent is written";
   const uint64_t grown = std::filesystem::file_size(o.path + "/data");
@@ -218,12 +218,12 @@ TEST_F(VosFaultTest, DataFileIsCreatedEmptyAndGrowsOnDemandWithoutZeros) {
 
 TEST_F(VosFaultTest, FullFileSystemWhileGrowingIsNoSpaceAndNothingIsHalfWritten) {
   ObjectId oid = TestOid(10);
-  auto before = Pattern(8, 1 << 20);
+  auto before = Pattern(1 << 20, 8);
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, before).ok());
   const SpaceInfo space = vos_->Space();
   const uint64_t writes = env_.writes();
   env_.SetFailAllocate(true);  // fallocate: ENOSPC
-  Status st = PutSingle(vos_.get(), oid, "d", "b", 11, Pattern(9, 8 << 20));
+  Status st = PutSingle(vos_.get(), oid, "d", "b", 11, Pattern(8 << 20, 9));
   EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
   EXPECT_NE(st.message().find("growing the data file"), std::string::npos) << st.ToString();
   EXPECT_EQ(env_.writes(), writes) << "an update that could not get its space wrote something";
@@ -231,9 +231,9 @@ TEST_F(VosFaultTest, FullFileSystemWhileGrowingIsNoSpaceAndNothingIsHalfWritten)
   EXPECT_TRUE(GetSingle(vos_.get(), oid, "d", "b", kEpochMax)->empty());
   EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "a", kEpochMax), before);
   // Inline values do not need the data file.
-  EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "small", 12, Pattern(10, 100)).ok());
+  EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "small", 12, Pattern(100, 10)).ok());
   env_.SetFailAllocate(false);
-  EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "b", 13, Pattern(9, 8 << 20)).ok());
+  EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "b", 13, Pattern(8 << 20, 9)).ok());
 }
 
 TEST_F(VosFaultTest, FirstWriteOfFreshSpaceSyncsTheDataFileReusedSpaceDoesNot) {
@@ -243,23 +243,23 @@ TEST_F(VosFaultTest, FirstWriteOfFreshSpaceSyncsTheDataFileReusedSpaceDoesNot) {
   // sync's flush as always (docs/vos.md, "Durability").
   ObjectId oid = TestOid(11);
   const uint64_t syncs = env_.syncs();
-  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(11, 1 << 20)).ok());
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(1 << 20, 11)).ok());
   EXPECT_EQ(env_.syncs(), syncs + 1) << "fresh space: the group syncs the data file";
   ASSERT_TRUE(vos_->PunchAkey(oid, "d", "a", 11).ok());
   ASSERT_TRUE(vos_->Aggregate(kEpochMax).ok());
   EXPECT_EQ(vos_->Space().data_used, 0u);
-  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "b", 12, Pattern(12, 1 << 20)).ok());
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "b", 12, Pattern(1 << 20, 12)).ok());
   EXPECT_EQ(env_.syncs(), syncs + 1) << "reused space needs no data fdatasync";
   // After a restart, committed extents still count as written.
   Reopen();
   const uint64_t after = env_.syncs();
-  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "b", 12, Pattern(13, 1 << 20)).ok());  // a replay syncs anyway
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "b", 12, Pattern(1 << 20, 13)).ok());  // a replay syncs anyway
   ASSERT_TRUE(vos_->Aggregate(kEpochMax).ok());
   EXPECT_EQ(vos_->Space().data_used, 1u << 20);
   const uint64_t base = env_.syncs();
   ASSERT_TRUE(vos_->PunchAkey(oid, "d", "b", 13).ok());
   ASSERT_TRUE(vos_->Aggregate(kEpochMax).ok());
-  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "c", 14, Pattern(14, 1 << 20)).ok());
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "c", 14, Pattern(1 << 20, 14)).ok());
   EXPECT_EQ(env_.syncs(), base) << "space of an extent recovered at open was written";
   EXPECT_GE(base, after);
 }

@@ -30,8 +30,8 @@ class VosPunchTest : public ::testing::Test {
 
 TEST_F(VosPunchTest, PunchAkeyHidesFromItsEpochOnAndOlderReadsStillSee) {
   ObjectId oid = TestOid(1);
-  auto v = Pattern(1, 10000);
-  auto arr = Pattern(2, 8192);
+  auto v = Pattern(10000, 1);
+  auto arr = Pattern(8192, 2);
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "s", 10, v).ok());
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 10, 0, 1, arr).ok());
   ASSERT_TRUE(vos_->PunchAkey(oid, "d", "s", 20).ok());
@@ -42,7 +42,7 @@ TEST_F(VosPunchTest, PunchAkeyHidesFromItsEpochOnAndOlderReadsStillSee) {
   EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "x", kEpochMax, 0, 8192, 1), std::vector<std::byte>(8192));
   EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "x", 15, 0, 8192, 1), arr);
   // A later update is visible again, and only it.
-  auto w = Pattern(3, 100);
+  auto w = Pattern(100, 3);
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 30, 100, 1, w).ok());
   auto got = *GetArray(vos_.get(), oid, "d", "x", kEpochMax, 0, 8192, 1);
   std::vector<std::byte> want(8192);
@@ -57,7 +57,7 @@ TEST_F(VosPunchTest, PunchAkeyHidesFromItsEpochOnAndOlderReadsStillSee) {
 // alone, naming what was wrong.
 TEST_F(VosPunchTest, AsyncPunchesAreVisibleOnceAcknowledgedAndDurable) {
   ObjectId oid = TestOid(4);
-  auto v = Pattern(7, 300);
+  auto v = Pattern(300, 7);
   for (std::string d : {"d1", "d2", "d3"}) ASSERT_TRUE(PutSingle(vos_.get(), oid, d, "a", 5, v).ok());
   std::vector<Status> results(4);
   std::vector<bool> done(4, false);
@@ -90,7 +90,7 @@ TEST_F(VosPunchTest, AsyncPunchesAreVisibleOnceAcknowledgedAndDurable) {
 
 TEST_F(VosPunchTest, PunchDkeyAndObjectCoverEverythingBelowAndPersist) {
   ObjectId oid = TestOid(2);
-  auto v = Pattern(1, 50);
+  auto v = Pattern(50, 1);
   for (std::string d : {"d1", "d2"}) {
     for (std::string a : {"a1", "a2"}) ASSERT_TRUE(PutSingle(vos_.get(), oid, d, a, 5, v).ok());
   }
@@ -109,8 +109,8 @@ TEST_F(VosPunchTest, PunchDkeyAndObjectCoverEverythingBelowAndPersist) {
 
 TEST_F(VosPunchTest, SnapshotsPersistAndReadOlderEpochs) {
   ObjectId oid = TestOid(3);
-  auto v1 = Pattern(1, 6000);
-  auto v2 = Pattern(2, 6000);
+  auto v1 = Pattern(6000, 1);
+  auto v2 = Pattern(6000, 2);
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, v1).ok());
   ASSERT_TRUE(vos_->CreateSnapshot(15).ok());
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 20, v2).ok());

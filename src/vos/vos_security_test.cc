@@ -40,7 +40,7 @@ TEST(VosSecurity, WalExtentSyncIsUsedOnlyWithODirect) {
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     WarmDataFile(v->get(), 1 << 20);  // space written once: no first-write sync
     env.Reset();
-    ASSERT_TRUE(PutSingle(v->get(), TestOid(1), "d", "a", 10, Pattern(1, 64 << 10)).ok());
+    ASSERT_TRUE(PutSingle(v->get(), TestOid(1), "d", "a", 10, Pattern(64 << 10, 1)).ok());
     EXPECT_EQ(env.syncs(), 0u) << "O_DIRECT: the WAL sync covers the extent (no data fdatasync)";
   }
   env.SetRefuseDirect(true);
@@ -49,7 +49,7 @@ TEST(VosSecurity, WalExtentSyncIsUsedOnlyWithODirect) {
     auto v = OpenWith(buffered, &env, ExtentSync::kWal);
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     env.Reset();
-    const auto value = Pattern(2, 64 << 10);
+    const auto value = Pattern(64 << 10, 2);
     ASSERT_TRUE(PutSingle(v->get(), TestOid(2), "d", "a", 10, value).ok());
     EXPECT_EQ(env.syncs(), 1u) << "buffered extent writes: the group must fdatasync the data file before its commit";
     auto r = GetSingle(v->get(), TestOid(2), "d", "a", kEpochMax);
@@ -66,8 +66,8 @@ TEST(VosSecurity, StoreFilesArePrivate) {
   {
     auto v = Vos::Open(o);
     ASSERT_TRUE(v.ok()) << v.status().ToString();
-    ASSERT_TRUE(PutSingle(v->get(), TestOid(3), "d", "small", 10, Pattern(3, 100)).ok());
-    ASSERT_TRUE(PutSingle(v->get(), TestOid(3), "d", "large", 11, Pattern(4, 64 << 10)).ok());
+    ASSERT_TRUE(PutSingle(v->get(), TestOid(3), "d", "small", 10, Pattern(100, 3)).ok());
+    ASSERT_TRUE(PutSingle(v->get(), TestOid(3), "d", "large", 11, Pattern(64 << 10, 4)).ok());
   }
   int files = 0;
   for (const std::string& d : {dir.path() + "/a", dir.path() + "/a/b", path}) {
@@ -95,8 +95,8 @@ TEST(VosSecurity, HighestEpochSurvivesReopen) {
     auto v = Vos::Open(o);
     ASSERT_TRUE(v.ok()) << v.status().ToString();
     EXPECT_EQ((*v)->HighestEpoch(), 0u);
-    ASSERT_TRUE(PutSingle(v->get(), TestOid(4), "d", "a", high, Pattern(5, 100)).ok());
-    ASSERT_TRUE(PutSingle(v->get(), TestOid(4), "d", "b", 5, Pattern(6, 100)).ok());
+    ASSERT_TRUE(PutSingle(v->get(), TestOid(4), "d", "a", high, Pattern(100, 5)).ok());
+    ASSERT_TRUE(PutSingle(v->get(), TestOid(4), "d", "b", 5, Pattern(100, 6)).ok());
     ASSERT_TRUE((*v)->PunchAkey(TestOid(4), "d", "c", 9).ok());
     EXPECT_EQ((*v)->HighestEpoch(), high);
   }

@@ -47,13 +47,13 @@ TEST_P(VosSpaceTest, SharedBudgetIsExactAndTheUpdateThatDoesNotFitChangesNothing
   auto b = OpenStore(dir_b_);
   ASSERT_TRUE(a && b);
   EXPECT_EQ(budget_->used(), 0u);
-  ASSERT_TRUE(PutArray(a.get(), TestOid(1), "d", "x", 10, 0, 1, Pattern(1, 2 * kMiB)).ok());
-  ASSERT_TRUE(PutSingle(b.get(), TestOid(2), "d", "small", 11, Pattern(2, 1000)).ok());  // inline: 1000 bytes
+  ASSERT_TRUE(PutArray(a.get(), TestOid(1), "d", "x", 10, 0, 1, Pattern(2 * kMiB, 1)).ok());
+  ASSERT_TRUE(PutSingle(b.get(), TestOid(2), "d", "small", 11, Pattern(1000, 2)).ok());  // inline: 1000 bytes
   EXPECT_EQ(budget_->used(), 2 * kMiB + 1000);
   EXPECT_EQ(b->Space().inline_bytes, 1000u);
   EXPECT_EQ(b->Space().charged(), 1000u);
   // 2 MiB more do not fit (1000 bytes short): refused whole, nothing visible.
-  Status st = PutArray(b.get(), TestOid(2), "d", "big", 12, 0, 1, Pattern(3, 2 * kMiB));
+  Status st = PutArray(b.get(), TestOid(2), "d", "big", 12, 0, 1, Pattern(2 * kMiB, 3));
   EXPECT_TRUE(st.IsNoSpace()) << st.ToString();
   EXPECT_NE(st.message().find("out of space"), std::string::npos) << st.ToString();
   EXPECT_EQ(budget_->used(), 2 * kMiB + 1000);
@@ -62,11 +62,11 @@ TEST_P(VosSpaceTest, SharedBudgetIsExactAndTheUpdateThatDoesNotFitChangesNothing
   // Exactly what is left fits: the last block, then one inline byte is refused.
   const uint64_t left = budget_->free();
   ASSERT_EQ(left, 2 * kMiB - 1000);
-  ASSERT_TRUE(PutArray(b.get(), TestOid(2), "d", "big", 13, 0, 1, Pattern(4, 2 * kMiB - 4096)).ok());
-  ASSERT_TRUE(PutSingle(b.get(), TestOid(2), "d", "tail", 14, Pattern(5, 4096 - 1000)).ok());
+  ASSERT_TRUE(PutArray(b.get(), TestOid(2), "d", "big", 13, 0, 1, Pattern(2 * kMiB - 4096, 4)).ok());
+  ASSERT_TRUE(PutSingle(b.get(), TestOid(2), "d", "tail", 14, Pattern(4096 - 1000, 5)).ok());
   EXPECT_EQ(budget_->used(), budget_->limit());
-  EXPECT_TRUE(PutSingle(b.get(), TestOid(2), "d", "one", 15, Pattern(6, 1)).IsNoSpace());
-  EXPECT_TRUE(PutSingle(a.get(), TestOid(1), "d", "one", 15, Pattern(6, 1)).IsNoSpace());
+  EXPECT_TRUE(PutSingle(b.get(), TestOid(2), "d", "one", 15, Pattern(1, 6)).IsNoSpace());
+  EXPECT_TRUE(PutSingle(a.get(), TestOid(1), "d", "one", 15, Pattern(1, 6)).IsNoSpace());
   EXPECT_EQ(budget_->used(), budget_->limit());
   // Aggregation of a punched akey gives its space back to every sharer.
   ASSERT_TRUE(a->PunchAkey(TestOid(1), "d", "x", 16).ok());
@@ -74,7 +74,7 @@ TEST_P(VosSpaceTest, SharedBudgetIsExactAndTheUpdateThatDoesNotFitChangesNothing
   ASSERT_TRUE(agg.ok());
   EXPECT_EQ(agg->bytes_freed, 2 * kMiB);
   EXPECT_EQ(budget_->used(), 2 * kMiB);
-  ASSERT_TRUE(PutSingle(b.get(), TestOid(2), "d", "one", 17, Pattern(6, 1)).ok());
+  ASSERT_TRUE(PutSingle(b.get(), TestOid(2), "d", "one", 17, Pattern(1, 6)).ok());
   // Inline versions aggregated away are returned too.
   ASSERT_TRUE(b->PunchAkey(TestOid(2), "d", "small", 18).ok());
   agg = b->Aggregate(kEpochMax);
@@ -87,12 +87,12 @@ TEST_P(VosSpaceTest, SharedBudgetIsExactAndTheUpdateThatDoesNotFitChangesNothing
 TEST_P(VosSpaceTest, ReplayedInlineValueSwapsItsChargeAndFailedUpdatesReturnTheirs) {
   auto a = OpenStore(dir_a_);
   ASSERT_TRUE(a);
-  ASSERT_TRUE(PutSingle(a.get(), TestOid(3), "d", "v", 10, Pattern(1, 3000)).ok());
-  ASSERT_TRUE(PutSingle(a.get(), TestOid(3), "d", "v", 10, Pattern(2, 100)).ok());  // same key and epoch
+  ASSERT_TRUE(PutSingle(a.get(), TestOid(3), "d", "v", 10, Pattern(3000, 1)).ok());
+  ASSERT_TRUE(PutSingle(a.get(), TestOid(3), "d", "v", 10, Pattern(100, 2)).ok());  // same key and epoch
   EXPECT_EQ(budget_->used(), 100u);
   if (durable()) {
     env_.FailNthWrite(env_.writes() + 1, EIO);
-    EXPECT_TRUE(PutSingle(a.get(), TestOid(3), "d", "ext", 11, Pattern(3, kMiB)).IsIOError());
+    EXPECT_TRUE(PutSingle(a.get(), TestOid(3), "d", "ext", 11, Pattern(kMiB, 3)).IsIOError());
     EXPECT_EQ(budget_->used(), 100u) << "a failed extent write kept its charge";
   }
   // A checksum mismatch fails an inline update before its commit.
@@ -101,7 +101,7 @@ TEST_P(VosSpaceTest, ReplayedInlineValueSwapsItsChargeAndFailedUpdatesReturnThei
   op.dkey = "d";
   op.akey = "bad";
   op.epoch = 12;
-  auto data = Pattern(4, 200);
+  auto data = Pattern(200, 4);
   op.data = data;
   op.csum.type = ChecksumType::kCrc32c;
   op.csum.chunk_size = 4096;
@@ -113,8 +113,8 @@ TEST_P(VosSpaceTest, ReplayedInlineValueSwapsItsChargeAndFailedUpdatesReturnThei
 TEST_P(VosSpaceTest, ClosingReleasesAndReopeningRechargesWhatTheStoreHolds) {
   auto a = OpenStore(dir_a_);
   ASSERT_TRUE(a);
-  ASSERT_TRUE(PutArray(a.get(), TestOid(4), "d", "x", 10, 0, 1, Pattern(1, kMiB + 5)).ok());  // 1 MiB + 1 block
-  ASSERT_TRUE(PutSingle(a.get(), TestOid(4), "d", "s", 11, Pattern(2, 700)).ok());
+  ASSERT_TRUE(PutArray(a.get(), TestOid(4), "d", "x", 10, 0, 1, Pattern(kMiB + 5, 1)).ok());  // 1 MiB + 1 block
+  ASSERT_TRUE(PutSingle(a.get(), TestOid(4), "d", "s", 11, Pattern(700, 2)).ok());
   const uint64_t held = kMiB + 4096 + 700;
   EXPECT_EQ(budget_->used(), held);
   a.reset();
@@ -126,8 +126,8 @@ TEST_P(VosSpaceTest, ClosingReleasesAndReopeningRechargesWhatTheStoreHolds) {
   EXPECT_EQ(a->Space().inline_bytes, 700u);
   // Over the limit after a restart (the limit shrank): reads work, writes are refused.
   budget_->set_limit(kMiB);
-  EXPECT_EQ(*GetSingle(a.get(), TestOid(4), "d", "s", kEpochMax), Pattern(2, 700));
-  EXPECT_TRUE(PutSingle(a.get(), TestOid(4), "d", "t", 12, Pattern(3, 10)).IsNoSpace());
+  EXPECT_EQ(*GetSingle(a.get(), TestOid(4), "d", "s", kEpochMax), Pattern(700, 2));
+  EXPECT_TRUE(PutSingle(a.get(), TestOid(4), "d", "t", 12, Pattern(10, 3)).IsNoSpace());
   a.reset();
   ASSERT_TRUE(Vos::Destroy(dir_a_.path()).ok());
   EXPECT_EQ(budget_->used(), 0u);

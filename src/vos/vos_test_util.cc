@@ -12,35 +12,6 @@
 
 namespace ros2::vos::testing {
 
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/ros2-vos-test-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  char* made = ::mkdtemp(buf.data());
-  if (made == nullptr) std::abort();
-  path_ = made;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
-std::vector<std::byte> Pattern(uint64_t seed, size_t len) {
-  std::vector<std::byte> out(len);
-  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + 1);
-  size_t i = 0;
-  while (i + 8 <= len) {
-    uint64_t v = rng();
-    std::memcpy(out.data() + i, &v, 8);
-    i += 8;
-  }
-  uint64_t v = rng();
-  for (; i < len; ++i) out[i] = static_cast<std::byte>(v >> (8 * (i % 8)));
-  return out;
-}
-
 bool EditWhere(const std::string& path, std::span<const std::byte> needle, size_t at, size_t len,
                const std::function<void(std::span<std::byte>)>& edit) {
   std::ifstream in(path, std::ios::binary);
@@ -84,7 +55,7 @@ Status PutSingle(Vos* vos, const ObjectId& oid, const std::string& dkey, const s
 }
 
 void WarmDataFile(Vos* vos, uint64_t bytes) {
-  ASSERT_TRUE(PutArray(vos, TestOid(99), "warm", "a", 1, 0, 1, Pattern(99, bytes)).ok());
+  ASSERT_TRUE(PutArray(vos, TestOid(99), "warm", "a", 1, 0, 1, Pattern(bytes, 99)).ok());
   ASSERT_TRUE(vos->PunchObject(TestOid(99), 2).ok());
   ASSERT_TRUE(vos->Aggregate(kEpochMax).ok());
   ASSERT_EQ(vos->Space().data_used, 0u);

@@ -1,5 +1,6 @@
-// Helpers shared by the VOS tests: temporary directories, data patterns and
-// short-hand update/fetch calls. Test code only.
+// Helpers shared by the VOS tests: short-hand update/fetch calls and file
+// damage, beside the temporary directory and data pattern of every test
+// (src/testing). Test code only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -12,25 +13,15 @@
 #include <string>
 #include <vector>
 
+#include "testing/pattern.h"
+#include "testing/temp_dir.h"
 #include "vos/vos.h"
 
 namespace ros2::vos::testing {
 
-// A fresh directory under $TMPDIR (or /tmp), removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// Deterministic bytes: the same (seed, len) always gives the same data.
-std::vector<std::byte> Pattern(uint64_t seed, size_t len);
+// The tests' one temporary directory and data pattern (src/testing).
+using ros2::testing::Pattern;
+using ros2::testing::TempDir;
 
 // Finds the first occurrence of `needle` in the file at `path`, hands `len`
 // bytes starting `at` bytes after its start to `edit`, and writes them back

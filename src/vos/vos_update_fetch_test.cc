@@ -51,8 +51,8 @@ TEST_P(VosUpdateFetchTest, SingleValuesInlineAndExternal) {
 
 TEST_P(VosUpdateFetchTest, SingleValueIsReplacedWholeAndOlderEpochsStayReadable) {
   ObjectId oid = TestOid(2);
-  auto v1 = Pattern(1, 20000);
-  auto v2 = Pattern(2, 30);
+  auto v1 = Pattern(20000, 1);
+  auto v2 = Pattern(30, 2);
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, v1).ok());
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 20, v2).ok());
   EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "a", kEpochMax), v2);
@@ -64,7 +64,7 @@ TEST_P(VosUpdateFetchTest, SingleValueIsReplacedWholeAndOlderEpochsStayReadable)
 
 TEST_P(VosUpdateFetchTest, SingleValueLargerThanTheBufferReportsItsSize) {
   ObjectId oid = TestOid(3);
-  auto data = Pattern(3, 9000);
+  auto data = Pattern(9000, 3);
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 1, data).ok());
   std::vector<std::byte> buf(100);
   FetchOp op{oid, "d", "a", kEpochMax, ValueType::kSingle, 0, 0, 1, buf};
@@ -77,7 +77,7 @@ TEST_P(VosUpdateFetchTest, SingleValueLargerThanTheBufferReportsItsSize) {
 
 TEST_P(VosUpdateFetchTest, ArrayHolesReadAsZeros) {
   ObjectId oid = TestOid(4);
-  auto data = Pattern(4, 8 * 16);
+  auto data = Pattern(8 * 16, 4);
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 5, 100, 16, data).ok());
   auto got = GetArray(vos_.get(), oid, "d", "a", kEpochMax, 90, 30, 16);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -106,7 +106,7 @@ TEST_P(VosUpdateFetchTest, OverlappingAndPartialOverwritesMatchAByteModel) {
     if (rng() % 5 == 0) len = 4096 * (1 + rng() % 64);
     uint64_t index = rng() % (kSpan - len);
     if (rng() % 3 == 0) index &= ~uint64_t{4095};
-    writes.push_back({Epoch(100 + i * 10), index, Pattern(1000 + i, len)});
+    writes.push_back({Epoch(100 + i * 10), index, Pattern(len, 1000 + i)});
     ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", writes.back().epoch, index, 1, writes.back().data).ok());
   }
   auto model = [&](Epoch at, uint64_t lo, uint64_t n) {
@@ -155,7 +155,7 @@ TEST_P(VosUpdateFetchTest, FetchesInterleavedWithUpdatesAndAggregationMatchAByte
       index = rng() % (kSpan - len);
       if (rng() % 2 == 0) index &= ~uint64_t{4095};
     }
-    auto data = Pattern(5000 + round, len);
+    auto data = Pattern(len, 5000 + round);
     ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", epoch, index, 1, data).ok()) << "round " << round;
     std::copy(data.begin(), data.end(), model.begin() + static_cast<ptrdiff_t>(index));
     if (round % 25 == 24) {
@@ -176,7 +176,7 @@ TEST_P(VosUpdateFetchTest, FetchesInterleavedWithUpdatesAndAggregationMatchAByte
 
 TEST_P(VosUpdateFetchTest, RecordSizesAboveOneAndAlignedZeroCopyBuffers) {
   ObjectId oid = TestOid(6);
-  auto data = Pattern(6, 256 << 10);
+  auto data = Pattern(256 << 10, 6);
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 7, 16, 4096, data).ok());
   AlignedBuffer buf(64 << 10);
   FetchOp op{oid, "d", "a", kEpochMax, ValueType::kArray, 20, 16, 4096, buf.span()};
@@ -193,10 +193,10 @@ TEST_P(VosUpdateFetchTest, ReturnedChecksumsAlwaysCoverTheReturnedBytes) {
   // Whole values (stored checksums reused), unaligned parts and compositions of
   // several versions (recomputed) must all match a fresh computation.
   ObjectId oid = TestOid(13);
-  auto value = Pattern(1, 10000);
+  auto value = Pattern(10000, 1);
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "s", 5, value).ok());
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 5, 0, 1, Pattern(2, 50000)).ok());
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 6, 9000, 1, Pattern(3, 5000)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 5, 0, 1, Pattern(50000, 2)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 6, 9000, 1, Pattern(5000, 3)).ok());
   auto check = [&](FetchOp op) {
     auto r = vos_->Fetch(op);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -218,7 +218,7 @@ TEST_P(VosUpdateFetchTest, ReturnedChecksumsAlwaysCoverTheReturnedBytes) {
 
 TEST_P(VosUpdateFetchTest, CallerChecksumsAreVerifiedAtUpdate) {
   ObjectId oid = TestOid(7);
-  auto data = Pattern(7, 10000);
+  auto data = Pattern(10000, 7);
   UpdateOp op;
   op.oid = oid;
   op.dkey = "d";
@@ -242,7 +242,7 @@ TEST_P(VosUpdateFetchTest, CallerChecksumsAreVerifiedAtUpdate) {
 
 TEST_P(VosUpdateFetchTest, InvalidArgumentsAreRejected) {
   ObjectId oid = TestOid(8);
-  auto data = Pattern(8, 64);
+  auto data = Pattern(64, 8);
   EXPECT_TRUE(PutSingle(vos_.get(), oid, "", "a", 1, data).IsInvalidArgument());
   EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "", 1, data).IsInvalidArgument());
   EXPECT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 0, data).IsInvalidArgument());
@@ -266,7 +266,7 @@ TEST_P(VosUpdateFetchTest, ManyAsyncOpsInFlight) {
   ObjectId oid = TestOid(9);
   constexpr int kOps = 200;
   std::vector<std::vector<std::byte>> data;
-  for (int i = 0; i < kOps; ++i) data.push_back(Pattern(i, i % 3 == 0 ? 100 : 4096 * (1 + i % 4)));
+  for (int i = 0; i < kOps; ++i) data.push_back(Pattern(i % 3 == 0 ? 100 : 4096 * (1 + i % 4), i));
   int ok = 0;
   for (int i = 0; i < kOps; ++i) {
     UpdateOp op;
@@ -295,8 +295,8 @@ TEST_P(VosUpdateFetchTest, ManyAsyncOpsInFlight) {
 
 TEST_P(VosUpdateFetchTest, ReplayedUpdateAtTheSameEpochReplacesAndKeepsSpaceRight) {
   ObjectId oid = TestOid(10);
-  auto a = Pattern(1, 64 << 10);
-  auto b = Pattern(2, 64 << 10);
+  auto a = Pattern(64 << 10, 1);
+  auto b = Pattern(64 << 10, 2);
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 9, 0, 1, a).ok());
   uint64_t used = vos_->Space().data_used;
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 9, 0, 1, b).ok());
@@ -307,14 +307,14 @@ TEST_P(VosUpdateFetchTest, ReplayedUpdateAtTheSameEpochReplacesAndKeepsSpaceRigh
 TEST_P(VosUpdateFetchTest, DataSurvivesReopenOnNvme) {
   if (GetParam() == StorageClass::kRam) {
     // The ram class keeps nothing across an open: a reopened store is empty.
-    auto data = Pattern(1, 100);
+    auto data = Pattern(100, 1);
     ASSERT_TRUE(PutSingle(vos_.get(), TestOid(11), "d", "a", 1, data).ok());
     Reopen();
     EXPECT_TRUE(GetSingle(vos_.get(), TestOid(11), "d", "a", kEpochMax)->empty());
     return;
   }
-  auto small = Pattern(1, 100);
-  auto big = Pattern(2, 1 << 20);
+  auto small = Pattern(100, 1);
+  auto big = Pattern(1 << 20, 2);
   ASSERT_TRUE(PutSingle(vos_.get(), TestOid(11), "d", "small", 1, small).ok());
   ASSERT_TRUE(PutArray(vos_.get(), TestOid(11), "d", "big", 2, 0, 1, big).ok());
   uint64_t used = vos_->Space().data_used;
@@ -331,7 +331,7 @@ TEST_P(VosUpdateFetchTest, RelaxedCommitModeStillReadsBack) {
   auto v = Vos::Open(o);
   ASSERT_TRUE(v.ok());
   vos_ = std::move(*v);
-  auto data = Pattern(5, 50000);
+  auto data = Pattern(50000, 5);
   ASSERT_TRUE(PutSingle(vos_.get(), TestOid(12), "d", "a", 1, data).ok());
   ASSERT_TRUE(vos_->Sync().ok());
   EXPECT_EQ(*GetSingle(vos_.get(), TestOid(12), "d", "a", kEpochMax), data);
@@ -345,8 +345,8 @@ TEST(VosWalTest, WalIsPreallocatedAndItsZeroTailReadsAsTheEnd) {
   testing::TempDir dir;
   auto vos = Vos::Open(testing::SmallOptions(dir.path()));
   ASSERT_TRUE(vos.ok()) << vos.status().ToString();
-  auto small = Pattern(3, 100);
-  auto big = Pattern(4, 1 << 20);
+  auto small = Pattern(100, 3);
+  auto big = Pattern(1 << 20, 4);
   ASSERT_TRUE(PutSingle(vos->get(), TestOid(13), "d", "small", 1, small).ok());
   ASSERT_TRUE(PutArray(vos->get(), TestOid(13), "d", "big", 2, 0, 1, big).ok());
   namespace fs = std::filesystem;
@@ -377,7 +377,7 @@ TEST(VosUringTest, AFetchOfMoreExtentsThanTheCompletionRingCompletes) {
   constexpr uint64_t kExtents = 96, kExtent = 4096;
   std::vector<std::byte> all;
   for (uint64_t i = 0; i < kExtents; ++i) {
-    auto piece = Pattern(100 + i, kExtent);
+    auto piece = Pattern(kExtent, 100 + i);
     ASSERT_TRUE(PutArray(vos->get(), TestOid(14), "d", "a", Epoch(10 + i), i * kExtent, 1, piece).ok());
     all.insert(all.end(), piece.begin(), piece.end());
   }
@@ -413,7 +413,7 @@ TEST(VosEventFdTest, EventFdWakesAnEpollStyleLoop) {
   ASSERT_TRUE(v.ok()) << v.status().ToString();
   Vos* vos = v->get();
   ASSERT_GE(vos->event_fd(), 0);
-  auto data = Pattern(1, 256 << 10);
+  auto data = Pattern(256 << 10, 1);
   int done = 0;
   for (int i = 0; i < 8; ++i) {
     UpdateOp op;
@@ -457,7 +457,7 @@ TEST(VosOpenTest, BlockDeviceOptionUsesThatTargetAsIs) {
   VosOptions o = testing::SmallOptions(dir.path());
   o.block_device = device;
   o.data_size = 8 << 20;
-  auto data = Pattern(9, 1 << 20);
+  auto data = Pattern(1 << 20, 9);
   {
     auto v = Vos::Open(o);
     ASSERT_TRUE(v.ok()) << v.status().ToString();

@@ -10,7 +10,7 @@
 
 #include "control/control_channel.h"
 #include "control/management_client.h"
-#include "engine_process.h"
+#include "testing/engine_process.h"
 
 namespace ros2::testing {
 

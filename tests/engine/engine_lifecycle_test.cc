@@ -16,8 +16,8 @@
 #include "control/management_client.h"
 #include "control/session_client.h"
 #include "engine_cluster.h"
-#include "engine_process.h"
 #include "object_session.h"
+#include "testing/engine_process.h"
 
 namespace ros2::testing {
 namespace {

@@ -21,8 +21,8 @@
 #include <fmt/format.h>
 
 #include "engine_cluster.h"
-#include "engine_process.h"
 #include "object_session.h"
+#include "testing/engine_process.h"
 
 namespace ros2::testing {
 namespace {

@@ -7,8 +7,8 @@
 #include "control/control_channel.h"
 #include "control/management_client.h"
 #include "engine_cluster.h"
-#include "engine_process.h"
 #include "object_session.h"
+#include "testing/engine_process.h"
 
 namespace ros2::testing {
 namespace {

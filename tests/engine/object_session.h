@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "common/test_pattern.h"
+#include "testing/pattern.h"
 #include "control/credentials.h"
 #include "control/session_client.h"
 #include "object/obj_rpc.h"

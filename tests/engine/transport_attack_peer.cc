@@ -1,8 +1,8 @@
 // transport_attack_peer: the hostile client of the transport attack tests
 // (transport_attack_test.cc). It is built on the real transport and object
 // protocol code, connects to a ros2-engine target like any client, and then
-// crafts what the normal client never sends (through the worker's test-only
-// rewrite hooks): another connection's id, a cma address in another process,
+// crafts what the normal client never sends (through the transport's test
+// seam, transport/fault_injection.h): another connection's id, a cma address in another process,
 // a flood of hellos or cma token requests, oversized shared segments.
 //
 // Usage: transport_attack_peer <attack> key=value ...
@@ -32,12 +32,12 @@
 #include <fmt/format.h>
 
 #include "common/checksum.h"
-#include "common/test_pattern.h"
 #include "object/obj_rpc.h"
+#include "testing/pattern.h"
 #include "transport/cma.h"
+#include "transport/fault_injection.h"
 #include "transport/shared_segment.h"
 #include "transport/transport.h"
-#include "transport/worker_impl.h"
 
 using namespace ros2;
 using ros2::testing::Pattern;
@@ -78,9 +78,9 @@ void Value(const std::string& name, const std::string& value) {
 
 // One transport client of the attacker: a context, a worker, endpoints.
 struct Attacker {
+  transport::MessageRewriter rewriter;  // attached to `worker`; outlives it
   std::unique_ptr<transport::Context> context;
   std::unique_ptr<transport::Worker> worker;
-  transport::WorkerImpl* impl = nullptr;
   std::vector<uint8_t> address = Unhex(Arg("address"));
   std::vector<uint8_t> cap = Unhex(Arg("cap"));
 
@@ -96,7 +96,7 @@ struct Attacker {
     auto w = context->CreateWorker("attacker");
     if (!w.ok()) return w.status();
     worker = std::move(*w);
-    impl = static_cast<transport::WorkerImpl*>(worker.get());
+    transport::SetFaultInjection(*worker, &rewriter);
     return Status::Ok();
   }
   Result<std::shared_ptr<transport::Endpoint>> Connect() { return worker->Connect(address); }
@@ -148,8 +148,8 @@ struct Attacker {
 
 // Rewrites the next requests to name `conn` and, if set, to move bulk by cma
 // at `addr` in whatever process that connection proved.
-void Redirect(transport::WorkerImpl* w, uint64_t conn, uint64_t addr, uint64_t request_id = 0) {
-  w->rewrite_request_for_testing = [=](transport::wire::Message& m) {
+void Redirect(transport::MessageRewriter& rewriter, uint64_t conn, uint64_t addr, uint64_t request_id = 0) {
+  rewriter.request = [=](transport::wire::Message& m) {
     m.connection_id = conn;
     if (request_id != 0) m.request_id = request_id;
     for (uint8_t i = 0; i < m.bulk_count && addr != 0; ++i) {
@@ -225,7 +225,7 @@ int Run(const std::string& attack) {
     auto ep2 = a.Connect();
     if (!ep2.ok()) return Report("connect2", ep2.status()), 1;
     std::vector<uint64_t> ids;
-    a.impl->rewrite_request_for_testing = [&](transport::wire::Message& m) { ids.push_back(m.connection_id); };
+    a.rewriter.request = [&](transport::wire::Message& m) { ids.push_back(m.connection_id); };
     (void)(*ep)->CallSync(0x7abc, {}, a.Options());
     (void)(*ep2)->CallSync(0x7abc, {}, a.Options());
     Value("id1", fmt::format("{:x}", ids.at(0)));
@@ -233,7 +233,7 @@ int Run(const std::string& attack) {
     return 0;
   }
   if (attack == "bye") {
-    a.impl->rewrite_request_for_testing = [&](transport::wire::Message& m) {
+    a.rewriter.request = [&](transport::wire::Message& m) {
       m = transport::wire::Message{};
       m.kind = transport::wire::Kind::kBye;
       m.connection_id = HexArg("victim_conn");
@@ -241,7 +241,7 @@ int Run(const std::string& attack) {
     auto o = a.Options();
     o.timeout = std::chrono::milliseconds(500);
     Report("bye", (*ep)->CallSync(0x7abc, {}, o).status());  // no answer is expected either way
-    a.impl->rewrite_request_for_testing = nullptr;
+    a.rewriter.request = nullptr;
     Report("own_connection", (*ep)->CallSync(0x7abc, {}, a.Options()).status());  // NotSupported: still served
     return 0;
   }
@@ -251,15 +251,15 @@ int Run(const std::string& attack) {
     const auto chosen = Pattern(len, 66);
     Report("plant", a.Update(**ep, chosen));
     std::vector<std::byte> buf(len);
-    Redirect(a.impl, HexArg("victim_conn"), HexArg("victim_addr"));
+    Redirect(a.rewriter, HexArg("victim_conn"), HexArg("victim_addr"));
     Report("attack", a.Fetch(**ep, buf));
     return 0;
   }
   if (attack == "update-from") {
     std::vector<std::byte> buf(len);
-    Redirect(a.impl, HexArg("victim_conn"), HexArg("victim_addr"));
+    Redirect(a.rewriter, HexArg("victim_conn"), HexArg("victim_addr"));
     Report("attack", a.Update(**ep, buf));
-    a.impl->rewrite_request_for_testing = nullptr;
+    a.rewriter.request = nullptr;
     std::vector<std::byte> stored(len);
     Status st = a.Fetch(**ep, stored);
     Report("read_own", st);
@@ -272,7 +272,7 @@ int Run(const std::string& attack) {
     const auto chosen = Pattern(len, 67);
     Report("plant", a.Update(**ep, chosen));
     std::vector<std::byte> buf(len);
-    Redirect(a.impl, HexArg("victim_conn"), 0, HexArg("victim_req"));
+    Redirect(a.rewriter, HexArg("victim_conn"), 0, HexArg("victim_req"));
     Report("attack", a.Fetch(**ep, buf));
     // A refusal answers our own connection, but under the forged request id:
     // our call cannot match it (it times out); it shows up as a stale reply.
@@ -284,7 +284,7 @@ int Run(const std::string& attack) {
     // limit, and an inline bulk-in of `len` bytes (above 1 MiB the reply
     // cannot be encoded at all).
     std::vector<std::byte> buf(len), in(NumArg("in_len", len));
-    a.impl->rewrite_request_for_testing = [&](transport::wire::Message& m) {
+    a.rewriter.request = [&](transport::wire::Message& m) {
       for (uint8_t i = 0; i < m.bulk_count; ++i) {
         m.bulk[i].transfer = transport::wire::BulkTransfer::kInline;
         m.bulk[i].remote_addr = 0;
@@ -318,7 +318,7 @@ int Run(const std::string& attack) {
         ioctl(uffd, UFFDIO_REGISTER, &reg) != 0)
       return Report("userfaultfd", Status::FromErrno(errno, "userfaultfd")), 1;
     std::vector<std::byte> buf(len);
-    a.impl->rewrite_request_for_testing = [&](transport::wire::Message& m) {
+    a.rewriter.request = [&](transport::wire::Message& m) {
       for (uint8_t i = 0; i < m.bulk_count; ++i) {
         m.bulk[i].transfer = transport::wire::BulkTransfer::kCma;
         m.bulk[i].remote_addr = reinterpret_cast<uint64_t>(stall);

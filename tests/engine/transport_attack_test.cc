@@ -24,11 +24,12 @@
 #include <fmt/format.h>
 
 #include "common/checksum.h"
-#include "common/test_pattern.h"
 #include "engine_cluster.h"
-#include "engine_process.h"
 #include "object_session.h"
+#include "testing/engine_process.h"
+#include "testing/pattern.h"
 #include "transport/cma.h"
+#include "transport/fault_injection.h"
 #include "transport/worker_impl.h"
 
 extern char** environ;
@@ -159,11 +160,12 @@ struct Arena {
   // (the attacker's "leak": the tests give it the real id to test the binding,
   // not the secrecy of ids).
   uint64_t VictimConnectionId() {
-    auto& w = static_cast<transport::WorkerImpl&>(victim->worker());
     uint64_t id = 0;
-    w.rewrite_request_for_testing = [&](transport::wire::Message& m) { id = m.connection_id; };
+    transport::MessageRewriter spy;
+    spy.request = [&](transport::wire::Message& m) { id = m.connection_id; };
+    transport::SetFaultInjection(victim->worker(), &spy);
     EXPECT_TRUE(victim->FetchArray(victim_oid, "d", "a", 0, 16).ok());
-    w.rewrite_request_for_testing = nullptr;
+    transport::SetFaultInjection(victim->worker(), nullptr);
     return id;
   }
   // The victim's calls complete with its own data, and a new client is served.
@@ -318,16 +320,19 @@ TEST(TransportAttack, CmaTokenFloodDoesNotEvictOtherClientsTokens) {
   ROS2_ASSERT_OK(ctx);
   auto worker = (*ctx)->CreateWorker("victim");
   ROS2_ASSERT_OK(worker);
-  auto& w = static_cast<transport::WorkerImpl&>(**worker);
+  transport::Worker& w = **worker;
   static transport::cma::Token copy;  // where the engine reads the token back
   copy = *token;
   std::array<uint8_t, transport::wire::kHelloProofSize> proof{};
   const auto addr = reinterpret_cast<uint64_t>(copy.data());
   std::memcpy(proof.data(), copy.data(), copy.size());
   std::memcpy(proof.data() + copy.size(), &addr, sizeof(addr));
-  w.rewrite_hello_for_testing = [&](transport::wire::Message& m) { m.capability = proof; };
+  transport::MessageRewriter forger;
+  forger.hello = [&](transport::wire::Message& m) { m.capability = proof; };
+  transport::SetFaultInjection(w, &forger);
   const std::string target = a.TargetAddress();
   auto ep = w.Connect(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(target.data()), target.size()));
+  transport::SetFaultInjection(w, nullptr);
   ROS2_ASSERT_OK(ep);
   EXPECT_EQ((*ep)->info().bulk_mode, transport::BulkMode::kCma) << "the victim's token was evicted by the flood";
   ep->reset();

@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "client/testing/test_cluster.h"
+#include "testing/test_cluster.h"
 
 namespace ros2::ctl {
 namespace {

@@ -1,9 +1,12 @@
 // TestCluster: a real single-node ROS2 cluster for integration tests, started
-// with `ros2ctl cluster up` in a fresh temporary directory and stopped with
-// `ros2ctl cluster down` (then the directory is removed). Also runs ros2ctl
-// commands and captures their exit code, stdout and stderr. Test-only,
-// header-only; one thread. Needs the compile definitions ROS2CTL_PATH and
-// ROS2_ENGINE_PATH (the built binaries).
+// the way users start one, with `ros2ctl cluster up` in a fresh temporary
+// directory, and stopped with `ros2ctl cluster down` (then the directory is
+// removed). Also runs ros2ctl commands and captures their exit code, stdout
+// and stderr. The harness of the tests of what runs on top of an engine
+// (client, dfs, fuse, agent, fio, ros2ctl); the engine's own tests start
+// ros2-engine from a YAML they write (EngineProcess, engine_process.h).
+// Test-only, header-only; one thread. Needs the compile definitions
+// ROS2CTL_PATH and ROS2_ENGINE_PATH (the built binaries).
 #pragma once
 
 #include <fcntl.h>
@@ -21,6 +24,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "testing/temp_dir.h"
 
 namespace ros2::testing {
 
@@ -70,12 +75,7 @@ class TestCluster {
  public:
   // A directory only (no engine): for ros2ctl error cases.
   static std::unique_ptr<TestCluster> MakeDirectory() {
-    const char* base = std::getenv("TMPDIR");
-    // Short: the control socket path must stay under 108 bytes.
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/r2c-XXXXXX";
-    if (::mkdtemp(tmpl.data()) == nullptr) return nullptr;
     auto c = std::unique_ptr<TestCluster>(new TestCluster());
-    c->dir_ = tmpl;
     std::filesystem::create_directories(c->scratch());
     return c;
   }
@@ -88,10 +88,6 @@ class TestCluster {
                                             const std::string& shard_size = "64MiB",
                                             const std::vector<std::string>& extra_up_args = {}) {
     auto c = MakeDirectory();
-    if (!c) {
-      *error = "mkdtemp failed";
-      return nullptr;
-    }
     c->up_args_ = {"--json",
                    "cluster",
                    "up",
@@ -114,7 +110,7 @@ class TestCluster {
 
   // The engine's pid (from engine.pid), 0 when unknown.
   int EnginePid() const {
-    std::string s = ReadWholeFile(dir_ + "/engine.pid");
+    std::string s = ReadWholeFile(dir() + "/engine.pid");
     return s.empty() ? 0 : std::atoi(s.c_str());
   }
 
@@ -143,13 +139,11 @@ class TestCluster {
 
   ~TestCluster() {
     if (running_) Ctl({"cluster", "down", "--timeout", "30", "--force"});
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
 
   // Runs ros2ctl with --data-dir of this cluster first.
   CommandResult Ctl(const std::vector<std::string>& args) const {
-    std::vector<std::string> argv = {ROS2CTL_PATH, "--data-dir", dir_};
+    std::vector<std::string> argv = {ROS2CTL_PATH, "--data-dir", dir()};
     argv.insert(argv.end(), args.begin(), args.end());
     return RunProcess(argv, scratch());
   }
@@ -160,8 +154,8 @@ class TestCluster {
     return RunProcess(argv, scratch());
   }
 
-  const std::string& dir() const { return dir_; }
-  std::string scratch() const { return dir_ + "/scratch"; }
+  const std::string& dir() const { return dir_.path(); }
+  std::string scratch() const { return dir() + "/scratch"; }
   const std::string& control() const { return control_; }
   const std::string& admin_secret_file() const { return admin_secret_file_; }
   // The ros2-agent socket when the cluster was started with --agent (empty otherwise).
@@ -174,7 +168,7 @@ class TestCluster {
 
  private:
   TestCluster() = default;
-  std::string dir_;
+  TempDir dir_{"r2c"};  // short: the control socket path must stay under 108 bytes
   std::string control_;
   std::string admin_secret_file_;
   std::string agent_socket_;

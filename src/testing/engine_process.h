@@ -1,9 +1,12 @@
-// Test helpers that run real ros2-engine processes: a temporary directory that
-// removes itself, and EngineProcess, which creates the data directory (0700:
-// the engine refuses one other users may enter), writes an engine.yaml into
-// it, starts the binary (ROS2_ENGINE_PATH), waits for its ready file and
-// stops or kills it.
-// Used from the test thread only.
+// EngineProcess: one ros2-engine process started straight from an engine.yaml
+// the test writes (EngineOptions), for the tests of the engine itself: its
+// configuration keys, limits, restarts, several engines joining one control
+// plane. It creates the data directory (0700: the engine refuses one other
+// users may enter), writes the YAML into it, starts the binary
+// (ROS2_ENGINE_PATH, the build's ros2-engine), waits for its ready file and
+// stops or kills it. Tests of what runs on top of an engine start one the way
+// users do, with `ros2ctl cluster up` (TestCluster, test_cluster.h); the two
+// share no code path but the engine binary. Test thread only.
 #pragma once
 
 #include <sys/types.h>
@@ -15,35 +18,10 @@
 #include <vector>
 
 #include "common/status.h"
+#include "testing/status_assert.h"
+#include "testing/temp_dir.h"
 
 namespace ros2::testing {
-
-inline Status StatusOf(const Status& s) {
-  return s;
-}
-template <typename T>
-Status StatusOf(const Result<T>& r) {
-  return r.status();
-}
-// Asserts that a Status or Result is OK and prints the status otherwise.
-#define ROS2_ASSERT_OK(expr)                                                                  \
-  do {                                                                                        \
-    const auto& ros2_assert_r_ = (expr);                                                      \
-    ASSERT_TRUE(ros2_assert_r_.ok()) << ::ros2::testing::StatusOf(ros2_assert_r_).ToString(); \
-  } while (0)
-
-// mkdtemp under $TMPDIR (or /tmp); removed recursively by the destructor.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 struct EngineOptions {
   std::string data_dir;

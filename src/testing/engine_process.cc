@@ -1,5 +1,5 @@
 // Starting, stopping and killing ros2-engine processes for tests.
-#include "engine_process.h"
+#include "testing/engine_process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -17,19 +17,6 @@
 #include <fmt/format.h>
 
 namespace ros2::testing {
-
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = fmt::format("{}/ros2-engine-test-XXXXXX", base != nullptr && *base != '\0' ? base : "/tmp");
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) != nullptr) path_ = buf.data();
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
-}
 
 Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions& options) {
   std::unique_ptr<EngineProcess> p(new EngineProcess(options));

@@ -1,0 +1,65 @@
+// FaultInjection: the transport's test seam, in the spirit of VOS's Env
+// (vos/env.h, vos/fault_injection_env.h). Production code never makes one and
+// TransportOptions carries no fault knobs; a test that needs a client to send
+// what a well-behaved client never sends (a cma descriptor on a connection
+// that never proved its pid, a damaged segment reference, another
+// connection's id, a forged hello) attaches one to its Worker with
+// SetFaultInjection. Each hook defaults to "change nothing"; a test overrides
+// the ones it needs.
+//
+// Cost when absent: the worker holds a null pointer and tests it once per
+// call (StartCall) and once per Connect; nothing else on the hot path.
+//
+// Ownership and threads: not owned by the worker; it must outlive the worker
+// or be detached first (SetFaultInjection(worker, nullptr)). Hooks run on the
+// worker's thread, inside Connect and Endpoint::Call.
+#pragma once
+
+#include <functional>
+
+#include "transport/shared_segment.h"
+#include "transport/transport.h"
+#include "transport/wire.h"
+
+namespace ros2::transport {
+
+class FaultInjection {
+ public:
+  virtual ~FaultInjection() = default;
+
+  // Client: describe bulk as if the server had accepted this connection's cma
+  // proof: buffers in shared segments go by reference, and ordinary memory
+  // above the inline limit as a raw cma descriptor naming the caller's
+  // address (the server must refuse both on an unproven connection, and raw
+  // cma on every connection unless it accepts cma bulk).
+  virtual bool ClaimCmaProof() { return false; }
+  // Client: the location of a caller's segment buffer, before it is encoded
+  // into the request (damage it to test the server's checks).
+  virtual void DamageSegmentReference(segment::Location& /*where*/) {}
+  // Client: every request, fully built, just before it is sent or batched.
+  virtual void RewriteRequest(wire::Message& /*request*/) {}
+  // Client: the hello of Connect, just before it is sent.
+  virtual void RewriteHello(wire::Message& /*hello*/) {}
+};
+
+// A FaultInjection whose message rewrites are functions, for tests that
+// change them from step to step (the attack tests' hostile clients). An empty
+// function changes nothing.
+class MessageRewriter : public FaultInjection {
+ public:
+  std::function<void(wire::Message&)> request;
+  std::function<void(wire::Message&)> hello;
+
+  void RewriteRequest(wire::Message& m) override {
+    if (request) request(m);
+  }
+  void RewriteHello(wire::Message& m) override {
+    if (hello) hello(m);
+  }
+};
+
+// Attaches `faults` (not owned; nullptr detaches) to `worker`, which must be a
+// Worker made by Context::CreateWorker. Worker thread only.
+void SetFaultInjection(Worker& worker, FaultInjection* faults);
+
+}  // namespace ros2::transport
