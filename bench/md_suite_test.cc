@@ -59,9 +59,8 @@ TEST(MdSuiteTest, LocalAndDfsModesReportEveryPhaseWithTheLocalBaseline) {
 // Mode offload: the DFS jobs' calls run in the cluster's ros2-agent; each
 // phase is reported against the same run's direct DFS figure.
 TEST(MdSuiteTest, OffloadModeReportsEveryPhaseAgainstDirectDfs) {
-  const char* base = std::getenv("TMPDIR");
-  std::string dir = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/md-suite-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  ros2::testing::TempDir tmp("md-suite");
+  const std::string& dir = tmp.path();
   ros2::testing::CommandResult r = ros2::testing::RunProcess(
       {ROS2_BENCH_PATH, "--json", "md", "--modes", "dfs,offload", "--files", "20", "--jobs", "1", "--dirs", "unique",
        "--shard-size", "64MiB", "--dir", dir, "--ros2ctl", ROS2CTL_PATH, "--engine", ROS2_ENGINE_PATH},
@@ -82,8 +81,6 @@ TEST(MdSuiteTest, OffloadModeReportsEveryPhaseAgainstDirectDfs) {
     }
   }
   EXPECT_EQ(against_dfs, (std::set<std::string>{"op=create", "op=readdir", "op=stat", "op=unlink"})) << r.out;
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace

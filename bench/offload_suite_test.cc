@@ -15,15 +15,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "client/testing/test_cluster.h"
+#include "testing/temp_dir.h"
+#include "testing/test_cluster.h"
 
 namespace ros2::bench {
 namespace {
 
 TEST(OffloadSuiteTest, DirectAndOffloadRunsReportThroughputAndCpuAgainstDirect) {
-  const char* base = std::getenv("TMPDIR");
-  std::string dir = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/offload-suite-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  ros2::testing::TempDir tmp("offload-suite");
+  const std::string& dir = tmp.path();
   ros2::testing::CommandResult r = ros2::testing::RunProcess(
       {ROS2_BENCH_PATH, "--json", "offload", "--transports", "shm", "--ops", "randread,write", "--bs", "4096",
        "--jobs", "1", "--rounds", "1", "--runtime", "0.5", "--read-size", "8388608", "--write-total", "8388608",
@@ -63,8 +63,6 @@ TEST(OffloadSuiteTest, DirectAndOffloadRunsReportThroughputAndCpuAgainstDirect) 
     EXPECT_GT(seen[op + " fio-null host_cpu_us_per_io"], 0) << r.out;
   }
   EXPECT_NE(r.err.find("offload/direct"), std::string::npos) << r.err;
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
 }
 
 }  // namespace
