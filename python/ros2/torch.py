@@ -6,6 +6,7 @@ reconnect on first use (the handles re-open themselves in a new process)."""
 
 import concurrent.futures as _futures
 import io as _io
+import os as _os
 import posixpath as _posixpath
 import threading as _threading
 
@@ -120,6 +121,103 @@ class IterableDataset(_data.IterableDataset):
                 yield self.transform(blob) if self.transform is not None else blob
 
 
+class _StreamWriter(_io.RawIOBase):
+    """The write-only file torch.save writes a checkpoint into: writes are
+    copied (torch may reuse or free the memory it passes once write returns),
+    small ones gathered into `buffer_size` pieces, and stored by `threads`
+    background threads, each piece one native write with all its chunks in
+    flight, so several pieces are being stored while torch serialises the
+    next tensor. At most `max_pending` bytes wait; close() returns once every
+    piece is stored (durably: each DFS write is) and raises the first error."""
+
+    def __init__(self, fs, path, buffer_size, threads, max_pending):
+        super().__init__()
+        entry, _ = fs._fs.open(path, _os.O_WRONLY | _os.O_CREAT | _os.O_TRUNC, 0o644)
+        self._native = fs._fs
+        self._entry = entry
+        self.name = path
+        self._pos = 0
+        self._buffer_size = max(1, buffer_size)
+        self._buf = bytearray()
+        self._buf_pos = 0
+        self._pool = _futures.ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="ros2-ckpt-w")
+        self._pending_bytes = 0
+        self._max_pending = max(self._buffer_size, max_pending)
+        self._cond = _threading.Condition()
+        self._error = None
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        view = memoryview(b).cast("B")
+        n = view.nbytes
+        if n >= self._buffer_size:
+            self._flush_buf()
+            self._submit(self._pos, bytes(view))
+        else:
+            if not self._buf:
+                self._buf_pos = self._pos
+            self._buf += view
+            if len(self._buf) >= self._buffer_size:
+                self._flush_buf()
+        self._pos += n
+        return n
+
+    def tell(self):
+        return self._pos
+
+    def _flush_buf(self):
+        if self._buf:
+            data, self._buf = bytes(self._buf), bytearray()
+            self._submit(self._buf_pos, data)
+
+    def _submit(self, offset, data):
+        with self._cond:
+            while self._pending_bytes > 0 and self._pending_bytes + len(data) > self._max_pending and self._error is None:
+                self._cond.wait()
+            if self._error is not None:
+                raise self._error
+            self._pending_bytes += len(data)
+        self._pool.submit(self._store, offset, data)
+
+    def _store(self, offset, data):
+        try:
+            view = memoryview(data)
+            while view:
+                n = self._native.pwrite(self._entry, offset, view, self.name)
+                offset += n
+                view = view[n:]
+        except BaseException as e:  # noqa: BLE001 (handed to the writer's thread)
+            with self._cond:
+                if self._error is None:
+                    self._error = e
+        finally:
+            with self._cond:
+                self._pending_bytes -= len(data)
+                self._cond.notify_all()
+
+    def flush(self):
+        """Stores what was gathered and waits until every piece is stored."""
+        if self.closed:
+            return
+        self._flush_buf()
+        with self._cond:
+            while self._pending_bytes > 0:
+                self._cond.wait()
+            if self._error is not None:
+                raise self._error
+
+    def close(self):
+        if self.closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._pool.shutdown(wait=True)
+            super().close()
+
+
 class Checkpoint:
     """Saves and loads state dicts as DFS files, streaming torch.save /
     torch.load straight to and from the file (no local copy).
@@ -129,12 +227,18 @@ class Checkpoint:
         model.load_state_dict(ckpt.load("step-100.pt"))
 
     save() writes to a temporary name and renames it over the target, so a
-    reader sees the old or the new checkpoint, never half of one."""
+    reader sees the old or the new checkpoint, never half of one. It stores
+    the serialised pieces from `write_threads` background threads (up to
+    `max_pending` bytes of copies queued), so serialising overlaps with
+    storing. load() streams: torch.load reads each tensor with one readinto,
+    every chunk of it in flight."""
 
-    def __init__(self, fs, directory="/", buffer_size=4 << 20):
+    def __init__(self, fs, directory="/", buffer_size=4 << 20, write_threads=2, max_pending=128 << 20):
         self.fs = fs
         self.directory = _norm(directory)
         self.buffer_size = buffer_size
+        self.write_threads = write_threads
+        self.max_pending = max_pending
         self._executor = None
         self._lock = _threading.Lock()
         if self.directory != "/":
@@ -146,7 +250,7 @@ class Checkpoint:
     def save(self, state, name):
         final = self.path(name)
         tmp = final + ".tmp"
-        with self.fs.open(tmp, "wb", buffering=self.buffer_size) as f:
+        with _StreamWriter(self.fs, tmp, self.buffer_size, self.write_threads, self.max_pending) as f:
             _torch.save(state, f)
         self.fs.rename(tmp, final)
         return final
