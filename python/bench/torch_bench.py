@@ -72,12 +72,12 @@ def args_parser():
     p.add_argument("--sizes", nargs="+", type=parse_size, default=[4096, 131072, 1048576])
     p.add_argument("--workers", nargs="+", type=int, default=[1, 2])
     p.add_argument("--modes", nargs="+", default=["api", "mount", "ext4"], choices=["api", "mount", "ext4"])
-    p.add_argument("--bytes-per-size", type=parse_size, default=512 << 20,
+    p.add_argument("--bytes-per-size", type=parse_size, default=256 << 20,
                    help="sample files per size: this many bytes' worth, within --min/--max-samples")
-    p.add_argument("--min-samples", type=int, default=512)
-    p.add_argument("--max-samples", type=int, default=16384)
+    p.add_argument("--min-samples", type=int, default=256)
+    p.add_argument("--max-samples", type=int, default=8192)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--seconds", type=float, default=0, help="stop a DataLoader run after this long (0: whole epoch)")
+    p.add_argument("--seconds", type=float, default=3, help="stop a DataLoader run after this long (0: whole epoch)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--ckpt-size", type=parse_size, default=512 << 20, help="state dict bytes (0: no checkpoint rounds)")
     p.add_argument("--ckpt-tensor", type=parse_size, default=16 << 20, help="bytes per tensor of the state dict")

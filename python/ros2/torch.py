@@ -15,7 +15,7 @@ import torch.utils.data as _data
 
 from . import _norm
 
-__all__ = ["Dataset", "IterableDataset", "Checkpoint", "scan"]
+__all__ = ["Dataset", "IterableDataset", "Checkpoint", "scan", "read_parallel"]
 
 
 def scan(fs, root="/", suffixes=None, threads=8):
@@ -44,16 +44,66 @@ def scan(fs, root="/", suffixes=None, threads=8):
     return files
 
 
+_readers = {}  # pid -> (threads, ThreadPoolExecutor): a forked child makes its own
+_readers_lock = _threading.Lock()
+
+
+def _reader_pool(threads):
+    pid = _os.getpid()
+    with _readers_lock:
+        got = _readers.get(pid)
+        if got is None or got[0] < threads:
+            if got is not None:
+                got[1].shutdown(wait=False)
+            # An executor inherited through fork() has no threads in the child: never reuse one.
+            got = (threads, _futures.ThreadPoolExecutor(max_workers=threads, thread_name_prefix="ros2-read"))
+            _readers.clear()
+            _readers[pid] = got
+        return got[1]
+
+
+def _auto_read_threads():
+    """Threads per reading process: up to 2 x CPUs / workers^2, 1 to 8. Worker
+    processes already read in parallel, and threads in several of them only
+    contend for the CPUs: on 2 vCPUs 1 DataLoader worker read 4 KiB samples
+    2-3x faster with 4 threads than with 1, while 2 workers were fastest with
+    1 thread each."""
+    info = _data.get_worker_info()
+    workers = max(1, info.num_workers) if info is not None else 1
+    return max(1, min(8, 2 * (_os.cpu_count() or 1) // (workers * workers)))
+
+
+def read_parallel(fs, requests, threads=None, min_per_thread=4):
+    """fs.read_many(requests) split over up to `threads` threads (at least
+    `min_per_thread` requests each). read_many looks each file up with a
+    blocking call before it submits the reads together; splitting a batch
+    overlaps those lookups too (each thread has its own data-plane worker).
+    `threads` None: _auto_read_threads()."""
+    if threads is None:
+        threads = _auto_read_threads()
+    n = len(requests)
+    parts = min(threads, n // max(1, min_per_thread))
+    if parts <= 1:
+        return fs.read_many(requests)
+    step = -(-n // parts)
+    groups = [requests[i:i + step] for i in range(0, n, step)]
+    out = []
+    for blobs in _reader_pool(threads).map(fs.read_many, groups):
+        out.extend(blobs)
+    return out
+
+
 class Dataset(_data.Dataset):
     """Map-style dataset: one sample per regular file under `root` (sorted
     paths; `suffixes` filters them). Item i is transform(bytes of file i), or
     the bytes when no transform is given. The namespace is scanned once, at
     construction, in parallel."""
 
-    def __init__(self, fs, root="/", transform=None, suffixes=None, scan_threads=8):
+    def __init__(self, fs, root="/", transform=None, suffixes=None, scan_threads=8, read_threads=None):
         self.fs = fs
         self.root = root
         self.transform = transform
+        self.read_threads = read_threads
         self.paths = scan(fs, root, suffixes, scan_threads)
 
     def __len__(self):
@@ -64,8 +114,9 @@ class Dataset(_data.Dataset):
         return self.transform(data) if self.transform is not None else data
 
     def __getitems__(self, indices):
-        """A batch read with every file in flight at once (read_many)."""
-        blobs = self.fs.read_many([(self.paths[i], 0, None) for i in indices])
+        """A batch read with every file in flight at once (read_many), split
+        over `read_threads` threads (read_parallel)."""
+        blobs = read_parallel(self.fs, [(self.paths[i], 0, None) for i in indices], self.read_threads)
         if self.transform is None:
             return blobs
         return [self.transform(b) for b in blobs]
@@ -86,11 +137,12 @@ class IterableDataset(_data.IterableDataset):
     DataLoader workers so that each file is yielded exactly once per epoch
     over all of them. `shuffle` with `seed` permutes the files the same way
     on every reader (call set_epoch(e) to reshuffle per epoch); reads go
-    `batch` files at a time through read_many."""
+    `batch` files at a time through read_many (read_parallel)."""
 
     def __init__(self, fs, root="/", transform=None, suffixes=None, shuffle=False, seed=0, batch=32,
-                 scan_threads=8):
+                 scan_threads=8, read_threads=None):
         self.fs = fs
+        self.read_threads = read_threads
         self.transform = transform
         self.paths = scan(fs, root, suffixes, scan_threads)
         self.shuffle = shuffle
@@ -117,7 +169,7 @@ class IterableDataset(_data.IterableDataset):
         mine = self._my_paths()
         for start in range(0, len(mine), self.batch):
             group = mine[start:start + self.batch]
-            for blob in self.fs.read_many([(p, 0, None) for p in group]):
+            for blob in read_parallel(self.fs, [(p, 0, None) for p in group], self.read_threads):
                 yield self.transform(blob) if self.transform is not None else blob
 
 
