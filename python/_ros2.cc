@@ -18,9 +18,9 @@
 // Failures raise OSError built from (errno, message, path), which Python turns
 // into FileNotFoundError, PermissionError, IsADirectoryError, ... by errno.
 #include <Python.h>
+#include <dirent.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <dirent.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>
