@@ -9,22 +9,32 @@
 // UCX and gRPC state belongs to the parent; tearing it down from the child
 // would touch the parent's sockets and threads) and opens fresh ones from the
 // same settings. Entries (object ids) stay valid across the reconnect.
+// The epoll instances the client library made (UCX's async thread's among
+// them) are replaced by fresh ones in the child (EpollsOfClient below), so the
+// child's new client never registers its descriptors in an instance the
+// parent's threads wait on.
 //
 // The GIL is released during every call that may talk to the cluster.
 // Failures raise OSError built from (errno, message, path), which Python turns
 // into FileNotFoundError, PermissionError, IsADirectoryError, ... by errno.
 #include <Python.h>
+#include <dirent.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <sys/epoll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <pthread.h>
 
 #include <fcntl.h>
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -106,6 +116,100 @@ class Buffer {
   Py_buffer view_{};
 };
 
+// The epoll instances made while a client connected: UCX's async thread's
+// (one per process, made with the first UCX context) and the data-plane
+// workers'. An epoll instance is shared by a parent and the child it forks,
+// and UCX does not know it was forked: the child's first UCX context reuses
+// the inherited async context and adds its descriptors to the inherited
+// instance, where the parent's async thread (alive only in the parent) gets
+// their events, cannot handle them and spins, level-triggered, on a whole
+// vCPU; the child's own events are never handled there. On a 2-vCPU machine
+// that made a DataLoader worker's requests wait 10-30 ms each. The fork
+// handler below gives the child a fresh, empty instance under each of these
+// descriptor numbers: the inherited objects that use them are abandoned in the
+// child anyway (see ClientHandle), and the parent's instances no longer see the
+// child's descriptors. (No thread runs the async context's loop in the child,
+// as none did before: the data plane waits on its workers' own descriptors.)
+class EpollsOfClient {
+ public:
+  static constexpr size_t kMax = 64;
+  static void Add(int fd) {
+    size_t n = count_.load(std::memory_order_acquire);
+    for (size_t i = 0; i < n; ++i) {
+      if (fds_[i].load(std::memory_order_relaxed) == fd) return;
+    }
+    if (n == kMax) return;
+    fds_[n].store(fd, std::memory_order_relaxed);
+    count_.store(n + 1, std::memory_order_release);
+  }
+  // In the child after fork(): only system calls (async-signal-safe).
+  static void ReplaceInChild() {
+    const size_t n = count_.load(std::memory_order_acquire);
+    for (size_t i = 0; i < n; ++i) {
+      const int fd = fds_[i].load(std::memory_order_relaxed);
+      if (!IsEpoll(fd)) continue;  // closed (and maybe reused) since
+      const int fresh = ::epoll_create1(EPOLL_CLOEXEC);
+      if (fresh < 0) continue;
+      (void)::dup3(fresh, fd, O_CLOEXEC);
+      (void)::close(fresh);
+    }
+  }
+  // Every epoll descriptor of this process, in ascending order.
+  static std::vector<int> List() {
+    std::vector<int> out;
+    DIR* dir = ::opendir("/proc/self/fd");
+    if (dir == nullptr) return out;
+    const int own = ::dirfd(dir);
+    while (const dirent* d = ::readdir(dir)) {
+      char* end = nullptr;
+      const long fd = std::strtol(d->d_name, &end, 10);
+      if (end == d->d_name || *end != '\0' || fd == own) continue;
+      if (IsEpoll(static_cast<int>(fd))) out.push_back(static_cast<int>(fd));
+    }
+    ::closedir(dir);
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+ private:
+  static bool IsEpoll(int fd) {
+    // "/proc/self/fd/<fd>" without snprintf (not async-signal-safe).
+    char path[32] = "/proc/self/fd/";
+    char digits[12];
+    int nd = 0;
+    unsigned v = static_cast<unsigned>(fd);
+    do {
+      digits[nd++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0 && nd < 11);
+    size_t len = std::strlen(path);
+    while (nd > 0) path[len++] = digits[--nd];
+    path[len] = '\0';
+    static constexpr char kEpoll[] = "anon_inode:[eventpoll]";
+    char link[sizeof(kEpoll) + 8];
+    const ssize_t r = ::readlink(path, link, sizeof(link));
+    return r == static_cast<ssize_t>(sizeof(kEpoll) - 1) && std::memcmp(link, kEpoll, sizeof(kEpoll) - 1) == 0;
+  }
+  static inline std::array<std::atomic<int>, kMax> fds_{};
+  static inline std::atomic<size_t> count_{0};
+};
+
+// Records the epoll descriptors made during its lifetime (a connect).
+class RecordNewEpolls {
+ public:
+  RecordNewEpolls() : before_(EpollsOfClient::List()) {}
+  ~RecordNewEpolls() {
+    for (int fd : EpollsOfClient::List()) {
+      if (!std::binary_search(before_.begin(), before_.end(), fd)) EpollsOfClient::Add(fd);
+    }
+  }
+  RecordNewEpolls(const RecordNewEpolls&) = delete;
+  RecordNewEpolls& operator=(const RecordNewEpolls&) = delete;
+
+ private:
+  std::vector<int> before_;
+};
+
 // The client of this process: reconnected from `options` in a forked child.
 class ClientHandle {
  public:
@@ -117,6 +221,7 @@ class ClientHandle {
     std::lock_guard lock(mu_);
     if (client_ && pid_ != ::getpid()) (void)client_.release();
     if (!client_) {
+      RecordNewEpolls recorder;
       auto c = client::Client::Connect(options_);
       if (!c.ok()) throw StatusError{c.status()};
       client_ = std::move(c).value();
@@ -643,6 +748,10 @@ class PyFs {
   std::shared_ptr<FsHandle> fs_;
 };
 
+void RegisterEpollForkHandler() {
+  ::pthread_atfork(nullptr, nullptr, [] { EpollsOfClient::ReplaceInChild(); });
+}
+
 void RegisterGrpcForkHandlers() {
   const char* v = std::getenv("GRPC_ENABLE_FORK_SUPPORT");
   if (v == nullptr || (std::string_view(v) != "true" && std::string_view(v) != "1")) return;
@@ -673,6 +782,7 @@ PYBIND11_MODULE(_ros2, m) {
   using namespace ros2::python;
   m.doc() = "ROS2 native client (direct mode); use the `ros2` package";
   RegisterGrpcForkHandlers();
+  RegisterEpollForkHandler();
 
   py::class_<dfs::Entry>(m, "Entry")
       .def_property_readonly("is_dir", &dfs::Entry::is_dir)

@@ -115,6 +115,22 @@ def test_checkpoint_bit_exact(fs):
     assert "m.pt" in ckpt.list()
 
 
+def test_checkpoint_pieces_stored_out_of_order(fs):
+    # Small pieces, three writer threads and a queue of two pieces: pieces are
+    # stored out of order and the writer waits for room; the file must still
+    # be the exact serialisation, and a reader never sees the temporary name.
+    torch.manual_seed(2)
+    state = {"w%d" % i: torch.randn(64 + 37 * i, 129) for i in range(12)}
+    ckpt = rt.Checkpoint(fs, "/ckpt-pieces", buffer_size=8192, write_threads=3, max_pending=16384)
+    path = ckpt.save(state, "p.pt")
+    _assert_same(state, ckpt.load("p.pt"))
+    import io
+    expected = io.BytesIO()
+    torch.save(state, expected)
+    assert fs.read_bytes(path) == expected.getvalue()
+    assert ckpt.list() == ["p.pt"]
+
+
 def test_checkpoint_async(fs):
     torch.manual_seed(1)
     net = _Net()
