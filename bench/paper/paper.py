@@ -434,7 +434,13 @@ def run_fig5(a, c, recs, prog, logs):
                     a.bench, "--json", "offload", "--transports", "shm,tcp", "--class", cls,
                     "--ops", ",".join(c["fig5_ops"]), "--bs", str(bs), "--jobs", jobs,
                     "--qd", str(QD[bs]), "--rounds", str(c["rounds"]), "--runtime", str(c["runtime"]),
+                    "--dir", a.dir, "--read-size", str(c["posix_read_size"]),
+                    "--write-total", str(c["posix_write_total"]), "--shard-size", c["shard_size"],
                 ]
+                if a.ros2ctl:
+                    cmd += ["--ros2ctl", a.ros2ctl]
+                if a.engine:
+                    cmd += ["--engine", a.engine]
                 run_json_lines(cmd, os.path.join(logs, "fig5.log"), add)
             else:
                 for t in ("shm", "tcp"):
@@ -684,7 +690,13 @@ def figures(recs, c, out):
                     v = recs.find("obj", metric, op=op, bs=bs, jobs=j, transport=t, targets=tg)
                     if v is not None:
                         m[i, k] = v * scale
-            ax.imshow(m, cmap="viridis", aspect="auto", origin="lower")
+            vmax = 0.0
+            for tt in ("tcp", "shm"):
+                for j in c["fig4_jobs"]:
+                    for tg in c["fig4_targets"]:
+                        v = recs.find("obj", metric, op=op, bs=bs, jobs=j, transport=tt, targets=tg)
+                        vmax = max(vmax, (v or 0) * scale)
+            ax.imshow(m, cmap="viridis", aspect="auto", origin="lower", vmin=0, vmax=vmax or 1)
             for i in range(m.shape[0]):
                 for k in range(m.shape[1]):
                     if not np.isnan(m[i, k]):
@@ -719,6 +731,11 @@ def figures(recs, c, out):
                 grouped(ax, [OP_LABEL[o] for o in c["fig5_ops"]],
                         [f"{j} job{'s' if j > 1 else ''}" for j in c["fig5_jobs"]], vals, unit,
                         f"{who}\n{t.upper()} {'1 MiB' if bs == MIB1 else '4 KiB'}")
+        for col in range(4):  # one y scale per block size: tcp vs shm and host vs DPU compare by eye
+            same = [axes[r][k] for r in range(2) for k in range(4) if cols[k][1] == cols[col][1]]
+            top = max(ax.get_ylim()[1] for ax in same)
+            axes[0][col].set_ylim(0, top)
+            axes[1][col].set_ylim(0, top)
         axes[0][3].legend(fontsize=7)
         fig.suptitle(f"Fig. 5 analogue: fio through libros2_fio.so on DFS, {cls} pool "
                      "(left: 1 MiB GiB/s, right: 4 KiB KIOPS)", fontsize=10)
@@ -749,7 +766,8 @@ def figures(recs, c, out):
             ax.set_ylabel("CPU us per I/O")
             ax.set_title(f"{cls} {t.upper()} {'1 MiB' if bs == MIB1 else '4 KiB'}", fontsize=9)
             ax.grid(axis="y", alpha=0.3)
-    axes[0][0].legend(fontsize=7)
+    handles, labels_ = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels_, loc="upper right", fontsize=7)
     fig.suptitle("CPU per I/O of each Fig. 5 cell (H = host/direct, D = DPU analogue/offload; digit = jobs)",
                  fontsize=10)
     fig.tight_layout()
