@@ -42,6 +42,7 @@ struct PaperSuiteOptions {
   double runtime_s = 0;  // 0: the orchestrator's default for the mode
   int rounds = 0;
   bool progress = true;
+  bool redraw = false;
 };
 
 PaperSuiteOptions g_opts;
@@ -75,6 +76,7 @@ int RunPaper(Reporter& /*reporter*/) {
   if (g_opts.runtime_s > 0) args.insert(args.end(), {"--runtime", fmt::format("{}", g_opts.runtime_s)});
   if (g_opts.rounds > 0) args.insert(args.end(), {"--rounds", fmt::format("{}", g_opts.rounds)});
   if (!g_opts.progress) args.emplace_back("--no-progress");
+  if (g_opts.redraw) args.emplace_back("--redraw");
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
@@ -104,6 +106,8 @@ const bool registered = RegisterSuite({
           app.add_option("--runtime", g_opts.runtime_s, "seconds per measured case (default: 3, quick 0.3)");
           app.add_option("--rounds", g_opts.rounds, "rounds of the sub-suites that alternate (default 1)");
           app.add_flag("!--no-progress", g_opts.progress, "no progress bar on stderr");
+          app.add_flag("--redraw", g_opts.redraw,
+                       "run nothing: targets, CSV, figures and report again from --out's records.jsonl");
         },
     .run = RunPaper,
 });

@@ -173,6 +173,17 @@ TEST_F(PaperSuiteTest, QuickRunWritesEveryOutputAndEachParses) {
     EXPECT_GE(BigEndian32(png, 20), 200u) << name << " height";
     EXPECT_NE(report.find("](" + name + ")"), std::string::npos) << name << " not shown in report.md";
   }
+
+  // --redraw runs nothing and rebuilds the outputs from the same records.
+  const std::string before = ReadFile(out + "/records.jsonl");
+  ros2::testing::CommandResult rd =
+      ros2::testing::RunProcess({ROS2_BENCH_PATH, "paper", "--redraw", "--out", out, "--no-progress"}, dir_);
+  ASSERT_EQ(rd.exit_code, 0) << rd.out << "\n" << rd.err;
+  EXPECT_EQ(ReadFile(out + "/records.jsonl"), before);
+  auto again = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);
+  ASSERT_FALSE(again.is_discarded());
+  EXPECT_EQ(again["outputs"], summary["outputs"]);
+  EXPECT_EQ(again["parts"]["fig3"]["status"], "ok");
 }
 
 }  // namespace

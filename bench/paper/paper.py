@@ -112,10 +112,21 @@ def case_string(pairs):
 class Records:
     """All records of the run, appended to records.jsonl as they come."""
 
-    def __init__(self, path):
+    def __init__(self, path, keep=False):
+        """keep: start from the records already in `path` (a redraw), less the
+        target records, which are recomputed."""
         self.items = []
         self.path = path
+        if keep:
+            with open(path) as f:
+                for line in f:
+                    if line.strip():
+                        r = json.loads(line)
+                        if r.get("bench") != "paper":
+                            self.items.append(r)
         self.f = open(path, "w")
+        for r in self.items:
+            self.f.write(json.dumps(r, sort_keys=True) + "\n")
 
     def add(self, rec):
         rec = {k: v for k, v in rec.items() if v is not None}
@@ -750,6 +761,14 @@ def figures(recs, c, out):
             ax = axes[r][col]
             labels, host, agent, engine = [], [], [], []
             for op in c["fig5_ops"]:
+                # reference: local fio io_uring's own CPU per I/O (Fig. 3), the kernel's path
+                for j in c["fig5_jobs"]:
+                    v = recs.find("media", "host_cpu_us_per_io", op=op, bs=bs, jobs=j)
+                    if v is not None:
+                        labels.append(f"{OP_LABEL[op]} L{j}")
+                        host.append(v)
+                        agent.append(0)
+                        engine.append(0)
                 for mode in ("direct", "offload"):
                     for j in c["fig5_jobs"]:
                         kw = dict(op=op, bs=bs, jobs=j, transport=t, mode=mode, **{"class": cls})
@@ -767,10 +786,11 @@ def figures(recs, c, out):
             ax.set_title(f"{cls} {t.upper()} {'1 MiB' if bs == MIB1 else '4 KiB'}", fontsize=9)
             ax.grid(axis="y", alpha=0.3)
     handles, labels_ = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels_, loc="upper right", fontsize=7)
-    fig.suptitle("CPU per I/O of each Fig. 5 cell (H = host/direct, D = DPU analogue/offload; digit = jobs)",
+    fig.legend(handles, labels_, loc="lower center", ncol=3, fontsize=7)
+    fig.suptitle("CPU per I/O of each Fig. 5 cell (L = local fio io_uring, H = host/direct, D = DPU analogue/offload;"
+                 " digit = jobs)",
                  fontsize=10)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
     save(fig, "fig6_cpu_per_io.png")
 
     # The peer: Ceph vs ROS2 on the same shapes
@@ -957,17 +977,30 @@ def main():
     ap.add_argument("--runtime", type=float, default=0)
     ap.add_argument("--rounds", type=int, default=0)
     ap.add_argument("--no-progress", action="store_true")
+    ap.add_argument("--redraw", action="store_true",
+                    help="run nothing: recompute targets, CSV, figures and report from --out's records.jsonl")
     a = ap.parse_args()
     c = config(a.quick, a.runtime, a.rounds)
     parts = [p for p in a.parts.split(",") if p]
     if "peer" in parts and not a.peer:
         parts.remove("peer")
+    old_summary = {}
+    if a.redraw:
+        parts = []
+        try:
+            with open(os.path.join(a.out, "summary.json")) as f:
+                old_summary = json.load(f)
+        except (OSError, ValueError):
+            pass
+        if old_summary.get("config"):
+            c = old_summary["config"]
     os.makedirs(a.out, exist_ok=True)
     logs = os.path.join(a.out, "logs")
     os.makedirs(logs, exist_ok=True)
-    for old in os.listdir(logs):
-        os.remove(os.path.join(logs, old))
-    recs = Records(os.path.join(a.out, "records.jsonl"))
+    if not a.redraw:
+        for old in os.listdir(logs):
+            os.remove(os.path.join(logs, old))
+    recs = Records(os.path.join(a.out, "records.jsonl"), keep=a.redraw)
 
     # estimates (seconds) for the bar and the ETA
     rt = c["runtime"]
@@ -980,6 +1013,8 @@ def main():
         "fig5": n5 * (rt * c["rounds"] + 1.5) + len(c["fig5_classes"]) * 4 * 6,
         "peer": 60 + 16 * len(c["ceph_jobs"]) * (c["ceph_runtime"] + c["ceph_settle"] + 1),
     }
+    if "fig5" in parts and not a.offload_records and not has_subcommand(a.bench, "offload"):
+        est["fig5"] = est["fig5"] / 2 + len(c["fig5_classes"]) * 4 * 6  # direct mode only, a cluster per run
     steps = [(p, est[p]) for p in ("fig3", "fig4", "fig5", "peer") if p in parts]
     steps.append(("figures", 8))
     prog = Progress(steps, not a.no_progress)
@@ -1008,6 +1043,10 @@ def main():
         entry["seconds"] = time.monotonic() - t0
         summary["parts"][p] = entry
         prog.end(entry["status"])
+    if a.redraw:
+        for k in ("started", "quick", "environment", "parts"):
+            if k in old_summary:
+                summary[k] = old_summary[k]
     for p in ("fig3", "fig4", "fig5", "peer"):
         if p not in summary["parts"]:
             summary["parts"][p] = {"status": "skipped", "seconds": 0,
@@ -1033,7 +1072,7 @@ def main():
     except ImportError as ex:
         prog.log(f"no figures: {ex} (install Debian's python3-matplotlib)")
         figs, ok = [], False
-    summary["elapsed_s"] = time.monotonic() - t_start
+    summary["elapsed_s"] = old_summary.get("elapsed_s", 0) if a.redraw else time.monotonic() - t_start
     summary["environment"]["loadavg_end"] = os.getloadavg()[0]
     summary["outputs"] = ["records.jsonl", "records.csv", "summary.json", "report.md"] + figs
     write_report(recs, c, summary, figs, os.path.join(a.out, "report.md"))
