@@ -59,6 +59,7 @@ def config(quick, runtime, rounds):
             fig5_classes=["ram", "nvme"],
             fig5_ops=["read", "randwrite"],
             fig5_jobs=[1],
+            fig5_one_run=True,
             posix_read_size=8 << 20,
             posix_write_total=16 << 20,
             shard_size="128MiB",
@@ -426,7 +427,7 @@ def run_fig5(a, c, recs, prog, logs):
             rec.pop("baseline", None), rec.pop("baseline_value", None), rec.pop("ratio", None)
         recs.add(rec)
         cell = fig5_from_record(rec)
-        if cell:
+        if cell and cell[2] in ("direct", "offload"):  # not fio-null, the floor
             seen.add(cell)
             prog.fraction(len(seen) / expected)
 
@@ -439,12 +440,16 @@ def run_fig5(a, c, recs, prog, logs):
     have_offload = has_subcommand(a.bench, "offload")
     jobs = ",".join(map(str, c["fig5_jobs"]))
     for cls in c["fig5_classes"]:
-        for bs in (MIB1, KIB4):
+        # full: one run per block size at its own depth; quick: both sizes in one run
+        # (one cluster per transport instead of two) at the 4 KiB depth
+        groups = [(MIB1, KIB4)] if c.get("fig5_one_run") else [(MIB1,), (KIB4,)]
+        for group in groups:
+            bs_list, qd = ",".join(map(str, group)), QD[group[-1]]
             if have_offload:
                 cmd = [
                     a.bench, "--json", "offload", "--transports", "shm,tcp", "--class", cls,
-                    "--ops", ",".join(c["fig5_ops"]), "--bs", str(bs), "--jobs", jobs,
-                    "--qd", str(QD[bs]), "--rounds", str(c["rounds"]), "--runtime", str(c["runtime"]),
+                    "--ops", ",".join(c["fig5_ops"]), "--bs", bs_list, "--jobs", jobs,
+                    "--qd", str(qd), "--rounds", str(c["rounds"]), "--runtime", str(c["runtime"]),
                     "--dir", a.dir, "--read-size", str(c["posix_read_size"]),
                     "--write-total", str(c["posix_write_total"]), "--shard-size", c["shard_size"],
                 ]
@@ -457,8 +462,8 @@ def run_fig5(a, c, recs, prog, logs):
                 for t in ("shm", "tcp"):
                     cmd = [
                         a.bench, "--json", "posix", "--dir", a.dir, "--modes", "engine", "--fuse", "none",
-                        "--class", cls, "--transport", t, "--ops", ",".join(c["fig5_ops"]), "--bs", str(bs),
-                        "--jobs", jobs, "--qd", str(QD[bs]), "--runtime", str(c["runtime"]),
+                        "--class", cls, "--transport", t, "--ops", ",".join(c["fig5_ops"]), "--bs", bs_list,
+                        "--jobs", jobs, "--qd", str(qd), "--runtime", str(c["runtime"]),
                         "--read-size", str(c["posix_read_size"]), "--write-total", str(c["posix_write_total"]),
                         "--shard-size", c["shard_size"],
                     ]
@@ -769,6 +774,15 @@ def figures(recs, c, out):
                         host.append(v)
                         agent.append(0)
                         engine.append(0)
+                # fio's own CPU per I/O at this shape (ioengine=null, from the offload suite): the floor
+                for j in c["fig5_jobs"]:
+                    v = recs.find("offload", "host_cpu_us_per_io", op=op, bs=bs, jobs=j, transport=t,
+                                  mode="fio-null", **{"class": cls})
+                    if v is not None:
+                        labels.append(f"{OP_LABEL[op]} N{j}")
+                        host.append(v)
+                        agent.append(0)
+                        engine.append(0)
                 for mode in ("direct", "offload"):
                     for j in c["fig5_jobs"]:
                         kw = dict(op=op, bs=bs, jobs=j, transport=t, mode=mode, **{"class": cls})
@@ -787,8 +801,8 @@ def figures(recs, c, out):
             ax.grid(axis="y", alpha=0.3)
     handles, labels_ = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels_, loc="lower center", ncol=3, fontsize=7)
-    fig.suptitle("CPU per I/O of each Fig. 5 cell (L = local fio io_uring, H = host/direct, D = DPU analogue/offload;"
-                 " digit = jobs)",
+    fig.suptitle("CPU per I/O of each Fig. 5 cell (L = local fio io_uring, N = fio alone (null engine), H = host/direct,"
+                 " D = DPU analogue/offload; digit = jobs)",
                  fontsize=10)
     fig.tight_layout(rect=(0, 0.04, 1, 1))
     save(fig, "fig6_cpu_per_io.png")
@@ -1010,11 +1024,11 @@ def main():
     est = {
         "fig3": n3 * (c["fig3_runtime"] + 0.6) + (2 if a.quick else 20),
         "fig4": n4 * (c["fig4_runtime"] + 0.4) + 4 * len(c["fig4_targets"]) * 3,
-        "fig5": n5 * (rt * c["rounds"] + 1.5) + len(c["fig5_classes"]) * 4 * 6,
+        "fig5": n5 * (rt * c["rounds"] + 3.5) + len(c["fig5_classes"]) * 4 * 6,
         "peer": 60 + 16 * len(c["ceph_jobs"]) * (c["ceph_runtime"] + c["ceph_settle"] + 1),
     }
     if "fig5" in parts and not a.offload_records and not has_subcommand(a.bench, "offload"):
-        est["fig5"] = est["fig5"] / 2 + len(c["fig5_classes"]) * 4 * 6  # direct mode only, a cluster per run
+        est["fig5"] = n5 / 2 * (rt + 1.5) + len(c["fig5_classes"]) * 8 * 6  # direct mode only, a cluster per run
     steps = [(p, est[p]) for p in ("fig3", "fig4", "fig5", "peer") if p in parts]
     steps.append(("figures", 8))
     prog = Progress(steps, not a.no_progress)
