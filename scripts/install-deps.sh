@@ -28,6 +28,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev fio procps util-linux mount tar diffutils
   # Python face (python/, docs/python.md): for Debian's /usr/bin/python3
   pybind11-dev python3-dev python3-pytest python3-numpy python3-fsspec python3-torch
+  # `ros2-bench paper`: its figures (bench/paper/paper.py, Debian's /usr/bin/python3)
+  python3-matplotlib
 )
 
 export DEBIAN_FRONTEND=noninteractive
