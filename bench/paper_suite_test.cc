@@ -17,7 +17,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "client/testing/test_cluster.h"
+#include "testing/temp_dir.h"
+#include "testing/test_cluster.h"
 
 namespace ros2::bench {
 namespace {
@@ -64,16 +65,8 @@ std::vector<std::string> CsvFields(const std::string& line) {
 
 class PaperSuiteTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const char* base = std::getenv("TMPDIR");
-    dir_ = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/paper-suite-XXXXXX";
-    ASSERT_NE(::mkdtemp(dir_.data()), nullptr);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string dir_;
+  ros2::testing::TempDir tmp_{"paper-suite"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(PaperSuiteTest, QuickRunWritesEveryOutputAndEachParses) {
