@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -71,6 +72,13 @@ Result<std::string> LocalCluster::Ctl(const std::vector<std::string>& args) cons
   std::vector<std::string> argv = {ros2ctl_, "--data-dir", data_dir_};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunTool(argv, scratch_, std::chrono::seconds(300));
+}
+
+Result<pid_t> LocalCluster::EnginePid() const {
+  ROS2_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(data_dir_ + "/engine.pid"));
+  const long pid = std::strtol(text.c_str(), nullptr, 10);
+  if (pid <= 0) return Status::NotFound(fmt::format("bench: no engine pid in {}/engine.pid", data_dir_));
+  return static_cast<pid_t>(pid);
 }
 
 bool IsFuseMountpoint(const std::string& path) {

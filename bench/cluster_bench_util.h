@@ -44,6 +44,8 @@ class LocalCluster {
   // Runs `ros2ctl --data-dir DIR args...`; returns its stdout.
   Result<std::string> Ctl(const std::vector<std::string>& args) const;
   const std::string& data_dir() const { return data_dir_; }
+  // The running ros2-engine's pid (`cluster up` writes it to <data_dir>/engine.pid).
+  Result<pid_t> EnginePid() const;
 
  private:
   LocalCluster(std::string ros2ctl, std::string scratch, std::string data_dir)

@@ -70,6 +70,7 @@ Result<FioResult> ParseFioJson(const std::string& json_text) {
     if (job.contains("write")) AddSide(job["write"], &r.write);
     r.usr_cpu_pct += job.value("usr_cpu", 0.0);
     r.sys_cpu_pct += job.value("sys_cpu", 0.0);
+    r.cpu_s += (job.value("usr_cpu", 0.0) + job.value("sys_cpu", 0.0)) / 100 * job.value("job_runtime", 0.0) / 1000;
   }
   return r;
 }

@@ -50,6 +50,9 @@ struct FioResult {
   FioSide write;
   double usr_cpu_pct = 0;  // fio's own CPU use, percent of one CPU over the job
   double sys_cpu_pct = 0;
+  // fio's usr + sys CPU seconds, summed over its jobs (each job's percentages
+  // times its job_runtime): the client side's CPU, whatever the group reporting.
+  double cpu_s = 0;
   std::string command;  // the command line that ran, for the record
 };
 
