@@ -146,7 +146,7 @@ Result<std::optional<uint64_t>> VosStore::QueryArrayEnd(const ObjectId& oid, con
     return Status::InvalidArgument(
         fmt::format("vos: query array end oid={} dkey='{}' akey='{}': not an array", oid.ToString(), dkey, akey));
   }
-  Epoch punched = PunchedAt(scope, keys::DkeyScope(oid, dkey).size(), epoch);
+  Epoch punched = PunchedAt(scope, keys::DkeyScopeSize(dkey), epoch);
   if (const ExtentCache::Extents* cached = extent_cache_.Find(scope)) {
     return CachedArrayEnd(*cached, **header, epoch, punched);
   }

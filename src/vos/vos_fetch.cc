@@ -69,7 +69,7 @@ Status VosStore::PrepareFetch(FetchState* f) {
     return Status::InvalidArgument(fmt::format("vos: {}: unknown value type", Describe(op)));
   }
   std::string scope = keys::AkeyScope(op.oid, op.dkey, op.akey);
-  size_t dkey_scope_len = keys::DkeyScope(op.oid, op.dkey).size();
+  size_t dkey_scope_len = keys::DkeyScopeSize(op.dkey);
   auto header = LoadHeader(scope);
   if (!header.ok()) return header.status().WithContext(Describe(op));
   if (!header->has_value()) {
