@@ -26,7 +26,7 @@ constexpr const char* kFioJson = R"(fio: some warning printed before the documen
   "fio version" : "fio-3.33",
   "jobs" : [
     {
-      "jobname" : "job", "error" : 0, "usr_cpu" : 4.5, "sys_cpu" : 40.25,
+      "jobname" : "job", "error" : 0, "usr_cpu" : 4.5, "sys_cpu" : 40.25, "job_runtime" : 2000,
       "read" : {
         "io_bytes" : 661651456, "bw_bytes" : 330588753, "iops" : 80710.5, "total_ios" : 161536,
         "clat_ns" : { "mean" : 390000.0, "percentile" : { "50.000000" : 366592, "99.000000" : 505856 } },
@@ -52,6 +52,7 @@ TEST(FioParse, ReadsIopsBandwidthAndTotalLatencyPercentiles) {
   EXPECT_NEAR(r->read.lat_us_mean, 396.0, 1e-9);
   EXPECT_DOUBLE_EQ(r->write.iops, 0);
   EXPECT_DOUBLE_EQ(r->sys_cpu_pct, 40.25);
+  EXPECT_NEAR(r->cpu_s, (4.5 + 40.25) / 100 * 2.0, 1e-9);  // percent of the job's 2000 ms
 }
 
 TEST(FioParse, RejectsGarbageAndFailedJobs) {

@@ -18,7 +18,12 @@
 // and side (the engine keeps every version until aggregation, so a time-based
 // overwrite loop would fill the shards). Records: engine vs local fio
 // (baseline fio-io_uring), mount vs engine (baseline engine); the median of
-// the repeats. docs/benchmarks.md describes the suite.
+// the repeats. Beside them, CPU per I/O: `cpu_us_per_io` is the engine
+// process's user + system time over the fio run (engine and mount sides)
+// divided by the I/Os done, `client_cpu_us_per_io` fio's own (local and engine
+// sides; on the mount side ros2-fuse does the client's work). CPU time rather
+// than throughput: it does not move with the VM's noise as IOPS do.
+// docs/benchmarks.md describes the suite.
 #include <unistd.h>
 
 #include <algorithm>
@@ -87,6 +92,8 @@ struct Figures {
   double mib_s = 0;
   double iops = 0;
   double lat_us_p50 = 0;
+  double cpu_us_per_io = 0;         // the engine's (0: not measured)
+  double client_cpu_us_per_io = 0;  // fio's (0: not measured)
 };
 
 // fio arguments shared by every mode of one case.
@@ -127,6 +134,10 @@ Figures FiguresOf(const FioResult& r, const std::string& op) {
   return Figures{s.bw_bytes / (1 << 20), s.iops, s.lat_us_p50};
 }
 
+uint64_t TotalIos(const FioResult& r) {
+  return r.read.total_ios + r.write.total_ios;
+}
+
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -135,14 +146,38 @@ double Median(std::vector<double> v) {
 }
 
 Figures MedianOf(const std::vector<Figures>& runs) {
-  std::vector<double> mib, iops, lat;
+  std::vector<double> mib, iops, lat, cpu, client;
   for (const auto& f : runs) {
     mib.push_back(f.mib_s);
     iops.push_back(f.iops);
     lat.push_back(f.lat_us_p50);
+    cpu.push_back(f.cpu_us_per_io);
+    client.push_back(f.client_cpu_us_per_io);
   }
-  return Figures{Median(mib), Median(iops), Median(lat)};
+  return Figures{Median(mib), Median(iops), Median(lat), Median(cpu), Median(client)};
 }
+
+// The engine process's CPU seconds since Start (0 when its pid or /proc entry
+// cannot be read: the figure is then left out).
+class EngineCpu {
+ public:
+  static std::optional<EngineCpu> Start(const LocalCluster& cluster) {
+    auto pid = cluster.engine_pid();
+    if (!pid.ok()) return std::nullopt;
+    auto cpu = ProcessCpuSeconds(*pid);
+    if (!cpu.ok()) return std::nullopt;
+    return EngineCpu(*pid, *cpu);
+  }
+  double SecondsSinceStart() const {
+    auto cpu = ProcessCpuSeconds(pid_);
+    return cpu.ok() ? *cpu - start_ : 0;
+  }
+
+ private:
+  EngineCpu(pid_t pid, double start) : pid_(pid), start_(start) {}
+  pid_t pid_;
+  double start_;
+};
 
 // Runs one case's modes once each, interleaved; appends to `out[mode]`.
 class CaseRunner {
@@ -156,6 +191,8 @@ class CaseRunner {
       if (mode == "mount" && g_opts.fuse.empty()) continue;
       std::vector<std::string> args = JobArgs(k);
       Result<FioResult> r = Status::Cancelled("not run");
+      std::optional<EngineCpu> engine_cpu;
+      auto start_engine_cpu = [&] { engine_cpu = EngineCpu::Start(cluster_); };
       if (mode == "local") {
         const std::string dir = scratch_ + (IsRead(k.op) ? "/local-read" : "/local-write");
         std::filesystem::create_directories(dir);
@@ -172,12 +209,14 @@ class CaseRunner {
         }
         auto engine = EngineArgs(cluster_, cont ? *cont : std::string(kReadCont));
         args.insert(args.begin(), engine.begin(), engine.end());
+        start_engine_cpu();
         r = RunFioArgs(args, scratch_, limit);
         if (cont) DestroyContainer(*cont);
       } else if (mode == "mount") {
         if (IsRead(k.op)) {
           auto kernel = KernelArgs(read_mount_->mountpoint() + "/bench");
           args.insert(args.begin(), kernel.begin(), kernel.end());
+          start_engine_cpu();
           r = RunFioArgs(args, scratch_, limit);
         } else {
           auto cont = FreshContainer();
@@ -193,6 +232,7 @@ class CaseRunner {
             std::filesystem::create_directories((*mount)->mountpoint() + "/bench");
             auto kernel = KernelArgs((*mount)->mountpoint() + "/bench");
             args.insert(args.begin(), kernel.begin(), kernel.end());
+            start_engine_cpu();
             r = RunFioArgs(args, scratch_, limit);
           }
           DestroyContainer(*cont);
@@ -201,7 +241,13 @@ class CaseRunner {
         return Status::InvalidArgument("posix bench: unknown mode " + mode + " (local, engine, mount)");
       }
       if (!r.ok()) return r.status().WithContext(fmt::format("mode={} op={} bs={} jobs={}", mode, k.op, k.bs, k.jobs));
-      out[mode].push_back(FiguresOf(*r, k.op));
+      Figures f = FiguresOf(*r, k.op);
+      const uint64_t ios = TotalIos(*r);
+      if (engine_cpu && ios > 0) f.cpu_us_per_io = engine_cpu->SecondsSinceStart() * 1e6 / static_cast<double>(ios);
+      if (mode != "mount" && ios > 0) f.client_cpu_us_per_io = r->cpu_s * 1e6 / static_cast<double>(ios);
+      std::fprintf(stderr, "posix bench:   %-6s %10.0f IOPS %9.1f MiB/s  engine %6.2f us/io  client %6.2f us/io\n",
+                   mode.c_str(), f.iops, f.mib_s, f.cpu_us_per_io, f.client_cpu_us_per_io);
+      out[mode].push_back(f);
     }
     return Status::Ok();
   }
@@ -261,6 +307,15 @@ void Report(Reporter& rep, const CaseKey& k, const std::map<std::string, Figures
     add("engine", metric, field, std::string("local"), "fio-io_uring");
     add("mount", metric, field, std::string("engine"), "engine");
   }
+  // CPU per I/O, where measured: the engine's on the ROS2 sides, fio's beside it.
+  auto add_cpu = [&](const std::string& mode, const char* metric, double Figures::*field,
+                     const std::optional<std::string>& base_mode, const char* base_name) {
+    if (auto it = f.find(mode); it != f.end() && it->second.*field > 0) add(mode, metric, field, base_mode, base_name);
+  };
+  add_cpu("engine", "cpu_us_per_io", &Figures::cpu_us_per_io, std::nullopt, "");
+  add_cpu("mount", "cpu_us_per_io", &Figures::cpu_us_per_io, std::string("engine"), "engine");
+  add_cpu("local", "client_cpu_us_per_io", &Figures::client_cpu_us_per_io, std::nullopt, "");
+  add_cpu("engine", "client_cpu_us_per_io", &Figures::client_cpu_us_per_io, std::string("local"), "fio-io_uring");
 }
 
 // Writes every read file of the DFS side through the engine (1 MiB, sequential).
@@ -302,6 +357,10 @@ void SummarizeTargets(const std::map<CaseKey, std::map<std::string, Figures>>& a
     if (k.bs == 4096 && k.op == "randread" && k.jobs == 4) {
       std::fprintf(stderr, "  engine/local randread  4KiB jobs=4: %.2f (>= 0.5)\n",
                    ratio(k, "engine", "local", &Figures::iops));
+    }
+    if (k.bs == 4096 && k.op == "randread" && f.contains("engine") && f.at("engine").cpu_us_per_io > 0) {
+      std::fprintf(stderr, "  engine cpu_us_per_io randread 4KiB jobs=%d: %.2f (<= 10)\n", k.jobs,
+                   f.at("engine").cpu_us_per_io);
     }
   }
 }

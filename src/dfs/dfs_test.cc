@@ -41,6 +41,7 @@ class DfsTest : public ::testing::TestWithParam<std::string> {
     cluster_ = clusters_.Get(transport, &error);
     ASSERT_NE(cluster_, nullptr) << error;
     const std::string label = fmt::format("c{}", next_container_++);
+    label_ = label;
     auto cont = cluster_->Ctl({"cont", "create", "p", label});
     ASSERT_EQ(cont.exit_code, 0) << cont.err;
     client::ClientOptions o;
@@ -99,6 +100,7 @@ class DfsTest : public ::testing::TestWithParam<std::string> {
   static inline ros2::testing::SharedClusters clusters_;
   static inline int next_container_ = 0;
   TestCluster* cluster_ = nullptr;
+  std::string label_;  // the test's container
   std::unique_ptr<client::Client> client_;
   std::unique_ptr<client::Pool> pool_;
   std::unique_ptr<client::Container> cont_;
@@ -249,6 +251,98 @@ TEST_P(DfsTest, TruncateShrinksAndGrows) {
   auto dir = fs->Mkdir(fs->Root(), "dd");
   ASSERT_TRUE(dir.ok());
   EXPECT_EQ(Errno(fs->Truncate(*dir, 0)), EISDIR);
+}
+
+// Short reads decided by the chunk fetches' array ends (docs/dfs.md): a read
+// is full when the data reaches its end, short at the end of the file, and
+// holes read as zeros, also while another client (its own connection and
+// mount) extends, truncates and rewrites the file between this client's reads
+// of chunks the engine has already served (and cached) to it.
+TEST_P(DfsTest, ShortReadsFollowAnotherClientsExtendAndTruncate) {
+  client::ClientOptions o;
+  o.control = cluster_->control();
+  o.secret_file = cluster_->admin_secret_file();
+  o.transport = GetParam();
+  if (Offload()) {
+    o.agent_socket = cluster_->agent_socket();
+    o.transport = "auto";
+  }
+  auto other_client = client::Client::Connect(o);
+  ASSERT_TRUE(other_client.ok()) << other_client.status().ToString();
+  auto other_pool = (*other_client)->ConnectPool("p");
+  ASSERT_TRUE(other_pool.ok()) << other_pool.status().ToString();
+  auto other_cont = (*other_pool)->OpenContainer(label_);
+  ASSERT_TRUE(other_cont.ok()) << other_cont.status().ToString();
+  MountOptions small;
+  small.chunk_size = 4096;
+  auto fs = MountOrDie(small);
+  auto other = Filesystem::Mount(**other_cont, small);
+  ASSERT_NE(fs, nullptr);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  auto f = fs->Open(fs->Root(), "shared", O_CREAT | O_RDWR);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  auto g = (*other)->Lookup((*other)->Root(), "shared");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+
+  std::vector<std::byte> buf(16384);
+  // Reads `len` bytes at `off` through `on` into buf (poisoned first); the count.
+  auto read = [&](Filesystem& on, const Entry& e, uint64_t off, size_t len) -> uint64_t {
+    std::fill(buf.begin(), buf.end(), std::byte{0xee});
+    auto n = on.Read(e, off, std::span<std::byte>(buf).first(len));
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    return n.ok() ? *n : ~uint64_t{0};
+  };
+  auto zeros = [&](size_t from, size_t to) {
+    return std::all_of(buf.begin() + static_cast<ptrdiff_t>(from), buf.begin() + static_cast<ptrdiff_t>(to),
+                       [](std::byte b) { return b == std::byte{0}; });
+  };
+
+  // 10,000 bytes over chunks 0-2 from this client.
+  const auto a = Pattern(10000, 7);
+  ASSERT_EQ(*fs->Write(*f, 0, a), a.size());
+  EXPECT_EQ(read(*fs, *f, 4000, 4096), 4096u);  // inside the file, across a chunk boundary
+  EXPECT_EQ(std::memcmp(buf.data(), a.data() + 4000, 4096), 0);
+  EXPECT_EQ(read(**other, *g, 9000, 4096), 1000u);  // across the end: short
+  EXPECT_EQ(std::memcmp(buf.data(), a.data() + 9000, 1000), 0);
+  EXPECT_EQ(read(**other, *g, 10000, 100), 0u);  // at the end
+  EXPECT_EQ(read(*fs, *f, 12288, 100), 0u);      // past it, in a chunk never written
+
+  // The other client extends the file past a hole: chunk 2 ends at 10000 then a
+  // hole to 20000, where 300 bytes follow in chunk 4.
+  const auto b = Pattern(300, 8);
+  ASSERT_EQ(*(*other)->Write(*g, 20000, b), b.size());
+  EXPECT_EQ(read(*fs, *f, 9000, 4096), 4096u);  // was short for it; now data then hole
+  EXPECT_EQ(std::memcmp(buf.data(), a.data() + 9000, 1000), 0);
+  EXPECT_TRUE(zeros(1000, 4096));
+  EXPECT_EQ(read(*fs, *f, 13000, 2000), 2000u);  // all hole (chunk 3, never written), inside the file
+  EXPECT_TRUE(zeros(0, 2000));
+  EXPECT_EQ(read(*fs, *f, 16384, 3000), 3000u);  // the hole at the head of chunk 4, before its data
+  EXPECT_TRUE(zeros(0, 3000));
+  EXPECT_EQ(read(*fs, *f, 19000, 4096), 1300u);  // hole, then the data, then the end
+  EXPECT_TRUE(zeros(0, 1000));
+  EXPECT_EQ(std::memcmp(buf.data() + 1000, b.data(), 300), 0);
+
+  // The other client truncates into chunk 1: chunks this client read (the
+  // engine cached their extents) now end early or are gone.
+  ASSERT_TRUE((*other)->Truncate(*g, 5000).ok());
+  EXPECT_EQ(read(*fs, *f, 4000, 4096), 1000u);
+  EXPECT_EQ(std::memcmp(buf.data(), a.data() + 4000, 1000), 0);
+  EXPECT_EQ(read(*fs, *f, 9000, 4096), 0u);
+  EXPECT_EQ(read(*fs, *f, 19000, 4096), 0u);
+  EXPECT_EQ(fs->Stat(*f)->size, 5000u);
+
+  // Truncated to nothing and rewritten shorter; then grown by truncate (a hole to the end).
+  ASSERT_TRUE((*other)->Truncate(*g, 0).ok());
+  EXPECT_EQ(read(*fs, *f, 0, 100), 0u);
+  ASSERT_EQ(*(*other)->Write(*g, 0, std::span<const std::byte>(b).first(10)), 10u);
+  EXPECT_EQ(read(*fs, *f, 0, 100), 10u);
+  EXPECT_EQ(std::memcmp(buf.data(), b.data(), 10), 0);
+  ASSERT_TRUE((*other)->Truncate(*g, 9000).ok());
+  EXPECT_EQ(read(*fs, *f, 0, 16384), 9000u);
+  EXPECT_EQ(std::memcmp(buf.data(), b.data(), 10), 0);
+  EXPECT_TRUE(zeros(10, 9000));
+  EXPECT_EQ(read(*fs, *f, 8000, 4096), 1000u);
+  EXPECT_TRUE(zeros(0, 1000));
 }
 
 TEST_P(DfsTest, MkdirRmdirUnlinkErrors) {

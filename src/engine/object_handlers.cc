@@ -303,18 +303,16 @@ void Target::HandleFetch(IncomingRequest req) {
   // libros2 verifies every fetched byte against the checksums in the reply:
   // VOS need not verify what it passes through unchanged (vos.h, FetchOp).
   op.caller_verifies = true;
+  // The end of the whole akey, so a reader can tell a hole from the end of a
+  // file: VOS works it out while it plans the fetch, from the same extents.
+  op.want_array_end = (m->header.flags & obj::kFlagWantArrayEnd) != 0;
 
-  const bool want_end = (m->header.flags & obj::kFlagWantArrayEnd) != 0;
   vos::Vos* vos = (*shard)->vos.get();
-  (*shard)->vos->SubmitFetch(op, [this, state, req, want_end, vos](Result<vos::FetchResult> r) mutable {
+  vos->SubmitFetch(op, [this, state, req](Result<vos::FetchResult> r) mutable {
     if (!r.ok()) return Finish(state->ticket, r.status());
     state->reply.size = r->size;
     state->reply.csum = FromVos(r->csum);
-    if (want_end) {  // the end of the whole akey, so a reader can tell a hole from the end of a file
-      auto end = vos->QueryArrayEnd(state->op.oid, state->op.dkey, state->op.akey, state->op.epoch);
-      if (!end.ok()) return Finish(state->ticket, end.status());
-      state->reply.array_end = end->value_or(0);
-    }
+    state->reply.array_end = r->array_end;
     if (!state->direct.empty()) {
       req.PushedDirect(std::min<uint64_t>(r->size, state->direct.size()));
       return Finish(state->ticket, Status::Ok(), obj::Encode(state->reply));

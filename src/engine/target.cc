@@ -51,6 +51,7 @@ void Target::Post(std::function<void()> fn) {
     std::lock_guard lock(mailbox_mu_);
     mailbox_.push_back(std::move(fn));
   }
+  mailbox_posted_.store(true, std::memory_order_release);
   if (mailbox_fd_ >= 0) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t n = ::write(mailbox_fd_, &one, sizeof(one));
@@ -152,8 +153,10 @@ void Target::RemoveFromEpoll(int fd) {
 }
 
 int Target::DrainMailbox() {
-  uint64_t count = 0;
-  [[maybe_unused]] ssize_t n = ::read(mailbox_fd_, &count, sizeof(count));
+  // A push is visible once its flag is (the flag is set after the push, and
+  // cleared here before the swap): nothing posted is left behind. The eventfd
+  // is cleared where it is reported, in WaitForEvents.
+  if (!mailbox_posted_.exchange(false, std::memory_order_acq_rel)) return 0;
   std::deque<std::function<void()>> work;
   {
     std::lock_guard lock(mailbox_mu_);
@@ -302,7 +305,12 @@ void Target::WaitForEvents(std::chrono::microseconds wait) {
   // flight (Worker::NextDeadline), which a millisecond epoll_wait would round up.
   const timespec timeout{static_cast<time_t>(wait.count() / 1000000), static_cast<long>(wait.count() % 1000000) * 1000};
   epoll_event events[8];
-  ::epoll_pwait2(epoll_fd_, events, 8, &timeout, nullptr);
+  const int n = ::epoll_pwait2(epoll_fd_, events, 8, &timeout, nullptr);
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.fd != mailbox_fd_) continue;
+    uint64_t count = 0;
+    [[maybe_unused]] ssize_t r = ::read(mailbox_fd_, &count, sizeof(count));  // the loop then drains the mailbox
+  }
 }
 
 int Target::RunDeferred() {

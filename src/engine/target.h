@@ -269,6 +269,9 @@ class Target {
   std::atomic<bool> stop_requested_{false};
   std::mutex mailbox_mu_;
   std::deque<std::function<void()>> mailbox_;  // GUARDED_BY(mailbox_mu_)
+  // Set after a Post's push: the loop looks at the mailbox only then, without
+  // a system call per pass (the eventfd only wakes a sleeping loop).
+  std::atomic<bool> mailbox_posted_{false};
   mutable std::mutex usage_mu_;
   std::map<Uuid, uint64_t> usage_;  // GUARDED_BY(usage_mu_)
 };

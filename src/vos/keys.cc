@@ -1,5 +1,6 @@
 #include "vos/keys.h"
 
+#include <algorithm>
 #include <bit>
 
 #include <fmt/format.h>
@@ -54,6 +55,10 @@ std::string ObjectScope(const ObjectId& oid) {
   AppendU64(&s, oid.hi);
   AppendU64(&s, oid.lo);
   return s;
+}
+
+size_t DkeyScopeSize(std::string_view dkey) {
+  return 16 + dkey.size() + static_cast<size_t>(std::count(dkey.begin(), dkey.end(), '\0')) + 2;
 }
 
 std::string DkeyScope(const ObjectId& oid, std::string_view dkey) {

@@ -40,6 +40,8 @@ bool ConsumeEscaped(std::string_view* in, std::string* out);
 // Scopes name the target of a punch and prefix the tree keys below them.
 std::string ObjectScope(const ObjectId& oid);
 std::string DkeyScope(const ObjectId& oid, std::string_view dkey);
+// DkeyScope(oid, dkey).size(), without building it.
+size_t DkeyScopeSize(std::string_view dkey);
 std::string AkeyScope(const ObjectId& oid, std::string_view dkey, std::string_view akey);
 
 std::string TreeKey(std::string_view scope);  // 'T' + scope: prefix of everything below the scope

@@ -49,6 +49,14 @@ TEST(KeysTest, ExtendedKeysStayInsideTheirParentRange) {
   EXPECT_TRUE(inside > scope && inside < next);
 }
 
+TEST(KeysTest, DkeyScopeSizeIsTheScopesSize) {
+  const ObjectId oid{0x0102030405060708, 0x1112131415161718};
+  for (std::string_view dkey : {std::string_view("a"), std::string_view("\0\0x\0", 4), std::string_view(""),
+                                std::string_view("\x00\x00\x00\x00\x00\x00\x00\x07", 8)}) {
+    EXPECT_EQ(DkeyScopeSize(dkey), DkeyScope(oid, dkey).size()) << dkey.size();
+  }
+}
+
 TEST(KeysTest, TreeKeysRoundTrip) {
   ObjectId oid{0x0102030405060708ULL, 0x1112131415161718ULL};
   std::string scope = AkeyScope(oid, std::string("d\0k", 3), "ak");

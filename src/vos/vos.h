@@ -133,6 +133,10 @@ struct FetchOp {
   // the result's checksums (several pieces, other chunking, holes) it verifies
   // first, as always: a computed checksum must never bless bad bytes.
   bool caller_verifies = false;
+  // kArray: also return the akey's array end (FetchResult::array_end), read
+  // from the same view as the data: what QueryArrayEnd answers, without its
+  // own header load and RocksDB seeks.
+  bool want_array_end = false;
 };
 
 struct FetchResult {
@@ -141,6 +145,9 @@ struct FetchResult {
   // kArray: count * record_size (holes are zero-filled).
   uint64_t size = 0;
   Checksums csum;  // over the returned bytes, chunked from the start of the buffer
+  // With FetchOp::want_array_end: one past the highest visible record of the
+  // whole akey at the fetch's epoch (0 when it holds none).
+  uint64_t array_end = 0;
 };
 
 // A visible array extent as enumeration reports it.

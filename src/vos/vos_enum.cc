@@ -146,14 +146,22 @@ Result<std::optional<uint64_t>> VosStore::QueryArrayEnd(const ObjectId& oid, con
     return Status::InvalidArgument(
         fmt::format("vos: query array end oid={} dkey='{}' akey='{}': not an array", oid.ToString(), dkey, akey));
   }
-  Epoch punched = PunchedAt(scope, keys::DkeyScope(oid, dkey).size(), epoch);
-  std::optional<uint64_t> best;
+  Epoch punched = PunchedAt(scope, keys::DkeyScopeSize(dkey), epoch);
+  if (const ExtentCache::Extents* cached = extent_cache_.Find(scope)) {
+    return CachedArrayEnd(*cached, **header, epoch, punched);
+  }
   auto it = NewIterator();
+  return StoredArrayEnd(it.get(), scope, **header, epoch, punched);
+}
+
+Result<std::optional<uint64_t>> VosStore::StoredArrayEnd(rocksdb::Iterator* it, std::string_view akey_scope,
+                                                         const AkeyHeader& h, Epoch epoch, Epoch punched) {
+  std::optional<uint64_t> best;
   for (int c = keys::kMaxSizeClass; c >= 0; --c) {
-    if (((*header)->class_mask & (uint64_t{1} << c)) == 0) continue;
+    if ((h.class_mask & (uint64_t{1} << c)) == 0) continue;
     uint8_t size_class = static_cast<uint8_t>(c);
     uint64_t longest = keys::ExtentClassBound(size_class);
-    std::string prefix = keys::ExtentClassPrefix(scope, size_class);
+    std::string prefix = keys::ExtentClassPrefix(akey_scope, size_class);
     // Backwards from the highest start: once start + longest <= best, nothing earlier in the class ends later.
     for (it->SeekForPrev(keys::PrefixSuccessor(prefix)); it->Valid() && it->key().starts_with(prefix); it->Prev()) {
       std::string_view k = it->key().ToStringView().substr(prefix.size());
@@ -167,6 +175,30 @@ Result<std::optional<uint64_t>> VosStore::QueryArrayEnd(const ObjectId& oid, con
       if (!best || end > *best) best = end;
     }
     if (!it->status().ok()) return FromRocks(it->status(), "vos: query array end");
+  }
+  return best;
+}
+
+std::optional<uint64_t> VosStore::CachedArrayEnd(const ExtentCache::Extents& extents, const AkeyHeader& h, Epoch epoch,
+                                                 Epoch punched) {
+  std::optional<uint64_t> best;
+  for (int c = keys::kMaxSizeClass; c >= 0; --c) {
+    if ((h.class_mask & (uint64_t{1} << c)) == 0) continue;
+    uint8_t size_class = static_cast<uint8_t>(c);
+    uint64_t longest = keys::ExtentClassBound(size_class);
+    // The same walk as StoredArrayEnd over the cache's copy of the extent keys:
+    // from the first slot of the next class backwards.
+    auto it = extents.lower_bound(ExtentSlot{static_cast<uint8_t>(c + 1), 0, kEpochMax});
+    while (it != extents.begin()) {
+      --it;
+      const ExtentSlot& slot = it->first;
+      if (slot.size_class != size_class) break;
+      if (best && slot.index <= *best && *best - slot.index >= longest) break;
+      if (slot.epoch > epoch || slot.epoch <= punched) continue;
+      const ValueRecord& rec = it->second.rec;
+      uint64_t end = slot.index + rec.length / rec.record_size;
+      if (!best || end > *best) best = end;
+    }
   }
   return best;
 }

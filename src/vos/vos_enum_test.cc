@@ -139,5 +139,79 @@ TEST_F(VosEnumTest, QueryMaxDkeyAndArrayEnd) {
   EXPECT_TRUE(vos_->QueryArrayEnd(oid, "0001", "a", kEpochMax).status().IsInvalidArgument());
 }
 
+// The array end a fetch returns with want_array_end (0: none), and its data.
+Result<uint64_t> FetchArrayEnd(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey,
+                               Epoch epoch, uint64_t index, uint64_t count, std::vector<std::byte>* data) {
+  data->assign(count, std::byte{0x5a});
+  FetchOp op;
+  op.oid = oid;
+  op.dkey = dkey;
+  op.akey = akey;
+  op.epoch = epoch;
+  op.type = ValueType::kArray;
+  op.index = index;
+  op.count = count;
+  op.buffer = *data;
+  op.want_array_end = true;
+  auto r = vos->Fetch(op);
+  if (!r.ok()) return r.status();
+  return r->array_end;
+}
+
+// A fetch's array end is QueryArrayEnd's at the same epoch: from RocksDB
+// before the akey is in the extent cache, from the cache after the first fetch
+// loaded it, and after updates and punches that reach the cached copy.
+TEST_F(VosEnumTest, FetchArrayEndMatchesQueryArrayEndCachedOrNot) {
+  ObjectId oid = TestOid(4);
+  std::vector<std::byte> got;
+  auto fetch_end = [&](Epoch epoch) -> uint64_t {
+    auto end = FetchArrayEnd(vos_.get(), oid, "f", "data", epoch, 0, 10, &got);
+    EXPECT_TRUE(end.ok()) << end.status().ToString();
+    return end.ok() ? *end : ~uint64_t{0};
+  };
+  auto query_end = [&](Epoch epoch) -> uint64_t {
+    auto end = vos_->QueryArrayEnd(oid, "f", "data", epoch);
+    EXPECT_TRUE(end.ok()) << end.status().ToString();
+    return end.ok() ? end->value_or(0) : ~uint64_t{0};
+  };
+  EXPECT_EQ(fetch_end(kEpochMax), 0u);  // no such akey
+  EXPECT_EQ(got, std::vector<std::byte>(10));
+
+  const auto head = Pattern(3, 10);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 10, 1000, 1, Pattern(2, 5000)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 11, 0, 1, head).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 12, 9000, 1, Pattern(4, 1)).ok());
+  // Not cached yet: QueryArrayEnd walks RocksDB.
+  EXPECT_EQ(query_end(kEpochMax), 9001u);
+  EXPECT_EQ(query_end(11), 6000u);
+  EXPECT_EQ(query_end(9), 0u);
+  // The first fetch caches the akey; its end and QueryArrayEnd's (now from the cache) agree.
+  for (Epoch e : {Epoch{kEpochMax}, Epoch{12}, Epoch{11}, Epoch{10}, Epoch{9}}) {
+    const uint64_t want = e >= 12 ? 9001 : e >= 10 ? 6000 : 0;
+    EXPECT_EQ(fetch_end(e), want) << "epoch " << e;
+    EXPECT_EQ(query_end(e), want) << "epoch " << e;
+  }
+  EXPECT_EQ(fetch_end(kEpochMax), 9001u);
+  EXPECT_EQ(got, head);  // the data still comes with it
+
+  // A punch hides everything below it; later extents of the cached akey count.
+  ASSERT_TRUE(vos_->PunchAkey(oid, "f", "data", 20).ok());
+  EXPECT_EQ(fetch_end(kEpochMax), 0u);
+  EXPECT_EQ(got, std::vector<std::byte>(10));
+  EXPECT_EQ(fetch_end(15), 9001u);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 30, 100, 1, Pattern(5, 100)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 31, 40960, 1, Pattern(6, 4096)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 32, 0, 1, Pattern(7, uint64_t{1} << 16)).ok());
+  for (Epoch e : {Epoch{kEpochMax}, Epoch{31}, Epoch{30}, Epoch{25}, Epoch{15}}) {
+    const uint64_t want = e >= 32 ? 65536 : e >= 31 ? 45056 : e >= 30 ? 200 : e >= 20 ? 0 : 9001;
+    EXPECT_EQ(fetch_end(e), want) << "epoch " << e;
+    EXPECT_EQ(query_end(e), want) << "epoch " << e;
+  }
+  // A short extent in a small class ending past a long one of a larger class.
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 40, 65535, 1, Pattern(8, 2)).ok());
+  EXPECT_EQ(fetch_end(kEpochMax), 65537u);
+  EXPECT_EQ(query_end(kEpochMax), 65537u);
+}
+
 }  // namespace
 }  // namespace ros2::vos

@@ -69,7 +69,7 @@ Status VosStore::PrepareFetch(FetchState* f) {
     return Status::InvalidArgument(fmt::format("vos: {}: unknown value type", Describe(op)));
   }
   std::string scope = keys::AkeyScope(op.oid, op.dkey, op.akey);
-  size_t dkey_scope_len = keys::DkeyScope(op.oid, op.dkey).size();
+  size_t dkey_scope_len = keys::DkeyScopeSize(op.dkey);
   auto header = LoadHeader(scope);
   if (!header.ok()) return header.status().WithContext(Describe(op));
   if (!header->has_value()) {
@@ -142,11 +142,19 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
   f->size = f->deliver = op.buffer.size();
   Epoch punched = PunchedAt(akey_scope, dkey_scope_len, op.epoch);
   std::vector<ExtentCandidate> candidates;
+  std::optional<uint64_t> end;
   if (const ExtentCache::Extents* cached = CachedExtents(akey_scope)) {
     ROS2_RETURN_IF_ERROR(CollectCachedSources(f, *cached, h, punched, &candidates));
+    if (op.want_array_end) end = CachedArrayEnd(*cached, h, op.epoch, punched);
   } else {
     ROS2_RETURN_IF_ERROR(CollectStoredSources(f, akey_scope, h, punched, &candidates));
+    if (op.want_array_end) {
+      auto stored = StoredArrayEnd(FetchIterator(), akey_scope, h, op.epoch, punched);
+      if (!stored.ok()) return stored.status().WithContext(Describe(op));
+      end = *stored;
+    }
   }
+  f->array_end = end.value_or(0);
   std::vector<VisiblePiece> pieces = ResolveVisible(std::move(candidates), lo, hi);
   uint64_t pos = lo;
   for (const VisiblePiece& p : pieces) {
@@ -371,6 +379,7 @@ void VosStore::FinishFetch(FetchState* f) {
   if (f->status.ok()) {
     FetchResult r;
     r.size = f->size;
+    r.array_end = f->array_end;
     if (with_csum) {
       r.csum.type = options_.checksum;
       r.csum.chunk_size = options_.csum_chunk_size;

@@ -125,8 +125,9 @@ class VosStore final : public Vos {
     FetchOp op;
     FetchCallback done;
     uint64_t generation = 0;
-    uint64_t size = 0;     // FetchResult::size
-    uint64_t deliver = 0;  // bytes written into the buffer
+    uint64_t size = 0;       // FetchResult::size
+    uint64_t deliver = 0;    // bytes written into the buffer
+    uint64_t array_end = 0;  // FetchResult::array_end
     std::vector<SourceVersion> sources;
     std::vector<ReadPiece> pieces;
     size_t reads_pending = 0;
@@ -184,6 +185,13 @@ class VosStore final : public Vos {
                               std::vector<ExtentCandidate>* candidates);
   Status CollectStoredSources(FetchState* f, std::string_view akey_scope, const AkeyHeader& h, Epoch punched,
                               std::vector<ExtentCandidate>* candidates);
+  // One past the highest record visible at `epoch` (above `punched`) of an
+  // array akey, or nullopt: from its cached extents, or from RocksDB through
+  // `it`. Per size class, backwards from the highest start.
+  static std::optional<uint64_t> CachedArrayEnd(const ExtentCache::Extents& extents, const AkeyHeader& h, Epoch epoch,
+                                                Epoch punched);
+  Result<std::optional<uint64_t>> StoredArrayEnd(rocksdb::Iterator* it, std::string_view akey_scope,
+                                                 const AkeyHeader& h, Epoch epoch, Epoch punched);
   void AddPiece(FetchState* f, size_t source, uint64_t deliver_begin, uint64_t deliver_end, uint64_t dst);
   void StartReads(FetchState* f);
   void FinishFetch(FetchState* f);
