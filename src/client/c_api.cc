@@ -227,7 +227,7 @@ int ros2_obj_write_array(ros2_obj_t* obj, const char* dkey, const char* akey, ui
   ros2::client::UpdateArgs args;
   args.dkey = dkey;
   args.akey = akey;
-  args.kind = ros2::client::ValueKind::kArray;
+  args.kind = ros2::client::ValueType::kArray;
   args.index = index;
   args.record_size = record_size;
   args.data = In(data, size);
@@ -242,7 +242,7 @@ int ros2_obj_read_array(ros2_obj_t* obj, const char* dkey, const char* akey, uin
   ros2::client::FetchArgs args;
   args.dkey = dkey;
   args.akey = akey;
-  args.kind = ros2::client::ValueKind::kArray;
+  args.kind = ros2::client::ValueType::kArray;
   args.index = index;
   args.count = count;
   args.record_size = record_size;
@@ -318,7 +318,7 @@ int ros2_obj_write_array_async(ros2_obj_t* obj, ros2_eq_t* eq, const char* dkey,
   ros2::client::UpdateArgs args;
   args.dkey = dkey;
   args.akey = akey;
-  args.kind = ros2::client::ValueKind::kArray;
+  args.kind = ros2::client::ValueType::kArray;
   args.index = index;
   args.record_size = record_size;
   args.data = In(data, size);
@@ -334,7 +334,7 @@ int ros2_obj_read_array_async(ros2_obj_t* obj, ros2_eq_t* eq, const char* dkey, 
   ros2::client::FetchArgs args;
   args.dkey = dkey;
   args.akey = akey;
-  args.kind = ros2::client::ValueKind::kArray;
+  args.kind = ros2::client::ValueType::kArray;
   args.index = index;
   args.count = count;
   args.record_size = record_size;

@@ -91,7 +91,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   bool counted = false;  // in eq->in_flight_
   uint64_t user_data = 0;
   IoCallback callback;
-  ValueKind kind = ValueKind::kSingle;
+  ValueType kind = ValueType::kSingle;
   uint64_t index = 0;
   uint32_t record_size = 1;
   // update
@@ -144,7 +144,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
       req.oid = oid;
       req.dkey = dkey;
       req.akey = akey;
-      req.type = kind == ValueKind::kArray ? obj::ValueType::kArray : obj::ValueType::kSingle;
+      req.type = kind;
       req.index = index;
       req.count = count;
       req.record_size = record_size;
@@ -163,7 +163,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
       req.oid = oid;
       req.dkey = dkey;
       req.akey = akey;
-      req.type = kind == ValueKind::kArray ? obj::ValueType::kArray : obj::ValueType::kSingle;
+      req.type = kind;
       req.index = index;
       req.record_size = record_size;
       req.length = data.size();
@@ -260,7 +260,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
       return r;
     }
     uint64_t pushed = 0;
-    if (kind == ValueKind::kSingle) {
+    if (kind == ValueType::kSingle) {
       if (decoded->size > buffer.size()) {  // truncated: the caller must fetch again with a larger buffer
         r.size = decoded->size;
         return r;
@@ -332,14 +332,14 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
   op->akey = args.akey;
   const auto what = [&op] { return op->What(); };
   ROS2_RETURN_IF_ERROR(ValidateKeys(args.dkey, args.akey, true, what));
-  if (args.kind == ValueKind::kArray) {
+  if (args.kind == ValueType::kArray) {
     if (args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
     if (args.data.empty()) return Status::InvalidArgument(op->What() + ": an array update needs at least one record");
     if (args.data.size() % args.record_size != 0) {
       return Status::InvalidArgument(fmt::format("{}: {} bytes are not a whole number of {}-byte records", op->What(),
                                                  args.data.size(), args.record_size));
     }
-  } else if (args.kind != ValueKind::kSingle) {
+  } else if (args.kind != ValueType::kSingle) {
     return Status::InvalidArgument(op->What() + ": unknown value kind");
   }
   if (args.data.size() > obj::kMaxIoSize) {
@@ -358,8 +358,8 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
   op->user_data = user_data;
   op->callback = std::move(callback);
   op->kind = args.kind;
-  op->index = args.kind == ValueKind::kArray ? args.index : 0;
-  op->record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
+  op->index = args.kind == ValueType::kArray ? args.index : 0;
+  op->record_size = args.kind == ValueType::kArray ? args.record_size : 1;
   op->data = args.data;
   op->length = args.data.size();
   return op->Start();
@@ -375,7 +375,7 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
   const auto what = [&op] { return op->What(); };
   ROS2_RETURN_IF_ERROR(ValidateKeys(args.dkey, args.akey, true, what));
   uint64_t want = args.buffer.size();
-  if (args.kind == ValueKind::kArray) {
+  if (args.kind == ValueType::kArray) {
     if (args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
     if (args.count == 0) return Status::InvalidArgument(op->What() + ": count 0");
     if (args.count > std::numeric_limits<uint64_t>::max() / args.record_size ||
@@ -387,14 +387,14 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
       return Status::InvalidArgument(fmt::format("{}: buffer of {} bytes for {} records of {} bytes", op->What(),
                                                  args.buffer.size(), args.count, args.record_size));
     }
-  } else if (args.kind != ValueKind::kSingle) {
+  } else if (args.kind != ValueType::kSingle) {
     return Status::InvalidArgument(op->What() + ": unknown value kind");
   }
   if (want > obj::kMaxIoSize) {
     return Status::InvalidArgument(fmt::format("{}: {} bytes (limit {})", op->What(), want, obj::kMaxIoSize));
   }
   if (args.want_array_end) {
-    if (args.kind != ValueKind::kArray) return Status::InvalidArgument(op->What() + ": array end of a single value");
+    if (args.kind != ValueType::kArray) return Status::InvalidArgument(op->What() + ": array end of a single value");
     op->flags = obj::kFlagWantArrayEnd;
   }
   op->cont = cont_;
@@ -403,9 +403,9 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
   op->user_data = user_data;
   op->callback = std::move(callback);
   op->kind = args.kind;
-  op->index = args.kind == ValueKind::kArray ? args.index : 0;
-  op->count = args.kind == ValueKind::kArray ? args.count : 0;
-  op->record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
+  op->index = args.kind == ValueType::kArray ? args.index : 0;
+  op->count = args.kind == ValueType::kArray ? args.count : 0;
+  op->record_size = args.kind == ValueType::kArray ? args.record_size : 1;
   op->buffer = args.buffer.first(want);
   op->expected = want;
   return op->Start();
