@@ -100,7 +100,10 @@ struct ClientOptions {
   std::string agent_socket;
 };
 
-enum class ValueKind : uint8_t { kSingle = 1, kArray = 2 };
+// What an akey holds (ros2/types.h): a single value or an array of records.
+using ros2::ValueType;
+// The former name of ValueType in this API, kept so existing code compiles.
+using ValueKind = ValueType;
 
 // Condition of an update or punch, checked by the engine atomically with the
 // write against every other conditional operation on the same dkey (DAOS's
@@ -117,7 +120,7 @@ enum class Condition : uint8_t {
 struct UpdateArgs {
   std::string dkey;
   std::string akey;
-  ValueKind kind = ValueKind::kSingle;
+  ValueType kind = ValueType::kSingle;
   uint64_t index = 0;        // kArray
   uint32_t record_size = 1;  // kArray: data.size() must be a multiple
   std::span<const std::byte> data;
@@ -130,7 +133,7 @@ struct UpdateArgs {
 struct FetchArgs {
   std::string dkey;
   std::string akey;
-  ValueKind kind = ValueKind::kSingle;
+  ValueType kind = ValueType::kSingle;
   uint64_t index = 0;
   uint64_t count = 0;
   uint32_t record_size = 1;
@@ -164,6 +167,7 @@ using ArrayTailCallback = std::function<void(const Result<std::optional<ArrayTai
 
 // Resumable position of a paged dkey listing across an object's shards: start
 // with a default one, pass back what the previous page left, stop at `eof`.
+// DFS's Readdir resumes with the same type (dfs::DirAnchor names it).
 struct KeyAnchor {
   uint32_t shard = 0;    // index into the object's shard targets (placement order)
   std::string position;  // the engine's opaque position within that shard

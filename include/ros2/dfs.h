@@ -147,12 +147,10 @@ struct DirEntry {
 };
 
 // Resumable position of a Readdir: start with a default one, pass back what
-// the previous call left, stop when `eof`. Opaque otherwise.
-struct DirAnchor {
-  uint32_t shard = 0;
-  std::string position;
-  bool eof = false;
-};
+// the previous call left, stop when `eof`. Opaque otherwise. A directory's
+// entries are the dkeys of its object, so this is the object API's paged dkey
+// listing position (client::KeyAnchor), the same type.
+using DirAnchor = client::KeyAnchor;
 
 // Fields of SetAttr to apply (bitwise or of the flags).
 enum SetAttrMask : uint32_t {

@@ -1,6 +1,8 @@
 // The value types of the public ROS2 API (libros2): Status and Result<T> (how
 // every call reports success or failure), ObjectId with its ObjectType and
-// ObjectClass, and the Rights bitmask. Self-contained: the standard library only.
+// ObjectClass, the ValueType of a stored value, and the Rights bitmask.
+// Self-contained: the standard library only. The internal layers (the object
+// protocol, VOS) use these same definitions; none has a copy of its own.
 //
 // A Status is either OK or carries a Code naming the failure kind and a message
 // naming the object and the cause ("vos: fetch oid=1.2 dkey='a': checksum mismatch
@@ -190,6 +192,12 @@ struct ObjectId {
   }
   friend auto operator<=>(const ObjectId&, const ObjectId&) = default;
 };
+
+// What an akey holds: a single value (replaced whole by each update) or an
+// array of fixed-size records addressed by extents. The same numbers travel
+// in the object protocol's update and fetch requests (docs/object-protocol.md)
+// and are what VOS stores and enumerates.
+enum class ValueType : uint8_t { kSingle = 1, kArray = 2 };
 
 // Access rights of a tenant on a pool or container: a bitmask of the kRight*
 // bits. The same bits are stored in ACL entries, travel in capabilities and in

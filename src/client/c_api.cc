@@ -109,6 +109,32 @@ int CopyEvents(std::span<ros2::client::Event> events, size_t n, ros2_event_t* ou
   return static_cast<int>(n);
 }
 
+// The arguments of an array write and an array read (the blocking and the
+// asynchronous calls take the same).
+ros2::client::UpdateArgs ArrayWrite(const char* dkey, const char* akey, uint64_t index, uint32_t record_size,
+                                    const void* data, size_t size) {
+  ros2::client::UpdateArgs args;
+  args.dkey = dkey;
+  args.akey = akey;
+  args.kind = ros2::ValueType::kArray;
+  args.index = index;
+  args.record_size = record_size;
+  args.data = In(data, size);
+  return args;
+}
+ros2::client::FetchArgs ArrayRead(const char* dkey, const char* akey, uint64_t index, uint64_t count,
+                                  uint32_t record_size, void* buf, size_t capacity) {
+  ros2::client::FetchArgs args;
+  args.dkey = dkey;
+  args.akey = akey;
+  args.kind = ros2::ValueType::kArray;
+  args.index = index;
+  args.count = count;
+  args.record_size = record_size;
+  args.buffer = Out(buf, capacity);
+  return args;
+}
+
 }  // namespace
 
 extern "C" {
@@ -224,14 +250,7 @@ int ros2_obj_write_array(ros2_obj_t* obj, const char* dkey, const char* akey, ui
                          const void* data, size_t size) {
   ROS2_CHECK_OBJ_KEYS("ros2_obj_write_array");
   if (data == nullptr) return Invalid("ros2_obj_write_array: data is NULL");
-  ros2::client::UpdateArgs args;
-  args.dkey = dkey;
-  args.akey = akey;
-  args.kind = ros2::client::ValueKind::kArray;
-  args.index = index;
-  args.record_size = record_size;
-  args.data = In(data, size);
-  Status st = obj->impl.Update(args);
+  Status st = obj->impl.Update(ArrayWrite(dkey, akey, index, record_size, data, size));
   return st.ok() ? Ok() : Fail(st);
 }
 
@@ -239,15 +258,7 @@ int ros2_obj_read_array(ros2_obj_t* obj, const char* dkey, const char* akey, uin
                         uint32_t record_size, void* buf, size_t capacity) {
   ROS2_CHECK_OBJ_KEYS("ros2_obj_read_array");
   if (buf == nullptr) return Invalid("ros2_obj_read_array: buf is NULL");
-  ros2::client::FetchArgs args;
-  args.dkey = dkey;
-  args.akey = akey;
-  args.kind = ros2::client::ValueKind::kArray;
-  args.index = index;
-  args.count = count;
-  args.record_size = record_size;
-  args.buffer = Out(buf, capacity);
-  auto r = obj->impl.Fetch(args);
+  auto r = obj->impl.Fetch(ArrayRead(dkey, akey, index, count, record_size, buf, capacity));
   return r.ok() ? Ok() : Fail(r.status());
 }
 
@@ -315,14 +326,7 @@ int ros2_obj_write_array_async(ros2_obj_t* obj, ros2_eq_t* eq, const char* dkey,
   ROS2_CHECK_OBJ_KEYS("ros2_obj_write_array_async");
   if (!Valid(eq, kEqMagic)) return Invalid("ros2_obj_write_array_async: invalid event queue handle");
   if (data == nullptr) return Invalid("ros2_obj_write_array_async: data is NULL");
-  ros2::client::UpdateArgs args;
-  args.dkey = dkey;
-  args.akey = akey;
-  args.kind = ros2::client::ValueKind::kArray;
-  args.index = index;
-  args.record_size = record_size;
-  args.data = In(data, size);
-  Status st = obj->impl.SubmitUpdate(*eq->impl, args, user_data);
+  Status st = obj->impl.SubmitUpdate(*eq->impl, ArrayWrite(dkey, akey, index, record_size, data, size), user_data);
   return st.ok() ? Ok() : Fail(st);
 }
 
@@ -331,15 +335,8 @@ int ros2_obj_read_array_async(ros2_obj_t* obj, ros2_eq_t* eq, const char* dkey, 
   ROS2_CHECK_OBJ_KEYS("ros2_obj_read_array_async");
   if (!Valid(eq, kEqMagic)) return Invalid("ros2_obj_read_array_async: invalid event queue handle");
   if (buf == nullptr) return Invalid("ros2_obj_read_array_async: buf is NULL");
-  ros2::client::FetchArgs args;
-  args.dkey = dkey;
-  args.akey = akey;
-  args.kind = ros2::client::ValueKind::kArray;
-  args.index = index;
-  args.count = count;
-  args.record_size = record_size;
-  args.buffer = Out(buf, capacity);
-  Status st = obj->impl.SubmitFetch(*eq->impl, args, user_data);
+  Status st =
+      obj->impl.SubmitFetch(*eq->impl, ArrayRead(dkey, akey, index, count, record_size, buf, capacity), user_data);
   return st.ok() ? Ok() : Fail(st);
 }
 

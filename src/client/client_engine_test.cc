@@ -147,6 +147,76 @@ TEST_P(ClientEngineTest, SingleValuesAndArraysOnS1AndSX) {
   ASSERT_TRUE(objects.ok()) << objects.status().ToString();
 }
 
+// Whole-object calls reach every shard through one fan-out per round: dkey
+// lists longer than an engine's reply page (64 KiB: about 55 dkeys of the
+// longest length) come back complete and once, page by page and whole, as do
+// the max dkey, the array tail (blocking and through an event queue) and an
+// object punch.
+TEST_P(ClientEngineTest, WholeObjectCallsSpanEveryShardAndEveryPage) {
+  Object obj = Open(ObjectClass::kSX, 300);
+  auto eq = client_->CreateEventQueue();
+  ASSERT_TRUE(eq.ok());
+  constexpr int kKeys = 400;
+  const std::string pad(900, 'x');  // long keys: few per reply page
+  std::vector<std::string> expected;
+  std::vector<std::byte> record(8, std::byte{7});
+  for (int i = 0; i < kKeys; ++i) {
+    expected.push_back(fmt::format("{:04d}-{}", i, pad));
+    UpdateArgs u{expected.back(), "a", ValueType::kArray, static_cast<uint64_t>(i), 8, record};
+    ASSERT_TRUE(obj.SubmitUpdate(**eq, u, static_cast<uint64_t>(i)).ok());
+  }
+  std::vector<Event> events(64);
+  while ((*eq)->in_flight() > 0 || (*eq)->ready() > 0) {
+    auto n = (*eq)->Wait(events, 1, std::chrono::seconds(30));
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    for (size_t i = 0; i < *n; ++i) ASSERT_TRUE(events[i].result.status.ok()) << events[i].result.status.ToString();
+  }
+
+  auto all = obj.ListDkeys();
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  EXPECT_EQ(*all, expected);  // sorted, each once
+
+  std::multiset<std::string> paged;
+  KeyAnchor anchor;
+  int pages = 0;
+  while (!anchor.eof) {
+    auto page = obj.ListDkeysPage(anchor, 64);
+    ASSERT_TRUE(page.ok()) << page.status().ToString();
+    paged.insert(page->begin(), page->end());
+    ASSERT_LT(++pages, 1000);
+  }
+  EXPECT_EQ(paged, std::multiset<std::string>(expected.begin(), expected.end()));
+
+  auto max = obj.QueryMaxDkey();
+  ASSERT_TRUE(max.ok()) << max.status().ToString();
+  ASSERT_TRUE(max->has_value());
+  EXPECT_EQ(**max, expected.back());
+  auto tail = obj.QueryArrayTail("a");
+  ASSERT_TRUE(tail.ok()) << tail.status().ToString();
+  ASSERT_TRUE(tail->has_value());
+  EXPECT_EQ((*tail)->dkey, expected.back());
+  EXPECT_EQ((*tail)->end, uint64_t{kKeys});
+  std::optional<Result<std::optional<ArrayTail>>> async_tail;
+  ASSERT_TRUE(
+      obj.SubmitQueryArrayTail(**eq, "a", [&](const Result<std::optional<ArrayTail>>& r) { async_tail = r; }).ok());
+  while (!async_tail && (*eq)->in_flight() > 0) (void)(*eq)->WaitAny(std::chrono::seconds(5));
+  ASSERT_TRUE(async_tail.has_value());
+  ASSERT_TRUE(async_tail->ok()) << async_tail->status().ToString();
+  ASSERT_TRUE(async_tail->value().has_value());
+  EXPECT_EQ(async_tail->value()->dkey, expected.back());
+
+  auto objects = cont_->ListObjects();
+  ASSERT_TRUE(objects.ok()) << objects.status().ToString();
+  EXPECT_EQ(std::count(objects->begin(), objects->end(), obj.id()), 1);
+  ASSERT_TRUE(obj.PunchObject().ok());
+  auto gone = obj.ListDkeys();
+  ASSERT_TRUE(gone.ok()) << gone.status().ToString();
+  EXPECT_TRUE(gone->empty());
+  auto no_tail = obj.QueryArrayTail("a");
+  ASSERT_TRUE(no_tail.ok()) << no_tail.status().ToString();
+  EXPECT_FALSE(no_tail->has_value());
+}
+
 TEST_P(ClientEngineTest, AsyncBatchOfAThousandFromOneThread) {
   Object obj = Open(ObjectClass::kSX, 200);
   auto eq = client_->CreateEventQueue();

@@ -304,6 +304,44 @@ inline std::chrono::milliseconds RetryPause(int attempt) {
 // (WithRetry: an update or punch that was sent has an unknown outcome).
 inline thread_local bool t_request_sent = false;
 
+// The resend policy of one operation, shared by the blocking calls
+// (WithRetry) and the asynchronous ones (IoOp, TailQuery): which failures may
+// be tried again (RetryAfterFailure), what is renewed first (the capability
+// after Unauthenticated, at most twice; otherwise the pool's map), and the
+// window that bounds it: ClientOptions::reconnect_timeout from the first
+// failure.
+class RetryWindow {
+ public:
+  // Whether the operation may be tried again after `failure`; if so, marks
+  // what the next attempt renews.
+  bool Allow(ContainerCore& cont, const Status& failure, Effect effect, bool sent) {
+    if (!RetryAfterFailure(failure, effect, sent)) return false;
+    if (failure.code() == Status::Code::kUnauthenticated) {
+      if (++renewals_ > 2) return false;  // a refusal that persists is real
+      cont.MarkCapabilityStale();
+    } else {
+      cont.pool().MarkMapStale();
+    }
+    return Open(cont, failure);
+  }
+  // Starts the window at the first failure; true while it is open.
+  bool Open(ContainerCore& cont, const Status& failure) {
+    const auto now = std::chrono::steady_clock::now();
+    if (first_failure_.ok()) {
+      first_failure_ = failure;
+      deadline_ = now + cont.pool().client().reconnect_timeout();
+    }
+    return now < deadline_;
+  }
+  // OK until the first failure.
+  const Status& first_failure() const { return first_failure_; }
+
+ private:
+  std::chrono::steady_clock::time_point deadline_{};
+  Status first_failure_;
+  int renewals_ = 0;
+};
+
 inline const Status& StatusOf(const Status& s) {
   return s;
 }
@@ -313,27 +351,16 @@ Status StatusOf(const Result<T>& r) {
 }
 
 // Runs a blocking operation made of synchronous calls, running it again
-// after failures RetryAfterFailure allows (the map and session recovered, the
-// capability renewed, by the next attempt's routing), for at most
-// ClientOptions::reconnect_timeout after the first failure.
+// after failures RetryWindow allows (the map and session recovered, the
+// capability renewed, by the next attempt's routing).
 template <typename Attempt>
 auto WithRetry(ContainerCore& cont, Effect effect, Attempt attempt) -> decltype(attempt()) {
-  std::chrono::steady_clock::time_point deadline{};
-  int renewals = 0;
+  RetryWindow window;
   for (int n = 0;; ++n) {
     t_request_sent = false;
     auto r = attempt();
     const Status st = StatusOf(r);
-    if (st.ok() || t_completion_depth > 0 || !RetryAfterFailure(st, effect, t_request_sent)) return r;
-    if (st.code() == Status::Code::kUnauthenticated) {
-      if (++renewals > 2) return r;
-      cont.MarkCapabilityStale();
-    } else {
-      cont.pool().MarkMapStale();
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (n == 0) deadline = now + cont.pool().client().reconnect_timeout();
-    if (now >= deadline) return r;
+    if (st.ok() || t_completion_depth > 0 || !window.Allow(cont, st, effect, t_request_sent)) return r;
     ROS2_LOG_DEBUG("libros2: {}; trying again", st.ToString());
     if (n > 0) std::this_thread::sleep_for(RetryPause(n));
   }

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "client/client_internal.h"
@@ -207,6 +208,63 @@ TEST(ClientMapTest, SnapshotRefusesAnUpTargetWithoutAddressAndAnEmptyMap) {
   ASSERT_FALSE(snap.ok());
   EXPECT_NE(snap.status().message().find("no worker address"), std::string::npos) << snap.status().ToString();
   EXPECT_FALSE(MakeMapSnapshot(rpc::PoolMap{}).ok());
+}
+
+// --- the resend policy of one operation ---
+
+// RetryWindow, what WithRetry, IoOp and TailQuery share: reads and unsent
+// writes are tried again, the capability is renewed at most twice, and the
+// window closes reconnect_timeout after the first failure. Its side effects
+// show in the pool and container: a stale map or capability is fetched again
+// on next use (here from a control plane that is not there, so that fails).
+TEST(ClientRetryTest, RetryWindowRenewsWhatTheFailureCallsForWithinTheWindow) {
+  ClientOptions o;
+  o.control = "unix:/nonexistent/control.sock";
+  o.secret = "s";
+  o.transport = "tcp";
+  o.control_timeout = std::chrono::milliseconds(200);
+  o.reconnect_timeout = std::chrono::milliseconds(300);
+  auto client = ClientCore::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  control::PoolConnection conn;
+  conn.session_uuid = "session";
+  conn.pool.set_uuid(Uuid::Generate().ToString());
+  conn.pool.set_label("p");
+  auto snapshot = MakeMapSnapshot(TwoEngineMap());
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+  auto pool = std::make_shared<PoolCore>(*client, std::move(conn), *snapshot);
+  control::ContainerHandle handle;
+  handle.capability = "capability";
+  auto cont = std::make_shared<ContainerCore>(pool, std::move(handle), ContainerSummary{}, Uuid::Generate(), 0);
+  ASSERT_TRUE(pool->Map().ok());
+  ASSERT_TRUE(cont->Capability().ok());
+
+  const Status gone = Status::Disconnected("transport: peer pid 1 died");
+  const Status refused = Status::Unauthenticated("expired capability");
+  RetryWindow window;
+  EXPECT_FALSE(window.Allow(*cont, Status::NotFound("x"), Effect::kRead, true));
+  EXPECT_FALSE(window.Allow(*cont, gone, Effect::kWrite, /*sent=*/true));  // outcome unknown
+  EXPECT_TRUE(window.first_failure().ok());  // nothing retried yet: the window is not open
+  EXPECT_TRUE(pool->Map().ok());             // nor the map stale
+  EXPECT_TRUE(window.Allow(*cont, gone, Effect::kRead, true));
+  EXPECT_EQ(window.first_failure(), gone);
+  EXPECT_TRUE(window.Allow(*cont, refused, Effect::kWrite, true));
+  EXPECT_TRUE(window.Allow(*cont, refused, Effect::kWrite, true));
+  EXPECT_FALSE(window.Allow(*cont, refused, Effect::kWrite, true));  // a third refusal is real
+  std::this_thread::sleep_for(o.reconnect_timeout);
+  EXPECT_FALSE(window.Allow(*cont, gone, Effect::kRead, true));  // the window closed
+  EXPECT_EQ(window.first_failure(), gone);
+
+  // What the retries renewed: the map after a disconnect, the capability
+  // after a refusal; each is fetched again on next use.
+  EXPECT_FALSE(pool->Map().ok());
+  control::ContainerHandle other;
+  other.capability = "capability";
+  ContainerCore fresh(pool, std::move(other), ContainerSummary{}, Uuid::Generate(), 0);
+  ASSERT_TRUE(fresh.Capability().ok());
+  RetryWindow renew;
+  EXPECT_TRUE(renew.Allow(fresh, refused, Effect::kRead, true));
+  EXPECT_FALSE(fresh.Capability().ok());
 }
 
 // --- event queue without I/O ---

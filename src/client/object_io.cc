@@ -1,7 +1,7 @@
 // Object I/O: update and fetch (asynchronous, with blocking wrappers), and the
 // blocking punch, list and query calls. Each request is encoded with the object
 // protocol (object/obj_rpc.h) and sent to the target that owns the dkey through
-// the calling thread's worker.
+// the calling thread's worker, by the shard-call helpers (client/shard_call.h).
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -13,28 +13,15 @@
 
 #include "client/client_internal.h"
 #include "client/io_checksum.h"
+#include "client/shard_call.h"
 #include "common/log.h"
 
 namespace ros2::client {
 
 namespace {
 
-constexpr std::chrono::seconds kBlockingSlack{5};
-
 std::span<const uint8_t> AsBytes(const std::vector<uint8_t>& v) {
   return {v.data(), v.size()};
-}
-
-// The operation's name for an error message: a string, or a callable that
-// makes one, called only when there is an error (formatting it costs more
-// than a small I/O's checks).
-template <typename What>
-std::string NameOf(const What& what) {
-  if constexpr (std::is_invocable_v<What>) {
-    return what();
-  } else {
-    return std::string(what);
-  }
 }
 
 template <typename What>
@@ -55,7 +42,7 @@ Status ValidateKeys(std::string_view dkey, std::string_view akey, bool need_akey
 // Drives `submit` (which registers `callback`) to completion on `io`'s worker,
 // resending what fails in a way that is safe to resend (ThreadIo::RunRetries).
 template <typename Submit>
-Result<IoResult> RunBlocking(ThreadIo& io, std::chrono::milliseconds timeout, Submit submit) {
+Result<IoResult> RunBlocking(ThreadIo& io, Submit submit) {
   IoResult out;
   bool done = false;
   IoCallback callback = [&out, &done](const IoResult& r) {
@@ -63,12 +50,8 @@ Result<IoResult> RunBlocking(ThreadIo& io, std::chrono::milliseconds timeout, Su
     done = true;
   };
   ROS2_RETURN_IF_ERROR(submit(std::move(callback)));
-  // The transport fails every request at its deadline, so the callback always
-  // runs; keep progressing until it has (it references this frame).
-  while (!done) {
-    (void)io.worker().RunUntil([&done, &io] { return done || io.has_retries(); }, timeout + kBlockingSlack);
-    io.RunRetries();
-  }
+  // The callback references this frame: wait until it ran.
+  WaitFor(io, done);
   if (!out.status.ok()) return out.status;
   return out;
 }
@@ -81,17 +64,16 @@ Result<IoResult> RunBlocking(ThreadIo& io, std::chrono::milliseconds timeout, Su
 struct IoOp : std::enable_shared_from_this<IoOp> {
   bool is_fetch = false;
   std::shared_ptr<ContainerCore> cont;
-  ThreadIo* io = nullptr;  // the submitting thread's; outlives the op (owns the worker)
-  std::string address;
-  uint32_t target = 0;
+  // The submitting thread's I/O state (it outlives the op: it owns the
+  // worker), the container and the route of the current attempt.
+  ShardTarget shard;
   ObjectId oid;
   std::string dkey, akey;
-  std::vector<uint8_t> payload;
   EventQueue* eq = nullptr;
   bool counted = false;  // in eq->in_flight_
   uint64_t user_data = 0;
   IoCallback callback;
-  ValueKind kind = ValueKind::kSingle;
+  ValueType kind = ValueType::kSingle;
   uint64_t index = 0;
   uint32_t record_size = 1;
   // update
@@ -104,92 +86,66 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   uint64_t expected = 0;  // kArray: count * record_size
   // resending
   int resends = 0;
-  int capability_renewals = 0;
-  std::chrono::steady_clock::time_point retry_deadline{};  // set at the first failure
-  Status first_failure;
+  RetryWindow retry;
 
-  std::string What() const {
-    return fmt::format("{} {} on target {}", is_fetch ? "fetch" : "update", DescribeIo(oid, dkey, akey), target);
-  }
+  ThreadIo& io() const { return *shard.io; }
+  std::string Name() const { return fmt::format("{} {}", is_fetch ? "fetch" : "update", DescribeIo(oid, dkey, akey)); }
+  std::string What() const { return fmt::format("{} on target {}", Name(), shard.route.target); }
   Effect effect() const { return is_fetch ? Effect::kRead : Effect::kWrite; }
 
-  // Starts the reconnect window at the first failure; true while it is open.
-  bool WithinRetryWindow(const Status& failure) {
-    const auto now = std::chrono::steady_clock::now();
-    if (first_failure.ok()) {
-      first_failure = failure;
-      retry_deadline = now + cont->pool().client().reconnect_timeout();
+  // The fields a fetch request and an update request share.
+  template <typename Request>
+  Request NewRequest() const {
+    Request req;
+    req.header = cont->Header(shard.route);
+    req.header.flags = flags;
+    req.oid = oid;
+    req.dkey = dkey;
+    req.akey = akey;
+    req.type = kind;
+    req.index = index;
+    req.record_size = record_size;
+    return req;
+  }
+
+  // The encoded request of this op; its bulk buffers go into `options`.
+  Result<std::vector<uint8_t>> Encode(transport::CallOptions& options) {
+    transport::Context& context = io().context();
+    if (is_fetch) {
+      auto req = NewRequest<obj::FetchRequest>();
+      req.count = count;
+      options.bulk_in = buffer;
+      if (expected > context.options().inline_limit) {
+        auto region = context.CachedRegistration(buffer.data(), expected);
+        if (!region.ok()) return region.status().WithContext(What() + ": register the buffer");
+        options.bulk_in_region = *region;
+      }
+      return obj::Encode(req);
     }
-    return now < retry_deadline;
+    auto req = NewRequest<obj::UpdateRequest>();
+    req.length = data.size();
+    req.csum = ChecksumsForUpdate(cont->checksum_type(), cont->pool().client().options().checksum_chunk_size, data);
+    options.bulk_out = data;
+    if (data.size() > context.options().inline_limit) {
+      auto region = context.CachedRegistration(const_cast<std::byte*>(data.data()), data.size());
+      if (!region.ok()) return region.status().WithContext(What() + ": register the data buffer");
+      options.bulk_out_region = *region;
+    }
+    return obj::Encode(req);
   }
 
   // Routes, encodes and sends the request once; on error nothing is queued.
   Status SendOnce() {
-    ROS2_ASSIGN_OR_RETURN(Route route, cont->RouteFor(oid, dkey));
-    address = route.address();
-    target = route.target;
-    auto ep = ConnectTarget(*io, *cont, route);
-    if (!ep.ok()) {
-      return ep.status().WithContext(fmt::format("{}: connect to target {}", What(), target));
-    }
-    ROS2_ASSIGN_OR_RETURN(auto capability, cont->Capability());
+    ROS2_ASSIGN_OR_RETURN(shard.route, cont->RouteFor(oid, dkey));
     transport::CallOptions options;
-    options.timeout = cont->pool().client().options().io_timeout;
-    options.capability = AsCapability(*capability);
-    obj::Opcode opcode;
-    if (is_fetch) {
-      obj::FetchRequest req;
-      req.header = cont->Header(route);
-      req.header.flags = flags;
-      req.oid = oid;
-      req.dkey = dkey;
-      req.akey = akey;
-      req.type = kind == ValueKind::kArray ? obj::ValueType::kArray : obj::ValueType::kSingle;
-      req.index = index;
-      req.count = count;
-      req.record_size = record_size;
-      payload = obj::Encode(req);
-      options.bulk_in = buffer;
-      if (expected > io->context().options().inline_limit) {
-        auto region = io->context().CachedRegistration(buffer.data(), expected);
-        if (!region.ok()) return region.status().WithContext(What() + ": register the buffer");
-        options.bulk_in_region = *region;
-      }
-      opcode = obj::Opcode::kFetch;
-    } else {
-      obj::UpdateRequest req;
-      req.header = cont->Header(route);
-      req.header.flags = flags;
-      req.oid = oid;
-      req.dkey = dkey;
-      req.akey = akey;
-      req.type = kind == ValueKind::kArray ? obj::ValueType::kArray : obj::ValueType::kSingle;
-      req.index = index;
-      req.record_size = record_size;
-      req.length = data.size();
-      req.csum = ChecksumsForUpdate(cont->checksum_type(), cont->pool().client().options().checksum_chunk_size, data);
-      payload = obj::Encode(req);
-      options.bulk_out = data;
-      if (data.size() > io->context().options().inline_limit) {
-        auto region = io->context().CachedRegistration(const_cast<std::byte*>(data.data()), data.size());
-        if (!region.ok()) return region.status().WithContext(What() + ": register the data buffer");
-        options.bulk_out_region = *region;
-      }
-      opcode = obj::Opcode::kUpdate;
-    }
+    ROS2_ASSIGN_OR_RETURN(auto payload, Encode(options));
+    ROS2_RETURN_IF_ERROR(SendToShard(shared_from_this(), is_fetch ? obj::Opcode::kFetch : obj::Opcode::kUpdate,
+                                     AsBytes(payload), options, [this] { return Name(); }));
+    // Counted once sent (the reply cannot run before this returns): a
+    // submission that fails leaves the queue as it was.
     if (eq != nullptr && !counted) {
       ++eq->in_flight_;
       counted = true;
-    }
-    auto self = shared_from_this();
-    Status st = ep->get()->Call(static_cast<uint16_t>(opcode), AsBytes(payload), options,
-                                [self](const transport::ReplyView& reply) { self->OnReply(reply); });
-    if (!st.ok()) {
-      if (st.code() == Status::Code::kDisconnected) {
-        io->DropEndpoint(address);
-        cont->pool().MarkMapStale();
-      }
-      return st.WithContext(What());
     }
     return Status::Ok();
   }
@@ -203,7 +159,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
       Status st = SendOnce();
       if (st.ok()) return st;
       const bool transient = st.code() == Status::Code::kDisconnected || st.code() == Status::Code::kCancelled;
-      if (!transient || t_completion_depth > 0 || !WithinRetryWindow(st)) return st;
+      if (!transient || t_completion_depth > 0 || !retry.Open(*cont, st)) return st;
       cont->pool().MarkMapStale();
       if (attempt > 0) std::this_thread::sleep_for(RetryPause(attempt));
     }
@@ -215,20 +171,8 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     Status st = Start();
     if (st.ok()) return;
     IoResult r;
-    r.status = st.WithContext(fmt::format("resend after '{}'", first_failure.message()));
+    r.status = st.WithContext(fmt::format("resend after '{}'", retry.first_failure().message()));
     Complete(r);
-  }
-
-  // Whether a failed reply is resent rather than reported.
-  bool ShouldResend(const Status& status) {
-    if (!RetryAfterFailure(status, effect(), /*sent=*/true)) return false;
-    if (status.code() == Status::Code::kUnauthenticated) {
-      // The engine refused the capability (expired, or of a session it does
-      // not know): renew it, once or twice; a refusal that persists is real.
-      if (++capability_renewals > 2) return false;
-      cont->MarkCapabilityStale();
-    }
-    return WithinRetryWindow(status);
   }
 
   IoResult Finish(const transport::ReplyView& reply) {
@@ -260,7 +204,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
       return r;
     }
     uint64_t pushed = 0;
-    if (kind == ValueKind::kSingle) {
+    if (kind == ValueType::kSingle) {
       if (decoded->size > buffer.size()) {  // truncated: the caller must fetch again with a larger buffer
         r.size = decoded->size;
         return r;
@@ -301,17 +245,13 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     }
   }
 
+  // The reply (SendToShard has already noted a disconnected target).
   void OnReply(const transport::ReplyView& reply) {
-    if (!reply.status.ok()) {
-      if (reply.status.code() == Status::Code::kDisconnected) {
-        io->DropEndpoint(address);
-        cont->pool().MarkMapStale();
-      }
-      if (ShouldResend(reply.status)) {
-        ROS2_LOG_DEBUG("libros2: {}: {}; resending", What(), reply.status.ToString());
-        io->QueueRetry([self = shared_from_this()] { self->Resend(); });
-        return;
-      }
+    // A failed reply is resent rather than reported when RetryWindow allows.
+    if (!reply.status.ok() && retry.Allow(*cont, reply.status, effect(), /*sent=*/true)) {
+      ROS2_LOG_DEBUG("libros2: {}: {}; resending", What(), reply.status.ToString());
+      io().QueueRetry([self = shared_from_this()] { self->Resend(); });
+      return;
     }
     Complete(Finish(reply));
   }
@@ -324,23 +264,49 @@ void ThreadIo::RunRetries() {
   for (auto& resend : batch) resend();
 }
 
-Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& args, uint64_t user_data,
-                              IoCallback callback) const {
+namespace {
+
+// What an update and a fetch share before their own checks: a new op for
+// `args`' keys and value kind, checked, addressed to `io`'s thread and
+// completing through `eq` (or `callback`). The caller adds what differs and
+// Start()s it.
+template <typename Args>
+Result<std::shared_ptr<IoOp>> NewIoOp(bool is_fetch, const std::shared_ptr<ContainerCore>& cont, const ObjectId& oid,
+                                      ThreadIo& io, EventQueue* eq, const Args& args, uint64_t user_data,
+                                      IoCallback callback) {
   auto op = std::make_shared<IoOp>();
-  op->oid = oid_;
+  op->is_fetch = is_fetch;
+  op->oid = oid;
   op->dkey = args.dkey;
   op->akey = args.akey;
   const auto what = [&op] { return op->What(); };
   ROS2_RETURN_IF_ERROR(ValidateKeys(args.dkey, args.akey, true, what));
-  if (args.kind == ValueKind::kArray) {
-    if (args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
+  const bool array = args.kind == ValueType::kArray;
+  if (array && args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
+  if (!array && args.kind != ValueType::kSingle) return Status::InvalidArgument(op->What() + ": unknown value kind");
+  op->cont = cont;
+  op->shard.io = &io;
+  op->shard.cont = cont.get();
+  op->eq = eq;
+  op->user_data = user_data;
+  op->callback = std::move(callback);
+  op->kind = args.kind;
+  op->index = array ? args.index : 0;
+  op->record_size = array ? args.record_size : 1;
+  return op;
+}
+
+}  // namespace
+
+Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& args, uint64_t user_data,
+                              IoCallback callback) const {
+  ROS2_ASSIGN_OR_RETURN(auto op, NewIoOp(false, cont_, oid_, io, eq, args, user_data, std::move(callback)));
+  if (args.kind == ValueType::kArray) {
     if (args.data.empty()) return Status::InvalidArgument(op->What() + ": an array update needs at least one record");
     if (args.data.size() % args.record_size != 0) {
       return Status::InvalidArgument(fmt::format("{}: {} bytes are not a whole number of {}-byte records", op->What(),
                                                  args.data.size(), args.record_size));
     }
-  } else if (args.kind != ValueKind::kSingle) {
-    return Status::InvalidArgument(op->What() + ": unknown value kind");
   }
   if (args.data.size() > obj::kMaxIoSize) {
     return Status::InvalidArgument(
@@ -352,14 +318,6 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
     case Condition::kPresent: op->flags = obj::kFlagIfPresent; break;
     default: return Status::InvalidArgument(op->What() + ": unknown condition");
   }
-  op->cont = cont_;
-  op->io = &io;
-  op->eq = eq;
-  op->user_data = user_data;
-  op->callback = std::move(callback);
-  op->kind = args.kind;
-  op->index = args.kind == ValueKind::kArray ? args.index : 0;
-  op->record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
   op->data = args.data;
   op->length = args.data.size();
   return op->Start();
@@ -367,16 +325,9 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
 
 Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args, uint64_t user_data,
                              IoCallback callback) const {
-  auto op = std::make_shared<IoOp>();
-  op->is_fetch = true;
-  op->oid = oid_;
-  op->dkey = args.dkey;
-  op->akey = args.akey;
-  const auto what = [&op] { return op->What(); };
-  ROS2_RETURN_IF_ERROR(ValidateKeys(args.dkey, args.akey, true, what));
+  ROS2_ASSIGN_OR_RETURN(auto op, NewIoOp(true, cont_, oid_, io, eq, args, user_data, std::move(callback)));
   uint64_t want = args.buffer.size();
-  if (args.kind == ValueKind::kArray) {
-    if (args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
+  if (args.kind == ValueType::kArray) {
     if (args.count == 0) return Status::InvalidArgument(op->What() + ": count 0");
     if (args.count > std::numeric_limits<uint64_t>::max() / args.record_size ||
         args.index > std::numeric_limits<uint64_t>::max() - args.count) {
@@ -387,25 +338,15 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
       return Status::InvalidArgument(fmt::format("{}: buffer of {} bytes for {} records of {} bytes", op->What(),
                                                  args.buffer.size(), args.count, args.record_size));
     }
-  } else if (args.kind != ValueKind::kSingle) {
-    return Status::InvalidArgument(op->What() + ": unknown value kind");
   }
   if (want > obj::kMaxIoSize) {
     return Status::InvalidArgument(fmt::format("{}: {} bytes (limit {})", op->What(), want, obj::kMaxIoSize));
   }
   if (args.want_array_end) {
-    if (args.kind != ValueKind::kArray) return Status::InvalidArgument(op->What() + ": array end of a single value");
+    if (args.kind != ValueType::kArray) return Status::InvalidArgument(op->What() + ": array end of a single value");
     op->flags = obj::kFlagWantArrayEnd;
   }
-  op->cont = cont_;
-  op->io = &io;
-  op->eq = eq;
-  op->user_data = user_data;
-  op->callback = std::move(callback);
-  op->kind = args.kind;
-  op->index = args.kind == ValueKind::kArray ? args.index : 0;
-  op->count = args.kind == ValueKind::kArray ? args.count : 0;
-  op->record_size = args.kind == ValueKind::kArray ? args.record_size : 1;
+  op->count = args.kind == ValueType::kArray ? args.count : 0;
   op->buffer = args.buffer.first(want);
   op->expected = want;
   return op->Start();
@@ -432,15 +373,13 @@ Status Object::SubmitFetch(EventQueue& eq, const FetchArgs& args, IoCallback cal
 
 Status Object::Update(const UpdateArgs& args) const {
   ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  auto r = RunBlocking(*io, cont_->pool().client().options().io_timeout,
-                       [&](IoCallback cb) { return SubmitUpdateTo(*io, nullptr, args, 0, std::move(cb)); });
+  auto r = RunBlocking(*io, [&](IoCallback cb) { return SubmitUpdateTo(*io, nullptr, args, 0, std::move(cb)); });
   return r.status();
 }
 
 Result<IoResult> Object::Fetch(const FetchArgs& args) const {
   ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  return RunBlocking(*io, cont_->pool().client().options().io_timeout,
-                     [&](IoCallback cb) { return SubmitFetchTo(*io, nullptr, args, 0, std::move(cb)); });
+  return RunBlocking(*io, [&](IoCallback cb) { return SubmitFetchTo(*io, nullptr, args, 0, std::move(cb)); });
 }
 
 Status Object::Put(std::string_view dkey, std::string_view akey, std::span<const std::byte> value) const {
@@ -472,104 +411,35 @@ Result<std::vector<std::byte>> Object::Get(std::string_view dkey, std::string_vi
 
 namespace {
 
-// A connected endpoint for the route, with errors naming the operation
-// (`what` is only called then).
-template <typename What>
-Result<std::shared_ptr<transport::Endpoint>> Connect(ThreadIo& io, ContainerCore& cont, const Route& route,
-                                                     const What& what) {
-  auto ep = ConnectTarget(io, cont, route);
-  if (!ep.ok()) {
-    return ep.status().WithContext(fmt::format("{}: connect to target {}", NameOf(what), route.target));
+// One decoded reply from each shard, or the first failure (in route order).
+template <typename Reply>
+Result<std::vector<Reply>> DecodeAll(std::vector<Result<std::vector<uint8_t>>> payloads,
+                                     Result<Reply> (*decode)(std::span<const uint8_t>), const std::string& what) {
+  std::vector<Reply> replies;
+  replies.reserve(payloads.size());
+  for (auto& payload : payloads) {
+    if (!payload.ok()) return payload.status();
+    auto decoded = decode(*payload);
+    if (!decoded.ok()) return decoded.status().WithContext(what);
+    replies.push_back(std::move(*decoded));
   }
-  return ep;
+  return replies;
 }
-
-struct SyncCall {
-  ContainerCore& cont;
-  ThreadIo& io;
-  std::string what;
-
-  Result<std::vector<uint8_t>> Call(const Route& route, obj::Opcode opcode, const std::vector<uint8_t>& payload) {
-    auto ep = Connect(io, cont, route, what);
-    if (!ep.ok()) return ep.status();
-    ROS2_ASSIGN_OR_RETURN(auto capability, cont.Capability());
-    transport::CallOptions options;
-    options.timeout = cont.pool().client().options().io_timeout;
-    options.capability = AsCapability(*capability);
-    t_request_sent = true;  // CallSync does not tell a failed send from a failed reply
-    auto reply = (*ep)->CallSync(static_cast<uint16_t>(opcode), AsBytes(payload), options);
-    if (!reply.ok()) {
-      if (reply.status().code() == Status::Code::kDisconnected) {
-        io.DropEndpoint(route.address());
-        cont.pool().MarkMapStale();
-      }
-      return reply.status().WithContext(fmt::format("{} on target {}", what, route.target));
-    }
-    return std::move(reply->payload);
-  }
-
-  // Sends payloads[i] to routes[i], all at once, and waits for every reply:
-  // one round trip for an operation on every shard.
-  std::vector<Result<std::vector<uint8_t>>> CallAll(const std::vector<Route>& routes, obj::Opcode opcode,
-                                                    const std::vector<std::vector<uint8_t>>& payloads) {
-    std::vector<Result<std::vector<uint8_t>>> results(routes.size(), Status::Cancelled("not sent"));
-    size_t pending = 0;
-    auto capability = cont.Capability();
-    if (!capability.ok()) {
-      for (auto& r : results) r = capability.status();
-      return results;
-    }
-    for (size_t i = 0; i < routes.size(); ++i) {
-      auto ep = Connect(io, cont, routes[i], what);
-      if (!ep.ok()) {
-        results[i] = ep.status();
-        continue;
-      }
-      transport::CallOptions options;
-      options.timeout = cont.pool().client().options().io_timeout;
-      options.capability = AsCapability(**capability);
-      Status st = (*ep)->Call(static_cast<uint16_t>(opcode), AsBytes(payloads[i]), options,
-                              [this, &results, &pending, &routes, i](const transport::ReplyView& reply) {
-                                --pending;
-                                if (!reply.status.ok()) {
-                                  if (reply.status.code() == Status::Code::kDisconnected) {
-                                    io.DropEndpoint(routes[i].address());
-                                    cont.pool().MarkMapStale();
-                                  }
-                                  results[i] =
-                                      reply.status.WithContext(fmt::format("{} on target {}", what, routes[i].target));
-                                } else {
-                                  results[i] = std::vector<uint8_t>(reply.payload.begin(), reply.payload.end());
-                                }
-                              });
-      if (st.ok()) {
-        ++pending;
-        t_request_sent = true;
-      } else {
-        results[i] = st.WithContext(fmt::format("{} on target {}", what, routes[i].target));
-      }
-    }
-    // Every call completes (the transport fails it at its deadline); the
-    // callbacks reference this frame, so wait for all of them.
-    while (pending > 0) (void)io.worker().RunUntil([&pending] { return pending == 0; }, std::chrono::seconds(5));
-    return results;
-  }
-};
 
 }  // namespace
 
-static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, obj::PunchScope scope, std::string_view dkey,
+static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, PunchScope scope, std::string_view dkey,
                         std::string_view akey, Condition condition) {
   ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
-  SyncCall call{cont, *io, "punch " + DescribeIo(oid, dkey, akey)};
-  if (scope != obj::PunchScope::kObject) {
-    ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, scope == obj::PunchScope::kAkey, call.what));
+  const std::string what = "punch " + DescribeIo(oid, dkey, akey);
+  if (scope != PunchScope::kObject) {
+    ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, scope == PunchScope::kAkey, what));
   }
   if (condition != Condition::kNone && condition != Condition::kPresent) {
-    return Status::InvalidArgument(call.what + ": a punch can only be conditional on the key being present");
+    return Status::InvalidArgument(what + ": a punch can only be conditional on the key being present");
   }
   std::vector<Route> routes;
-  if (scope == obj::PunchScope::kObject) {
+  if (scope == PunchScope::kObject) {
     ROS2_ASSIGN_OR_RETURN(routes, cont.ShardRoutes(&oid));
   } else {
     ROS2_ASSIGN_OR_RETURN(Route r, cont.RouteFor(oid, dkey));
@@ -587,81 +457,97 @@ static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, obj::PunchScop
     payloads.push_back(obj::Encode(req));
   }
   // An object punch goes to every shard at once.
-  for (auto& payload : call.CallAll(routes, obj::Opcode::kPunch, payloads)) {
-    if (!payload.ok()) return payload.status();
-    auto decoded = obj::DecodePunchReply(*payload);
-    if (!decoded.ok()) return decoded.status().WithContext(call.what);
-  }
-  return Status::Ok();
+  auto replies = DecodeAll(CallShards(*io, cont, what, std::move(routes), obj::Opcode::kPunch, payloads),
+                           &obj::DecodePunchReply, what);
+  return replies.status();
 }
 
 // A punch is resent only when none of its requests was sent (or the engine
 // refused the capability): one that reached an engine has an unknown outcome.
-static Status Punch(ContainerCore& cont, const ObjectId& oid, obj::PunchScope scope, std::string_view dkey,
+static Status Punch(ContainerCore& cont, const ObjectId& oid, PunchScope scope, std::string_view dkey,
                     std::string_view akey, Condition condition = Condition::kNone) {
   return WithRetry(cont, Effect::kWrite, [&] { return PunchOnce(cont, oid, scope, dkey, akey, condition); });
 }
 
 Status Object::PunchObject() const {
-  return Punch(*cont_, oid_, obj::PunchScope::kObject, {}, {});
+  return Punch(*cont_, oid_, PunchScope::kObject, {}, {});
 }
 Status Object::PunchDkey(std::string_view dkey) const {
-  return Punch(*cont_, oid_, obj::PunchScope::kDkey, dkey, {});
+  return Punch(*cont_, oid_, PunchScope::kDkey, dkey, {});
 }
 Status Object::PunchAkey(std::string_view dkey, std::string_view akey) const {
-  return Punch(*cont_, oid_, obj::PunchScope::kAkey, dkey, akey);
+  return Punch(*cont_, oid_, PunchScope::kAkey, dkey, akey);
 }
 Status Object::PunchDkey(std::string_view dkey, Condition condition) const {
-  return Punch(*cont_, oid_, obj::PunchScope::kDkey, dkey, {}, condition);
+  return Punch(*cont_, oid_, PunchScope::kDkey, dkey, {}, condition);
 }
 Status Object::PunchAkey(std::string_view dkey, std::string_view akey, Condition condition) const {
-  return Punch(*cont_, oid_, obj::PunchScope::kAkey, dkey, akey, condition);
+  return Punch(*cont_, oid_, PunchScope::kAkey, dkey, akey, condition);
 }
 
-// Pages through one list of one target until its anchor reports eof.
-static Status ListAll(SyncCall& call, const Route& route, obj::ListRequest req,
-                      const std::function<void(obj::ListReply&)>& take) {
-  req.header = call.cont.Header(route);
-  req.max_entries = obj::kMaxListEntries;
-  for (int page = 0; page < 1'000'000; ++page) {
-    ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kList, obj::Encode(req)));
-    auto decoded = obj::DecodeListReply(payload);
-    if (!decoded.ok()) return decoded.status().WithContext(call.what);
-    take(*decoded);
-    if (decoded->anchor.eof) return Status::Ok();
-    if (decoded->anchor == req.anchor) {
-      return Status::Protocol(
-          fmt::format("{} on target {}: the engine's anchor did not advance", call.what, route.target));
-    }
-    req.anchor = std::move(decoded->anchor);
+// Pages through one list on every route until each reports eof: each round
+// asks every target not yet at its end for its next page at once (one
+// fan-out), so the list costs as many round trips as the longest shard has
+// pages.
+static Status ListAll(ThreadIo& io, ContainerCore& cont, const std::string& what, const std::vector<Route>& routes,
+                      const obj::ListRequest& request, const std::function<void(obj::ListReply&)>& take) {
+  std::vector<obj::ListRequest> reqs(routes.size(), request);
+  std::vector<size_t> open;  // routes not yet at eof
+  for (size_t i = 0; i < routes.size(); ++i) {
+    reqs[i].header = cont.Header(routes[i]);
+    reqs[i].max_entries = obj::kMaxListEntries;
+    open.push_back(i);
   }
-  return Status::Protocol(call.what + ": too many pages");
+  for (int page = 0; !open.empty(); ++page) {
+    if (page == 1'000'000) return Status::Protocol(what + ": too many pages");
+    std::vector<Route> round;
+    std::vector<std::vector<uint8_t>> payloads;
+    for (size_t i : open) {
+      round.push_back(routes[i]);
+      payloads.push_back(obj::Encode(reqs[i]));
+    }
+    ROS2_ASSIGN_OR_RETURN(auto replies,
+                          DecodeAll(CallShards(io, cont, what, std::move(round), obj::Opcode::kList, payloads),
+                                    &obj::DecodeListReply, what));
+    std::vector<size_t> still_open;
+    for (size_t k = 0; k < open.size(); ++k) {
+      obj::ListRequest& req = reqs[open[k]];
+      obj::ListReply& reply = replies[k];
+      take(reply);
+      if (reply.anchor.eof) continue;
+      if (reply.anchor == req.anchor) {
+        return Status::Protocol(
+            fmt::format("{} on target {}: the engine's anchor did not advance", what, routes[open[k]].target));
+      }
+      req.anchor = std::move(reply.anchor);
+      still_open.push_back(open[k]);
+    }
+    open = std::move(still_open);
+  }
+  return Status::Ok();
 }
 
 static Result<std::vector<std::string>> ListKeysOnce(ContainerCore& cont, const ObjectId& oid, obj::ListKind kind,
                                                      std::string_view dkey) {
   ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
-  SyncCall call{
-      cont, *io,
-      fmt::format("list {} of {}", kind == obj::ListKind::kDkeys ? "dkeys" : "akeys", DescribeIo(oid, dkey, {}))};
+  const std::string what =
+      fmt::format("list {} of {}", kind == obj::ListKind::kDkeys ? "dkeys" : "akeys", DescribeIo(oid, dkey, {}));
   std::vector<Route> routes;
   if (kind == obj::ListKind::kDkeys) {
     ROS2_ASSIGN_OR_RETURN(routes, cont.ShardRoutes(&oid));
   } else {
-    ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, {}, false, call.what));
+    ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, {}, false, what));
     ROS2_ASSIGN_OR_RETURN(Route r, cont.RouteFor(oid, dkey));
     routes.push_back(std::move(r));
   }
   std::vector<std::string> keys;
-  for (const Route& route : routes) {
-    obj::ListRequest req;
-    req.kind = kind;
-    req.oid = oid;
-    req.dkey = dkey;
-    ROS2_RETURN_IF_ERROR(ListAll(call, route, req, [&keys](obj::ListReply& r) {
-      for (auto& k : r.keys) keys.push_back(std::move(k));
-    }));
-  }
+  obj::ListRequest req;
+  req.kind = kind;
+  req.oid = oid;
+  req.dkey = dkey;
+  ROS2_RETURN_IF_ERROR(ListAll(*io, cont, what, routes, req, [&keys](obj::ListReply& r) {
+    for (auto& k : r.keys) keys.push_back(std::move(k));
+  }));
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   return keys;
@@ -683,16 +569,14 @@ Result<std::vector<ObjectId>> Container::ListObjects() const {
   if (offload_) return Status::NotSupported("list objects: offload mode carries the DFS API only");
   return WithRetry(*core_, Effect::kRead, [this]() -> Result<std::vector<ObjectId>> {
     ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
-    SyncCall call{*core_, *io, "list objects of container " + core_->summary().label};
+    const std::string what = "list objects of container " + core_->summary().label;
     ROS2_ASSIGN_OR_RETURN(auto routes, core_->ShardRoutes(nullptr));
     std::vector<ObjectId> objects;
-    for (const Route& route : routes) {
-      obj::ListRequest req;
-      req.kind = obj::ListKind::kObjects;
-      ROS2_RETURN_IF_ERROR(ListAll(call, route, req, [&objects](obj::ListReply& r) {
-        objects.insert(objects.end(), r.objects.begin(), r.objects.end());
-      }));
-    }
+    obj::ListRequest req;
+    req.kind = obj::ListKind::kObjects;
+    ROS2_RETURN_IF_ERROR(ListAll(*io, *core_, what, routes, req, [&objects](obj::ListReply& r) {
+      objects.insert(objects.end(), r.objects.begin(), r.objects.end());
+    }));
     std::sort(objects.begin(), objects.end());
     objects.erase(std::unique(objects.begin(), objects.end()), objects.end());
     return objects;
@@ -702,18 +586,23 @@ Result<std::vector<ObjectId>> Container::ListObjects() const {
 Result<std::optional<std::string>> Object::QueryMaxDkey() const {
   return WithRetry(*cont_, Effect::kRead, [this]() -> Result<std::optional<std::string>> {
     ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-    SyncCall call{*cont_, *io, "query max dkey of " + DescribeIo(oid_, {}, {})};
+    const std::string what = "query max dkey of " + DescribeIo(oid_, {}, {});
     ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
-    std::optional<std::string> best;
+    std::vector<std::vector<uint8_t>> payloads;
     for (const Route& route : routes) {
       obj::QueryRequest req;
       req.header = cont_->Header(route);
       req.kind = obj::QueryKind::kMaxDkey;
       req.oid = oid_;
-      ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
-      auto decoded = obj::DecodeQueryReply(payload);
-      if (!decoded.ok()) return decoded.status().WithContext(call.what);
-      if (decoded->found && (!best || decoded->max_dkey > *best)) best = decoded->max_dkey;
+      payloads.push_back(obj::Encode(req));
+    }
+    // Every shard at once.
+    ROS2_ASSIGN_OR_RETURN(auto replies,
+                          DecodeAll(CallShards(*io, *cont_, what, std::move(routes), obj::Opcode::kQuery, payloads),
+                                    &obj::DecodeQueryReply, what));
+    std::optional<std::string> best;
+    for (auto& reply : replies) {
+      if (reply.found && (!best || reply.max_dkey > *best)) best = std::move(reply.max_dkey);
     }
     return best;
   });
@@ -722,8 +611,8 @@ Result<std::optional<std::string>> Object::QueryMaxDkey() const {
 Result<std::optional<uint64_t>> Object::QueryArrayEnd(std::string_view dkey, std::string_view akey) const {
   return WithRetry(*cont_, Effect::kRead, [&, this]() -> Result<std::optional<uint64_t>> {
     ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-    SyncCall call{*cont_, *io, "query array end of " + DescribeIo(oid_, dkey, akey)};
-    ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, true, call.what));
+    const std::string what = "query array end of " + DescribeIo(oid_, dkey, akey);
+    ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, true, what));
     ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, dkey));
     obj::QueryRequest req;
     req.header = cont_->Header(route);
@@ -731,9 +620,9 @@ Result<std::optional<uint64_t>> Object::QueryArrayEnd(std::string_view dkey, std
     req.oid = oid_;
     req.dkey = dkey;
     req.akey = akey;
-    ROS2_ASSIGN_OR_RETURN(auto payload, call.Call(route, obj::Opcode::kQuery, obj::Encode(req)));
+    ROS2_ASSIGN_OR_RETURN(auto payload, CallShard(*io, *cont_, what, route, obj::Opcode::kQuery, obj::Encode(req)));
     auto decoded = obj::DecodeQueryReply(payload);
-    if (!decoded.ok()) return decoded.status().WithContext(call.what);
+    if (!decoded.ok()) return decoded.status().WithContext(what);
     if (!decoded->found) return std::optional<uint64_t>();
     return std::optional<uint64_t>(decoded->array_end);
   });

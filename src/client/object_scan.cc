@@ -1,146 +1,107 @@
 // Object calls that span every shard of an object in one step: the array-tail
-// query (a file's size: all shards asked at once, blocking or through an
-// EventQueue) and the paged dkey listing (readdir), plus the container-level
-// helpers DFS needs (an event queue, the pool's space).
+// query (a file's size: all shards asked at once through a FanOut, blocking or
+// through an EventQueue) and the paged dkey listing (readdir), plus the
+// container-level helpers DFS needs (an event queue, the pool's space).
 #include <algorithm>
 
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "client/shard_call.h"
 
 namespace ros2::client {
 
-// One fan-out of array-tail queries to every shard of an object. Replies are
-// folded in as they arrive; `done` runs once, after the last one.
+// The array-tail query of an object: one fan-out of kArrayTail queries to
+// every shard, the replies folded in as they arrive; `done` runs once, after
+// the last one, unless a failure that may pass sends them all again first.
 struct TailQuery : std::enable_shared_from_this<TailQuery> {
   std::shared_ptr<ContainerCore> cont;
   ThreadIo* io = nullptr;
   std::string what;
   ObjectId oid;
   std::string akey;
-  // Resending (a read: always safe) after a failure RetryAfterFailure allows.
-  std::chrono::steady_clock::time_point retry_deadline{};
-  bool retrying = false;
-  int renewals = 0;
-  std::vector<std::vector<uint8_t>> payloads;  // alive until every reply arrived
-  std::vector<Route> routes;
-  size_t remaining = 0;
+  RetryWindow retry;  // resending (a read: always safe)
   Status status;
   std::optional<ArrayTail> best;
-  bool abandoned = false;  // submission failed: completion is not reported
+  bool abandoned = false;  // the first submission failed: completion is not reported
   std::function<void()> done;
 
-  void Release() {
-    if (--remaining > 0) return;
-    if (!abandoned && ShouldResend()) {
-      io->QueueRetry([self = shared_from_this()] { self->Resend(); });
+  // After the last reply of a fan-out.
+  void Finished() {
+    if (!abandoned && !status.ok() && retry.Allow(*cont, status, Effect::kRead, /*sent=*/true)) {
+      io->QueueRetry([self = shared_from_this()] { self->Send(/*first=*/false); });
       return;
     }
     done();
   }
 
-  bool ShouldResend() {
-    if (status.ok() || !RetryAfterFailure(status, Effect::kRead, true)) return false;
-    if (status.code() == Status::Code::kUnauthenticated) {
-      if (++renewals > 2) return false;
-      cont->MarkCapabilityStale();
-    } else {
-      cont->pool().MarkMapStale();
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (!retrying) {
-      retrying = true;
-      retry_deadline = now + cont->pool().client().reconnect_timeout();
-    }
-    return now < retry_deadline;
-  }
-
-  // Called by ThreadIo::RunRetries, outside completions: every shard again.
-  void Resend() {
-    auto self = shared_from_this();
-    status = Status::Ok();
-    best.reset();
-    Status sent = Start(self, oid, akey);
-    if (!sent.ok() && status.ok()) status = sent;
-    Release();
-  }
-
-  void Fold(const Route& route, const transport::ReplyView& reply) {
-    CompletionScope scope;  // done() runs the caller's callback
-    if (!reply.status.ok()) {
-      if (reply.status.code() == Status::Code::kDisconnected) {
-        io->DropEndpoint(route.address());
-        cont->pool().MarkMapStale();
-      }
-      if (status.ok()) status = reply.status.WithContext(fmt::format("{} on target {}", what, route.target));
-    } else if (auto decoded = obj::DecodeQueryReply(reply.payload); !decoded.ok()) {
+  void Fold(const Result<std::span<const uint8_t>>& reply) {
+    if (!reply.ok()) {
+      if (status.ok()) status = reply.status();
+    } else if (auto decoded = obj::DecodeQueryReply(*reply); !decoded.ok()) {
       if (status.ok()) status = decoded.status().WithContext(what);
     } else if (decoded->found && (!best || decoded->max_dkey > best->dkey)) {
       best = ArrayTail{decoded->max_dkey, decoded->array_end};
     }
-    Release();
   }
 
-  // Sends one query per shard. On a submission error the queries already sent
-  // still complete (and call done); the error is returned.
-  static Status Start(const std::shared_ptr<TailQuery>& q, const ObjectId& oid, std::string_view akey) {
-    q->oid = oid;
-    q->akey = std::string(akey);
-    q->remaining = 1;  // the caller's Release() after the last send
-    ROS2_ASSIGN_OR_RETURN(q->routes, q->cont->ShardRoutes(&oid));
-    ROS2_ASSIGN_OR_RETURN(auto capability, q->cont->Capability());
-    q->payloads.resize(q->routes.size());
-    q->remaining += q->routes.size();
-    Status first_error;
-    for (size_t i = 0; i < q->routes.size(); ++i) {
-      const Route& route = q->routes[i];
-      obj::QueryRequest req;
-      req.header = q->cont->Header(route);
-      req.kind = obj::QueryKind::kArrayTail;
-      req.oid = oid;
-      req.akey = akey;
-      q->payloads[i] = obj::Encode(req);
-      transport::CallOptions options;
-      options.timeout = q->cont->pool().client().options().io_timeout;
-      options.capability = AsCapability(*capability);
-      Status st;
-      auto ep = ConnectTarget(*q->io, *q->cont, route);
-      if (!ep.ok()) {
-        st = ep.status();
-      } else {
-        st = (*ep)->Call(static_cast<uint16_t>(obj::Opcode::kQuery), {q->payloads[i].data(), q->payloads[i].size()},
-                         options, [q, i](const transport::ReplyView& reply) { q->Fold(q->routes[i], reply); });
+  // Sends one query per shard (again, from ThreadIo::RunRetries, outside
+  // completions, when not `first`). When the first submission fails the
+  // query is abandoned: the queries already sent still complete, and `done`
+  // runs after them without reporting anything. Returns the send error.
+  Status Send(bool first) {
+    auto self = shared_from_this();
+    status = Status::Ok();
+    best.reset();
+    auto fan = std::make_shared<FanOut>(
+        *io, *cont, what, [self](size_t, const Result<std::span<const uint8_t>>& reply) { self->Fold(reply); },
+        [self] { self->Finished(); });
+    Status sent = [&]() -> Status {
+      ROS2_ASSIGN_OR_RETURN(auto routes, cont->ShardRoutes(&oid));
+      std::vector<std::vector<uint8_t>> payloads;
+      for (const Route& route : routes) {
+        obj::QueryRequest req;
+        req.header = cont->Header(route);
+        req.kind = obj::QueryKind::kArrayTail;
+        req.oid = oid;
+        req.akey = akey;
+        payloads.push_back(obj::Encode(req));
       }
-      if (!st.ok()) {
-        st = st.WithContext(fmt::format("{}: send to target {}", q->what, route.target));
-        if (first_error.ok()) first_error = st;
-        if (q->status.ok()) q->status = st;
-        --q->remaining;
-      }
+      return fan->Send(std::move(routes), obj::Opcode::kQuery, payloads);
+    }();
+    if (!sent.ok()) {
+      if (status.ok()) status = sent;
+      if (first) abandoned = true;
     }
-    return first_error;
+    fan->Release();
+    return sent;
   }
 };
+
+// A new array-tail query of `akey` of `oid`, sent through `io`.
+static Result<std::shared_ptr<TailQuery>> NewTailQuery(const std::shared_ptr<ContainerCore>& cont, ThreadIo* io,
+                                                       const ObjectId& oid, std::string_view akey) {
+  auto q = std::make_shared<TailQuery>();
+  q->cont = cont;
+  q->io = io;
+  q->oid = oid;
+  q->akey = std::string(akey);
+  q->what = "query array tail of " + DescribeIo(oid, {}, akey);
+  if (akey.empty()) return Status::InvalidArgument(q->what + ": empty akey");
+  return q;
+}
 
 Result<std::optional<ArrayTail>> Object::QueryArrayTail(std::string_view akey) const {
   return WithRetry(*cont_, Effect::kRead, [&, this]() -> Result<std::optional<ArrayTail>> {
     ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-    auto q = std::make_shared<TailQuery>();
-    q->cont = cont_;
-    q->io = io.get();
-    q->what = "query array tail of " + DescribeIo(oid_, {}, akey);
-    if (akey.empty()) return Status::InvalidArgument(q->what + ": empty akey");
+    ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(cont_, io.get(), oid_, akey));
     bool finished = false;
     q->done = [&finished] { finished = true; };
-    Status sent = TailQuery::Start(q, oid_, akey);
-    q->abandoned = !sent.ok();  // a failed submission is tried again whole, by WithRetry
-    q->Release();
-    // Every sent query completes (the transport fails them at their deadline),
-    // and `done` references this frame: wait for it whatever happened.
-    while (!finished) {
-      (void)io->worker().RunUntil([&finished, &io] { return finished || io->has_retries(); }, std::chrono::seconds(5));
-      io->RunRetries();
-    }
+    // A failed submission is tried again whole, by WithRetry.
+    Status sent = q->Send(/*first=*/true);
+    // Every sent query completes, and `done` references this frame: wait for
+    // it whatever happened.
+    WaitFor(*io, finished);
     if (!sent.ok()) return sent;
     if (!q->status.ok()) return q->status;
     return q->best;
@@ -149,13 +110,9 @@ Result<std::optional<ArrayTail>> Object::QueryArrayTail(std::string_view akey) c
 
 Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, ArrayTailCallback callback) const {
   if (!callback) return Status::InvalidArgument("submit array tail query: empty callback");
-  auto q = std::make_shared<TailQuery>();
-  q->cont = cont_;
-  q->io = eq.io_.get();
-  q->what = "query array tail of " + DescribeIo(oid_, {}, akey);
-  if (akey.empty()) return Status::InvalidArgument(q->what + ": empty akey");
-  // `done` holds the query only weakly (the query owns `done`); the replies'
-  // callbacks hold it strongly until the last one ran.
+  ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(cont_, eq.io_.get(), oid_, akey));
+  // `done` holds the query only weakly (the query owns `done`); the fan-out's
+  // functions hold it strongly until the last reply ran.
   q->done = [weak = std::weak_ptr<TailQuery>(q), queue = &eq, callback = std::move(callback)]() mutable {
     auto self = weak.lock();
     if (!self || self->abandoned) return;  // a failed submission reported itself
@@ -168,12 +125,8 @@ Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, Array
     queue->Complete(0, finish, result);
   };
   ++eq.in_flight_;
-  Status sent = TailQuery::Start(q, oid_, akey);
-  if (!sent.ok()) {
-    q->abandoned = true;  // queries already on the wire finish silently
-    --eq.in_flight_;
-  }
-  q->Release();
+  Status sent = q->Send(/*first=*/true);
+  if (!sent.ok()) --eq.in_flight_;  // queries already on the wire finish silently
   return sent;
 }
 
@@ -214,24 +167,8 @@ Result<std::vector<std::string>> Object::ListDkeysPageOnce(KeyAnchor& anchor, si
     req.oid = oid_;
     req.anchor.position = anchor.position;
     req.max_entries = static_cast<uint32_t>(std::min<size_t>(max - keys.size(), obj::kMaxListEntries));
-    auto ep = ConnectTarget(*io, *cont_, route);
-    if (!ep.ok()) {
-      return ep.status().WithContext(fmt::format("{}: connect to target {}", what, route.target));
-    }
-    ROS2_ASSIGN_OR_RETURN(auto capability, cont_->Capability());
-    transport::CallOptions options;
-    options.timeout = cont_->pool().client().options().io_timeout;
-    options.capability = AsCapability(*capability);
-    auto payload = obj::Encode(req);
-    auto reply = (*ep)->CallSync(static_cast<uint16_t>(obj::Opcode::kList), {payload.data(), payload.size()}, options);
-    if (!reply.ok()) {
-      if (reply.status().code() == Status::Code::kDisconnected) {
-        io->DropEndpoint(route.address());
-        cont_->pool().MarkMapStale();
-      }
-      return reply.status().WithContext(fmt::format("{} on target {}", what, route.target));
-    }
-    auto decoded = obj::DecodeListReply(reply->payload);
+    ROS2_ASSIGN_OR_RETURN(auto payload, CallShard(*io, *cont_, what, route, obj::Opcode::kList, obj::Encode(req)));
+    auto decoded = obj::DecodeListReply(payload);
     if (!decoded.ok()) return decoded.status().WithContext(what);
     for (auto& k : decoded->keys) keys.push_back(std::move(k));
     if (decoded->anchor.eof) {

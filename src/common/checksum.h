@@ -29,6 +29,16 @@ uint32_t Crc32c(const void* data, size_t len, uint32_t seed = 0);
 // CRC64 ECMA-182, reflected (the xz/ISA-L "ecma_refl" variant).
 uint64_t Crc64(const void* data, size_t len, uint64_t seed = 0);
 
+// Chunked checksums over a byte range, as updates carry them and VOS stores
+// them: values[i] covers bytes [i * chunk_size, min((i + 1) * chunk_size, len))
+// of that range. kNone has no chunk size and no values.
+struct Checksums {
+  ChecksumType type = ChecksumType::kNone;
+  uint32_t chunk_size = 0;
+  std::vector<uint64_t> values;
+  friend bool operator==(const Checksums&, const Checksums&) = default;
+};
+
 // Checksum of `data` with `type`; 0 for kNone.
 uint64_t ComputeChecksum(ChecksumType type, std::span<const std::byte> data);
 

@@ -51,7 +51,7 @@ Status TruncateData(const FilesystemCore& core, const EntryRecord& rec, uint64_t
       client::FetchArgs f;
       f.dkey = ChunkDkey(chunk);
       f.akey = kDataAkey;
-      f.kind = client::ValueKind::kArray;
+      f.kind = client::ValueType::kArray;
       f.count = keep;
       f.buffer = kept;
       f.want_array_end = true;
@@ -61,7 +61,7 @@ Status TruncateData(const FilesystemCore& core, const EntryRecord& rec, uint64_t
         client::UpdateArgs u;
         u.dkey = f.dkey;
         u.akey = kDataAkey;
-        u.kind = client::ValueKind::kArray;
+        u.kind = client::ValueType::kArray;
         u.data = kept;
         ROS2_RETURN_IF_ERROR(obj.Update(u).WithContext(what));
       }
@@ -74,7 +74,7 @@ Status TruncateData(const FilesystemCore& core, const EntryRecord& rec, uint64_t
   client::UpdateArgs u;
   u.dkey = ChunkDkey((size - 1) / cs);
   u.akey = kDataAkey;
-  u.kind = client::ValueKind::kArray;
+  u.kind = client::ValueType::kArray;
   u.index = (size - 1) % cs;
   u.data = std::span<const std::byte>(&zero, 1);
   return obj.Update(u).WithContext(what);

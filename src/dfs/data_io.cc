@@ -233,7 +233,7 @@ Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_
     client::FetchArgs f;
     f.dkey = ChunkDkey(piece.chunk);
     f.akey = kDataAkey;
-    f.kind = client::ValueKind::kArray;
+    f.kind = client::ValueType::kArray;
     f.index = piece.offset_in_chunk;
     f.count = piece.length;
     f.buffer = buffer.subspan(piece.buffer_offset, piece.length);
@@ -282,7 +282,7 @@ Status Filesystem::SubmitWrite(client::EventQueue& eq, const Entry& file, uint64
     client::UpdateArgs u;
     u.dkey = ChunkDkey(piece.chunk);
     u.akey = kDataAkey;
-    u.kind = client::ValueKind::kArray;
+    u.kind = client::ValueType::kArray;
     u.index = piece.offset_in_chunk;
     u.data = data.subspan(piece.buffer_offset, piece.length);
     Status st =

@@ -94,7 +94,7 @@ Status SubmitEncryptedSize(const client::Object& obj, client::EventQueue& eq, co
         client::FetchArgs f;
         f.dkey = (*tail)->dkey;
         f.akey = kEncryptedDataAkey;
-        f.kind = client::ValueKind::kArray;
+        f.kind = client::ValueType::kArray;
         f.index = end - 1;
         f.count = 1;
         f.record_size = kR;
@@ -228,7 +228,7 @@ Status SealAndStore(const std::shared_ptr<CryptRequest>& s, bool from_submit) {
     client::UpdateArgs u;
     u.dkey = ChunkDkey(c.chunk);
     u.akey = kEncryptedDataAkey;
-    u.kind = client::ValueKind::kArray;
+    u.kind = client::ValueType::kArray;
     u.index = c.first;
     u.record_size = kR;
     u.data = std::span<const std::byte>(s->staging.data() + c.slot * kR, c.count * kR);
@@ -361,7 +361,7 @@ Result<uint64_t> EncryptedFileSize(const FilesystemCore& core, const ObjectId& f
   client::FetchArgs f;
   f.dkey = tail->dkey;
   f.akey = kEncryptedDataAkey;
-  f.kind = client::ValueKind::kArray;
+  f.kind = client::ValueType::kArray;
   f.index = tail->end - 1;
   f.count = 1;
   f.record_size = kR;
@@ -386,7 +386,7 @@ Status SubmitEncryptedRead(const FilesystemCore& core, client::EventQueue& eq, c
     client::FetchArgs f;
     f.dkey = ChunkDkey(c.chunk);
     f.akey = kEncryptedDataAkey;
-    f.kind = client::ValueKind::kArray;
+    f.kind = client::ValueType::kArray;
     f.index = c.first;
     f.count = c.count;
     f.record_size = kR;
@@ -431,7 +431,7 @@ Status SubmitEncryptedWrite(const FilesystemCore& core, client::EventQueue& eq, 
     client::FetchArgs f;
     f.dkey = ChunkDkey(block / bpc);
     f.akey = kEncryptedDataAkey;
-    f.kind = client::ValueKind::kArray;
+    f.kind = client::ValueType::kArray;
     f.index = block % bpc;
     f.count = 1;
     f.record_size = kR;
@@ -480,7 +480,7 @@ Status TruncateEncrypted(const FilesystemCore& core, const EntryRecord& rec, uin
       client::FetchArgs f;
       f.dkey = ChunkDkey(chunk);
       f.akey = kEncryptedDataAkey;
-      f.kind = client::ValueKind::kArray;
+      f.kind = client::ValueType::kArray;
       f.count = keep;
       f.record_size = kR;
       f.buffer = kept;
@@ -510,7 +510,7 @@ Status TruncateEncrypted(const FilesystemCore& core, const EntryRecord& rec, uin
           client::UpdateArgs u;
           u.dkey = f.dkey;
           u.akey = kEncryptedDataAkey;
-          u.kind = client::ValueKind::kArray;
+          u.kind = client::ValueType::kArray;
           u.record_size = kR;
           u.data = std::span<const std::byte>(kept.data(), count * kR);
           ROS2_RETURN_IF_ERROR(obj.Update(u).WithContext(what));

@@ -17,17 +17,8 @@ using transport::IncomingRequest;
 // they are submitted (HandleFetch).
 constexpr uint64_t kEagerReapBytes = 256 * 1024;
 
-vos::Checksums ToVos(const obj::Checksums& c) {
-  return vos::Checksums{c.type, c.chunk_size, c.values};
-}
-obj::Checksums FromVos(const vos::Checksums& c) {
-  return obj::Checksums{c.type, c.chunk_size, c.values};
-}
 vos::PunchOp ToVos(const obj::PunchRequest& m, Epoch epoch) {
-  const vos::PunchScope scope = m.scope == obj::PunchScope::kObject ? vos::PunchScope::kObject
-                                : m.scope == obj::PunchScope::kDkey ? vos::PunchScope::kDkey
-                                                                    : vos::PunchScope::kAkey;
-  return vos::PunchOp{scope, m.oid, m.dkey, m.akey, epoch};
+  return vos::PunchOp{m.scope, m.oid, m.dkey, m.akey, epoch};
 }
 
 Epoch ReadEpoch(Epoch e) {
@@ -36,8 +27,8 @@ Epoch ReadEpoch(Epoch e) {
 
 // Whether `akey` of `dkey` has a visible value now (punched keys do not).
 Result<bool> AkeyVisible(vos::Vos& vos, const ObjectId& oid, const std::string& dkey, const std::string& akey) {
-  vos::Anchor anchor;
-  while (!anchor.eof()) {
+  vos::ListAnchor anchor;
+  while (!anchor.eof) {
     ROS2_ASSIGN_OR_RETURN(auto keys, vos.ListAkeys(oid, dkey, kEpochMax, &anchor, 64));
     for (const auto& k : keys)
       if (k == akey) return true;
@@ -48,7 +39,7 @@ Result<bool> AkeyVisible(vos::Vos& vos, const ObjectId& oid, const std::string& 
 
 // Whether `dkey` has any visible akey now.
 Result<bool> DkeyVisible(vos::Vos& vos, const ObjectId& oid, const std::string& dkey) {
-  vos::Anchor anchor;
+  vos::ListAnchor anchor;
   ROS2_ASSIGN_OR_RETURN(auto keys, vos.ListAkeys(oid, dkey, kEpochMax, &anchor, 1));
   return !keys.empty();
 }
@@ -195,11 +186,11 @@ void Target::HandleUpdate(IncomingRequest req) {
     env_->clock->Update(m->header.epoch);
     op.epoch = m->header.epoch;
   }
-  op.type = static_cast<vos::ValueType>(m->type);
+  op.type = m->type;
   op.index = m->index;
   op.record_size = m->record_size;
   op.data = state->buffer.span();
-  op.csum = ToVos(m->csum);
+  op.csum = std::move(m->csum);
   const uint8_t condition = m->header.flags & obj::kUpdateFlags;
 
   auto submit = [this, state, condition, header = m->header](const Status& pulled) {
@@ -295,7 +286,7 @@ void Target::HandleFetch(IncomingRequest req) {
   op.dkey = std::move(m->dkey);
   op.akey = std::move(m->akey);
   op.epoch = ReadEpoch(m->header.epoch);
-  op.type = static_cast<vos::ValueType>(m->type);
+  op.type = m->type;
   op.index = m->index;
   op.count = m->count;
   op.record_size = m->record_size;
@@ -311,7 +302,7 @@ void Target::HandleFetch(IncomingRequest req) {
   vos->SubmitFetch(op, [this, state, req](Result<vos::FetchResult> r) mutable {
     if (!r.ok()) return Finish(state->ticket, r.status());
     state->reply.size = r->size;
-    state->reply.csum = FromVos(r->csum);
+    state->reply.csum = std::move(r->csum);
     state->reply.array_end = r->array_end;
     if (!state->direct.empty()) {
       req.PushedDirect(std::min<uint64_t>(r->size, state->direct.size()));
@@ -404,16 +395,16 @@ void Target::HandleList(IncomingRequest req) {
 
   obj::ListReply reply;
   reply.kind = m->kind;
-  vos::Anchor anchor;
-  anchor.position() = m->anchor.position;
-  anchor.set_eof(m->anchor.eof);
+  vos::ListAnchor anchor;
+  anchor.position = m->anchor.position;
+  anchor.eof = m->anchor.eof;
   // Budget the reply: ask VOS for no more entries than the worst case fits.
   const size_t worst = m->kind == obj::ListKind::kObjects   ? obj::kObjectEntrySize
                        : m->kind == obj::ListKind::kExtents ? obj::kExtentEntrySize
                                                             : obj::KeyEntrySize(obj::kMaxKeySize);
   size_t budget = obj::kMaxListReplyBytes - obj::kListReplyOverhead - obj::kMaxAnchorSize;
   size_t remaining = m->max_entries;
-  while (!anchor.eof() && remaining > 0 && budget >= worst) {
+  while (!anchor.eof && remaining > 0 && budget >= worst) {
     const size_t ask = std::min(remaining, budget / worst);
     size_t got = 0;
     Status st;
@@ -451,12 +442,12 @@ void Target::HandleList(IncomingRequest req) {
     remaining -= std::min(remaining, got);
     if (got < ask) break;
   }
-  if (anchor.position().size() > obj::kMaxAnchorSize) {
+  if (anchor.position.size() > obj::kMaxAnchorSize) {
     return req.Reply(Status::Internal(fmt::format(
-        "engine target {}: list anchor of {} bytes exceeds the protocol limit", index_, anchor.position().size())));
+        "engine target {}: list anchor of {} bytes exceeds the protocol limit", index_, anchor.position.size())));
   }
-  reply.anchor.position = anchor.position();
-  reply.anchor.eof = anchor.eof();
+  reply.anchor.position = anchor.position;
+  reply.anchor.eof = anchor.eof;
   req.Reply(Status::Ok(), obj::Encode(reply));
 }
 

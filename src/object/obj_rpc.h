@@ -36,6 +36,7 @@
 #include "common/checksum.h"
 #include "common/hlc.h"
 #include "common/object_id.h"
+#include "common/object_model.h"
 #include "common/status.h"
 #include "common/uuid.h"
 
@@ -66,17 +67,13 @@ enum class Opcode : uint16_t {
 };
 std::string_view OpcodeName(uint16_t opcode);  // "update", ...; "unknown" otherwise
 
-// Same numbers as vos::ValueType.
-enum class ValueType : uint8_t { kSingle = 1, kArray = 2 };
-
-// Chunked checksums over a byte range (same meaning as vos::Checksums):
-// values[i] covers bytes [i * chunk_size, min((i + 1) * chunk_size, len)).
-struct Checksums {
-  ChecksumType type = ChecksumType::kNone;
-  uint32_t chunk_size = 0;
-  std::vector<uint64_t> values;
-  friend bool operator==(const Checksums&, const Checksums&) = default;
-};
+// The data-model vocabulary the messages speak, shared with VOS and the client
+// (common/object_model.h): one definition each, named here for the protocol's
+// users.
+using ros2::Checksums;
+using ros2::ListAnchor;
+using ros2::PunchScope;
+using ros2::ValueType;
 
 // Bits of RequestHeader::flags. Each message accepts only the bits listed; any
 // other set bit is a protocol error.
@@ -160,7 +157,6 @@ struct FetchReply {
   friend bool operator==(const FetchReply&, const FetchReply&) = default;
 };
 
-enum class PunchScope : uint8_t { kObject = 1, kDkey = 2, kAkey = 3 };
 struct PunchRequest {
   RequestHeader header;
   PunchScope scope = PunchScope::kObject;
@@ -174,22 +170,14 @@ struct PunchReply {
   friend bool operator==(const PunchReply&, const PunchReply&) = default;
 };
 
-// Resumable enumeration position, opaque to the client: start with a default
-// one, pass back what the reply returned, stop when `eof`.
-struct ListAnchor {
-  std::string position;  // at most kMaxAnchorSize bytes
-  bool eof = false;
-  friend bool operator==(const ListAnchor&, const ListAnchor&) = default;
-};
-
 enum class ListKind : uint8_t { kObjects = 1, kDkeys = 2, kAkeys = 3, kExtents = 4 };
 struct ListRequest {
   RequestHeader header;
   ListKind kind = ListKind::kObjects;
-  ObjectId oid;      // ignored (zero) for kObjects
-  std::string dkey;  // required for kAkeys and kExtents
-  std::string akey;  // required for kExtents
-  ListAnchor anchor;
+  ObjectId oid;              // ignored (zero) for kObjects
+  std::string dkey;          // required for kAkeys and kExtents
+  std::string akey;          // required for kExtents
+  ListAnchor anchor;         // position: at most kMaxAnchorSize bytes, opaque to the client
   uint32_t max_entries = 0;  // 1 .. kMaxListEntries
   friend bool operator==(const ListRequest&, const ListRequest&) = default;
 };

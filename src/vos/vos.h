@@ -39,6 +39,7 @@
 #include "common/checksum.h"
 #include "common/hlc.h"
 #include "common/object_id.h"
+#include "common/object_model.h"
 #include "common/status.h"
 #include "vos/space_budget.h"
 
@@ -93,15 +94,13 @@ struct VosOptions {
   std::shared_ptr<SpaceBudget> budget;
 };
 
-enum class ValueType : uint8_t { kSingle = 1, kArray = 2 };
-
-// Chunked checksums over a byte range: values[i] covers bytes
-// [i * chunk_size, min((i + 1) * chunk_size, len)) of that range.
-struct Checksums {
-  ChecksumType type = ChecksumType::kNone;
-  uint32_t chunk_size = 0;
-  std::vector<uint64_t> values;
-};
+// The data-model vocabulary shared with the object protocol and the client
+// (common/object_model.h): ValueType, Checksums, PunchScope and ListAnchor
+// (an enumeration position: the last key returned, encoded).
+using ros2::Checksums;
+using ros2::ListAnchor;
+using ros2::PunchScope;
+using ros2::ValueType;
 
 struct UpdateOp {
   ObjectId oid;
@@ -158,20 +157,6 @@ struct ExtentInfo {
   Epoch epoch = 0;
 };
 
-// Resumable position for enumeration. Start with a default Anchor; pass it back
-// unchanged to continue; eof() says the enumeration is complete.
-class Anchor {
- public:
-  bool eof() const { return eof_; }
-  // Implementation state: the last key returned, encoded.
-  std::string& position() { return position_; }
-  void set_eof(bool e) { eof_ = e; }
-
- private:
-  std::string position_;
-  bool eof_ = false;
-};
-
 struct SpaceInfo {
   uint64_t data_total = 0;      // extent store address space (data_size)
   uint64_t data_used = 0;       // bytes allocated to live extents
@@ -190,7 +175,6 @@ struct AggregateStats {
 
 // A punch: at `epoch`, removes the object, one dkey or one akey (reads at
 // >= epoch see nothing of it, older reads and snapshots still do).
-enum class PunchScope : uint8_t { kObject = 0, kDkey = 1, kAkey = 2 };
 struct PunchOp {
   PunchScope scope = PunchScope::kObject;
   ObjectId oid;
@@ -266,14 +250,15 @@ class Vos {
   }
 
   // --- enumeration: up to `max` entries visible at `epoch`, resuming from `anchor` ---
-  virtual Result<std::vector<ObjectId>> ListObjects(Epoch epoch, Anchor* anchor, size_t max) = 0;
-  virtual Result<std::vector<std::string>> ListDkeys(const ObjectId& oid, Epoch epoch, Anchor* anchor, size_t max) = 0;
+  virtual Result<std::vector<ObjectId>> ListObjects(Epoch epoch, ListAnchor* anchor, size_t max) = 0;
+  virtual Result<std::vector<std::string>> ListDkeys(const ObjectId& oid, Epoch epoch, ListAnchor* anchor,
+                                                     size_t max) = 0;
   virtual Result<std::vector<std::string>> ListAkeys(const ObjectId& oid, const std::string& dkey, Epoch epoch,
-                                                     Anchor* anchor, size_t max) = 0;
+                                                     ListAnchor* anchor, size_t max) = 0;
   // Visible extents of an array akey, in index order (overlaps already resolved:
   // the parts of older extents hidden by newer ones are not reported).
   virtual Result<std::vector<ExtentInfo>> ListExtents(const ObjectId& oid, const std::string& dkey,
-                                                      const std::string& akey, Epoch epoch, Anchor* anchor,
+                                                      const std::string& akey, Epoch epoch, ListAnchor* anchor,
                                                       size_t max) = 0;
 
   // --- queries (file size needs them) ---

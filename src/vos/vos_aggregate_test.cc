@@ -79,7 +79,7 @@ TEST_P(VosAggregateTest, PunchedDataAndTheTombstoneGo) {
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->versions_removed, 3u);  // two versions and the tombstone
   EXPECT_EQ(vos_->Space().data_used, 0u);
-  Anchor anchor;
+  ListAnchor anchor;
   EXPECT_TRUE(vos_->ListObjects(kEpochMax, &anchor, 10)->empty());
   // Old epochs are gone too (no snapshot protected them).
   EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", 15, 0, 16, 1), std::vector<std::byte>(16));

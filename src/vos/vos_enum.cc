@@ -40,13 +40,12 @@ Result<bool> VosStore::HasVisibleUnder(rocksdb::Iterator* it, std::string_view t
 }
 
 Result<std::vector<keys::ParsedTreeKey>> VosStore::ListLevel(std::string_view parent_prefix, Level level, Epoch epoch,
-                                                             Anchor* anchor, size_t max) {
+                                                             ListAnchor* anchor, size_t max) {
   std::vector<keys::ParsedTreeKey> out;
-  if (anchor->eof()) return out;
+  if (anchor->eof) return out;
   auto it = NewIterator();
   auto probe = NewIterator();
-  std::string seek =
-      anchor->position().empty() ? std::string(parent_prefix) : keys::PrefixSuccessor(anchor->position());
+  std::string seek = anchor->position.empty() ? std::string(parent_prefix) : keys::PrefixSuccessor(anchor->position);
   rocksdb::Slice parent(parent_prefix.data(), parent_prefix.size());
   it->Seek(seek);
   while (out.size() < max && it->Valid() && it->key().starts_with(parent)) {
@@ -58,16 +57,16 @@ Result<std::vector<keys::ParsedTreeKey>> VosStore::ListLevel(std::string_view pa
     if (!visible.ok()) return visible.status();
     if (*visible) {
       out.push_back(std::move(*parsed));
-      anchor->position() = child;
+      anchor->position = child;
     }
     it->Seek(keys::PrefixSuccessor(child));
   }
   if (!it->status().ok()) return FromRocks(it->status(), "vos: enumerate");
-  if (!it->Valid() || !it->key().starts_with(parent)) anchor->set_eof(true);
+  if (!it->Valid() || !it->key().starts_with(parent)) anchor->eof = true;
   return out;
 }
 
-Result<std::vector<ObjectId>> VosStore::ListObjects(Epoch epoch, Anchor* anchor, size_t max) {
+Result<std::vector<ObjectId>> VosStore::ListObjects(Epoch epoch, ListAnchor* anchor, size_t max) {
   auto items = ListLevel(std::string(1, keys::kTree), Level::kObject, epoch, anchor, max);
   if (!items.ok()) return items.status();
   std::vector<ObjectId> out;
@@ -75,7 +74,7 @@ Result<std::vector<ObjectId>> VosStore::ListObjects(Epoch epoch, Anchor* anchor,
   return out;
 }
 
-Result<std::vector<std::string>> VosStore::ListDkeys(const ObjectId& oid, Epoch epoch, Anchor* anchor, size_t max) {
+Result<std::vector<std::string>> VosStore::ListDkeys(const ObjectId& oid, Epoch epoch, ListAnchor* anchor, size_t max) {
   auto items = ListLevel(keys::TreeKey(keys::ObjectScope(oid)), Level::kDkey, epoch, anchor, max);
   if (!items.ok()) return items.status();
   std::vector<std::string> out;
@@ -84,7 +83,7 @@ Result<std::vector<std::string>> VosStore::ListDkeys(const ObjectId& oid, Epoch 
 }
 
 Result<std::vector<std::string>> VosStore::ListAkeys(const ObjectId& oid, const std::string& dkey, Epoch epoch,
-                                                     Anchor* anchor, size_t max) {
+                                                     ListAnchor* anchor, size_t max) {
   auto items = ListLevel(keys::TreeKey(keys::DkeyScope(oid, dkey)), Level::kAkey, epoch, anchor, max);
   if (!items.ok()) return items.status();
   std::vector<std::string> out;
@@ -93,28 +92,28 @@ Result<std::vector<std::string>> VosStore::ListAkeys(const ObjectId& oid, const 
 }
 
 Result<std::vector<ExtentInfo>> VosStore::ListExtents(const ObjectId& oid, const std::string& dkey,
-                                                      const std::string& akey, Epoch epoch, Anchor* anchor,
+                                                      const std::string& akey, Epoch epoch, ListAnchor* anchor,
                                                       size_t max) {
   std::vector<ExtentInfo> out;
-  if (anchor->eof()) return out;
+  if (anchor->eof) return out;
   std::string scope = keys::AkeyScope(oid, dkey, akey);
   auto eligible = EligibleExtents(scope, keys::DkeyScope(oid, dkey).size(), epoch);
   if (!eligible.ok()) return eligible.status();
   std::vector<ExtentCandidate> candidates;
   for (auto& [c, rec] : *eligible) candidates.push_back(c);
   // The anchor holds the first record index not yet reported.
-  uint64_t from = anchor->position().size() == 8 ? keys::ReadU64(anchor->position()) : 0;
+  uint64_t from = anchor->position.size() == 8 ? keys::ReadU64(anchor->position) : 0;
   std::vector<VisiblePiece> pieces = ResolveVisible(std::move(candidates), from, ~uint64_t{0});
   for (const VisiblePiece& p : pieces) {
     if (out.size() == max) {
-      anchor->position().clear();
-      keys::AppendU64(&anchor->position(), p.begin);
+      anchor->position.clear();
+      keys::AppendU64(&anchor->position, p.begin);
       return out;
     }
     const auto& [c, rec] = (*eligible)[p.id];
     out.push_back(ExtentInfo{p.begin, p.end - p.begin, rec.record_size, c.epoch});
   }
-  anchor->set_eof(true);
+  anchor->eof = true;
   return out;
 }
 

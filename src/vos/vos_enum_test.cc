@@ -47,10 +47,10 @@ TEST_F(VosEnumTest, TenThousandDkeysEnumerateExactlyOnceWithAnchors) {
   ASSERT_EQ(ok, kKeys);
   ASSERT_TRUE(vos_->PunchDkey(oid, "key-5", 200).ok());
 
-  Anchor anchor;
+  ListAnchor anchor;
   std::vector<std::string> got;
   int calls = 0;
-  while (!anchor.eof()) {
+  while (!anchor.eof) {
     auto batch = vos_->ListDkeys(oid, kEpochMax, &anchor, 333);
     ASSERT_TRUE(batch.ok()) << batch.status().ToString();
     ASSERT_LE(batch->size(), 333u);
@@ -62,11 +62,11 @@ TEST_F(VosEnumTest, TenThousandDkeysEnumerateExactlyOnceWithAnchors) {
   EXPECT_EQ(std::set<std::string>(got.begin(), got.end()).size(), got.size());
   EXPECT_EQ(std::count(got.begin(), got.end(), "key-5"), 0);
   // At an epoch before the punch the punched dkey is listed; before the writes nothing is.
-  Anchor before;
+  ListAnchor before;
   EXPECT_EQ(vos_->ListDkeys(oid, 150, &before, kKeys * 2)->size(), want.size());
-  Anchor none;
+  ListAnchor none;
   EXPECT_TRUE(vos_->ListDkeys(oid, 99, &none, 10)->empty());
-  EXPECT_TRUE(none.eof());
+  EXPECT_TRUE(none.eof);
 }
 
 TEST_F(VosEnumTest, ObjectsAndAkeys) {
@@ -75,9 +75,9 @@ TEST_F(VosEnumTest, ObjectsAndAkeys) {
   for (const std::string& a : std::vector<std::string>{"z", "b", std::string("a\0b", 3), "a"})
     ASSERT_TRUE(PutSingle(vos_.get(), TestOid(1), "d", a, 10, v).ok());
   ASSERT_TRUE(vos_->PunchObject(TestOid(3), 20).ok());
-  Anchor anchor;
+  ListAnchor anchor;
   std::vector<ObjectId> objs;
-  while (!anchor.eof()) {
+  while (!anchor.eof) {
     auto b = vos_->ListObjects(kEpochMax, &anchor, 4);
     ASSERT_TRUE(b.ok());
     objs.insert(objs.end(), b->begin(), b->end());
@@ -85,12 +85,12 @@ TEST_F(VosEnumTest, ObjectsAndAkeys) {
   ASSERT_EQ(objs.size(), 24u);
   EXPECT_TRUE(std::is_sorted(objs.begin(), objs.end()));
   EXPECT_EQ(std::count(objs.begin(), objs.end(), TestOid(3)), 0);
-  Anchor akeys;
+  ListAnchor akeys;
   auto a = vos_->ListAkeys(TestOid(1), "d", kEpochMax, &akeys, 100);
   ASSERT_TRUE(a.ok());
   std::vector<std::string> want = {"a", std::string("a\0b", 3), "b", "z"};
   EXPECT_EQ(*a, want);
-  EXPECT_TRUE(akeys.eof());
+  EXPECT_TRUE(akeys.eof);
 }
 
 TEST_F(VosEnumTest, ExtentsAreReportedResolved) {
@@ -98,9 +98,9 @@ TEST_F(VosEnumTest, ExtentsAreReportedResolved) {
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 10, 0, 4, Pattern(400, 1)).ok());     // [0, 100)
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 20, 40, 4, Pattern(80, 2)).ok());     // [40, 60)
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 30, 200, 4, Pattern(4000, 3)).ok());  // [200, 1200)
-  Anchor anchor;
+  ListAnchor anchor;
   std::vector<ExtentInfo> got;
-  while (!anchor.eof()) {
+  while (!anchor.eof) {
     auto b = vos_->ListExtents(oid, "d", "a", kEpochMax, &anchor, 2);
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     got.insert(got.end(), b->begin(), b->end());
@@ -116,7 +116,7 @@ TEST_F(VosEnumTest, ExtentsAreReportedResolved) {
   EXPECT_EQ(got[3].index, 200u);
   EXPECT_EQ(got[3].count, 1000u);
   EXPECT_EQ(got[3].record_size, 4u);
-  Anchor old;
+  ListAnchor old;
   EXPECT_EQ(vos_->ListExtents(oid, "d", "a", 15, &old, 10)->size(), 1u);
 }
 

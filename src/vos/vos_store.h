@@ -56,12 +56,12 @@ class VosStore final : public Vos {
 
   void SubmitPunch(const PunchOp& op, PunchCallback done) override;
 
-  Result<std::vector<ObjectId>> ListObjects(Epoch epoch, Anchor* anchor, size_t max) override;
-  Result<std::vector<std::string>> ListDkeys(const ObjectId& oid, Epoch epoch, Anchor* anchor, size_t max) override;
-  Result<std::vector<std::string>> ListAkeys(const ObjectId& oid, const std::string& dkey, Epoch epoch, Anchor* anchor,
-                                             size_t max) override;
+  Result<std::vector<ObjectId>> ListObjects(Epoch epoch, ListAnchor* anchor, size_t max) override;
+  Result<std::vector<std::string>> ListDkeys(const ObjectId& oid, Epoch epoch, ListAnchor* anchor, size_t max) override;
+  Result<std::vector<std::string>> ListAkeys(const ObjectId& oid, const std::string& dkey, Epoch epoch,
+                                             ListAnchor* anchor, size_t max) override;
   Result<std::vector<ExtentInfo>> ListExtents(const ObjectId& oid, const std::string& dkey, const std::string& akey,
-                                              Epoch epoch, Anchor* anchor, size_t max) override;
+                                              Epoch epoch, ListAnchor* anchor, size_t max) override;
   Result<std::optional<std::string>> QueryMaxDkey(const ObjectId& oid, Epoch epoch) override;
   Result<std::optional<uint64_t>> QueryArrayEnd(const ObjectId& oid, const std::string& dkey, const std::string& akey,
                                                 Epoch epoch) override;
@@ -200,7 +200,7 @@ class VosStore final : public Vos {
   // vos_enum.cc
   enum class Level { kObject, kDkey, kAkey };
   Result<std::vector<keys::ParsedTreeKey>> ListLevel(std::string_view parent_prefix, Level level, Epoch epoch,
-                                                     Anchor* anchor, size_t max);
+                                                     ListAnchor* anchor, size_t max);
   Result<bool> HasVisibleUnder(rocksdb::Iterator* it, std::string_view tree_prefix, Epoch epoch);
   Result<std::vector<std::pair<ExtentCandidate, ValueRecord>>> EligibleExtents(std::string_view akey_scope,
                                                                                size_t dkey_scope_len, Epoch epoch);
