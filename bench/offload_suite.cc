@@ -49,6 +49,8 @@
 namespace ros2::bench {
 namespace {
 
+using posix::IsReadOp;
+using posix::MedianOf;
 using posix::RunFioArgs;
 
 struct OffloadSuiteOptions {
@@ -79,10 +81,6 @@ OffloadSuiteOptions g_opts;
 constexpr const char* kPool = "bench";
 constexpr const char* kReadCont = "data";
 constexpr const char* kModes[] = {"direct", "offload"};
-
-bool IsRead(const std::string& op) {
-  return op == "read" || op == "randread";
-}
 
 struct CaseKey {
   std::string op;
@@ -120,21 +118,6 @@ const Metric kMetrics[] = {
     {"agent_cpu_us_per_io", [](const Run& r) { return r.PerIo(r.agent_cpu_s); }, true},
 };
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-std::string PoolSize() {
-  const std::string& s = g_opts.shard_size;
-  size_t digits = 0;
-  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits])) != 0) ++digits;
-  if (digits == 0) return s;
-  return std::to_string(std::stoull(s.substr(0, digits)) * static_cast<uint64_t>(g_opts.targets)) + s.substr(digits);
-}
-
 class TransportRunner {
  public:
   TransportRunner(std::string scratch, std::string transport, LocalCluster& cluster)
@@ -151,14 +134,14 @@ class TransportRunner {
   }
 
   std::vector<std::string> JobArgs(const CaseKey& k) const {
-    std::vector<std::string> a = {fmt::format("--name={}", IsRead(k.op) ? "r" : "w"),
+    std::vector<std::string> a = {fmt::format("--name={}", IsReadOp(k.op) ? "r" : "w"),
                                   "--rw=" + k.op,
                                   fmt::format("--bs={}", k.bs),
                                   fmt::format("--iodepth={}", g_opts.qd),
                                   fmt::format("--numjobs={}", k.jobs),
                                   "--group_reporting=1",
                                   fmt::format("--runtime={}ms", static_cast<int64_t>(g_opts.runtime_s * 1000))};
-    if (IsRead(k.op)) {
+    if (IsReadOp(k.op)) {
       a.push_back(fmt::format("--size={}", g_opts.read_size));
       a.push_back("--time_based=1");
     } else {
@@ -183,33 +166,19 @@ class TransportRunner {
     args.insert(args.end(), job.begin(), job.end());
     args.push_back("--time_based=1");
     ROS2_ASSIGN_OR_RETURN(auto r, RunFioArgs(args, scratch_, g_opts.runtime_s + 60));
-    const FioSide& side = IsRead(k.op) ? r.read : r.write;
+    const FioSide& side = IsReadOp(k.op) ? r.read : r.write;
     if (side.total_ios == 0) return Status::Internal("offload bench: fio's null engine did no I/O");
     return r.cpu_s / static_cast<double>(side.total_ios) * 1e6;
   }
 
   Status Prefill(int max_jobs) {
-    std::vector<std::string> args = EngineArgs(kReadCont);
-    const std::vector<std::string> job = {"--name=r",
-                                          "--rw=write",
-                                          "--bs=1m",
-                                          fmt::format("--iodepth={}", g_opts.qd),
-                                          fmt::format("--numjobs={}", max_jobs),
-                                          fmt::format("--size={}", g_opts.read_size),
-                                          "--group_reporting=1"};
-    args.insert(args.end(), job.begin(), job.end());
-    ROS2_ASSIGN_OR_RETURN(auto r, RunFioArgs(args, scratch_, 900));
-    const uint64_t expected = g_opts.read_size * static_cast<uint64_t>(max_jobs);
-    if (r.write.io_bytes != expected) {
-      return Status::Internal(fmt::format("offload bench: prefill wrote {} of {} bytes", r.write.io_bytes, expected));
-    }
-    return Status::Ok();
+    return posix::PrefillReadFiles(EngineArgs(kReadCont), g_opts.qd, max_jobs, g_opts.read_size, scratch_);
   }
 
   // One fio run of case `k` in `mode`, with the CPU of the engine and agent over it.
   Result<Run> RunOnce(const CaseKey& k, const std::string& mode) {
     std::optional<std::string> cont;
-    if (!IsRead(k.op)) {
+    if (!IsReadOp(k.op)) {
       ROS2_ASSIGN_OR_RETURN(cont, FreshContainer());
     }
     std::vector<std::string> args = EngineArgs(cont ? *cont : std::string(kReadCont));
@@ -226,7 +195,7 @@ class TransportRunner {
     ROS2_ASSIGN_OR_RETURN(double agent1, ProcessCpuSeconds(agent));
     if (cont) DestroyContainer(*cont);
     if (!r.ok()) return r.status().WithContext(fmt::format("mode={} transport={}", mode, transport_));
-    const FioSide& side = IsRead(k.op) ? r->read : r->write;
+    const FioSide& side = IsReadOp(k.op) ? r->read : r->write;
     if (side.total_ios == 0) return Status::Internal(fmt::format("offload bench: {} run of {} did no I/O", mode, k.op));
     Run run;
     run.iops = side.iops;
@@ -240,21 +209,13 @@ class TransportRunner {
   }
 
  private:
-  // A new container whose shards already exist on every target (a target makes
-  // a shard on its first request, which must not land inside a timed run).
+  // A new container whose shards already exist on every target.
   Result<std::string> FreshContainer() {
     const std::string name = fmt::format("w{}", seq_++);
-    ROS2_RETURN_IF_ERROR(cluster_.Ctl({"cont", "create", kPool, name}).status());
-    std::vector<std::string> warm = EngineArgs(name);
-    warm.insert(warm.end(), {"--name=warm", "--rw=write", "--bs=1m", "--size=16m", "--iodepth=16", "--filename=/warm"});
-    auto r = RunFioArgs(warm, scratch_, 600);
-    if (!r.ok()) return r.status().WithContext("warming container " + name);
+    ROS2_RETURN_IF_ERROR(posix::CreateWarmContainer(cluster_, kPool, name, EngineArgs(name), scratch_));
     return name;
   }
-  void DestroyContainer(const std::string& name) {
-    if (auto d = cluster_.Ctl({"cont", "destroy", kPool, name}); !d.ok())
-      std::fprintf(stderr, "offload bench: %s\n", d.status().ToString().c_str());
-  }
+  void DestroyContainer(const std::string& name) { posix::DestroyContainerLogged(cluster_, kPool, name); }
 
   std::string scratch_;
   std::string transport_;
@@ -299,7 +260,7 @@ void Report(Reporter& rep, const std::string& transport, const CaseKey& k, const
     for (const auto& [mode, v] : runs) {
       std::vector<double> xs;
       for (const Run& r : v) xs.push_back(m.of(r));
-      med[mode] = Median(xs);
+      med[mode] = MedianOf(xs);
     }
     if (!m.offload_only && med.contains("direct")) {
       rep.Add(Record{"offload", CaseDesc(k, transport, "direct"), m.name, med["direct"], std::nullopt, std::nullopt});
@@ -331,7 +292,7 @@ Ratio RatioOf(const Runs& runs, double (*of)(const Run&)) {
     if (base > 0) ratios.push_back(of(o->second[i]) / base);
   }
   if (ratios.empty()) return out;
-  out.median = Median(ratios);
+  out.median = MedianOf(ratios);
   out.lo = *std::min_element(ratios.begin(), ratios.end());
   out.hi = *std::max_element(ratios.begin(), ratios.end());
   return out;
@@ -354,7 +315,7 @@ void Summarize(const std::string& transport, const CaseKey& k, const Runs& runs,
   if (auto it = runs.find("offload"); it != runs.end())
     for (const Run& r : it->second) o.push_back(r.PerIo(r.host_cpu_s));
   std::fprintf(stderr, "  %-4s %-9s bs=%-8llu jobs=%d  host cpu us/io: direct %.1f, offload %.1f, fio itself %.1f\n",
-               transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, Median(d), Median(o),
+               transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, MedianOf(d), MedianOf(o),
                fio_floor_us);
 }
 
@@ -413,7 +374,7 @@ int RunOffloadSuite(Reporter& rep) {
   }
   const std::vector<CaseKey> cases = Cases();
   const int max_jobs = *std::max_element(g_opts.jobs.begin(), g_opts.jobs.end());
-  const bool any_read = std::any_of(cases.begin(), cases.end(), [](const CaseKey& k) { return IsRead(k.op); });
+  const bool any_read = std::any_of(cases.begin(), cases.end(), [](const CaseKey& k) { return IsReadOp(k.op); });
   std::fprintf(stderr, "offload bench: %zu cases x 2 modes x %d rounds per transport, %.1fs each, %s class\n",
                cases.size(), g_opts.rounds, g_opts.runtime_s, g_opts.cls.c_str());
   int rc = 0;
@@ -435,7 +396,7 @@ int RunOffloadSuite(Reporter& rep) {
         if (!st.ok()) break;
       }
     }
-    if (st.ok()) st = (*cluster)->Ctl({"pool", "create", kPool, "--size", PoolSize()}).status();
+    if (st.ok()) st = (*cluster)->Ctl({"pool", "create", kPool, "--size", posix::PoolSizeFor(g_opts.shard_size, g_opts.targets)}).status();
     if (st.ok()) st = (*cluster)->Ctl({"cont", "create", kPool, kReadCont}).status();
     TransportRunner runner(dir, transport, **cluster);
     if (st.ok() && any_read) st = runner.Prefill(max_jobs);

@@ -48,6 +48,8 @@ namespace ros2::bench {
 namespace {
 
 using posix::RunFioArgs;
+using posix::IsReadOp;
+using posix::MedianOf;
 
 struct PosixSuiteOptions {
   std::string dir = "/tmp";
@@ -77,10 +79,6 @@ PosixSuiteOptions g_opts;
 constexpr const char* kPool = "bench";
 constexpr const char* kReadCont = "data";
 
-bool IsRead(const std::string& op) {
-  return op == "read" || op == "randread";
-}
-
 struct CaseKey {
   std::string op;
   uint64_t bs;
@@ -98,7 +96,7 @@ struct Figures {
 
 // fio arguments shared by every mode of one case.
 std::vector<std::string> JobArgs(const CaseKey& k) {
-  std::vector<std::string> a = {fmt::format("--name={}", IsRead(k.op) ? "r" : "w"),
+  std::vector<std::string> a = {fmt::format("--name={}", IsReadOp(k.op) ? "r" : "w"),
                                 "--rw=" + k.op,
                                 fmt::format("--bs={}", k.bs),
                                 fmt::format("--iodepth={}", g_opts.qd),
@@ -106,7 +104,7 @@ std::vector<std::string> JobArgs(const CaseKey& k) {
                                 "--group_reporting=1",
                                 "--lat_percentiles=1",
                                 fmt::format("--runtime={}ms", static_cast<int64_t>(g_opts.runtime_s * 1000))};
-  if (IsRead(k.op)) {
+  if (IsReadOp(k.op)) {
     a.push_back(fmt::format("--size={}", g_opts.read_size));
     a.push_back("--time_based=1");
   } else {
@@ -130,19 +128,12 @@ std::vector<std::string> KernelArgs(const std::string& directory) {
 }
 
 Figures FiguresOf(const FioResult& r, const std::string& op) {
-  const FioSide& s = IsRead(op) ? r.read : r.write;
+  const FioSide& s = IsReadOp(op) ? r.read : r.write;
   return Figures{s.bw_bytes / (1 << 20), s.iops, s.lat_us_p50};
 }
 
 uint64_t TotalIos(const FioResult& r) {
   return r.read.total_ios + r.write.total_ios;
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 Figures MedianOf(const std::vector<Figures>& runs) {
@@ -154,7 +145,7 @@ Figures MedianOf(const std::vector<Figures>& runs) {
     cpu.push_back(f.cpu_us_per_io);
     client.push_back(f.client_cpu_us_per_io);
   }
-  return Figures{Median(mib), Median(iops), Median(lat), Median(cpu), Median(client)};
+  return Figures{MedianOf(mib), MedianOf(iops), MedianOf(lat), MedianOf(cpu), MedianOf(client)};
 }
 
 // The engine process's CPU seconds since Start (0 when its pid or /proc entry
@@ -194,15 +185,15 @@ class CaseRunner {
       std::optional<EngineCpu> engine_cpu;
       auto start_engine_cpu = [&] { engine_cpu = EngineCpu::Start(cluster_); };
       if (mode == "local") {
-        const std::string dir = scratch_ + (IsRead(k.op) ? "/local-read" : "/local-write");
+        const std::string dir = scratch_ + (IsReadOp(k.op) ? "/local-read" : "/local-write");
         std::filesystem::create_directories(dir);
         auto kernel = KernelArgs(dir);
         args.insert(args.begin(), kernel.begin(), kernel.end());
         r = RunFioArgs(args, scratch_, limit);
-        if (!IsRead(k.op)) std::filesystem::remove_all(dir);
+        if (!IsReadOp(k.op)) std::filesystem::remove_all(dir);
       } else if (mode == "engine") {
         std::optional<std::string> cont;
-        if (!IsRead(k.op)) {
+        if (!IsReadOp(k.op)) {
           auto made = FreshContainer();
           if (!made.ok()) return made.status();
           cont = *made;
@@ -213,7 +204,7 @@ class CaseRunner {
         r = RunFioArgs(args, scratch_, limit);
         if (cont) DestroyContainer(*cont);
       } else if (mode == "mount") {
-        if (IsRead(k.op)) {
+        if (IsReadOp(k.op)) {
           auto kernel = KernelArgs(read_mount_->mountpoint() + "/bench");
           args.insert(args.begin(), kernel.begin(), kernel.end());
           start_engine_cpu();
@@ -259,17 +250,10 @@ class CaseRunner {
   // untimed through the engine reach both targets.
   Result<std::string> FreshContainer() {
     const std::string name = fmt::format("w{}", seq_++);
-    ROS2_RETURN_IF_ERROR(cluster_.Ctl({"cont", "create", kPool, name}).status());
-    std::vector<std::string> warm = EngineArgs(cluster_, name);
-    warm.insert(warm.end(), {"--name=warm", "--rw=write", "--bs=1m", "--size=16m", "--iodepth=16", "--filename=/warm"});
-    auto r = RunFioArgs(warm, scratch_, 600);
-    if (!r.ok()) return r.status().WithContext("warming container " + name);
+    ROS2_RETURN_IF_ERROR(posix::CreateWarmContainer(cluster_, kPool, name, EngineArgs(cluster_, name), scratch_));
     return name;
   }
-  void DestroyContainer(const std::string& name) {
-    if (auto d = cluster_.Ctl({"cont", "destroy", kPool, name}); !d.ok())
-      std::fprintf(stderr, "posix bench: %s\n", d.status().ToString().c_str());
-  }
+  void DestroyContainer(const std::string& name) { posix::DestroyContainerLogged(cluster_, kPool, name); }
 
   std::string scratch_;
   LocalCluster& cluster_;
@@ -318,27 +302,6 @@ void Report(Reporter& rep, const CaseKey& k, const std::map<std::string, Figures
   add_cpu("engine", "client_cpu_us_per_io", &Figures::client_cpu_us_per_io, std::string("local"), "fio-io_uring");
 }
 
-// Writes every read file of the DFS side through the engine (1 MiB, sequential).
-Status PrefillDfs(const std::string& scratch, const LocalCluster& cluster, int max_jobs) {
-  std::vector<std::string> args = EngineArgs(cluster, kReadCont);
-  const std::vector<std::string> job = {"--name=r",
-                                        "--rw=write",
-                                        "--bs=1m",
-                                        fmt::format("--iodepth={}", g_opts.qd),
-                                        fmt::format("--numjobs={}", max_jobs),
-                                        fmt::format("--size={}", g_opts.read_size),
-                                        "--group_reporting=1"};
-  args.insert(args.end(), job.begin(), job.end());
-  ROS2_ASSIGN_OR_RETURN(auto r, RunFioArgs(args, scratch, 900));
-  const uint64_t expected = g_opts.read_size * static_cast<uint64_t>(max_jobs);
-  if (r.write.io_bytes != expected) {
-    return Status::Internal(fmt::format("posix bench: prefill wrote {} of {} bytes", r.write.io_bytes, expected));
-  }
-  std::fprintf(stderr, "posix bench: DFS read files prefilled: %d x %llu MiB at %.0f MiB/s\n", max_jobs,
-               static_cast<unsigned long long>(g_opts.read_size >> 20), r.write.bw_bytes / (1 << 20));
-  return Status::Ok();
-}
-
 void SummarizeTargets(const std::map<CaseKey, std::map<std::string, Figures>>& all) {
   auto ratio = [&](const CaseKey& k, const char* mode, const char* base, double Figures::*field) -> double {
     auto it = all.find(k);
@@ -363,15 +326,6 @@ void SummarizeTargets(const std::map<CaseKey, std::map<std::string, Figures>>& a
                    f.at("engine").cpu_us_per_io);
     }
   }
-}
-
-// The whole capacity of the targets: --targets x --shard-size (e.g. "1GiB").
-std::string PoolSize() {
-  const std::string& s = g_opts.shard_size;
-  size_t digits = 0;
-  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits])) != 0) ++digits;
-  if (digits == 0) return s;
-  return std::to_string(std::stoull(s.substr(0, digits)) * static_cast<uint64_t>(g_opts.targets)) + s.substr(digits);
 }
 
 std::string LoadAverage() {
@@ -430,10 +384,10 @@ int RunPosixSuite(Reporter& rep) {
     return 1;
   }
   const int max_jobs = *std::max_element(g_opts.jobs.begin(), g_opts.jobs.end());
-  const bool any_read = std::any_of(g_opts.ops.begin(), g_opts.ops.end(), IsRead);
-  Status st = (*cluster)->Ctl({"pool", "create", kPool, "--size", PoolSize()}).status();
+  const bool any_read = std::any_of(g_opts.ops.begin(), g_opts.ops.end(), IsReadOp);
+  Status st = (*cluster)->Ctl({"pool", "create", kPool, "--size", posix::PoolSizeFor(g_opts.shard_size, g_opts.targets)}).status();
   if (st.ok()) st = (*cluster)->Ctl({"cont", "create", kPool, kReadCont}).status();
-  if (st.ok() && any_read) st = PrefillDfs(dir, **cluster, max_jobs);
+  if (st.ok() && any_read) st = posix::PrefillReadFiles(EngineArgs(**cluster, kReadCont), g_opts.qd, max_jobs, g_opts.read_size, dir);
   std::unique_ptr<FuseMount> read_mount;
   if (st.ok() && any_read && !g_opts.fuse.empty()) {
     auto m = FuseMount::Start(g_opts.fuse, (*cluster)->data_dir(), g_opts.transport, kPool, kReadCont,

@@ -177,10 +177,10 @@ TEST_F(VosEnumTest, FetchArrayEndMatchesQueryArrayEndCachedOrNot) {
   EXPECT_EQ(fetch_end(kEpochMax), 0u);  // no such akey
   EXPECT_EQ(got, std::vector<std::byte>(10));
 
-  const auto head = Pattern(3, 10);
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 10, 1000, 1, Pattern(2, 5000)).ok());
+  const auto head = Pattern(10, 3);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 10, 1000, 1, Pattern(5000, 2)).ok());
   ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 11, 0, 1, head).ok());
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 12, 9000, 1, Pattern(4, 1)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 12, 9000, 1, Pattern(1, 4)).ok());
   // Not cached yet: QueryArrayEnd walks RocksDB.
   EXPECT_EQ(query_end(kEpochMax), 9001u);
   EXPECT_EQ(query_end(11), 6000u);
@@ -199,16 +199,16 @@ TEST_F(VosEnumTest, FetchArrayEndMatchesQueryArrayEndCachedOrNot) {
   EXPECT_EQ(fetch_end(kEpochMax), 0u);
   EXPECT_EQ(got, std::vector<std::byte>(10));
   EXPECT_EQ(fetch_end(15), 9001u);
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 30, 100, 1, Pattern(5, 100)).ok());
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 31, 40960, 1, Pattern(6, 4096)).ok());
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 32, 0, 1, Pattern(7, uint64_t{1} << 16)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 30, 100, 1, Pattern(100, 5)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 31, 40960, 1, Pattern(4096, 6)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 32, 0, 1, Pattern(uint64_t{1} << 16, 7)).ok());
   for (Epoch e : {Epoch{kEpochMax}, Epoch{31}, Epoch{30}, Epoch{25}, Epoch{15}}) {
     const uint64_t want = e >= 32 ? 65536 : e >= 31 ? 45056 : e >= 30 ? 200 : e >= 20 ? 0 : 9001;
     EXPECT_EQ(fetch_end(e), want) << "epoch " << e;
     EXPECT_EQ(query_end(e), want) << "epoch " << e;
   }
   // A short extent in a small class ending past a long one of a larger class.
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 40, 65535, 1, Pattern(8, 2)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "f", "data", 40, 65535, 1, Pattern(2, 8)).ok());
   EXPECT_EQ(fetch_end(kEpochMax), 65537u);
   EXPECT_EQ(query_end(kEpochMax), 65537u);
 }
