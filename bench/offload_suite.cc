@@ -134,24 +134,11 @@ class TransportRunner {
   }
 
   std::vector<std::string> JobArgs(const CaseKey& k) const {
-    std::vector<std::string> a = {fmt::format("--name={}", IsReadOp(k.op) ? "r" : "w"),
-                                  "--rw=" + k.op,
-                                  fmt::format("--bs={}", k.bs),
-                                  fmt::format("--iodepth={}", g_opts.qd),
-                                  fmt::format("--numjobs={}", k.jobs),
-                                  "--group_reporting=1",
-                                  fmt::format("--runtime={}ms", static_cast<int64_t>(g_opts.runtime_s * 1000))};
-    if (IsReadOp(k.op)) {
-      a.push_back(fmt::format("--size={}", g_opts.read_size));
-      a.push_back("--time_based=1");
-    } else {
-      const uint64_t per_job = g_opts.write_total / static_cast<uint64_t>(k.jobs) / k.bs * k.bs;
-      a.push_back(fmt::format("--size={}", per_job));
-      // fio fills its buffers with random bytes once; re-scrambling them
-      // before every write is application work, not I/O, and would hide the
-      // client stack's CPU in both modes.
-      a.push_back("--scramble_buffers=0");
-    }
+    auto a = posix::FioCaseArgs(k.op, k.bs, g_opts.qd, k.jobs, g_opts.runtime_s, g_opts.read_size, g_opts.write_total);
+    // fio fills its buffers with random bytes once; re-scrambling them before
+    // every write is application work, not I/O, and would hide the client
+    // stack's CPU in both modes.
+    if (!IsReadOp(k.op)) a.push_back("--scramble_buffers=0");
     return a;
   }
 

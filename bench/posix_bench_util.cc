@@ -59,6 +59,24 @@ double MedianOf(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+std::vector<std::string> FioCaseArgs(const std::string& op, uint64_t bs, int qd, int jobs, double runtime_s,
+                                     uint64_t read_size, uint64_t write_total) {
+  std::vector<std::string> a = {fmt::format("--name={}", IsReadOp(op) ? "r" : "w"),
+                                "--rw=" + op,
+                                fmt::format("--bs={}", bs),
+                                fmt::format("--iodepth={}", qd),
+                                fmt::format("--numjobs={}", jobs),
+                                "--group_reporting=1",
+                                fmt::format("--runtime={}ms", static_cast<int64_t>(runtime_s * 1000))};
+  if (IsReadOp(op)) {
+    a.push_back(fmt::format("--size={}", read_size));
+    a.push_back("--time_based=1");
+  } else {
+    a.push_back(fmt::format("--size={}", write_total / static_cast<uint64_t>(jobs) / bs * bs));
+  }
+  return a;
+}
+
 std::string PoolSizeFor(const std::string& s, int targets) {
   size_t digits = 0;
   while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits])) != 0) ++digits;

@@ -30,6 +30,13 @@ bool IsReadOp(const std::string& op);
 // The median (0 for an empty sample).
 double MedianOf(std::vector<double> v);
 
+// The fio job arguments of one case: job name "r" (reads, time-based over
+// files of `read_size` bytes a job, which PrefillReadFiles writes) or "w"
+// (writes of `write_total` bytes split over the jobs), `op`, `bs`, `qd`,
+// `jobs`, group reporting, `runtime_s` (the cap for writes).
+std::vector<std::string> FioCaseArgs(const std::string& op, uint64_t bs, int qd, int jobs, double runtime_s,
+                                     uint64_t read_size, uint64_t write_total);
+
 // A pool holding every target's shard: `targets` x `shard_size` ("1GiB" -> "2GiB").
 std::string PoolSizeFor(const std::string& shard_size, int targets);
 

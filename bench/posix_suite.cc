@@ -96,21 +96,8 @@ struct Figures {
 
 // fio arguments shared by every mode of one case.
 std::vector<std::string> JobArgs(const CaseKey& k) {
-  std::vector<std::string> a = {fmt::format("--name={}", IsReadOp(k.op) ? "r" : "w"),
-                                "--rw=" + k.op,
-                                fmt::format("--bs={}", k.bs),
-                                fmt::format("--iodepth={}", g_opts.qd),
-                                fmt::format("--numjobs={}", k.jobs),
-                                "--group_reporting=1",
-                                "--lat_percentiles=1",
-                                fmt::format("--runtime={}ms", static_cast<int64_t>(g_opts.runtime_s * 1000))};
-  if (IsReadOp(k.op)) {
-    a.push_back(fmt::format("--size={}", g_opts.read_size));
-    a.push_back("--time_based=1");
-  } else {
-    const uint64_t per_job = g_opts.write_total / static_cast<uint64_t>(k.jobs) / k.bs * k.bs;
-    a.push_back(fmt::format("--size={}", per_job));
-  }
+  auto a = posix::FioCaseArgs(k.op, k.bs, g_opts.qd, k.jobs, g_opts.runtime_s, g_opts.read_size, g_opts.write_total);
+  a.push_back("--lat_percentiles=1");
   return a;
 }
 
