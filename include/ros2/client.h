@@ -235,7 +235,7 @@ class EventQueue {
   size_t RunDeferred();
   // Offload mode: reaps the agent's completions (waiting up to `wait` for
   // one when none is ready) and completes this queue's; returns how many.
-  size_t ProgressOffload(std::chrono::milliseconds wait);
+  size_t ProgressOffload(std::chrono::microseconds wait);
 
   std::shared_ptr<ThreadIo> io_;             // null in offload mode
   std::shared_ptr<OffloadQueue> offload_;    // offload mode

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 #include "agent/wire.h"
 
@@ -329,10 +330,15 @@ void HostSession::PollOnce(std::unique_lock<std::mutex>& lock, Clock::time_point
     h->host_sleeping.value.store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (h->cq_tail.value.load(std::memory_order_acquire) == cq_head_) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      int wait_ms = static_cast<int>(std::clamp<int64_t>(left, 0, 100));
+      // To the deadline exactly (at most 100 ms a pass): a timeout rounded
+      // down to whole milliseconds would turn the last one into a loop of
+      // zero-timeout polls.
+      const auto left = std::clamp<Clock::duration>(deadline - Clock::now(), Clock::duration::zero(),
+                                                    std::chrono::milliseconds(100));
+      const auto left_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+      const timespec wait{static_cast<time_t>(left_ns / 1000000000), static_cast<long>(left_ns % 1000000000)};
       pollfd fds[2] = {{cq_eventfd_, POLLIN, 0}, {socket_, POLLIN | POLLRDHUP, 0}};
-      int n = ::poll(fds, 2, wait_ms);
+      int n = ::ppoll(fds, 2, &wait, nullptr);
       if (n > 0 && (fds[0].revents & POLLIN)) {
         uint64_t v;
         (void)!::read(cq_eventfd_, &v, sizeof v);
@@ -891,7 +897,7 @@ void HostSession::ForceSubmissionTail(uint32_t tail) {
 }
 
 Result<size_t> HostSession::Reap(std::span<IoCompletion> out, size_t min_completions,
-                                 std::chrono::milliseconds timeout) {
+                                 std::chrono::microseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   std::unique_lock<std::mutex> lock(mu_);
   min_completions = std::min(min_completions, out.size());

@@ -156,7 +156,7 @@ class HostSession {
   Status Submit(std::span<const IoRequest> requests);
   // Waits until `min_completions` batch completions are available (capped at
   // what is in flight) or `timeout` passes; moves up to out.size() of them.
-  Result<size_t> Reap(std::span<IoCompletion> out, size_t min_completions, std::chrono::milliseconds timeout);
+  Result<size_t> Reap(std::span<IoCompletion> out, size_t min_completions, std::chrono::microseconds timeout);
   // Batch I/Os submitted and not yet reaped.
   size_t batch_in_flight() const;
 

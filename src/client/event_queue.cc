@@ -62,7 +62,7 @@ size_t EventQueue::RunDeferred() {
   return ran;
 }
 
-size_t EventQueue::ProgressOffload(std::chrono::milliseconds wait) {
+size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
   if (!offload_) return 0;
   OffloadQueue& q = *offload_;
   size_t done = 0;
@@ -85,7 +85,7 @@ size_t EventQueue::ProgressOffload(std::chrono::milliseconds wait) {
     idle = q.pending_count == 0;
   }
   for (auto& [io, r] : mine) finish(io, r);
-  if (done > 0 || idle) wait = std::chrono::milliseconds(0);
+  if (done > 0 || idle) wait = std::chrono::microseconds(0);
   // A few at a time (every call constructs the array); the caller polls again.
   std::array<agent::IoCompletion, 16> out;
   auto n = q.session->Reap(out, wait.count() > 0 ? 1 : 0, wait);
@@ -160,9 +160,8 @@ Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::ch
     while (ready_.size() < reachable && in_flight_ > 0) {
       const auto now = std::chrono::steady_clock::now();
       if (now >= end) break;
-      ProgressOffload(std::min(std::chrono::duration_cast<std::chrono::milliseconds>(end - now) +
-                                   std::chrono::milliseconds(1),
-                               std::chrono::milliseconds(10)));
+      ProgressOffload(std::min<std::chrono::microseconds>(
+          std::chrono::duration_cast<std::chrono::microseconds>(end - now), std::chrono::milliseconds(10)));
       RunDeferred();
     }
     if (ready_.size() < reachable && in_flight_ > 0) {
@@ -199,8 +198,11 @@ size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
     const auto end = std::chrono::steady_clock::now() + timeout;
     RunDeferred();
     while (completions_ == before && in_flight_ > 0 && std::chrono::steady_clock::now() < end) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
-      ProgressOffload(std::clamp(left, std::chrono::milliseconds(0), std::chrono::milliseconds(10)));
+      // To the microsecond: a wait rounded down to whole milliseconds would
+      // poll without sleeping through the last one.
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(end - std::chrono::steady_clock::now());
+      ProgressOffload(std::clamp<std::chrono::microseconds>(left, std::chrono::microseconds(0),
+                                                            std::chrono::milliseconds(10)));
       RunDeferred();
     }
     return static_cast<size_t>(completions_ - before);
