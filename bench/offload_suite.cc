@@ -64,9 +64,9 @@ struct OffloadSuiteOptions {
   int qd = 16;
   std::string cls = "ram";
   int targets = 2;
-  std::string shard_size = "1GiB";
+  std::string shard_size = "2GiB";
   uint64_t read_size = uint64_t{128} << 20;    // per job's read file
-  uint64_t write_total = uint64_t{256} << 20;  // per write run, split over its jobs
+  uint64_t write_total = uint64_t{2} << 30;  // per write run, split over its jobs (long enough to measure host CPU)
   std::vector<int> host_cpus = {0};
   std::vector<int> dpu_cpus = {1};
   bool no_pin = false;
@@ -135,10 +135,10 @@ class TransportRunner {
 
   std::vector<std::string> JobArgs(const CaseKey& k) const {
     auto a = posix::FioCaseArgs(k.op, k.bs, g_opts.qd, k.jobs, g_opts.runtime_s, g_opts.read_size, g_opts.write_total);
-    // fio fills its buffers with random bytes once; re-scrambling them before
-    // every write is application work, not I/O, and would hide the client
-    // stack's CPU in both modes.
-    if (!IsReadOp(k.op)) a.push_back("--scramble_buffers=0");
+    // Making the bytes to write is application work, not I/O, and would hide
+    // the client stack's CPU in both modes: fio writes zeroed buffers (no
+    // random fill of every buffer at start, no re-scrambling per write).
+    if (!IsReadOp(k.op)) a.insert(a.end(), {"--zero_buffers=1", "--scramble_buffers=0"});
     return a;
   }
 

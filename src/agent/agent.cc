@@ -422,9 +422,19 @@ void Agent::HandleHello(int fd) {
   res.map = map;
   res.map_len = geometry->total_size;
   res.geometry = *geometry;
-  auto session = std::make_unique<Session>(id, *tc, res, config_.spin);
-  ROS2_LOG_INFO("agent: session {} opened for {} as tenant {} (sq {} cq {} arena {} bytes)", id.id, who, tenant->name,
-                geometry->sq_entries, geometry->cq_entries, geometry->arena_size);
+  // Listed as a shared segment, the region's arena is where the engine reads
+  // updates from and writes fetched bytes to, with no copy in the agent.
+  auto segment = transport::ForeignSegment::Register(fds[0], static_cast<std::byte*>(map), geometry->total_size);
+  if (segment.ok()) {
+    res.segment = std::move(*segment);
+  } else {
+    ROS2_LOG_INFO("agent: session {}: bulk is copied through the agent: {}", id.id, segment.status().ToString());
+  }
+  const bool listed = res.segment != nullptr;
+  auto session = std::make_unique<Session>(id, *tc, std::move(res), config_.spin);
+  ROS2_LOG_INFO("agent: session {} opened for {} as tenant {} (sq {} cq {} arena {} bytes{})", id.id, who, tenant->name,
+                geometry->sq_entries, geometry->cq_entries, geometry->arena_size,
+                listed ? ", a shared segment" : "");
   SendReply(fd, Status::Code::kOk, id.id, tenant->name);
   session->Start();
   std::lock_guard<std::mutex> lock(mu_);

@@ -12,6 +12,9 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
+#include <random>
+
+#include <fmt/format.h>
 
 #include "agent/wire.h"
 
@@ -147,7 +150,13 @@ Result<std::unique_ptr<HostSession>> HostSession::Connect(const HostOptions& opt
   s->geometry_ = ComputeGeometry(options.ring_entries, options.ring_entries * 2, AlignUp(options.arena_size, 4096));
   const RingGeometry& g = s->geometry_;
 
-  int memfd = ::memfd_create("ros2-offload", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  // Named as a transport shared segment ("ros2-seg-" and 16 hex digits of a
+  // random odd id): the agent lists the region as one, so the engine copies
+  // bulk straight between its storage and the arena.
+  std::random_device rd;
+  const uint64_t segment_id = (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;
+  const std::string memfd_name = fmt::format("ros2-seg-{:016x}", segment_id);
+  int memfd = ::memfd_create(memfd_name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (memfd < 0) return Status::FromErrno(errno, "offload: memfd_create");
   auto close_memfd = [&] { ::close(memfd); };
   if (::ftruncate(memfd, static_cast<off_t>(g.total_size)) != 0) {

@@ -63,12 +63,13 @@ const char* OpName(uint8_t op) {
 
 Session::Session(SessionIdentity identity, std::shared_ptr<TenantClient> tenant, SessionResources res,
                  std::chrono::microseconds spin)
-    : identity_(std::move(identity)), tenant_(std::move(tenant)), res_(res), spin_(spin) {}
+    : identity_(std::move(identity)), tenant_(std::move(tenant)), res_(std::move(res)), spin_(spin) {}
 
 Session::~Session() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
   mounts_.clear();  // Filesystem, Container, Pool: before the tenant's client may go
+  res_.segment.reset();  // unlisted before it is unmapped
   if (res_.map != nullptr) ::munmap(res_.map, res_.map_len);
   for (int fd : {res_.socket, res_.memfd, res_.sq_eventfd, res_.cq_eventfd}) {
     if (fd >= 0) ::close(fd);

@@ -28,6 +28,7 @@
 #include "agent/token_bucket.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
+#include "transport/shared_segment.h"
 
 namespace ros2::agent {
 
@@ -56,6 +57,10 @@ struct SessionResources {
   void* map = nullptr;
   size_t map_len = 0;
   RingGeometry geometry;  // the agent's private copy, validated
+  // The mapping listed as a shared segment, so the engine moves bulk straight
+  // to and from the arena (null when the host's memfd is not named as one:
+  // bulk is then copied through the agent's own segments).
+  std::unique_ptr<transport::ForeignSegment> segment;
 };
 
 class Session {

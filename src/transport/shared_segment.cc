@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -31,6 +33,10 @@ struct Registered {
 struct Registry {
   std::mutex mu;
   std::map<uintptr_t, Registered> by_base;
+  // Every foreign segment's id ever listed (ForeignSegment): none is listed
+  // twice, and no SharedBuffer of ours is listed under one. Our own ids never
+  // repeat (NextSegmentId).
+  std::set<uint64_t> foreign_ids;
   std::atomic<size_t> live{0};
   std::atomic<uint64_t> generation{0};
 };
@@ -75,21 +81,70 @@ Result<std::unique_ptr<SharedBuffer>> SharedBuffer::Create(uint64_t length) {
   b->length_ = rounded;
   Registry& r = TheRegistry();
   std::lock_guard lock(r.mu);
+  // A foreign segment may have taken a number this sequence reaches later:
+  // the memfd keeps its name, so such a buffer is simply not listed (its bulk
+  // goes the way of ordinary memory).
+  if (r.foreign_ids.contains(b->id_)) return b;
   r.by_base[reinterpret_cast<uintptr_t>(b->base_)] = Registered{b->length_, b->id_, b->fd_};
   r.live.store(r.by_base.size(), std::memory_order_relaxed);
   r.generation.fetch_add(1, std::memory_order_release);
   return b;
 }
 
+namespace {
+
+// Takes [base, base + length) out of the registry (a no-op when not listed).
+void Unlist(std::byte* base) {
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mu);
+  if (r.by_base.erase(reinterpret_cast<uintptr_t>(base)) == 0) return;
+  r.live.store(r.by_base.size(), std::memory_order_relaxed);
+  r.generation.fetch_add(1, std::memory_order_release);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ForeignSegment>> ForeignSegment::Register(int fd, std::byte* base, uint64_t length) {
+  char link[256];
+  const std::string self = fmt::format("/proc/self/fd/{}", fd);
+  const ssize_t n = ::readlink(self.c_str(), link, sizeof(link) - 1);
+  if (n < 0) return Status::FromErrno(errno, "foreign segment: naming descriptor " + std::to_string(fd));
+  const std::string_view name(link, static_cast<size_t>(n));
+  const auto id = segment::SegmentIdOfLink(name);
+  if (!id) return Status::InvalidArgument(fmt::format("foreign segment: '{}' is not a segment's memfd", name));
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0) return Status::FromErrno(errno, fmt::format("foreign segment: reading the seals of '{}'", name));
+  if ((seals & F_SEAL_SHRINK) == 0 || (seals & F_SEAL_GROW) == 0) {
+    return Status::InvalidArgument(fmt::format("foreign segment: '{}' is not sealed against resizing", name));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, fmt::format("foreign segment: sizing '{}'", name));
+  if (length == 0 || static_cast<uint64_t>(st.st_size) < length) {
+    return Status::InvalidArgument(
+        fmt::format("foreign segment: '{}' has {} bytes, the mapping {}", name, st.st_size, length));
+  }
+  Registry& r = TheRegistry();
+  std::lock_guard lock(r.mu);
+  const bool live = std::any_of(r.by_base.begin(), r.by_base.end(), [&](const auto& e) { return e.second.id == *id; });
+  if (live || !r.foreign_ids.insert(*id).second) {
+    return Status::AlreadyExists(fmt::format("foreign segment: id {:#x} was listed before", *id));
+  }
+  r.by_base[reinterpret_cast<uintptr_t>(base)] = Registered{length, *id, fd};
+  r.live.store(r.by_base.size(), std::memory_order_relaxed);
+  r.generation.fetch_add(1, std::memory_order_release);
+  std::unique_ptr<ForeignSegment> seg(new ForeignSegment());
+  seg->base_ = base;
+  seg->id_ = *id;
+  return seg;
+}
+
+ForeignSegment::~ForeignSegment() {
+  Unlist(base_);
+}
+
 SharedBuffer::~SharedBuffer() {
   if (base_ != nullptr) {
-    {
-      Registry& r = TheRegistry();
-      std::lock_guard lock(r.mu);
-      r.by_base.erase(reinterpret_cast<uintptr_t>(base_));
-      r.live.store(r.by_base.size(), std::memory_order_relaxed);
-      r.generation.fetch_add(1, std::memory_order_release);
-    }
+    Unlist(base_);
     ::munmap(base_, length_);
   }
   if (fd_ >= 0) ::close(fd_);
@@ -99,6 +154,28 @@ namespace segment {
 
 std::string SegmentName(uint64_t id) {
   return fmt::format("ros2-seg-{:016x}", id);
+}
+
+std::optional<uint64_t> SegmentIdOfLink(std::string_view link) {
+  constexpr std::string_view kPrefix = "/memfd:ros2-seg-";
+  constexpr std::string_view kSuffix = " (deleted)";
+  if (!link.starts_with(kPrefix) || !link.ends_with(kSuffix)) return std::nullopt;
+  const std::string_view hex = link.substr(kPrefix.size(), link.size() - kPrefix.size() - kSuffix.size());
+  if (hex.size() != 16) return std::nullopt;
+  uint64_t id = 0;
+  for (char c : hex) {
+    int v;
+    if (c >= '0' && c <= '9') {
+      v = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      v = c - 'a' + 10;
+    } else {
+      return std::nullopt;
+    }
+    id = id << 4 | static_cast<uint64_t>(v);
+  }
+  if (id == 0) return std::nullopt;  // the wire refuses id 0
+  return id;
 }
 
 std::optional<Location> Find(const void* addr, uint64_t length) {

@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "transport/wire.h"
@@ -49,6 +50,29 @@ class SharedBuffer {
   int fd_ = -1;
 };
 
+// Memory this process mapped from a memfd another process made and handed
+// over (ros2-agent's mapping of a host session's region, docs/agent.md),
+// listed in the registry like a SharedBuffer, so bulk inside it travels as a
+// kSegment reference and the server copies straight to and from it. The
+// memfd must be named as a segment (SegmentName) with an id this process has
+// never listed before (the server keeps its mappings by id, so a reused id
+// could find another memfd's old mapping), and be sealed against shrinking
+// and growing. The mapping stays the caller's: it must cover [base, base +
+// length) from offset 0 of the file and outlive this object, which unlists it.
+class ForeignSegment {
+ public:
+  static Result<std::unique_ptr<ForeignSegment>> Register(int fd, std::byte* base, uint64_t length);
+  ~ForeignSegment();
+  ForeignSegment(const ForeignSegment&) = delete;
+  ForeignSegment& operator=(const ForeignSegment&) = delete;
+  uint64_t id() const { return id_; }
+
+ private:
+  ForeignSegment() = default;
+  std::byte* base_ = nullptr;
+  uint64_t id_ = 0;
+};
+
 namespace segment {
 
 // The segment reference and offset of [addr, addr + length) if that range lies
@@ -59,8 +83,11 @@ struct Location {
 };
 std::optional<Location> Find(const void* addr, uint64_t length);
 
-// The memfd name of segment `id` ("ros2-seg-<id in hex>").
+// The memfd name of segment `id` ("ros2-seg-<id in hex>", 16 digits).
 std::string SegmentName(uint64_t id);
+// The id a memfd named SegmentName(id) carries, from its /proc/<pid>/fd link
+// ("/memfd:ros2-seg-<16 hex digits> (deleted)"); nullopt for any other name.
+std::optional<uint64_t> SegmentIdOfLink(std::string_view link);
 
 // Server side: a client's segment mapped into this process.
 class PeerMapping {
