@@ -157,6 +157,7 @@ std::string Agent::StatusJson() const {
                         {"mounts", s->mounts()},
                         {"completed", s->completed()},
                         {"max_in_flight", s->max_in_flight()},
+                        {"shared_segment", s->shared_segment()},
                         {"finished", s->finished()}});
   }
   j["sessions"] = sessions;

@@ -299,11 +299,17 @@ TEST_P(AgentTest, NamespaceAndDataRoundTrip) {
   EXPECT_EQ(h.batch_in_flight(), 0u);
   // The agent had several of them in flight at once.
   size_t max_in_flight = 0;
+  bool shared_segment = false;
   const nlohmann::json status = AgentStatus();
   for (const auto& sess : status["sessions"]) {
-    if (sess["id"].get<uint64_t>() == h.id()) max_in_flight = sess["max_in_flight"].get<size_t>();
+    if (sess["id"].get<uint64_t>() == h.id()) {
+      max_in_flight = sess["max_in_flight"].get<size_t>();
+      shared_segment = sess["shared_segment"].get<bool>();
+    }
   }
   EXPECT_GE(max_in_flight, 16u) << status.dump();  // a batch is in flight before any of it completes
+  // The region is a shared segment: the engine moves bulk to and from the arena itself.
+  EXPECT_TRUE(shared_segment) << status.dump();
   // Reaping without waiting (timeout 0) still collects what has come.
   ASSERT_TRUE(h.Submit(std::span<const IoRequest>(reqs.data(), 1)).ok());
   size_t reaped = 0;

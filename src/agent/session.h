@@ -81,6 +81,9 @@ class Session {
   uint64_t completed() const { return completed_.load(std::memory_order_relaxed); }
   // The most reads and writes this session had in flight at once.
   size_t max_in_flight() const { return max_in_flight_.load(std::memory_order_relaxed); }
+  // Whether the region is listed as a shared segment (bulk moves between the
+  // engine and the arena with no copy in the agent).
+  bool shared_segment() const { return res_.segment != nullptr; }
   size_t mounts() const;
 
  private:

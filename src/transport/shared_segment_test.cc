@@ -1,6 +1,11 @@
 // The client side of shared segments: which buffer lies in which segment
-// (segment::Find), including after segments come and go.
+// (segment::Find), including after segments come and go, and memory another
+// process made listed as a segment (ForeignSegment).
 #include "transport/shared_segment.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -79,6 +84,86 @@ TEST(SharedSegmentTest, LookupsStayRightWhileSegmentsComeAndGo) {
   stop = true;
   for (auto& t : askers) t.join();
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// A memfd as another process hands one over: made, sized, sealed and mapped
+// here, under the name given.
+struct Memfd {
+  int fd = -1;
+  std::byte* base = nullptr;
+  uint64_t size = 0;
+  Memfd(const std::string& name, uint64_t bytes, unsigned seals) : size(bytes) {
+    fd = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return;
+    if (seals != 0 && ::fcntl(fd, F_ADD_SEALS, seals) != 0) return;
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) base = static_cast<std::byte*>(p);
+  }
+  ~Memfd() {
+    if (base != nullptr) ::munmap(base, size);
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+constexpr unsigned kResizeSeals = F_SEAL_SHRINK | F_SEAL_GROW;
+
+TEST(SharedSegmentTest, AForeignSegmentIsFoundUnderItsNamesIdUntilUnlisted) {
+  const uint64_t id = 0x5eed0000c0ffee01;
+  Memfd m(segment::SegmentName(id), 4 * 4096, kResizeSeals);
+  ASSERT_NE(m.base, nullptr);
+  {
+    auto seg = ForeignSegment::Register(m.fd, m.base, m.size);
+    ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+    EXPECT_EQ((*seg)->id(), id);
+    auto where = segment::Find(m.base + 8192, 4096);
+    ASSERT_TRUE(where.has_value());
+    EXPECT_EQ(where->ref.id, id);
+    EXPECT_EQ(where->ref.fd, m.fd);
+    EXPECT_EQ(where->offset, 8192u);
+    EXPECT_FALSE(segment::Find(m.base + 8192, 3 * 4096).has_value()) << "a range past the end";
+  }
+  EXPECT_FALSE(segment::Find(m.base, 4096).has_value()) << "an unlisted foreign segment was still found";
+  // Never listed twice: the server keeps its mappings by id.
+  auto again = ForeignSegment::Register(m.fd, m.base, m.size);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), Status::Code::kAlreadyExists) << again.status().ToString();
+}
+
+TEST(SharedSegmentTest, AForeignSegmentMustBeNamedSealedAndNew) {
+  {
+    Memfd m("ros2-offload", 4096, kResizeSeals);
+    auto seg = ForeignSegment::Register(m.fd, m.base, m.size);
+    ASSERT_FALSE(seg.ok());
+    EXPECT_NE(seg.status().message().find("ros2-offload"), std::string::npos) << seg.status().ToString();
+  }
+  {
+    Memfd m(segment::SegmentName(0x5eed0000c0ffee03), 4096, F_SEAL_SHRINK);  // may grow
+    auto seg = ForeignSegment::Register(m.fd, m.base, m.size);
+    ASSERT_FALSE(seg.ok());
+    EXPECT_NE(seg.status().message().find("sealed"), std::string::npos) << seg.status().ToString();
+  }
+  {
+    Memfd m(segment::SegmentName(0x5eed0000c0ffee05), 4096, kResizeSeals);
+    auto seg = ForeignSegment::Register(m.fd, m.base, 2 * 4096);  // more than the file holds
+    EXPECT_FALSE(seg.ok());
+  }
+  {
+    // A live segment of ours: its id cannot be taken.
+    auto ours = SharedBuffer::Create(4096);
+    ASSERT_TRUE(ours.ok());
+    Memfd m(segment::SegmentName((*ours)->id()), 4096, kResizeSeals);
+    auto seg = ForeignSegment::Register(m.fd, m.base, m.size);
+    ASSERT_FALSE(seg.ok());
+    EXPECT_EQ(seg.status().code(), Status::Code::kAlreadyExists);
+    auto where = segment::Find((*ours)->data(), 4096);
+    ASSERT_TRUE(where.has_value());
+    EXPECT_EQ(where->ref.id, (*ours)->id()) << "our segment is still found as itself";
+  }
+  EXPECT_EQ(segment::SegmentIdOfLink("/memfd:ros2-seg-00000000000000ff (deleted)"), 0xffu);
+  EXPECT_FALSE(segment::SegmentIdOfLink("/memfd:ros2-seg-00000000000000FF (deleted)").has_value());
+  EXPECT_FALSE(segment::SegmentIdOfLink("/memfd:ros2-seg-0000000000000000 (deleted)").has_value());
+  EXPECT_FALSE(segment::SegmentIdOfLink("/memfd:ros2-seg-ff (deleted)").has_value());
+  EXPECT_FALSE(segment::SegmentIdOfLink("/tmp/ros2-seg-00000000000000ff").has_value());
 }
 
 }  // namespace
