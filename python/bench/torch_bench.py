@@ -19,7 +19,10 @@ kernel's cache of ext4 files and of the mount's files alike (ros2-fuse keeps
 no data cache of its own; the engine reads with O_DIRECT). The clock starts
 once every worker has delivered a one-sample warm-up batch (fork and, for the
 API, the worker's reconnect are not timed). Collation is the identity (a list
-of bytes), so the figure is the cost of getting the samples.
+of bytes), so the figure is the cost of getting the samples. Over the same
+interval the CPU time of this process, the workers and the processes serving
+the mode (the engine; the engine and ros2-fuse for the mount) is read from
+/proc: the CPU microseconds a sample.
 
 Checkpoint rounds: a state dict of float32 tensors (--ckpt-mib) saved and
 loaded with ros2.torch.Checkpoint against torch.save to a file + flush + fsync
@@ -199,9 +202,42 @@ def write_samples(a, fs, ext4_root, size, count):
     return d, [os.path.join(local, "%06d.bin" % i) for i in range(count)]
 
 
-def run_loader(ds, workers, batch_size, seconds, seed):
-    """Samples/s of one shuffled pass, timed from the moment every worker has
-    delivered its one-sample warm-up batch."""
+def cpu_seconds(pids):
+    """User + system CPU seconds of the processes `pids` (those gone count 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def engine_pids(data_dir):
+    """The ros2-engine processes of the cluster in `data_dir` (by /proc, not ps)."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/comm" % name) as f:
+                if f.read().strip() != "ros2-engine":
+                    continue
+            with open("/proc/%s/cmdline" % name, "rb") as f:
+                if os.fsencode(data_dir) in f.read():
+                    pids.append(int(name))
+        except OSError:
+            pass
+    return pids
+
+
+def run_loader(ds, workers, batch_size, seconds, seed, serving_pids=()):
+    """(samples/s, CPU microseconds a sample) of one shuffled pass, timed from
+    the moment every worker has delivered its one-sample warm-up batch. The
+    CPU is that of this process, the DataLoader workers and `serving_pids`
+    (the engine, ros2-fuse) over the same interval."""
     import torch
     from torch.utils.data import DataLoader
     g = torch.Generator()
@@ -213,18 +249,29 @@ def run_loader(ds, workers, batch_size, seconds, seed):
     batches += [rest[k:k + batch_size] for k in range(0, len(rest), batch_size)]
     dl = DataLoader(ds, batch_sampler=batches, num_workers=workers, collate_fn=identity)
     it = iter(dl)
+    pids = [os.getpid(), *serving_pids]
+
+    def cpu():  # read after every batch: a worker exits at the end of the epoch
+        return cpu_seconds(pids + [w.pid for w in getattr(it, "_workers", [])])
+
     n = 0
     t0 = None
+    cpu0 = cpu1 = 0.0
+    elapsed = 0.0
     for k, b in enumerate(it):
         if k == warm - 1:
+            cpu0 = cpu1 = cpu()
             t0 = time.perf_counter()
         elif k >= warm:
             n += len(b)
-            if seconds and time.perf_counter() - t0 >= seconds:
+            cpu1 = cpu()
+            elapsed = time.perf_counter() - t0
+            if seconds and elapsed >= seconds:
                 break
-    elapsed = time.perf_counter() - t0
     del it
-    return n / elapsed if elapsed > 0 else 0.0
+    if n == 0 or elapsed <= 0:
+        return 0.0, 0.0
+    return n / elapsed, (cpu1 - cpu0) / n * 1e6
 
 
 def make_state(total, per_tensor):
@@ -293,13 +340,18 @@ def summarize(rounds_values, base_values):
     return rec
 
 
-def make_records(a, loader, ckpt_results, ckpt_bytes):
+def make_records(a, loader, ckpt_results, ckpt_bytes, cpu=None):
     recs = []
+    cpu = cpu or {}
 
-    def add(case, metric, values, baseline, base_values):
+    def add(case, metric, values, baseline, base_values, cpu_values=None, base_cpu_values=None):
         if not values:
             return
         r = {"bench": BENCH, "case": case, "metric": metric}
+        if cpu_values:
+            r["cpu_us_per_sample"] = statistics.median(cpu_values)
+        if baseline and base_cpu_values:
+            r["baseline_cpu_us_per_sample"] = statistics.median(base_cpu_values)
         s = summarize(values, base_values if baseline else None)
         r["value"] = s.pop("value")
         if baseline and base_values:
@@ -312,17 +364,18 @@ def make_records(a, loader, ckpt_results, ckpt_bytes):
     for size in a.sizes:
         for w in a.workers:
             get = lambda m: loader.get((size, w, m), [])  # noqa: E731
+            c = lambda m: cpu.get((size, w, m), [])  # noqa: E731
             case = "op=dataloader bs=%d workers=%d batch=%d class=%s" % (size, w, a.batch_size, a.cls)
             api, mnt, ext = get("api"), get("mount"), get("ext4")
             if api:
                 if mnt:
-                    add(case + " mode=api", "samples_s", api, "mount", mnt)
+                    add(case + " mode=api", "samples_s", api, "mount", mnt, c("api"), c("mount"))
                 if ext or not mnt:
-                    add(case + " mode=api", "samples_s", api, "ext4" if ext else None, ext)
+                    add(case + " mode=api", "samples_s", api, "ext4" if ext else None, ext, c("api"), c("ext4"))
             if mnt:
-                add(case + " mode=mount", "samples_s", mnt, "ext4" if ext else None, ext)
+                add(case + " mode=mount", "samples_s", mnt, "ext4" if ext else None, ext, c("mount"), c("ext4"))
             if ext and not api and not mnt:
-                add(case + " mode=ext4", "samples_s", ext, None, None)
+                add(case + " mode=ext4", "samples_s", ext, None, None, c("ext4"))
     for op in ("ckpt_save", "ckpt_load"):
         base_name = "ext4-fsync" if op == "ckpt_save" else "ext4"
         ext = ckpt_results.get((op, "ext4"), [])
@@ -340,14 +393,20 @@ def print_table(recs, out):
         return
     wc = max(len(r["case"]) for r in recs)
     wm = max(6, max(len(r["metric"]) for r in recs))
-    print("%-8s %-*s %-*s %12s %12s %14s %7s %13s" % ("bench", wc, "case", wm, "metric", "value", "baseline",
-                                                    "baseline_value", "ratio", "ratio_range"), file=out)
+    print("%-8s %-*s %-*s %12s %12s %14s %7s %13s %15s" % ("bench", wc, "case", wm, "metric", "value", "baseline",
+                                                         "baseline_value", "ratio", "ratio_range", "cpu_us (base)"),
+          file=out)
     for r in recs:
         has = "baseline" in r
-        print("%-8s %-*s %-*s %12.2f %12s %14s %7s %13s" % (
+        cpu = "-"
+        if "cpu_us_per_sample" in r:
+            cpu = "%.0f" % r["cpu_us_per_sample"]
+            if "baseline_cpu_us_per_sample" in r:
+                cpu += " (%.0f)" % r["baseline_cpu_us_per_sample"]
+        print("%-8s %-*s %-*s %12.2f %12s %14s %7s %13s %15s" % (
             r["bench"], wc, r["case"], wm, r["metric"], r["value"], r.get("baseline", "-"),
             "%.2f" % r["baseline_value"] if has else "-", "%.2f" % r["ratio"] if has else "-",
-            "%.2f-%.2f" % (r["ratio_min"], r["ratio_max"]) if "ratio_min" in r else "-"), file=out)
+            "%.2f-%.2f" % (r["ratio_min"], r["ratio_max"]) if "ratio_min" in r else "-", cpu), file=out)
 
 
 def main():
@@ -392,6 +451,8 @@ def main():
             " + ".join("%d x %d B" % (samples_for(a, s), s) for s in a.sizes), time.perf_counter() - t_setup))
 
         loader = {}
+        cpu = {}  # (size, workers, mode) -> CPU us a sample per round
+        engines = engine_pids(cluster.data_dir)
         ckpt_results = {}
         ckpt_bytes = 0
         state = None
@@ -414,17 +475,21 @@ def main():
                                               for p in local_paths])
                         else:
                             ds = FileDataset(local_paths)
+                        serving = {"api": engines, "mount": engines + ([mount.proc.pid] if mount else []),
+                                   "ext4": []}[mode]
                         drop_caches(a)
-                        v = run_loader(ds, w, a.batch_size, a.seconds, seed=rnd * 1000 + size + w)
+                        v, c = run_loader(ds, w, a.batch_size, a.seconds, rnd * 1000 + size + w, serving)
                         loader.setdefault((size, w, mode), []).append(v)
-                        log("round %d bs=%d workers=%d %-5s %10.0f samples/s" % (rnd + 1, size, w, mode, v))
+                        cpu.setdefault((size, w, mode), []).append(c)
+                        log("round %d bs=%d workers=%d %-5s %10.0f samples/s %7.0f us CPU a sample" % (
+                            rnd + 1, size, w, mode, v, c))
             if state is not None:
                 corder = [m for m in order if m in ("api", "mount", "ext4")]
                 ckpt_round(a, fs, ckpt, state, ext4_root, mount.mountpoint if mount else None, corder, ckpt_results)
                 log("round %d checkpoint %s" % (rnd + 1, ", ".join(
                     "%s %s %.2f GiB/s" % (op, m, ckpt_results[(op, m)][-1]) for op in ("ckpt_save", "ckpt_load")
                     for m in corder)))
-        recs = make_records(a, loader, ckpt_results, ckpt_bytes)
+        recs = make_records(a, loader, ckpt_results, ckpt_bytes, cpu)
         if a.json:
             for r in recs:
                 print(json.dumps(r), file=out, flush=True)
