@@ -588,14 +588,7 @@ Result<std::optional<std::string>> Object::QueryMaxDkey() const {
     ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
     const std::string what = "query max dkey of " + DescribeIo(oid_, {}, {});
     ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
-    std::vector<std::vector<uint8_t>> payloads;
-    for (const Route& route : routes) {
-      obj::QueryRequest req;
-      req.header = cont_->Header(route);
-      req.kind = obj::QueryKind::kMaxDkey;
-      req.oid = oid_;
-      payloads.push_back(obj::Encode(req));
-    }
+    const auto payloads = QueryPayloads(*cont_, routes, oid_, obj::QueryKind::kMaxDkey, {});
     // Every shard at once.
     ROS2_ASSIGN_OR_RETURN(auto replies,
                           DecodeAll(CallShards(*io, *cont_, what, std::move(routes), obj::Opcode::kQuery, payloads),

@@ -58,15 +58,7 @@ struct TailQuery : std::enable_shared_from_this<TailQuery> {
         [self] { self->Finished(); });
     Status sent = [&]() -> Status {
       ROS2_ASSIGN_OR_RETURN(auto routes, cont->ShardRoutes(&oid));
-      std::vector<std::vector<uint8_t>> payloads;
-      for (const Route& route : routes) {
-        obj::QueryRequest req;
-        req.header = cont->Header(route);
-        req.kind = obj::QueryKind::kArrayTail;
-        req.oid = oid;
-        req.akey = akey;
-        payloads.push_back(obj::Encode(req));
-      }
+      const auto payloads = QueryPayloads(*cont, routes, oid, obj::QueryKind::kArrayTail, akey);
       return fan->Send(std::move(routes), obj::Opcode::kQuery, payloads);
     }();
     if (!sent.ok()) {

@@ -80,6 +80,21 @@ std::vector<Result<std::vector<uint8_t>>> CallShards(ThreadIo& io, ContainerCore
   return results;
 }
 
+std::vector<std::vector<uint8_t>> QueryPayloads(ContainerCore& cont, const std::vector<Route>& routes,
+                                                const ObjectId& oid, obj::QueryKind kind, std::string_view akey) {
+  std::vector<std::vector<uint8_t>> payloads;
+  payloads.reserve(routes.size());
+  for (const Route& route : routes) {
+    obj::QueryRequest req;
+    req.header = cont.Header(route);
+    req.kind = kind;
+    req.oid = oid;
+    req.akey = akey;
+    payloads.push_back(obj::Encode(req));
+  }
+  return payloads;
+}
+
 Result<std::vector<uint8_t>> CallShard(ThreadIo& io, ContainerCore& cont, std::string what, const Route& route,
                                        obj::Opcode opcode, std::vector<uint8_t> payload) {
   std::vector<std::vector<uint8_t>> payloads;

@@ -147,6 +147,11 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
 std::vector<Result<std::vector<uint8_t>>> CallShards(ThreadIo& io, ContainerCore& cont, std::string what,
                                                      std::vector<Route> routes, obj::Opcode opcode,
                                                      std::span<const std::vector<uint8_t>> payloads);
+// The encoded obj::QueryRequest of `kind` for each of `routes` (one per
+// shard of `oid`), in route order: what a query of every shard sends.
+std::vector<std::vector<uint8_t>> QueryPayloads(ContainerCore& cont, const std::vector<Route>& routes,
+                                                const ObjectId& oid, obj::QueryKind kind, std::string_view akey);
+
 // One request, blocking: CallShards with one route.
 Result<std::vector<uint8_t>> CallShard(ThreadIo& io, ContainerCore& cont, std::string what, const Route& route,
                                        obj::Opcode opcode, std::vector<uint8_t> payload);

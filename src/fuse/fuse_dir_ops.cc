@@ -28,15 +28,29 @@ void FuseFilesystem::OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi)
 }
 
 void FuseFilesystem::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus) {
-  OpenDirectory& d = HandleObject<OpenDirectory>(fi->fh);
-  std::lock_guard<std::mutex> lock(d.mu);
   if (off < 0) return (void)fuse_reply_err(req, EINVAL);
+  // The reply is sent only after the handle's lock is released: once the
+  // kernel has the reply, the program may close the directory, and its
+  // releasedir (on another worker thread) frees the handle, mutex included.
+  std::vector<char> reply(size);
+  Result<size_t> used = 0;
+  {
+    OpenDirectory& d = HandleObject<OpenDirectory>(fi->fh);
+    std::lock_guard<std::mutex> lock(d.mu);
+    used = FillDirectoryReply(req, d, ino, off, plus, reply);
+  }
+  if (!used.ok()) return ReplyError(req, used.status(), plus ? "readdirplus" : "readdir");
+  fuse_reply_buf(req, reply.data(), *used);
+}
+
+Result<size_t> FuseFilesystem::FillDirectoryReply(fuse_req_t req, OpenDirectory& d, fuse_ino_t ino, off_t off,
+                                                  bool plus, std::vector<char>& reply) {
+  const size_t size = reply.size();
   if (off == 0) {
     // A fresh pass (opendir or rewinddir): list the directory anew.
     d.anchor = dfs::DirAnchor{};
     d.listed.clear();
   }
-  std::vector<char> reply(size);
   size_t used = 0;
   auto pos = static_cast<uint64_t>(off);
   while (true) {
@@ -68,7 +82,7 @@ void FuseFilesystem::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t 
       auto batch = fs_.Readdir(d.dir, d.anchor, kListBatch);
       if (!batch.ok()) {
         if (used > 0) break;  // reply what we have; the error comes back on the next call
-        return ReplyError(req, batch.status(), "readdir");
+        return batch.status();
       }
       for (auto& item : *batch) d.listed.push_back(std::move(item));
       continue;
@@ -82,7 +96,7 @@ void FuseFilesystem::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t 
           continue;
         }
         if (used > 0) break;
-        return ReplyError(req, child.status(), "readdirplus");
+        return child.status();
       }
       fuse_entry_param e = MakeEntryParam(child->first, child->second);
       need = fuse_add_direntry_plus(req, out, room, item.name.c_str(), &e, static_cast<off_t>(pos + 1));
@@ -100,7 +114,7 @@ void FuseFilesystem::ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t 
     used += need;
     ++pos;
   }
-  fuse_reply_buf(req, reply.data(), used);
+  return used;
 }
 
 void FuseFilesystem::ReleaseDir(fuse_req_t req, fuse_file_info* fi) {

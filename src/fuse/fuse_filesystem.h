@@ -18,12 +18,15 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include "fuse/inode_table.h"
 #include "fuse/mount_options.h"
 #include "ros2/dfs.h"
 
 namespace ros2::fuse {
+
+struct OpenDirectory;  // open_handles.h
 
 // Largest read or write the kernel sends in one request (FUSE's 256-page cap).
 inline constexpr uint32_t kMaxIoSize = uint32_t{1} << 20;
@@ -77,6 +80,13 @@ class FuseFilesystem {
   void OpenDir(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi);
   void ReadDir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, fuse_file_info* fi, bool plus);
   void ReleaseDir(fuse_req_t req, fuse_file_info* fi);
+  // Fills `reply` (its size is the kernel's) with the entries of `d` from
+  // offset `off` (off >= 0), listing more of the directory as needed; returns
+  // the bytes used, or the failure when it came before the first entry.
+  // Replies nothing: ReadDir replies once it released d.mu, since the reply
+  // lets the kernel release the handle. REQUIRES: d.mu held.
+  Result<size_t> FillDirectoryReply(fuse_req_t req, OpenDirectory& d, fuse_ino_t ino, off_t off, bool plus,
+                                    std::vector<char>& reply);
 
   // --- helpers (fuse_filesystem.cc) ---
   // The entry of `ino`, or replies ESTALE and returns nullopt.

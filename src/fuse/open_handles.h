@@ -7,6 +7,10 @@
 // 2 + i is entry i), so a reader resuming at any offset it was given sees a
 // stable sequence even while the directory changes. The kernel serializes
 // readdir on one open directory; the mutex guards against misbehaving callers.
+// Nothing may touch a handle after its reply is sent: the reply lets the
+// program close the file or directory, and the release that follows (on any
+// worker thread) destroys the handle. So ReadDir replies only after it
+// released the mutex.
 //
 // A handle is created by open/opendir/create and destroyed by
 // release/releasedir; fh holds its address in between (released ownership of
