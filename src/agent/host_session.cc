@@ -37,6 +37,9 @@ constexpr uint32_t kMessageRoom = 512;  // bytes of error message a call leaves 
 // fit one block of this size, which Allocate/Free recycle (at most
 // kSmallBlocksKept of them) instead of splitting and merging the free map.
 constexpr uint64_t kSmallBlock = 1024;
+// The top bit of a batch I/O's token (HostSession::TakeBatchSlot); a blocking
+// call's tokens count up from 1 and never reach it.
+constexpr uint64_t kBatchToken = uint64_t{1} << 63;
 constexpr size_t kSmallBlocksKept = 1024;
 
 inline void CpuRelax() {
@@ -295,22 +298,21 @@ size_t HostSession::DrainLocked() {
         w->cqe = cqe;
         w->done = true;
       }
-    } else if (auto b = batch_slots_.find(cqe.user_data); b != batch_slots_.end()) {
+    } else if (BatchSlot* b = FindBatchSlot(cqe.user_data); b != nullptr) {
       IoCompletion c;
-      std::string msg;
-      if (cqe.msg_len > 0 && b->second.args) {
-        msg.assign(reinterpret_cast<const char*>(b->second.args.data),
-                   std::min<uint64_t>(cqe.msg_len, b->second.args.size));
-      }
-      c.user_data = b->second.user_data;
+      c.user_data = b->user_data;
       if (cqe.code != 0 || cqe.result < 0) {
+        std::string msg;
+        if (cqe.msg_len > 0 && b->args) {
+          msg.assign(reinterpret_cast<const char*>(b->args.data), std::min<uint64_t>(cqe.msg_len, b->args.size));
+        }
         c.status = CompletionStatus(cqe, msg);
         c.error = cqe.result < 0 ? static_cast<int>(-cqe.result) : EIO;
       } else {
         c.size = static_cast<uint64_t>(cqe.result);
       }
-      Free(b->second.args);
-      batch_slots_.erase(b);
+      Free(b->args);
+      ReleaseBatchSlot(b);
       ready_.push_back(std::move(c));
     }
   }
@@ -842,19 +844,24 @@ Status HostSession::Submit(std::span<const IoRequest> requests) {
       st = Status::InvalidArgument("offload: a batched I/O buffer must lie inside the arena (Allocate)");
       break;
     }
-    auto args = NameArgs(r.file);
-    auto a = Allocate(std::max<uint64_t>(args.size() + kMessageRoom, kSmallBlock));
+    // The arguments are the entry's name (ArgWriter::Str's layout), written
+    // straight into the arena block.
+    const std::string& name = r.file.name;
+    const uint32_t name_len = static_cast<uint32_t>(name.size());
+    const uint64_t args_len = sizeof name_len + name.size();
+    auto a = Allocate(std::max<uint64_t>(args_len + kMessageRoom, kSmallBlock));
     if (!a.ok()) {
       st = a.status();
       break;
     }
-    std::memcpy(a->data, args.data(), args.size());
+    std::memcpy(a->data, &name_len, sizeof name_len);
+    std::memcpy(a->data + sizeof name_len, name.data(), name.size());
     SubmitEntry s = MakeEntry(r.kind == IoKind::kRead ? Opcode::kRead : Opcode::kWrite, r.mount, r.file);
     s.offset = r.offset;
     s.buf_off = static_cast<uint64_t>(r.buffer.data() - arena());
     s.buf_len = r.buffer.size();
     s.args_off = a->offset;
-    s.args_len = static_cast<uint32_t>(args.size());
+    s.args_len = static_cast<uint32_t>(args_len);
     s.args_cap = static_cast<uint32_t>(a->size);
     entries.push_back(s);
     slots.push_back(BatchSlot{r.user_data, *a});
@@ -864,17 +871,13 @@ Status HostSession::Submit(std::span<const IoRequest> requests) {
     for (auto& s : slots) Free(s.args);
     return DisconnectedStatus();
   }
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const uint64_t token = next_token_++;
-    entries[i].user_data = token;
-    batch_slots_[token] = slots[i];
-  }
+  for (size_t i = 0; i < entries.size(); ++i) entries[i].user_data = TakeBatchSlot(slots[i].user_data, slots[i].args);
   batch_in_flight_ += entries.size();
   size_t pushed = 0;
   Status push = Push(lock, entries.data(), entries.size(), deadline, &pushed);
   for (size_t i = pushed; i < entries.size(); ++i) {  // never queued: no completion will come
     Free(slots[i].args);
-    batch_slots_.erase(entries[i].user_data);
+    ReleaseBatchSlot(FindBatchSlot(entries[i].user_data));
     --batch_in_flight_;
   }
   if (!push.ok()) return push;
@@ -886,16 +889,47 @@ Status HostSession::SubmitRaw(const SubmitEntry& sqe) {
   std::unique_lock<std::mutex> lock(mu_);
   if (disconnected_) return DisconnectedStatus();
   SubmitEntry s = sqe;
-  const uint64_t token = next_token_++;
-  s.user_data = token;
-  batch_slots_[token] = BatchSlot{sqe.user_data, ArenaBuffer{}};
+  s.user_data = TakeBatchSlot(sqe.user_data, ArenaBuffer{});
   ++batch_in_flight_;
   Status st = Push(lock, &s, 1, deadline);
   if (!st.ok()) {
-    batch_slots_.erase(token);
+    ReleaseBatchSlot(FindBatchSlot(s.user_data));
     --batch_in_flight_;
   }
   return st;
+}
+
+uint64_t HostSession::TakeBatchSlot(uint64_t user_data, const ArenaBuffer& args) {
+  uint32_t index;
+  if (!free_batch_slots_.empty()) {
+    index = free_batch_slots_.back();
+    free_batch_slots_.pop_back();
+  } else {
+    index = static_cast<uint32_t>(batch_slots_.size());
+    batch_slots_.emplace_back();
+  }
+  BatchSlot& b = batch_slots_[index];
+  b.user_data = user_data;
+  b.args = args;
+  b.live = true;
+  return kBatchToken | (uint64_t{b.generation & 0x7fffffffu} << 32) | index;
+}
+
+HostSession::BatchSlot* HostSession::FindBatchSlot(uint64_t token) {
+  if ((token & kBatchToken) == 0) return nullptr;
+  const auto index = static_cast<uint32_t>(token);
+  if (index >= batch_slots_.size()) return nullptr;
+  BatchSlot& b = batch_slots_[index];
+  if (!b.live || (b.generation & 0x7fffffffu) != ((token >> 32) & 0x7fffffffu)) return nullptr;
+  return &b;
+}
+
+void HostSession::ReleaseBatchSlot(BatchSlot* b) {
+  if (b == nullptr) return;
+  b->live = false;
+  b->args = ArenaBuffer{};
+  ++b->generation;
+  free_batch_slots_.push_back(static_cast<uint32_t>(b - batch_slots_.data()));
 }
 
 void HostSession::ForceSubmissionTail(uint32_t tail) {

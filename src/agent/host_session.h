@@ -222,9 +222,18 @@ class HostSession {
   std::map<uint64_t, std::shared_ptr<Waiter>> waiters_;
   struct BatchSlot {
     uint64_t user_data = 0;
-    ArenaBuffer args;  // entry name + room for the error message
+    ArenaBuffer args;         // entry name + room for the error message
+    uint32_t generation = 0;  // bumped when the slot is released: a stale token misses
+    bool live = false;
   };
-  std::map<uint64_t, BatchSlot> batch_slots_;  // token -> the caller's user_data and the arena it holds
+  // Batch I/Os in flight, by slot: a batch token is kBatchToken | generation
+  // << 32 | slot index, so finding one costs an index, not a tree walk, and
+  // tracking one allocates nothing once the table has grown.
+  std::vector<BatchSlot> batch_slots_;
+  std::vector<uint32_t> free_batch_slots_;
+  uint64_t TakeBatchSlot(uint64_t user_data, const ArenaBuffer& args);  // mu_ held; returns the token
+  BatchSlot* FindBatchSlot(uint64_t token);                             // mu_ held; nullptr if not live
+  void ReleaseBatchSlot(BatchSlot* slot);                               // mu_ held
   std::deque<IoCompletion> ready_;
   size_t batch_in_flight_ = 0;
 };
