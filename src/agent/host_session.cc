@@ -327,9 +327,9 @@ void HostSession::PollOnce(std::unique_lock<std::mutex>& lock, Clock::time_point
   RingHeader* h = header();
   polling_ = true;
   lock.unlock();
-  const auto spin_end = Clock::now() + options_.spin;
   bool have = false;
-  while (Clock::now() < spin_end) {
+  const auto spin_end = options_.spin.count() > 0 ? Clock::now() + options_.spin : Clock::time_point::min();
+  while (options_.spin.count() > 0 && Clock::now() < spin_end) {
     if (h->cq_tail.value.load(std::memory_order_acquire) != cq_head_) {
       have = true;
       break;

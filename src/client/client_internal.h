@@ -16,6 +16,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -27,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agent/host_session.h"
 #include "common/log.h"
 #include "common/uuid.h"
 #include "control/credentials.h"
@@ -37,10 +39,6 @@
 #include "placement/pool_map.h"
 #include "ros2/client.h"
 #include "transport/transport.h"
-
-namespace ros2::agent {
-class HostSession;  // agent/host_session.h
-}  // namespace ros2::agent
 
 namespace ros2::client {
 
@@ -73,17 +71,22 @@ struct OffloadQueue {
   std::shared_ptr<agent::HostSession> session;
   std::mutex mu;
   std::vector<std::pair<OffloadIo*, IoResult>> mailbox;  // GUARDED_BY(mu)
+  // Set after a push into the mailbox: the owner looks at it only then,
+  // without taking mu on every poll.
+  std::atomic<bool> mailbox_posted{false};
   // Submitted, not yet completed (GUARDED_BY(mu)): an intrusive list, so
-  // tracking an I/O allocates nothing.
+  // tracking an I/O allocates nothing. The count is also read without mu.
   OffloadIo* pending = nullptr;
-  size_t pending_count = 0;
+  std::atomic<size_t> pending_count{0};
+  // The owner's reaping buffer (only its thread polls this queue).
+  std::array<agent::IoCompletion, 16> reaped;
 
   void Link(OffloadIo* io) {
     io->prev = nullptr;
     io->next = pending;
     if (pending != nullptr) pending->prev = io;
     pending = io;
-    ++pending_count;
+    pending_count.fetch_add(1, std::memory_order_relaxed);
   }
   void Unlink(OffloadIo* io) {
     if (io->prev != nullptr) {
@@ -93,7 +96,7 @@ struct OffloadQueue {
     }
     if (io->next != nullptr) io->next->prev = io->prev;
     io->prev = io->next = nullptr;
-    --pending_count;
+    pending_count.fetch_sub(1, std::memory_order_relaxed);
   }
 };
 

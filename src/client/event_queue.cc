@@ -77,17 +77,15 @@ size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
     ++done;
   };
   std::vector<std::pair<OffloadIo*, IoResult>> mine;
-  bool idle;
-  {
+  if (q.mailbox_posted.exchange(false, std::memory_order_acq_rel)) {
     std::lock_guard<std::mutex> lock(q.mu);
     mine.swap(q.mailbox);
     for (auto& [io, r] : mine) q.Unlink(io);
-    idle = q.pending_count == 0;
   }
   for (auto& [io, r] : mine) finish(io, r);
-  if (done > 0 || idle) wait = std::chrono::microseconds(0);
-  // A few at a time (every call constructs the array); the caller polls again.
-  std::array<agent::IoCompletion, 16> out;
+  if (done > 0 || q.pending_count.load(std::memory_order_relaxed) == 0) wait = std::chrono::microseconds(0);
+  // A few at a time; the caller polls again.
+  auto& out = q.reaped;
   auto n = q.session->Reap(out, wait.count() > 0 ? 1 : 0, wait);
   if (!n.ok()) {
     if (n.status().code() == Status::Code::kTimedOut) return done;
@@ -125,6 +123,7 @@ size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
     } else {
       std::lock_guard<std::mutex> lock(io->owner->mu);
       io->owner->mailbox.emplace_back(io, r);
+      io->owner->mailbox_posted.store(true, std::memory_order_release);
     }
   }
   return done;

@@ -48,6 +48,17 @@ struct ros2_fio_queue {
   ros2_fio_mount* mount = nullptr;
   std::deque<ros2_fio_completion> done;  // completed, not yet reaped
   unsigned in_flight = 0;                // submitted, callback not yet run
+  // What a completion needs of its submission, by slot: the callback then
+  // captures the queue and a slot index, small enough for std::function to
+  // hold without allocating.
+  struct Submission {
+    void* tag = nullptr;
+    void* buffer = nullptr;
+    uint64_t length = 0;
+    bool write = false;
+  };
+  std::vector<Submission> submissions;
+  std::vector<uint32_t> free_submissions;
   // Last: destroyed first. ~EventQueue waits for what is in flight, whose
   // callbacks still append to `done`.
   std::unique_ptr<ros2::client::EventQueue> eq;
@@ -213,8 +224,13 @@ Result<std::pair<std::string, std::string>> ParentAndName(std::string_view path)
 // its deadline again (fio's getevents without a timeout waits indefinitely).
 constexpr auto kReapSlice = std::chrono::milliseconds(100);
 
-void CompleteInto(ros2_fio_queue* q, void* tag, void* buffer, uint64_t length, bool write,
-                  const ros2::client::IoResult& r) {
+void CompleteInto(ros2_fio_queue* q, uint32_t slot, const ros2::client::IoResult& r) {
+  const ros2_fio_queue::Submission sub = q->submissions[slot];
+  q->free_submissions.push_back(slot);
+  void* const tag = sub.tag;
+  void* const buffer = sub.buffer;
+  const uint64_t length = sub.length;
+  const bool write = sub.write;
   --q->in_flight;
   ros2_fio_completion c{tag, 0, length};
   if (!r.status.ok()) {
@@ -360,9 +376,16 @@ int ros2_fio_submit(ros2_fio_queue* q, ros2_fio_file* file, int write, void* buf
   return Guarded("submit", [&]() -> int {
     auto& fs = *q->mount->fs;
     const bool is_write = write != 0;
-    auto done = [q, tag, buffer, length, is_write](const ros2::client::IoResult& r) {
-      CompleteInto(q, tag, buffer, length, is_write, r);
-    };
+    uint32_t slot;
+    if (!q->free_submissions.empty()) {
+      slot = q->free_submissions.back();
+      q->free_submissions.pop_back();
+    } else {
+      slot = static_cast<uint32_t>(q->submissions.size());
+      q->submissions.emplace_back();
+    }
+    q->submissions[slot] = {tag, buffer, length, is_write};
+    auto done = [q, slot](const ros2::client::IoResult& r) { CompleteInto(q, slot, r); };
     Status st =
         is_write
             ? fs.SubmitWrite(*q->eq, file->entry, offset,
@@ -370,6 +393,7 @@ int ros2_fio_submit(ros2_fio_queue* q, ros2_fio_file* file, int write, void* buf
             : fs.SubmitRead(*q->eq, file->entry, offset, std::span<std::byte>(static_cast<std::byte*>(buffer), length),
                             std::move(done));
     if (!st.ok()) {
+      q->free_submissions.push_back(slot);
       const int err = Fail(st.WithContext(fmt::format("ros2 fio engine: submit {} of {} bytes at {} of {}",
                                                       is_write ? "write" : "read", length, offset, file->path)));
       q->done.push_back(ros2_fio_completion{tag, err, 0});
@@ -382,16 +406,16 @@ int ros2_fio_submit(ros2_fio_queue* q, ros2_fio_file* file, int write, void* buf
 
 int ros2_fio_reap(ros2_fio_queue* q, unsigned min, unsigned max, const timespec* timeout, ros2_fio_completion* out) {
   const int rc = Guarded("reap", [&]() -> int {
-    const auto start = Clock::now();
     const bool bounded = timeout != nullptr;
-    const auto deadline =
-        bounded ? start + std::chrono::seconds(timeout->tv_sec) + std::chrono::nanoseconds(timeout->tv_nsec) : start;
+    const auto deadline = bounded ? Clock::now() + std::chrono::seconds(timeout->tv_sec) +
+                                        std::chrono::nanoseconds(timeout->tv_nsec)
+                                  : Clock::time_point::max();
     if (min > max) min = max;
     while (true) {
       (void)q->eq->Poll({});  // runs the callbacks of what completed
       if (q->done.size() >= min || (q->in_flight == 0 && !q->done.empty())) break;
       if (q->in_flight == 0) break;  // nothing can complete any more
-      const auto now = Clock::now();
+      const auto now = bounded ? Clock::now() : Clock::time_point{};
       if (bounded && now >= deadline) break;
       // Progress and sleep on the worker (spin briefly, then its event fd)
       // until a completion callback runs: no sleep longer than needed, no

@@ -120,7 +120,11 @@ Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::strin
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
-  params.mt_workers_shared = 0;  // one worker per thread, never shared
+  // Each worker has one thread, but the workers of one context run on
+  // different threads (engine targets, client threads) and register memory
+  // concurrently: the context's own state (registration cache, memory
+  // domains) needs UCX's locking.
+  params.mt_workers_shared = 1;
   params.name = "ros2";
   ucp_context_h ctx = nullptr;
   st = ucp_init(&params, config, &ctx);
