@@ -12,11 +12,9 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <random>
-
-#include <fmt/format.h>
 
 #include "agent/wire.h"
+#include "common/segment_name.h"
 
 namespace ros2::agent {
 
@@ -153,12 +151,10 @@ Result<std::unique_ptr<HostSession>> HostSession::Connect(const HostOptions& opt
   s->geometry_ = ComputeGeometry(options.ring_entries, options.ring_entries * 2, AlignUp(options.arena_size, 4096));
   const RingGeometry& g = s->geometry_;
 
-  // Named as a transport shared segment ("ros2-seg-" and 16 hex digits of a
-  // random odd id): the agent lists the region as one, so the engine copies
-  // bulk straight between its storage and the arena.
-  std::random_device rd;
-  const uint64_t segment_id = (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;
-  const std::string memfd_name = fmt::format("ros2-seg-{:016x}", segment_id);
+  // Named as a shared segment (common/segment_name.h): the agent lists the
+  // region as one, so the engine copies bulk straight between its storage
+  // and the arena.
+  const std::string memfd_name = SegmentName(NewSegmentId());
   int memfd = ::memfd_create(memfd_name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (memfd < 0) return Status::FromErrno(errno, "offload: memfd_create");
   auto close_memfd = [&] { ::close(memfd); };
@@ -328,13 +324,15 @@ void HostSession::PollOnce(std::unique_lock<std::mutex>& lock, Clock::time_point
   polling_ = true;
   lock.unlock();
   bool have = false;
-  const auto spin_end = options_.spin.count() > 0 ? Clock::now() + options_.spin : Clock::time_point::min();
-  while (options_.spin.count() > 0 && Clock::now() < spin_end) {
-    if (h->cq_tail.value.load(std::memory_order_acquire) != cq_head_) {
-      have = true;
-      break;
+  if (options_.spin.count() > 0) {  // no clock reads without a spin budget
+    const auto spin_end = Clock::now() + options_.spin;
+    while (Clock::now() < spin_end) {
+      if (h->cq_tail.value.load(std::memory_order_acquire) != cq_head_) {
+        have = true;
+        break;
+      }
+      for (int i = 0; i < 32; ++i) CpuRelax();
     }
-    for (int i = 0; i < 32; ++i) CpuRelax();
   }
   bool gone = false;
   if (!have) {
@@ -844,18 +842,14 @@ Status HostSession::Submit(std::span<const IoRequest> requests) {
       st = Status::InvalidArgument("offload: a batched I/O buffer must lie inside the arena (Allocate)");
       break;
     }
-    // The arguments are the entry's name (ArgWriter::Str's layout), written
-    // straight into the arena block.
-    const std::string& name = r.file.name;
-    const uint32_t name_len = static_cast<uint32_t>(name.size());
-    const uint64_t args_len = sizeof name_len + name.size();
+    // The arguments are the entry's name, written straight into the block.
+    const uint64_t args_len = StrSize(r.file.name);
     auto a = Allocate(std::max<uint64_t>(args_len + kMessageRoom, kSmallBlock));
     if (!a.ok()) {
       st = a.status();
       break;
     }
-    std::memcpy(a->data, &name_len, sizeof name_len);
-    std::memcpy(a->data + sizeof name_len, name.data(), name.size());
+    PutStr(a->data, r.file.name);
     SubmitEntry s = MakeEntry(r.kind == IoKind::kRead ? Opcode::kRead : Opcode::kWrite, r.mount, r.file);
     s.offset = r.offset;
     s.buf_off = static_cast<uint64_t>(r.buffer.data() - arena());

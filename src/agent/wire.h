@@ -45,12 +45,22 @@ inline dfs::Entry FromWire(const WireEntry& w, std::string name) {
   return e;
 }
 
+// A string argument's layout (ArgWriter::Str's): its length (u32), then its
+// bytes. PutStr writes it to `out`, which holds StrSize(s) bytes (a batched
+// I/O writes its name straight into its arena block this way).
+inline size_t StrSize(std::string_view s) { return sizeof(uint32_t) + s.size(); }
+inline void PutStr(std::byte* out, std::string_view s) {
+  const auto n = static_cast<uint32_t>(s.size());
+  std::memcpy(out, &n, sizeof n);
+  std::memcpy(out + sizeof n, s.data(), s.size());
+}
+
 class ArgWriter {
  public:
   void U32(uint32_t v) { Raw(&v, sizeof v); }
   void U64(uint64_t v) { Raw(&v, sizeof v); }
   void I64(int64_t v) { Raw(&v, sizeof v); }
-  void Str(std::string_view s) {
+  void Str(std::string_view s) {  // PutStr's layout
     U32(static_cast<uint32_t>(s.size()));
     Raw(s.data(), s.size());
   }

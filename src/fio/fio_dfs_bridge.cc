@@ -225,12 +225,8 @@ Result<std::pair<std::string, std::string>> ParentAndName(std::string_view path)
 constexpr auto kReapSlice = std::chrono::milliseconds(100);
 
 void CompleteInto(ros2_fio_queue* q, uint32_t slot, const ros2::client::IoResult& r) {
-  const ros2_fio_queue::Submission sub = q->submissions[slot];
+  const auto [tag, buffer, length, write] = q->submissions[slot];
   q->free_submissions.push_back(slot);
-  void* const tag = sub.tag;
-  void* const buffer = sub.buffer;
-  const uint64_t length = sub.length;
-  const bool write = sub.write;
   --q->in_flight;
   ros2_fio_completion c{tag, 0, length};
   if (!r.status.ok()) {
@@ -409,19 +405,21 @@ int ros2_fio_reap(ros2_fio_queue* q, unsigned min, unsigned max, const timespec*
     const bool bounded = timeout != nullptr;
     const auto deadline = bounded ? Clock::now() + std::chrono::seconds(timeout->tv_sec) +
                                         std::chrono::nanoseconds(timeout->tv_nsec)
-                                  : Clock::time_point::max();
+                                  : Clock::time_point{};
     if (min > max) min = max;
     while (true) {
       (void)q->eq->Poll({});  // runs the callbacks of what completed
       if (q->done.size() >= min || (q->in_flight == 0 && !q->done.empty())) break;
       if (q->in_flight == 0) break;  // nothing can complete any more
-      const auto now = bounded ? Clock::now() : Clock::time_point{};
-      if (bounded && now >= deadline) break;
       // Progress and sleep on the worker (spin briefly, then its event fd)
       // until a completion callback runs: no sleep longer than needed, no
       // yield loop holding a vCPU the engine needs.
       auto slice = std::chrono::duration_cast<std::chrono::microseconds>(kReapSlice);
-      if (bounded) slice = std::min(slice, std::chrono::duration_cast<std::chrono::microseconds>(deadline - now));
+      if (bounded) {
+        const auto now = Clock::now();
+        if (now >= deadline) break;
+        slice = std::min(slice, std::chrono::duration_cast<std::chrono::microseconds>(deadline - now));
+      }
       (void)q->eq->WaitAny(slice);
     }
     return 0;

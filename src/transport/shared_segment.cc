@@ -11,7 +11,6 @@
 #include <atomic>
 #include <map>
 #include <mutex>
-#include <random>
 #include <set>
 
 #include <fmt/format.h>
@@ -35,7 +34,7 @@ struct Registry {
   std::map<uintptr_t, Registered> by_base;
   // Every foreign segment's id ever listed (ForeignSegment): none is listed
   // twice, and no SharedBuffer of ours is listed under one. Our own ids never
-  // repeat (NextSegmentId).
+  // repeat (NewSegmentId).
   std::set<uint64_t> foreign_ids;
   std::atomic<size_t> live{0};
   std::atomic<uint64_t> generation{0};
@@ -46,15 +45,11 @@ Registry& TheRegistry() {
   return *r;
 }
 
-uint64_t NextSegmentId() {
-  // Unique per process and unlikely to repeat across restarts of it: a server
-  // that still maps an old segment of a pid must not take a new one for it.
-  // Odd numbers only, so never 0 (the wire refuses id 0).
-  static std::atomic<uint64_t> next{[] {
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32 | rd()) | 1;
-  }()};
-  return next.fetch_add(2);
+// Lists [base, base + entry.length) as segment entry.id (r.mu held).
+void ListLocked(Registry& r, const std::byte* base, const Registered& entry) {
+  r.by_base[reinterpret_cast<uintptr_t>(base)] = entry;
+  r.live.store(r.by_base.size(), std::memory_order_relaxed);
+  r.generation.fetch_add(1, std::memory_order_release);
 }
 
 }  // namespace
@@ -65,7 +60,7 @@ Result<std::unique_ptr<SharedBuffer>> SharedBuffer::Create(uint64_t length) {
   if (length > (uint64_t{1} << 46)) return Status::InvalidArgument(fmt::format("shared buffer: {} bytes", length));
   const uint64_t rounded = (length + page - 1) / page * page;
   std::unique_ptr<SharedBuffer> b(new SharedBuffer());
-  b->id_ = NextSegmentId();
+  b->id_ = NewSegmentId();
   const std::string name = segment::SegmentName(b->id_);
   b->fd_ = ::memfd_create(name.c_str(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (b->fd_ < 0) return Status::FromErrno(errno, "shared buffer: memfd_create " + name);
@@ -85,9 +80,7 @@ Result<std::unique_ptr<SharedBuffer>> SharedBuffer::Create(uint64_t length) {
   // the memfd keeps its name, so such a buffer is simply not listed (its bulk
   // goes the way of ordinary memory).
   if (r.foreign_ids.contains(b->id_)) return b;
-  r.by_base[reinterpret_cast<uintptr_t>(b->base_)] = Registered{b->length_, b->id_, b->fd_};
-  r.live.store(r.by_base.size(), std::memory_order_relaxed);
-  r.generation.fetch_add(1, std::memory_order_release);
+  ListLocked(r, b->base_, Registered{b->length_, b->id_, b->fd_});
   return b;
 }
 
@@ -129,9 +122,7 @@ Result<std::unique_ptr<ForeignSegment>> ForeignSegment::Register(int fd, std::by
   if (live || !r.foreign_ids.insert(*id).second) {
     return Status::AlreadyExists(fmt::format("foreign segment: id {:#x} was listed before", *id));
   }
-  r.by_base[reinterpret_cast<uintptr_t>(base)] = Registered{length, *id, fd};
-  r.live.store(r.by_base.size(), std::memory_order_relaxed);
-  r.generation.fetch_add(1, std::memory_order_release);
+  ListLocked(r, base, Registered{length, *id, fd});
   std::unique_ptr<ForeignSegment> seg(new ForeignSegment());
   seg->base_ = base;
   seg->id_ = *id;
@@ -151,32 +142,6 @@ SharedBuffer::~SharedBuffer() {
 }
 
 namespace segment {
-
-std::string SegmentName(uint64_t id) {
-  return fmt::format("ros2-seg-{:016x}", id);
-}
-
-std::optional<uint64_t> SegmentIdOfLink(std::string_view link) {
-  constexpr std::string_view kPrefix = "/memfd:ros2-seg-";
-  constexpr std::string_view kSuffix = " (deleted)";
-  if (!link.starts_with(kPrefix) || !link.ends_with(kSuffix)) return std::nullopt;
-  const std::string_view hex = link.substr(kPrefix.size(), link.size() - kPrefix.size() - kSuffix.size());
-  if (hex.size() != 16) return std::nullopt;
-  uint64_t id = 0;
-  for (char c : hex) {
-    int v;
-    if (c >= '0' && c <= '9') {
-      v = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      v = c - 'a' + 10;
-    } else {
-      return std::nullopt;
-    }
-    id = id << 4 | static_cast<uint64_t>(v);
-  }
-  if (id == 0) return std::nullopt;  // the wire refuses id 0
-  return id;
-}
 
 std::optional<Location> Find(const void* addr, uint64_t length) {
   const auto a = reinterpret_cast<uintptr_t>(addr);

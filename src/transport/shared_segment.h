@@ -23,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/segment_name.h"
 #include "common/status.h"
 #include "transport/wire.h"
 
@@ -83,11 +84,9 @@ struct Location {
 };
 std::optional<Location> Find(const void* addr, uint64_t length);
 
-// The memfd name of segment `id` ("ros2-seg-<id in hex>", 16 digits).
-std::string SegmentName(uint64_t id);
-// The id a memfd named SegmentName(id) carries, from its /proc/<pid>/fd link
-// ("/memfd:ros2-seg-<16 hex digits> (deleted)"); nullopt for any other name.
-std::optional<uint64_t> SegmentIdOfLink(std::string_view link);
+// Segment names and ids (common/segment_name.h).
+using ros2::SegmentIdOfLink;
+using ros2::SegmentName;
 
 // Server side: a client's segment mapped into this process.
 class PeerMapping {
