@@ -259,6 +259,7 @@ Result<std::shared_ptr<TenantClient>> Agent::AcquireTenant(const TenantMapping& 
   o.transport = config_.transport;
   o.net_devices = config_.net_devices;
   o.io_timeout = config_.io_timeout;
+  o.spin_budget = config_.client_spin;
   ROS2_ASSIGN_OR_RETURN(auto c, client::Client::Connect(o));
   auto tc = std::make_shared<TenantClient>();
   tc->name = t.name;

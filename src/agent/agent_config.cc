@@ -40,8 +40,9 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
   if (!root || root.IsNull()) return Status::Ok();
   ROS2_RETURN_IF_ERROR(
       CheckKnownKeys(root, where,
-                     {"socket", "socket_mode", "control", "transport", "net_devices", "log_level", "spin", "io_timeout",
-                      "max_sessions", "max_ring_entries", "max_arena", "tenants"}));
+                     {"socket", "socket_mode", "control", "transport", "net_devices", "log_level", "spin", "client_spin",
+                      "io_timeout", "max_sessions", "max_sessions_per_tenant", "max_ring_entries", "max_arena",
+                      "tenants"}));
   ROS2_RETURN_IF_ERROR(ReadString(root, where, "socket", &config->socket));
   if (root["socket_mode"]) {
     // Octal text ("0666") or a number.
@@ -67,6 +68,12 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
     ROS2_RETURN_IF_ERROR(ReadMicros(root, where, "spin", &config->spin));
     if (config->spin > std::chrono::seconds(1)) {
       return Status::InvalidArgument(fmt::format("{}.spin: at most 1s", where));
+    }
+  }
+  if (root["client_spin"]) {
+    ROS2_RETURN_IF_ERROR(ReadMicros(root, where, "client_spin", &config->client_spin));
+    if (config->client_spin > std::chrono::seconds(1)) {
+      return Status::InvalidArgument(fmt::format("{}.client_spin: at most 1s", where));
     }
   }
   ROS2_RETURN_IF_ERROR(ReadDuration(root, where, "io_timeout", &config->io_timeout));

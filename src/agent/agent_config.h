@@ -8,6 +8,7 @@
 //   net_devices: lo
 //   log_level: info
 //   spin: 50us                       # how long a session thread polls its ring before it sleeps
+//   client_spin: 0us                 # how long the tenants' clients poll the data plane before they sleep
 //   io_timeout: 30s                  # each data-plane request of the agent's clients
 //   max_sessions: 256
 //   max_sessions_per_tenant: 64
@@ -62,6 +63,10 @@ struct AgentConfig {
   std::string net_devices = "lo";
   std::string log_level = "info";
   std::chrono::microseconds spin{50};
+  // The tenants' clients' transport poll budget (ClientOptions::spin_budget).
+  // 0: an agent waiting on the engine yields its CPU at once, which is what
+  // lets an engine sharing that CPU (the local cluster's "DPU") serve it.
+  std::chrono::microseconds client_spin{0};
   std::chrono::milliseconds io_timeout{30000};
   uint32_t max_sessions = 256;
   uint32_t max_sessions_per_tenant = 64;

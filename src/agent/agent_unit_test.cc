@@ -44,6 +44,8 @@ socket_mode: "0660"
 control: unix:/tmp/control.sock
 transport: shm
 spin: 20us
+client_spin: 5us
+max_sessions_per_tenant: 3
 max_arena: 256MiB
 tenants:
   - { name: admin, secret_file: /etc/hostname, uids: [0] }
@@ -55,6 +57,8 @@ tenants:
   EXPECT_EQ(c.socket_mode, 0660u);
   EXPECT_EQ(c.transport, "shm");
   EXPECT_EQ(c.spin, std::chrono::microseconds(20));
+  EXPECT_EQ(c.client_spin, std::chrono::microseconds(5));
+  EXPECT_EQ(c.max_sessions_per_tenant, 3u);
   EXPECT_EQ(c.max_arena, uint64_t{256} << 20);
   ASSERT_EQ(c.tenants.size(), 2u);
   EXPECT_EQ(FindTenant(c, 0, 0)->name, "admin");
@@ -77,7 +81,9 @@ TEST(AgentConfigTest, RefusesBadSettingsNamingTheKey) {
   Parse("max_ring_entries: 1000", &st);
   EXPECT_NE(st.message().find("max_ring_entries"), std::string::npos) << st.ToString();
   Parse("max_sessions_per_tenant: 0", &st);
-  EXPECT_NE(st.message().find("max_sessions_per_tenant"), std::string::npos) << st.ToString();
+  EXPECT_NE(st.message().find("max_sessions_per_tenant: 1 .. 65536"), std::string::npos) << st.ToString();
+  Parse("client_spin: 2s", &st);
+  EXPECT_NE(st.message().find("client_spin: at most 1s"), std::string::npos) << st.ToString();
   Parse("tenants: [{name: a, secret_file: /etc/hostname, uids: [1], qos: {bandwidth: fast}}]", &st);
   EXPECT_NE(st.message().find("tenants[0].qos.bandwidth"), std::string::npos) << st.ToString();
   Parse("tenants: [{name: a, secret_file: /etc/hostname, uids: [1], qos: {latency: 1}}]", &st);
