@@ -28,12 +28,18 @@ struct HostSession::Waiter {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// A deadline meaning "do not wait" (WaitFor then reads no clock).
+constexpr Clock::time_point kNoWait = Clock::time_point::min();
+// A deadline Push computes (now + options_.timeout) only if it has to wait for
+// ring room, so a submission that finds room reads no clock.
+constexpr Clock::time_point kTimeoutFromNow = Clock::time_point::max();
 constexpr uint64_t kArenaAlign = 64;
 constexpr uint64_t kBounceMax = uint64_t{8} << 20;
 constexpr uint32_t kMessageRoom = 512;  // bytes of error message a call leaves room for
 // A batched read's or write's arguments (the file's name) and message room
-// fit one block of this size, which Allocate/Free recycle (at most
-// kSmallBlocksKept of them) instead of splitting and merging the free map.
+// fit one block of this size: each batch slot keeps one for good, and
+// Allocate/Free recycle others (at most kSmallBlocksKept of them) instead of
+// splitting and merging the free map.
 constexpr uint64_t kSmallBlock = 1024;
 // The top bit of a batch I/O's token (HostSession::TakeBatchSlot); a blocking
 // call's tokens count up from 1 and never reach it.
@@ -307,7 +313,6 @@ size_t HostSession::DrainLocked() {
       } else {
         c.size = static_cast<uint64_t>(cqe.result);
       }
-      Free(b->args);
       ReleaseBatchSlot(b);
       ready_.push_back(std::move(c));
     }
@@ -374,7 +379,7 @@ Status HostSession::WaitFor(std::unique_lock<std::mutex>& lock, Pred pred, Clock
     if (!polling_) DrainLocked();  // what already came, without waiting (a zero timeout still reaps)
     if (pred()) return Status::Ok();
     if (disconnected_) return DisconnectedStatus();
-    if (Clock::now() >= deadline) {
+    if (deadline == kNoWait || Clock::now() >= deadline) {
       return Status::TimedOut("offload: no completion from the agent at " + options_.socket + " in time");
     }
     if (!polling_) {
@@ -390,8 +395,11 @@ Status HostSession::Push(std::unique_lock<std::mutex>& lock, const SubmitEntry* 
   RingHeader* h = header();
   auto* sq = reinterpret_cast<SubmitEntry*>(static_cast<std::byte*>(map_) + geometry_.sq_offset);
   for (size_t i = 0; i < n; ++i) {
-    ROS2_RETURN_IF_ERROR(WaitFor(
-        lock, [&] { return in_flight_ < geometry_.sq_entries; }, deadline));
+    if (in_flight_ >= geometry_.sq_entries) {
+      if (deadline == kTimeoutFromNow) deadline = Clock::now() + options_.timeout;
+      ROS2_RETURN_IF_ERROR(WaitFor(
+          lock, [&] { return in_flight_ < geometry_.sq_entries; }, deadline));
+    }
     std::memcpy(&sq[sq_tail_ & (geometry_.sq_entries - 1)], &entries[i], sizeof(SubmitEntry));
     ++sq_tail_;
     ++in_flight_;
@@ -826,13 +834,12 @@ Status HostSession::Sync(uint32_t mount, const dfs::Entry& entry) {
 // --- batch ---
 
 Status HostSession::Submit(std::span<const IoRequest> requests) {
-  const auto deadline = Clock::now() + options_.timeout;
   // Reused per thread (Submit never runs a callback, so it is not re-entered).
   thread_local std::vector<SubmitEntry> entries;
-  thread_local std::vector<BatchSlot> slots;
   entries.clear();
-  slots.clear();
   Status st;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (disconnected_) return DisconnectedStatus();
   for (const auto& r : requests) {
     if (r.mount > 0xffff) {
       st = Status::InvalidArgument("offload: mount index out of range");
@@ -842,35 +849,29 @@ Status HostSession::Submit(std::span<const IoRequest> requests) {
       st = Status::InvalidArgument("offload: a batched I/O buffer must lie inside the arena (Allocate)");
       break;
     }
-    // The arguments are the entry's name, written straight into the block.
+    // The arguments are the entry's name, written straight into the slot's block.
     const uint64_t args_len = StrSize(r.file.name);
-    auto a = Allocate(std::max<uint64_t>(args_len + kMessageRoom, kSmallBlock));
-    if (!a.ok()) {
-      st = a.status();
+    auto token = TakeBatchSlot(r.user_data, args_len + kMessageRoom);
+    if (!token.ok()) {
+      st = token.status();
       break;
     }
-    PutStr(a->data, r.file.name);
-    SubmitEntry s = MakeEntry(r.kind == IoKind::kRead ? Opcode::kRead : Opcode::kWrite, r.mount, r.file);
-    s.offset = r.offset;
-    s.buf_off = static_cast<uint64_t>(r.buffer.data() - arena());
-    s.buf_len = r.buffer.size();
-    s.args_off = a->offset;
-    s.args_len = static_cast<uint32_t>(args_len);
-    s.args_cap = static_cast<uint32_t>(a->size);
-    entries.push_back(s);
-    slots.push_back(BatchSlot{r.user_data, *a});
+    const ArenaBuffer& args = batch_slots_[static_cast<uint32_t>(*token)].args;
+    PutStr(args.data, r.file.name);
+    SubmitEntry e = MakeEntry(r.kind == IoKind::kRead ? Opcode::kRead : Opcode::kWrite, r.mount, r.file);
+    e.user_data = *token;
+    e.offset = r.offset;
+    e.buf_off = static_cast<uint64_t>(r.buffer.data() - arena());
+    e.buf_len = r.buffer.size();
+    e.args_off = args.offset;
+    e.args_len = static_cast<uint32_t>(args_len);
+    e.args_cap = static_cast<uint32_t>(args.size);
+    entries.push_back(e);
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  if (disconnected_) {
-    for (auto& s : slots) Free(s.args);
-    return DisconnectedStatus();
-  }
-  for (size_t i = 0; i < entries.size(); ++i) entries[i].user_data = TakeBatchSlot(slots[i].user_data, slots[i].args);
   batch_in_flight_ += entries.size();
   size_t pushed = 0;
-  Status push = Push(lock, entries.data(), entries.size(), deadline, &pushed);
+  Status push = Push(lock, entries.data(), entries.size(), kTimeoutFromNow, &pushed);
   for (size_t i = pushed; i < entries.size(); ++i) {  // never queued: no completion will come
-    Free(slots[i].args);
     ReleaseBatchSlot(FindBatchSlot(entries[i].user_data));
     --batch_in_flight_;
   }
@@ -883,7 +884,7 @@ Status HostSession::SubmitRaw(const SubmitEntry& sqe) {
   std::unique_lock<std::mutex> lock(mu_);
   if (disconnected_) return DisconnectedStatus();
   SubmitEntry s = sqe;
-  s.user_data = TakeBatchSlot(sqe.user_data, ArenaBuffer{});
+  ROS2_ASSIGN_OR_RETURN(s.user_data, TakeBatchSlot(sqe.user_data, 0));
   ++batch_in_flight_;
   Status st = Push(lock, &s, 1, deadline);
   if (!st.ok()) {
@@ -893,18 +894,25 @@ Status HostSession::SubmitRaw(const SubmitEntry& sqe) {
   return st;
 }
 
-uint64_t HostSession::TakeBatchSlot(uint64_t user_data, const ArenaBuffer& args) {
-  uint32_t index;
-  if (!free_batch_slots_.empty()) {
-    index = free_batch_slots_.back();
-    free_batch_slots_.pop_back();
-  } else {
-    index = static_cast<uint32_t>(batch_slots_.size());
+Result<uint64_t> HostSession::TakeBatchSlot(uint64_t user_data, uint64_t args_size) {
+  if (free_batch_slots_.empty()) {
+    free_batch_slots_.push_back(static_cast<uint32_t>(batch_slots_.size()));
     batch_slots_.emplace_back();
   }
+  const uint32_t index = free_batch_slots_.back();  // taken once its block is there
   BatchSlot& b = batch_slots_[index];
+  if (args_size > 0) {
+    if (args_size <= kSmallBlock) {
+      if (!b.block) {
+        ROS2_ASSIGN_OR_RETURN(b.block, Allocate(kSmallBlock));
+      }
+      b.args = b.block;
+    } else {
+      ROS2_ASSIGN_OR_RETURN(b.args, Allocate(args_size));
+    }
+  }
+  free_batch_slots_.pop_back();
   b.user_data = user_data;
-  b.args = args;
   b.live = true;
   return kBatchToken | (uint64_t{b.generation & 0x7fffffffu} << 32) | index;
 }
@@ -921,6 +929,7 @@ HostSession::BatchSlot* HostSession::FindBatchSlot(uint64_t token) {
 void HostSession::ReleaseBatchSlot(BatchSlot* b) {
   if (b == nullptr) return;
   b->live = false;
+  if (b->args.data != b->block.data) Free(b->args);  // a larger name's own block
   b->args = ArenaBuffer{};
   ++b->generation;
   free_batch_slots_.push_back(static_cast<uint32_t>(b - batch_slots_.data()));
@@ -935,7 +944,7 @@ void HostSession::ForceSubmissionTail(uint32_t tail) {
 
 Result<size_t> HostSession::Reap(std::span<IoCompletion> out, size_t min_completions,
                                  std::chrono::microseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
+  const auto deadline = timeout.count() > 0 ? Clock::now() + timeout : kNoWait;
   std::unique_lock<std::mutex> lock(mu_);
   min_completions = std::min(min_completions, out.size());
   Status st = WaitFor(

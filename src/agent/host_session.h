@@ -171,7 +171,9 @@ class HostSession {
   HostSession() = default;
   Result<CompleteEntry> Call(SubmitEntry sqe, const std::vector<std::byte>& args, uint64_t result_size,
                              std::vector<std::byte>* result);
-  // Queues entries (waiting for room); *pushed (optional) counts those queued.
+  // Queues entries (waiting for room until `deadline`; the kTimeoutFromNow
+  // deadline is options_.timeout from when the wait starts); *pushed
+  // (optional) counts those queued.
   Status Push(std::unique_lock<std::mutex>& lock, const SubmitEntry* entries, size_t n,
               std::chrono::steady_clock::time_point deadline, size_t* pushed = nullptr);
   // Waits (lock held) until pred() or the deadline, polling as the leader when no other thread does.
@@ -222,18 +224,22 @@ class HostSession {
   std::map<uint64_t, std::shared_ptr<Waiter>> waiters_;
   struct BatchSlot {
     uint64_t user_data = 0;
-    ArenaBuffer args;         // entry name + room for the error message
+    ArenaBuffer args;         // entry name + room for the error message: `block`, or a larger one of its own
+    ArenaBuffer block;        // the slot's kSmallBlock argument block, kept while the session lives
     uint32_t generation = 0;  // bumped when the slot is released: a stale token misses
     bool live = false;
   };
   // Batch I/Os in flight, by slot: a batch token is kBatchToken | generation
   // << 32 | slot index, so finding one costs an index, not a tree walk, and
-  // tracking one allocates nothing once the table has grown.
+  // tracking one allocates nothing once the table has grown (each slot keeps
+  // its argument block, so at most ring_entries small blocks of the arena).
   std::vector<BatchSlot> batch_slots_;
   std::vector<uint32_t> free_batch_slots_;
-  uint64_t TakeBatchSlot(uint64_t user_data, const ArenaBuffer& args);  // mu_ held; returns the token
-  BatchSlot* FindBatchSlot(uint64_t token);                             // mu_ held; nullptr if not live
-  void ReleaseBatchSlot(BatchSlot* slot);                               // mu_ held
+  // mu_ held. Returns the token of a slot whose `args` has room for
+  // `args_size` bytes (none when 0); NoSpace when the arena has not.
+  Result<uint64_t> TakeBatchSlot(uint64_t user_data, uint64_t args_size);
+  BatchSlot* FindBatchSlot(uint64_t token);  // mu_ held; nullptr if not live
+  void ReleaseBatchSlot(BatchSlot* slot);    // mu_ held
   std::deque<IoCompletion> ready_;
   size_t batch_in_flight_ = 0;
 };

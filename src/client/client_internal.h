@@ -74,10 +74,11 @@ struct OffloadQueue {
   // Set after a push into the mailbox: the owner looks at it only then,
   // without taking mu on every poll.
   std::atomic<bool> mailbox_posted{false};
-  // Submitted, not yet completed (GUARDED_BY(mu)): an intrusive list, so
-  // tracking an I/O allocates nothing. The count is also read without mu.
+  // Submitted, not yet completed: an intrusive list, so tracking an I/O
+  // allocates nothing. Only the owner's thread (the one its EventQueue is
+  // bound to) submits and finishes its I/Os, so the list needs no lock.
   OffloadIo* pending = nullptr;
-  std::atomic<size_t> pending_count{0};
+  size_t pending_count = 0;
   // The owner's reaping buffer (only its thread polls this queue).
   std::array<agent::IoCompletion, 16> reaped;
 
@@ -86,7 +87,7 @@ struct OffloadQueue {
     io->next = pending;
     if (pending != nullptr) pending->prev = io;
     pending = io;
-    pending_count.fetch_add(1, std::memory_order_relaxed);
+    ++pending_count;
   }
   void Unlink(OffloadIo* io) {
     if (io->prev != nullptr) {
@@ -96,7 +97,7 @@ struct OffloadQueue {
     }
     if (io->next != nullptr) io->next->prev = io->prev;
     io->prev = io->next = nullptr;
-    pending_count.fetch_sub(1, std::memory_order_relaxed);
+    --pending_count;
   }
 };
 

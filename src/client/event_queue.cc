@@ -80,10 +80,12 @@ size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
   if (q.mailbox_posted.exchange(false, std::memory_order_acq_rel)) {
     std::lock_guard<std::mutex> lock(q.mu);
     mine.swap(q.mailbox);
-    for (auto& [io, r] : mine) q.Unlink(io);
   }
-  for (auto& [io, r] : mine) finish(io, r);
-  if (done > 0 || q.pending_count.load(std::memory_order_relaxed) == 0) wait = std::chrono::microseconds(0);
+  for (auto& [io, r] : mine) {
+    q.Unlink(io);
+    finish(io, r);
+  }
+  if (done > 0 || q.pending_count == 0) wait = std::chrono::microseconds(0);
   // A few at a time; the caller polls again.
   auto& out = q.reaped;
   auto n = q.session->Reap(out, wait.count() > 0 ? 1 : 0, wait);
@@ -91,15 +93,15 @@ size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
     if (n.status().code() == Status::Code::kTimedOut) return done;
     // The session is gone: nothing still pending will complete.
     std::vector<OffloadIo*> lost;
+    mine.clear();
     {
       std::lock_guard<std::mutex> lock(q.mu);
-      mine.clear();
       mine.swap(q.mailbox);
-      for (auto& [io, r] : mine) q.Unlink(io);
-      while (q.pending != nullptr) {
-        lost.push_back(q.pending);
-        q.Unlink(q.pending);
-      }
+    }
+    for (auto& [io, r] : mine) q.Unlink(io);
+    while (q.pending != nullptr) {
+      lost.push_back(q.pending);
+      q.Unlink(q.pending);
     }
     for (auto& [io, r] : mine) finish(io, r);
     for (OffloadIo* io : lost) {
@@ -115,10 +117,7 @@ size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
     r.status = out[i].status;
     r.size = out[i].size;
     if (io->owner.get() == &q) {
-      {
-        std::lock_guard<std::mutex> lock(q.mu);
-        q.Unlink(io);
-      }
+      q.Unlink(io);
       finish(io, r);
     } else {
       std::lock_guard<std::mutex> lock(io->owner->mu);
@@ -196,12 +195,12 @@ size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
     const uint64_t before = completions_;
     const auto end = std::chrono::steady_clock::now() + timeout;
     RunDeferred();
-    while (completions_ == before && in_flight_ > 0 && std::chrono::steady_clock::now() < end) {
+    while (completions_ == before && in_flight_ > 0) {
       // To the microsecond: a wait rounded down to whole milliseconds would
       // poll without sleeping through the last one.
       const auto left = std::chrono::duration_cast<std::chrono::microseconds>(end - std::chrono::steady_clock::now());
-      ProgressOffload(std::clamp<std::chrono::microseconds>(left, std::chrono::microseconds(0),
-                                                            std::chrono::milliseconds(10)));
+      if (left.count() <= 0) break;
+      ProgressOffload(std::min<std::chrono::microseconds>(left, std::chrono::milliseconds(10)));
       RunDeferred();
     }
     return static_cast<size_t>(completions_ - before);

@@ -189,15 +189,9 @@ Status Filesystem::SubmitOffloaded(client::EventQueue& eq, const Entry& file, ui
     req.buffer = {bounce.data, length};
   }
   req.user_data = reinterpret_cast<uint64_t>(io.get());
-  {
-    std::lock_guard<std::mutex> lock(eq.offload_->mu);
-    eq.offload_->Link(io.get());
-  }
+  eq.offload_->Link(io.get());  // before Submit: another queue may reap the completion at once
   if (Status st = session.Submit({&req, 1}); !st.ok()) {
-    {
-      std::lock_guard<std::mutex> lock(eq.offload_->mu);
-      eq.offload_->Unlink(io.get());
-    }
+    eq.offload_->Unlink(io.get());
     if (bounce) session.Free(bounce);
     return st.WithContext(fmt::format("dfs {} of '{}' through the agent", read ? "read" : "write", file.name));
   }
