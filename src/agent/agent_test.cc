@@ -274,7 +274,7 @@ TEST_P(AgentTest, NamespaceAndDataRoundTrip) {
     IoRequest q;
     q.kind = IoKind::kRead;
     q.mount = mi;
-    q.file = *f;
+    q.file = &*f;
     q.offset = i * 13'001;
     q.buffer = std::span<std::byte>(batch->data + i * 4096, 4096);
     q.user_data = 1000 + i;
@@ -700,7 +700,7 @@ TEST_P(AgentTest, KilledHostIsReclaimed) {
     (void)!::write(ready[1], "x", 1);
     for (uint64_t off = 0;; off += buf->size) {  // until killed
       std::vector<IoRequest> q(1);
-      q[0] = {IoKind::kWrite, m->index, *f, off % (64 << 20), buf->span(), off};
+      q[0] = {IoKind::kWrite, m->index, &*f, off % (64 << 20), buf->span(), off};
       if (!(*s)->Submit(q).ok()) ::_exit(5);
       std::vector<IoCompletion> c(1);
       (void)(*s)->Reap(c, 0, std::chrono::milliseconds(0));
@@ -1013,7 +1013,7 @@ TEST_P(AgentTest, TenantQosLimitsBandwidthAndChangesLive) {
     }
     uint64_t off = 0;
     auto submit = [&](size_t slot) {
-      IoRequest r{IoKind::kRead, m->index, *f, off, bufs[slot].span(), slot};
+      IoRequest r{IoKind::kRead, m->index, &*f, off, bufs[slot].span(), slot};
       off = (off + kMiB) % kFile;
       return h.Submit({&r, 1});
     };

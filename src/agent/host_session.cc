@@ -845,20 +845,24 @@ Status HostSession::Submit(std::span<const IoRequest> requests) {
       st = Status::InvalidArgument("offload: mount index out of range");
       break;
     }
+    if (r.file == nullptr) {
+      st = Status::InvalidArgument("offload: a batched I/O names no file");
+      break;
+    }
     if (r.buffer.empty() || !InArena(r.buffer.data(), r.buffer.size())) {
       st = Status::InvalidArgument("offload: a batched I/O buffer must lie inside the arena (Allocate)");
       break;
     }
     // The arguments are the entry's name, written straight into the slot's block.
-    const uint64_t args_len = StrSize(r.file.name);
+    const uint64_t args_len = StrSize(r.file->name);
     auto token = TakeBatchSlot(r.user_data, args_len + kMessageRoom);
     if (!token.ok()) {
       st = token.status();
       break;
     }
     const ArenaBuffer& args = batch_slots_[static_cast<uint32_t>(*token)].args;
-    PutStr(args.data, r.file.name);
-    SubmitEntry e = MakeEntry(r.kind == IoKind::kRead ? Opcode::kRead : Opcode::kWrite, r.mount, r.file);
+    PutStr(args.data, r.file->name);
+    SubmitEntry e = MakeEntry(r.kind == IoKind::kRead ? Opcode::kRead : Opcode::kWrite, r.mount, *r.file);
     e.user_data = *token;
     e.offset = r.offset;
     e.buf_off = static_cast<uint64_t>(r.buffer.data() - arena());

@@ -81,7 +81,7 @@ enum class IoKind : uint8_t { kRead = 1, kWrite = 2 };
 struct IoRequest {
   IoKind kind = IoKind::kRead;
   uint32_t mount = 0;
-  dfs::Entry file;
+  const dfs::Entry* file = nullptr;  // read by Submit (not kept)
   uint64_t offset = 0;
   std::span<std::byte> buffer;
   uint64_t user_data = 0;

@@ -81,6 +81,23 @@ struct OffloadQueue {
   size_t pending_count = 0;
   // The owner's reaping buffer (only its thread polls this queue).
   std::array<agent::IoCompletion, 16> reaped;
+  // Finished records kept for the next I/O (the owner's thread only), so an
+  // I/O allocates nothing once the queue has run at its depth.
+  std::vector<std::unique_ptr<OffloadIo>> spare;
+  static constexpr size_t kSpareKept = 256;
+
+  std::unique_ptr<OffloadIo> TakeIo() {
+    if (spare.empty()) return std::make_unique<OffloadIo>();
+    std::unique_ptr<OffloadIo> io = std::move(spare.back());
+    spare.pop_back();
+    return io;
+  }
+  // Clears the record (its owner reference and callback too) and keeps it.
+  void GiveBack(std::unique_ptr<OffloadIo> io) {
+    if (spare.size() >= kSpareKept) return;
+    *io = OffloadIo{};
+    spare.push_back(std::move(io));
+  }
 
   void Link(OffloadIo* io) {
     io->prev = nullptr;

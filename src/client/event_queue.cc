@@ -72,7 +72,7 @@ size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
     }
     if (io->bounce != nullptr) q.session->Free(agent::ArenaBuffer{io->bounce, io->bounce_offset, io->bounce_size});
     IoCallback callback = std::move(io->callback);
-    delete io;
+    q.GiveBack(std::unique_ptr<OffloadIo>(io));
     Complete(0, callback, r);
     ++done;
   };

@@ -169,14 +169,14 @@ Status Filesystem::SubmitOffloaded(client::EventQueue& eq, const Entry& file, ui
     return DeferOffloaded(eq, n, std::move(callback));
   }
   // In flight at the agent: the queue's Poll/Wait reaps the completion.
-  auto io = std::make_unique<client::OffloadIo>();
+  std::unique_ptr<client::OffloadIo> io = eq.offload_->TakeIo();
   io->owner = eq.offload_;
   io->callback = std::move(callback);
   io->read = read;
   agent::IoRequest req;
   req.kind = read ? agent::IoKind::kRead : agent::IoKind::kWrite;
   req.mount = offload_->index;
-  req.file = file;
+  req.file = &file;
   req.offset = offset;
   if (in_arena) {
     req.buffer = {data, length};
@@ -192,6 +192,7 @@ Status Filesystem::SubmitOffloaded(client::EventQueue& eq, const Entry& file, ui
   eq.offload_->Link(io.get());  // before Submit: another queue may reap the completion at once
   if (Status st = session.Submit({&req, 1}); !st.ok()) {
     eq.offload_->Unlink(io.get());
+    eq.offload_->GiveBack(std::move(io));
     if (bounce) session.Free(bounce);
     return st.WithContext(fmt::format("dfs {} of '{}' through the agent", read ? "read" : "write", file.name));
   }
