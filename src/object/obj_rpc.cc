@@ -13,7 +13,13 @@ namespace {
 // Appends little-endian fields to a byte vector.
 class Writer {
  public:
-  explicit Writer(uint8_t version = kProtocolVersion) { U8(version); }
+  // Room for a request or reply without its bulk values up front: the
+  // fields are appended a few bytes at a time, and growing from empty would
+  // reallocate (and copy) the message several times for every RPC.
+  explicit Writer(uint8_t version = kProtocolVersion) {
+    out_.reserve(kInitialRoom);
+    U8(version);
+  }
   void U8(uint8_t v) { out_.push_back(v); }
   void U16(uint16_t v) { Le(v, 2); }
   void U32(uint32_t v) { Le(v, 4); }
@@ -53,8 +59,11 @@ class Writer {
   std::vector<uint8_t> Take() { return std::move(out_); }
 
  private:
+  static constexpr size_t kInitialRoom = 256;
   void Le(uint64_t v, int width) {
-    for (int i = 0; i < width; ++i) out_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+    const size_t at = out_.size();
+    out_.resize(at + static_cast<size_t>(width));
+    for (int i = 0; i < width; ++i) out_[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
   }
   std::vector<uint8_t> out_;
 };
