@@ -71,6 +71,7 @@ struct AkeyHeader {
   uint32_t record_size = 0;
   uint64_t max_extent_records = 0;  // longest extent ever written (records)
   uint64_t class_mask = 0;          // bit c: the akey has (or had) extents of size class c (keys.h)
+  friend bool operator==(const AkeyHeader&, const AkeyHeader&) = default;
 };
 std::string EncodeAkeyHeader(const AkeyHeader& h);
 Result<AkeyHeader> DecodeAkeyHeader(std::string_view encoded, std::string_view what);

@@ -52,8 +52,12 @@ void VosStore::SubmitUpdate(const UpdateOp& op, UpdateCallback done) {
 Status VosStore::ChecksumData(UpdateState* u) {
   const UpdateOp& op = u->op;
   if (op.csum.type != ChecksumType::kNone) {
-    ROS2_RETURN_IF_ERROR(VerifyChunkChecksums(op.csum.type, op.data, op.csum.chunk_size, op.csum.values,
-                                              fmt::format("vos: {}", Describe(op))));
+    // The message names the update only when there is one to give: formatting
+    // it for every update was a visible share of a small update's CPU.
+    if (!VerifyChunkChecksums(op.csum.type, op.data, op.csum.chunk_size, op.csum.values, "vos").ok()) {
+      return VerifyChunkChecksums(op.csum.type, op.data, op.csum.chunk_size, op.csum.values,
+                                  fmt::format("vos: {}", Describe(op)));
+    }
     u->rec.csum = op.csum;
   } else if (options_.checksum != ChecksumType::kNone) {
     u->rec.csum.type = options_.checksum;
@@ -141,14 +145,21 @@ Status VosStore::PrepareUpdate(UpdateState* u) {
     return Status::Busy(fmt::format("vos: {}: an update of the same key at the same epoch is in flight", Describe(op)));
   }
   // Rewriting a committed version (a replayed update) replaces it: its space is freed after the commit.
-  std::string old;
-  rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), u->record_key, &old);
-  if (rs.ok()) {
-    auto prev = DecodeValueRecord(old, Describe(op), kNoChecksums);
-    if (prev.ok() && prev->external) u->replaced = *prev;
-    if (prev.ok() && !prev->external) u->replaced_inline = prev->length;
-  } else if (!rs.IsNotFound()) {
-    return FromRocks(rs, fmt::format("vos: {}", Describe(op)));
+  // Every record committed, or in a group being committed, has an epoch at or
+  // below highest_epoch_ (raised as each group is built, and loaded at open
+  // from the mark every such group writes): above it no version can exist at
+  // this key, and the lookup is skipped. An update stamped by the engine's
+  // clock, which is seeded from that mark, always is above it.
+  if (op.epoch <= highest_epoch_) {
+    std::string old;
+    rocksdb::Status rs = db_->Get(rocksdb::ReadOptions(), u->record_key, &old);
+    if (rs.ok()) {
+      auto prev = DecodeValueRecord(old, Describe(op), kNoChecksums);
+      if (prev.ok() && prev->external) u->replaced = *prev;
+      if (prev.ok() && !prev->external) u->replaced_inline = prev->length;
+    } else if (!rs.IsNotFound()) {
+      return FromRocks(rs, fmt::format("vos: {}", Describe(op)));
+    }
   }
 
   // Placement: inline below the threshold, otherwise out of place in the
@@ -239,17 +250,24 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
   auto group = std::make_unique<CommitGroup>();
   std::string check_list;  // extents whose durability rides on the group's WAL sync
   uint64_t inline_delta = 0;  // change of 'M' "inline_bytes" (modulo 2^64)
+  // The akey header is written when RocksDB may not hold it yet: not when the
+  // cache of committed headers holds exactly this one (it mirrors RocksDB:
+  // filled from it or after a committed batch, erased where a header is
+  // deleted or a batch's outcome is unknown), and once per akey per group.
+  std::vector<std::string_view> headers_written;
   for (UpdateState* u : ready_) {
     inline_delta += (u->rec.external ? 0 : u->rec.length) - u->replaced_inline;
     auto h = pending_headers_.find(u->akey_scope);
     u->committed_header = h->second.header;
-    group->batch.Put(keys::HeaderKey(u->akey_scope), EncodeAkeyHeader(u->committed_header));
+    auto stored = header_cache_.find(u->akey_scope);
+    if ((stored == header_cache_.end() || !(stored->second == u->committed_header)) &&
+        std::find(headers_written.begin(), headers_written.end(), u->akey_scope) == headers_written.end()) {
+      group->batch.Put(keys::HeaderKey(u->akey_scope), EncodeAkeyHeader(u->committed_header));
+      headers_written.push_back(u->akey_scope);
+    }
     std::span<const std::byte> inline_data = u->rec.external ? std::span<const std::byte>() : u->op.data;
     group->batch.Put(u->record_key, EncodeValueRecord(u->rec, inline_data));
     if (u->rec.external) {
-      std::string len;
-      keys::AppendU64(&len, u->rec.alloc_len);
-      group->batch.Put(keys::AllocKey(u->rec.offset), len);
       // Durable before the acknowledgement: by its write (dsync, ram), by the
       // WAL sync's flush with a check record, or by a data fdatasync first
       // (docs/vos.md, "Durability"). A replayed version replaces its old
@@ -265,10 +283,28 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
         }
       }
     }
-    if (u->replaced) group->batch.Delete(keys::AllocKey(u->replaced->offset));
     group->updates.push_back(u);
   }
   ready_.clear();
+  // The 'A' records go after the tree keys, in offset order: the allocator
+  // places a stream of extents one after the other, and RocksDB inserts a key
+  // that lands right after the previous insert without searching its memtable
+  // (alternating with the randomly placed record keys, every one was a search).
+  std::vector<std::pair<uint64_t, uint64_t>> allocs;
+  for (void* opaque : group->updates) {
+    const auto* u = static_cast<const UpdateState*>(opaque);
+    if (u->rec.external) allocs.emplace_back(u->rec.offset, u->rec.alloc_len);
+  }
+  std::sort(allocs.begin(), allocs.end());
+  for (const auto& [offset, alloc_len] : allocs) {
+    std::string len;
+    keys::AppendU64(&len, alloc_len);
+    group->batch.Put(keys::AllocKey(offset), len);
+  }
+  for (void* opaque : group->updates) {
+    const auto* u = static_cast<const UpdateState*>(opaque);
+    if (u->replaced) group->batch.Delete(keys::AllocKey(u->replaced->offset));
+  }
   if (track_written_) {
     // The group's extents are durable once its batch is (each by the rule
     // above): the written prefix they extend is recorded in the same batch.
@@ -363,7 +399,9 @@ int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
       if (u->rec.external && track_written_) written_.Add(u->rec.offset, u->rec.offset + u->rec.alloc_len);
       u->inline_charge = 0;  // now the store's
     } else if (group->metadata_attempted) {
-      extent_cache_.Erase(u->akey_scope);  // the batch may or may not be in RocksDB: reload from there
+      // The batch may or may not be in RocksDB: both caches reload from there.
+      extent_cache_.Erase(u->akey_scope);
+      if (auto c = header_cache_.find(u->akey_scope); c != header_cache_.end()) header_cache_.erase(c);
       u->inline_charge = 0;                // like its extent, counted until the next open recounts
     } else if (u->rec.external) {
       FreeExtent(u->rec.offset, u->rec.alloc_len);

@@ -304,6 +304,59 @@ TEST_P(VosUpdateFetchTest, ReplayedUpdateAtTheSameEpochReplacesAndKeepsSpaceRigh
   EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", kEpochMax, 0, a.size(), 1), b);
 }
 
+// The lookup of an existing version at the update's key is skipped for epochs
+// above every epoch committed: replays at and below the newest epoch, also
+// after a reopen (the mark is loaded from the store), must still replace.
+TEST_P(VosUpdateFetchTest, ReplaysBelowAndAtTheNewestEpochReplaceAfterReopen) {
+  ObjectId oid = TestOid(12);
+  auto a = Pattern(16 << 10, 1);
+  auto b = Pattern(16 << 10, 2);
+  auto small = Pattern(100, 3);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 5, 0, 1, a).ok());
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "s", 6, small).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "b", 9, 0, 1, a).ok());
+  if (GetParam() == StorageClass::kNvme) Reopen();
+  const SpaceInfo before = vos_->Space();
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 5, 0, 1, b).ok());   // below the newest epoch
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "b", 9, 0, 1, b).ok());   // at it
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "s", 6, small).ok());    // an inline value
+  EXPECT_EQ(vos_->Space().data_used, before.data_used);
+  EXPECT_EQ(vos_->Space().inline_bytes, before.inline_bytes);
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", 5, 0, b.size(), 1), b);
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "b", kEpochMax, 0, b.size(), 1), b);
+  // A new epoch adds a version (and space) as before.
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "b", 10, 0, 1, a).ok());
+  EXPECT_EQ(vos_->Space().data_used, before.data_used + a.size());
+}
+
+// The akey header is written only when RocksDB may not hold it: an unchanged
+// header is not rewritten, a widened one is, and one that aggregation deleted
+// is written again. The reopen drops the caches, so a header that never
+// reached RocksDB would show as missing extents here.
+TEST_P(VosUpdateFetchTest, AkeyHeaderReachesTheStoreWheneverItChangesOrWasDeleted) {
+  if (GetParam() == StorageClass::kRam) GTEST_SKIP() << "the ram class keeps nothing across an open";
+  ObjectId oid = TestOid(13);
+  auto small = Pattern(4 << 10, 1);
+  auto large = Pattern(64 << 10, 2);
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 1, 0, 1, small).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 2, 8 << 10, 1, small).ok());  // same header
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 3, 1 << 20, 1, large).ok());  // a new size class
+  Reopen();
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", kEpochMax, 0, small.size(), 1), small);
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", kEpochMax, 8 << 10, small.size(), 1), small);
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", kEpochMax, 1 << 20, large.size(), 1), large);
+  auto end = vos_->QueryArrayEnd(oid, "d", "a", kEpochMax);
+  ASSERT_TRUE(end.ok() && end->has_value());
+  EXPECT_EQ(**end, (1u << 20) + large.size());
+
+  // Punched and aggregated away: the header goes with the last version.
+  ASSERT_TRUE(vos_->PunchAkey(oid, "d", "a", 10).ok());
+  ASSERT_TRUE(vos_->Aggregate(kEpochMax).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 11, 0, 1, small).ok());
+  Reopen();
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", kEpochMax, 0, small.size(), 1), small);
+}
+
 TEST_P(VosUpdateFetchTest, DataSurvivesReopenOnNvme) {
   if (GetParam() == StorageClass::kRam) {
     // The ram class keeps nothing across an open: a reopened store is empty.
