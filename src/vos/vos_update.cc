@@ -52,12 +52,10 @@ void VosStore::SubmitUpdate(const UpdateOp& op, UpdateCallback done) {
 Status VosStore::ChecksumData(UpdateState* u) {
   const UpdateOp& op = u->op;
   if (op.csum.type != ChecksumType::kNone) {
-    // The message names the update only when there is one to give: formatting
-    // it for every update was a visible share of a small update's CPU.
-    if (!VerifyChunkChecksums(op.csum.type, op.data, op.csum.chunk_size, op.csum.values, "vos").ok()) {
-      return VerifyChunkChecksums(op.csum.type, op.data, op.csum.chunk_size, op.csum.values,
-                                  fmt::format("vos: {}", Describe(op)));
-    }
+    // The update is named only on a failure: formatting its description for
+    // every update was a visible share of a small update's CPU.
+    Status st = VerifyChunkChecksums(op.csum.type, op.data, op.csum.chunk_size, op.csum.values, "data");
+    if (!st.ok()) return st.WithContext(fmt::format("vos: {}", Describe(op)));
     u->rec.csum = op.csum;
   } else if (options_.checksum != ChecksumType::kNone) {
     u->rec.csum.type = options_.checksum;
@@ -255,6 +253,12 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
   // filled from it or after a committed batch, erased where a header is
   // deleted or a batch's outcome is unknown), and once per akey per group.
   std::vector<std::string_view> headers_written;
+  // The 'A' records go after the tree keys, in offset order: the allocator
+  // places a stream of extents one after the other, and RocksDB inserts a key
+  // that lands right after the previous insert without searching its memtable
+  // (alternating with the randomly placed record keys, every one was a search).
+  std::vector<std::pair<uint64_t, uint64_t>> allocs;  // offset, alloc_len
+  std::vector<uint64_t> freed;                        // offsets of replaced versions' extents
   for (UpdateState* u : ready_) {
     inline_delta += (u->rec.external ? 0 : u->rec.length) - u->replaced_inline;
     auto h = pending_headers_.find(u->akey_scope);
@@ -267,7 +271,9 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
     }
     std::span<const std::byte> inline_data = u->rec.external ? std::span<const std::byte>() : u->op.data;
     group->batch.Put(u->record_key, EncodeValueRecord(u->rec, inline_data));
+    if (u->replaced) freed.push_back(u->replaced->offset);
     if (u->rec.external) {
+      allocs.emplace_back(u->rec.offset, u->rec.alloc_len);
       // Durable before the acknowledgement: by its write (dsync, ram), by the
       // WAL sync's flush with a check record, or by a data fdatasync first
       // (docs/vos.md, "Durability"). A replayed version replaces its old
@@ -286,25 +292,13 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
     group->updates.push_back(u);
   }
   ready_.clear();
-  // The 'A' records go after the tree keys, in offset order: the allocator
-  // places a stream of extents one after the other, and RocksDB inserts a key
-  // that lands right after the previous insert without searching its memtable
-  // (alternating with the randomly placed record keys, every one was a search).
-  std::vector<std::pair<uint64_t, uint64_t>> allocs;
-  for (void* opaque : group->updates) {
-    const auto* u = static_cast<const UpdateState*>(opaque);
-    if (u->rec.external) allocs.emplace_back(u->rec.offset, u->rec.alloc_len);
-  }
   std::sort(allocs.begin(), allocs.end());
   for (const auto& [offset, alloc_len] : allocs) {
     std::string len;
     keys::AppendU64(&len, alloc_len);
     group->batch.Put(keys::AllocKey(offset), len);
   }
-  for (void* opaque : group->updates) {
-    const auto* u = static_cast<const UpdateState*>(opaque);
-    if (u->replaced) group->batch.Delete(keys::AllocKey(u->replaced->offset));
-  }
+  for (uint64_t offset : freed) group->batch.Delete(keys::AllocKey(offset));
   if (track_written_) {
     // The group's extents are durable once its batch is (each by the rule
     // above): the written prefix they extend is recorded in the same batch.
