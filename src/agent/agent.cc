@@ -349,10 +349,9 @@ void Agent::HandleHello(int fd) {
   if (hello.type != static_cast<uint16_t>(MessageType::kHello)) {
     return refuse(Status::Code::kProtocol, fmt::format("agent: unknown message type {}", hello.type));
   }
-  if ((msg.msg_flags & MSG_CTRUNC) != 0 || nfds != 3) {
-    return refuse(
-        Status::Code::kProtocol,
-        fmt::format("agent: a hello carries 3 descriptors (memfd, submission and completion eventfds), got {}", nfds));
+  if ((msg.msg_flags & MSG_CTRUNC) != 0 || nfds != 2) {
+    return refuse(Status::Code::kProtocol,
+                  fmt::format("agent: a hello carries 2 descriptors (memfd, submission eventfd), got {}", nfds));
   }
   const TenantMapping* tenant = FindTenant(config_, cred.uid, cred.gid);
   if (tenant == nullptr) {
@@ -381,15 +380,8 @@ void Agent::HandleHello(int fd) {
                   "agent: the memfd is not sealed against shrinking (F_SEAL_SHRINK); the agent's mapping could be "
                   "truncated under it");
   }
-  for (int i = 1; i <= 2; ++i) {
-    if (FdTarget(fds[i]) != "anon_inode:[eventfd]") {
-      return refuse(Status::Code::kInvalidArgument, fmt::format("agent: descriptor {} is not an eventfd", i));
-    }
-  }
-  // Non-blocking signalling: the host cannot stall the agent through a full counter.
-  int fl = ::fcntl(fds[2], F_GETFL);
-  if (fl < 0 || ::fcntl(fds[2], F_SETFL, fl | O_NONBLOCK) != 0) {
-    return refuse(Status::Code::kInvalidArgument, "agent: cannot make the completion eventfd non-blocking");
+  if (FdTarget(fds[1]) != "anon_inode:[eventfd]") {
+    return refuse(Status::Code::kInvalidArgument, "agent: descriptor 1 is not an eventfd");
   }
   struct stat st {};
   if (::fstat(fds[0], &st) != 0 || st.st_size < static_cast<off_t>(kHeaderSize)) {
@@ -420,7 +412,6 @@ void Agent::HandleHello(int fd) {
   res.socket = fd;
   res.memfd = fds[0];
   res.sq_eventfd = fds[1];
-  res.cq_eventfd = fds[2];
   res.map = map;
   res.map_len = geometry->total_size;
   res.geometry = *geometry;

@@ -195,13 +195,12 @@ Result<std::unique_ptr<HostSession>> HostSession::Connect(const HostOptions& opt
   s->free_[0] = g.arena_size;
 
   s->sq_eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  s->cq_eventfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (s->sq_eventfd_ < 0 || s->cq_eventfd_ < 0) {
+  if (s->sq_eventfd_ < 0) {
     close_memfd();
     return Status::FromErrno(errno, "offload: eventfd");
   }
-  int fds[3] = {memfd, s->sq_eventfd_, s->cq_eventfd_};
-  auto r = Exchange(options.socket, MessageType::kHello, fds, 3,
+  int fds[2] = {memfd, s->sq_eventfd_};
+  auto r = Exchange(options.socket, MessageType::kHello, fds, 2,
                     std::min(options.timeout, std::chrono::milliseconds(10000)), &s->id_);
   close_memfd();  // the mapping keeps the region; the agent has its own descriptor
   if (!r.ok()) return r.status();
@@ -213,7 +212,6 @@ Result<std::unique_ptr<HostSession>> HostSession::Connect(const HostOptions& opt
 HostSession::~HostSession() {
   if (socket_ >= 0) ::close(socket_);
   if (sq_eventfd_ >= 0) ::close(sq_eventfd_);
-  if (cq_eventfd_ >= 0) ::close(cq_eventfd_);
   if (map_ != nullptr) ::munmap(map_, geometry_.total_size);
 }
 
@@ -282,6 +280,11 @@ Status HostSession::DisconnectedStatus() const {
   return Status::Disconnected("offload: the agent at " + options_.socket + " " + disconnect_reason_);
 }
 
+bool HostSession::PeerHungUp() const {
+  pollfd p{socket_, POLLIN | POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && p.revents != 0;
+}
+
 size_t HostSession::DrainLocked() {
   RingHeader* h = header();
   const uint32_t tail = h->cq_tail.value.load(std::memory_order_acquire);
@@ -343,7 +346,8 @@ void HostSession::PollOnce(std::unique_lock<std::mutex>& lock, Clock::time_point
   if (!have) {
     h->host_sleeping.value.store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (h->cq_tail.value.load(std::memory_order_acquire) == cq_head_) {
+    if (h->cq_tail.value.load(std::memory_order_relaxed) == cq_head_ &&
+        h->closed.value.load(std::memory_order_relaxed) == 0) {
       // To the deadline exactly (at most 100 ms a pass): a timeout rounded
       // down to whole milliseconds would turn the last one into a loop of
       // zero-timeout polls.
@@ -351,15 +355,13 @@ void HostSession::PollOnce(std::unique_lock<std::mutex>& lock, Clock::time_point
                                                     std::chrono::milliseconds(100));
       const auto left_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
       const timespec wait{static_cast<time_t>(left_ns / 1000000000), static_cast<long>(left_ns % 1000000000)};
-      pollfd fds[2] = {{cq_eventfd_, POLLIN, 0}, {socket_, POLLIN | POLLRDHUP, 0}};
-      int n = ::ppoll(fds, 2, &wait, nullptr);
-      if (n > 0 && (fds[0].revents & POLLIN)) {
-        uint64_t v;
-        (void)!::read(cq_eventfd_, &v, sizeof v);
-      }
-      if (n > 0 && fds[1].revents != 0) gone = true;
+      // The agent wakes the tail when it posts completions and when it closes
+      // the session; a killed agent wakes nobody, so a pass that times out
+      // looks at the socket.
+      if (!SleepOnIndex(h->cq_tail, cq_head_, wait)) gone = PeerHungUp();
     }
     h->host_sleeping.value.store(0, std::memory_order_relaxed);
+    if (h->closed.value.load(std::memory_order_acquire) != 0) gone = true;
   }
   lock.lock();
   polling_ = false;

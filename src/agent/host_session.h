@@ -1,6 +1,6 @@
 // HostSession: the host side of offload mode (docs/agent.md). A host process
 // connects to ros2-agent's Unix socket, brings a memfd holding the rings and
-// the I/O arena (ring.h) and two eventfds, and from then on every namespace
+// the I/O arena (ring.h) and a submission eventfd, and from then on every namespace
 // operation and every I/O is a submission entry; nothing per operation goes
 // over a socket, and the process never holds a capability, an engine address
 // or a key. The agent runs the DFS client for it (as the tenant the agent maps
@@ -18,7 +18,8 @@
 // batch.
 //
 // Waiting: a thread spins for `spin` on the completion ring, then announces it
-// sleeps and waits on the completion eventfd and the socket. If the agent dies
+// sleeps and sleeps on the completion tail (a futex, at most 100 ms at a time,
+// looking at the socket after each timeout). If the agent dies
 // or closes the session, every waiting and later call fails with Disconnected
 // naming the agent socket; a call never outlives `timeout` (TimedOut).
 //
@@ -54,7 +55,7 @@ struct HostOptions {
   uint32_t ring_entries = 256;               // submission ring (power of two); the completion ring has twice as many
   uint64_t arena_size = uint64_t{64} << 20;  // bytes of I/O arena
   std::chrono::milliseconds timeout{60000};  // longest any call waits (submission room + completion)
-  std::chrono::microseconds spin{50};        // polling before sleeping on the completion eventfd
+  std::chrono::microseconds spin{50};        // polling before sleeping on the completion tail
 };
 
 // A piece of the arena: host memory the agent reads and writes in place.
@@ -182,6 +183,8 @@ class HostSession {
   void PollOnce(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point deadline);
   size_t DrainLocked();
   Status DisconnectedStatus() const;
+  // True when the agent's end of the socket hung up (it exited or was killed).
+  bool PeerHungUp() const;
   Status CompletionStatus(const CompleteEntry& cqe, std::string_view message) const;
   Result<dfs::Entry> EntryCall(Opcode op, uint32_t mount, const dfs::Entry& entry, const std::vector<std::byte>& args,
                                uint32_t op_flags = 0, uint32_t mode = 0, uint64_t offset = 0, int64_t* value = nullptr);
@@ -201,7 +204,6 @@ class HostSession {
   std::string tenant_;
   int socket_ = -1;
   int sq_eventfd_ = -1;
-  int cq_eventfd_ = -1;
   void* map_ = nullptr;
   RingGeometry geometry_;
 

@@ -17,11 +17,19 @@
 // The agent never trusts what the host writes: it copies the geometry once at
 // set-up, keeps its own sq_head and cq_tail, copies each submission entry out
 // of the ring before validating it, and bounds-checks every arena range.
+// Standard library and the futex system call only.
 #pragma once
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 namespace ros2::agent {
 
@@ -61,10 +69,28 @@ struct RingHeader {
   RingIndex cq_tail;         // agent writes: completions published
   RingIndex cq_head;         // host writes: completions consumed
   RingIndex agent_sleeping;  // agent: 1 while it sleeps (or is about to) on the submission eventfd
-  RingIndex host_sleeping;   // host: 1 while a host thread sleeps on the completion eventfd
+  RingIndex host_sleeping;   // host: 1 while a host thread sleeps on cq_tail (FUTEX_WAIT)
   RingIndex closed;          // agent: nonzero once it closed the session (the reason is in its log)
 };
 static_assert(sizeof(RingHeader) <= kHeaderSize);
+
+// Completion wake-ups are a futex on the shared `cq_tail` word (not private:
+// host and agent map the same memfd). A host thread sleeps with one system
+// call and wakes with none further, where an eventfd took a poll and a read.
+// Sleeps while `index` still reads `seen`, at most `timeout` (relative).
+// False when the timeout passed.
+inline bool SleepOnIndex(RingIndex& index, uint32_t seen, const timespec& timeout) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t));
+  const long r = ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&index.value), FUTEX_WAIT, seen, &timeout,
+                           nullptr, 0);
+  return r == 0 || errno != ETIMEDOUT;
+}
+
+// Wakes every thread sleeping on `index`. Never blocks.
+inline void WakeIndexSleepers(RingIndex& index) {
+  (void)::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&index.value), FUTEX_WAKE,
+                  std::numeric_limits<int>::max(), nullptr, nullptr, 0);
+}
 
 // An entry's identity (a dfs::Entry without its name; the name travels in the
 // argument block). 56 bytes.
@@ -177,9 +203,9 @@ inline constexpr bool ArenaRangeOk(uint64_t off, uint64_t len, uint64_t size) {
 
 // --- session protocol on the Unix socket (SOCK_SEQPACKET) ---
 inline constexpr uint32_t kHelloMagic = 0x4f4c4832;  // "2HLO"
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;  // 2: the host sleeps on cq_tail, no completion eventfd
 enum class MessageType : uint16_t {
-  kHello = 1,   // + SCM_RIGHTS [memfd, submission eventfd, completion eventfd]
+  kHello = 1,   // + SCM_RIGHTS [memfd, submission eventfd]
   kStatus = 2,  // agent status as JSON (root or the agent's uid only)
   kQos = 3,     // + JSON {"tenant", "bandwidth", "iops"}: sets a tenant's QoS limits, replies the status
                 //   (root or the agent's uid only; no tenant: just the status)

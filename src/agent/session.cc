@@ -71,7 +71,7 @@ Session::~Session() {
   mounts_.clear();  // Filesystem, Container, Pool: before the tenant's client may go
   res_.segment.reset();  // unlisted before it is unmapped
   if (res_.map != nullptr) ::munmap(res_.map, res_.map_len);
-  for (int fd : {res_.socket, res_.memfd, res_.sq_eventfd, res_.cq_eventfd}) {
+  for (int fd : {res_.socket, res_.memfd, res_.sq_eventfd}) {
     if (fd >= 0) ::close(fd);
   }
 }
@@ -119,12 +119,7 @@ bool Session::PeerGone() {
   return false;
 }
 
-void Session::WakeHost() {
-  uint64_t one = 1;
-  // Non-blocking (set at hello): a counter the host pushed to its maximum
-  // only loses this wake-up.
-  (void)!::write(res_.cq_eventfd, &one, sizeof one);
-}
+void Session::WakeHost() { WakeIndexSleepers(header()->cq_tail); }
 
 void Session::PostCompletions() {
   if (done_.empty()) return;

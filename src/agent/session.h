@@ -1,5 +1,5 @@
 // One host session inside ros2-agent: the mapped region of a host process
-// (rings and arena, ring.h), its eventfds and socket, and the thread that
+// (rings and arena, ring.h), its submission eventfd and socket, and the thread that
 // executes its submissions through dfs::Filesystem (docs/agent.md).
 //
 // The thread polls the submission ring adaptively (spins for `spin`, then
@@ -52,8 +52,7 @@ struct SessionIdentity {
 struct SessionResources {
   int socket = -1;
   int memfd = -1;
-  int sq_eventfd = -1;  // host -> agent: submissions
-  int cq_eventfd = -1;  // agent -> host: completions
+  int sq_eventfd = -1;  // host -> agent: submissions (the host sleeps on cq_tail itself)
   void* map = nullptr;
   size_t map_len = 0;
   RingGeometry geometry;  // the agent's private copy, validated
