@@ -410,9 +410,7 @@ Status HostSession::Push(std::unique_lock<std::mutex>& lock, const SubmitEntry* 
     if (i + 1 == n || in_flight_ == geometry_.sq_entries) {
       h->sq_tail.value.store(sq_tail_, std::memory_order_release);
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      // Taken back, so the next publishes before the agent runs signal nothing.
-      if (h->agent_sleeping.value.load(std::memory_order_relaxed) != 0 &&
-          h->agent_sleeping.value.exchange(0, std::memory_order_relaxed) != 0) {
+      if (TakeSleeper(h->agent_sleeping)) {
         uint64_t one = 1;
         (void)!::write(sq_eventfd_, &one, sizeof one);
       }

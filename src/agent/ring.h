@@ -86,6 +86,15 @@ inline bool SleepOnIndex(RingIndex& index, uint32_t seen, const timespec& timeou
   return r == 0 || errno != ETIMEDOUT;
 }
 
+// Takes back a sleeping side's announcement (`agent_sleeping`,
+// `host_sleeping`): true for exactly one caller per announced sleep, the one
+// that then signals it, so a sleep is woken once however many publishes
+// precede it running. A plain load first keeps the awake case free of a
+// locked instruction.
+inline bool TakeSleeper(RingIndex& flag) {
+  return flag.value.load(std::memory_order_relaxed) != 0 && flag.value.exchange(0, std::memory_order_relaxed) != 0;
+}
+
 // Wakes every thread sleeping on `index`. Never blocks.
 inline void WakeIndexSleepers(RingIndex& index) {
   (void)::syscall(SYS_futex, reinterpret_cast<uint32_t*>(&index.value), FUTEX_WAKE,
@@ -203,7 +212,7 @@ inline constexpr bool ArenaRangeOk(uint64_t off, uint64_t len, uint64_t size) {
 
 // --- session protocol on the Unix socket (SOCK_SEQPACKET) ---
 inline constexpr uint32_t kHelloMagic = 0x4f4c4832;  // "2HLO"
-inline constexpr uint16_t kProtocolVersion = 2;  // 2: the host sleeps on cq_tail, no completion eventfd
+inline constexpr uint16_t kProtocolVersion = 2;
 enum class MessageType : uint16_t {
   kHello = 1,   // + SCM_RIGHTS [memfd, submission eventfd]
   kStatus = 2,  // agent status as JSON (root or the agent's uid only)

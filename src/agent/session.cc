@@ -134,12 +134,7 @@ void Session::PostCompletions() {
   done_.clear();
   h->cq_tail.value.store(cq_tail_, std::memory_order_release);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  // Taking the flag back wakes a sleeping host once: the completions posted
-  // before it runs again need no system call of their own.
-  if (h->host_sleeping.value.load(std::memory_order_relaxed) != 0 &&
-      h->host_sleeping.value.exchange(0, std::memory_order_relaxed) != 0) {
-    WakeHost();
-  }
+  if (TakeSleeper(h->host_sleeping)) WakeHost();
 }
 
 void Session::ProgressIo(std::chrono::microseconds wait) {
