@@ -37,6 +37,8 @@ class ExtentStore {
                                                        bool dsync_writes);
   static Result<std::unique_ptr<ExtentStore>> OpenRam(uint64_t size);
 
+  // Queue an I/O. Small ones may reach the kernel only at the next Flush or
+  // WaitForCompletion (the VOS's Progress pass does both).
   virtual void SubmitWrite(uint64_t offset, std::span<const std::byte> data, IoDone done) = 0;
   virtual void SubmitRead(uint64_t offset, std::span<std::byte> buf, IoDone done) = 0;
   // Runs the callbacks of completed I/O; returns how many ran.
