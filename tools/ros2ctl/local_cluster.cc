@@ -6,11 +6,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -132,12 +134,28 @@ Result<std::string> FindAgentBinary(const std::string& requested) {
       "next to ros2ctl and on PATH)");
 }
 
-bool ProcessIs(int pid, const char* name) {
+// Whether `pid` is a live process started with `--config <config>` (that
+// file, however the path is spelled): how the process of a pid file is told
+// from an unrelated one that reused its pid, whatever its binary is called.
+bool ProcessRunsConfig(int pid, const std::string& config) {
   if (pid <= 0) return false;
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
   auto cmdline = ReadFile(fmt::format("/proc/{}/cmdline", pid));
-  if (!cmdline.ok()) return false;
-  return cmdline->find(name) != std::string::npos;
+  if (!cmdline.ok()) return false;  // a zombie's command line is empty: it no longer runs
+  std::vector<std::string_view> args;
+  for (std::string_view rest = *cmdline; !rest.empty();) {
+    const size_t end = std::min(rest.find('\0'), rest.size());
+    args.push_back(rest.substr(0, end));
+    rest.remove_prefix(std::min(end + 1, rest.size()));
+  }
+  for (size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] != "--config") continue;
+    std::error_code ec;
+    const fs::path theirs(args[i + 1]);
+    if (fs::equivalent(theirs, config, ec)) return true;
+    return !ec ? false : fs::weakly_canonical(theirs, ec) == fs::weakly_canonical(config, ec);
+  }
+  return false;
 }
 
 int ReadPid(const std::string& path) {
@@ -152,12 +170,13 @@ int ReadPid(const std::string& path) {
 
 // Stops the agent of `data_dir` when one runs (SIGTERM, SIGKILL after `timeout`).
 void StopAgent(const std::string& data_dir, std::chrono::seconds timeout) {
-  const std::string pid_file = (fs::path(data_dir) / "agent.pid").string();
+  const std::string pid_file = PathIn(data_dir, "agent.pid");
+  const std::string config = PathIn(data_dir, "agent.yaml");
   int pid = ReadPid(pid_file);
-  if (ProcessIs(pid, "ros2-agent")) {
+  if (ProcessRunsConfig(pid, config)) {
     ::kill(pid, SIGTERM);
     auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (ProcessIs(pid, "ros2-agent")) {
+    while (ProcessRunsConfig(pid, config)) {
       if (std::chrono::steady_clock::now() >= deadline) {
         ::kill(pid, SIGKILL);
         deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -170,24 +189,11 @@ void StopAgent(const std::string& data_dir, std::chrono::seconds timeout) {
   fs::remove(pid_file, ec);
 }
 
-bool ProcessIsEngine(int pid) {
-  if (pid <= 0) return false;
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
-  auto cmdline = ReadFile(fmt::format("/proc/{}/cmdline", pid));
-  if (!cmdline.ok()) return false;
-  // A zombie has an empty command line: it is no longer running.
-  return cmdline->find("ros2-engine") != std::string::npos;
+bool ProcessIsEngineOf(int pid, const std::string& data_dir) {
+  return ProcessRunsConfig(pid, PathIn(data_dir, "engine.yaml"));
 }
 
-int ReadPidFile(const std::string& data_dir) {
-  auto text = ReadFile(PathIn(data_dir, "engine.pid"));
-  if (!text.ok()) return 0;
-  try {
-    return std::stoi(*text);
-  } catch (...) {
-    return 0;
-  }
-}
+int ReadPidFile(const std::string& data_dir) { return ReadPid(PathIn(data_dir, "engine.pid")); }
 
 // Starts the engine in a new session with stdout/stderr appended to the log.
 // (ros2-agent is started the same way.)
@@ -327,7 +333,7 @@ std::string AgentConfigYaml(const ClusterUpOptions& o) {
 
 int RunningEnginePid(const std::string& data_dir) {
   int pid = ReadPidFile(data_dir);
-  return ProcessIsEngine(pid) ? pid : 0;
+  return ProcessIsEngineOf(pid, data_dir) ? pid : 0;
 }
 
 namespace {
@@ -483,7 +489,7 @@ Result<bool> ClusterDown(const std::string& data_dir, std::chrono::seconds timeo
   }
   if (::kill(pid, SIGTERM) != 0) return Status::FromErrno(errno, fmt::format("cluster down: SIGTERM to pid {}", pid));
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (ProcessIsEngine(pid)) {
+  while (ProcessIsEngineOf(pid, data_dir)) {
     if (std::chrono::steady_clock::now() >= deadline) {
       if (!force) {
         return Status::TimedOut(

@@ -2,7 +2,11 @@
 // against a real single-node cluster (`cluster up` in a temporary directory),
 // with --json output parsed and checked and error cases giving a non-zero exit
 // and a clear message.
+#include <signal.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <gtest/gtest.h>
 
@@ -58,6 +62,37 @@ TEST(Ros2ctlCliTest, MissingClusterOrEndpointIsAClearError) {
   auto parsed = j.Json();
   ASSERT_FALSE(parsed.is_discarded()) << j.out;
   EXPECT_EQ(parsed["error"]["code"], "NotFound");
+}
+
+// True once `pid` has exited (gone, or a zombie waiting for its reaper).
+bool Exited(int pid) {
+  std::string stat = ros2::testing::ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
+  auto paren = stat.rfind(')');
+  return stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z');
+}
+
+// `cluster down` finds its engine by the pid file and the engine's --config,
+// not by the binary's name: an engine started from a binary of another name
+// (a packaged or renamed build) is stopped too, and status sees it.
+TEST(Ros2ctlClusterTest, DownStopsAnEngineWhateverItsBinaryIsCalled) {
+  auto c = TestCluster::MakeDirectory();
+  const std::string renamed = c->scratch() + "/engine-under-another-name";
+  ASSERT_EQ(::symlink(ROS2_ENGINE_PATH, renamed.c_str()), 0);
+  CommandResult up = c->Ctl({"--json", "cluster", "up", "--targets", "1", "--class", "ram", "--shard-size", "64MiB",
+                             "--engine", renamed, "--timeout", "60"});
+  ASSERT_EQ(up.exit_code, 0) << up.err << up.out;
+  const int pid = c->EnginePid();
+  ASSERT_GT(pid, 0);
+  CommandResult status = c->Ctl({"--json", "cluster", "status"});
+  EXPECT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_EQ(status.Json()["pid"], pid);
+  CommandResult down = c->Ctl({"cluster", "down", "--timeout", "30"});
+  EXPECT_EQ(down.exit_code, 0) << down.err << down.out;
+  bool exited = false;
+  for (int i = 0; i < 500 && !(exited = Exited(pid)); ++i) ::usleep(10'000);
+  if (!exited) ::kill(pid, SIGKILL);  // leave nothing behind
+  EXPECT_TRUE(exited) << "engine pid " << pid << " still runs after cluster down";
+  EXPECT_FALSE(std::filesystem::exists(c->dir() + "/engine.pid"));
 }
 
 TEST(Ros2ctlClusterTest, EveryCommandGroupEndToEnd) {
