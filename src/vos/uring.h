@@ -38,6 +38,8 @@ class Uring {
   template <typename Fn>
   int Reap(Fn&& fn) {
     int n = 0;
+    // Completions whose task work waits for this thread (COOP_TASKRUN).
+    if (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN) io_uring_get_events(&ring_);
     for (;;) {
       io_uring_cqe* cqe = nullptr;
       unsigned head = 0;
