@@ -71,6 +71,13 @@ inline CommandResult RunProcess(const std::vector<std::string>& argv, const std:
   return r;
 }
 
+// True once `pid` has exited: gone, or a zombie waiting for its reaper.
+inline bool ProcessExited(int pid) {
+  std::string stat = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
+  auto paren = stat.rfind(')');
+  return stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z');
+}
+
 class TestCluster {
  public:
   // A directory only (no engine): for ros2ctl error cases.
@@ -121,10 +128,7 @@ class TestCluster {
     int pid = EnginePid();
     if (pid <= 0 || ::kill(pid, SIGKILL) != 0) return false;
     for (int i = 0; i < 1000; ++i) {
-      // Gone, or a zombie waiting for its reaper.
-      std::string stat = ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
-      auto paren = stat.rfind(')');
-      if (stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z')) {
+      if (ProcessExited(pid)) {
         running_ = false;
         return true;
       }

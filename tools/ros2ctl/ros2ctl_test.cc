@@ -64,13 +64,6 @@ TEST(Ros2ctlCliTest, MissingClusterOrEndpointIsAClearError) {
   EXPECT_EQ(parsed["error"]["code"], "NotFound");
 }
 
-// True once `pid` has exited (gone, or a zombie waiting for its reaper).
-bool Exited(int pid) {
-  std::string stat = ros2::testing::ReadWholeFile("/proc/" + std::to_string(pid) + "/stat");
-  auto paren = stat.rfind(')');
-  return stat.empty() || (paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z');
-}
-
 // `cluster down` finds its engine by the pid file and the engine's --config,
 // not by the binary's name: an engine started from a binary of another name
 // (a packaged or renamed build) is stopped too, and status sees it.
@@ -89,7 +82,7 @@ TEST(Ros2ctlClusterTest, DownStopsAnEngineWhateverItsBinaryIsCalled) {
   CommandResult down = c->Ctl({"cluster", "down", "--timeout", "30"});
   EXPECT_EQ(down.exit_code, 0) << down.err << down.out;
   bool exited = false;
-  for (int i = 0; i < 500 && !(exited = Exited(pid)); ++i) ::usleep(10'000);
+  for (int i = 0; i < 500 && !(exited = ros2::testing::ProcessExited(pid)); ++i) ::usleep(10'000);
   if (!exited) ::kill(pid, SIGKILL);  // leave nothing behind
   EXPECT_TRUE(exited) << "engine pid " << pid << " still runs after cluster down";
   EXPECT_FALSE(std::filesystem::exists(c->dir() + "/engine.pid"));
