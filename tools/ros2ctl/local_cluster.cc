@@ -141,7 +141,9 @@ bool ProcessRunsConfig(int pid, const std::string& config) {
   if (pid <= 0) return false;
   if (::kill(pid, 0) != 0 && errno == ESRCH) return false;
   auto cmdline = ReadFile(fmt::format("/proc/{}/cmdline", pid));
-  if (!cmdline.ok()) return false;  // a zombie's command line is empty: it no longer runs
+  if (!cmdline.ok()) return false;
+  // Arguments are NUL-terminated; a zombie's command line is empty (no
+  // --config): it no longer runs.
   std::vector<std::string_view> args;
   for (std::string_view rest = *cmdline; !rest.empty();) {
     const size_t end = std::min(rest.find('\0'), rest.size());
@@ -153,7 +155,9 @@ bool ProcessRunsConfig(int pid, const std::string& config) {
     std::error_code ec;
     const fs::path theirs(args[i + 1]);
     if (fs::equivalent(theirs, config, ec)) return true;
-    return !ec ? false : fs::weakly_canonical(theirs, ec) == fs::weakly_canonical(config, ec);
+    if (!ec) return false;  // two different files
+    // One of them is gone: compare the paths.
+    return fs::weakly_canonical(theirs, ec) == fs::weakly_canonical(config, ec);
   }
   return false;
 }
