@@ -166,7 +166,7 @@ int Target::DrainMailbox() {
   return static_cast<int>(work.size());
 }
 
-int Target::ProgressShards() {
+int Target::ProgressShards(bool hold) {
   // A shard may commit a lone group on this thread (vos.inline_commit) only
   // while no other shard has work: the thread is blocked for the WAL sync.
   size_t busy = 0;
@@ -175,11 +175,13 @@ int Target::ProgressShards() {
   int events = 0;
   for (auto& [key, shard] : shards_) {
     shard->vos->AllowInlineCommit(busy <= 1);
+    shard->vos->HoldSubmissions(hold);
     events += shard->vos->Progress(false);
   }
   for (auto it = retiring_.begin(); it != retiring_.end();) {
     Shard& s = **it;
     s.vos->AllowInlineCommit(busy <= 1);
+    s.vos->HoldSubmissions(hold);
     events += s.vos->Progress(false);
     if (s.vos->in_flight() == 0) {
       RemoveFromEpoll(s.vos->event_fd());
@@ -211,7 +213,9 @@ void Target::Loop() {
   auto last_event = std::chrono::steady_clock::now();
   for (;;) {
     int events = worker_->Progress();
-    events += ProgressShards();
+    // Requests came in this pass: more may follow at once, so their small
+    // reads and writes may wait one pass to reach the disk together.
+    events += ProgressShards(/*hold=*/events > 0);
     events += RunDeferred();
     // The replies of the storage completions just reaped leave together: one
     // message per client for all of them (Worker::SetReplyBatching).

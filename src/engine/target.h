@@ -150,7 +150,8 @@ class Target {
   void Run(std::promise<Status>* started);
   void Loop();
   int DrainMailbox();
-  int ProgressShards();
+  // `hold`: Vos::HoldSubmissions for this pass.
+  int ProgressShards(bool hold);
   void Sleep();
   // Before sleeping: clears every shard's event fd and runs what completed
   // meanwhile (Vos::PrepareSleep); returns the callbacks run (then do not sleep).

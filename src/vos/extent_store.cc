@@ -85,6 +85,7 @@ class NvmeExtentStore final : public ExtentStore {
   void Flush() override {
     if (ring_->queued() > 0) ring_->Submit();
   }
+  size_t queued() const override { return ring_->queued(); }
 
   void WaitForCompletion() override {
     if (in_flight_ == 0 || !failed_.empty()) {
@@ -247,6 +248,7 @@ class RamExtentStore final : public ExtentStore {
     return ran;
   }
   void Flush() override {}
+  size_t queued() const override { return 0; }
   void WaitForCompletion() override {}
   Status Sync() override { return Status::Ok(); }
   bool writes_are_durable() const override { return false; }

@@ -45,6 +45,8 @@ class ExtentStore {
   virtual int Reap() = 0;
   // Hands queued I/O to the kernel (one system call for the batch).
   virtual void Flush() = 0;
+  // I/O queued and not yet handed to the kernel.
+  virtual size_t queued() const = 0;
   // Flushes and blocks until at least one I/O has completed (returns at once when none is in flight).
   virtual void WaitForCompletion() = 0;
   // Makes completed writes durable (fdatasync). Thread-safe.

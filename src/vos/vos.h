@@ -234,6 +234,12 @@ class Vos {
   // other work disallows them while that has work of its own, since the
   // thread is blocked for the commit's WAL sync.
   virtual void AllowInlineCommit(bool allowed) = 0;
+  // The owner's say on when small extent I/O reaches the kernel: with `hold`
+  // (the owner is still taking in requests that will queue more), a
+  // Progress(false) pass keeps what it queued for the next pass, once and up
+  // to a batch, so that both go in one system call. PrepareSleep and
+  // Progress(true) always submit.
+  virtual void HoldSubmissions(bool hold) = 0;
 
   // --- blocking wrappers (tests, tools) ---
   Status Update(const UpdateOp& op);

@@ -472,7 +472,7 @@ int VosStore::Progress(bool wait) {
     ran += StartCommitIfIdle(/*from_progress=*/true);
     ran += RunDeferred();
     bool committing = committer_ && committer_->busy();
-    if (ran > 0 || in_flight_ == 0 || !wait || committing) extents_->Flush();
+    if (ran > 0 || in_flight_ == 0 || !wait || committing) SubmitQueued(wait);
     // Without `wait` the eventfd is left for PrepareSleep (see vos.h).
     if (in_flight_ == 0 || ran > 0 || !wait) return ran;
     if (committing) {
@@ -494,7 +494,19 @@ int VosStore::Progress(bool wait) {
 
 int VosStore::PrepareSleep() {
   DrainEventFd();
-  return Progress(false);
+  const int ran = Progress(false);
+  extents_->Flush();  // nothing held back across a sleep
+  held_ = false;
+  return ran;
+}
+
+void VosStore::SubmitQueued(bool wait) {
+  if (!wait && owner_holds_ && !held_ && extents_->queued() < kHoldAtMost) {
+    held_ = true;
+    return;
+  }
+  held_ = false;
+  extents_->Flush();
 }
 
 void VosStore::DrainEventFd() {

@@ -53,6 +53,7 @@ class VosStore final : public Vos {
   int event_fd() const override { return event_fd_; }
   size_t in_flight() const override { return in_flight_; }
   void AllowInlineCommit(bool allowed) override { owner_allows_inline_ = allowed; }
+  void HoldSubmissions(bool hold) override { owner_holds_ = hold; }
 
   void SubmitPunch(const PunchOp& op, PunchCallback done) override;
 
@@ -226,6 +227,10 @@ class VosStore final : public Vos {
   void ReleaseDeferredFrees();
   int RunDeferred();
   void DrainEventFd();
+  // Hands queued extent I/O to the kernel, unless the owner holds submissions
+  // (HoldSubmissions) and this pass may keep them for the next one.
+  void SubmitQueued(bool wait);
+  static constexpr size_t kHoldAtMost = 16;  // queued I/O a pass never keeps back
   void Defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
   std::unique_ptr<rocksdb::Iterator> NewIterator() const;
   // The iterator of the fetch path, refreshed when the database has changed.
@@ -250,6 +255,8 @@ class VosStore final : public Vos {
   // MetaKey("epoch_high")); HighestEpoch().
   Epoch highest_epoch_ = 0;
   bool owner_allows_inline_ = true;  // AllowInlineCommit
+  bool owner_holds_ = false;         // HoldSubmissions
+  bool held_ = false;                // a pass kept its queued I/O back
   uint64_t next_check_group_ = 1;
   std::vector<uint64_t> check_records_;  // check records written and not yet deleted by a committed batch
   PunchIndex punches_;
