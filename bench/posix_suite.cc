@@ -47,9 +47,9 @@
 namespace ros2::bench {
 namespace {
 
-using posix::RunFioArgs;
 using posix::IsReadOp;
 using posix::MedianOf;
+using posix::RunFioArgs;
 
 struct PosixSuiteOptions {
   std::string dir = "/tmp";
@@ -297,16 +297,18 @@ void SummarizeTargets(const std::map<CaseKey, std::map<std::string, Figures>>& a
     return b > 0 ? it->second.at(mode).*field / b : -1;
   };
   std::fprintf(stderr, "posix bench: targets (ratio, target):\n");
+  // A ratio whose two sides did not both run (--modes, --fuse none) is left out.
+  auto line = [](const char* what, const CaseKey& k, const char* size, double value, const char* goal) {
+    if (value >= 0)
+      std::fprintf(stderr, "  %s %-9s %s jobs=%d: %.2f (%s)\n", what, k.op.c_str(), size, k.jobs, value, goal);
+  };
   for (const auto& [k, f] : all) {
     if (k.bs == (uint64_t{1} << 20) && (k.op == "read" || k.op == "write")) {
-      std::fprintf(stderr, "  engine/local %-9s 1MiB jobs=%d: %.2f (>= 0.8)\n", k.op.c_str(), k.jobs,
-                   ratio(k, "engine", "local", &Figures::mib_s));
-      std::fprintf(stderr, "  mount/engine %-9s 1MiB jobs=%d: %.2f (>= 0.5)\n", k.op.c_str(), k.jobs,
-                   ratio(k, "mount", "engine", &Figures::mib_s));
+      line("engine/local", k, "1MiB", ratio(k, "engine", "local", &Figures::mib_s), ">= 0.8");
+      line("mount/engine", k, "1MiB", ratio(k, "mount", "engine", &Figures::mib_s), ">= 0.5");
     }
     if (k.bs == 4096 && k.op == "randread" && k.jobs == 4) {
-      std::fprintf(stderr, "  engine/local randread  4KiB jobs=4: %.2f (>= 0.5)\n",
-                   ratio(k, "engine", "local", &Figures::iops));
+      line("engine/local", k, "4KiB", ratio(k, "engine", "local", &Figures::iops), ">= 0.5");
     }
     if (k.bs == 4096 && k.op == "randread" && f.contains("engine") && f.at("engine").cpu_us_per_io > 0) {
       std::fprintf(stderr, "  engine cpu_us_per_io randread 4KiB jobs=%d: %.2f (<= 10)\n", k.jobs,
@@ -372,9 +374,12 @@ int RunPosixSuite(Reporter& rep) {
   }
   const int max_jobs = *std::max_element(g_opts.jobs.begin(), g_opts.jobs.end());
   const bool any_read = std::any_of(g_opts.ops.begin(), g_opts.ops.end(), IsReadOp);
-  Status st = (*cluster)->Ctl({"pool", "create", kPool, "--size", posix::PoolSizeFor(g_opts.shard_size, g_opts.targets)}).status();
+  Status st = (*cluster)
+                  ->Ctl({"pool", "create", kPool, "--size", posix::PoolSizeFor(g_opts.shard_size, g_opts.targets)})
+                  .status();
   if (st.ok()) st = (*cluster)->Ctl({"cont", "create", kPool, kReadCont}).status();
-  if (st.ok() && any_read) st = posix::PrefillReadFiles(EngineArgs(**cluster, kReadCont), g_opts.qd, max_jobs, g_opts.read_size, dir);
+  if (st.ok() && any_read)
+    st = posix::PrefillReadFiles(EngineArgs(**cluster, kReadCont), g_opts.qd, max_jobs, g_opts.read_size, dir);
   std::unique_ptr<FuseMount> read_mount;
   if (st.ok() && any_read && !g_opts.fuse.empty()) {
     auto m = FuseMount::Start(g_opts.fuse, (*cluster)->data_dir(), g_opts.transport, kPool, kReadCont,

@@ -197,7 +197,9 @@ bool ProcessIsEngineOf(int pid, const std::string& data_dir) {
   return ProcessRunsConfig(pid, PathIn(data_dir, "engine.yaml"));
 }
 
-int ReadPidFile(const std::string& data_dir) { return ReadPid(PathIn(data_dir, "engine.pid")); }
+int ReadPidFile(const std::string& data_dir) {
+  return ReadPid(PathIn(data_dir, "engine.pid"));
+}
 
 // Starts the engine in a new session with stdout/stderr appended to the log.
 // (ros2-agent is started the same way.)
