@@ -501,7 +501,8 @@ int VosStore::PrepareSleep() {
 }
 
 void VosStore::SubmitQueued(bool wait) {
-  if (!wait && owner_holds_ && !held_ && extents_->queued() < kHoldAtMost) {
+  const size_t queued = extents_->queued();
+  if (!wait && owner_holds_ && !held_ && queued > 0 && queued < kHoldAtMost) {
     held_ = true;
     return;
   }
