@@ -472,7 +472,7 @@ int VosStore::Progress(bool wait) {
     ran += StartCommitIfIdle(/*from_progress=*/true);
     ran += RunDeferred();
     bool committing = committer_ && committer_->busy();
-    if (ran > 0 || in_flight_ == 0 || !wait || committing) SubmitQueued(wait);
+    if (ran > 0 || in_flight_ == 0 || !wait || committing) SubmitQueued(/*may_hold=*/!wait);
     // Without `wait` the eventfd is left for PrepareSleep (see vos.h).
     if (in_flight_ == 0 || ran > 0 || !wait) return ran;
     if (committing) {
@@ -495,14 +495,13 @@ int VosStore::Progress(bool wait) {
 int VosStore::PrepareSleep() {
   DrainEventFd();
   const int ran = Progress(false);
-  extents_->Flush();  // nothing held back across a sleep
-  held_ = false;
+  SubmitQueued(/*may_hold=*/false);  // nothing held back across a sleep
   return ran;
 }
 
-void VosStore::SubmitQueued(bool wait) {
+void VosStore::SubmitQueued(bool may_hold) {
   const size_t queued = extents_->queued();
-  if (!wait && owner_holds_ && !held_ && queued > 0 && queued < kHoldAtMost) {
+  if (may_hold && owner_holds_ && !held_ && queued > 0 && queued < kHoldAtMost) {
     held_ = true;
     return;
   }

@@ -227,9 +227,9 @@ class VosStore final : public Vos {
   void ReleaseDeferredFrees();
   int RunDeferred();
   void DrainEventFd();
-  // Hands queued extent I/O to the kernel, unless the owner holds submissions
-  // (HoldSubmissions) and this pass may keep them for the next one.
-  void SubmitQueued(bool wait);
+  // Hands queued extent I/O to the kernel, unless `may_hold`, the owner holds
+  // submissions (HoldSubmissions) and this pass may keep them for the next one.
+  void SubmitQueued(bool may_hold);
   static constexpr size_t kHoldAtMost = 16;  // queued I/O a pass never keeps back
   void Defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
   std::unique_ptr<rocksdb::Iterator> NewIterator() const;
