@@ -59,6 +59,7 @@ struct OffloadSuiteOptions {
   std::vector<std::string> ops;  // empty with bs: the default cases below
   std::vector<uint64_t> bs;
   std::vector<int> jobs = {1, 4};
+  std::vector<std::string> buffers = {"io"};  // fio's buffers: io (libros2 I/O buffers) | heap
   int rounds = 3;
   double runtime_s = 3;
   int qd = 16;
@@ -86,6 +87,7 @@ struct CaseKey {
   std::string op;
   uint64_t bs;
   int jobs;
+  std::string buffers;  // "io": Client::AllocateIoBuffer (the arena in offload mode); "heap": posix_memalign
   auto operator<=>(const CaseKey&) const = default;
 };
 
@@ -171,6 +173,9 @@ class TransportRunner {
     std::vector<std::string> args = EngineArgs(cont ? *cont : std::string(kReadCont));
     auto job = JobArgs(k);
     args.insert(args.end(), job.begin(), job.end());
+    // Heap buffers: direct mode hands them to the transport as they are (cma or
+    // a bounce by size); offload mode copies each I/O through an arena buffer.
+    if (k.buffers == "heap") args.push_back("--io_buffers=0");
     std::vector<std::pair<std::string, std::string>> env;
     if (mode == "offload") env.emplace_back("ROS2_AGENT_SOCKET", cluster_.agent_socket());
     ROS2_ASSIGN_OR_RETURN(pid_t engine, cluster_.engine_pid());
@@ -217,11 +222,13 @@ std::string CaseDesc(const CaseKey& k, const std::string& transport, const std::
                      {"jobs", std::to_string(k.jobs)},
                      {"transport", transport},
                      {"class", g_opts.cls},
+                     {"buffers", k.buffers},
                      {"mode", mode}});
 }
 
 // The cases: --ops x --bs when either is given, else the shapes (4 KiB
-// random reads, 1 MiB reads and writes), each at every --jobs value.
+// random reads, 1 MiB reads and writes), each at every --jobs value and with
+// every kind of --buffers.
 std::vector<CaseKey> Cases() {
   std::vector<std::pair<std::string, uint64_t>> shapes;
   if (g_opts.ops.empty() && g_opts.bs.empty()) {
@@ -235,7 +242,8 @@ std::vector<CaseKey> Cases() {
   }
   std::vector<CaseKey> cases;
   for (const auto& [op, b] : shapes)
-    for (int j : g_opts.jobs) cases.push_back({op, b, j});
+    for (int j : g_opts.jobs)
+      for (const auto& buffers : g_opts.buffers) cases.push_back({op, b, j, buffers});
   return cases;
 }
 
@@ -288,9 +296,9 @@ Ratio RatioOf(const Runs& runs, double (*of)(const Run&)) {
 void Summarize(const std::string& transport, const CaseKey& k, const Runs& runs, double fio_floor_us) {
   auto line = [&](const char* what, double (*of)(const Run&), const char* target) {
     Ratio r = RatioOf(runs, of);
-    std::fprintf(stderr, "  %-4s %-9s bs=%-8llu jobs=%d  %-22s offload/direct %.2f (rounds %.2f..%.2f)  %s\n",
-                 transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, what, r.median, r.lo,
-                 r.hi, target);
+    std::fprintf(stderr, "  %-4s %-9s bs=%-8llu jobs=%d %-4s  %-22s offload/direct %.2f (rounds %.2f..%.2f)  %s\n",
+                 transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, k.buffers.c_str(),
+                 what, r.median, r.lo, r.hi, target);
   };
   const bool small = k.bs <= 4096;
   line("throughput", [](const Run& r) { return r.mib_s; }, small ? "(target >= 0.7)" : "(target >= 0.8)");
@@ -301,17 +309,18 @@ void Summarize(const std::string& transport, const CaseKey& k, const Runs& runs,
     for (const Run& r : it->second) d.push_back(r.PerIo(r.host_cpu_s));
   if (auto it = runs.find("offload"); it != runs.end())
     for (const Run& r : it->second) o.push_back(r.PerIo(r.host_cpu_s));
-  std::fprintf(stderr, "  %-4s %-9s bs=%-8llu jobs=%d  host cpu us/io: direct %.1f, offload %.1f, fio itself %.1f\n",
-               transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, MedianOf(d), MedianOf(o),
-               fio_floor_us);
+  std::fprintf(stderr,
+               "  %-4s %-9s bs=%-8llu jobs=%d %-4s  host cpu us/io: direct %.1f, offload %.1f, fio itself %.1f\n",
+               transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, k.buffers.c_str(),
+               MedianOf(d), MedianOf(o), fio_floor_us);
 }
 
 void PrintRun(const std::string& transport, const CaseKey& k, const std::string& mode, const Run& r) {
   std::fprintf(stderr,
-               "offload bench: %s %s bs=%llu jobs=%d %-7s %9.0f IOPS %8.1f MiB/s  cpu us/io: host %.1f engine %.1f "
-               "agent %.1f\n",
-               transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, mode.c_str(), r.iops,
-               r.mib_s, r.PerIo(r.host_cpu_s), r.PerIo(r.engine_cpu_s), r.PerIo(r.agent_cpu_s));
+               "offload bench: %s %s bs=%llu jobs=%d %s buffers %-7s %9.0f IOPS %8.1f MiB/s  cpu us/io: host %.1f "
+               "engine %.1f agent %.1f\n",
+               transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, k.buffers.c_str(),
+               mode.c_str(), r.iops, r.mib_s, r.PerIo(r.host_cpu_s), r.PerIo(r.engine_cpu_s), r.PerIo(r.agent_cpu_s));
 }
 
 int RunOffloadSuite(Reporter& rep) {
@@ -336,14 +345,21 @@ int RunOffloadSuite(Reporter& rep) {
       return 2;
     }
   }
+  for (const auto& b : g_opts.buffers) {
+    if (b != "io" && b != "heap") {
+      std::fprintf(stderr, "offload bench: unknown --buffers value '%s' (io, heap)\n", b.c_str());
+      return 2;
+    }
+  }
   for (const auto& t : g_opts.transports) {
     if (t != "shm" && t != "tcp") {
       std::fprintf(stderr, "offload bench: unknown --transports value '%s' (shm, tcp)\n", t.c_str());
       return 2;
     }
   }
-  if (g_opts.jobs.empty() || g_opts.qd < 1 || g_opts.rounds < 1 || g_opts.runtime_s <= 0) {
-    std::fprintf(stderr, "offload bench: need --jobs values, --qd >= 1, --rounds >= 1 and --runtime > 0\n");
+  if (g_opts.jobs.empty() || g_opts.buffers.empty() || g_opts.qd < 1 || g_opts.rounds < 1 || g_opts.runtime_s <= 0) {
+    std::fprintf(stderr,
+                 "offload bench: need --jobs and --buffers values, --qd >= 1, --rounds >= 1 and --runtime > 0\n");
     return 2;
   }
   const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
@@ -416,16 +432,24 @@ int RunOffloadSuite(Reporter& rep) {
     }
     for (const auto& [k, runs] : all) {
       Report(rep, transport, k, runs);
-      if (auto floor = runner.FioFloorUsPerIo(k); floor.ok()) {
-        rep.Add(Record{"offload", CaseDesc(k, transport, "fio-null"), "host_cpu_us_per_io", *floor, std::nullopt,
+      // fio's null engine has no buffers of ours: one floor per shape.
+      const CaseKey shape{k.op, k.bs, k.jobs, g_opts.buffers.front()};
+      if (!floors.contains(shape)) {
+        auto floor = runner.FioFloorUsPerIo(k);
+        if (!floor.ok()) {
+          std::fprintf(stderr, "offload bench: fio null engine: %s\n", floor.status().ToString().c_str());
+          continue;
+        }
+        rep.Add(Record{"offload", CaseDesc(shape, transport, "fio-null"), "host_cpu_us_per_io", *floor, std::nullopt,
                        std::nullopt});
-        floors[k] = *floor;
-      } else {
-        std::fprintf(stderr, "offload bench: fio null engine: %s\n", floor.status().ToString().c_str());
+        floors[shape] = *floor;
       }
     }
     std::fprintf(stderr, "offload bench: %s, median of %d rounds:\n", transport.c_str(), g_opts.rounds);
-    for (const auto& [k, runs] : all) Summarize(transport, k, runs, floors.contains(k) ? floors[k] : 0);
+    for (const auto& [k, runs] : all) {
+      const CaseKey shape{k.op, k.bs, k.jobs, g_opts.buffers.front()};
+      Summarize(transport, k, runs, floors.contains(shape) ? floors[shape] : 0);
+    }
   }
   return rc;
 }
@@ -441,6 +465,10 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--bs", g_opts.bs, "block sizes in bytes (default cases: 4 KiB randread, 1 MiB read and write)")
           ->delimiter(',');
       app.add_option("--jobs", g_opts.jobs, "fio numjobs values (one file per job)")->delimiter(',');
+      app.add_option("--buffers", g_opts.buffers,
+                     "fio's buffers: io (libros2 I/O buffers: arena memory in offload mode, zero-copy) and/or heap "
+                     "(ordinary memory: offload mode copies each I/O through the arena)")
+          ->delimiter(',');
       app.add_option("--rounds", g_opts.rounds, "alternating rounds (the median is reported)");
       app.add_option("--runtime", g_opts.runtime_s, "seconds per run (cap for writes)");
       app.add_option("--qd", g_opts.qd, "fio iodepth");
