@@ -215,16 +215,21 @@ class TransportRunner {
   int seq_ = 0;
 };
 
+// fio's null engine (mode fio-null) has no buffers of ours: its case names none.
 std::string CaseDesc(const CaseKey& k, const std::string& transport, const std::string& mode) {
-  return CaseString({{"op", k.op},
-                     {"bs", std::to_string(k.bs)},
-                     {"qd", std::to_string(g_opts.qd)},
-                     {"jobs", std::to_string(k.jobs)},
-                     {"transport", transport},
-                     {"class", g_opts.cls},
-                     {"buffers", k.buffers},
-                     {"mode", mode}});
+  std::vector<std::pair<std::string, std::string>> kv = {{"op", k.op},
+                                                         {"bs", std::to_string(k.bs)},
+                                                         {"qd", std::to_string(g_opts.qd)},
+                                                         {"jobs", std::to_string(k.jobs)},
+                                                         {"transport", transport},
+                                                         {"class", g_opts.cls}};
+  if (mode != "fio-null") kv.emplace_back("buffers", k.buffers);
+  kv.emplace_back("mode", mode);
+  return CaseString(kv);
 }
+
+// The key of a case's fio floor: one per shape, whatever the buffers.
+CaseKey FloorKey(const CaseKey& k) { return {k.op, k.bs, k.jobs, ""}; }
 
 // The cases: --ops x --bs when either is given, else the shapes (4 KiB
 // random reads, 1 MiB reads and writes), each at every --jobs value and with
@@ -432,8 +437,7 @@ int RunOffloadSuite(Reporter& rep) {
     }
     for (const auto& [k, runs] : all) {
       Report(rep, transport, k, runs);
-      // fio's null engine has no buffers of ours: one floor per shape.
-      const CaseKey shape{k.op, k.bs, k.jobs, g_opts.buffers.front()};
+      const CaseKey shape = FloorKey(k);
       if (!floors.contains(shape)) {
         auto floor = runner.FioFloorUsPerIo(k);
         if (!floor.ok()) {
@@ -447,8 +451,8 @@ int RunOffloadSuite(Reporter& rep) {
     }
     std::fprintf(stderr, "offload bench: %s, median of %d rounds:\n", transport.c_str(), g_opts.rounds);
     for (const auto& [k, runs] : all) {
-      const CaseKey shape{k.op, k.bs, k.jobs, g_opts.buffers.front()};
-      Summarize(transport, k, runs, floors.contains(shape) ? floors[shape] : 0);
+      auto floor = floors.find(FloorKey(k));
+      Summarize(transport, k, runs, floor != floors.end() ? floor->second : 0);
     }
   }
   return rc;
