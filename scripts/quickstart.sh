@@ -17,7 +17,7 @@ phase 1 "installing Debian packages (about a minute on a fresh machine)"
 bash scripts/install-deps.sh
 phase 2 "configuring build/ (fetches fio's source package the first time)"
 bash scripts/configure.sh
-phase 3 "building everything (first build about 10 min on 2 cores, then incremental)"
+phase 3 "building everything (first build about 14 min on 2 cores, then incremental)"
 ninja -C build
 
 phase 4 "starting a single-node cluster and running the demo workload"

@@ -12,7 +12,7 @@ phase() { echo "test: [$1/3] $2 (t+$(($(date +%s) - start))s)"; }
 
 phase 1 "configuring $BUILD_DIR/ (fetches fio's source package the first time)"
 BUILD_DIR=$BUILD_DIR bash scripts/configure.sh
-phase 2 "building (nothing to do after the quick start; about 10 min on 2 cores from scratch)"
+phase 2 "building (nothing to do after the quick start; about 14 min on 2 cores from scratch)"
 ninja -C "$BUILD_DIR"
 phase 3 "running the tests (several minutes: integration tests start real engines)"
 ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 600 -j2 "$@"
