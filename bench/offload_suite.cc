@@ -229,7 +229,9 @@ std::string CaseDesc(const CaseKey& k, const std::string& transport, const std::
 }
 
 // The key of a case's fio floor: one per shape, whatever the buffers.
-CaseKey FloorKey(const CaseKey& k) { return {k.op, k.bs, k.jobs, ""}; }
+CaseKey FloorKey(const CaseKey& k) {
+  return {k.op, k.bs, k.jobs, ""};
+}
 
 // The cases: --ops x --bs when either is given, else the shapes (4 KiB
 // random reads, 1 MiB reads and writes), each at every --jobs value and with
@@ -298,12 +300,17 @@ Ratio RatioOf(const Runs& runs, double (*of)(const Run&)) {
   return out;
 }
 
+// A case as the stderr lines name it: "shm  randread  bs=4096     jobs=1 io  ".
+std::string CaseLabel(const std::string& transport, const CaseKey& k) {
+  return fmt::format("{:<4} {:<9} bs={:<8} jobs={} {:<4}", transport, k.op, k.bs, k.jobs, k.buffers);
+}
+
 void Summarize(const std::string& transport, const CaseKey& k, const Runs& runs, double fio_floor_us) {
+  const std::string label = CaseLabel(transport, k);
   auto line = [&](const char* what, double (*of)(const Run&), const char* target) {
     Ratio r = RatioOf(runs, of);
-    std::fprintf(stderr, "  %-4s %-9s bs=%-8llu jobs=%d %-4s  %-22s offload/direct %.2f (rounds %.2f..%.2f)  %s\n",
-                 transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, k.buffers.c_str(),
-                 what, r.median, r.lo, r.hi, target);
+    std::fprintf(stderr, "  %s  %-22s offload/direct %.2f (rounds %.2f..%.2f)  %s\n", label.c_str(), what, r.median,
+                 r.lo, r.hi, target);
   };
   const bool small = k.bs <= 4096;
   line("throughput", [](const Run& r) { return r.mib_s; }, small ? "(target >= 0.7)" : "(target >= 0.8)");
@@ -314,18 +321,14 @@ void Summarize(const std::string& transport, const CaseKey& k, const Runs& runs,
     for (const Run& r : it->second) d.push_back(r.PerIo(r.host_cpu_s));
   if (auto it = runs.find("offload"); it != runs.end())
     for (const Run& r : it->second) o.push_back(r.PerIo(r.host_cpu_s));
-  std::fprintf(stderr,
-               "  %-4s %-9s bs=%-8llu jobs=%d %-4s  host cpu us/io: direct %.1f, offload %.1f, fio itself %.1f\n",
-               transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, k.buffers.c_str(),
+  std::fprintf(stderr, "  %s  host cpu us/io: direct %.1f, offload %.1f, fio itself %.1f\n", label.c_str(),
                MedianOf(d), MedianOf(o), fio_floor_us);
 }
 
 void PrintRun(const std::string& transport, const CaseKey& k, const std::string& mode, const Run& r) {
-  std::fprintf(stderr,
-               "offload bench: %s %s bs=%llu jobs=%d %s buffers %-7s %9.0f IOPS %8.1f MiB/s  cpu us/io: host %.1f "
-               "engine %.1f agent %.1f\n",
-               transport.c_str(), k.op.c_str(), static_cast<unsigned long long>(k.bs), k.jobs, k.buffers.c_str(),
-               mode.c_str(), r.iops, r.mib_s, r.PerIo(r.host_cpu_s), r.PerIo(r.engine_cpu_s), r.PerIo(r.agent_cpu_s));
+  std::fprintf(stderr, "offload bench: %s %-7s %9.0f IOPS %8.1f MiB/s  cpu us/io: host %.1f engine %.1f agent %.1f\n",
+               CaseLabel(transport, k).c_str(), mode.c_str(), r.iops, r.mib_s, r.PerIo(r.host_cpu_s),
+               r.PerIo(r.engine_cpu_s), r.PerIo(r.agent_cpu_s));
 }
 
 int RunOffloadSuite(Reporter& rep) {

@@ -172,17 +172,16 @@ int Target::ProgressShards(bool hold) {
   size_t busy = 0;
   for (auto& [key, shard] : shards_) busy += shard->vos->in_flight() > 0 ? 1 : 0;
   for (auto& s : retiring_) busy += s->vos->in_flight() > 0 ? 1 : 0;
+  auto pass = [&](vos::Vos& v) {
+    v.AllowInlineCommit(busy <= 1);
+    v.HoldSubmissions(hold);
+    return v.Progress(false);
+  };
   int events = 0;
-  for (auto& [key, shard] : shards_) {
-    shard->vos->AllowInlineCommit(busy <= 1);
-    shard->vos->HoldSubmissions(hold);
-    events += shard->vos->Progress(false);
-  }
+  for (auto& [key, shard] : shards_) events += pass(*shard->vos);
   for (auto it = retiring_.begin(); it != retiring_.end();) {
     Shard& s = **it;
-    s.vos->AllowInlineCommit(busy <= 1);
-    s.vos->HoldSubmissions(hold);
-    events += s.vos->Progress(false);
+    events += pass(*s.vos);
     if (s.vos->in_flight() == 0) {
       RemoveFromEpoll(s.vos->event_fd());
       s.vos.reset();
