@@ -30,7 +30,10 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
     y << "data_dir: " << dir << "\n";
     y << "targets: " << options.targets << "\n";
     if (!options.target_cpus.empty()) y << "target_cpus: " << options.target_cpus << "\n";
-    y << "log_level: info\n";
+    // ROS2_ENGINE_TEST_LOG_LEVEL (e.g. debug) raises the engines' log level
+    // when a test needs their reasons; LogTail() shows them.
+    const char* level = std::getenv("ROS2_ENGINE_TEST_LOG_LEVEL");
+    y << "log_level: " << (level != nullptr && *level != '\0' ? level : "info") << "\n";
     y << "shutdown_grace: " << options.shutdown_grace << "\n";
     y << "vos: { class: " << options.storage_class << ", data_size: " << options.data_size << " }\n";
     y << "transport: { kind: " << options.transport;

@@ -106,10 +106,13 @@ void Authority::Serve() {
       {
         std::lock_guard lock(mu_);
         std::erase_if(grants_, [&](const auto& g) { return g.second.expires <= now; });
-        size_t held = 0;
-        for (const auto& [t, g] : grants_) held += g.pid == cred.pid ? 1 : 0;
-        if (held < per_process_ && grants_.size() < kMaxIssued) {
-          grants_[token] = Grant{cred.pid, now + kTokenLifetime};
+        size_t by_process = 0, by_user = 0;
+        for (const auto& [t, g] : grants_) {
+          by_process += g.pid == cred.pid ? 1 : 0;
+          by_user += g.uid == cred.uid ? 1 : 0;
+        }
+        if (by_process < per_process_ && by_user < per_user_ && grants_.size() < kMaxIssued) {
+          grants_[token] = Grant{cred.pid, cred.uid, now + kTokenLifetime};
           granted = true;
         }
       }
@@ -118,8 +121,9 @@ void Authority::Serve() {
         (void)::send(conn, token.data(), token.size(), MSG_NOSIGNAL);
       } else if (refused_count_.fetch_add(1, std::memory_order_relaxed) == 0) {
         ROS2_LOG_WARN(
-            "transport cma: refused a token to pid {}: too many unredeemed (at most {} per process, {} in all)",
-            cred.pid, per_process_, kMaxIssued);
+            "transport cma: refused a token to pid {} (uid {}): too many unredeemed (at most {} per process, {} per "
+            "user, {} in all)",
+            cred.pid, cred.uid, per_process_, per_user_, kMaxIssued);
       }
     }
     ::close(conn);

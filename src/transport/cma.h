@@ -33,16 +33,19 @@ std::string ListenerName(int32_t pid);
 // (SO_PEERCRED), and answers with a fresh random token bound to that pid; the
 // client presents the token in its hello, and Redeem tells the worker which
 // process it belongs to. Tokens are single-use and expire after a minute. At
-// most `per_process` are outstanding for one process and kMaxIssued in all;
-// a request beyond either is refused (closed without a token), never served
-// by dropping another process's token: a process that floods the listener
-// only runs out of its own.
+// most `per_process` are outstanding for one process, `per_process` x
+// kUserShare for one user (the kernel's uid of the peer, so many processes
+// of one user cannot take every token) and kMaxIssued in all; a request
+// beyond any is refused (closed without a token), never served by dropping
+// another process's token: a process or a user that floods the listener only
+// runs out of its own.
 class Authority {
  public:
   static constexpr size_t kMaxIssued = 4096;
+  static constexpr uint32_t kUserShare = 4;
   static constexpr std::chrono::seconds kTokenLifetime{60};
 
-  explicit Authority(uint32_t per_process = 64) : per_process_(per_process) {}
+  explicit Authority(uint32_t per_process = 64) : per_process_(per_process), per_user_(per_process * kUserShare) {}
   ~Authority();
   Authority(const Authority&) = delete;
   Authority& operator=(const Authority&) = delete;
@@ -66,6 +69,7 @@ class Authority {
 
   struct Grant {
     int32_t pid = 0;
+    uint32_t uid = 0;
     std::chrono::steady_clock::time_point expires;
   };
   std::mutex mu_;
@@ -76,6 +80,7 @@ class Authority {
   std::atomic<uint64_t> issued_count_{0};
   std::atomic<uint64_t> refused_count_{0};
   const uint32_t per_process_;
+  const uint32_t per_user_;
   int listen_fd_ = -1;
   std::thread thread_;
 };

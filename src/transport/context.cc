@@ -100,7 +100,7 @@ struct UcpContextDeleter {
 using UcpContextPtr = std::unique_ptr<ucp_context, UcpContextDeleter>;
 
 // Creates a ucp_context with the given UCX_TLS and the options' device settings.
-Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::string& tls) {
+Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::string& tls, bool rma) {
   ucp_config_t* config = nullptr;
   ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
   if (st != UCS_OK) return UcsError("transport: ucp_config_read", st);
@@ -119,7 +119,9 @@ Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::strin
   }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
-  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  // RMA only when asked (Context::rma_enabled): the feature also installs
+  // UCX's software put/get handlers, which serve any peer any address.
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | (rma ? UCP_FEATURE_RMA : 0);
   // Each worker has one thread, but the workers of one context run on
   // different threads (engine targets, client threads) and register memory
   // concurrently: the context's own state (registration cache, memory
@@ -193,7 +195,7 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
       // Probe for verbs devices first; fall back to shared memory + tcp. The
       // probe enables "all" rather than "rc,dc": asking UCX for transports that
       // do not exist makes it print a warning on every start of every process.
-      auto probe = MakeUcpContext(options, "all");
+      auto probe = MakeUcpContext(options, "all", /*rma=*/false);
       if (probe.ok() && HasTl(ListResources(probe->get()), {"rc", "dc"})) {
         tls = kTlsAutoRdma;
         resolved = TransportKind::kRdma;
@@ -204,13 +206,14 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
       break;
     }
   }
-  auto made = MakeUcpContext(options, tls);
+  const bool rma = options.force_rma_bulk || options.kind == TransportKind::kRdma;
+  auto made = MakeUcpContext(options, tls, rma);
   if (!made.ok() && options.kind != TransportKind::kRdma) return made.status();
   std::vector<std::string> devices = made.ok() ? ListResources(made->get()) : std::vector<std::string>{};
 
   auto missing = [&](std::string_view what) {
     std::vector<std::string> present;
-    if (auto all = MakeUcpContext(options, "all"); all.ok()) present = ListResources(all->get());
+    if (auto all = MakeUcpContext(options, "all", /*rma=*/false); all.ok()) present = ListResources(all->get());
     return Status::NotSupported(fmt::format("transport {}: no {} device (present: {})", TransportKindName(options.kind),
                                             what, present.empty() ? "none" : Join(present)));
   };
@@ -231,6 +234,7 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
   ctx->ucx_tls_ = tls;
   ctx->devices_ = std::move(devices);
   ctx->resolved_kind_ = resolved;
+  ctx->rma_ = rma;
   ctx->cma_ = std::make_unique<cma::Authority>(options.cma_tokens_per_process);
   ROS2_LOG_INFO("transport: {}", ctx->Describe());
   return ctx;

@@ -192,7 +192,7 @@ Result<std::byte*> SegmentRange(State* s, const wire::BulkDescriptor& d, uint64_
   if (!mapping) {
     ROS2_RETURN_IF_ERROR(CheckPeerAlive(*conn));
     const TransportOptions& o = s->worker->options();
-    auto m = segment::PeerMapping::Map(conn->info.peer_pid, ref, o.max_segment_size);
+    auto m = segment::PeerMapping::Map(conn->pidfd, conn->info.peer_pid, ref, o.max_segment_size);
     if (!m.ok()) {
       ++stats.segments_refused;
       return m.status().WithContext(
@@ -239,10 +239,26 @@ Status HostTransfer(State* s, const wire::BulkDescriptor& d, std::byte* local, u
                                                 : SegmentTransfer(s, d, local, len, to_client);
 }
 
-Status StartRma(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool is_put, Completion done) {
+// `done` is taken only when the transfer starts: on an error returned here
+// the caller still holds it and completes the Pull or Push with that error
+// (taken by value, a refused request lost its completion and never got a
+// reply).
+Status StartRma(State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool is_put,
+                Completion&& done) {
   Connection* conn = s->conn.get();
   if (conn->ep == nullptr)
     return conn->status.ok() ? Status::Disconnected("transport: connection closed") : conn->status;
+  if (!conn->info.PeerKeysBound() || !s->worker->context().rma_enabled()) {
+    // Unpacking maps what the key names (a pid and fd for posix, a SysV id):
+    // never a client's key over shared memory (EndpointInfo::PeerKeysBound).
+    ++s->worker->mutable_stats().malformed_messages;
+    ++s->worker->mutable_stats().rkeys_refused;
+    return Status::PermissionDenied(fmt::format(
+        "transport: request {:#x} from {} carries a memory key for rma bulk over {}; this server unpacks client keys "
+        "only on lanes that bind them to the peer (verbs) or never resolve them here (tcp){}",
+        s->msg.request_id, conn->peer_name, conn->info.lanes.empty() ? "no lanes" : conn->info.am_transport,
+        s->worker->context().rma_enabled() ? "" : ", and runs no rma at all"));
+  }
   ucp_rkey_h rkey = nullptr;
   ucs_status_t st = ucp_ep_rkey_unpack(conn->ep, d.rkey.data(), &rkey);
   if (st != UCS_OK) {
@@ -322,6 +338,12 @@ void WorkerImpl::ReleaseState(State* s) {
   s->in_am_callback = s->rndv_taken = false;
   s->pushed_bytes = 0;
   s->rndv_length = 0;
+  s->eager_bulk = {};
+  if (s->eager_copy.capacity() > (64u << 10)) {
+    std::vector<uint8_t>().swap(s->eager_copy);  // a pooled state keeps no large buffer
+  } else {
+    s->eager_copy.clear();
+  }
   s->inline_push.clear();
   s->pull_done = nullptr;
   s->rma = State::Rma{};
@@ -332,7 +354,7 @@ void WorkerImpl::ReleaseState(State* s) {
 }
 
 bool WorkerImpl::HandleRequest(Connection& conn, const wire::Message& msg, std::span<const uint8_t> bytes,
-                               void* rndv_desc, uint64_t rndv_length) {
+                               void* rndv_desc, uint64_t rndv_length, std::span<const uint8_t> eager_bulk) {
   ++stats_.requests_received;
   State* s = AcquireState();
   // A pooled state keeps the connection it last served: a peer's next request
@@ -360,6 +382,7 @@ bool WorkerImpl::HandleRequest(Connection& conn, const wire::Message& msg, std::
   s->msg.status_message = {};  // replies only
   s->rndv_desc = rndv_desc;
   s->rndv_length = rndv_length;
+  s->eager_bulk = eager_bulk;
   // UCX data may not be released inside its own callback: hold a reference
   // across the handler and decide here what happens to the descriptor.
   ++s->refs;
@@ -380,6 +403,10 @@ bool WorkerImpl::HandleRequest(Connection& conn, const wire::Message& msg, std::
     const size_t at = s->copy.size();
     s->copy.insert(s->copy.end(), msg.inline_data.begin(), msg.inline_data.end());
     s->msg.inline_data = std::span<const uint8_t>(s->copy.data() + at, inline_len);
+  }
+  if (!eager_bulk.empty() && s->refs > 1 && !s->pulled) {
+    s->eager_copy.assign(eager_bulk.begin(), eager_bulk.end());
+    s->eager_bulk = s->eager_copy;
   }
   const bool taken = s->rndv_taken || s->rndv_desc != nullptr;
   if (s->refs == 1 && s->rndv_desc != nullptr) {
@@ -488,6 +515,11 @@ void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
     case wire::BulkTransfer::kSegment:
       return finish_now(HostTransfer(s, *d, dst.data(), dst.size(), /*to_client=*/false));
     case wire::BulkTransfer::kActiveMessage: {
+      if (s->rndv_desc == nullptr && s->eager_bulk.size() == dst.size() && !dst.empty()) {
+        std::memcpy(dst.data(), s->eager_bulk.data(), dst.size());
+        s->worker->mutable_stats().bulk_am_bytes += dst.size();
+        return finish_now(Status::Ok());
+      }
       if (s->rndv_desc == nullptr) return finish_now(Status::Protocol("transport: bulk data missing from the message"));
       void* desc = s->rndv_desc;
       s->rndv_desc = nullptr;  // handed to ucp_am_recv_data_nbx

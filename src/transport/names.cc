@@ -52,6 +52,19 @@ bool EndpointInfo::IsSharedMemoryOnly() const {
   });
 }
 
+bool EndpointInfo::PeerKeysBound() const {
+  if (lanes.empty()) return false;
+  return std::all_of(lanes.begin(), lanes.end(), [](const std::string& l) {
+    const std::string_view tl = TlOf(l);
+    // tcp: UCX emulates RMA by asking the peer, which touches only its own
+    // memory. rc/dc/ud (verbs): a key works only in the protection domain it
+    // was made in. self: this process. Every other lane (posix, sysv, cma,
+    // knem, xpmem, and any lane this list does not know) resolves a key by
+    // the process id, file descriptor or segment id written in it.
+    return tl == "tcp" || tl == "self" || tl.rfind("rc", 0) == 0 || tl.rfind("dc", 0) == 0 || tl.rfind("ud", 0) == 0;
+  });
+}
+
 bool EndpointInfo::UsesTcp() const {
   return std::any_of(lanes.begin(), lanes.end(), [](const std::string& l) { return TlOf(l) == "tcp"; });
 }

@@ -3,8 +3,11 @@
 #include "transport/shared_segment.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -189,16 +192,36 @@ Result<std::byte*> PeerMapping::Range(uint64_t offset, uint64_t length) const {
   return base_ + offset;
 }
 
-Result<std::shared_ptr<PeerMapping>> PeerMapping::Map(int32_t pid, const wire::SegmentRef& ref, uint64_t max_size) {
+Result<std::shared_ptr<PeerMapping>> PeerMapping::Map(int pidfd, int32_t pid, const wire::SegmentRef& ref,
+                                                      uint64_t max_size) {
   const std::string what = fmt::format("segment {:#x} (fd {} of pid {})", ref.id, ref.fd, pid);
-  const std::string path = fmt::format("/proc/{}/fd/{}", pid, ref.fd);
-  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno(errno, "opening " + what);
+  if (pidfd < 0) return Status::PermissionDenied(what + ": the client's process is not watched (no pidfd)");
+  // A duplicate of the client's own descriptor, taken from the process the
+  // pidfd names: nothing is opened, so no file system is asked anything (a
+  // path under /proc/<pid>/fd would open the file again, and a file on a
+  // FUSE mount would stall this thread in that open for the daemon's
+  // timeout), and no other process's descriptors can be named.
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, ref.fd, 0));
+  if (fd < 0) return Status::FromErrno(errno, "taking " + what);
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  // The name of what we opened (not of what the number names now): a memfd
+  // The seals first: F_GET_SEALS answers from the inode for memfds and
+  // refuses (EINVAL) every other kind of file without calling into it, so
+  // no check below can block on a file the client chose.
+  const int seals = ::fcntl(fd, F_GET_SEALS);
+  if (seals < 0) {
+    return errno == EINVAL ? Status::InvalidArgument(what + ": not a memfd")
+                           : Status::FromErrno(errno, "reading the seals of " + what);
+  }
+  if ((seals & F_SEAL_SHRINK) == 0) return Status::InvalidArgument(what + ": not sealed against shrinking");
+  // A memfd on tmpfs: one of hugetlbfs (MFD_HUGETLB) can fail a page fault
+  // with SIGBUS when the huge page pool runs dry.
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) return Status::FromErrno(errno, "inspecting " + what);
+  if (fs.f_type != TMPFS_MAGIC) return Status::InvalidArgument(what + ": a memfd, but not on tmpfs (huge pages?)");
+  // The name of what we took (not of what the number names now): a memfd
   // reads back as "/memfd:<name> (deleted)".
   char link[256];
   const std::string self = fmt::format("/proc/self/fd/{}", fd);
@@ -209,9 +232,6 @@ Result<std::shared_ptr<PeerMapping>> PeerMapping::Map(int32_t pid, const wire::S
     return Status::InvalidArgument(fmt::format("{}: the descriptor is '{}', not the segment", what,
                                                std::string_view(link, static_cast<size_t>(n))));
   }
-  const int seals = ::fcntl(fd, F_GET_SEALS);
-  if (seals < 0) return Status::FromErrno(errno, "reading the seals of " + what);
-  if ((seals & F_SEAL_SHRINK) == 0) return Status::InvalidArgument(what + ": not sealed against shrinking");
   struct stat st {};
   if (::fstat(fd, &st) != 0) return Status::FromErrno(errno, "sizing " + what);
   if (st.st_size <= 0) return Status::InvalidArgument(what + ": empty");

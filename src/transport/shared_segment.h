@@ -100,12 +100,15 @@ class PeerMapping {
   // does not lie inside the segment.
   Result<std::byte*> Range(uint64_t offset, uint64_t length) const;
 
-  // Opens the segment `ref` of process `pid` through /proc/<pid>/fd and maps
-  // it. Refuses (clear error, nothing mapped) anything that is not a sealed
-  // ros2 memfd with that id, and (InvalidArgument) a segment of more than
-  // `max_size` bytes: a client must not make the server map whatever size it
-  // chose (address space is a shared resource of every tenant).
-  static Result<std::shared_ptr<PeerMapping>> Map(int32_t pid, const wire::SegmentRef& ref, uint64_t max_size);
+  // Takes the descriptor `ref.fd` of the process `pidfd` names (pid `pid`,
+  // for messages) with pidfd_getfd, opening nothing, and maps it. Refuses
+  // (clear error, nothing mapped) anything that is not a sealed ros2 memfd
+  // with that id, checking the seals before anything else so that no check
+  // calls into another kind of file, and (InvalidArgument) a segment of more
+  // than `max_size` bytes: a client must not make the server map whatever
+  // size it chose (address space is a shared resource of every tenant).
+  static Result<std::shared_ptr<PeerMapping>> Map(int pidfd, int32_t pid, const wire::SegmentRef& ref,
+                                                  uint64_t max_size);
 
  private:
   PeerMapping() = default;

@@ -134,6 +134,9 @@ struct TransportOptions {
   // only emulates RMA in software (tcp, and shm with error handling). Off by
   // default (rendezvous is faster there, see docs/transport.md); tests use it to
   // exercise the RMA path that verbs endpoints take, and benchmarks to compare.
+  // NEVER in a process that serves untrusted peers: it turns on UCX's RMA
+  // feature with its software emulation, whose handlers read and write any
+  // address of this process a peer names (Context::rma_enabled).
   bool force_rma_bulk = false;
   // UCX keepalive interval for error-mode-PEER endpoints (detects a dead remote
   // peer whose connection did not break); same-host peers are also watched by pidfd.
@@ -287,6 +290,14 @@ class Context {
   // Internal: whether same-host peers may negotiate cma bulk with this context
   // (TransportOptions::same_host_cma, shm selected, RMA not forced).
   bool cma_enabled() const;
+  // Whether the UCX context has the RMA feature: only for kind rdma (rc/dc
+  // verbs alone, where UCX does RMA in hardware against keys bound to their
+  // protection domain) or force_rma_bulk. With the feature, UCX also serves
+  // software-emulated put and get for peers whose lanes cannot do RMA (tcp,
+  // shared memory with error handling): those handlers write and read
+  // whatever address of this process the peer names, unchecked, so a context
+  // that talks over tcp or shared memory never has it.
+  bool rma_enabled() const { return rma_; }
   // Internal: the process's cma token authority (cma.h); Start()ed by the
   // first worker that serves requests.
   cma::Authority& cma_authority() const { return *cma_; }
@@ -306,6 +317,7 @@ class Context {
   void* context_ = nullptr;  // ucp_context_h
   std::unique_ptr<Cache> cache_;
   std::unique_ptr<cma::Authority> cma_;
+  bool rma_ = false;
 };
 
 // What an endpoint really runs over (from ucp_ep_print_info), for logs, tests
@@ -328,6 +340,15 @@ struct EndpointInfo {
   bool IsSharedMemoryOnly() const;
   // True when some lane uses tcp.
   bool UsesTcp() const;
+  // True when no lane resolves a peer's memory key by name: every lane is tcp
+  // (UCX emulates RMA by asking the peer, which touches only its own memory),
+  // verbs (rc, dc, ud: a key is bound to its protection domain) or self. Over
+  // shared memory (posix, sysv, cma, ...) a key names a process id and a file
+  // descriptor or a SysV id, and whoever unpacks it maps what it names with
+  // its own privileges: on such a connection this side never unpacks a peer's
+  // key, neither its own (rma bulk) nor through UCX's rendezvous protocol, so
+  // bulk there moves through shared segments or eager active messages.
+  bool PeerKeysBound() const;
 };
 
 struct CallOptions {
@@ -502,6 +523,8 @@ struct WorkerStats {
   uint64_t hellos_refused = 0;        // hellos refused by the connection limits (max_connections*)
   uint64_t connections_evicted = 0;   // unauthenticated connections closed for a new hello or by their timeout
   uint64_t inline_refused = 0;        // requests whose inline bulk exceeded this side's inline_limit
+  uint64_t rendezvous_refused = 0;    // requests whose bulk rode a rendezvous over shared memory (not received)
+  uint64_t rkeys_refused = 0;         // rma descriptors on a connection whose lanes name memory in keys
   uint64_t batches_sent = 0;          // kBatch messages sent (Endpoint::Cork, replies to a batch)
   uint64_t batched_messages = 0;      // requests and replies that rode in them
   uint64_t batches_received = 0;      // kBatch messages accepted

@@ -15,6 +15,7 @@
 
 #include "common/checksum.h"
 #include "testing/pattern.h"
+#include "testing/status_assert.h"
 #include "transport/fault_injection.h"
 #include "transport/shared_segment.h"
 #include "transport/testing/peer_process.h"
@@ -257,18 +258,40 @@ TEST_P(TransportTest, UnprovenCmaDescriptorsAreRefused) {
   EXPECT_TRUE(still.ok()) << still.status().ToString();
 }
 
-// With force_rma_bulk, large bulk moves by the server's RMA (GET for pulls,
-// PUT + flush for pushes) against the client's registered buffers: the path
-// verbs endpoints take. UCX emulates it over tcp and shm, so this checks our
-// side of it (rkeys, chunking, flush before reply), not one-sidedness.
+// With force_rma_bulk on both sides, large bulk moves by the server's RMA
+// (GET for pulls, PUT + flush for pushes) against the client's registered
+// buffers: the path verbs endpoints take. UCX emulates it over tcp, so this
+// checks our side of it (rkeys, chunking, flush before reply), not
+// one-sidedness. Over shared memory a key names a process and a file, and
+// the server refuses to unpack it.
 TEST_P(TransportTest, RmaPathIsByteExact) {
+  setenv("ROS2_TRANSPORT_FORCE_RMA", "1", 1);
+  testing::PeerProcess rma_peer;
+  const Status started = rma_peer.Start(TRANSPORT_TEST_PEER_PATH, GetParam());
+  unsetenv("ROS2_TRANSPORT_FORCE_RMA");
+  ROS2_ASSERT_OK(started);
   TransportOptions o = ctx_->options();
   o.force_rma_bulk = true;
   o.bulk_chunk_size = 256 * 1024;  // several chunks in flight for the 1 MiB case
-  Client client = ConnectWith(o, "rma-client");
+  Client client;
+  client.ctx = Context::Create(o).value();
+  client.worker = client.ctx->CreateWorker("rma-client").value();
+  client.ep = client.worker->Connect(rma_peer.address()).value();
   Context* ctx = client.ctx.get();
   Endpoint* ep = client.ep.get();
   EXPECT_EQ(ep->info().bulk_mode, BulkMode::kRma);
+  if (IsShm()) {
+    std::vector<std::byte> out = Pattern(1 << 20, 3), in(1 << 20);
+    CallOptions co;
+    co.bulk_out = out;
+    co.bulk_in = in;
+    auto r = ep->CallSync(testing::kOpEcho, Bytes("rma over shm"), co);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Status::Code::kPermissionDenied) << r.status().ToString();
+    EXPECT_NE(r.status().message().find("memory key"), std::string::npos) << r.status().ToString();
+    EXPECT_TRUE(ep->CallSync(testing::kOpEcho, Bytes("still here")).ok());
+    return;
+  }
   const PeerStats before = GetPeerStats(*ep);
   EchoAllSizes(*ctx, *ep, /*arena=*/true);
   EchoAllSizes(*ctx, *ep, /*arena=*/false);
@@ -774,7 +797,7 @@ TEST_P(TransportTest, DamagedSegmentReferencesAreRefused) {
   };
   for (const Case& c :
        {Case{Damage::kRangePastEnd, false, "outside its"}, Case{Damage::kWrongId, false, "not the segment"},
-        Case{Damage::kNotASegment, false, "not the segment"}, Case{Damage::kNone, true, "did not prove its pid"}}) {
+        Case{Damage::kNotASegment, false, "not a memfd"}, Case{Damage::kNone, true, "did not prove its pid"}}) {
     SCOPED_TRACE(fmt::format("damage {} unproven {}", static_cast<int>(c.damage), c.unproven));
     TransportOptions o = ctx_->options();
     if (c.unproven) o.same_host_cma = false;

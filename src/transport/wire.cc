@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -436,6 +437,14 @@ Status CheckPeerWireVersion(uint8_t peer_version, std::string_view peer) {
       fmt::format("transport: {} speaks data-plane wire version {}, this side speaks version {}; both ends must run "
                   "the same wire version",
                   peer, peer_version, kVersion));
+}
+
+std::optional<RequestHeader> PeekRequest(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kHeaderSize) return std::nullopt;
+  const uint8_t* p = bytes.data();
+  if (Get<uint16_t>(p + kOffMagic) != kMagic || p[kOffVersion] != kVersion) return std::nullopt;
+  if (p[kOffKind] != static_cast<uint8_t>(Kind::kRequest)) return std::nullopt;
+  return RequestHeader{Get<uint64_t>(p + kOffRequestId), Get<uint64_t>(p + kOffConnectionId)};
 }
 
 uint8_t PeekVersion(std::span<const uint8_t> bytes) {

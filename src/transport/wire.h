@@ -19,6 +19,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -185,6 +186,16 @@ Result<WorkerAddress> DecodeAddress(std::span<const uint8_t> bytes);
 // kNotSupported naming both message versions when `peer_version` is not ours;
 // OK otherwise. `peer` names the peer in the message.
 Status CheckPeerWireVersion(uint8_t peer_version, std::string_view peer);
+// The request id and connection id of a message that decoding refused, when
+// its header at least has our magic and version and the kind of a request:
+// what a receiver needs to answer the sender's call with the decoder's error
+// instead of leaving it to its deadline. The ids are the sender's claim; the
+// receiver checks them against the endpoint the message came in on.
+struct RequestHeader {
+  uint64_t request_id = 0;
+  uint64_t connection_id = 0;
+};
+std::optional<RequestHeader> PeekRequest(std::span<const uint8_t> bytes);
 // The version byte of a received message whose magic is ours, or 0 when the
 // bytes are too short or not a ROS2 message (lets a receiver tell a message of
 // another version from noise).

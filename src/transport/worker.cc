@@ -466,26 +466,24 @@ bool WorkerImpl::CheckCmaProof(const Connection& conn, std::span<const uint8_t> 
   cma::Authority& authority = context_.cma_authority();
   if (!authority.running()) return false;
   cma::Token token{};
-  uint64_t addr = 0;
   std::memcpy(token.data(), proof.data(), token.size());
-  std::memcpy(&addr, proof.data() + token.size(), sizeof(addr));
   std::string why;
   const std::optional<int32_t> pid = authority.Redeem(token);
   if (!pid) {
     why = "unknown, used or expired token";
   } else if (*pid != conn.info.peer_pid) {
     why = fmt::format("token issued to pid {}", *pid);
+  } else if (conn.pidfd < 0) {
+    why = "the process is not watched (no pidfd)";
+  } else if (::syscall(SYS_pidfd_getfd, conn.pidfd, -1, 0) >= 0 || errno != EBADF) {
+    // The kernel's ptrace check for taking the client's descriptors (what
+    // its segments need) comes before the descriptor lookup: EBADF for the
+    // number no process has means access is granted. Nothing of the client
+    // is read, so no memory it chose can stall this thread (the proof used
+    // to read the token back from an address the client named).
+    why = fmt::format("this process may not take pid {}'s descriptors ({})", *pid, strerror(errno));
   } else {
-    cma::Token readback{};
-    Status st = cma::Copy(*pid, reinterpret_cast<std::byte*>(readback.data()), addr, readback.size(),
-                          /*to_remote=*/false);
-    if (!st.ok()) {
-      why = st.ToString();
-    } else if (readback != token) {
-      why = "the token is not at the address given";
-    } else {
-      return true;
-    }
+    return true;
   }
   ++stats_.cma_refused;
   ROS2_LOG_WARN("transport: worker '{}': {} offered a cma proof that does not hold ({}); bulk uses active messages",
@@ -515,6 +513,8 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
       }
     } else {
       ROS2_LOG_DEBUG("transport: worker '{}' dropped a message: {}", name_, decoded.ToString());
+      const ucp_ep_h sender = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 ? param->reply_ep : nullptr;
+      AnswerMalformed(bytes, sender, decoded);
     }
     return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
   }
@@ -578,14 +578,41 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
       if (conn == nullptr) return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
       const wire::BulkDescriptor* out = msg.FindBulk(wire::BulkDirection::kOut);
       const bool am_out = out != nullptr && out->transfer == wire::BulkTransfer::kActiveMessage;
-      if (conn->client_side || am_out != carries_bulk || (am_out && (!rndv || length != out->length))) {
+      if (conn->client_side) {
         ++stats_.malformed_messages;
         return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
       }
+      if (am_out != carries_bulk || (am_out && length != out->length)) {
+        ++stats_.malformed_messages;
+        ReplyError(*conn, msg.request_id,
+                   Status::Protocol(fmt::format(
+                       "transport: worker '{}' refused request {:#x}: its bulk-out descriptor ({} bytes by active "
+                       "message: {}) does not match the data that came with it ({} bytes)",
+                       name_, msg.request_id, out != nullptr ? out->length : 0, am_out ? "yes" : "no",
+                       carries_bulk ? length : 0)));
+        return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+      }
+      if (rndv && !conn->rendezvous) {
+        // Receiving a rendezvous makes UCX unpack the sender's memory key;
+        // over shared memory that key names a process and a file the
+        // receiver would map (EndpointInfo::PeerKeysBound). Returning
+        // without receiving lets UCX drop the data untouched.
+        ++stats_.malformed_messages;
+        ++stats_.rendezvous_refused;
+        ReplyError(*conn, msg.request_id,
+                   Status::PermissionDenied(fmt::format(
+                       "transport: worker '{}' refused request {:#x} from {}: its bulk rides a rendezvous over {}, "
+                       "whose memory keys name shared memory; send it eager or through a shared segment",
+                       name_, msg.request_id, conn->peer_name, conn->info.am_transport)));
+        return UCS_OK;
+      }
       // The message is copied (into a pooled buffer): keeping UCX's persistent
       // receive buffer instead crashed ucp_am_data_release on sysv/posix in
-      // UCX 1.13. A rendezvous descriptor is kept until the handler pulls.
-      const bool descriptor_taken = HandleRequest(*conn, msg, bytes, rndv ? data : nullptr, rndv ? length : 0);
+      // UCX 1.13. A rendezvous descriptor is kept until the handler pulls;
+      // eager bulk is copied like inline bytes.
+      const auto eager = am_out && !rndv ? std::span<const uint8_t>(static_cast<const uint8_t*>(data), length)
+                                         : std::span<const uint8_t>();
+      const bool descriptor_taken = HandleRequest(*conn, msg, bytes, rndv ? data : nullptr, rndv ? length : 0, eager);
       return descriptor_taken ? UCS_INPROGRESS : UCS_OK;
     }
   }
@@ -621,17 +648,30 @@ void WorkerImpl::RefuseMisdirected(const wire::Message& msg, ucp_ep_h from) {
   if (stats_.misdirected_messages == 1 || (stats_.misdirected_messages & (stats_.misdirected_messages - 1)) == 0) {
     ROS2_LOG_WARN("{} ({} such messages so far)", why, stats_.misdirected_messages);
   }
-  if (msg.kind != wire::Kind::kRequest || own == nullptr || own->client_side || own->ep == nullptr) return;
+  if (msg.kind != wire::Kind::kRequest || own == nullptr) return;
   // Answer the sender, on its own connection, so its call fails at once
   // (instead of at its deadline) and says why.
+  ReplyError(*own, msg.request_id, Status::PermissionDenied(why));
+}
+
+void WorkerImpl::ReplyError(Connection& conn, uint64_t request_id, const Status& why) {
+  if (conn.client_side || conn.ep == nullptr || conn.remote_id == 0) return;
   wire::Message reply;
   reply.kind = wire::Kind::kReply;
-  reply.request_id = msg.request_id;
-  reply.connection_id = own->remote_id;
-  const Status refused = Status::PermissionDenied(why);
-  reply.status_code = static_cast<uint8_t>(refused.code());
-  reply.status_message = std::string_view(refused.message()).substr(0, wire::kMaxStatusMessage);
-  (void)SendMessage(*own, reply, {}, nullptr);
+  reply.request_id = request_id;
+  reply.connection_id = conn.remote_id;
+  reply.status_code = static_cast<uint8_t>(why.code());
+  reply.status_message = std::string_view(why.message()).substr(0, wire::kMaxStatusMessage);
+  (void)SendMessage(conn, reply, {}, nullptr);
+}
+
+void WorkerImpl::AnswerMalformed(std::span<const uint8_t> bytes, ucp_ep_h from, const Status& why) {
+  const auto header = wire::PeekRequest(bytes);
+  if (!header || from == nullptr) return;
+  Connection* conn = FindConnection(header->connection_id);
+  if (conn == nullptr || conn->peer_ep != from) return;  // not the sender's own connection: nothing to answer
+  ReplyError(*conn, header->request_id,
+             why.WithContext(fmt::format("transport: worker '{}' refused a malformed request", name_)));
 }
 
 // A received batch: every entry is checked before any is acted on, so a
@@ -802,7 +842,11 @@ Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::
       return Status::InvalidArgument(fmt::format("transport: message of {} bytes exceeds the AM header limit {}",
                                                  buf->bytes.size(), max_am_header_));
     }
-    param.flags = UCP_AM_SEND_FLAG_RNDV | UCP_AM_SEND_FLAG_REPLY;
+    // Rendezvous makes the receiver unpack our memory key (and, for a push,
+    // makes us unpack the one in the peer's answer): only where keys are
+    // bound to the peer (Connection::rendezvous); over shared memory the
+    // bytes go eager, in fragments through UCX's FIFO.
+    param.flags = (conn.rendezvous ? UCP_AM_SEND_FLAG_RNDV : UCP_AM_SEND_FLAG_EAGER) | UCP_AM_SEND_FLAG_REPLY;
     req = ucp_am_send_nbx(conn.ep, kAmId, buf->bytes.data(), buf->bytes.size(), bulk.data(), bulk.size(), &param);
   }
   if (UCS_PTR_IS_PTR(req)) {
@@ -1132,7 +1176,8 @@ void WorkerImpl::FillEndpointInfo(Connection& conn) {
   // for 1 MiB here. So both use active-message rendezvous; see docs/transport.md.
   const std::string_view rma_tl = std::string_view(info.rma_transport).substr(0, info.rma_transport.find('/'));
   const bool verbs = rma_tl.rfind("rc", 0) == 0 || rma_tl.rfind("dc", 0) == 0;
-  info.rma_any_memory = verbs || context_.options().force_rma_bulk;
+  info.rma_any_memory = (verbs && context_.rma_enabled()) || context_.options().force_rma_bulk;
+  conn.rendezvous = info.PeerKeysBound();
   UpdateBulkMode(conn);
 }
 

@@ -60,6 +60,10 @@ struct Connection {
   Status status;   // OK while usable
   int pidfd = -1;  // FailureDetection::kPidWatch
   EndpointInfo info;
+  // info.PeerKeysBound(), kept when the lanes are known: whether bulk riding
+  // active messages may use UCX's rendezvous (which unpacks the peer's memory
+  // key) or must go eager.
+  bool rendezvous = false;
   uint32_t outstanding = 0;  // client calls waiting for a reply
   // Server side: when the hello arrived, and whether a handler has seen a
   // valid capability on it (IncomingRequest::MarkAuthenticated). Until then
@@ -147,6 +151,10 @@ struct IncomingRequest::State {
   std::vector<uint8_t> copy;  // the received message (capacity kept across reuse)
   void* rndv_desc = nullptr;  // am-mode bulk-out rendezvous descriptor, until pulled
   uint64_t rndv_length = 0;
+  // am-mode bulk-out that came eager (over shared memory, where rendezvous
+  // is refused): UCX's bytes during the callback, `eager_copy` after it.
+  std::span<const uint8_t> eager_bulk;
+  std::vector<uint8_t> eager_copy;
   bool pulled = false, pushed = false, replied = false;
   bool in_am_callback = false;  // the handler runs inside UCX's AM callback
   bool rndv_taken = false;      // the rendezvous descriptor went to ucp_am_recv_data_nbx
@@ -290,8 +298,11 @@ class WorkerImpl final : public Worker {
   // descriptor was kept or handed to ucp_am_recv_data_nbx (the callback then
   // returns UCS_INPROGRESS); false lets UCX drop it.
   // `msg` was decoded from `bytes` (UCX's buffer, valid during the callback).
+  // `eager_bulk` is bulk-out data that came eager with the message (UCX's
+  // bytes, valid during the callback; copied if the handler keeps the
+  // request without pulling).
   bool HandleRequest(Connection& conn, const wire::Message& msg, std::span<const uint8_t> bytes, void* rndv_desc,
-                     uint64_t rndv_length);
+                     uint64_t rndv_length, std::span<const uint8_t> eager_bulk = {});
   IncomingRequest::State* AcquireState();
   void ReleaseState(IncomingRequest::State* s);
   void DispatchRequest(IncomingRequest::State* s);
@@ -321,6 +332,13 @@ class WorkerImpl final : public Worker {
   // answered with kPermissionDenied on the sender's own connection (if it
   // has one).
   void RefuseMisdirected(const wire::Message& msg, ucp_ep_h from);
+  // Answers request `request_id` on the server-side connection `conn` with
+  // the error `why` (a reply, so the caller fails at once and learns why).
+  void ReplyError(Connection& conn, uint64_t request_id, const Status& why);
+  // A message the decoder refused: if it is a request that names the
+  // server-side connection of the endpoint it came in on, that connection
+  // gets the decoder's error as the reply.
+  void AnswerMalformed(std::span<const uint8_t> bytes, ucp_ep_h from, const Status& why);
   // The connection limits for a hello from `peer` (max_connections,
   // max_connections_per_peer): OK to admit it (after evicting the oldest
   // unauthenticated connection if the worker is full), or why not.

@@ -1,200 +1,29 @@
-// Attacks on the data plane (issue 22, transport findings) against a real
+// Attacks on the data plane against a real
 // ros2-engine: a hostile client (transport_attack_peer, a separate process
 // built on the transport and object-protocol code) crafts what the normal
 // client never sends, and each test checks that the attack is refused with a
 // clear error, that the victim (this test process, an ordinary client) is
 // unaffected, and that the engine keeps serving. docs/security.md has the
 // attack table.
-#include <fcntl.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <fstream>
-#include <functional>
-#include <map>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "attack_arena.h"
 #include "common/checksum.h"
-#include "engine_cluster.h"
-#include "object_session.h"
 #include "testing/engine_process.h"
 #include "testing/pattern.h"
 #include "transport/cma.h"
 #include "transport/fault_injection.h"
 #include "transport/worker_impl.h"
 
-extern char** environ;
-
 namespace ros2::testing {
 namespace {
 
 using transport::TransportKind;
-
-std::string Hex(std::span<const uint8_t> bytes) {
-  std::string out;
-  for (uint8_t b : bytes) out += fmt::format("{:02x}", b);
-  return out;
-}
-std::string Hex(const std::string& s) {
-  return Hex(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
-}
-
-// One line "RESULT <name> <code> <text>" of the attacker.
-struct Outcome {
-  int code = -1;
-  std::string text;
-  bool ok() const { return code == 0; }
-};
-using Outcomes = std::map<std::string, Outcome>;
-
-// Runs transport_attack_peer to its end (at most 60 s) and returns its results.
-// `during`, if given, runs once the attacker has printed result `when` (while
-// it still runs).
-Outcomes RunAttacker(const std::string& attack, const std::vector<std::string>& args, const std::string& when = "",
-                     const std::function<void()>& during = nullptr) {
-  int fds[2];
-  EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-  std::vector<std::string> all = {TRANSPORT_ATTACK_PEER_PATH, attack};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  EXPECT_EQ(posix_spawn(&pid, TRANSPORT_ATTACK_PEER_PATH, &fa, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  std::string out;
-  bool during_ran = false;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  char buf[4096];
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, 1000) <= 0) continue;
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-    if (during && out.find("RESULT " + when + " ") != std::string::npos &&
-        out.find('\n', out.find("RESULT " + when + " ")) != std::string::npos) {
-      during();
-      during_ran = true;
-      break;
-    }
-  }
-  while (during_ran) {  // the rest of the output, until the attacker exits
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, 1000) <= 0) {
-      if (std::chrono::steady_clock::now() >= deadline) break;
-      continue;
-    }
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  if (std::chrono::steady_clock::now() >= deadline) kill(pid, SIGKILL);
-  int wstatus = 0;
-  waitpid(pid, &wstatus, 0);
-  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "attacker " << attack << " failed:\n" << out;
-  Outcomes results;
-  std::istringstream lines(out);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind("RESULT ", 0) != 0) continue;
-    std::istringstream words(line.substr(7));
-    std::string name;
-    Outcome o;
-    words >> name >> o.code;
-    std::getline(words, o.text);
-    if (!o.text.empty() && o.text[0] == ' ') o.text.erase(0, 1);
-    results[name] = o;
-  }
-  return results;
-}
-
-// An engine with one target over shared memory, a victim client (this
-// process) with data of its own, and the attacker's own container and
-// capability: a tenant with a valid capability, but not for the victim's data.
-struct Arena {
-  EngineCluster cluster;
-  std::unique_ptr<ObjectSession> victim;
-  std::unique_ptr<ObjectSession> attacker;  // the attacker's container, seen from here (for checks)
-  const ObjectId victim_oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, 1);
-  std::vector<std::byte> victim_data = Pattern(64 * 1024, 11);
-
-  void Start(const std::string& transport_extra = "") {
-    ASSERT_NO_FATAL_FAILURE(cluster.Start({.transport = "shm", .targets = 1, .transport_extra = transport_extra}));
-    ROS2_ASSERT_OK(cluster.mgmt->CreatePool("p", uint64_t{8} << 20));
-    ROS2_ASSERT_OK(cluster.mgmt->CreateContainer("p", "victim"));
-    ROS2_ASSERT_OK(cluster.mgmt->CreateContainer("p", "attacker"));
-    auto v = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "victim", TransportKind::kShm);
-    auto a = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "attacker", TransportKind::kShm);
-    ASSERT_TRUE(v.ok() && a.ok()) << v.status().ToString() << a.status().ToString();
-    victim = std::move(*v);
-    attacker = std::move(*a);
-    ASSERT_EQ(victim->endpoint(0).info().bulk_mode, transport::BulkMode::kCma);
-    ROS2_ASSERT_OK(victim->UpdateArray(victim_oid, "d", "a", 0, victim_data));
-  }
-  std::string TargetAddress() const { return victim->pool().map.targets(0).worker_address(); }
-  // The arguments every attack needs: where to connect, as whom.
-  std::vector<std::string> Args(std::vector<std::string> more = {}) const {
-    const auto& cont = attacker->container().container;
-    std::vector<std::string> args = {"address=" + Hex(TargetAddress()),  "kind=shm",
-                                     "cap=" + Hex(attacker->capability), "pool=" + cont.pool_uuid(),
-                                     "container=" + cont.uuid(),         "target=0"};
-    args.insert(args.end(), more.begin(), more.end());
-    return args;
-  }
-  // The engine's id of the victim's connection, as the victim's requests carry it
-  // (the attacker's "leak": the tests give it the real id to test the binding,
-  // not the secrecy of ids).
-  uint64_t VictimConnectionId() {
-    uint64_t id = 0;
-    transport::MessageRewriter spy;
-    spy.request = [&](transport::wire::Message& m) { id = m.connection_id; };
-    transport::SetFaultInjection(victim->worker(), &spy);
-    EXPECT_TRUE(victim->FetchArray(victim_oid, "d", "a", 0, 16).ok());
-    transport::SetFaultInjection(victim->worker(), nullptr);
-    return id;
-  }
-  // The victim's calls complete with its own data, and a new client is served.
-  void ExpectVictimUnaffected() {
-    auto f = victim->FetchArray(victim_oid, "d", "a", 0, victim_data.size());
-    ASSERT_TRUE(f.ok()) << f.status().ToString();
-    EXPECT_EQ(f->data, victim_data) << "the victim's data changed";
-    auto u = victim->UpdateArray(victim_oid, "d", "b", 0, Pattern(4096, 12));
-    EXPECT_TRUE(u.ok()) << u.status().ToString();
-    auto fresh = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "victim", TransportKind::kShm);
-    ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
-    auto again = (*fresh)->FetchArray(victim_oid, "d", "a", 0, victim_data.size());
-    ASSERT_TRUE(again.ok()) << again.status().ToString();
-    EXPECT_EQ(again->data, victim_data);
-  }
-  // Virtual memory of the engine process, in bytes.
-  uint64_t EngineVmSize() const {
-    std::ifstream in(fmt::format("/proc/{}/status", cluster.engine->pid()));
-    std::string key;
-    uint64_t kib = 0;
-    while (in >> key) {
-      if (key == "VmSize:") {
-        in >> kib;
-        break;
-      }
-    }
-    return kib * 1024;
-  }
-};
 
 // Inverse of the id mix the engine used before (a splitmix-style finaliser
 // of salt + golden * counter): from one id, the next one.
@@ -218,7 +47,7 @@ uint64_t PredictNextOldId(uint64_t id) {
 TEST(TransportAttack, ConnectionIdsRevealNothingAboutOthers) {
   Arena a;
   ASSERT_NO_FATAL_FAILURE(a.Start());
-  auto r = RunAttacker("ids", a.Args());
+  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "ids", a.Args());
   ASSERT_TRUE(r.count("id1") && r.count("id2")) << "attacker printed no ids";
   const uint64_t id1 = std::stoull(r["id1"].text, nullptr, 16), id2 = std::stoull(r["id2"].text, nullptr, 16);
   EXPECT_NE(id1, id2);
@@ -229,7 +58,8 @@ TEST(TransportAttack, ConnectionIdsRevealNothingAboutOthers) {
 TEST(TransportAttack, ByeNamingAnotherConnectionIsRefused) {
   Arena a;
   ASSERT_NO_FATAL_FAILURE(a.Start());
-  auto r = RunAttacker("bye", a.Args({fmt::format("victim_conn={:x}", a.VictimConnectionId())}));
+  auto r =
+      RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "bye", a.Args({fmt::format("victim_conn={:x}", a.VictimConnectionId())}));
   EXPECT_EQ(r["own_connection"].code, static_cast<int>(Status::Code::kNotSupported)) << r["own_connection"].text;
   ROS2_ASSERT_OK(a.victim->endpoint(0).status());
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
@@ -241,7 +71,7 @@ TEST(TransportAttack, FetchCannotWriteIntoAnotherClientsMemory) {
   const auto secret = Pattern(64 * 1024, 5);
   std::vector<std::byte> victim_buffer = secret;
   auto r = RunAttacker(
-      "fetch-into",
+      TRANSPORT_ATTACK_PEER_PATH, "fetch-into",
       a.Args({fmt::format("victim_conn={:x}", a.VictimConnectionId()),
               fmt::format("victim_addr={:x}", reinterpret_cast<uint64_t>(victim_buffer.data())), "len=65536"}));
   ASSERT_TRUE(r["plant"].ok()) << r["plant"].text;
@@ -255,9 +85,10 @@ TEST(TransportAttack, UpdateCannotReadAnotherClientsMemory) {
   Arena a;
   ASSERT_NO_FATAL_FAILURE(a.Start());
   const auto secret = Pattern(64 * 1024, 6);
-  auto r = RunAttacker(
-      "update-from", a.Args({fmt::format("victim_conn={:x}", a.VictimConnectionId()),
-                             fmt::format("victim_addr={:x}", reinterpret_cast<uint64_t>(secret.data())), "len=65536"}));
+  auto r =
+      RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "update-from",
+                  a.Args({fmt::format("victim_conn={:x}", a.VictimConnectionId()),
+                          fmt::format("victim_addr={:x}", reinterpret_cast<uint64_t>(secret.data())), "len=65536"}));
   EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["attack"].text;
   EXPECT_NE(r["attack"].text.find("naming connection"), std::string::npos) << r["attack"].text;
   EXPECT_NE(r["stored_crc"].text, fmt::format("{:08x}", Crc32c(secret.data(), secret.size())))
@@ -274,8 +105,9 @@ TEST(TransportAttack, ReplyCannotCompleteAnotherClientsCall) {
   const uint32_t slot = w.free_calls_.empty() ? static_cast<uint32_t>(w.calls_.size()) : w.free_calls_.back();
   const uint32_t gen = slot < w.calls_.size() ? w.calls_[slot].generation + 1 : 1;
   const uint64_t next_id = transport::WorkerImpl::MakeRequestId(slot, gen);
-  auto r = RunAttacker("hijack-reply", a.Args({fmt::format("victim_conn={:x}", victim_conn),
-                                               fmt::format("victim_req={:x}", next_id), "len=4096"}));
+  auto r = RunAttacker(
+      TRANSPORT_ATTACK_PEER_PATH, "hijack-reply",
+      a.Args({fmt::format("victim_conn={:x}", victim_conn), fmt::format("victim_req={:x}", next_id), "len=4096"}));
   ASSERT_TRUE(r["plant"].ok()) << r["plant"].text;
   // The engine answered the attacker's own connection with the refusal, under
   // the forged id (so the attacker's call itself only times out).
@@ -294,7 +126,8 @@ TEST(TransportAttack, InlineBulkBeyondTheLimitIsRefusedAtOnce) {
   ASSERT_NO_FATAL_FAILURE(a.Start());
   // 64 KiB inline out (limit 16 KiB), and 2 MiB inline in (a reply that
   // large cannot be encoded: the caller used to wait for its deadline).
-  auto r = RunAttacker("inline-limit", a.Args({"len=65536", "in_len=2097152", "timeout_ms=5000"}));
+  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "inline-limit",
+                       a.Args({"len=65536", "in_len=2097152", "timeout_ms=5000"}));
   EXPECT_EQ(r["inline_out"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["inline_out"].text;
   EXPECT_NE(r["inline_out"].text.find("inline limit"), std::string::npos) << r["inline_out"].text;
   EXPECT_EQ(r["inline_in"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["inline_in"].text;
@@ -309,7 +142,7 @@ TEST(TransportAttack, CmaTokenFloodDoesNotEvictOtherClientsTokens) {
   // The victim got its token; before its hello arrives, the attacker floods.
   auto token = transport::cma::RequestToken(a.cluster.engine->pid(), std::chrono::milliseconds(2000));
   ROS2_ASSERT_OK(token);
-  auto r = RunAttacker("token-flood", a.Args({"count=5000"}));
+  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "token-flood", a.Args({"count=5000"}));
   EXPECT_GT(std::stoull(r["tokens_refused"].text), 0u) << "the flood was never refused";
   EXPECT_EQ(r["first_refusal"].code, static_cast<int>(Status::Code::kBusy)) << r["first_refusal"].text;
   EXPECT_NE(r["first_refusal"].text.find("refused a token"), std::string::npos) << r["first_refusal"].text;
@@ -343,7 +176,8 @@ TEST(TransportAttack, OversizedSharedSegmentsAreNotMapped) {
   Arena a;
   ASSERT_NO_FATAL_FAILURE(a.Start());
   const uint64_t before = a.EngineVmSize();
-  auto r = RunAttacker("big-segments", a.Args({"count=8", fmt::format("size={}", uint64_t{2} << 40)}));
+  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "big-segments",
+                       a.Args({"count=8", fmt::format("size={}", uint64_t{2} << 40)}));
   EXPECT_EQ(r["segments_served"].text, "0");
   EXPECT_EQ(r["segments_refused"].text, "8");
   EXPECT_EQ(r["first_refusal"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["first_refusal"].text;
@@ -361,7 +195,7 @@ TEST(TransportAttack, CmaFromMemoryThatBlocksCannotStallTheTarget) {
   // (on the same target thread) complete well within their deadline.
   Status victim_call;
   std::vector<std::byte> got(4096);
-  auto r = RunAttacker("cma-stall", a.Args({"len=65536", "hold_ms=4000"}), "attack", [&] {
+  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "cma-stall", a.Args({"len=65536", "hold_ms=4000"}), "attack", [&] {
     obj::FetchRequest f{a.victim->Header(0), a.victim_oid, "d", "a", obj::ValueType::kArray, 0, 4096, 1};
     transport::CallOptions o;
     o.timeout = std::chrono::milliseconds(2000);
@@ -381,7 +215,7 @@ TEST(TransportAttack, CmaFromMemoryThatBlocksCannotStallTheTarget) {
 TEST(TransportAttack, HelloFloodIsBoundedPerPeerAndTimesOut) {
   Arena a;
   ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 64, max_connections_per_peer: 8, unauthenticated_timeout: 1s"));
-  auto r = RunAttacker("conn-flood", a.Args({"count=40", "hold_ms=3000"}));
+  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "conn-flood", a.Args({"count=40", "hold_ms=3000"}));
   EXPECT_EQ(r["connected"].text, "8");
   EXPECT_EQ(r["refused"].text, "32");
   EXPECT_EQ(r["first_refusal"].code, static_cast<int>(Status::Code::kDisconnected)) << r["first_refusal"].text;
@@ -398,7 +232,7 @@ TEST(TransportAttack, HelloFloodEvictsOnlyUnauthenticatedConnections) {
   // The victim and the attacker's container session hold 2 of the 6.
   ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 6, max_connections_per_peer: 64"));
   ROS2_ASSERT_OK(a.attacker->UpdateArray(a.victim_oid, "d", "a", 0, Pattern(16, 1)));  // authenticates it
-  auto r = RunAttacker("conn-flood", a.Args({"count=20", "hold_ms=200"}));
+  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "conn-flood", a.Args({"count=20", "hold_ms=200"}));
   EXPECT_EQ(r["connected"].text, "20");
   EXPECT_EQ(r["closed"].text, "16") << "the flood was not bounded";
   EXPECT_NE(r["first_close"].text.find("max_connections"), std::string::npos) << r["first_close"].text;

@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
   TransportOptions opts;
   opts.kind = *kind;
   if (const char* spin = getenv("ROS2_TRANSPORT_SPIN_US")) opts.spin_budget = std::chrono::microseconds(atoi(spin));
+  // The RMA path's test: this server needs the RMA feature to GET and PUT.
+  if (getenv("ROS2_TRANSPORT_FORCE_RMA") != nullptr) opts.force_rma_bulk = true;
   auto ctx = Context::Create(opts);
   if (!ctx.ok()) {
     fprintf(stderr, "%s\n", ctx.status().ToString().c_str());

@@ -1,0 +1,184 @@
+// Attacks on a real ros2-engine from a client written from plain UCX calls
+// (raw_ucx_attack_peer), over shared memory and tcp: UCX's own software RMA
+// aimed at the engine's memory, memory keys that name the engine's files,
+// rendezvous over shared memory, malformed headers, segment references to
+// descriptors that are not sealed memfds, and a token flood from another
+// user. Each checks that the attack is refused with an error naming the
+// cause (or gets nothing), that the victim's data and calls are unaffected,
+// and that the engine keeps serving. docs/security.md has the attack table.
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "attack_arena.h"
+#include "transport/cma.h"
+
+namespace ros2::testing {
+namespace {
+
+Outcomes RunRaw(const std::string& attack, const std::vector<std::string>& args) {
+  return RunAttacker(RAW_UCX_ATTACK_PEER_PATH, attack, args);
+}
+
+// A writable private mapping of the engine (its heap if it has one).
+uint64_t EngineWritableAddress(pid_t pid) {
+  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+  std::string line;
+  uint64_t any = 0;
+  while (std::getline(maps, line)) {
+    uint64_t lo = 0, hi = 0;
+    char perms[8] = {};
+    if (sscanf(line.c_str(), "%lx-%lx %7s", &lo, &hi, perms) != 3 || std::string(perms) != "rw-p") continue;
+    if (line.find("[heap]") != std::string::npos) return lo;
+    if (any == 0 && hi - lo >= (1u << 16)) any = lo;
+  }
+  return any;
+}
+
+// `len` bytes of the engine's memory at `addr` (the test runs as root).
+std::vector<uint8_t> EngineMemory(pid_t pid, uint64_t addr, size_t len) {
+  std::vector<uint8_t> out(len);
+  std::ifstream mem(fmt::format("/proc/{}/mem", pid), std::ios::binary);
+  mem.seekg(static_cast<std::streamoff>(addr));
+  mem.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(len));
+  return out;
+}
+
+// A descriptor of the engine that is a regular file it has open (an extent
+// file, a RocksDB file, the log).
+int EngineRegularFileFd(pid_t pid) {
+  const std::string dir = fmt::format("/proc/{}/fd", pid);
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  int found = -1;
+  while (dirent* e = readdir(d)) {
+    char target[512];
+    const std::string link = dir + "/" + e->d_name;
+    const ssize_t n = readlink(link.c_str(), target, sizeof(target) - 1);
+    if (n <= 0) continue;
+    target[n] = 0;
+    if (target[0] == '/' && std::string(target).find("/engine0/") != std::string::npos) {
+      found = atoi(e->d_name);
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+// The engine maps a file with inode `inode`.
+bool EngineMapsInode(pid_t pid, const std::string& inode) {
+  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+  std::string line;
+  while (std::getline(maps, line)) {
+    std::istringstream words(line);
+    std::string range, perms, off, dev, ino;
+    words >> range >> perms >> off >> dev >> ino;
+    if (ino == inode) return true;
+  }
+  return false;
+}
+
+class RawUcxAttack : public ::testing::TestWithParam<TransportKind> {
+ protected:
+  void SetUp() override { ASSERT_NO_FATAL_FAILURE(a.Start("", GetParam())); }
+  bool Shm() const { return GetParam() == TransportKind::kShm; }
+  Arena a;
+};
+
+TEST_P(RawUcxAttack, SoftwareRmaCannotReadOrWriteTheEnginesMemory) {
+  const pid_t engine = a.cluster.engine->pid();
+  const uint64_t addr = EngineWritableAddress(engine);
+  ASSERT_NE(addr, 0u);
+  auto r = RunRaw("sw-rma", a.Args({fmt::format("engine_addr={:x}", addr), "len=4096"}));
+  ASSERT_TRUE(r["connected"].ok()) << r["connect"].text;
+  EXPECT_FALSE(r["get"].ok()) << "the attacker read " << r["leaked_nonzero"].text << " nonzero bytes of the engine";
+  EXPECT_FALSE(r["put"].ok()) << "the engine acknowledged a put into its memory";
+  const auto after = EngineMemory(engine, addr, 4096);
+  EXPECT_LT(std::count(after.begin(), after.end(), uint8_t{0xAB}), 4096) << "the attacker's bytes are in the engine";
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST_P(RawUcxAttack, AMemoryKeyNamingTheEnginesFileIsNeverUnpacked) {
+  const pid_t engine = a.cluster.engine->pid();
+  const int fd = EngineRegularFileFd(engine);
+  ASSERT_GE(fd, 0);
+  auto r = RunRaw("rma-key", a.Args({fmt::format("engine_pid={}", engine), fmt::format("engine_fd={}", fd)}));
+  ASSERT_TRUE(r["connected"].ok()) << r["connect"].text;
+  EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["attack"].text << "\n"
+                                                                                 << a.cluster.engine->LogTail();
+  EXPECT_NE(r["attack"].text.find("memory key"), std::string::npos) << r["attack"].text;
+  // Nothing was stored from whatever the key named.
+  auto stolen =
+      a.attacker->FetchArray(ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, 77), "d", "stolen", 0, 65536);
+  EXPECT_TRUE(!stolen.ok() || stolen->data.empty() ||
+              std::all_of(stolen->data.begin(), stolen->data.end(), [](std::byte b) { return b == std::byte{0}; }))
+      << "the engine stored bytes the forged key named";
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST_P(RawUcxAttack, RendezvousOverSharedMemoryIsRefusedWithoutMappingTheKey) {
+  const pid_t engine = a.cluster.engine->pid();
+  auto r = RunRaw("rndv", a.Args({"len=1048576"}));
+  ASSERT_TRUE(r["connected"].ok()) << r["connect"].text;
+  if (Shm()) {
+    EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["attack"].text;
+    EXPECT_NE(r["attack"].text.find("rendezvous"), std::string::npos) << r["attack"].text;
+    ASSERT_TRUE(r.count("segment_inode")) << "the attacker's memory is not a shared segment";
+    EXPECT_FALSE(EngineMapsInode(engine, r["segment_inode"].text)) << "the engine mapped the attacker's segment";
+  } else {
+    // Over tcp the key names nothing here: rendezvous is the normal bulk path.
+    EXPECT_TRUE(r["attack"].ok()) << r["attack"].text;
+  }
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST_P(RawUcxAttack, AMalformedRequestIsAnsweredAtOnceWithTheReason) {
+  auto r = RunRaw("malformed", a.Args({"timeout_ms=10000"}));
+  ASSERT_TRUE(r["connected"].ok()) << r["connect"].text;
+  EXPECT_EQ(r["oversize_capability"].code, static_cast<int>(Status::Code::kProtocol)) << r["oversize_capability"].text;
+  EXPECT_NE(r["oversize_capability"].text.find("capability length"), std::string::npos)
+      << r["oversize_capability"].text;
+  EXPECT_LT(std::stoull(r["elapsed_ms"].text), 8000u) << "the refusal waited for the caller's deadline";
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RawUcxAttack, ::testing::Values(TransportKind::kShm, TransportKind::kTcp),
+                         [](const auto& info) { return std::string(transport::TransportKindName(info.param)); });
+
+TEST(RawUcxAttackShm, SegmentReferencesToOtherKindsOfFileAreRefused) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  auto r = RunRaw("segment-fd", a.Args({"prove=1"}));
+  ASSERT_TRUE(r["connected"].ok()) << r["connect"].text;
+  for (const char* kind : {"pipe", "socket", "file"}) {
+    EXPECT_EQ(r[kind].code, static_cast<int>(Status::Code::kInvalidArgument)) << kind << ": " << r[kind].text;
+    EXPECT_NE(r[kind].text.find("not a memfd"), std::string::npos) << kind << ": " << r[kind].text;
+  }
+  EXPECT_FALSE(r["missing"].ok()) << r["missing"].text;
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST(RawUcxAttackShm, ATokenFloodFromAnotherUserLeavesOthersTheirTokens) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  // 72 processes of 64 tokens: more than the listener issues in all.
+  auto r = RunRaw("token-flood-user", a.Args({"uid=65534", "procs=72", "per_proc=64"}));
+  ASSERT_TRUE(r.count("tokens_issued")) << r["setuid"].text;
+  EXPECT_LE(std::stoull(r["tokens_issued"].text), 64u * transport::cma::Authority::kUserShare)
+      << "one user took more than its share";
+  auto token = transport::cma::RequestToken(a.cluster.engine->pid(), std::chrono::milliseconds(2000));
+  EXPECT_TRUE(token.ok()) << "another user's flood left no token: " << token.status().ToString();
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+}  // namespace
+}  // namespace ros2::testing
