@@ -211,7 +211,7 @@ TEST(WireTest, HeaderFieldsAreValidated) {
   EXPECT_FALSE(corrupt(0, {0x00, 0x00}).ok());               // magic
   EXPECT_FALSE(corrupt(2, {kVersion + 1}).ok());             // version
   EXPECT_FALSE(corrupt(3, {0}).ok());                        // kind 0
-  EXPECT_FALSE(corrupt(3, {7}).ok());                        // kind 7
+  EXPECT_FALSE(corrupt(3, {8}).ok());                        // kind 8 (7 is a batch)
   EXPECT_FALSE(corrupt(4, {1, 0}).ok());                     // flags
   EXPECT_FALSE(corrupt(6, {0x00, 0xF0}).ok());               // reserved opcode
   EXPECT_FALSE(corrupt(16, {0, 0, 0, 0, 0, 0, 0, 0}).ok());  // connection id 0
@@ -223,7 +223,7 @@ TEST(WireTest, HeaderFieldsAreValidated) {
   EXPECT_FALSE(corrupt(40, {1}).ok());                       // pushed bytes on a request
   const size_t desc0 = kHeaderSize + f.cap.size();
   EXPECT_FALSE(corrupt(desc0 + 0, {2}).ok());     // direction
-  EXPECT_FALSE(corrupt(desc0 + 1, {4}).ok());     // transfer
+  EXPECT_FALSE(corrupt(desc0 + 1, {5}).ok());     // transfer (4 is a segment)
   EXPECT_FALSE(corrupt(desc0 + 4, {1}).ok());     // descriptor reserved
   EXPECT_FALSE(corrupt(desc0 + 8, {0xff}).ok());  // inline length != section
   EXPECT_TRUE(Decode(good).ok());

@@ -489,8 +489,8 @@ int Run(const std::string& attack) {
   }
   if (attack == "malformed") {
     // A request whose header declares a capability longer than the limit,
-    // and one that names an unknown bulk transfer kind: both must be
-    // answered at once with the decoder's reason.
+    // and one whose active-message bulk is shorter than it announces: both
+    // must be answered at once with the reason.
     std::vector<uint8_t> payload;
     wire::Message m = UpdateMessage(c, 0x103, 16, payload, cap);
     m.bulk[0].transfer = wire::BulkTransfer::kInline;
@@ -507,6 +507,12 @@ int Run(const std::string& attack) {
     Value("elapsed_ms",
           std::to_string(
               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()));
+    // Bulk-out by active message that announces more bytes than come with it.
+    wire::Message short_am = UpdateMessage(c, 0x104, 4096, payload, cap);
+    short_am.bulk[0].transfer = wire::BulkTransfer::kActiveMessage;
+    const std::vector<std::byte> half(2048, std::byte{7});
+    if (Status st = c.SendEncoded(short_am, half); !st.ok()) return Report("send", st), 1;
+    Report("short_am_bulk", c.AwaitReply(0x104));
     return 0;
   }
   if (attack == "segment-fd") {
@@ -516,8 +522,12 @@ int Run(const std::string& attack) {
     int sv[2];
     if (pipe(pipe_fds) != 0 || socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return 1;
     const int file = open("/proc/self/exe", O_RDONLY);
+    // A memfd with the segment's name and size but without the shrink seal:
+    // the client could truncate it under the engine's copy (SIGBUS).
+    const int unsealed = memfd_create(fmt::format("ros2-seg-{:016x}", 0x1234).c_str(), MFD_CLOEXEC);
+    if (unsealed < 0 || ftruncate(unsealed, static_cast<off_t>(len)) != 0) return 1;
     const std::vector<std::pair<std::string, int>> fds = {
-        {"pipe", pipe_fds[0]}, {"socket", sv[0]}, {"file", file}, {"missing", 999}};
+        {"pipe", pipe_fds[0]}, {"socket", sv[0]}, {"file", file}, {"unsealed", unsealed}, {"missing", 999}};
     uint64_t id = 0x200;
     for (const auto& [name, fd] : fds) {
       std::vector<uint8_t> payload;

@@ -1,8 +1,8 @@
 // Attacks on a real ros2-engine from a client written from plain UCX calls
 // (raw_ucx_attack_peer), over shared memory and tcp: UCX's own software RMA
 // aimed at the engine's memory, memory keys that name the engine's files,
-// rendezvous over shared memory, malformed headers, segment references to
-// descriptors that are not sealed memfds, and a token flood from another
+// rendezvous over shared memory, malformed headers and framing, segment
+// references to descriptors that are not sealed memfds, and a token flood from another
 // user. Each checks that the attack is refused with an error naming the
 // cause (or gets nothing), that the victim's data and calls are unaffected,
 // and that the engine keeps serving. docs/security.md has the attack table.
@@ -148,6 +148,8 @@ TEST_P(RawUcxAttack, AMalformedRequestIsAnsweredAtOnceWithTheReason) {
   EXPECT_NE(r["oversize_capability"].text.find("capability length"), std::string::npos)
       << r["oversize_capability"].text;
   EXPECT_LT(std::stoull(r["elapsed_ms"].text), 8000u) << "the refusal waited for the caller's deadline";
+  EXPECT_EQ(r["short_am_bulk"].code, static_cast<int>(Status::Code::kProtocol)) << r["short_am_bulk"].text;
+  EXPECT_NE(r["short_am_bulk"].text.find("does not match"), std::string::npos) << r["short_am_bulk"].text;
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
 }
 
@@ -163,6 +165,8 @@ TEST(RawUcxAttackShm, SegmentReferencesToOtherKindsOfFileAreRefused) {
     EXPECT_EQ(r[kind].code, static_cast<int>(Status::Code::kInvalidArgument)) << kind << ": " << r[kind].text;
     EXPECT_NE(r[kind].text.find("not a memfd"), std::string::npos) << kind << ": " << r[kind].text;
   }
+  EXPECT_EQ(r["unsealed"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["unsealed"].text;
+  EXPECT_NE(r["unsealed"].text.find("not sealed against shrinking"), std::string::npos) << r["unsealed"].text;
   EXPECT_FALSE(r["missing"].ok()) << r["missing"].text;
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
 }
