@@ -174,7 +174,8 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
     setenv("UCX_SYSV_SEG_SIZE", v.c_str(), /*overwrite=*/0);
   }
   // Error handling on the shared-memory transports, so endpoints can use error
-  // mode PEER without UCX 1.13 dropping posix/sysv for tcp (FACTS.md). It drops
+  // mode PEER without UCX 1.13 dropping posix/sysv for tcp (which it silently does
+  // otherwise: ucp_ep_print_info shows tcp lanes). It drops
   // UCX's cma transport (which has no peer-failure support); same-host bulk uses
   // our own cross-memory attach instead (cma.h). Same environment route as above.
   setenv("UCX_POSIX_ERROR_HANDLING", "y", /*overwrite=*/0);
