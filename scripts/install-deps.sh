@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian bookworm package ROS2 needs to build, test and benchmark,
-# then UCX's libuct rebuilt with the fixes in third_party/ucx-patches
+# then UCX's libuct and libucp rebuilt with the fixes in third_party/ucx-patches
 # (scripts/install-ucx-patch.sh: without them a peer with larger UCX tcp
-# segments kills the engine). Idempotent: packages already present are skipped
+# segments, or a put to any address, kills the engine). Idempotent: packages already present are skipped
 # by apt, and an installed patched libuct is detected by checksum. Run as root.
 set -euo pipefail
 
@@ -10,7 +10,7 @@ PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config git clang-format
   clang-14 libclang-rt-14-dev lld-14
-  # data plane; autoconf, automake and libtool rebuild UCX's libuct from
+  # data plane; autoconf, automake and libtool rebuild UCX's libuct and libucp from
   # Debian's source with third_party/ucx-patches (scripts/install-ucx-patch.sh)
   libucx-dev ucx-utils autoconf automake libtool
   # control plane
