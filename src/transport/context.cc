@@ -115,6 +115,11 @@ Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::strin
   Status ms = modify("TLS", tls);
   if (ms.ok() && !o.net_devices.empty()) ms = modify("NET_DEVICES", o.net_devices);
   if (ms.ok()) ms = modify("KEEPALIVE_INTERVAL", fmt::format("{}ms", o.keepalive_interval.count()));
+  if (ms.ok() && !o.remote_rma_target && ucp_config_modify(config, "RMA_SW_TARGET", "n") != UCS_OK) {
+    ms = Status::NotSupported(
+        "transport: this UCX has no RMA_SW_TARGET setting, so any peer could write and read this process's memory; "
+        "install the patched libucp (scripts/install-ucx-patch.sh)");
+  }
   if (!ms.ok()) {
     release();
     return ms;

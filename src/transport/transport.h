@@ -110,6 +110,13 @@ struct TransportOptions {
   // UCX's default. At most kTcpSegmentSize, the UCX_TCP_RX_SEG_SIZE of every
   // ROS2 process (docs/transport.md, "TCP segment sizes").
   uint64_t tcp_seg_size = 256 * 1024;
+  // Whether peers may put into and get from this process's memory by UCX's
+  // software RMA emulation (transports without hardware RMA: tcp, shared
+  // memory with error handling). That emulation writes and reads any address
+  // a peer names, so a process that is never an RMA target (the engine: it
+  // always initiates) sets false, and UCX drops such requests
+  // (UCX_RMA_SW_TARGET=n of the patched libucp, docs/security.md).
+  bool remote_rma_target = true;
   // Bulk of at most this many bytes travels inside the RPC messages...
   uint64_t inline_limit = 16 * 1024;
   // ...unless it lies in one of the client's shared segments (SharedBuffer) on
