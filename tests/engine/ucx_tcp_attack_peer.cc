@@ -7,9 +7,11 @@
 //
 // Usage: ucx_tcp_attack_peer address=<hex UCX worker address> size=<bytes>
 //          [count=<n>] [eager=1] [linger_ms=<ms>]
+//        ucx_tcp_attack_peer address=<hex> rma=put|get remote=<hex address>
 // Prints "RESULT <name> <value>" lines: sent (messages whose send completed
 // without error), first_error (the first failed send's status, or "none"),
-// ep_error (the status the endpoint's error handler saw, or "none"). Exits 0
+// ep_error (the status the endpoint's error handler saw, or "none"); with
+// rma=: rma (the put's or get's status once flushed, within 5 s). Exits 0
 // when it ran, whatever the engine did.
 #include <ucp/api/ucp.h>
 
@@ -51,10 +53,44 @@ ucs_status_t Wait(ucp_worker_h worker, ucs_status_ptr_t request, std::chrono::st
   while ((st = ucp_request_check_status(request)) == UCS_INPROGRESS && std::chrono::steady_clock::now() < deadline) {
     ucp_worker_progress(worker);
   }
-  if (st == UCS_INPROGRESS) ucp_request_cancel(worker, request);
-  while (ucp_request_check_status(request) == UCS_INPROGRESS) ucp_worker_progress(worker);
+  if (st == UCS_INPROGRESS) {
+    // A request the peer never answers (RMA requests cannot be cancelled):
+    // left behind, the process exits without cleaning up.
+    ucp_request_cancel(worker, request);
+    return UCS_ERR_TIMED_OUT;
+  }
   ucp_request_free(request);
-  return st == UCS_INPROGRESS ? UCS_ERR_TIMED_OUT : st;
+  return st;
+}
+
+// A put or get of 16 bytes at `remote=` in the engine, with an rkey of the
+// attacker's own memory (software RMA ignores it), then a flush.
+int RunRma(ucp_context_h context, ucp_worker_h worker, ucp_ep_h ep) {
+  static char buf[16];
+  std::memset(buf, 'Z', sizeof(buf));
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = buf;
+  mp.length = sizeof(buf);
+  ucp_mem_h memh = nullptr;
+  void* packed = nullptr;
+  size_t packed_size = 0;
+  ucp_rkey_h rkey = nullptr;
+  if (ucp_mem_map(context, &mp, &memh) != UCS_OK || ucp_rkey_pack(context, memh, &packed, &packed_size) != UCS_OK ||
+      ucp_ep_rkey_unpack(ep, packed, &rkey) != UCS_OK) {
+    fprintf(stderr, "ucx_tcp_attack_peer: no rkey\n");
+    return 1;
+  }
+  const uint64_t remote = std::strtoull(Arg("remote", "10").c_str(), nullptr, 16);
+  ucp_request_param_t rp{};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  ucs_status_t st = Arg("rma") == "put" ? Wait(worker, ucp_put_nbx(ep, buf, 8, remote, rkey, &rp), deadline)
+                                        : Wait(worker, ucp_get_nbx(ep, buf, sizeof(buf), remote, rkey, &rp), deadline);
+  if (st == UCS_OK) st = Wait(worker, ucp_ep_flush_nbx(ep, &rp), deadline);
+  Result("rma", ucs_status_string(st));
+  Result("ep_error", g_ep_error == UCS_OK ? "none" : ucs_status_string(g_ep_error));
+  // The dropped operation is still outstanding: no orderly teardown.
+  std::_Exit(0);
 }
 
 int Run() {
@@ -76,7 +112,7 @@ int Run() {
   if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) return 1;
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_AM;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
   ucp_context_h context = nullptr;
   ucs_status_t st = ucp_init(&params, config, &context);
   ucp_config_release(config);
@@ -104,6 +140,7 @@ int Run() {
     return 1;
   }
 
+  if (!Arg("rma").empty()) return RunRma(context, worker, ep);
   std::vector<char> payload(size, 'A');
   int sent = 0;
   std::string first_error = "none";

@@ -204,6 +204,39 @@ INSTANTIATE_TEST_SUITE_P(PeerSettings, UcxTcpSegmentAttack,
                                     {"size=2097152", "count=2"}}),
                          [](const ::testing::TestParamInfo<Attack>& info) { return std::string(info.param.name); });
 
+// UCX's software RMA (put and get over tcp) writes and reads whatever address
+// a peer names; the engine is never an RMA target and has UCX drop them: a put
+// at 0x10 (which crashed it) and a get of its heap (which read it) are
+// dropped, named in the log, and the engine serves on.
+TEST(UcxRemoteMemoryAttack, PutAndGetIntoTheEngineAreDropped) {
+  TcpArena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  std::string heap;
+  std::ifstream maps(fmt::format("/proc/{}/maps", a.cluster.engine->pid()));
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("[heap]") != std::string::npos) heap = line.substr(0, line.find('-'));
+  }
+  ASSERT_FALSE(heap.empty()) << "no heap in the engine's maps";
+  while (heap.size() > 1 && heap[0] == '0') heap.erase(0, 1);
+
+  auto put = RunPeer(a.UcxAddressHex(), {}, {"rma=put", "remote=10"});
+  ASSERT_TRUE(put.count("rma")) << "the attacker printed nothing";
+  ASSERT_FALSE(ProcessExited(a.cluster.engine->pid()))
+      << "the engine died (is the patched libucp of scripts/install-ucx-patch.sh installed?):\n"
+      << a.cluster.engine->LogTail();
+  EXPECT_NE(a.EngineLog().find("dropped a peer's 8-byte put to address 0x10: this process is no RMA target"),
+            std::string::npos)
+      << a.cluster.engine->LogTail();
+
+  auto get = RunPeer(a.UcxAddressHex(), {}, {"rma=get", "remote=" + heap});
+  ASSERT_TRUE(get.count("rma")) << "the attacker printed nothing";
+  EXPECT_NE(get["rma"], "Success") << "the attacker read the engine's heap";
+  EXPECT_NE(a.EngineLog().find(fmt::format("dropped a peer's 16-byte get from address 0x{}", heap)), std::string::npos)
+      << a.cluster.engine->LogTail();
+  std::printf("rma put: %s, get: %s\n", put["rma"].c_str(), get["rma"].c_str());
+  ASSERT_NO_FATAL_FAILURE(a.ExpectEngineServes());
+}
+
 // `ros2ctl fs put` of 64 MiB over tcp with the user's UCX segment sizes set
 // to 1m and to 4m: the client sends what the engine receives (warning that it
 // replaced the settings), the put succeeds, the file reads back byte-exact and
