@@ -2,8 +2,8 @@
 // ROS2 transport code), for ucx_tcp_attack_test.cc. It reads its UCX settings
 // from the environment the test gives it (UCX_TCP_TX_SEG_SIZE,
 // UCX_TCP_RX_SEG_SIZE, UCX_RNDV_THRESH, UCX_ZCOPY_THRESH, ...), connects to a
-// ros2-engine target's UCX worker address and sends active messages without
-// any hello or capability.
+// ros2-engine target's UCX worker address and sends active messages, or a
+// put or get at an address of the engine, without any hello or capability.
 //
 // Usage: ucx_tcp_attack_peer address=<hex UCX worker address> size=<bytes>
 //          [count=<n>] [eager=1] [linger_ms=<ms>]

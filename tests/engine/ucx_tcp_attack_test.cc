@@ -6,6 +6,8 @@
 // asserts on it and the engine dies. Each test checks that the engine
 // refuses it by closing that connection (its log names the sizes), stays up,
 // keeps serving a victim whose data reads back, and keeps its memory bounded.
+// Another test has the same peer put at address 0x10 of the engine and get
+// from its heap through UCX's software RMA: both are dropped.
 // The last test runs `ros2ctl fs put` of 64 MiB with the client's segment sizes
 // set to 1m and 4m: the client keeps to what the engine receives, the put
 // succeeds and the file reads back.
