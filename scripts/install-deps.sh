@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Installs every Debian bookworm package ROS2 needs to build, test and benchmark.
-# Idempotent: packages already present are skipped by apt. Run as root.
+# Installs every Debian bookworm package ROS2 needs to build, test and benchmark,
+# then UCX's libuct and libucp rebuilt with the fixes in third_party/ucx-patches
+# (scripts/install-ucx-patch.sh: without them a peer with larger UCX tcp
+# segments, or a put to any address, kills the engine). Idempotent: packages already present are skipped
+# by apt, and an installed patched libuct is detected by checksum. Run as root.
 set -euo pipefail
 
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config git clang-format
   clang-14 libclang-rt-14-dev lld-14
-  # data plane
-  libucx-dev ucx-utils
+  # data plane; autoconf, automake and libtool rebuild UCX's libuct and libucp from
+  # Debian's source with third_party/ucx-patches (scripts/install-ucx-patch.sh)
+  libucx-dev ucx-utils autoconf automake libtool
   # control plane
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # storage
@@ -40,19 +44,25 @@ missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+install_packages() {
+  for attempt in 1 2 3 4 5; do
+    if $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null &&
+       $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}" >/tmp/ros2-apt.log 2>&1; then
+      echo "install-deps: done"
+      return 0
+    fi
+    echo "install-deps: apt-get failed (attempt $attempt), see /tmp/ros2-apt.log; retrying" >&2
+    sleep 10
+  done
+  tail -20 /tmp/ros2-apt.log >&2
+  return 1
+}
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  install_packages
 fi
-echo "install-deps: installing ${missing[*]}"
-for attempt in 1 2 3 4 5; do
-  if $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null &&
-     $SUDO apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "${missing[@]}" >/tmp/ros2-apt.log 2>&1; then
-    echo "install-deps: done"
-    exit 0
-  fi
-  echo "install-deps: apt-get failed (attempt $attempt), see /tmp/ros2-apt.log; retrying" >&2
-  sleep 10
-done
-tail -20 /tmp/ros2-apt.log >&2
-exit 1
+# After the packages: it rebuilds from libucx0's version, and a package
+# upgrade of libucx0 makes it build again.
+bash "$(dirname "$0")/install-ucx-patch.sh"

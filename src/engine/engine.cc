@@ -67,7 +67,10 @@ Status Engine::StartAll() {
   ROS2_RETURN_IF_ERROR(LoadEngineId());
   ROS2_RETURN_IF_ERROR(LoadTombstones());
 
-  auto transport = transport::Context::Create(config_.transport);
+  // The engine always initiates RMA; no peer may put into or get from it.
+  transport::TransportOptions transport_options = config_.transport;
+  transport_options.remote_rma_target = false;
+  auto transport = transport::Context::Create(transport_options);
   if (!transport.ok()) return transport.status().WithContext("engine: transport");
   transport_ = std::move(*transport);
   ROS2_LOG_INFO("engine {}: {}", env_.engine_id.ToString(), transport_->Describe());

@@ -5,10 +5,12 @@
 #include <list>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <ucp/api/ucp.h>
+#include <ucs/sys/string.h>
 
 #include "common/log.h"
 #include "transport/cma.h"
@@ -113,6 +115,11 @@ Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::strin
   Status ms = modify("TLS", tls);
   if (ms.ok() && !o.net_devices.empty()) ms = modify("NET_DEVICES", o.net_devices);
   if (ms.ok()) ms = modify("KEEPALIVE_INTERVAL", fmt::format("{}ms", o.keepalive_interval.count()));
+  if (ms.ok() && !o.remote_rma_target && ucp_config_modify(config, "RMA_SW_TARGET", "n") != UCS_OK) {
+    ms = Status::NotSupported(
+        "transport: this UCX has no RMA_SW_TARGET setting, so any peer could write and read this process's memory; "
+        "install the patched libucp (scripts/install-ucx-patch.sh)");
+  }
   if (!ms.ok()) {
     release();
     return ms;
@@ -135,6 +142,56 @@ Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::strin
   return UcpContextPtr(ctx);
 }
 
+// A UCX memory-units setting ("256k", "1m", "inf") of the environment, or
+// nullopt when unset; InvalidArgument naming the variable when UCX could not
+// read it either.
+Result<std::optional<size_t>> EnvMemunits(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::optional<size_t>();
+  size_t n = 0;
+  if (ucs_str_to_memunits(v, &n) != UCS_OK) {
+    return Status::InvalidArgument(fmt::format("transport: {}={} is not a size (e.g. 256k, 1m)", name, v));
+  }
+  return std::optional<size_t>(n);
+}
+
+// The tcp segment rule (docs/transport.md, "TCP segment sizes"). UCX 1.13
+// sets these only through the environment (its ucp_config_modify rejects
+// transport-level keys such as TCP_TX_SEG_SIZE). A UCX tcp receiver refuses
+// an active message longer than its UCX_TCP_RX_SEG_SIZE and closes that
+// connection (scripts/install-ucx-patch.sh), and the longest message a sender
+// builds is its UCX_TCP_TX_SEG_SIZE (eager, short) or its own
+// UCX_TCP_RX_SEG_SIZE (zero-copy). So every ROS2 process receives exactly
+// kTcpSegmentSize and sends at most that: the user's larger TX or other RX
+// setting is replaced, with a warning naming it.
+Status ApplyTcpSegmentRule(uint64_t tcp_seg_size) {
+  if (tcp_seg_size > kTcpSegmentSize) {
+    return Status::InvalidArgument(
+        fmt::format("transport: tcp_seg_size {} above {}, the tcp segment every ROS2 process receives", tcp_seg_size,
+                    kTcpSegmentSize));
+  }
+  const std::string limit = std::to_string(kTcpSegmentSize);
+  ROS2_ASSIGN_OR_RETURN(auto tx, EnvMemunits("UCX_TCP_TX_SEG_SIZE"));
+  ROS2_ASSIGN_OR_RETURN(auto rx, EnvMemunits("UCX_TCP_RX_SEG_SIZE"));
+  if (tx.has_value() && *tx != UCS_MEMUNITS_AUTO && *tx > kTcpSegmentSize) {
+    ROS2_LOG_WARN(
+        "transport: UCX_TCP_TX_SEG_SIZE={} is above the {} bytes a ROS2 peer receives over tcp; sending {}-byte "
+        "segments",
+        std::getenv("UCX_TCP_TX_SEG_SIZE"), kTcpSegmentSize, kTcpSegmentSize);
+    setenv("UCX_TCP_TX_SEG_SIZE", limit.c_str(), /*overwrite=*/1);
+  } else if (!tx.has_value() && tcp_seg_size != 0) {
+    setenv("UCX_TCP_TX_SEG_SIZE", std::to_string(tcp_seg_size).c_str(), /*overwrite=*/0);
+  }
+  if (rx.has_value() && *rx != kTcpSegmentSize) {
+    ROS2_LOG_WARN(
+        "transport: UCX_TCP_RX_SEG_SIZE={} replaced by {}: every ROS2 process receives exactly that over tcp (a "
+        "larger value would make this process send zero-copy messages its peers refuse)",
+        std::getenv("UCX_TCP_RX_SEG_SIZE"), kTcpSegmentSize);
+  }
+  setenv("UCX_TCP_RX_SEG_SIZE", limit.c_str(), /*overwrite=*/1);
+  return Status::Ok();
+}
+
 constexpr const char* kTlsTcp = "tcp,self";
 constexpr const char* kTlsShm = "posix,sysv,cma,self";
 constexpr const char* kTlsRdma = "rc,dc,self";
@@ -153,14 +210,7 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
   if (options.max_outstanding_requests == 0 || options.max_outstanding_requests > (1u << 24)) {
     return Status::InvalidArgument("transport: max_outstanding_requests must be in 1 .. 16M");
   }
-  // UCX 1.13's ucp_config_modify rejects transport-level keys such as
-  // TCP_TX_SEG_SIZE ("invalid configuration"), so transport-level settings go
-  // through the environment, and only when the user left them unset.
-  if (options.tcp_seg_size != 0) {
-    std::string v = std::to_string(options.tcp_seg_size);
-    setenv("UCX_TCP_TX_SEG_SIZE", v.c_str(), /*overwrite=*/0);
-    setenv("UCX_TCP_RX_SEG_SIZE", v.c_str(), /*overwrite=*/0);
-  }
+  ROS2_RETURN_IF_ERROR(ApplyTcpSegmentRule(options.tcp_seg_size));
   // A whole batch (TransportOptions::batch_limit) in one shared-memory segment:
   // above the segment size UCX splits an eager message into fragments and
   // copies them once more on the receiver (a 33 KB active message moved at

@@ -2,12 +2,14 @@
 // (one process, no peer).
 #include <sched.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "testing/status_assert.h"
 #include "transport/transport.h"
 
 namespace ros2::transport {
@@ -66,6 +68,38 @@ TEST(TransportSelectionTest, BadOptionsAreRejected) {
   auto too_big = Context::Create(o);
   EXPECT_EQ(too_big.status().code(), Status::Code::kInvalidArgument);
   EXPECT_NE(too_big.status().message().find("batch_limit"), std::string::npos) << too_big.status().ToString();
+}
+
+// The tcp segment rule: whatever the user set, this process receives exactly
+// kTcpSegmentSize and sends at most that (a peer closes a connection that
+// sends it more).
+TEST(TransportTcpSegmentsTest, UserSettingsAreKeptToWhatPeersReceive) {
+  TransportOptions o;
+  o.kind = TransportKind::kTcp;
+  setenv("UCX_TCP_TX_SEG_SIZE", "4m", 1);
+  setenv("UCX_TCP_RX_SEG_SIZE", "1m", 1);
+  ROS2_ASSERT_OK(Context::Create(o));
+  EXPECT_STREQ(std::getenv("UCX_TCP_TX_SEG_SIZE"), "262144");
+  EXPECT_STREQ(std::getenv("UCX_TCP_RX_SEG_SIZE"), "262144");
+  // Smaller sends are the user's to choose.
+  setenv("UCX_TCP_TX_SEG_SIZE", "64k", 1);
+  setenv("UCX_TCP_RX_SEG_SIZE", "64k", 1);
+  ROS2_ASSERT_OK(Context::Create(o));
+  EXPECT_STREQ(std::getenv("UCX_TCP_TX_SEG_SIZE"), "64k");
+  EXPECT_STREQ(std::getenv("UCX_TCP_RX_SEG_SIZE"), "262144");
+  setenv("UCX_TCP_TX_SEG_SIZE", "lots", 1);
+  auto bad = Context::Create(o);
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("UCX_TCP_TX_SEG_SIZE=lots"), std::string::npos) << bad.status().ToString();
+  unsetenv("UCX_TCP_TX_SEG_SIZE");
+  unsetenv("UCX_TCP_RX_SEG_SIZE");
+  o.tcp_seg_size = 1u << 20;
+  auto too_big = Context::Create(o);
+  EXPECT_EQ(too_big.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(too_big.status().message().find("tcp_seg_size"), std::string::npos) << too_big.status().ToString();
+  o.tcp_seg_size = kTcpSegmentSize;
+  ROS2_ASSERT_OK(Context::Create(o));
+  EXPECT_STREQ(std::getenv("UCX_TCP_TX_SEG_SIZE"), "262144");
 }
 
 TEST(RegistrationCacheTest, HotBuffersAreRegisteredOnce) {

@@ -96,15 +96,27 @@ std::vector<int> CurrentThreadCpus();
 // one inherits its single CPU; this gives it back the process's set).
 Status SetCurrentThreadCpus(const std::vector<int>& cpus);
 
+// The tcp segment every ROS2 process receives (UCX_TCP_RX_SEG_SIZE) and the
+// most it sends (UCX_TCP_TX_SEG_SIZE): Context::Create enforces both.
+inline constexpr uint64_t kTcpSegmentSize = 256 * 1024;
+
 struct TransportOptions {
   TransportKind kind = TransportKind::kAuto;
   // UCX_NET_DEVICES for the tcp (and verbs) transports. "lo" keeps loopback traffic
   // on one device (UCX would otherwise stripe it over lo and eth0); multi-host
   // deployments name their NIC ("eth0", "mlx5_0:1") or "all".
   std::string net_devices = "lo";
-  // UCX_TCP_TX_SEG_SIZE / UCX_TCP_RX_SEG_SIZE (set in the environment when
-  // unset there); 0 keeps UCX's defaults.
+  // UCX_TCP_TX_SEG_SIZE, set in the environment when unset there; 0 keeps
+  // UCX's default. At most kTcpSegmentSize, the UCX_TCP_RX_SEG_SIZE of every
+  // ROS2 process (docs/transport.md, "TCP segment sizes").
   uint64_t tcp_seg_size = 256 * 1024;
+  // Whether peers may put into and get from this process's memory by UCX's
+  // software RMA emulation (transports without hardware RMA: tcp, shared
+  // memory with error handling). That emulation writes and reads any address
+  // a peer names, so a process that is never an RMA target (the engine: it
+  // always initiates) sets false, and UCX drops such requests
+  // (UCX_RMA_SW_TARGET=n of the patched libucp, docs/security.md).
+  bool remote_rma_target = true;
   // Bulk of at most this many bytes travels inside the RPC messages...
   uint64_t inline_limit = 16 * 1024;
   // ...unless it lies in one of the client's shared segments (SharedBuffer) on
