@@ -209,13 +209,10 @@ INSTANTIATE_TEST_SUITE_P(PeerSettings, UcxTcpSegmentAttack,
 // UCX's software RMA (put and get over tcp) writes and reads whatever address
 // a peer names; the engine is never an RMA target and has UCX drop them: a put
 // at 0x10 (which crashed it) and a get of its heap (which read it) are
-// dropped, named in the log, and the engine serves on. Over tcp the engine's
-// context has no RMA feature, so UCX has no handler for them at all (the
-// first layer); an rdma context, which has the feature, drops them through
-// RMA_SW_TARGET=n (the second), whose own log line is accepted too.
-bool DroppedRma(const std::string& log, const std::string& patched_line) {
-  return log.find(patched_line) != std::string::npos || log.find("but no handler installed") != std::string::npos;
-}
+// not served, and the engine serves on. Over tcp the engine's context has no
+// RMA feature, so UCX has no handler for them at all (the first layer: the
+// peer's operations never complete); an rdma context, which has the feature,
+// drops them through RMA_SW_TARGET=n (the second, which logs the drop).
 TEST(UcxRemoteMemoryAttack, PutAndGetIntoTheEngineAreDropped) {
   TcpArena a;
   ASSERT_NO_FATAL_FAILURE(a.Start());
@@ -232,14 +229,12 @@ TEST(UcxRemoteMemoryAttack, PutAndGetIntoTheEngineAreDropped) {
   ASSERT_FALSE(ProcessExited(a.cluster.engine->pid()))
       << "the engine died (is the patched libucp of scripts/install-ucx-patch.sh installed?):\n"
       << a.cluster.engine->LogTail();
-  EXPECT_TRUE(DroppedRma(a.EngineLog(), "dropped a peer's 8-byte put to address 0x10: this process is no RMA target"))
-      << a.cluster.engine->LogTail();
+  EXPECT_NE(put["rma"], "Success") << "the engine acknowledged a put at 0x10";
 
   auto get = RunPeer(a.UcxAddressHex(), {}, {"rma=get", "remote=" + heap});
   ASSERT_TRUE(get.count("rma")) << "the attacker printed nothing";
   EXPECT_NE(get["rma"], "Success") << "the attacker read the engine's heap";
-  EXPECT_TRUE(DroppedRma(a.EngineLog(), fmt::format("dropped a peer's 16-byte get from address 0x{}", heap)))
-      << a.cluster.engine->LogTail();
+
   std::printf("rma put: %s, get: %s\n", put["rma"].c_str(), get["rma"].c_str());
   ASSERT_NO_FATAL_FAILURE(a.ExpectEngineServes());
 }
