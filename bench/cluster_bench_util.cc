@@ -3,7 +3,6 @@
 #include <signal.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -61,6 +60,10 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Up(const std::string& scratc
     args.push_back(fmt::format("{}", fmt::join(o.target_cpus, ",")));
   }
   if (o.agent) args.push_back("--agent");
+  if (!o.metrics.empty()) {
+    args.push_back("--metrics");
+    args.push_back(o.metrics);
+  }
   ROS2_RETURN_IF_ERROR(c->Ctl(args).status());
   c->up_ = true;
   return c;

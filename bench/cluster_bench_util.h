@@ -33,6 +33,7 @@ struct LocalClusterOptions {
   std::string name = "cluster";  // data directory: <scratch>/<name>
   std::vector<int> target_cpus;  // engine target_cpus; empty: unpinned
   bool agent = false;            // also start ros2-agent (`cluster up --agent`; socket <data_dir>/agent.sock)
+  std::string metrics;           // `cluster up --metrics` (host:port or off); empty: ros2ctl's default
 };
 
 class LocalCluster {

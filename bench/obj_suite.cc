@@ -80,6 +80,7 @@ struct ObjSuiteOptions {
   // (client or vos-only) on the CPU of the target that holds its object, so
   // that a job and the target serving it share a core and its caches.
   bool pin = false;
+  std::string metrics;  // cluster up --metrics (host:port or off); empty: ros2ctl's default
 };
 
 ObjSuiteOptions g_opts;
@@ -456,7 +457,8 @@ Status RunTransport(Reporter& rep, const std::string& scratch, const std::string
                                                                  .targets = g_opts.targets,
                                                                  .shard_size = g_opts.shard_size,
                                                                  .name = "cluster-" + cls + "-" + transport,
-                                                                 .target_cpus = TargetCpus()}));
+                                                                 .target_cpus = TargetCpus(),
+                                                                 .metrics = g_opts.metrics}));
   ROS2_RETURN_IF_ERROR(cluster->Ctl({"pool", "create", "bench", "--size", g_opts.shard_size}).status());
   ROS2_RETURN_IF_ERROR(cluster->Ctl({"cont", "create", "bench", "data", "--oclass", "S1"}).status());
   ROS2_ASSIGN_OR_RETURN(auto readers, ConnectJobs(*cluster, transport, max_jobs, "data"));
@@ -624,6 +626,8 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--shard-size", g_opts.shard_size, "extent capacity of each container shard (cluster up)");
       app.add_option("--targets", g_opts.targets, "engine targets");
       app.add_option("--ros2ctl", g_opts.ros2ctl, "ros2ctl binary (default: the build tree's)");
+      app.add_option("--metrics", g_opts.metrics,
+                     "the engine's metrics endpoint host:port, or off (cluster up --metrics; default: 127.0.0.1:0)");
       app.add_option("--engine", g_opts.engine, "ros2-engine binary (default: the build tree's)");
       app.add_flag("!--no-baseline", g_opts.baseline, "skip the vos-only baseline");
       app.add_option("--buffers", g_opts.buffers,

@@ -13,6 +13,7 @@ find_package(nlohmann_json CONFIG REQUIRED)  # --json output
 find_package(OpenSSL REQUIRED)               # HMAC, AES-GCM, TLS
 find_package(Protobuf REQUIRED)              # control plane
 find_package(gRPC CONFIG REQUIRED)
+find_package(prometheus-cpp CONFIG REQUIRED)  # metrics endpoints (pull exposer)
 
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)

@@ -34,6 +34,9 @@ PACKAGES=(
   pybind11-dev python3-dev python3-pytest python3-numpy python3-fsspec python3-torch
   # `ros2-bench paper`: its figures (bench/paper/paper.py, Debian's /usr/bin/python3)
   python3-matplotlib
+  # observability (docs/observability.md): the metrics exposer, and the
+  # Prometheus server, promtool and tmux the `metrics` tests run
+  prometheus-cpp-dev prometheus tmux
 )
 
 export DEBIAN_FRONTEND=noninteractive

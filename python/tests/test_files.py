@@ -1,6 +1,8 @@
 import io
 import os
 import stat
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -11,6 +13,19 @@ import ros2
 
 def test_connect_describes_transport(client):
     assert "transport=" in client.describe_transport()
+
+
+def test_connect_prints_nothing_unless_ros2_log_asks(cluster):
+    # A library user's terminal stays quiet at info level; ROS2_LOG=info shows the transport line.
+    code = "import ros2; ros2.connect(data_dir=%r)" % cluster["data_dir"]
+    env = {k: v for k, v in os.environ.items() if k not in ("ROS2_LOG", "ROS2_LOG_LEVEL")}
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == "" and quiet.stderr == ""
+    loud = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**env, "ROS2_LOG": "info"})
+    assert loud.returncode == 0, loud.stderr
+    assert "transport" in loud.stderr
 
 
 def test_round_trip_binary_and_text(fs, tmpdir_fs):

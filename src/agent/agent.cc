@@ -107,10 +107,18 @@ Result<std::unique_ptr<Agent>> Agent::Start(const AgentConfig& config) {
   if (::listen(fd, 128) != 0) return Status::FromErrno(errno, fmt::format("agent: listen {}", config.socket));
   ROS2_LOG_INFO("agent: listening on {} ({} tenants, control {}, transport {})", config.socket, config.tenants.size(),
                 config.control, config.transport);
+  if (!config.metrics_listen.empty()) {
+    Agent* self = agent.get();
+    auto exporter = metrics::MetricsExporter::Start(config.metrics_listen, [self] { return self->CollectMetrics(); });
+    if (!exporter.ok()) return exporter.status().WithContext("agent");
+    agent->metrics_ = std::move(*exporter);
+    ROS2_LOG_INFO("agent: metrics on http://{}/metrics", agent->metrics_->address());
+  }
   return agent;
 }
 
 Agent::~Agent() {
+  metrics_.reset();  // no scrape reads the sessions from here on
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& s : sessions_) s->RequestStop();
@@ -137,8 +145,9 @@ Agent::~Agent() {
 }
 
 std::string Agent::ReadyLine() const {
-  return fmt::format("ros2-agent ready socket={} pid={} control={} transport={} tenants={}", config_.socket, ::getpid(),
-                     config_.control, config_.transport, config_.tenants.size());
+  return fmt::format("ros2-agent ready socket={} pid={} control={} transport={} tenants={}{}", config_.socket,
+                     ::getpid(), config_.control, config_.transport, config_.tenants.size(),
+                     metrics_ ? " metrics=" + metrics_->address() : "");
 }
 
 std::string Agent::StatusJson() const {
@@ -426,8 +435,7 @@ void Agent::HandleHello(int fd) {
   const bool listed = res.segment != nullptr;
   auto session = std::make_unique<Session>(id, *tc, std::move(res), config_.spin);
   ROS2_LOG_INFO("agent: session {} opened for {} as tenant {} (sq {} cq {} arena {} bytes{})", id.id, who, tenant->name,
-                geometry->sq_entries, geometry->cq_entries, geometry->arena_size,
-                listed ? ", a shared segment" : "");
+                geometry->sq_entries, geometry->cq_entries, geometry->arena_size, listed ? ", a shared segment" : "");
   SendReply(fd, Status::Code::kOk, id.id, tenant->name);
   session->Start();
   std::lock_guard<std::mutex> lock(mu_);
@@ -440,6 +448,7 @@ void Agent::Reap() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       if ((*it)->finished()) {
+        retired_[(*it)->identity().tenant].AddCounters((*it)->metrics());
         done.push_back(std::move(*it));
         it = sessions_.erase(it);
       } else {

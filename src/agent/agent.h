@@ -23,6 +23,7 @@
 #include "agent/agent_config.h"
 #include "agent/session.h"
 #include "common/status.h"
+#include "metrics/exporter.h"
 
 namespace ros2::agent {
 
@@ -45,6 +46,9 @@ class Agent {
   std::string ReadyLine() const;
   // The status document (JSON): sessions with pid, uid, tenant, mounts, completions.
   std::string StatusJson() const;
+  // The Prometheus families (agent_metrics.cc): per tenant, the reaped
+  // sessions' counts plus the live ones'. Any thread.
+  std::vector<prometheus::MetricFamily> CollectMetrics() const;
 
  private:
   explicit Agent(AgentConfig config) : config_(std::move(config)) {}
@@ -68,6 +72,8 @@ class Agent {
   std::map<std::string, std::shared_ptr<TenantClient>> tenants_;
   // Every configured tenant's QoS, made at start (the map never changes after).
   std::map<std::string, std::shared_ptr<TenantQos>> qos_;
+  std::map<std::string, TenantTotals> retired_;        // GUARDED_BY(mu_): the counts of reaped sessions, by tenant
+  std::unique_ptr<metrics::MetricsExporter> metrics_;  // with metrics.listen; stopped first
 };
 
 }  // namespace ros2::agent

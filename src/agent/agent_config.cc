@@ -11,6 +11,7 @@
 
 #include "agent/ring.h"
 #include "common/config.h"
+#include "metrics/exporter.h"
 
 namespace ros2::agent {
 namespace {
@@ -38,11 +39,10 @@ Status ReadIdList(const YAML::Node& node, const std::string& where, const char* 
 Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentConfig* config) {
   const std::string where(origin);
   if (!root || root.IsNull()) return Status::Ok();
-  ROS2_RETURN_IF_ERROR(
-      CheckKnownKeys(root, where,
-                     {"socket", "socket_mode", "control", "transport", "net_devices", "log_level", "spin", "client_spin",
-                      "io_timeout", "max_sessions", "max_sessions_per_tenant", "max_ring_entries", "max_arena",
-                      "tenants"}));
+  ROS2_RETURN_IF_ERROR(CheckKnownKeys(
+      root, where,
+      {"socket", "socket_mode", "control", "transport", "net_devices", "log_level", "spin", "client_spin", "io_timeout",
+       "max_sessions", "max_sessions_per_tenant", "max_ring_entries", "max_arena", "tenants", "metrics"}));
   ROS2_RETURN_IF_ERROR(ReadString(root, where, "socket", &config->socket));
   if (root["socket_mode"]) {
     // Octal text ("0666") or a number.
@@ -64,6 +64,13 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
   }
   ROS2_RETURN_IF_ERROR(ReadString(root, where, "net_devices", &config->net_devices));
   ROS2_RETURN_IF_ERROR(ReadString(root, where, "log_level", &config->log_level));
+  if (const YAML::Node m = root["metrics"]) {
+    ROS2_RETURN_IF_ERROR(CheckKnownKeys(m, where + ".metrics", {"listen"}));
+    ROS2_RETURN_IF_ERROR(ReadString(m, where + ".metrics", "listen", &config->metrics_listen));
+    if (!config->metrics_listen.empty()) {
+      ROS2_RETURN_IF_ERROR(metrics::CheckListenAddress(config->metrics_listen, where + ".metrics.listen"));
+    }
+  }
   if (root["spin"]) {
     ROS2_RETURN_IF_ERROR(ReadMicros(root, where, "spin", &config->spin));
     if (config->spin > std::chrono::seconds(1)) {
@@ -103,8 +110,8 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
     config->tenants.clear();
     for (size_t i = 0; i < tenants.size(); ++i) {
       const std::string w = fmt::format("{}.tenants[{}]", where, i);
-      ROS2_RETURN_IF_ERROR(CheckKnownKeys(tenants[i], w,
-                                          {"name", "secret_file", "uids", "gids", "key_file", "container_keys", "qos"}));
+      ROS2_RETURN_IF_ERROR(
+          CheckKnownKeys(tenants[i], w, {"name", "secret_file", "uids", "gids", "key_file", "container_keys", "qos"}));
       TenantMapping t;
       ROS2_RETURN_IF_ERROR(ReadString(tenants[i], w, "name", &t.name));
       ROS2_RETURN_IF_ERROR(ReadString(tenants[i], w, "secret_file", &t.secret_file));

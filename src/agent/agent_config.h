@@ -14,6 +14,7 @@
 //   max_sessions_per_tenant: 64
 //   max_ring_entries: 4096           # largest submission ring a host may bring
 //   max_arena: 1GiB                  # largest arena a host may bring
+//   metrics: { listen: 127.0.0.1:9465 }  # Prometheus endpoint (docs/observability.md); absent: none
 //   tenants:                         # caller -> tenant, first match by uid, then by gid
 //     - { name: admin, secret_file: /path/admin.secret, uids: [0], gids: [],
 //         qos: { bandwidth: 50MiB, iops: 1000 } }  # optional; 0 or absent = unlimited
@@ -73,6 +74,7 @@ struct AgentConfig {
   uint32_t max_ring_entries = 4096;
   uint64_t max_arena = uint64_t{1} << 30;
   std::vector<TenantMapping> tenants;
+  std::string metrics_listen;  // metrics.listen: "host:port" (port 0: any free port); empty: no endpoint
   std::string origin = "defaults";
 };
 

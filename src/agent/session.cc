@@ -68,7 +68,7 @@ Session::Session(SessionIdentity identity, std::shared_ptr<TenantClient> tenant,
 Session::~Session() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
-  mounts_.clear();  // Filesystem, Container, Pool: before the tenant's client may go
+  mounts_.clear();       // Filesystem, Container, Pool: before the tenant's client may go
   res_.segment.reset();  // unlisted before it is unmapped
   if (res_.map != nullptr) ::munmap(res_.map, res_.map_len);
   for (int fd : {res_.socket, res_.memfd, res_.sq_eventfd}) {
@@ -119,7 +119,9 @@ bool Session::PeerGone() {
   return false;
 }
 
-void Session::WakeHost() { WakeIndexSleepers(header()->cq_tail); }
+void Session::WakeHost() {
+  WakeIndexSleepers(header()->cq_tail);
+}
 
 void Session::PostCompletions() {
   if (done_.empty()) return;
@@ -172,6 +174,7 @@ void Session::Run() {
   while (!stop_.load(std::memory_order_relaxed) && reason.empty() && !peer_gone) {
     const uint32_t tail = h->sq_tail.value.load(std::memory_order_acquire);
     const uint32_t pending = tail - sq_head_;
+    metrics_.ring_depth.store(pending, std::memory_order_relaxed);
     if (pending > g.sq_entries) {
       reason = fmt::format("protocol: submission tail {} is behind the head {} or beyond the ring ({} entries)", tail,
                            sq_head_, g.sq_entries);
@@ -258,6 +261,7 @@ void Session::Run() {
       if (tenant_->qos != nullptr) {
         auto wait = tenant_->qos->TryAcquire(data ? sqe.buf_len : 0, 1);
         if (wait.count() > 0) {
+          metrics_.Throttled(wait);
           PostCompletions();
           const auto nap = std::min<std::chrono::nanoseconds>(wait, kQosMaxNap);
           if (outstanding_ > 0) {
@@ -309,6 +313,7 @@ void Session::Run() {
 }
 
 void Session::Fail(const SubmitEntry& sqe, CompleteEntry& cqe, int err, const Status& status) {
+  metrics_.failed.Add();
   cqe.result = -static_cast<int64_t>(err);
   cqe.code = static_cast<uint32_t>(status.code());
   cqe.aux = 0;
@@ -390,6 +395,10 @@ void Session::ExecuteMount(const SubmitEntry& sqe, std::span<const std::byte> ar
 }
 
 bool Session::Execute(const SubmitEntry& sqe, CompleteEntry& cqe) {
+  (sqe.opcode == static_cast<uint8_t>(Opcode::kRead)    ? metrics_.reads
+   : sqe.opcode == static_cast<uint8_t>(Opcode::kWrite) ? metrics_.writes
+                                                        : metrics_.other_ops)
+      .Add();
   ExecuteNow(sqe, cqe);
   return !went_async_;
 }
@@ -610,12 +619,13 @@ void Session::ExecuteNow(const SubmitEntry& sqe, CompleteEntry& cqe) {
     case Opcode::kWrite: {
       // In flight on the session's event queue; the callback completes it.
       outstanding_bytes_ += sqe.buf_len;
-      auto done = [this, sqe](const client::IoResult& r) {
+      auto done = [this, sqe, op](const client::IoResult& r) {
         outstanding_bytes_ -= sqe.buf_len;
         CompleteEntry c{};
         c.user_data = sqe.user_data;
         if (r.status.ok()) {
           c.result = static_cast<int64_t>(r.size);
+          (op == Opcode::kRead ? metrics_.read_bytes : metrics_.written_bytes).Add(r.size);
         } else {
           Fail(sqe, c, ErrnoOf(r.status), r.status);
         }

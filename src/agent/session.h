@@ -25,6 +25,7 @@
 
 #include "agent/agent_config.h"
 #include "agent/ring.h"
+#include "agent/session_metrics.h"
 #include "agent/token_bucket.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
@@ -84,6 +85,8 @@ class Session {
   // engine and the arena with no copy in the agent).
   bool shared_segment() const { return res_.segment != nullptr; }
   size_t mounts() const;
+  // What this session counted (its thread writes, any thread reads).
+  const SessionMetrics& metrics() const { return metrics_; }
 
  private:
   struct Mount;
@@ -118,6 +121,7 @@ class Session {
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
   std::atomic<uint64_t> completed_{0};
+  SessionMetrics metrics_;
   std::atomic<size_t> max_in_flight_{0};
   std::unique_ptr<client::EventQueue> eq_;  // the session thread's; reads and writes in flight
   size_t outstanding_ = 0;                  // of them

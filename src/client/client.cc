@@ -10,6 +10,7 @@
 
 #include "agent/host_session.h"
 #include "client/client_internal.h"
+#include "common/library_logging.h"
 #include "transport/shared_segment.h"
 
 namespace ros2::client {
@@ -239,6 +240,7 @@ Client::Client(std::shared_ptr<ClientCore> core) : core_(std::move(core)) {}
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  InitLibraryLogging();  // warn unless the process or ROS2_LOG chose otherwise
   ROS2_ASSIGN_OR_RETURN(auto core, ClientCore::Create(options));
   return std::unique_ptr<Client>(new Client(std::move(core)));
 }

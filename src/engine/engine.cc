@@ -18,6 +18,7 @@
 #include "control/credentials.h"
 #include "control/management_client.h"
 #include "control/session_client.h"
+#include "engine/engine_metrics.h"
 #include "engine/joined_sync.h"
 #include "vos/env.h"
 
@@ -97,6 +98,7 @@ Status Engine::StartAll() {
     ROS2_RETURN_IF_ERROR(JoinManagement());
     ReopenShards();
   }
+  ROS2_RETURN_IF_ERROR(StartMetrics());
   return WriteReadyFile();
 }
 
@@ -319,10 +321,23 @@ Status Engine::JoinManagement() {
 }
 
 std::string Engine::ReadyLine() const {
-  return fmt::format("ros2-engine ready control={} engine={} targets={} transport={}{}", control_address_,
-                     env_.engine_id.ToString(), config_.targets,
-                     transport::TransportKindName(transport_->resolved_kind()),
-                     tcp_address_.empty() ? "" : " tcp=" + tcp_address_);
+  return fmt::format(
+      "ros2-engine ready control={} engine={} targets={} transport={}{}{}", control_address_, env_.engine_id.ToString(),
+      config_.targets, transport::TransportKindName(transport_->resolved_kind()),
+      tcp_address_.empty() ? "" : " tcp=" + tcp_address_, metrics_ ? " metrics=" + metrics_->address() : "");
+}
+
+Status Engine::StartMetrics() {
+  if (config_.metrics.listen.empty()) return Status::Ok();
+  EngineMetricsSource source{env_.engine_id.ToString(),
+                             std::string(transport::TransportKindName(transport_->resolved_kind())), &targets_,
+                             &env_.pools};
+  auto exporter =
+      metrics::MetricsExporter::Start(config_.metrics.listen, [source] { return CollectEngineMetrics(source); });
+  if (!exporter.ok()) return exporter.status().WithContext("engine");
+  metrics_ = std::move(*exporter);
+  ROS2_LOG_INFO("engine {}: metrics on http://{}/metrics", env_.engine_id.ToString(), metrics_->address());
+  return Status::Ok();
 }
 
 Status Engine::WriteReadyFile() const {
@@ -332,6 +347,7 @@ Status Engine::WriteReadyFile() const {
     out << ReadyLine() << "\n";
     out << "control=" << control_address_ << "\n";
     if (!tcp_address_.empty()) out << "tcp=" << tcp_address_ << "\n";
+    if (metrics_) out << "metrics=" << metrics_->address() << "\n";
     out << "engine=" << env_.engine_id.ToString() << "\n";
     out << "pid=" << ::getpid() << "\n";
     if (control_) out << "admin_secret_file=" << control_->admin_secret_path() << "\n";
@@ -349,6 +365,7 @@ void Engine::Shutdown() {
   shut_down_ = true;
   std::error_code ec;
   std::filesystem::remove(ready_file(), ec);
+  metrics_.reset();  // before the targets it reads
   if (joined_sync_) joined_sync_->Stop();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   // Targets drain in parallel: each waits at most the shutdown grace.

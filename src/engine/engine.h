@@ -34,6 +34,7 @@
 #include "engine/joined_sync.h"
 #include "engine/target.h"
 #include "engine/tombstones.h"
+#include "metrics/exporter.h"
 #include "transport/transport.h"
 
 namespace ros2::engine {
@@ -85,6 +86,8 @@ class Engine : public control::EngineHooks {
   Status RegisterEmbedded();
   Status JoinManagement();
   Status WriteReadyFile() const;
+  // Serves the Prometheus endpoint when metrics.listen is set (engine_metrics.h).
+  Status StartMetrics();
 
   EngineConfig config_;
   HybridClock clock_;
@@ -96,8 +99,9 @@ class Engine : public control::EngineHooks {
   std::unique_ptr<TombstoneLog> tombstones_;  // <data_dir>/destroyed.log
   std::vector<std::unique_ptr<Target>> targets_;
   std::unique_ptr<grpc::Server> grpc_;
-  std::string control_address_;  // embedded: the Unix socket; joined: the joined endpoint
-  std::string tcp_address_;      // embedded with control.listen: "host:port"
+  std::unique_ptr<metrics::MetricsExporter> metrics_;  // with metrics.listen
+  std::string control_address_;                        // embedded: the Unix socket; joined: the joined endpoint
+  std::string tcp_address_;                            // embedded with control.listen: "host:port"
   bool shut_down_ = false;
 };
 

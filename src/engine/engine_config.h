@@ -21,6 +21,7 @@
 //     fail_closed_after: 1s            # joined: refuse capabilities after this long without a fetch
 //     pbkdf2_iterations: 10000         # embedded: rounds for stored tenant secrets
 //     max_sessions_per_tenant: 1024    # embedded: open sessions per tenant
+//   metrics: { listen: 127.0.0.1:9464 }  # Prometheus endpoint (docs/observability.md); absent: none
 //   shutdown_grace: 5s               # how long in-flight requests may finish
 //   limits:                          # request limits (request_budget.h)
 //     max_epoch_drift: 10s           # client epochs at most this far ahead of wall time
@@ -81,6 +82,12 @@ struct ControlConfig {
   uint32_t max_sessions_per_tenant = 1024;
 };
 
+// The Prometheus endpoint (docs/observability.md). Empty listen: none (the
+// counters are kept either way; only the HTTP listener is optional).
+struct MetricsConfig {
+  std::string listen;  // "host:port", port 0: any free port (the ready file says which)
+};
+
 struct EngineConfig {
   std::string data_dir;
   std::string log_level = "info";
@@ -93,6 +100,7 @@ struct EngineConfig {
   ControlConfig control;
   std::chrono::milliseconds shutdown_grace{5000};
   EngineLimits limits;
+  MetricsConfig metrics;
   // Where the config came from, for error messages ("engine.yaml", "defaults").
   std::string origin = "defaults";
 };

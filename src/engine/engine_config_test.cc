@@ -198,5 +198,19 @@ TEST(EngineConfig, TargetCpusAreListedAndMustBeUsable) {
   EXPECT_NE(st.message().find(fmt::format("allowed: {}", usable)), std::string::npos) << st.ToString();
 }
 
+TEST(EngineConfig, MetricsListenIsOffByDefaultAndChecked) {
+  EngineConfig c = DefaultEngineConfig();
+  EXPECT_TRUE(c.metrics.listen.empty());
+  ASSERT_TRUE(Apply("metrics: { listen: 127.0.0.1:0 }", &c).ok());
+  EXPECT_EQ(c.metrics.listen, "127.0.0.1:0");
+  for (const char* bad : {"metrics: { listen: localhost }", "metrics: { listen: '127.0.0.1:70000' }",
+                          "metrics: { listne: 127.0.0.1:9464 }"}) {
+    EngineConfig d = DefaultEngineConfig();
+    Status st = Apply(bad, &d);
+    EXPECT_EQ(st.code(), Status::Code::kInvalidArgument) << bad;
+    EXPECT_NE(st.message().find("metrics"), std::string::npos) << st.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace ros2::engine

@@ -60,10 +60,20 @@ Status CheckCondition(uint8_t flags, Result<bool> visible, std::string_view what
 
 void Target::RegisterHandlers() {
   auto reg = [this](Opcode op, void (Target::*fn)(IncomingRequest)) {
-    Status st = worker_->RegisterHandler(static_cast<uint16_t>(op), [this, fn](IncomingRequest r) {
+    // List and query reply before their handler returns: timed here (the
+    // others are timed from Track to Finish).
+    const bool enumerate = op == Opcode::kList || op == Opcode::kQuery;
+    Status st = worker_->RegisterHandler(static_cast<uint16_t>(op), [this, fn, enumerate](IncomingRequest r) {
       dispatching_ = fn;  // Park needs it
+      const auto start = enumerate ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       (this->*fn)(std::move(r));
       dispatching_ = nullptr;
+      if (enumerate) {
+        TargetMetrics::Op& m = metrics_.Of(OpKind::kEnumerate);
+        m.completed.Add();
+        m.latency.Observe(static_cast<uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count()));
+      }
     });
     if (!st.ok())
       ROS2_LOG_ERROR("engine target {}: register {}: {}", index_, obj::OpcodeName(static_cast<uint16_t>(op)),
@@ -82,6 +92,7 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
   const auto op = obj::OpcodeName(req.opcode());
   if (stopping_) return Status::Cancelled(fmt::format("engine target {}: shutting down, {} refused", index_, op));
   if (header.target != index_) {
+    metrics_.Refuse(Refusal::kStaleMap);
     return Status::InvalidArgument(fmt::format(
         "engine target {}: {} addressed to target {} arrived here (stale pool map?)", index_, op, header.target));
   }
@@ -91,12 +102,17 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
   control::CapabilityVerifier* verifier = env_->verifier.load(std::memory_order_acquire);
   if (verifier == nullptr) return Status::Busy(fmt::format("engine target {}: still starting", index_));
   if (req.capability().empty()) {
+    metrics_.Refuse(Refusal::kCapability);
     return Status::Unauthenticated(fmt::format("engine target {}: {} carries no capability", index_, op));
   }
   auto cap = verifier->Authorize(req.capability(), header.pool, header.container, rights);
-  if (!cap.ok()) return cap.status().WithContext(fmt::format("engine target {}: {}", index_, op));
+  if (!cap.ok()) {
+    metrics_.Refuse(Refusal::kCapability);
+    return cap.status().WithContext(fmt::format("engine target {}: {}", index_, op));
+  }
   req.MarkAuthenticated();  // a valid capability: the connection is no longer subject to the hello limits
   if (cap->IsPoolCapability()) {
+    metrics_.Refuse(Refusal::kCapability);
     return Status::PermissionDenied(
         fmt::format("engine target {}: {} needs a container capability, got a pool capability", index_, op));
   }
@@ -108,9 +124,10 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
   return shard;
 }
 
-Status Target::CheckClientEpoch(Epoch epoch, std::string_view op) const {
+Status Target::CheckClientEpoch(Epoch epoch, std::string_view op) {
   const auto drift = static_cast<uint64_t>(env_->limits.max_epoch_drift.count());
   if (env_->clock->WithinDrift(epoch, drift)) return Status::Ok();
+  metrics_.Refuse(Refusal::kLimit);
   const uint64_t wall = HybridClock::WallMillis();
   return Status::InvalidArgument(
       fmt::format("engine target {}: {} at epoch {} is {} ms ahead of the engine's wall clock (limits.max_epoch_drift "
@@ -155,6 +172,7 @@ void Target::HandleUpdate(IncomingRequest req) {
   }
   // Limits first: nothing is allocated or pulled for a request refused here.
   if (m->length > env_->limits.max_io_size) {
+    metrics_.Refuse(Refusal::kLimit);
     return req.Reply(Status::InvalidArgument(
         fmt::format("engine target {}: update of {} bytes exceeds limits.max_io_size ({} bytes)", index_, m->length,
                     env_->limits.max_io_size)));
@@ -252,6 +270,7 @@ void Target::HandleFetch(IncomingRequest req) {
                       m->count, m->record_size, capacity)));
     }
     if (want > env_->limits.max_io_size) {
+      metrics_.Refuse(Refusal::kLimit);
       return req.Reply(Status::InvalidArgument(
           fmt::format("engine target {}: fetch of {} bytes exceeds limits.max_io_size ({} bytes)", index_, want,
                       env_->limits.max_io_size)));
@@ -301,6 +320,7 @@ void Target::HandleFetch(IncomingRequest req) {
   vos::Vos* vos = (*shard)->vos.get();
   vos->SubmitFetch(op, [this, state, req](Result<vos::FetchResult> r) mutable {
     if (!r.ok()) return Finish(state->ticket, r.status());
+    SetMovedBytes(state->ticket, std::min<uint64_t>(r->size, state->op.buffer.size()));
     state->reply.size = r->size;
     state->reply.csum = std::move(r->csum);
     state->reply.array_end = r->array_end;

@@ -44,6 +44,15 @@ uint64_t PoolSpaceTable::Used(const Uuid& pool) {
   return it == pools_.end() ? 0 : it->second.budget->used();
 }
 
+std::vector<PoolSpaceTable::Space> PoolSpaceTable::Snapshot() {
+  std::lock_guard lock(mu_);
+  std::vector<Space> out;
+  for (const auto& [pool, entry] : pools_) {
+    out.push_back(Space{pool, entry.budget->used(), entry.layout ? entry.layout->LocalShare() : 0});
+  }
+  return out;
+}
+
 std::string NotInPoolMessage(uint32_t target, const Uuid& engine, const Uuid& pool, const PoolLayout& layout) {
   return fmt::format(
       "engine target {} (engine {}) is not a target of pool {}: the pool map (version {}) has {} targets, {} of them "

@@ -47,6 +47,14 @@ class PoolSpaceTable {
   std::optional<PoolLayout> RecentLayout(const Uuid& pool, std::chrono::steady_clock::duration max_age);
   // Bytes the pool's shards on this engine hold (0 for an unknown pool).
   uint64_t Used(const Uuid& pool);
+  // Every pool's space on this engine: used bytes and the limit (0 while the
+  // layout is unknown), for the metrics endpoint.
+  struct Space {
+    Uuid pool;
+    uint64_t used = 0;
+    uint64_t limit = 0;
+  };
+  std::vector<Space> Snapshot();
 
  private:
   struct Entry {

@@ -246,6 +246,7 @@ void Target::Loop() {
       }
     }
     if (usage_dirty_ && now - usage_refreshed_ > std::chrono::seconds(1)) RefreshUsage();
+    if (now - health_refreshed_ > std::chrono::seconds(1)) RefreshHealth();
     if (!stopping_ && now >= next_aggregate_check_) MaybeAggregate(now);
     if (events > 0) {
       last_event = now;
@@ -378,6 +379,26 @@ void Target::RefreshUsage() {
   }
   usage_dirty_ = false;
   usage_refreshed_ = std::chrono::steady_clock::now();
+}
+
+void Target::RefreshHealth() {
+  vos::HealthInfo sum;
+  for (auto& [key, shard] : shards_) {
+    const vos::HealthInfo h = shard->vos->Health();
+    sum.write_stops += h.write_stops;
+    sum.write_slowdowns += h.write_slowdowns;
+    sum.running_compactions += h.running_compactions;
+    sum.pending_compaction_bytes += h.pending_compaction_bytes;
+    sum.uring_submits += h.uring_submits;
+    sum.uring_sqes += h.uring_sqes;
+  }
+  metrics_.write_stops.Set(sum.write_stops);
+  metrics_.write_slowdowns.Set(sum.write_slowdowns);
+  metrics_.running_compactions.Set(sum.running_compactions);
+  metrics_.pending_compaction_bytes.Set(sum.pending_compaction_bytes);
+  metrics_.uring_submits.Set(sum.uring_submits);
+  metrics_.uring_sqes.Set(sum.uring_sqes);
+  health_refreshed_ = std::chrono::steady_clock::now();
 }
 
 void Target::FinishShutdown() {
@@ -612,11 +633,20 @@ Result<uint64_t> Target::Track(const transport::IncomingRequest& req, uint64_t b
   const uint64_t connection = req.connection_id();
   Status st = budget_.Reserve(connection, bytes);
   if (!st.ok()) {
+    metrics_.Refuse(Refusal::kBudget);
     return st.WithContext(fmt::format("engine target {}: {} refused", index_, obj::OpcodeName(req.opcode())));
   }
   uint64_t ticket = next_ticket_++;
   pending_.emplace(ticket, req);
-  reserved_.emplace(ticket, Reservation{connection, bytes});
+  const uint16_t opcode = req.opcode();
+  const OpKind kind = opcode == static_cast<uint16_t>(obj::Opcode::kUpdate)  ? OpKind::kUpdate
+                      : opcode == static_cast<uint16_t>(obj::Opcode::kFetch) ? OpKind::kFetch
+                      : opcode == static_cast<uint16_t>(obj::Opcode::kPunch) ? OpKind::kPunch
+                                                                             : OpKind::kEnumerate;
+  reserved_.emplace(ticket, Reservation{connection, bytes, kind, kind == OpKind::kUpdate ? bytes : 0,
+                                        std::chrono::steady_clock::now()});
+  metrics_.requests_started.Add();
+  metrics_.bytes_reserved.Add(bytes);
   return ticket;
 }
 
@@ -626,10 +656,27 @@ void Target::Finish(uint64_t ticket, const Status& status, std::span<const uint8
   transport::IncomingRequest req = std::move(it->second);
   pending_.erase(it);
   if (auto r = reserved_.find(ticket); r != reserved_.end()) {
-    budget_.Release(r->second.connection, r->second.bytes);
+    const Reservation& res = r->second;
+    budget_.Release(res.connection, res.bytes);
+    TargetMetrics::Op& op = metrics_.Of(res.kind);
+    op.completed.Add();
+    op.latency.Observe(static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - res.start).count()));
+    if (status.ok()) {
+      op.bytes.Add(res.moved);
+    } else {
+      op.failed.Add();
+      if (status.code() == Status::Code::kNoSpace) metrics_.Refuse(Refusal::kSpace);
+    }
+    metrics_.requests_finished.Add();
+    metrics_.bytes_released.Add(res.bytes);
     reserved_.erase(r);
   }
   req.Reply(status, status.ok() ? payload : std::span<const uint8_t>{});
+}
+
+void Target::SetMovedBytes(uint64_t ticket, uint64_t bytes) {
+  if (auto r = reserved_.find(ticket); r != reserved_.end()) r->second.moved = bytes;
 }
 
 }  // namespace ros2::engine

@@ -49,8 +49,9 @@
 #include "control/capability.h"
 #include "engine/buffer_pool.h"
 #include "engine/dkey_gate.h"
-#include "engine/request_budget.h"
 #include "engine/pool_space.h"
+#include "engine/request_budget.h"
+#include "engine/target_metrics.h"
 #include "object/obj_rpc.h"
 #include "transport/transport.h"
 #include "vos/vos.h"
@@ -119,6 +120,8 @@ class Target {
   // Starts opening (creating) the container's shard in the background unless it
   // is open or being opened already. Thread-safe.
   void PrepareShard(const Uuid& pool, const Uuid& container);
+  // What this target counted (written by its thread; read at scrape time by any).
+  const TargetMetrics& metrics() const { return metrics_; }
   // Bytes the pool's shards on this target use (refreshed about once a second). Thread-safe.
   uint64_t UsedBytes(const Uuid& pool) const;
   // Opens every shard this target has on disk (in the background, as
@@ -166,6 +169,8 @@ class Target {
   void AddToEpoll(int fd);
   void RemoveFromEpoll(int fd);
   void RefreshUsage();
+  // Sums the open shards' vos::HealthInfo into metrics_ (about once a second).
+  void RefreshHealth();
   void FinishShutdown();
   void RetireShards(const std::function<bool(const Shard&)>& match);
   // Reclaims the space of overwritten and punched versions (Vos::Aggregate) of
@@ -231,9 +236,12 @@ class Target {
   // when over a limit); Finish() replies, releases them and forgets it.
   Result<uint64_t> Track(const transport::IncomingRequest& req, uint64_t bytes = 0);
   void Finish(uint64_t ticket, const Status& status, std::span<const uint8_t> payload = {});
+  // The payload bytes a tracked request moved, counted when it finishes OK
+  // (Track sets an update's length; a fetch sets what it read).
+  void SetMovedBytes(uint64_t ticket, uint64_t bytes);
   // InvalidArgument unless a client's epoch is within limits.max_epoch_drift of
   // wall time; `op` names the request in the error.
-  Status CheckClientEpoch(Epoch epoch, std::string_view op) const;
+  Status CheckClientEpoch(Epoch epoch, std::string_view op);
 
   const uint32_t index_;
   TargetEnvironment* const env_;
@@ -261,9 +269,14 @@ class Target {
   struct Reservation {
     uint64_t connection = 0;
     uint64_t bytes = 0;
+    OpKind kind = OpKind::kUpdate;
+    uint64_t moved = 0;  // payload bytes counted when it finishes OK
+    std::chrono::steady_clock::time_point start;
   };
   std::unordered_map<uint64_t, Reservation> reserved_;  // by ticket, while tracked
   std::chrono::steady_clock::time_point usage_refreshed_;
+  TargetMetrics metrics_;
+  std::chrono::steady_clock::time_point health_refreshed_;
 
   int epoll_fd_ = -1;
   int mailbox_fd_ = -1;

@@ -120,6 +120,8 @@ class NvmeExtentStore final : public ExtentStore {
   uint64_t capacity() const override { return capacity_; }
   size_t alignment() const override { return file_->direct() ? kBlockSize : 1; }
   size_t in_flight() const override { return in_flight_; }
+  uint64_t uring_submits() const override { return ring_->submits(); }
+  uint64_t uring_sqes() const override { return ring_->submitted(); }
 
  private:
   struct Slot {

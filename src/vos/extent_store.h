@@ -68,6 +68,9 @@ class ExtentStore {
   virtual uint64_t capacity() const = 0;
   virtual size_t alignment() const = 0;  // required alignment of offsets, lengths and buffers
   virtual size_t in_flight() const = 0;
+  // The io_uring's submitting calls and SQEs so far (0 without a ring).
+  virtual uint64_t uring_submits() const { return 0; }
+  virtual uint64_t uring_sqes() const { return 0; }
 };
 
 }  // namespace ros2::vos

@@ -54,12 +54,14 @@ io_uring_sqe* Uring::GetSqe() {
 int Uring::Submit() {
   int rc = io_uring_submit(&ring_);
   if (rc >= 0) queued_ = 0;
+  Count(rc);
   return rc;
 }
 
 int Uring::SubmitAndWait(unsigned wait_nr) {
   int rc = io_uring_submit_and_wait(&ring_, wait_nr);
   if (rc >= 0) queued_ = 0;
+  Count(rc);
   return rc;
 }
 

@@ -58,6 +58,9 @@ class Uring {
     return n;
   }
   unsigned queued() const { return queued_; }
+  // Submitting calls that handed the kernel SQEs, and how many (cumulative).
+  uint64_t submits() const { return submits_; }
+  uint64_t submitted() const { return submitted_; }
 
  private:
   Uring() = default;
@@ -65,6 +68,14 @@ class Uring {
   bool initialized_ = false;
   bool fixed_file_ = false;
   unsigned queued_ = 0;
+  void Count(int submitted) {
+    if (submitted > 0) {
+      ++submits_;
+      submitted_ += static_cast<uint64_t>(submitted);
+    }
+  }
+  uint64_t submits_ = 0;
+  uint64_t submitted_ = 0;
 };
 
 }  // namespace ros2::vos

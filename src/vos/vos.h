@@ -167,6 +167,18 @@ struct SpaceInfo {
   uint64_t charged() const { return data_used + inline_bytes; }
 };
 
+// Health of a store's metadata database and I/O ring, for the engine's
+// metrics (docs/observability.md). The stall and submission figures are
+// cumulative since the store was opened.
+struct HealthInfo {
+  uint64_t write_stops = 0;               // RocksDB writes stopped (io_stalls.total_stop)
+  uint64_t write_slowdowns = 0;           // RocksDB writes slowed down (io_stalls.total_slowdown)
+  uint64_t running_compactions = 0;       // RocksDB compactions running now
+  uint64_t pending_compaction_bytes = 0;  // RocksDB's estimate of bytes compaction must rewrite
+  uint64_t uring_submits = 0;             // io_uring_enter calls that submitted
+  uint64_t uring_sqes = 0;                // SQEs they submitted (sqes / submits: the batch size)
+};
+
 struct AggregateStats {
   uint64_t versions_removed = 0;
   uint64_t bytes_freed = 0;         // extent store bytes returned to the allocator
@@ -289,6 +301,8 @@ class Vos {
   virtual Epoch HighestEpoch() const = 0;
 
   virtual SpaceInfo Space() const = 0;
+  // The database's and the ring's health (HealthInfo). Thread: the owner's.
+  virtual HealthInfo Health() const { return {}; }
   // Flushes everything (relaxed mode included) to stable storage.
   virtual Status Sync() = 0;
 };

@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <map>
+
 #include <rocksdb/cache.h>
 #include <rocksdb/file_system.h>
 #include <rocksdb/filter_policy.h>
@@ -592,6 +595,24 @@ SpaceInfo VosStore::Space() const {
   db_->GetIntProperty("rocksdb.cur-size-all-mem-tables", &mem);
   s.metadata_bytes = sst + mem;
   return s;
+}
+
+HealthInfo VosStore::Health() const {
+  HealthInfo h;
+  std::map<std::string, std::string> stats;
+  if (db_->GetMapProperty(rocksdb::DB::Properties::kCFStats, &stats)) {
+    auto read = [&stats](const char* key) -> uint64_t {
+      auto it = stats.find(key);
+      return it == stats.end() ? 0 : std::strtoull(it->second.c_str(), nullptr, 10);
+    };
+    h.write_stops = read("io_stalls.total_stop");
+    h.write_slowdowns = read("io_stalls.total_slowdown");
+  }
+  db_->GetIntProperty(rocksdb::DB::Properties::kNumRunningCompactions, &h.running_compactions);
+  db_->GetIntProperty(rocksdb::DB::Properties::kEstimatePendingCompactionBytes, &h.pending_compaction_bytes);
+  h.uring_submits = extents_->uring_submits();
+  h.uring_sqes = extents_->uring_sqes();
+  return h;
 }
 
 Status VosStore::Sync() {

@@ -74,6 +74,7 @@ class VosStore final : public Vos {
 
   Epoch HighestEpoch() const override { return highest_epoch_; }
   SpaceInfo Space() const override;
+  HealthInfo Health() const override;
   Status Sync() override;
 
  private:

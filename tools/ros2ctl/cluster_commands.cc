@@ -7,6 +7,7 @@
 #include "demo_workload.h"
 #include "format.h"
 #include "local_cluster.h"
+#include "metrics/exporter.h"
 #include "transport/transport.h"
 
 namespace ros2::ctl {
@@ -61,6 +62,16 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
                "Also start ros2-agent (offload mode) with its socket in DIR/agent.sock, the admin tenant mapped for "
                "root and the current user");
   up->add_option("--agent-binary", a->up.agent_binary, "Path of the ros2-agent binary");
+  up->add_option("--metrics", a->up.metrics,
+                 "Prometheus endpoint host:port of the engine and the agent (port 0: any free port; off: none)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            if (text == "off") return {};
+            const Status st = metrics::CheckListenAddress(text, "--metrics");
+            return st.ok() ? std::string() : st.message();
+          },
+          "HOST:PORT|off"))
+      ->capture_default_str();
   up->add_option("--timeout", a->timeout_s, "Seconds to wait until the engine is ready")->capture_default_str();
   up->callback([&ctx, a, selected] {
     *selected = [&ctx, a]() -> Result<CommandOutput> {

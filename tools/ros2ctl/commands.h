@@ -20,6 +20,8 @@ void AddTenantCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddAclCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddCertCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+// top: a live view of the engines' metrics endpoints (top_command.cc).
+void AddTopCommand(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 // key create (built with DFS: ROS2CTL_WITH_FS).
 void AddKeyCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 // agent qos (built with the agent's host library: ROS2CTL_WITH_AGENT).

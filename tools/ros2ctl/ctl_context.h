@@ -25,11 +25,15 @@ struct GlobalOptions {
   std::string tls_ca;       // CA certificate of a TLS (host:port) endpoint
   bool json = false;
   int timeout_s = 10;
+  // The terminal's stdout while a command runs (main sends fd 1 to stderr
+  // then); commands that print as they go (`top`) write here.
+  int stdout_fd = 1;
 };
 
 struct CommandOutput {
   std::string human;
   nlohmann::json json;
+  bool streamed = false;  // the command printed its output as it went (stdout_fd): main prints nothing more
 };
 
 // The file a local cluster keeps in its data directory (written by `cluster up`).

@@ -294,6 +294,11 @@ nlohmann::json ClusterInfo::ToJson() const {
   return j;
 }
 
+// The metrics section of the generated engine.yaml and agent.yaml.
+std::string MetricsYaml(const ClusterUpOptions& o) {
+  return o.metrics == "off" || o.metrics.empty() ? std::string() : fmt::format("metrics:\n  listen: {}\n", o.metrics);
+}
+
 std::string EngineConfigYaml(const ClusterUpOptions& o) {
   // The engine's configuration reference is docs/engine.md (src/engine/engine_config.h).
   return fmt::format(
@@ -308,11 +313,12 @@ std::string EngineConfigYaml(const ClusterUpOptions& o) {
       "transport:\n"
       "  kind: {transport}\n"
       "  net_devices: lo\n"
+      "{metrics}"
       "control:\n"
       "  socket: unix:{dir}/control.sock\n"
       "{listen}",
       fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("targets", o.targets),
-      fmt::arg("cls", o.storage_class),
+      fmt::arg("cls", o.storage_class), fmt::arg("metrics", MetricsYaml(o)),
       fmt::arg("listen", o.listen.empty()
                              ? std::string()
                              : fmt::format("  listen: {}\n  tls_cert: {}/tls/{}\n  tls_key: {}/tls/{}\n", o.listen,
@@ -331,9 +337,10 @@ std::string AgentConfigYaml(const ClusterUpOptions& o) {
       "transport: {transport}\n"
       "net_devices: lo\n"
       "log_level: info\n"
+      "{metrics}"
       "tenants:\n"
       "  - {{ name: admin, secret_file: {dir}/admin.secret, uids: [{uids}] }}\n",
-      fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport),
+      fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("metrics", MetricsYaml(o)),
       fmt::arg("uids", me == 0 ? std::string("0") : fmt::format("0, {}", me)));
 }
 

@@ -26,12 +26,15 @@ struct ClusterUpOptions {
   uint32_t targets = 2;
   std::string storage_class = "nvme";  // nvme | ram
   std::string transport = "auto";      // tcp | shm | auto
-  std::string shard_size;  // ignored (old --shard-size): a pool's size is its capacity, shards grow on demand
-  std::vector<int> target_cpus;        // engine target_cpus (target i on target_cpus[i % n]); empty: unpinned
-  std::string engine_binary;           // empty: ROS2_ENGINE, the build tree, next to ros2ctl, PATH
+  std::string shard_size;        // ignored (old --shard-size): a pool's size is its capacity, shards grow on demand
+  std::vector<int> target_cpus;  // engine target_cpus (target i on target_cpus[i % n]); empty: unpinned
+  std::string engine_binary;     // empty: ROS2_ENGINE, the build tree, next to ros2ctl, PATH
   // Optional TCP control listener "host:port": served with TLS, with a cluster
   // CA and an engine certificate made in DIR/tls when missing (mode 0600).
   std::string listen;
+  // The engine's (and agent's) Prometheus endpoint, metrics.listen
+  // (docs/observability.md); "off": none.
+  std::string metrics = "127.0.0.1:0";
   std::chrono::seconds ready_timeout{60};
   // Also start ros2-agent (offload mode, docs/agent.md) beside the engine:
   // socket DIR/agent.sock, config DIR/agent.yaml, log DIR/agent.log, the

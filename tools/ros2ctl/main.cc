@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <exception>
 #include <iostream>
@@ -33,7 +34,9 @@ std::string UnknownCommandHint(CLI::App& app, int argc, char** argv) {
   std::string path = "ros2ctl";
   for (int i = 1; i < argc; ++i) {
     std::string word = argv[i];
-    if (word.size() > 1 && word[0] == '-' && word != "--") {
+    // "-2" is a (bad) value, not an option: CLI11's own message names it.
+    const bool negative_number = word.size() > 1 && word[0] == '-' && std::isdigit(static_cast<unsigned char>(word[1]));
+    if (word.size() > 1 && word[0] == '-' && word != "--" && !negative_number) {
       std::string name = word.substr(0, word.find('='));
       if (name != "-h" && name != "--help" && current->get_option_no_throw(name) == nullptr &&
           app.get_option_no_throw(name) == nullptr) {
@@ -93,6 +96,7 @@ int Run(int argc, char** argv) {
   AddContainerCommands(app, ctx, &selected);
   AddTenantCommands(app, ctx, &selected);
   AddAclCommands(app, ctx, &selected);
+  AddTopCommand(app, ctx, &selected);
 #ifdef ROS2CTL_WITH_FS
   AddKeyCommands(app, ctx, &selected);
   AddFsCommands(app, ctx, &selected);
@@ -126,6 +130,7 @@ int Run(int argc, char** argv) {
   // (a pipe reader such as `ros2ctl cluster up | tail` would never see EOF).
   int saved_stdout = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 0);
   if (saved_stdout >= 0) ::dup2(STDERR_FILENO, STDOUT_FILENO);
+  g.stdout_fd = saved_stdout >= 0 ? saved_stdout : STDOUT_FILENO;
   ros2::Result<CommandOutput> out = selected();
   std::fflush(stdout);
   if (saved_stdout >= 0) {
@@ -141,6 +146,7 @@ int Run(int argc, char** argv) {
     std::fprintf(stderr, "ros2ctl: %s\n", out.status().ToString().c_str());
     return kExitFailed;
   }
+  if (out->streamed) return 0;
   if (g.json) {
     std::printf("%s\n", out->json.dump(2).c_str());
   } else {
