@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <fstream>
 #include <set>
 
@@ -38,11 +39,11 @@ Status ReadIdList(const YAML::Node& node, const std::string& where, const char* 
 Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentConfig* config) {
   const std::string where(origin);
   if (!root || root.IsNull()) return Status::Ok();
-  ROS2_RETURN_IF_ERROR(
-      CheckKnownKeys(root, where,
-                     {"socket", "socket_mode", "control", "transport", "net_devices", "log_level", "spin", "client_spin",
-                      "io_timeout", "max_sessions", "max_sessions_per_tenant", "max_ring_entries", "max_arena",
-                      "tenants"}));
+  ROS2_RETURN_IF_ERROR(CheckKnownKeys(
+      root, where,
+      {"socket", "socket_mode", "control", "transport", "net_devices", "log_level", "spin", "client_spin", "io_timeout",
+       "max_sessions", "max_sessions_per_tenant", "max_ring_entries", "max_arena", "tenants", "process"}));
+  ROS2_RETURN_IF_ERROR(ApplyProcessConfig(root, where, &config->process));
   ROS2_RETURN_IF_ERROR(ReadString(root, where, "socket", &config->socket));
   if (root["socket_mode"]) {
     // Octal text ("0666") or a number.
@@ -103,8 +104,8 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
     config->tenants.clear();
     for (size_t i = 0; i < tenants.size(); ++i) {
       const std::string w = fmt::format("{}.tenants[{}]", where, i);
-      ROS2_RETURN_IF_ERROR(CheckKnownKeys(tenants[i], w,
-                                          {"name", "secret_file", "uids", "gids", "key_file", "container_keys", "qos"}));
+      ROS2_RETURN_IF_ERROR(
+          CheckKnownKeys(tenants[i], w, {"name", "secret_file", "uids", "gids", "key_file", "container_keys", "qos"}));
       TenantMapping t;
       ROS2_RETURN_IF_ERROR(ReadString(tenants[i], w, "name", &t.name));
       ROS2_RETURN_IF_ERROR(ReadString(tenants[i], w, "secret_file", &t.secret_file));
@@ -134,6 +135,17 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
   return Status::Ok();
 }
 
+namespace {
+
+// Why a file may be unreadable when the agent switched from root to
+// process.user (docs/security.md, "Privileges").
+std::string RunsAsHint(int err) {
+  if (err != EACCES || ::geteuid() == 0) return std::string();
+  return fmt::format(" (the agent runs as uid {}, process.user: the file must be readable by that user)", ::geteuid());
+}
+
+}  // namespace
+
 Status FinalizeAgentConfig(AgentConfig* config) {
   const std::string& o = config->origin;
   if (config->control.empty()) return Status::InvalidArgument(fmt::format("{}: control: required", o));
@@ -149,14 +161,17 @@ Status FinalizeAgentConfig(AgentConfig* config) {
       return Status::InvalidArgument(fmt::format("{}: tenants: '{}' is listed twice", o, t.name));
     }
     if (::access(t.secret_file.c_str(), R_OK) != 0) {
-      return Status::FromErrno(errno, fmt::format("{}: tenant {}: secret_file {}", o, t.name, t.secret_file));
+      const int err = errno;
+      return Status::FromErrno(
+          err, fmt::format("{}: tenant {}: secret_file {}{}", o, t.name, t.secret_file, RunsAsHint(err)));
     }
     std::vector<std::string> keys;
     if (!t.key_file.empty()) keys.push_back(t.key_file);
     for (const auto& [label, file] : t.container_keys) keys.push_back(file);
     for (const std::string& file : keys) {
       if (::access(file.c_str(), R_OK) != 0) {
-        return Status::FromErrno(errno, fmt::format("{}: tenant {}: key file {}", o, t.name, file));
+        const int err = errno;
+        return Status::FromErrno(err, fmt::format("{}: tenant {}: key file {}{}", o, t.name, file, RunsAsHint(err)));
       }
     }
   }

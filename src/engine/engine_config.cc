@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/config.h"
+#include "common/privileges.h"
 #include "vos/vos_config.h"
 
 namespace ros2::engine {
@@ -186,9 +187,9 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
   config->origin = std::string(origin);
   if (!root || root.IsNull()) return Status::Ok();
   const std::string where(origin);
-  ROS2_RETURN_IF_ERROR(CheckKnownKeys(
-      root, where,
-      {"data_dir", "log_level", "targets", "target_cpus", "vos", "transport", "control", "shutdown_grace", "limits"}));
+  ROS2_RETURN_IF_ERROR(CheckKnownKeys(root, where,
+                                      {"data_dir", "log_level", "targets", "target_cpus", "vos", "transport", "control",
+                                       "shutdown_grace", "limits", "process"}));
   try {
     ROS2_RETURN_IF_ERROR(ReadString(root, where, "data_dir", &config->data_dir));
     ROS2_RETURN_IF_ERROR(ReadString(root, where, "log_level", &config->log_level));
@@ -222,6 +223,7 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
       ROS2_RETURN_IF_ERROR(ApplyControl(c, where + ": control", &config->control));
     ROS2_RETURN_IF_ERROR(ReadDuration(root, where, "shutdown_grace", &config->shutdown_grace));
     if (const YAML::Node l = root["limits"]) ROS2_RETURN_IF_ERROR(ApplyLimits(l, where + ": limits", &config->limits));
+    ROS2_RETURN_IF_ERROR(ApplyProcessConfig(root, where, &config->process));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(fmt::format("{}: {}", where, e.what()));
   }
