@@ -130,6 +130,9 @@ void ChildProcess::Kill() {
 Result<ScratchDir> ScratchDir::Create(const std::string& parent, const std::string& prefix) {
   std::string templ = parent + "/" + prefix + "XXXXXX";
   if (mkdtemp(templ.data()) == nullptr) return Status::FromErrno(errno, "mkdtemp " + templ);
+  // Searchable by other users: the clusters made in here run as the ros2 user
+  // when started as root (docs/security.md, "Privileges").
+  ::chmod(templ.c_str(), 0711);
   return ScratchDir(templ);
 }
 
@@ -187,7 +190,8 @@ Status PinProcess(pid_t pid, const std::vector<int>& cpus) {
     const pid_t tid = static_cast<pid_t>(std::strtol(task.path().filename().c_str(), nullptr, 10));
     if (tid > 0 && ::sched_setaffinity(tid, sizeof set, &set) == 0) ++pinned;
   }
-  if (ec || pinned == 0) return Status::IOError(fmt::format("cannot pin process {} to CPUs {}", pid, fmt::join(cpus, ",")));
+  if (ec || pinned == 0)
+    return Status::IOError(fmt::format("cannot pin process {} to CPUs {}", pid, fmt::join(cpus, ",")));
   return Status::Ok();
 }
 

@@ -17,6 +17,7 @@ build=$(cd "${1:?usage: example-check.sh BUILD_DIR [ROS2CTL ENGINE]}" && pwd)
 ctl=${2:-}
 engine=${3:-}
 work=$(mktemp -d /tmp/ros2-example-check.XXXXXX)
+chmod 711 "$work"   # the engine, started as root, runs as the ros2 user (docs/security.md)
 cluster_up=0
 cleanup() {
   if [ "$cluster_up" = 1 ]; then

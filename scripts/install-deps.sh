@@ -43,6 +43,15 @@ export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
+# The dedicated user and group ros2-engine and ros2-agent switch to when
+# started as root (process.user; docs/security.md, "Privileges"): a system
+# account without a login shell or a home directory.
+if ! getent passwd ros2 >/dev/null; then
+  getent group ros2 >/dev/null || $SUDO groupadd --system ros2
+  $SUDO useradd --system --gid ros2 --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin ros2
+  echo "install-deps: created the system user ros2"
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

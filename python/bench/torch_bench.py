@@ -433,6 +433,7 @@ def main():
     import ros2.torch
 
     scratch = tempfile.mkdtemp(prefix="r2tb-", dir=a.dir)
+    os.chmod(scratch, 0o711)  # the engine started as root runs as the ros2 user (docs/security.md)
     cluster = Cluster(a, scratch)
     mount = None
     try:

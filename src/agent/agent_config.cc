@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <fstream>
 #include <set>
 
@@ -42,7 +43,9 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
   ROS2_RETURN_IF_ERROR(CheckKnownKeys(
       root, where,
       {"socket", "socket_mode", "control", "transport", "net_devices", "log_level", "spin", "client_spin", "io_timeout",
-       "max_sessions", "max_sessions_per_tenant", "max_ring_entries", "max_arena", "tenants", "metrics"}));
+       "max_sessions", "max_sessions_per_tenant", "max_ring_entries", "max_arena", "tenants", "metrics",
+       "process"}));
+  ROS2_RETURN_IF_ERROR(ApplyProcessConfig(root, where, &config->process));
   ROS2_RETURN_IF_ERROR(ReadString(root, where, "socket", &config->socket));
   if (root["socket_mode"]) {
     // Octal text ("0666") or a number.
@@ -141,6 +144,17 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
   return Status::Ok();
 }
 
+namespace {
+
+// Why a file may be unreadable when the agent switched from root to
+// process.user (docs/security.md, "Privileges").
+std::string RunsAsHint(int err) {
+  if (err != EACCES || ::geteuid() == 0) return std::string();
+  return fmt::format(" (the agent runs as uid {}, process.user: the file must be readable by that user)", ::geteuid());
+}
+
+}  // namespace
+
 Status FinalizeAgentConfig(AgentConfig* config) {
   const std::string& o = config->origin;
   if (config->control.empty()) return Status::InvalidArgument(fmt::format("{}: control: required", o));
@@ -156,14 +170,17 @@ Status FinalizeAgentConfig(AgentConfig* config) {
       return Status::InvalidArgument(fmt::format("{}: tenants: '{}' is listed twice", o, t.name));
     }
     if (::access(t.secret_file.c_str(), R_OK) != 0) {
-      return Status::FromErrno(errno, fmt::format("{}: tenant {}: secret_file {}", o, t.name, t.secret_file));
+      const int err = errno;
+      return Status::FromErrno(
+          err, fmt::format("{}: tenant {}: secret_file {}{}", o, t.name, t.secret_file, RunsAsHint(err)));
     }
     std::vector<std::string> keys;
     if (!t.key_file.empty()) keys.push_back(t.key_file);
     for (const auto& [label, file] : t.container_keys) keys.push_back(file);
     for (const std::string& file : keys) {
       if (::access(file.c_str(), R_OK) != 0) {
-        return Status::FromErrno(errno, fmt::format("{}: tenant {}: key file {}", o, t.name, file));
+        const int err = errno;
+        return Status::FromErrno(err, fmt::format("{}: tenant {}: key file {}{}", o, t.name, file, RunsAsHint(err)));
       }
     }
   }

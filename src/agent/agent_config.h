@@ -15,6 +15,7 @@
 //   max_ring_entries: 4096           # largest submission ring a host may bring
 //   max_arena: 1GiB                  # largest arena a host may bring
 //   metrics: { listen: 127.0.0.1:9465 }  # Prometheus endpoint (docs/observability.md); absent: none
+//   process: { user: ros2, capabilities: [dac_override, sys_ptrace] }  # started as root
 //   tenants:                         # caller -> tenant, first match by uid, then by gid
 //     - { name: admin, secret_file: /path/admin.secret, uids: [0], gids: [],
 //         qos: { bandwidth: 50MiB, iops: 1000 } }  # optional; 0 or absent = unlimited
@@ -34,6 +35,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "agent/token_bucket.h"
+#include "common/privileges.h"
 #include "common/status.h"
 
 namespace ros2::agent {
@@ -75,6 +77,8 @@ struct AgentConfig {
   uint64_t max_arena = uint64_t{1} << 30;
   std::vector<TenantMapping> tenants;
   std::string metrics_listen;  // metrics.listen: "host:port" (port 0: any free port); empty: no endpoint
+  // The user and capabilities to keep when started as root.
+  ProcessConfig process{.capabilities = AgentCapabilities()};
   std::string origin = "defaults";
 };
 

@@ -28,6 +28,7 @@
 #include "agent/host_session.h"
 #include "agent/wire.h"
 #include "dfs/file_crypto.h"
+#include "testing/engine_process.h"
 #include "testing/test_cluster.h"
 #include "testing/pattern.h"
 
@@ -148,6 +149,11 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
       std::filesystem::create_directories(setup->dir);
       ::chmod(c.dir().c_str(), 0755);
       ::chmod(setup->dir.c_str(), 0755);
+      // Started as root, the agent runs as the ros2 user: its socket's
+      // directory and the tenants' files are that user's.
+      for (const std::string& path : {setup->dir, c.dir() + "/bob.secret", c.dir() + "/admin.key"}) {
+        ROS2_ASSERT_OK(ros2::testing::GiveToServiceUser(path));
+      }
       setup->agent_config = fmt::format(
           "control: {}\ntransport: {}\nspin: 20us\nio_timeout: 20s\ntenants:\n"
           "  - {{ name: admin, secret_file: {}, uids: [0], container_keys: {{ secretc: {} }} }}\n"

@@ -49,8 +49,9 @@ Status Engine::PrepareDataDir() const {
   if (::stat(dir.c_str(), &st) != 0) return Status::FromErrno(errno, fmt::format("engine: data_dir {}", dir));
   if (st.st_uid != ::geteuid()) {
     return Status::PermissionDenied(fmt::format(
-        "engine: data_dir {} belongs to uid {}, not to the engine's user (uid {}); refusing to keep data there", dir,
-        st.st_uid, ::geteuid()));
+        "engine: data_dir {} belongs to uid {}, not to the engine's user (uid {}); refusing to keep data there{}", dir,
+        st.st_uid, ::geteuid(),
+        st.st_uid == 0 ? " (started as root, the engine takes a data_dir of root's only when it is mode 0700)" : ""));
   }
   if ((st.st_mode & 0077) != 0) {
     return Status::PermissionDenied(

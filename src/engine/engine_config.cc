@@ -12,6 +12,7 @@
 
 #include "common/config.h"
 #include "metrics/exporter.h"
+#include "common/privileges.h"
 #include "vos/vos_config.h"
 
 namespace ros2::engine {
@@ -189,7 +190,7 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
   const std::string where(origin);
   ROS2_RETURN_IF_ERROR(CheckKnownKeys(root, where,
                                       {"data_dir", "log_level", "targets", "target_cpus", "vos", "transport", "control",
-                                       "shutdown_grace", "limits", "metrics"}));
+                                       "shutdown_grace", "limits", "metrics", "process"}));
   try {
     ROS2_RETURN_IF_ERROR(ReadString(root, where, "data_dir", &config->data_dir));
     ROS2_RETURN_IF_ERROR(ReadString(root, where, "log_level", &config->log_level));
@@ -230,6 +231,7 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
         ROS2_RETURN_IF_ERROR(metrics::CheckListenAddress(config->metrics.listen, where + ": metrics.listen"));
       }
     }
+    ROS2_RETURN_IF_ERROR(ApplyProcessConfig(root, where, &config->process));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(fmt::format("{}: {}", where, e.what()));
   }

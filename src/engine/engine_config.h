@@ -30,6 +30,9 @@
 //     connection_requests_in_flight: 8192
 //     target_bytes_in_flight: 2GiB
 //     target_requests_in_flight: 32768
+//   process:                         # started as root (common/privileges.h)
+//     user: ros2                     # switch to this user; root: stay root
+//     capabilities: [dac_override, ipc_owner, sys_ptrace]   # kept after the switch
 // A value type; parsing is a free function, safe from any thread.
 #pragma once
 
@@ -41,6 +44,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "common/privileges.h"
 #include "common/status.h"
 #include "engine/request_budget.h"
 #include "transport/transport.h"
@@ -101,6 +105,8 @@ struct EngineConfig {
   std::chrono::milliseconds shutdown_grace{5000};
   EngineLimits limits;
   MetricsConfig metrics;
+  // The user and capabilities to keep when started as root.
+  ProcessConfig process{.capabilities = EngineCapabilities()};
   // Where the config came from, for error messages ("engine.yaml", "defaults").
   std::string origin = "defaults";
 };

@@ -16,7 +16,23 @@
 
 #include <fmt/format.h>
 
+#include "common/privileges.h"
+
 namespace ros2::testing {
+
+Status GiveToServiceUser(const std::string& path) {
+  if (::geteuid() != 0) return Status::Ok();
+  ROS2_ASSIGN_OR_RETURN(ServiceUser user, LookUpServiceUser(ProcessConfig{}, "the test's engine"));
+  std::vector<std::string> paths = {path};
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    for (const auto& e : std::filesystem::recursive_directory_iterator(path, ec)) paths.push_back(e.path().string());
+  }
+  for (const auto& p : paths) {
+    if (::lchown(p.c_str(), user.uid, user.gid) != 0) return Status::FromErrno(errno, "chown " + p);
+  }
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions& options) {
   std::unique_ptr<EngineProcess> p(new EngineProcess(options));
@@ -41,6 +57,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
     if (!options.transport_extra.empty()) y << ", " << options.transport_extra;
     y << " }\n";
     if (!options.limits.empty()) y << "limits: " << options.limits << "\n";
+    if (!options.process.empty()) y << "process: " << options.process << "\n";
     y << "control:\n";
     if (!options.join.empty()) {
       y << "  join: \"" << options.join << "\"\n";

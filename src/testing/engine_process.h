@@ -2,7 +2,7 @@
 // the test writes (EngineOptions), for the tests of the engine itself: its
 // configuration keys, limits, restarts, several engines joining one control
 // plane. It creates the data directory (0700: the engine refuses one other
-// users may enter), writes the YAML into it, starts the binary
+// users may enter; started as root, the engine hands it to its own user), writes the YAML into it, starts the binary
 // (ROS2_ENGINE_PATH, the build's ros2-engine), waits for its ready file and
 // stops or kills it. Tests of what runs on top of an engine start one the way
 // users do, with `ros2ctl cluster up` (TestCluster, test_cluster.h); the two
@@ -42,7 +42,16 @@ struct EngineOptions {
   std::string transport_extra;
   // Extra lines of the control section, each "key: value" without indentation.
   std::vector<std::string> control_extra;
+  // The process map, e.g. "{ user: root }"; empty: the defaults (started as
+  // root, the engine switches to the ros2 user).
+  std::string process;
 };
+
+// Gives `path` (a directory with everything in it, or a file) to the user an
+// engine or agent started as root switches to (`ros2`, docs/security.md,
+// "Privileges"), so it can use what the test made for it: certificates, keys,
+// secret files, a directory for its socket. Does nothing when the test does not run as root.
+Status GiveToServiceUser(const std::string& path);
 
 class EngineProcess {
  public:

@@ -1,5 +1,6 @@
 #include "testing/temp_dir.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +20,10 @@ TempDir::TempDir(std::string_view prefix) {
     std::fprintf(stderr, "TempDir: mkdtemp %s: %s\n", tmpl.c_str(), std::strerror(errno));
     std::abort();
   }
+  // Searchable, not listable, by other users: an engine or agent started as
+  // root switches to the ros2 user (docs/security.md, "Privileges"), which
+  // must reach the data directories tests make in here.
+  ::chmod(tmpl.c_str(), 0711);
   path_ = tmpl;
 }
 

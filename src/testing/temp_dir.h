@@ -1,5 +1,6 @@
 // TempDir: a fresh directory for one test, made with mkdtemp under $TMPDIR (or
-// /tmp) and removed with everything in it when the object dies. The one
+// /tmp), mode 0711 (other users, such as the ros2 user an engine started as
+// root runs as, may pass through but not list it), and removed with everything in it when the object dies. The one
 // temporary-directory helper of the tests (docs/testing.md). A directory that
 // cannot be made aborts the test binary with the reason: no test can go on
 // without it. Test thread only; not copyable.

@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,6 +84,9 @@ class TestCluster {
   // A directory only (no engine): for ros2ctl error cases.
   static std::unique_ptr<TestCluster> MakeDirectory() {
     auto c = std::unique_ptr<TestCluster>(new TestCluster());
+    // The directory is the data directory: private (0700), which the engine
+    // requires and, started as root, takes for its own user.
+    ::chmod(c->dir().c_str(), 0700);
     std::filesystem::create_directories(c->scratch());
     return c;
   }

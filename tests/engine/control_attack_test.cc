@@ -428,6 +428,7 @@ TEST(ControlAttack, CleartextOrImpostorJoinIsRefusedAndTcpControlIsTls) {
   EngineCluster c;
   const std::string tls = c.dir.path() + "/tls";
   ROS2_ASSERT_OK(control::EnsureClusterCertificates(tls, {}));
+  ROS2_ASSERT_OK(GiveToServiceUser(tls));  // the engines read them as the ros2 user
   EngineOptions first{.transport = "tcp", .targets = 1};
   first.control_extra = {"listen: 127.0.0.1:0", "tls_cert: " + tls + "/engine.crt", "tls_key: " + tls + "/engine.key"};
   ASSERT_NO_FATAL_FAILURE(c.Start(first));

@@ -42,15 +42,27 @@ Result<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// Writes `path` through a fresh `path`.tmp. The directory belongs to the
+// engine's user once the engine ran (docs/security.md, "Privileges"), and
+// ros2ctl runs as root: the temporary file is created anew (O_EXCL,
+// O_NOFOLLOW), so a link planted there cannot make root write elsewhere.
 Status WriteFile(const std::string& path, const std::string& text) {
   std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return Status::IOError("cannot write " + tmp);
-    out << text;
-    out.close();
-    if (!out) return Status::IOError("cannot write " + tmp);
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return Status::FromErrno(errno, "remove " + tmp);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::FromErrno(errno, "cannot write " + tmp);
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      Status st = Status::FromErrno(errno, "cannot write " + tmp);
+      ::close(fd);
+      return st;
+    }
+    done += static_cast<size_t>(n);
   }
+  if (::close(fd) != 0) return Status::FromErrno(errno, "cannot write " + tmp);
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) return Status::IOError(fmt::format("rename {} to {}: {}", tmp, path, ec.message()));
@@ -204,7 +216,8 @@ int ReadPidFile(const std::string& data_dir) {
 // Starts the engine in a new session with stdout/stderr appended to the log.
 // (ros2-agent is started the same way.)
 Result<int> SpawnEngine(const std::string& binary, const std::string& config, const std::string& log) {
-  int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: the log's directory may belong to the engine's user.
+  int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (log_fd < 0) return Status::FromErrno(errno, "open " + log);
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null_fd < 0) {
