@@ -92,7 +92,7 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   if (!conn.status.ok()) return conn.status;
   if (conn.remote_id == 0)
     return Status::Disconnected(fmt::format("transport: {} has not accepted the connection", conn.peer_name));
-  if (opcode > wire::kMaxUserOpcode)
+  if (opcode > wire::kMaxUserOpcode && opcode != wire::kAuthenticateOpcode)
     return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
   if (!done) return Status::InvalidArgument("transport: call without a reply callback");
   if (options.capability.size() > wire::kMaxCapability) {

@@ -271,7 +271,7 @@ TEST(WireTest, SemanticRulesAreEnforcedByEncoderAndDecoder) {
 }
 
 // Cross-memory-attach descriptors carry an address and no rkey; a hello
-// carries nothing or a 24-byte proof; a hello ack nothing or one flag byte.
+// carries nothing or a 24-byte proof; a hello ack a flag byte and a challenge.
 TEST(WireTest, CmaDescriptorsAndHelloProof) {
   Fixture f;
   std::vector<uint8_t> scratch(1 << 16);
@@ -310,14 +310,41 @@ TEST(WireTest, CmaDescriptorsAndHelloProof) {
   Message ack;
   ack.kind = Kind::kHelloAck;
   ack.connection_id = 9;
+  EXPECT_FALSE(round_trips(ack));  // the challenge is missing
+  std::vector<uint8_t> payload(kHelloAckSize, 0x5a);
+  payload[0] = kHelloAckCmaAccepted | kHelloAckIntegrity;
+  ack.payload = payload;
   EXPECT_TRUE(round_trips(ack));
-  const uint8_t yes = 1, two = 2;
-  ack.payload = std::span<const uint8_t>(&yes, 1);
-  EXPECT_TRUE(round_trips(ack));
-  ack.payload = std::span<const uint8_t>(&two, 1);
+  payload[0] = 4;  // an unknown flag
   EXPECT_FALSE(round_trips(ack));
-  ack.payload = Bytes(f.payload);
+  payload[0] = 0;
+  ack.payload = std::span<const uint8_t>(payload.data(), payload.size() - 1);
   EXPECT_FALSE(round_trips(ack));
+}
+
+// The integrity trailer: flag bit 0 announces exactly 24 bytes after the last
+// section; without the flag they are trailing garbage; inside a batch entry
+// it is refused.
+TEST(WireTest, IntegrityTrailer) {
+  Fixture f;
+  Message m = f.Request();
+  std::vector<uint8_t> bytes(EncodedSize(m));
+  ASSERT_TRUE(Encode(m, bytes).ok());
+  bytes.resize(bytes.size() + kIntegrityTrailerSize, 0x77);
+  EXPECT_EQ(Decode(bytes).status().code(), Status::Code::kProtocol);  // no flag: trailing bytes
+  SetIntegrityFlag(bytes);
+  auto d = Decode(bytes);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->integrity.size(), kIntegrityTrailerSize);
+  EXPECT_EQ(d->payload.size(), m.payload.size());
+  bytes.pop_back();
+  EXPECT_NE(Decode(bytes).status().message().find("integrity trailer"), std::string::npos);
+  // The authentication opcode is the one reserved opcode a request may carry.
+  m.opcode = kAuthenticateOpcode;
+  std::vector<uint8_t> auth(EncodedSize(m));
+  EXPECT_TRUE(Encode(m, auth).ok());
+  m.opcode = kAuthenticateOpcode + 1;
+  EXPECT_FALSE(Encode(m, auth).ok());
 }
 
 TEST(WireTest, EncoderRefusesSmallBuffers) {

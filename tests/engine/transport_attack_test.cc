@@ -133,26 +133,33 @@ struct Arena {
   const ObjectId victim_oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, 1);
   std::vector<std::byte> victim_data = Pattern(64 * 1024, 11);
 
+  TransportKind kind = TransportKind::kShm;
   void Start(const std::string& transport_extra = "") {
-    ASSERT_NO_FATAL_FAILURE(cluster.Start({.transport = "shm", .targets = 1, .transport_extra = transport_extra}));
+    const std::string transport(transport::TransportKindName(kind));
+    ASSERT_NO_FATAL_FAILURE(cluster.Start({.transport = transport, .targets = 1, .transport_extra = transport_extra}));
     ROS2_ASSERT_OK(cluster.mgmt->CreatePool("p", uint64_t{8} << 20));
     ROS2_ASSERT_OK(cluster.mgmt->CreateContainer("p", "victim"));
     ROS2_ASSERT_OK(cluster.mgmt->CreateContainer("p", "attacker"));
-    auto v = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "victim", TransportKind::kShm);
-    auto a = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "attacker", TransportKind::kShm);
+    auto v = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "victim", kind);
+    auto a = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "attacker", kind);
     ASSERT_TRUE(v.ok() && a.ok()) << v.status().ToString() << a.status().ToString();
     victim = std::move(*v);
     attacker = std::move(*a);
-    ASSERT_EQ(victim->endpoint(0).info().bulk_mode, transport::BulkMode::kCma);
+    if (kind == TransportKind::kShm) ASSERT_EQ(victim->endpoint(0).info().bulk_mode, transport::BulkMode::kCma);
     ROS2_ASSERT_OK(victim->UpdateArray(victim_oid, "d", "a", 0, victim_data));
   }
   std::string TargetAddress() const { return victim->pool().map.targets(0).worker_address(); }
   // The arguments every attack needs: where to connect, as whom.
   std::vector<std::string> Args(std::vector<std::string> more = {}) const {
     const auto& cont = attacker->container().container;
-    std::vector<std::string> args = {"address=" + Hex(TargetAddress()),  "kind=shm",
-                                     "cap=" + Hex(attacker->capability), "pool=" + cont.pool_uuid(),
-                                     "container=" + cont.uuid(),         "target=0"};
+    std::vector<std::string> args = {"address=" + Hex(TargetAddress()),
+                                     "kind=shm",
+                                     "cap=" + Hex(attacker->capability),
+                                     "pool=" + cont.pool_uuid(),
+                                     "container=" + cont.uuid(),
+                                     "target=0",
+                                     "session=" + attacker->pool().session_uuid,
+                                     "session_key=" + Hex(attacker->pool().session_key)};
     args.insert(args.end(), more.begin(), more.end());
     return args;
   }
@@ -175,7 +182,7 @@ struct Arena {
     EXPECT_EQ(f->data, victim_data) << "the victim's data changed";
     auto u = victim->UpdateArray(victim_oid, "d", "b", 0, Pattern(4096, 12));
     EXPECT_TRUE(u.ok()) << u.status().ToString();
-    auto fresh = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "victim", TransportKind::kShm);
+    auto fresh = ObjectSession::Open(cluster.engine->control(), cluster.admin, "p", "victim", kind);
     ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
     auto again = (*fresh)->FetchArray(victim_oid, "d", "a", 0, victim_data.size());
     ASSERT_TRUE(again.ok()) << again.status().ToString();
@@ -381,7 +388,7 @@ TEST(TransportAttack, CmaFromMemoryThatBlocksCannotStallTheTarget) {
 TEST(TransportAttack, HelloFloodIsBoundedPerPeerAndTimesOut) {
   Arena a;
   ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 64, max_connections_per_peer: 8, unauthenticated_timeout: 1s"));
-  auto r = RunAttacker("conn-flood", a.Args({"count=40", "hold_ms=3000"}));
+  auto r = RunAttacker("conn-flood", a.Args({"count=40", "hold_ms=3000", "auth=0"}));
   EXPECT_EQ(r["connected"].text, "8");
   EXPECT_EQ(r["refused"].text, "32");
   EXPECT_EQ(r["first_refusal"].code, static_cast<int>(Status::Code::kDisconnected)) << r["first_refusal"].text;
@@ -398,12 +405,117 @@ TEST(TransportAttack, HelloFloodEvictsOnlyUnauthenticatedConnections) {
   // The victim and the attacker's container session hold 2 of the 6.
   ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 6, max_connections_per_peer: 64"));
   ROS2_ASSERT_OK(a.attacker->UpdateArray(a.victim_oid, "d", "a", 0, Pattern(16, 1)));  // authenticates it
-  auto r = RunAttacker("conn-flood", a.Args({"count=20", "hold_ms=200"}));
+  auto r = RunAttacker("conn-flood", a.Args({"count=20", "hold_ms=200", "auth=0"}));
   EXPECT_EQ(r["connected"].text, "20");
   EXPECT_EQ(r["closed"].text, "16") << "the flood was not bounded";
   EXPECT_NE(r["first_close"].text.find("max_connections"), std::string::npos) << r["first_close"].text;
   ROS2_ASSERT_OK(a.victim->endpoint(0).status());
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+// Issue 36, finding 3: a capability captured on the wire and sent from
+// another tenant's connection. The engine accepts a capability only on a
+// connection that proved its session's key.
+TEST(TransportAttack, CapabilityReplayedFromAnotherConnectionIsRefused) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  const auto& victim_cont = a.victim->container().container;
+  const std::string victim_session = a.victim->pool().session_uuid;
+  for (const std::string auth : {"1", "0"}) {  // from a connection proven for the attacker's session, and for none
+    SCOPED_TRACE("auth=" + auth);
+    auto r = RunAttacker("replay", a.Args({"cap=" + Hex(a.victim->capability), "container=" + victim_cont.uuid(),
+                                           "oid=1", "auth=" + auth}));
+    const std::string proven = auth == "1" ? "session " + a.attacker->pool().session_uuid : "no session";
+    for (const char* op : {"update", "fetch"}) {
+      ASSERT_TRUE(r.count(op)) << "the attacker reported no " << op;
+      EXPECT_EQ(r[op].code, static_cast<int>(Status::Code::kPermissionDenied)) << op << ": " << r[op].text;
+      EXPECT_NE(r[op].text.find("capability of session " + victim_session), std::string::npos) << r[op].text;
+      EXPECT_NE(r[op].text.find("authenticated for " + proven), std::string::npos) << r[op].text;
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+// Issue 36, finding 4: hellos whose address blob claims the victim's pid
+// charge nobody (the per-peer cap counts pids the kernel vouched for), so
+// the victim still connects while they are held.
+TEST(TransportAttack, HellosClaimingAVictimsPidDoNotLockItOut) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 256, max_connections_per_peer: 8"));
+  Status victim_connect = Status::Internal("did not run");
+  auto r = RunAttacker(
+      "conn-flood", a.Args({"count=20", "hold_ms=2000", "auth=0", "claim_pid=" + std::to_string(getpid())}),
+      "connected", [&] {
+        auto more = ObjectSession::Open(a.cluster.engine->control(), a.cluster.admin, "p", "victim", a.kind);
+        victim_connect = more.status();
+        if (more.ok()) victim_connect = (*more)->FetchArray(a.victim_oid, "d", "a", 0, 16).status();
+      });
+  EXPECT_EQ(r["connected"].text, "20") << "a claimed pid was charged";
+  EXPECT_TRUE(victim_connect.ok()) << "the victim was locked out: " << victim_connect.ToString();
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+// Issue 36, finding 4: claiming a different pid in every hello does not pass
+// the cap: connections that proved no pid count by the session they
+// authenticate for.
+TEST(TransportAttack, ManyClaimedPidsDoNotPassThePerPeerCap) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 256, max_connections_per_peer: 8"));
+  auto r = RunAttacker("conn-flood", a.Args({"count=20", "hold_ms=1000", "claim_pid=children"}));
+  EXPECT_EQ(r["connected"].text, "20");
+  EXPECT_EQ(r["closed"].text, "12") << "the cap was passed (or not reached)";
+  EXPECT_NE(r["first_close"].text.find("max_connections_per_peer"), std::string::npos) << r["first_close"].text;
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+// Integrity over tcp (docs/security.md): a request altered in transit or
+// replayed is refused with an error naming the cause; the connection keeps
+// serving; nothing is sealed over shared memory.
+TEST(TransportAttack, AlteredOrReplayedRequestsOverTcpAreRefused) {
+  Arena a;
+  a.kind = TransportKind::kTcp;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  transport::MessageRewriter rw;
+  uint64_t sealed = 0;
+  rw.sequence = [&](uint64_t&) { ++sealed; };
+  transport::SetFaultInjection(a.attacker->worker(), &rw);
+  ROS2_ASSERT_OK(a.attacker->UpdateArray(a.victim_oid, "d", "a", 0, Pattern(64, 3)));
+  EXPECT_GT(sealed, 0u) << "requests over tcp are not sealed";
+  // One byte of the next request altered after sealing.
+  bool altered = false;
+  rw.sealed = [&](std::span<uint8_t> covered) {
+    if (!altered) covered[covered.size() - 1] ^= 1;
+    altered = true;
+  };
+  auto bad = a.attacker->UpdateArray(a.victim_oid, "d", "a", 0, Pattern(64, 4));
+  rw.sealed = nullptr;
+  EXPECT_EQ(bad.status().code(), Status::Code::kPermissionDenied) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("integrity tag"), std::string::npos) << bad.status().ToString();
+  // A request sent again under a sequence number already used.
+  bool replayed = false;
+  rw.sequence = [&](uint64_t& seq) {
+    if (!replayed) seq = 1;
+    replayed = true;
+  };
+  auto again = a.attacker->FetchArray(a.victim_oid, "d", "a", 0, 64);
+  rw.sequence = nullptr;
+  EXPECT_EQ(again.status().code(), Status::Code::kPermissionDenied) << again.status().ToString();
+  EXPECT_NE(again.status().message().find("replayed"), std::string::npos) << again.status().ToString();
+  // The connection still serves, and what was refused changed nothing.
+  auto f = a.attacker->FetchArray(a.victim_oid, "d", "a", 0, 64);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->data, Pattern(64, 3));
+  transport::SetFaultInjection(a.attacker->worker(), nullptr);
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+
+  Arena shm;
+  ASSERT_NO_FATAL_FAILURE(shm.Start());
+  sealed = 0;
+  rw.sequence = [&](uint64_t&) { ++sealed; };
+  transport::SetFaultInjection(shm.attacker->worker(), &rw);
+  ROS2_ASSERT_OK(shm.attacker->UpdateArray(shm.victim_oid, "d", "a", 0, Pattern(64, 3)));
+  transport::SetFaultInjection(shm.attacker->worker(), nullptr);
+  EXPECT_EQ(sealed, 0u) << "same-host shared memory pays for integrity it does not need";
 }
 
 }  // namespace
