@@ -129,7 +129,7 @@ void WorkerImpl::HandleAuthenticate(Connection& conn, const wire::Message& msg) 
   if (!st.ok()) reply.status_message = std::string_view(st.message()).substr(0, wire::kMaxStatusMessage);
   if (conn.ep == nullptr) return;
   ++stats_.replies_sent;
-  (void)SendOrBatch(conn, reply);
+  (void)(conn.reply_batching ? SendOrBatch(conn, reply) : SendMessage(conn, reply, {}, nullptr));
   if (st.code() == Status::Code::kBusy && conn.auth != nullptr && conn.auth->sessions.empty()) {
     FlushBatch(conn);
     CloseWithReason(conn, st.message(), /*in_callback=*/true);  // over the limit: nothing more on it

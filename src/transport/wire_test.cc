@@ -213,7 +213,7 @@ TEST(WireTest, HeaderFieldsAreValidated) {
   EXPECT_FALSE(corrupt(3, {0}).ok());                        // kind 0
   EXPECT_FALSE(corrupt(3, {7}).ok());                        // kind 7
   EXPECT_FALSE(corrupt(4, {1, 0}).ok());                     // flags
-  EXPECT_FALSE(corrupt(6, {0x00, 0xF0}).ok());               // reserved opcode
+  EXPECT_FALSE(corrupt(6, {0x01, 0xF0}).ok());               // reserved opcode (0xF000 is authenticate)
   EXPECT_FALSE(corrupt(16, {0, 0, 0, 0, 0, 0, 0, 0}).ok());  // connection id 0
   EXPECT_FALSE(corrupt(24, {0xff, 0xff, 0xff, 0xff}).ok());  // payload length
   EXPECT_FALSE(corrupt(28, {0x01, 0x10}).ok());              // capability above the limit
@@ -247,7 +247,7 @@ TEST(WireTest, SemanticRulesAreEnforcedByEncoderAndDecoder) {
   m.inline_data = {};
   EXPECT_TRUE(rejects(m));
   m = f.Request();
-  m.opcode = 0xF000;
+  m.opcode = 0xF001;
   EXPECT_TRUE(rejects(m));
   m = f.Reply();
   m.capability = Bytes(f.cap);  // capability on a reply

@@ -145,7 +145,9 @@ struct Arena {
     ASSERT_TRUE(v.ok() && a.ok()) << v.status().ToString() << a.status().ToString();
     victim = std::move(*v);
     attacker = std::move(*a);
-    if (kind == TransportKind::kShm) ASSERT_EQ(victim->endpoint(0).info().bulk_mode, transport::BulkMode::kCma);
+    if (kind == TransportKind::kShm) {
+      ASSERT_EQ(victim->endpoint(0).info().bulk_mode, transport::BulkMode::kCma);
+    }
     ROS2_ASSERT_OK(victim->UpdateArray(victim_oid, "d", "a", 0, victim_data));
   }
   std::string TargetAddress() const { return victim->pool().map.targets(0).worker_address(); }
