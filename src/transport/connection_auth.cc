@@ -285,11 +285,28 @@ Status WorkerImpl::CheckIntegrity(Connection& conn, const wire::Message& msg, st
                     "not sealed with this connection's key)",
                     seq));
   }
-  if (seq <= auth->recv_seq) {
-    return Status::PermissionDenied(
-        fmt::format("message {} replayed or reordered (the last accepted was {})", seq, auth->recv_seq));
+  if (seq == 0) return Status::PermissionDenied("message with sequence number 0");
+  if (seq > auth->recv_seq) {
+    const uint64_t shift = seq - auth->recv_seq;
+    if (shift >= kReplayWindow) {
+      auth->recv_window.reset();
+    } else {
+      auth->recv_window <<= shift;
+    }
+    auth->recv_window.set(0);
+    auth->recv_seq = seq;
+  } else {
+    const uint64_t behind = auth->recv_seq - seq;
+    if (behind >= kReplayWindow) {
+      return Status::PermissionDenied(
+          fmt::format("message {} is older than the replay window ({} messages below the highest accepted, {})", seq,
+                      kReplayWindow, auth->recv_seq));
+    }
+    if (auth->recv_window.test(behind)) {
+      return Status::PermissionDenied(fmt::format("message {} replayed (accepted before)", seq));
+    }
+    auth->recv_window.set(behind);
   }
-  auth->recv_seq = seq;
   auth->recv_pending = false;
   return Status::Ok();
 }

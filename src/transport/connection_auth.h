@@ -18,6 +18,7 @@
 #pragma once
 
 #include <array>
+#include <bitset>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -36,6 +37,7 @@ inline constexpr size_t kMaxSessionsPerConnection = 16;
 // An authenticate request's payload: session id, flags byte, proof.
 inline constexpr size_t kAuthPayloadSize = kSessionIdSize + 1 + 32;
 inline constexpr uint8_t kAuthFlagIntegrity = 1;
+inline constexpr size_t kReplayWindow = 1024;
 
 // AES-256-GMAC tags of one direction of a connection (the IV is the direction
 // and the message's sequence number, so no IV repeats under a key).
@@ -66,7 +68,14 @@ struct ConnectionAuth {
   // the worker-wide limit applies.
   std::string identity;
   std::unique_ptr<IntegrityKey> send, recv;
-  uint64_t send_seq = 0, recv_seq = 0;
+  uint64_t send_seq = 0;
+  // Received sequence numbers: the highest accepted, and which of the
+  // kReplayWindow below it were (bit i: recv_seq - i). UCX may deliver a
+  // connection's messages out of order across lanes (a rendezvous and an
+  // eager message over tcp), so a late one is accepted once; a number seen
+  // before, or older than the window, is refused.
+  uint64_t recv_seq = 0;
+  std::bitset<kReplayWindow> recv_window;
 };
 
 // Whether this side wants integrity on a connection to a peer (the peer not
