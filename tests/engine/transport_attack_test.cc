@@ -493,6 +493,17 @@ TEST(TransportAttack, AlteredOrReplayedRequestsOverTcpAreRefused) {
   rw.sealed = nullptr;
   EXPECT_EQ(bad.status().code(), Status::Code::kPermissionDenied) << bad.status().ToString();
   EXPECT_NE(bad.status().message().find("integrity tag"), std::string::npos) << bad.status().ToString();
+  // Two requests that arrive in the other order (UCX may reorder a
+  // connection's messages across lanes): the late one is accepted once.
+  int swaps = 0;
+  rw.sequence = [&](uint64_t& seq) {
+    if (swaps == 0) seq += 1;  // the first goes out as the second's number,
+    if (swaps == 1) seq -= 1;  // the second as the first's
+    ++swaps;
+  };
+  ROS2_ASSERT_OK(a.attacker->FetchArray(a.victim_oid, "d", "a", 0, 64));
+  ROS2_ASSERT_OK(a.attacker->FetchArray(a.victim_oid, "d", "a", 0, 64));
+  EXPECT_EQ(swaps, 2);
   // A request sent again under a sequence number already used.
   bool replayed = false;
   rw.sequence = [&](uint64_t& seq) {
