@@ -325,6 +325,14 @@ TEST_P(ClientEngineTest, EngineRefusesAnUpdateWhoseChecksumsDoNotMatch) {
   const std::string& address = conn->map.targets(static_cast<int>(*target)).worker_address();
   auto ep = (*worker)->Connect(std::span(reinterpret_cast<const uint8_t*>(address.data()), address.size()));
   ASSERT_TRUE(ep.ok()) << ep.status().ToString();
+  // The engine takes the session's capabilities only on a connection that
+  // proved the session's key, as libros2 does before its first request.
+  transport::SessionCredential cred;
+  cred.id = Uuid::Parse(conn->session_uuid)->bytes();
+  ASSERT_EQ(conn->session_key.size(), cred.key.size());
+  std::memcpy(cred.key.data(), conn->session_key.data(), cred.key.size());
+  auto authenticated = (*ep)->AuthenticateSession(cred);
+  ASSERT_TRUE(authenticated.ok()) << authenticated.ToString();
 
   auto data = Pattern(8192, 3);
   obj::UpdateRequest req;

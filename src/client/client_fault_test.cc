@@ -69,6 +69,10 @@ class FaultyTarget {
       return;
     }
     transport::Worker& w = **worker;
+    // Sessions prove their keys as they do to an engine.
+    w.SetSessionKeyLookup([this](const transport::SessionId& session) -> Result<transport::SessionKey> {
+      return verifier_->SessionKeyFor(Uuid::FromBytes(session));
+    });
     (void)w.RegisterHandler(static_cast<uint16_t>(obj::Opcode::kUpdate),
                             [this](transport::IncomingRequest r) { OnUpdate(std::move(r)); });
     (void)w.RegisterHandler(static_cast<uint16_t>(obj::Opcode::kFetch),

@@ -61,7 +61,7 @@ struct OffloadIo {
   uint64_t bounce_offset = 0;
   uint64_t bounce_size = 0;
   std::byte* user = nullptr;  // where a bounced read lands
-  OffloadIo* prev = nullptr;   // the owner's pending list
+  OffloadIo* prev = nullptr;  // the owner's pending list
   OffloadIo* next = nullptr;
 };
 
@@ -126,6 +126,10 @@ struct MapSnapshot {
   std::vector<std::string> addresses;
   std::vector<uint32_t> engine_index;
 };
+
+// The credential of a session (its uuid text and the 32-byte key of
+// Session.Connect) for Endpoint::AuthenticateSession.
+transport::SessionCredential MakeCredential(const std::string& session_uuid, const std::string& key);
 
 // Converts the control plane's map. InvalidArgument when it is empty or a
 // target has no worker address.
@@ -219,6 +223,9 @@ class PoolCore {
   const Uuid& uuid() const { return uuid_; }
   // The current session's uuid.
   std::string session_uuid();
+  // The current session's uuid and the credential that proves it on a
+  // data-plane connection (its key from Session.Connect).
+  std::pair<std::string, transport::SessionCredential> Session();
   // Counts the sessions this pool had: 0 for the first, +1 for every new one
   // Recover opened. Containers reopen themselves when it changed.
   uint64_t session_generation() const { return generation_.load(std::memory_order_acquire); }
@@ -249,7 +256,15 @@ class PoolCore {
   std::mutex recover_mu_;                // one Recover at a time
   std::mutex mu_;
   std::string session_uuid_;                     // GUARDED_BY(mu_)
+  transport::SessionCredential session_cred_;    // GUARDED_BY(mu_)
   std::shared_ptr<const MapSnapshot> snapshot_;  // GUARDED_BY(mu_)
+};
+
+// A container capability and the session it was issued in: a request sends
+// the capability on an endpoint authenticated for that session.
+struct Grant {
+  std::string capability;
+  transport::SessionCredential session;
 };
 
 class ContainerCore {
@@ -264,7 +279,7 @@ class ContainerCore {
   // first (Session.OpenContainer, the same rights) when the pool has a new
   // session, when an engine refused the capability (MarkCapabilityStale), or
   // when a quarter of its lifetime is left.
-  Result<std::shared_ptr<const std::string>> Capability();
+  Result<std::shared_ptr<const Grant>> Capability();
   void MarkCapabilityStale() { capability_stale_.store(true, std::memory_order_relaxed); }
   ChecksumType checksum_type() const { return summary_.checksum ? ChecksumType::kCrc32c : ChecksumType::kNone; }
   // The target that serves `dkey` of `oid` under the current map.
@@ -281,9 +296,9 @@ class ContainerCore {
   Uuid uuid_;
   std::atomic<bool> capability_stale_{false};
   std::mutex mu_;
-  std::shared_ptr<const std::string> capability_;  // GUARDED_BY(mu_)
-  uint64_t generation_ = 0;                        // GUARDED_BY(mu_): the pool session it was issued in
-  int64_t renew_at_ms_ = 0;                        // GUARDED_BY(mu_): system clock ms; 0 = never
+  std::shared_ptr<const Grant> capability_;  // GUARDED_BY(mu_)
+  uint64_t generation_ = 0;                  // GUARDED_BY(mu_): the pool session it was issued in
+  int64_t renew_at_ms_ = 0;                  // GUARDED_BY(mu_): system clock ms; 0 = never
 };
 
 // This thread's endpoint to the route's target. When connecting fails, the

@@ -2,6 +2,7 @@
 // refresh, and the routing of a dkey to the target that serves it.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <set>
 #include <thread>
 
@@ -63,6 +64,13 @@ int64_t RenewAt(uint64_t expiry_ms) {
 
 }  // namespace
 
+transport::SessionCredential MakeCredential(const std::string& session_uuid, const std::string& key) {
+  transport::SessionCredential cred;
+  if (auto id = Uuid::Parse(session_uuid); id.ok()) cred.id = id->bytes();
+  std::memcpy(cred.key.data(), key.data(), std::min(key.size(), cred.key.size()));
+  return cred;
+}
+
 bool RetryAfterFailure(const Status& status, Effect effect, bool sent) {
   switch (status.code()) {
     case Status::Code::kUnauthenticated: return true;
@@ -78,6 +86,7 @@ PoolCore::PoolCore(std::shared_ptr<ClientCore> client, control::PoolConnection c
       info_(std::move(conn.pool)),
       rights_(conn.rights),
       session_uuid_(std::move(conn.session_uuid)),
+      session_cred_(MakeCredential(session_uuid_, conn.session_key)),
       snapshot_(std::move(snapshot)) {
   auto parsed = Uuid::Parse(info_.uuid());
   if (parsed.ok()) uuid_ = *parsed;
@@ -91,6 +100,11 @@ PoolCore::~PoolCore() {
 std::string PoolCore::session_uuid() {
   std::lock_guard<std::mutex> lock(mu_);
   return session_uuid_;
+}
+
+std::pair<std::string, transport::SessionCredential> PoolCore::Session() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {session_uuid_, session_cred_};
 }
 
 Result<std::shared_ptr<const MapSnapshot>> PoolCore::Map() {
@@ -148,6 +162,7 @@ Status PoolCore::Recover() {
         {
           std::lock_guard<std::mutex> lock(mu_);
           session_uuid_ = conn->session_uuid;
+          session_cred_ = MakeCredential(session_uuid_, conn->session_key);
           snapshot_ = *snap;  // the new session's map is authoritative
         }
         generation_.fetch_add(1, std::memory_order_acq_rel);
@@ -180,11 +195,11 @@ ContainerCore::ContainerCore(std::shared_ptr<PoolCore> pool, control::ContainerH
     : pool_(std::move(pool)),
       summary_(std::move(summary)),
       uuid_(uuid),
-      capability_(std::make_shared<const std::string>(std::move(handle.capability))),
+      capability_(std::make_shared<const Grant>(Grant{std::move(handle.capability), pool_->Session().second})),
       generation_(session_generation),
       renew_at_ms_(RenewAt(handle.expiry_ms)) {}
 
-Result<std::shared_ptr<const std::string>> ContainerCore::Capability() {
+Result<std::shared_ptr<const Grant>> ContainerCore::Capability() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (generation_ == pool_->session_generation() && !capability_stale_.load(std::memory_order_relaxed) &&
@@ -202,11 +217,11 @@ Status ContainerCore::Reopen() {
   for (int attempt = 0;; ++attempt) {
     const uint64_t generation = pool_->session_generation();
     capability_stale_.store(false, std::memory_order_relaxed);
-    auto handle =
-        client.session().OpenContainer(client.credentials(), pool_->session_uuid(), uuid_.ToString(), summary_.rights);
+    auto [session, cred] = pool_->Session();
+    auto handle = client.session().OpenContainer(client.credentials(), session, uuid_.ToString(), summary_.rights);
     if (handle.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
-      capability_ = std::make_shared<const std::string>(std::move(handle->capability));
+      capability_ = std::make_shared<const Grant>(Grant{std::move(handle->capability), cred});
       generation_ = generation;
       renew_at_ms_ = RenewAt(handle->expiry_ms);
       return Status::Ok();

@@ -76,9 +76,15 @@ Status SendToShard(const std::shared_ptr<Owner>& owner, obj::Opcode opcode, std:
   if (!ep.ok()) {
     return ep.status().WithContext(fmt::format("{}: connect to target {}", NameOf(what), shard.route.target));
   }
-  ROS2_ASSIGN_OR_RETURN(auto capability, shard.cont->Capability());
+  ROS2_ASSIGN_OR_RETURN(auto grant, shard.cont->Capability());
+  // The endpoint proves the capability's session first (once per session):
+  // the engine accepts a capability only on a connection that did.
+  if (Status st = (*ep)->AuthenticateSession(grant->session); !st.ok()) {
+    shard.NoteFailure(st);
+    return st.WithContext(fmt::format("{}: authenticate on target {}", NameOf(what), shard.route.target));
+  }
   options.timeout = shard.cont->pool().client().options().io_timeout;
-  options.capability = AsCapability(*capability);
+  options.capability = AsCapability(grant->capability);
   Status st = (*ep)->Call(static_cast<uint16_t>(opcode), payload, options, [owner](const transport::ReplyView& reply) {
     owner->shard.NoteFailure(reply.status);
     owner->OnReply(reply);

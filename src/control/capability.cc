@@ -97,6 +97,23 @@ Result<std::string> CapabilitySigner::Sign(const Capability& cap) const {
   return blob;
 }
 
+namespace {
+Result<SessionKey> DeriveSessionKeyWith(const HmacSha256& hmac, const Uuid& session) {
+  if (session.IsNil()) return Status::InvalidArgument("session key: nil session");
+  std::array<uint8_t, kSessionKeyLabel.size() + 16> input{};
+  std::memcpy(input.data(), kSessionKeyLabel.data(), kSessionKeyLabel.size());
+  std::memcpy(input.data() + kSessionKeyLabel.size(), session.bytes().data(), 16);
+  ROS2_ASSIGN_OR_RETURN(Sha256Digest digest, hmac.Compute(input));
+  SessionKey key;
+  std::memcpy(key.data(), digest.data(), key.size());
+  return key;
+}
+}  // namespace
+
+Result<SessionKey> CapabilitySigner::DeriveSessionKey(const Uuid& session) const {
+  return DeriveSessionKeyWith(hmac_, session);
+}
+
 size_t CapabilityVerifier::UuidHash::operator()(const Uuid& u) const {
   uint64_t a = 0;
   uint64_t b = 0;
@@ -125,7 +142,7 @@ uint64_t CapabilityVerifier::NowMs() const {
   return options_.now_ms ? options_.now_ms() : HybridClock::WallMillis();
 }
 
-Result<Capability> CapabilityVerifier::Verify(std::span<const uint8_t> blob) {
+Status CapabilityVerifier::CheckFresh() const {
   if (int64_t grace = fresh_grace_ns_.load(std::memory_order_acquire); grace != 0) {
     const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
     const int64_t as_of = fresh_as_of_ns_.load(std::memory_order_acquire);
@@ -136,6 +153,19 @@ Result<Capability> CapabilityVerifier::Verify(std::span<const uint8_t> blob) {
           fresh_source_, (now - as_of) / 1'000'000, grace / 1'000'000));
     }
   }
+  return Status::Ok();
+}
+
+Result<SessionKey> CapabilityVerifier::SessionKeyFor(const Uuid& session) {
+  ROS2_RETURN_IF_ERROR(CheckFresh());
+  if (IsRevoked(session)) {
+    return Status::Unauthenticated(fmt::format("session {} was closed or revoked", session.ToString()));
+  }
+  return DeriveSessionKeyWith(hmac_, session);
+}
+
+Result<Capability> CapabilityVerifier::Verify(std::span<const uint8_t> blob) {
+  ROS2_RETURN_IF_ERROR(CheckFresh());
   // Malformed sizes never reach the cache; Decode names the problem.
   if (blob.size() != Capability::kEncodedSize) return Capability::Decode(blob).status();
   Blob cache_key;

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 
@@ -36,6 +37,14 @@ namespace ros2::control {
 
 inline constexpr size_t kCapabilityKeySize = 32;
 using CapabilityKey = std::array<uint8_t, kCapabilityKeySize>;
+// A session's key (docs/security.md, "Sessions on the data plane"):
+// HMAC-SHA256(capability key, "ros2 session key" || the session's 16 uuid
+// bytes). The control plane hands it to the session's client with the session
+// (over TLS or the unix socket); every engine holding the capability key
+// derives it itself, so it is never stored. The client proves it holds it when
+// it authenticates a data-plane connection for the session.
+using SessionKey = std::array<uint8_t, 32>;
+inline constexpr std::string_view kSessionKeyLabel = "ros2 session key";
 
 struct Capability {
   static constexpr uint8_t kMagic0 = 'R';
@@ -72,6 +81,8 @@ class CapabilitySigner {
   static Result<CapabilitySigner> Create(const CapabilityKey& key);
   // The 108-byte blob: body + HMAC-SHA256(key, body).
   Result<std::string> Sign(const Capability& cap) const;
+  // The key of `session` (see SessionKey).
+  Result<SessionKey> DeriveSessionKey(const Uuid& session) const;
 
  private:
   explicit CapabilitySigner(HmacSha256 hmac) : hmac_(std::move(hmac)) {}
@@ -117,6 +128,11 @@ class CapabilityVerifier {
   // `required`. PermissionDenied names the mismatch or the missing rights.
   Result<Capability> Authorize(std::span<const uint8_t> blob, const Uuid& pool, const Uuid& container, Rights required);
 
+  // The key of `session` (see SessionKey), for a data-plane connection that
+  // authenticates for it: Unauthenticated when the session is revoked, Busy
+  // when failing closed (as Verify).
+  Result<SessionKey> SessionKeyFor(const Uuid& session);
+
   // Refuses every capability of `session` from now on. `until_ms` is when the
   // entry may be forgotten (the latest expiry of its capabilities).
   void Revoke(const Uuid& session, uint64_t until_ms);
@@ -154,6 +170,7 @@ class CapabilityVerifier {
   };
   CapabilityVerifier(HmacSha256 hmac, Options options);
   uint64_t NowMs() const;
+  Status CheckFresh() const;  // the fail-closed rule (RequireFreshness)
 
   HmacSha256 hmac_;
   Options options_;

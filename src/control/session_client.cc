@@ -1,5 +1,7 @@
 #include "control/session_client.h"
 
+#include <fmt/format.h>
+
 #include "control/control_channel.h"
 
 namespace ros2::control {
@@ -21,6 +23,11 @@ Result<PoolConnection> SessionClient::Connect(std::string_view pool, const Crede
   conn.capability = std::move(*resp.mutable_capability());
   conn.rights = static_cast<Rights>(resp.rights());
   conn.expiry_ms = resp.expiry_ms();
+  conn.session_key = std::move(*resp.mutable_session_key());
+  if (conn.session_key.size() != 32) {
+    return Status::Protocol(
+        fmt::format("Session.Connect: session key of {} bytes (expected 32)", conn.session_key.size()));
+  }
   return conn;
 }
 

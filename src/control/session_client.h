@@ -28,6 +28,7 @@ struct PoolConnection {
   std::string capability;  // Capability::kEncodedSize bytes
   Rights rights = 0;
   uint64_t expiry_ms = 0;
+  std::string session_key;  // 32 bytes (capability.h, SessionKey)
 };
 
 // An open container: its properties and the container capability.

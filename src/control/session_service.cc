@@ -17,6 +17,8 @@ grpc::Status SessionService::Connect(grpc::ServerContext* ctx, const rpc::Connec
     ROS2_ASSIGN_OR_RETURN(SessionRecord session, plane_->sessions().Open(who, pool, expiry));
     Capability cap{who.uuid, pool, Uuid(), session.session, access.rights, expiry};
     ROS2_ASSIGN_OR_RETURN(std::string blob, plane_->signer().Sign(cap));
+    ROS2_ASSIGN_OR_RETURN(SessionKey key, plane_->signer().DeriveSessionKey(session.session));
+    resp->set_session_key(std::string(reinterpret_cast<const char*>(key.data()), key.size()));
     resp->set_session_uuid(session.session.ToString());
     *resp->mutable_pool() = std::move(access.info);
     *resp->mutable_pool_map() = std::move(access.map);

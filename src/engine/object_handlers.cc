@@ -79,6 +79,14 @@ void Target::RegisterHandlers() {
       ROS2_LOG_ERROR("engine target {}: register {}: {}", index_, obj::OpcodeName(static_cast<uint16_t>(op)),
                      st.ToString());
   };
+  // Sessions on the data plane: a connection proves a session's key before
+  // its capabilities are accepted (Admit). The key is derived from the
+  // capability key; a revoked session gets none.
+  worker_->SetSessionKeyLookup([this](const transport::SessionId& session) -> Result<transport::SessionKey> {
+    control::CapabilityVerifier* verifier = env_->verifier.load(std::memory_order_acquire);
+    if (verifier == nullptr) return Status::Busy(fmt::format("engine target {}: still starting", index_));
+    return verifier->SessionKeyFor(Uuid::FromBytes(session));
+  });
   reg(Opcode::kPing, &Target::HandlePing);
   reg(Opcode::kUpdate, &Target::HandleUpdate);
   reg(Opcode::kFetch, &Target::HandleFetch);
@@ -109,6 +117,14 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
   if (!cap.ok()) {
     metrics_.Refuse(Refusal::kCapability);
     return cap.status().WithContext(fmt::format("engine target {}: {}", index_, op));
+  }
+  if (!req.SessionAuthenticated(cap->session.bytes())) {
+    // A capability works only on a connection that proved its session's key:
+    // one captured on the wire and replayed elsewhere does nothing.
+    metrics_.Refuse(Refusal::kCapability);
+    return Status::PermissionDenied(fmt::format(
+        "engine target {}: {} carries a capability of session {}, but connection {:#x} authenticated for {}", index_,
+        op, cap->session.ToString(), req.connection_id(), req.AuthenticatedSessions()));
   }
   req.MarkAuthenticated();  // a valid capability: the connection is no longer subject to the hello limits
   if (cap->IsPoolCapability()) {

@@ -92,7 +92,7 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   if (!conn.status.ok()) return conn.status;
   if (conn.remote_id == 0)
     return Status::Disconnected(fmt::format("transport: {} has not accepted the connection", conn.peer_name));
-  if (opcode > wire::kMaxUserOpcode)
+  if (opcode > wire::kMaxUserOpcode && opcode != wire::kAuthenticateOpcode)
     return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
   if (!done) return Status::InvalidArgument("transport: call without a reply callback");
   if (options.capability.size() > wire::kMaxCapability) {
@@ -173,6 +173,7 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   call.bounce_out = std::move(out.bounce);
   call.bounce_in = std::move(in.bounce);
 
+  const uint64_t request_id = msg.request_id;  // the call's own, whatever a test's rewrite sends
   if (faults_ != nullptr) faults_->RewriteRequest(msg);
   Status st = conn.corked && am_bulk.empty() ? SendOrBatch(conn, msg) : SendMessage(conn, msg, am_bulk, nullptr);
   if (!st.ok()) {
@@ -192,7 +193,7 @@ Status WorkerImpl::StartCall(Connection& conn, uint16_t opcode, std::span<const 
   ++conn.outstanding;
   ++stats_.requests_sent;
   if (!am_bulk.empty()) stats_.bulk_am_bytes += am_bulk.size();
-  deadlines_.emplace(call.deadline, msg.request_id);
+  deadlines_.emplace(call.deadline, request_id);
   if (deadlines_.size() > DeadlineHeapLimit()) CompactDeadlines();
   stats_.deadline_entries = deadlines_.size();
   return Status::Ok();

@@ -12,10 +12,13 @@
 //
 // Ownership and threads: not owned by the worker; it must outlive the worker
 // or be detached first (SetFaultInjection(worker, nullptr)). Hooks run on the
-// worker's thread, inside Connect and Endpoint::Call.
+// worker's thread, inside Connect, Endpoint::Call and the sends of a
+// connection whose integrity is keyed.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <span>
 
 #include "transport/shared_segment.h"
 #include "transport/transport.h"
@@ -40,6 +43,14 @@ class FaultInjection {
   virtual void RewriteRequest(wire::Message& /*request*/) {}
   // Client: the hello of Connect, just before it is sent.
   virtual void RewriteHello(wire::Message& /*hello*/) {}
+  // Client: the payload of an authenticate request (session id, flags,
+  // proof), just before it is sent.
+  virtual void RewriteAuthenticate(std::span<uint8_t> /*payload*/) {}
+  // Either side, on a connection whose integrity is keyed: the sequence
+  // number a message is about to be sealed with (set an old one to replay),
+  // and the sealed bytes the tag covers, after tagging (alter one to forge).
+  virtual void RewriteSequence(uint64_t& /*seq*/) {}
+  virtual void DamageSealed(std::span<uint8_t> /*covered*/) {}
 };
 
 // A FaultInjection whose message rewrites are functions, for tests that
@@ -49,12 +60,24 @@ class MessageRewriter : public FaultInjection {
  public:
   std::function<void(wire::Message&)> request;
   std::function<void(wire::Message&)> hello;
+  std::function<void(std::span<uint8_t>)> authenticate;
+  std::function<void(uint64_t&)> sequence;
+  std::function<void(std::span<uint8_t>)> sealed;
 
   void RewriteRequest(wire::Message& m) override {
     if (request) request(m);
   }
   void RewriteHello(wire::Message& m) override {
     if (hello) hello(m);
+  }
+  void RewriteAuthenticate(std::span<uint8_t> p) override {
+    if (authenticate) authenticate(p);
+  }
+  void RewriteSequence(uint64_t& seq) override {
+    if (sequence) sequence(seq);
+  }
+  void DamageSealed(std::span<uint8_t> covered) override {
+    if (sealed) sealed(covered);
   }
 };
 

@@ -355,6 +355,7 @@ void WorkerImpl::ReleaseState(State* s) {
 
 bool WorkerImpl::HandleRequest(Connection& conn, const wire::Message& msg, std::span<const uint8_t> bytes,
                                void* rndv_desc, uint64_t rndv_length, std::span<const uint8_t> eager_bulk) {
+  if (msg.opcode == wire::kAuthenticateOpcode) return HandleAuthenticate(conn, msg), false;  // connection_auth.cc
   ++stats_.requests_received;
   State* s = AcquireState();
   // A pooled state keeps the connection it last served: a peer's next request

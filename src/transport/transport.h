@@ -39,6 +39,7 @@
 // (WorkerStats::malformed_messages), never trusted.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -187,8 +188,11 @@ struct TransportOptions {
   // connection that never authenticated (IncomingRequest::MarkAuthenticated),
   // or is refused when every one did.
   uint32_t max_connections = 1024;
-  // Server-side connections per peer process (the boot id and pid of its
-  // address blob); a hello beyond it is refused.
+  // Server-side connections per proven peer: a same-host process whose cma
+  // proof held (counted by the pid the kernel vouched for), otherwise the
+  // session the connection first authenticated for. The hello or the
+  // authentication beyond it is refused. Connections that proved nothing
+  // count only toward max_connections (where the oldest is evicted).
   uint32_t max_connections_per_peer = 64;
   // A server-side connection on which no request was marked authenticated
   // within this time is closed (with a bye naming the reason). 0: never.
@@ -203,6 +207,21 @@ struct TransportOptions {
   // crowd out the tokens of others.
   uint32_t cma_tokens_per_process = 64;
 };
+
+// Sessions on the data plane (docs/security.md): a client proves on each
+// connection, for each session whose capabilities it sends there, that it
+// holds the session's key (from the control plane); a server accepts a
+// capability only on a connection authenticated for its session.
+inline constexpr size_t kSessionIdSize = 16;
+using SessionId = std::array<uint8_t, kSessionIdSize>;  // the session uuid's bytes
+using SessionKey = std::array<uint8_t, 32>;
+struct SessionCredential {
+  SessionId id{};
+  SessionKey key{};
+};
+// Server: the key of a session a connection authenticates for, or why it may
+// not (unknown, revoked, ...). Runs on the worker thread.
+using SessionKeyLookup = std::function<Result<SessionKey>(const SessionId& session)>;
 
 // A registered memory range (ucp_mem_map without allocation) and its packed
 // remote key. Created by Context::RegisterMemory or the registration cache;
@@ -440,6 +459,16 @@ class Endpoint {
   // returned fails the connection (its calls complete with kDisconnected).
   virtual void Cork() = 0;
   virtual void Uncork() = 0;
+  // Proves to the server that this process holds `session`'s key, unless this
+  // endpoint already did: sends the proof (an authenticate request) and
+  // returns without waiting; calls made afterwards are handled after it. The
+  // first proof on a connection that crosses hosts or runs over tcp also turns
+  // on the integrity of every later message (docs/security.md). A refused
+  // first proof fails the endpoint (its calls complete with kDisconnected
+  // naming the refusal); a refused later one makes the calls of that session
+  // fail with the server's kPermissionDenied. Errors: the endpoint's status,
+  // Busy when it holds kMaxSessionsPerConnection (16) sessions already.
+  virtual Status AuthenticateSession(const SessionCredential& session) = 0;
   // Fails outstanding requests with kCancelled, tells the peer goodbye (best
   // effort) and closes the UCX endpoint. Idempotent.
   virtual void Close() = 0;
@@ -475,6 +504,10 @@ class IncomingRequest {
   BulkMode bulk_mode() const;
   // An id of the client connection (stable while it lasts), for per-client state.
   uint64_t connection_id() const;
+  // Whether the client proved `session` on this request's connection
+  // (Endpoint::AuthenticateSession); and the sessions it proved, for errors.
+  bool SessionAuthenticated(const SessionId& session) const;
+  std::string AuthenticatedSessions() const;
   // The handler checked this request's capability and found it valid: the
   // connection counts as authenticated from now on and is no longer subject
   // to TransportOptions::unauthenticated_timeout or to eviction by new hellos.
@@ -537,6 +570,8 @@ struct WorkerStats {
   uint64_t inline_refused = 0;        // requests whose inline bulk exceeded this side's inline_limit
   uint64_t rendezvous_refused = 0;    // requests whose bulk rode a rendezvous over shared memory (not received)
   uint64_t rkeys_refused = 0;         // rma descriptors on a connection whose lanes name memory in keys
+  uint64_t auth_refused = 0;          // session authentications refused (unknown session, bad proof, limits)
+  uint64_t integrity_refused = 0;     // messages refused by the integrity check (tag, sequence, missing trailer)
   uint64_t batches_sent = 0;          // kBatch messages sent (Endpoint::Cork, replies to a batch)
   uint64_t batched_messages = 0;      // requests and replies that rode in them
   uint64_t batches_received = 0;      // kBatch messages accepted
@@ -571,6 +606,10 @@ class Worker {
   // Called when a peer connection (client- or server-side) fails or closes,
   // after its outstanding requests were failed. Optional.
   virtual void SetPeerLostHandler(std::function<void(uint64_t connection_id, const Status& why)> handler) = 0;
+
+  // Server: how session keys are found for authenticate requests. Without
+  // one, every authenticate request is refused (kNotSupported).
+  virtual void SetSessionKeyLookup(SessionKeyLookup lookup) = 0;
 
   // One non-blocking pass: UCX progress, incoming messages, completions, expired
   // deadlines and dead peers. Returns the number of events handled (0: idle).

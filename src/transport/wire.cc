@@ -63,15 +63,16 @@ Status CheckSemantics(const Message& m) {
     return Bad("capability outside a request or hello");
   }
   if (m.kind == Kind::kHelloAck &&
-      (m.payload.size() > 1 || (m.payload.size() == 1 && m.payload[0] != kHelloAckCmaAccepted)))
-    return Bad("hello ack payload is not empty or one flag byte");
+      (m.payload.size() != kHelloAckSize || (m.payload[0] & ~(kHelloAckCmaAccepted | kHelloAckIntegrity)) != 0))
+    return Bad(fmt::format("hello ack payload is not a flags byte and a {}-byte challenge", kNonceSize));
   if (m.status_message.size() > kMaxStatusMessage)
     return Bad(fmt::format("status message length {} > {}", m.status_message.size(), kMaxStatusMessage));
   if (!reply && (!m.status_message.empty() || m.status_code != 0)) return Bad("status outside a reply");
   if (reply && m.status_code > kMaxStatusCode) return Bad(fmt::format("unknown status code {}", m.status_code));
   if (reply && m.status_code == 0 && !m.status_message.empty()) return Bad("status message on an OK reply");
   if (!reply && m.pushed_bytes != 0) return Bad("pushed_bytes outside a reply");
-  if (request && m.opcode > kMaxUserOpcode) return Bad(fmt::format("opcode {:#x} is reserved", m.opcode));
+  if (request && m.opcode > kMaxUserOpcode && m.opcode != kAuthenticateOpcode)
+    return Bad(fmt::format("opcode {:#x} is reserved", m.opcode));
   if (!request && m.opcode != 0) return Bad("opcode outside a request");
   if (m.payload.size() > kMaxPayload) return Bad(fmt::format("payload length {} > {}", m.payload.size(), kMaxPayload));
   if (m.inline_data.size() > kMaxInline)
@@ -235,7 +236,8 @@ Status Decode(std::span<const uint8_t> bytes, Message& m) {
   if (p[kOffVersion] != kVersion)
     return Bad(fmt::format("unsupported version {} (this side speaks {})", p[kOffVersion], kVersion));
   if (!KindValid(p[kOffKind])) return Bad(fmt::format("unknown kind {}", p[kOffKind]));
-  if (Get<uint16_t>(p + kOffFlags) != 0) return Bad(fmt::format("unknown flags {:#06x}", Get<uint16_t>(p + kOffFlags)));
+  const uint16_t flags = Get<uint16_t>(p + kOffFlags);
+  if ((flags & ~kFlagIntegrity) != 0) return Bad(fmt::format("unknown flags {:#06x}", flags));
   if (Get<uint16_t>(p + kOffReserved) != 0) return Bad("reserved header bytes are not zero");
 
   m.kind = static_cast<Kind>(p[kOffKind]);
@@ -300,6 +302,9 @@ Status Decode(std::span<const uint8_t> bytes, Message& m) {
   m.status_message = std::string_view(reinterpret_cast<const char*>(status_bytes.data()), status_bytes.size());
   if (!take(payload_len, "payload", m.payload)) return truncated();
   if (!take(inline_len, "inline data", m.inline_data)) return truncated();
+  m.integrity = {};
+  if ((flags & kFlagIntegrity) != 0 && !take(kIntegrityTrailerSize, "integrity trailer", m.integrity))
+    return truncated();
   if (off != total) return Bad(fmt::format("{} trailing bytes after the declared sections", total - off));
   return CheckSemantics(m);
 }
@@ -308,6 +313,10 @@ Result<Message> Decode(std::span<const uint8_t> bytes) {
   Message m;
   ROS2_RETURN_IF_ERROR(Decode(bytes, m));
   return m;
+}
+
+void SetIntegrityFlag(std::span<uint8_t> message) {
+  Put<uint16_t>(message.data() + kOffFlags, Get<uint16_t>(message.data() + kOffFlags) | kFlagIntegrity);
 }
 
 // ---- Batches ------------------------------------------------------------------
@@ -368,6 +377,7 @@ Result<size_t> DecodeBatch(const Message& batch, std::span<Message> out,
     std::span<const uint8_t> bytes = rest.subspan(kBatchEntryPrefix, len);
     if (Status st = Decode(bytes, out[n]); !st.ok()) return Bad(fmt::format("batch entry {}: {}", n, st.message()));
     if (Status st = CheckBatchable(out[n]); !st.ok()) return Bad(fmt::format("batch entry {}: {}", n, st.message()));
+    if (!out[n].integrity.empty()) return Bad(fmt::format("batch entry {}: an integrity trailer inside a batch", n));
     if (out[n].kind != out[0].kind) return Bad(fmt::format("batch entry {}: mixes requests and replies", n));
     if (out[n].connection_id != batch.connection_id)
       return Bad(fmt::format("batch entry {}: connection id {} in a batch for {}", n, out[n].connection_id,

@@ -28,7 +28,7 @@
 namespace ros2::transport::wire {
 
 inline constexpr uint16_t kMagic = 0x3252;  // bytes "R2" on the wire
-inline constexpr uint8_t kVersion = 5;      // 3: kSegment bulk; 4: kBatch; 5: reply endpoints bind connections
+inline constexpr uint8_t kVersion = 6;  // 3: kSegment bulk; 4: kBatch; 5: reply endpoints bind connections; 6: sessions
 inline constexpr size_t kHeaderSize = 48;
 inline constexpr size_t kBulkDescriptorSize = 24;  // fixed part, the packed rkey follows
 inline constexpr size_t kMaxCapability = 1024;
@@ -36,6 +36,16 @@ inline constexpr size_t kMaxStatusMessage = 1024;
 inline constexpr size_t kMaxRkey = 4096;
 inline constexpr size_t kMaxBulkDescriptors = 2;  // at most one per direction
 inline constexpr uint16_t kMaxUserOpcode = 0xEFFF;
+// The one reserved opcode in use: the transport's own session authentication
+// request (connection_auth.h), answered by the worker itself.
+inline constexpr uint16_t kAuthenticateOpcode = 0xF000;
+// Header flags bit 0: a 24-byte integrity trailer (u64 sequence number, then a
+// 16-byte AES-GMAC tag over every byte before the trailer) follows the last
+// section. Only on messages of a connection whose integrity is on, never on a
+// batch entry.
+inline constexpr uint16_t kFlagIntegrity = 1;
+inline constexpr size_t kIntegrityTrailerSize = 24;
+inline constexpr size_t kIntegrityTagSize = 16;
 // Hard upper bound on payload and on inline data; the configured inline limit is
 // enforced separately by the receiver.
 inline constexpr uint32_t kMaxPayload = 1u << 20;
@@ -89,9 +99,14 @@ SegmentRef DecodeSegmentRef(std::span<const uint8_t> rkey);
 // A hello's capability section is empty or this proof of the client's identity
 // for cross-memory attach: a 16-byte token from the server's listener, then the
 // u64 address (in the client) of a copy of the token the server reads back.
-// The hello ack's payload is empty or one byte: 1 = cma accepted.
+// The hello ack's payload is exactly kHelloAckSize bytes: a flags byte (bit 0:
+// cma accepted; bit 1: the server requires integrity on this connection),
+// then the server's 16-byte challenge for session authentication.
 inline constexpr size_t kHelloProofSize = 24;
 inline constexpr uint8_t kHelloAckCmaAccepted = 1;
+inline constexpr uint8_t kHelloAckIntegrity = 2;
+inline constexpr size_t kNonceSize = 16;
+inline constexpr size_t kHelloAckSize = 1 + kNonceSize;
 
 struct BulkDescriptor {
   BulkDirection direction = BulkDirection::kOut;
@@ -116,6 +131,10 @@ struct Message {
   std::string_view status_message;  // kReply only
   std::span<const uint8_t> payload;
   std::span<const uint8_t> inline_data;  // kRequest: inline bulk-out bytes; kReply: inline pushed bytes
+  // Decoded only: the integrity trailer (kFlagIntegrity), empty without it.
+  // The encoder never writes one; the sender seals the encoded bytes
+  // (SealIntegrity).
+  std::span<const uint8_t> integrity;
 
   // The descriptor for `dir`, or nullptr.
   const BulkDescriptor* FindBulk(BulkDirection dir) const;
@@ -140,6 +159,10 @@ Result<Message> Decode(std::span<const uint8_t> bytes);
 // decode and must not be used): the receive path's form, which decodes into a
 // message on its stack instead of moving one out of a Result.
 Status Decode(std::span<const uint8_t> bytes, Message& m);
+
+// Sets kFlagIntegrity in the encoded header at the start of `message` (the
+// sender then appends the trailer). REQUIRES: message.size() >= kHeaderSize.
+void SetIntegrityFlag(std::span<uint8_t> message);
 
 // Writes the header of a batch whose entries (payload_len bytes) follow it:
 // `out` must hold kHeaderSize bytes. InvalidArgument for an empty or oversize

@@ -213,7 +213,7 @@ TEST(WireTest, HeaderFieldsAreValidated) {
   EXPECT_FALSE(corrupt(3, {0}).ok());                        // kind 0
   EXPECT_FALSE(corrupt(3, {8}).ok());                        // kind 8 (7 is a batch)
   EXPECT_FALSE(corrupt(4, {1, 0}).ok());                     // flags
-  EXPECT_FALSE(corrupt(6, {0x00, 0xF0}).ok());               // reserved opcode
+  EXPECT_FALSE(corrupt(6, {0x01, 0xF0}).ok());               // reserved opcode (0xF000 is authenticate)
   EXPECT_FALSE(corrupt(16, {0, 0, 0, 0, 0, 0, 0, 0}).ok());  // connection id 0
   EXPECT_FALSE(corrupt(24, {0xff, 0xff, 0xff, 0xff}).ok());  // payload length
   EXPECT_FALSE(corrupt(28, {0x01, 0x10}).ok());              // capability above the limit
@@ -247,7 +247,7 @@ TEST(WireTest, SemanticRulesAreEnforcedByEncoderAndDecoder) {
   m.inline_data = {};
   EXPECT_TRUE(rejects(m));
   m = f.Request();
-  m.opcode = 0xF000;
+  m.opcode = 0xF001;
   EXPECT_TRUE(rejects(m));
   m = f.Reply();
   m.capability = Bytes(f.cap);  // capability on a reply
@@ -271,7 +271,7 @@ TEST(WireTest, SemanticRulesAreEnforcedByEncoderAndDecoder) {
 }
 
 // Cross-memory-attach descriptors carry an address and no rkey; a hello
-// carries nothing or a 24-byte proof; a hello ack nothing or one flag byte.
+// carries nothing or a 24-byte proof; a hello ack a flag byte and a challenge.
 TEST(WireTest, CmaDescriptorsAndHelloProof) {
   Fixture f;
   std::vector<uint8_t> scratch(1 << 16);
@@ -310,14 +310,41 @@ TEST(WireTest, CmaDescriptorsAndHelloProof) {
   Message ack;
   ack.kind = Kind::kHelloAck;
   ack.connection_id = 9;
+  EXPECT_FALSE(round_trips(ack));  // the challenge is missing
+  std::vector<uint8_t> payload(kHelloAckSize, 0x5a);
+  payload[0] = kHelloAckCmaAccepted | kHelloAckIntegrity;
+  ack.payload = payload;
   EXPECT_TRUE(round_trips(ack));
-  const uint8_t yes = 1, two = 2;
-  ack.payload = std::span<const uint8_t>(&yes, 1);
-  EXPECT_TRUE(round_trips(ack));
-  ack.payload = std::span<const uint8_t>(&two, 1);
+  payload[0] = 4;  // an unknown flag
   EXPECT_FALSE(round_trips(ack));
-  ack.payload = Bytes(f.payload);
+  payload[0] = 0;
+  ack.payload = std::span<const uint8_t>(payload.data(), payload.size() - 1);
   EXPECT_FALSE(round_trips(ack));
+}
+
+// The integrity trailer: flag bit 0 announces exactly 24 bytes after the last
+// section; without the flag they are trailing garbage; inside a batch entry
+// it is refused.
+TEST(WireTest, IntegrityTrailer) {
+  Fixture f;
+  Message m = f.Request();
+  std::vector<uint8_t> bytes(EncodedSize(m));
+  ASSERT_TRUE(Encode(m, bytes).ok());
+  bytes.resize(bytes.size() + kIntegrityTrailerSize, 0x77);
+  EXPECT_EQ(Decode(bytes).status().code(), Status::Code::kProtocol);  // no flag: trailing bytes
+  SetIntegrityFlag(bytes);
+  auto d = Decode(bytes);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->integrity.size(), kIntegrityTrailerSize);
+  EXPECT_EQ(d->payload.size(), m.payload.size());
+  bytes.pop_back();
+  EXPECT_NE(Decode(bytes).status().message().find("integrity trailer"), std::string::npos);
+  // The authentication opcode is the one reserved opcode a request may carry.
+  m.opcode = kAuthenticateOpcode;
+  std::vector<uint8_t> auth(EncodedSize(m));
+  EXPECT_TRUE(Encode(m, auth).ok());
+  m.opcode = kAuthenticateOpcode + 1;
+  EXPECT_FALSE(Encode(m, auth).ok());
 }
 
 TEST(WireTest, EncoderRefusesSmallBuffers) {

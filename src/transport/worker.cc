@@ -309,8 +309,7 @@ void WorkerImpl::HandleHello(const wire::Message& msg, ucp_ep_h from) {
   // The limits are checked before anything is made for the peer (no
   // endpoint to the address it gave is created for a refused hello): the
   // refusal travels on the endpoint the hello came in on.
-  auto peer = wire::DecodeAddress(msg.payload);
-  Status admitted = peer.ok() ? AdmitHello(*peer) : Status::Ok();
+  Status admitted = AdmitHello();
   if (!admitted.ok()) {
     ++stats_.hellos_refused;
     if (stats_.hellos_refused == 1 || (stats_.hellos_refused & (stats_.hellos_refused - 1)) == 0) {
@@ -335,43 +334,21 @@ void WorkerImpl::HandleHello(const wire::Message& msg, ucp_ep_h from) {
     conn.cma = CheckCmaProof(conn, msg.capability);
     UpdateBulkMode(conn);
   }
+  std::array<uint8_t, wire::kHelloAckSize> ack_payload{};
+  Status st = PrepareServerAuth(conn, ack_payload);
+  // A pid the kernel vouched for (the cma proof) is charged now; others once authenticated.
+  if (st.ok() && conn.cma) st = ChargeIdentity(conn, fmt::format("pid {}", conn.info.peer_pid));
+  if (!st.ok()) {
+    ++stats_.hellos_refused;
+    return CloseWithReason(conn, st.message(), /*in_callback=*/true);
+  }
   wire::Message ack;
   ack.kind = wire::Kind::kHelloAck;
   ack.connection_id = conn.remote_id;
   ack.request_id = conn.local_id;
-  if (conn.cma) ack.payload = std::span<const uint8_t>(&wire::kHelloAckCmaAccepted, 1);
-  Status st = SendMessage(conn, ack, {}, nullptr);
+  ack.payload = ack_payload;
+  st = SendMessage(conn, ack, {}, nullptr);
   if (!st.ok()) FailConnection(conn.local_id, st, false);
-}
-
-Status WorkerImpl::AdmitHello(const wire::WorkerAddress& peer) {
-  const TransportOptions& o = options();
-  uint32_t total = 0, same_peer = 0;
-  Connection* oldest = nullptr;  // unauthenticated, to make room
-  for (const auto& [id, c] : connections_) {
-    if (c->client_side || c->closing) continue;
-    ++total;
-    if (c->info.peer_pid == peer.pid && c->info.same_host == (peer.boot_id == boot_id_)) ++same_peer;
-    if (!c->authenticated && (oldest == nullptr || c->opened < oldest->opened)) oldest = c.get();
-  }
-  if (same_peer >= o.max_connections_per_peer) {
-    return Status::Busy(
-        fmt::format("transport: refused: {}pid {} already has {} connections to worker '{}' "
-                    "(max_connections_per_peer)",
-                    peer.boot_id == boot_id_ ? "" : "remote ", peer.pid, same_peer, name_));
-  }
-  if (total < o.max_connections) return Status::Ok();
-  if (oldest == nullptr) {
-    return Status::Busy(fmt::format(
-        "transport: refused: worker '{}' serves {} authenticated connections (max_connections)", name_, total));
-  }
-  ++stats_.connections_evicted;
-  CloseWithReason(*oldest,
-                  fmt::format("transport: closed: worker '{}' is full (max_connections {}) and this "
-                              "connection never presented a valid capability",
-                              name_, o.max_connections),
-                  /*in_callback=*/true);
-  return Status::Ok();
 }
 
 void WorkerImpl::SendByeOn(ucp_ep_h ep, uint64_t connection_id, std::string_view reason) {
@@ -418,26 +395,6 @@ void WorkerImpl::CloseWithReason(Connection& conn, const std::string& reason, bo
   }
 }
 
-void WorkerImpl::ExpireUnauthenticated(Clock::time_point now) {
-  const auto timeout = options().unauthenticated_timeout;
-  if (timeout.count() <= 0 || now < next_auth_check_) return;
-  next_auth_check_ = now + std::min<std::chrono::milliseconds>(timeout / 4, std::chrono::milliseconds(250));
-  std::vector<uint64_t> expired;
-  for (const auto& [id, c] : connections_) {
-    if (!c->client_side && !c->authenticated && now - c->opened >= timeout) expired.push_back(id);
-  }
-  for (uint64_t id : expired) {
-    if (Connection* c = FindConnection(id)) {
-      ++stats_.connections_evicted;
-      CloseWithReason(*c,
-                      fmt::format("transport: closed: no request with a valid capability within {} ms of the "
-                                  "hello (unauthenticated_timeout)",
-                                  timeout.count()),
-                      /*in_callback=*/false);
-    }
-  }
-}
-
 void WorkerImpl::HandleHelloAck(const wire::Message& msg, ucp_ep_h from) {
   Connection* conn = FindConnection(msg.connection_id);
   if (conn == nullptr || !conn->client_side || conn->remote_id != 0 || msg.request_id == 0 || from == nullptr) {
@@ -446,7 +403,8 @@ void WorkerImpl::HandleHelloAck(const wire::Message& msg, ucp_ep_h from) {
   }
   conn->remote_id = msg.request_id;
   conn->peer_ep = from;  // the server's messages arrive here from now on
-  if (!msg.payload.empty() && msg.payload[0] == wire::kHelloAckCmaAccepted) {
+  AcceptHelloAck(*conn, msg.payload);
+  if ((msg.payload[0] & wire::kHelloAckCmaAccepted) != 0) {
     if (conn->cma_token_copy == nullptr) {
       ++stats_.malformed_messages;  // accepted cma we never offered: ignore it
     } else {
@@ -534,27 +492,32 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
       return UCS_OK;
     case wire::Kind::kReply: {
       if (carries_bulk) break;
-      const Connection* conn = FindConnection(msg.connection_id);
+      Connection* conn = FindConnection(msg.connection_id);
       if (conn != nullptr && conn->peer_ep != from) {
         RefuseMisdirected(msg, from);
         return UCS_OK;
       }
+      if (conn != nullptr && RefuseUnsealed(*conn, msg, bytes)) return UCS_OK;
       HandleReply(msg);  // an unknown connection counts as a stale reply there
       return UCS_OK;
     }
     case wire::Kind::kPushData: {
       if (!carries_bulk) break;
-      const Connection* conn = FindConnection(msg.connection_id);
+      Connection* conn = FindConnection(msg.connection_id);
       if (conn != nullptr && conn->peer_ep != from) {
         RefuseMisdirected(msg, from);
         return rndv ? UCS_ERR_CANCELED : UCS_OK;
       }
+      if (conn != nullptr && RefuseUnsealed(*conn, msg, bytes)) return rndv ? UCS_ERR_CANCELED : UCS_OK;
       return HandlePushData(msg, data, length, rndv);
     }
-    case wire::Kind::kBatch:
+    case wire::Kind::kBatch: {
       if (carries_bulk) break;
+      Connection* conn = FindConnection(msg.connection_id);
+      if (conn != nullptr && conn->peer_ep == from && RefuseUnsealed(*conn, msg, bytes)) return UCS_OK;
       HandleBatch(msg, from);
       return UCS_OK;
+    }
     case wire::Kind::kBye: {
       if (carries_bulk) break;
       // A client still waiting for its hello ack does not know the server's
@@ -562,7 +525,9 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
       const Connection* pending = FindConnection(msg.connection_id);
       const bool refused_hello =
           pending != nullptr && pending->client_side && pending->remote_id == 0 && from != nullptr;
-      if (refused_hello || BoundConnection(msg, from) != nullptr) {
+      Connection* bound = refused_hello ? nullptr : BoundConnection(msg, from);
+      if (bound != nullptr && RefuseUnsealed(*bound, msg, bytes)) return UCS_OK;
+      if (refused_hello || bound != nullptr) {
         // The payload, if any, is the peer's reason (text).
         std::string_view reason(reinterpret_cast<const char*>(msg.payload.data()),
                                 std::min<size_t>(msg.payload.size(), wire::kMaxStatusMessage));
@@ -575,7 +540,7 @@ ucs_status_t WorkerImpl::OnActiveMessage(const void* header, size_t header_lengt
     }
     case wire::Kind::kRequest: {
       Connection* conn = BoundConnection(msg, from);
-      if (conn == nullptr) return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
+      if (conn == nullptr || RefuseUnsealed(*conn, msg, bytes)) return rndv ? UCS_ERR_INVALID_PARAM : UCS_OK;
       const wire::BulkDescriptor* out = msg.FindBulk(wire::BulkDirection::kOut);
       const bool am_out = out != nullptr && out->transfer == wire::BulkTransfer::kActiveMessage;
       if (conn->client_side) {
@@ -771,6 +736,12 @@ void WorkerImpl::FlushBatch(Connection& conn) {
       return;
     }
   }
+  if (Sealing(conn)) {
+    if (Status st = SealSendBuffer(conn, *buf, skip, {}, false); !st.ok()) {
+      ReleaseSendBuffer(buf);
+      return DeferFailure(conn.local_id, st);
+    }
+  }
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   param.cb.send = SendCallback;
@@ -814,9 +785,11 @@ Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::
                    msg.inline_data.data() == inline_owner->data() && msg.inline_data.size() == inline_owner->size();
   buf->bytes.resize(iov ? wire::EncodedHeadSize(msg) : wire::EncodedSize(msg));
   auto enc = iov ? wire::EncodeHead(msg, buf->bytes) : wire::Encode(msg, buf->bytes);
-  if (!enc.ok()) {
+  const std::span<const uint8_t> tail = iov ? msg.inline_data : std::span<const uint8_t>();
+  const Status sealed = enc.ok() && Sealing(conn) ? SealSendBuffer(conn, *buf, 0, tail, iov) : enc.status();
+  if (!sealed.ok()) {
     ReleaseSendBuffer(buf);
-    return enc.status();
+    return sealed;
   }
   buf->done = std::move(done);
   buf->keep_alive = std::move(keep_alive);
@@ -829,10 +802,11 @@ Status WorkerImpl::SendMessage(Connection& conn, const wire::Message& msg, std::
     buf->tail.swap(*inline_owner);  // the data pointer moves with the storage
     buf->iov[0] = ucp_dt_iov_t{buf->bytes.data(), buf->bytes.size()};
     buf->iov[1] = ucp_dt_iov_t{buf->tail.data(), buf->tail.size()};
+    buf->iov[2] = ucp_dt_iov_t{buf->trailer.data(), buf->trailer.size()};
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_DATATYPE;
     param.datatype = ucp_dt_make_iov();
     param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
-    req = ucp_am_send_nbx(conn.ep, kAmId, nullptr, 0, buf->iov.data(), buf->iov.size(), &param);
+    req = ucp_am_send_nbx(conn.ep, kAmId, nullptr, 0, buf->iov.data(), Sealing(conn) ? 3 : 2, &param);
   } else if (bulk.empty()) {
     param.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
     req = ucp_am_send_nbx(conn.ep, kAmId, nullptr, 0, buf->bytes.data(), buf->bytes.size(), &param);

@@ -33,6 +33,7 @@ namespace ros2::transport {
 
 class FaultInjection;
 class WorkerImpl;
+struct ConnectionAuth;  // connection_auth.h
 using Clock = std::chrono::steady_clock;
 
 // A point in Clock's time no earlier than now, for deadlines of milliseconds
@@ -93,6 +94,9 @@ struct Connection {
   uint32_t batch_count = 0;
   uint64_t batch_pushed = 0;  // bytes pushed by the requests whose replies wait in `batch`
   std::vector<uint8_t> batch;
+  // Sessions proven on the connection and its integrity keys
+  // (connection_auth.h): made with the hello ack (both sides).
+  std::shared_ptr<ConnectionAuth> auth;
 };
 inline constexpr size_t kMaxPeerSegments = 64;
 
@@ -105,9 +109,10 @@ struct SendBuffer {
   SendBuffer* next_in_flight = nullptr;
   std::vector<uint8_t> bytes;         // the encoded message (without the inline section when iov is used)
   std::vector<uint8_t> tail;          // inline bytes handed over by the sender (SendMessage's inline_owner)
-  std::array<ucp_dt_iov_t, 2> iov{};  // bytes + inline section, for an iovec send
-  Completion done;                    // optional: run when the send completes (push data)
-  std::shared_ptr<void> keep_alive;   // optional: resources the send references
+  std::array<ucp_dt_iov_t, 3> iov{};  // bytes + inline section (+ integrity trailer), for an iovec send
+  std::array<uint8_t, wire::kIntegrityTrailerSize> trailer{};  // sealed iovec sends
+  Completion done;                                             // optional: run when the send completes (push data)
+  std::shared_ptr<void> keep_alive;                            // optional: resources the send references
 };
 
 // Where a rendezvous receive of pushed data reports back (lives in PendingCall).
@@ -194,6 +199,7 @@ class WorkerImpl final : public Worker {
   void SetPeerLostHandler(std::function<void(uint64_t, const Status&)> handler) override {
     peer_lost_handler_ = std::move(handler);
   }
+  void SetSessionKeyLookup(SessionKeyLookup lookup) override { session_key_lookup_ = std::move(lookup); }
   int Progress() override;
   // Progress() without reading the clock for housekeeping (Wait's busy polls
   // read it every few passes instead: a clock read per poll was 18% of a
@@ -307,6 +313,31 @@ class WorkerImpl final : public Worker {
   void ReleaseState(IncomingRequest::State* s);
   void DispatchRequest(IncomingRequest::State* s);
 
+  // Sessions and integrity (connection_auth.cc).
+  // Server, at the hello: the connection's challenge and whether it needs
+  // integrity, as the hello ack's payload. Client: the same from the ack.
+  Status PrepareServerAuth(Connection& conn, std::array<uint8_t, wire::kHelloAckSize>& ack_payload);
+  void AcceptHelloAck(Connection& conn, std::span<const uint8_t> payload);
+  // Counts `conn` as `identity` for max_connections_per_peer, or Busy.
+  Status ChargeIdentity(Connection& conn, std::string identity);
+  void HandleAuthenticate(Connection& conn, const wire::Message& msg);  // answers it
+  Status AuthenticateConnection(Connection& conn, const wire::Message& msg);
+  Status AuthenticateSession(Connection& conn, const SessionCredential& cred);
+  static bool Sealing(const Connection& conn);
+  // Sets the integrity flag in `head`, tags head then tail under the next
+  // sequence number and writes the trailer.
+  Status Seal(Connection& conn, std::span<uint8_t> head, std::span<const uint8_t> tail,
+              std::span<uint8_t, wire::kIntegrityTrailerSize> trailer);
+  // Seal() of a message encoded in buf.bytes from `skip` on: iov sends keep
+  // the trailer in buf.trailer (after `tail`, the inline bytes); others append it.
+  Status SealSendBuffer(Connection& conn, SendBuffer& buf, size_t skip, std::span<const uint8_t> tail, bool iov);
+  Status CheckIntegrity(Connection& conn, const wire::Message& msg, std::span<const uint8_t> bytes);
+  // CheckIntegrity on a received message: true when it was refused (counted,
+  // logged; a request is answered with kPermissionDenied naming the cause, a
+  // client connection fails).
+  bool RefuseUnsealed(Connection& conn, const wire::Message& msg, std::span<const uint8_t> bytes);
+  SessionKeyLookup session_key_lookup_;
+
   // The test seam (fault_injection.h): null except in tests, which attach one
   // with SetFaultInjection to make this worker's client side send what a
   // well-behaved client never sends. Not owned.
@@ -339,10 +370,11 @@ class WorkerImpl final : public Worker {
   // server-side connection of the endpoint it came in on, that connection
   // gets the decoder's error as the reply.
   void AnswerMalformed(std::span<const uint8_t> bytes, ucp_ep_h from, const Status& why);
-  // The connection limits for a hello from `peer` (max_connections,
-  // max_connections_per_peer): OK to admit it (after evicting the oldest
-  // unauthenticated connection if the worker is full), or why not.
-  Status AdmitHello(const wire::WorkerAddress& peer);
+  // The worker-wide limit for a hello (max_connections; what the hello
+  // claims charges nobody): OK to admit it (after evicting the oldest
+  // unauthenticated connection if the worker is full), or why not
+  // (connection_limits.cc).
+  Status AdmitHello();
   // Sends a bye carrying `reason` on `ep` (to the peer's connection
   // `connection_id`), best effort, without a Connection (a refused hello).
   void SendByeOn(ucp_ep_h ep, uint64_t connection_id, std::string_view reason);
@@ -432,6 +464,7 @@ class EndpointImpl final : public Endpoint {
   uint32_t outstanding() const override { return conn_->outstanding; }
   void Cork() override;
   void Uncork() override;
+  Status AuthenticateSession(const SessionCredential& session) override;
   void Close() override;
 
  private:

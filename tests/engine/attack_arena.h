@@ -130,13 +130,11 @@ struct Arena {
   const ObjectId victim_oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, 1);
   std::vector<std::byte> victim_data = Pattern(64 * 1024, 11);
 
-  TransportKind kind = TransportKind::kShm;
+  TransportKind kind = TransportKind::kShm;  // set before Start
 
-  void Start(const std::string& transport_extra = "", TransportKind over = TransportKind::kShm) {
-    kind = over;
-    ASSERT_NO_FATAL_FAILURE(cluster.Start({.transport = std::string(transport::TransportKindName(over)),
-                                           .targets = 1,
-                                           .transport_extra = transport_extra}));
+  void Start(const std::string& transport_extra = "") {
+    const std::string transport(transport::TransportKindName(kind));
+    ASSERT_NO_FATAL_FAILURE(cluster.Start({.transport = transport, .targets = 1, .transport_extra = transport_extra}));
     ROS2_ASSERT_OK(cluster.mgmt->CreatePool("p", uint64_t{8} << 20));
     ROS2_ASSERT_OK(cluster.mgmt->CreateContainer("p", "victim"));
     ROS2_ASSERT_OK(cluster.mgmt->CreateContainer("p", "attacker"));
@@ -154,10 +152,14 @@ struct Arena {
   // The arguments every attack needs: where to connect, as whom.
   std::vector<std::string> Args(std::vector<std::string> more = {}) const {
     const auto& cont = attacker->container().container;
-    std::vector<std::string> args = {
-        "address=" + Hex(TargetAddress()),  "kind=" + std::string(transport::TransportKindName(kind)),
-        "cap=" + Hex(attacker->capability), "pool=" + cont.pool_uuid(),
-        "container=" + cont.uuid(),         "target=0"};
+    std::vector<std::string> args = {"address=" + Hex(TargetAddress()),
+                                     "kind=" + std::string(transport::TransportKindName(kind)),
+                                     "cap=" + Hex(attacker->capability),
+                                     "pool=" + cont.pool_uuid(),
+                                     "container=" + cont.uuid(),
+                                     "target=0",
+                                     "session=" + attacker->pool().session_uuid,
+                                     "session_key=" + Hex(attacker->pool().session_key)};
     args.insert(args.end(), more.begin(), more.end());
     return args;
   }

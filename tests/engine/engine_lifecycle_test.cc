@@ -71,6 +71,7 @@ TEST(EngineLifecycle, DestroyedContainerStaysDestroyedAcrossRestart) {
   ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "kept"));
   const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 1, 1);
   std::string pool_uuid, gone_uuid, gone_capability;
+  transport::SessionCredential gone_session;
   {
     auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "gone", TransportKind::kTcp);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -78,6 +79,7 @@ TEST(EngineLifecycle, DestroyedContainerStaysDestroyedAcrossRestart) {
     pool_uuid = (*s)->container().container.pool_uuid();
     gone_uuid = (*s)->container().container.uuid();
     gone_capability = (*s)->capability;
+    gone_session = (*s)->session();
   }
   const std::string engine_dir = c.dir.path() + "/engine0";
   ASSERT_TRUE(HasShardDir(engine_dir, pool_uuid, gone_uuid));
@@ -95,6 +97,9 @@ TEST(EngineLifecycle, DestroyedContainerStaysDestroyedAcrossRestart) {
   // alone must stop it from recreating the destroyed container's shard.
   auto kept = ObjectSession::Open(c.engine->control(), c.admin, "p", "kept", TransportKind::kTcp);
   ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  // The connection proves the old session too, so the capability gets past
+  // the session check to the tombstone.
+  ROS2_ASSERT_OK((*kept)->endpoint(0).AuthenticateSession(gone_session));
   Status st = UpdateWith(**kept, 0, *Uuid::Parse(gone_uuid), gone_capability, oid);
   EXPECT_EQ(st.code(), Status::Code::kNotFound) << st.ToString();
   EXPECT_FALSE(HasShardDir(engine_dir, pool_uuid, gone_uuid)) << "a destroyed container's shard was recreated";

@@ -71,6 +71,9 @@ TEST(EnginePoolSecurity, RequestsForATargetOutsideThePoolAreRefusedAndCreateNoth
   req.csum.values = ComputeChunkChecksums(ChecksumType::kCrc32c, data, 4096);
   const std::string wide_capability = (*wide)->capability;
   (*wide)->capability = (*narrow)->capability;
+  // The connection proves narrow's session too, so the capability gets past
+  // the session check to the pool membership check this test is about.
+  ROS2_ASSERT_OK((*wide)->endpoint(outside_global).AuthenticateSession((*narrow)->session()));
   for (int attempt = 0; attempt < 3; ++attempt) {  // the refusal is not a one-off
     auto r = (*wide)->Call(outside_global, obj::Opcode::kUpdate, obj::Encode(req), data);
     ASSERT_FALSE(r.ok()) << "an update for pool narrow was accepted on target " << outside;

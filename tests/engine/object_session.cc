@@ -1,6 +1,9 @@
 // The engine tests' object client.
 #include "object_session.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "common/checksum.h"
@@ -48,9 +51,19 @@ Result<std::unique_ptr<ObjectSession>> ObjectSession::Open(const std::string& co
     const std::string& a = t.worker_address();
     auto ep = s->worker_->Connect(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(a.data()), a.size()));
     if (!ep.ok()) return ep.status().WithContext(fmt::format("connect target {} of {}", t.index(), t.engine_uuid()));
+    // The engine accepts the session's capabilities only on a connection
+    // that proved the session's key.
+    if (Status st = (*ep)->AuthenticateSession(s->session()); !st.ok()) return st;
     s->endpoints_.push_back(std::move(*ep));
   }
   return s;
+}
+
+transport::SessionCredential ObjectSession::session() const {
+  transport::SessionCredential cred;
+  if (auto id = Uuid::Parse(conn_.session_uuid); id.ok()) cred.id = id->bytes();
+  std::memcpy(cred.key.data(), conn_.session_key.data(), std::min(cred.key.size(), conn_.session_key.size()));
+  return cred;
 }
 
 Result<uint32_t> ObjectSession::TargetOf(const ObjectId& oid, const std::string& dkey) const {

@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "common/status.h"
-#include "testing/pattern.h"
 #include "control/credentials.h"
 #include "control/session_client.h"
 #include "object/obj_rpc.h"
 #include "placement/pool_map.h"
+#include "testing/pattern.h"
 #include "transport/transport.h"
 
 namespace ros2::testing {
@@ -33,6 +33,8 @@ class ObjectSession {
 
   const control::PoolConnection& pool() const { return conn_; }
   const control::ContainerHandle& container() const { return cont_; }
+  // The pool session's credential (Endpoint::AuthenticateSession).
+  transport::SessionCredential session() const;
   const PoolMap& map() const { return map_; }
   size_t target_count() const { return endpoints_.size(); }
   transport::Endpoint& endpoint(uint32_t global_target) { return *endpoints_[global_target]; }
@@ -75,6 +77,5 @@ class ObjectSession {
   std::unique_ptr<transport::Worker> worker_;
   std::vector<std::shared_ptr<transport::Endpoint>> endpoints_;
 };
-
 
 }  // namespace ros2::testing

@@ -39,6 +39,7 @@
 #include "common/uuid.h"
 #include "object/obj_rpc.h"
 #include "transport/cma.h"
+#include "transport/connection_auth.h"
 #include "transport/wire.h"
 
 using namespace ros2;
@@ -101,6 +102,8 @@ struct RawClient {
   std::vector<std::vector<uint8_t>> reply_bytes;
   bool ep_failed = false;
   bool shm = true;
+  std::array<uint8_t, wire::kNonceSize> challenge{};  // the hello ack's
+  bool integrity_asked = false;
   transport::cma::Token token_copy{};  // the engine reads the token back from here
   std::array<uint8_t, wire::kHelloProofSize> proof{};
 
@@ -112,7 +115,13 @@ struct RawClient {
     self->reply_bytes.emplace_back(p, p + n);
     wire::Message m;
     if (!wire::Decode(self->reply_bytes.back(), m).ok()) return UCS_OK;
-    if (m.kind == wire::Kind::kHelloAck) self->server_conn_id = m.request_id;
+    if (m.kind == wire::Kind::kHelloAck) {
+      self->server_conn_id = m.request_id;
+      if (m.payload.size() == wire::kHelloAckSize) {
+        self->integrity_asked = (m.payload[0] & wire::kHelloAckIntegrity) != 0;
+        std::memcpy(self->challenge.data(), m.payload.data() + 1, wire::kNonceSize);
+      }
+    }
     if (m.kind == wire::Kind::kReply) self->replies[m.request_id] = m;
     if (m.kind == wire::Kind::kBatch) {
       std::vector<wire::Message> entries(wire::kMaxBatchMessages);
@@ -204,6 +213,33 @@ struct RawClient {
     if (!ProgressUntil([&] { return server_conn_id != 0; }, 10000))
       return Status::TimedOut("no hello ack from the engine");
     return Status::Ok();
+  }
+
+  // Proves the session `session` (args session, session_key) on the
+  // connection, as a client must before its capabilities count there
+  // (docs/security.md, "Sessions on the data plane"); without integrity
+  // tags, so only where the engine does not ask for them (shared memory).
+  Status AuthenticateSession() {
+    if (Arg("session").empty()) return Status::Ok();
+    if (integrity_asked) return Status::NotSupported("this attacker does not seal messages (integrity asked)");
+    transport::SessionId session = Uuid::Parse(Arg("session"))->bytes();
+    transport::SessionKey key{};
+    const auto hex = Unhex(Arg("session_key"));
+    std::copy_n(hex.begin(), std::min(hex.size(), key.size()), key.begin());
+    std::array<uint8_t, transport::kAuthPayloadSize> payload{};
+    std::memcpy(payload.data(), session.data(), session.size());
+    payload[transport::kSessionIdSize] = 0;  // flags: no integrity
+    const auto proof =
+        transport::DeriveConnectionSecret("ros2 session auth", key, challenge, server_conn_id, my_conn_id, session, 0);
+    std::memcpy(payload.data() + transport::kSessionIdSize + 1, proof.data(), proof.size());
+    wire::Message m;
+    m.kind = wire::Kind::kRequest;
+    m.opcode = wire::kAuthenticateOpcode;
+    m.request_id = 0xA0;
+    m.connection_id = server_conn_id;
+    m.payload = payload;
+    ROS2_RETURN_IF_ERROR(SendEncoded(m));
+    return AwaitReply(0xA0);
   }
 
   template <typename Pred>
@@ -373,6 +409,7 @@ int Run(const std::string& attack) {
   RawClient c;
   if (Status st = c.Init(shm); !st.ok()) return Report("init", st), 1;
   if (Status st = c.Connect(Unhex(Arg("address")), Arg("prove") == "1"); !st.ok()) return Report("connect", st), 1;
+  if (Status st = c.AuthenticateSession(); !st.ok()) Report("authenticate", st);
   Value("connected", "1");
   const uint64_t len = NumArg("len", 65536);
 

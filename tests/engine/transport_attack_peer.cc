@@ -21,8 +21,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
@@ -99,7 +102,44 @@ struct Attacker {
     transport::SetFaultInjection(*worker, &rewriter);
     return Status::Ok();
   }
-  Result<std::shared_ptr<transport::Endpoint>> Connect() { return worker->Connect(address); }
+  // Connects and, given the session's credential (args session=<uuid>,
+  // session_key=<hex>), proves it as a client does.
+  // With arg claim_pid, the hello's address blob claims another pid
+  // (ClaimPid). auth=0 connects without proving the session.
+  Result<std::shared_ptr<transport::Endpoint>> Connect() {
+    ClaimPid();
+    auto ep = worker->Connect(address);
+    if (!ep.ok() || Arg("session").empty() || NumArg("auth", 1) == 0) return ep;
+    transport::SessionCredential cred;
+    cred.id = Uuid::Parse(Arg("session"))->bytes();
+    const auto key = Unhex(Arg("session_key"));
+    std::copy_n(key.begin(), std::min(key.size(), cred.key.size()), cred.key.begin());
+    if (Status st = (*ep)->AuthenticateSession(cred); !st.ok()) return st;
+    return ep;
+  }
+
+  std::vector<uint8_t> claimed_address;  // the hello payload while claiming a pid
+  // Arg claim_pid=N claims pid N; claim_pid=children claims, at every
+  // Connect, the pid of a new child of ours (each a live process, so the
+  // server can watch it), never our own.
+  void ClaimPid() {
+    const std::string claim = Arg("claim_pid");
+    if (claim.empty()) return;
+    int32_t pid = 0;
+    if (claim == "children") {
+      pid = fork();
+      if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        pause();
+        _exit(0);
+      }
+    } else {
+      pid = static_cast<int32_t>(std::stol(claim));
+    }
+    claimed_address.assign(worker->address().begin(), worker->address().end());
+    std::memcpy(claimed_address.data() + 8, &pid, sizeof(pid));  // the blob's pid field
+    rewriter.hello = [this](transport::wire::Message& m) { m.payload = claimed_address; };
+  }
 
   obj::RequestHeader Header() const {
     obj::RequestHeader h;
@@ -220,6 +260,15 @@ int Run(const std::string& attack) {
   Value("bulk_mode", std::string(transport::BulkModeName((*ep)->info().bulk_mode)));
   const uint64_t len = NumArg("len", 64 * 1024);
 
+  if (attack == "replay") {
+    // Args cap/container: a capability captured from another tenant's
+    // traffic, sent from this process's own connection.
+    const auto data = Pattern(4096, 99);
+    Report("update", a.Update(**ep, data));
+    std::vector<std::byte> into(4096);
+    Report("fetch", a.Fetch(**ep, into));
+    return 0;
+  }
   if (attack == "ids") {
     // The server's ids of two connections of ours, as our requests carry them.
     auto ep2 = a.Connect();

@@ -215,7 +215,7 @@ TEST(TransportAttack, CmaFromMemoryThatBlocksCannotStallTheTarget) {
 TEST(TransportAttack, HelloFloodIsBoundedPerPeerAndTimesOut) {
   Arena a;
   ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 64, max_connections_per_peer: 8, unauthenticated_timeout: 1s"));
-  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "conn-flood", a.Args({"count=40", "hold_ms=3000"}));
+  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "conn-flood", a.Args({"count=40", "hold_ms=3000", "auth=0"}));
   EXPECT_EQ(r["connected"].text, "8");
   EXPECT_EQ(r["refused"].text, "32");
   EXPECT_EQ(r["first_refusal"].code, static_cast<int>(Status::Code::kDisconnected)) << r["first_refusal"].text;
@@ -232,12 +232,130 @@ TEST(TransportAttack, HelloFloodEvictsOnlyUnauthenticatedConnections) {
   // The victim and the attacker's container session hold 2 of the 6.
   ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 6, max_connections_per_peer: 64"));
   ROS2_ASSERT_OK(a.attacker->UpdateArray(a.victim_oid, "d", "a", 0, Pattern(16, 1)));  // authenticates it
-  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "conn-flood", a.Args({"count=20", "hold_ms=200"}));
+  auto r = RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "conn-flood", a.Args({"count=20", "hold_ms=200", "auth=0"}));
   EXPECT_EQ(r["connected"].text, "20");
   EXPECT_EQ(r["closed"].text, "16") << "the flood was not bounded";
   EXPECT_NE(r["first_close"].text.find("max_connections"), std::string::npos) << r["first_close"].text;
   ROS2_ASSERT_OK(a.victim->endpoint(0).status());
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+// Issue 36, finding 3: a capability captured on the wire and sent from
+// another tenant's connection. The engine accepts a capability only on a
+// connection that proved its session's key.
+TEST(TransportAttack, CapabilityReplayedFromAnotherConnectionIsRefused) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  const auto& victim_cont = a.victim->container().container;
+  const std::string victim_session = a.victim->pool().session_uuid;
+  for (const std::string auth : {"1", "0"}) {  // from a connection proven for the attacker's session, and for none
+    SCOPED_TRACE("auth=" + auth);
+    auto r = RunAttacker(
+        TRANSPORT_ATTACK_PEER_PATH, "replay",
+        a.Args({"cap=" + Hex(a.victim->capability), "container=" + victim_cont.uuid(), "oid=1", "auth=" + auth}));
+    const std::string proven = auth == "1" ? "session " + a.attacker->pool().session_uuid : "no session";
+    for (const char* op : {"update", "fetch"}) {
+      ASSERT_TRUE(r.count(op)) << "the attacker reported no " << op;
+      EXPECT_EQ(r[op].code, static_cast<int>(Status::Code::kPermissionDenied)) << op << ": " << r[op].text;
+      EXPECT_NE(r[op].text.find("capability of session " + victim_session), std::string::npos) << r[op].text;
+      EXPECT_NE(r[op].text.find("authenticated for " + proven), std::string::npos) << r[op].text;
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+// Issue 36, finding 4: hellos whose address blob claims the victim's pid
+// charge nobody (the per-peer cap counts pids the kernel vouched for), so
+// the victim still connects while they are held.
+TEST(TransportAttack, HellosClaimingAVictimsPidDoNotLockItOut) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 256, max_connections_per_peer: 8"));
+  Status victim_connect = Status::Internal("did not run");
+  auto r = RunAttacker(
+      TRANSPORT_ATTACK_PEER_PATH, "conn-flood",
+      a.Args({"count=20", "hold_ms=2000", "auth=0", "claim_pid=" + std::to_string(getpid())}), "connected", [&] {
+        auto more = ObjectSession::Open(a.cluster.engine->control(), a.cluster.admin, "p", "victim", a.kind);
+        victim_connect = more.status();
+        if (more.ok()) victim_connect = (*more)->FetchArray(a.victim_oid, "d", "a", 0, 16).status();
+      });
+  EXPECT_EQ(r["connected"].text, "20") << "a claimed pid was charged";
+  EXPECT_TRUE(victim_connect.ok()) << "the victim was locked out: " << victim_connect.ToString();
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+// Issue 36, finding 4: claiming a different pid in every hello does not pass
+// the cap: connections that proved no pid count by the session they
+// authenticate for.
+TEST(TransportAttack, ManyClaimedPidsDoNotPassThePerPeerCap) {
+  Arena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start("max_connections: 256, max_connections_per_peer: 8"));
+  auto r =
+      RunAttacker(TRANSPORT_ATTACK_PEER_PATH, "conn-flood", a.Args({"count=20", "hold_ms=1000", "claim_pid=children"}));
+  EXPECT_EQ(r["connected"].text, "20");
+  EXPECT_EQ(r["closed"].text, "12") << "the cap was passed (or not reached)";
+  EXPECT_NE(r["first_close"].text.find("max_connections_per_peer"), std::string::npos) << r["first_close"].text;
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+// Integrity over tcp (docs/security.md): a request altered in transit or
+// replayed is refused with an error naming the cause; the connection keeps
+// serving; nothing is sealed over shared memory.
+TEST(TransportAttack, AlteredOrReplayedRequestsOverTcpAreRefused) {
+  Arena a;
+  a.kind = TransportKind::kTcp;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  transport::MessageRewriter rw;
+  uint64_t sealed = 0;
+  rw.sequence = [&](uint64_t&) { ++sealed; };
+  transport::SetFaultInjection(a.attacker->worker(), &rw);
+  ROS2_ASSERT_OK(a.attacker->UpdateArray(a.victim_oid, "d", "a", 0, Pattern(64, 3)));
+  EXPECT_GT(sealed, 0u) << "requests over tcp are not sealed";
+  // One byte of the next request altered after sealing.
+  bool altered = false;
+  rw.sealed = [&](std::span<uint8_t> covered) {
+    if (!altered) covered[covered.size() - 1] ^= 1;
+    altered = true;
+  };
+  auto bad = a.attacker->UpdateArray(a.victim_oid, "d", "a", 0, Pattern(64, 4));
+  rw.sealed = nullptr;
+  EXPECT_EQ(bad.status().code(), Status::Code::kPermissionDenied) << bad.status().ToString();
+  EXPECT_NE(bad.status().message().find("integrity tag"), std::string::npos) << bad.status().ToString();
+  // Two requests that arrive in the other order (UCX may reorder a
+  // connection's messages across lanes): the late one is accepted once.
+  int swaps = 0;
+  rw.sequence = [&](uint64_t& seq) {
+    if (swaps == 0) seq += 1;  // the first goes out as the second's number,
+    if (swaps == 1) seq -= 1;  // the second as the first's
+    ++swaps;
+  };
+  ROS2_ASSERT_OK(a.attacker->FetchArray(a.victim_oid, "d", "a", 0, 64));
+  ROS2_ASSERT_OK(a.attacker->FetchArray(a.victim_oid, "d", "a", 0, 64));
+  EXPECT_EQ(swaps, 2);
+  // A request sent again under a sequence number already used.
+  bool replayed = false;
+  rw.sequence = [&](uint64_t& seq) {
+    if (!replayed) seq = 1;
+    replayed = true;
+  };
+  auto again = a.attacker->FetchArray(a.victim_oid, "d", "a", 0, 64);
+  rw.sequence = nullptr;
+  EXPECT_EQ(again.status().code(), Status::Code::kPermissionDenied) << again.status().ToString();
+  EXPECT_NE(again.status().message().find("replayed"), std::string::npos) << again.status().ToString();
+  // The connection still serves, and what was refused changed nothing.
+  auto f = a.attacker->FetchArray(a.victim_oid, "d", "a", 0, 64);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(f->data, Pattern(64, 3));
+  transport::SetFaultInjection(a.attacker->worker(), nullptr);
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+
+  Arena shm;
+  ASSERT_NO_FATAL_FAILURE(shm.Start());
+  sealed = 0;
+  rw.sequence = [&](uint64_t&) { ++sealed; };
+  transport::SetFaultInjection(shm.attacker->worker(), &rw);
+  ROS2_ASSERT_OK(shm.attacker->UpdateArray(shm.victim_oid, "d", "a", 0, Pattern(64, 3)));
+  transport::SetFaultInjection(shm.attacker->worker(), nullptr);
+  EXPECT_EQ(sealed, 0u) << "same-host shared memory pays for integrity it does not need";
 }
 
 }  // namespace

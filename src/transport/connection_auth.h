@@ -1,0 +1,94 @@
+// Internal: sessions on a data-plane connection and the integrity of its
+// messages (docs/security.md, "Sessions on the data plane"; the formats in
+// docs/wire-format.md, "Session authentication" and "Integrity").
+//
+// A server-side connection starts unauthenticated: its hello ack carries a
+// random 16-byte challenge. The client proves, for each session whose
+// capabilities it will send on the connection, that it holds the session's
+// key (an authenticate request: session id, flags, HMAC-SHA256 under the
+// session key of the challenge, both connection ids, the session id and the
+// flags). The server records the session for the connection; the engine
+// accepts a capability only on a connection authenticated for its session.
+// The first authentication of a connection that crosses hosts (or runs over
+// tcp) also keys its integrity: from then on every message either side sends
+// on it carries a sequence number and an AES-256-GMAC tag under a key both
+// derive from the session key, the challenge and the connection ids.
+//
+// Not a public header; worker thread only.
+#pragma once
+
+#include <array>
+#include <bitset>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "transport/transport.h"
+
+typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
+
+namespace ros2::transport {
+
+// Sessions one connection may be authenticated for at once.
+inline constexpr size_t kMaxSessionsPerConnection = 16;
+// An authenticate request's payload: session id, flags byte, proof.
+inline constexpr size_t kAuthPayloadSize = kSessionIdSize + 1 + 32;
+inline constexpr uint8_t kAuthFlagIntegrity = 1;
+inline constexpr size_t kReplayWindow = 1024;
+
+// AES-256-GMAC tags of one direction of a connection (the IV is the direction
+// and the message's sequence number, so no IV repeats under a key).
+class IntegrityKey {
+ public:
+  static Result<std::unique_ptr<IntegrityKey>> Create(std::span<const uint8_t, 32> key, uint32_t direction);
+  ~IntegrityKey();
+  IntegrityKey(const IntegrityKey&) = delete;
+  IntegrityKey& operator=(const IntegrityKey&) = delete;
+  // The tag of `a` then `b` as message `seq`; false if OpenSSL failed.
+  bool Tag(uint64_t seq, std::span<const uint8_t> a, std::span<const uint8_t> b, std::span<uint8_t, 16> tag);
+
+ private:
+  IntegrityKey() = default;
+  EVP_CIPHER_CTX* ctx_ = nullptr;
+  uint32_t direction_ = 0;
+};
+
+// Per-connection state (Connection::auth).
+struct ConnectionAuth {
+  std::array<uint8_t, 16> challenge{};  // the server's, from the hello ack
+  bool integrity_asked = false;         // server: integrity is required here; client: the ack said so
+  bool keyed = false;                   // integrity is on: every message is sealed, both ways
+  bool recv_pending = false;            // client: keyed, nothing sealed received yet
+  std::vector<SessionId> sessions;      // server: proven; client: proofs sent
+  // Server: what the per-peer limit counts the connection as ("pid N" once
+  // its cma proof held, else "session <id>" once authenticated); empty: only
+  // the worker-wide limit applies.
+  std::string identity;
+  std::unique_ptr<IntegrityKey> send, recv;
+  uint64_t send_seq = 0;
+  // Received sequence numbers: the highest accepted, and which of the
+  // kReplayWindow below it were (bit i: recv_seq - i). UCX may deliver a
+  // connection's messages out of order across lanes (a rendezvous and an
+  // eager message over tcp), so a late one is accepted once; a number seen
+  // before, or older than the window, is refused.
+  uint64_t recv_seq = 0;
+  std::bitset<kReplayWindow> recv_window;
+};
+
+// Whether this side wants integrity on a connection to a peer (the peer not
+// on this host, or this context runs over tcp).
+bool IntegrityWanted(const Context& context, const EndpointInfo& info);
+
+// HMAC-SHA256(session key, label || challenge || server id || client id ||
+// session || flags): the proof (label "ros2 session auth") or the
+// connection's integrity key (label "ros2 connection key").
+std::array<uint8_t, 32> DeriveConnectionSecret(std::string_view label, const SessionKey& key,
+                                               std::span<const uint8_t, 16> challenge, uint64_t server_id,
+                                               uint64_t client_id, const SessionId& session, uint8_t flags);
+
+std::string SessionName(const SessionId& session);  // the uuid text
+
+}  // namespace ros2::transport
