@@ -324,14 +324,18 @@ bool WorkerImpl::RefuseUnsealed(Connection& conn, const wire::Message& msg, std:
   }
   if (conn.client_side) {
     DeferFailure(conn.local_id, Status::Disconnected(why));  // what arrives on it can no longer be trusted
-  } else if (msg.kind == wire::Kind::kRequest && conn.ep != nullptr) {
-    wire::Message reply;
-    reply.kind = wire::Kind::kReply;
-    reply.request_id = msg.request_id;
-    reply.connection_id = conn.remote_id;
-    reply.status_code = static_cast<uint8_t>(Status::Code::kPermissionDenied);
-    reply.status_message = std::string_view(why).substr(0, wire::kMaxStatusMessage);
-    (void)SendMessage(conn, reply, {}, nullptr);
+  } else if (msg.kind == wire::Kind::kRequest) {
+    ReplyError(conn, msg.request_id, Status::PermissionDenied(why));
+  } else if (msg.kind == wire::Kind::kBatch) {
+    // Each request of the refused batch is answered, so its caller fails at
+    // once and learns why (the entries are only read for their ids).
+    std::vector<wire::Message> entries(wire::kMaxBatchMessages);
+    std::vector<std::span<const uint8_t>> entry_bytes(wire::kMaxBatchMessages);
+    auto count = wire::DecodeBatch(msg, entries, entry_bytes);
+    for (size_t i = 0; count.ok() && i < *count; ++i) {
+      if (entries[i].kind == wire::Kind::kRequest)
+        ReplyError(conn, entries[i].request_id, Status::PermissionDenied(why));
+    }
   }
   return true;
 }

@@ -320,6 +320,20 @@ TEST(TransportAttack, AlteredOrReplayedRequestsOverTcpAreRefused) {
   rw.sealed = nullptr;
   EXPECT_EQ(bad.status().code(), Status::Code::kPermissionDenied) << bad.status().ToString();
   EXPECT_NE(bad.status().message().find("integrity tag"), std::string::npos) << bad.status().ToString();
+  // The same inside a batch (a corked endpoint): the batch is refused and
+  // each of its requests answered, not left to its deadline.
+  a.attacker->endpoint(0).Cork();
+  altered = false;
+  rw.sealed = [&](std::span<uint8_t> covered) {
+    if (!altered) covered[covered.size() - 1] ^= 1;
+    altered = true;
+  };
+  auto bad_batch = a.attacker->UpdateArray(a.victim_oid, "d", "a", 0, Pattern(64, 5));
+  rw.sealed = nullptr;
+  a.attacker->endpoint(0).Uncork();
+  EXPECT_TRUE(altered);
+  EXPECT_EQ(bad_batch.status().code(), Status::Code::kPermissionDenied) << bad_batch.status().ToString();
+  EXPECT_NE(bad_batch.status().message().find("integrity tag"), std::string::npos) << bad_batch.status().ToString();
   // Two requests that arrive in the other order (UCX may reorder a
   // connection's messages across lanes): the late one is accepted once.
   int swaps = 0;
