@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -31,10 +32,14 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
 #include <ucp/api/ucp.h>
+
+#define FUSE_USE_VERSION 35
+#include <fuse3/fuse.h>
 
 #include "common/uuid.h"
 #include "object/obj_rpc.h"
@@ -402,6 +407,77 @@ int TokenFloodFromUser() {
   return 0;
 }
 
+// A file on a FUSE mount of our own whose daemon (a thread of this process)
+// answers until `stall` is set and then holds every request until the
+// attack is over: what a segment reference to it would cost a server that
+// opens or inspects the file through the file system.
+struct StallingFuse {
+  static std::atomic<bool> stall;
+  static std::atomic<bool> released;
+  std::string mountpoint;
+  struct fuse* fs = nullptr;
+  std::thread loop;
+
+  static void Hold() {
+    while (stall.load() && !released.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  static int GetAttr(const char* path, struct stat* st, fuse_file_info*) {
+    Hold();
+    std::memset(st, 0, sizeof(*st));
+    if (std::strcmp(path, "/") == 0) {
+      st->st_mode = S_IFDIR | 0755;
+      st->st_nlink = 2;
+      return 0;
+    }
+    if (std::strcmp(path, "/f") != 0) return -ENOENT;
+    st->st_mode = S_IFREG | 0644;
+    st->st_nlink = 1;
+    st->st_size = 1 << 20;
+    return 0;
+  }
+  static int Open(const char*, fuse_file_info*) {
+    Hold();
+    return 0;
+  }
+  static int Read(const char*, char* buf, size_t size, off_t, fuse_file_info*) {
+    Hold();
+    std::memset(buf, 0, size);
+    return static_cast<int>(size);
+  }
+
+  Status Mount() {
+    char tmpl[] = "/tmp/ros2-stall-fuse-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return Status::FromErrno(errno, "mkdtemp");
+    mountpoint = tmpl;
+    static fuse_operations ops{};
+    ops.getattr = GetAttr;
+    ops.open = Open;
+    ops.read = Read;
+    // allow_other: the server may run as another user (the FUSE mount would
+    // refuse it every access otherwise, and hide what a stall costs).
+    char arg0[] = "stall-fuse", arg1[] = "-o", arg2[] = "allow_other";
+    char* argv[] = {arg0, arg1, arg2, nullptr};
+    fuse_args args = FUSE_ARGS_INIT(3, argv);
+    fs = fuse_new(&args, &ops, sizeof(ops), nullptr);
+    if (fs == nullptr) return Status::Internal("fuse_new");
+    if (fuse_mount(fs, mountpoint.c_str()) != 0) return Status::Internal("fuse_mount " + mountpoint);
+    loop = std::thread([this] { fuse_loop(fs); });
+    return Status::Ok();
+  }
+  ~StallingFuse() {
+    released = true;
+    if (fs != nullptr) {
+      fuse_exit(fs);
+      fuse_unmount(fs);
+      if (loop.joinable()) loop.join();
+      fuse_destroy(fs);
+    }
+    if (!mountpoint.empty()) rmdir(mountpoint.c_str());
+  }
+};
+std::atomic<bool> StallingFuse::stall{false};
+std::atomic<bool> StallingFuse::released{false};
+
 int Run(const std::string& attack) {
   if (attack == "token-flood-user") return TokenFloodFromUser();
   const bool shm = Arg("kind", "shm") == "shm";
@@ -576,6 +652,33 @@ int Run(const std::string& attack) {
       if (Status st = c.SendEncoded(m); !st.ok()) return Report("send", st), 1;
       Report(name, c.AwaitReply(id++));
     }
+    return 0;
+  }
+  if (attack == "segment-fuse") {
+    // A segment reference to a file on a FUSE mount whose daemon stalls
+    // once the file is open: the server must refuse it without asking the
+    // file system anything.
+    StallingFuse fuse;
+    if (Status st = fuse.Mount(); !st.ok()) return Report("mount", st), 1;
+    const int fd = open((fuse.mountpoint + "/f").c_str(), O_RDONLY);
+    if (fd < 0) return Report("open", Status::FromErrno(errno, "opening the FUSE file")), 1;
+    StallingFuse::stall = true;
+    std::vector<uint8_t> payload;
+    wire::Message m = UpdateMessage(c, 0x300, len, payload, cap);
+    std::array<uint8_t, wire::kSegmentRefSize> ref{};
+    wire::EncodeSegmentRef(wire::SegmentRef{0x1234, fd}, ref);
+    m.bulk[0].transfer = wire::BulkTransfer::kSegment;
+    m.bulk[0].rkey = ref;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (Status st = c.SendEncoded(m); !st.ok()) return Report("send", st), 1;
+    Report("attack", c.AwaitReply(0x300));
+    Value("elapsed_ms",
+          std::to_string(
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count()));
+    // Keep the daemon stalled while the test checks the victim.
+    Value("holding", "1");
+    std::this_thread::sleep_for(std::chrono::milliseconds(NumArg("hold_ms", 3000)));
+    close(fd);
     return 0;
   }
   Report("attack", Status::InvalidArgument("unknown attack " + attack));

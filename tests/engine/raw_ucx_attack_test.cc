@@ -177,6 +177,22 @@ TEST_F(RawUcxAttackShm, SegmentReferencesToOtherKindsOfFileAreRefused) {
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
 }
 
+TEST_F(RawUcxAttackShm, ASegmentOnAStalledFuseFileIsRefusedWithoutStallingTheTarget) {
+  // While the attacker's FUSE daemon holds every request, the victim's calls
+  // (on the same target thread) complete within their deadline.
+  Status victim_call = Status::Internal("the victim's call did not run");
+  auto r = RunAttacker(RAW_UCX_ATTACK_PEER_PATH, "segment-fuse", a.Args({"prove=1", "hold_ms=4000"}), "holding", [&] {
+    auto f = a.victim->FetchArray(a.victim_oid, "d", "a", 0, 4096);
+    victim_call = f.ok() ? Status::Ok() : f.status();
+  });
+  ASSERT_TRUE(r["connected"].ok()) << r["connect"].text << r["mount"].text << r["open"].text;
+  EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["attack"].text;
+  EXPECT_NE(r["attack"].text.find("not a memfd"), std::string::npos) << r["attack"].text;
+  EXPECT_LT(std::stoull(r["elapsed_ms"].text), 3000u) << "the refusal waited on the FUSE daemon";
+  EXPECT_TRUE(victim_call.ok()) << "the victim's call stalled behind the attacker's file: " << victim_call.ToString();
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
 TEST_F(RawUcxAttackShm, ATokenFloodFromAnotherUserLeavesOthersTheirTokens) {
   // 72 processes of 64 tokens: more than the listener issues in all.
   auto r = RunRaw("token-flood-user", a.Args({"uid=65534", "procs=72", "per_proc=64"}));
