@@ -150,8 +150,10 @@ struct RawClient {
     if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) return Status::Internal("ucp_config_read");
     ucp_config_modify(config, "TLS", shm ? "posix,sysv,self" : "tcp,self");
     ucp_config_modify(config, "NET_DEVICES", "lo");
-    // Memory UCX allocates for us comes from posix segments (procfs keys).
-    if (shm) ucp_config_modify(config, "ALLOC_PRIO", "md:posix,mmap,heap");
+    // Memory UCX allocates for us comes from posix segments (procfs keys),
+    // or SysV ones with alloc=sysv.
+    if (shm)
+      ucp_config_modify(config, "ALLOC_PRIO", Arg("alloc") == "sysv" ? "md:sysv,mmap,heap" : "md:posix,mmap,heap");
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_RMA;
@@ -371,7 +373,9 @@ std::optional<std::vector<uint8_t>> ForgePosixKey(ucp_context_h ctx, int32_t pid
       forged = true;
     }
   }
-  if (!forged) return std::nullopt;
+  // A SysV key names a segment id: it is sent as UCX packed it (naming our
+  // own segment), which the engine must refuse to unpack all the same.
+  if (!forged && Arg("alloc") != "sysv") return std::nullopt;
   return key;
 }
 

@@ -122,12 +122,16 @@ TEST_F(RawUcxAttackShm, AMemoryKeyNamingTheEnginesFileIsNeverUnpacked) {
   const pid_t engine = a.cluster.engine->pid();
   const int fd = EngineRegularFileFd(engine);
   ASSERT_GE(fd, 0);
-  auto r = RunRaw("rma-key", a.Args({fmt::format("engine_pid={}", engine), fmt::format("engine_fd={}", fd)}));
-  ASSERT_TRUE(r["connected"].ok()) << r["connect"].text;
-  ASSERT_FALSE(r.count("authenticate")) << r["authenticate"].text;
-  EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["attack"].text << "\n"
-                                                                                 << a.cluster.engine->LogTail();
-  EXPECT_NE(r["attack"].text.find("memory key"), std::string::npos) << r["attack"].text;
+  for (const char* alloc : {"posix", "sysv"}) {
+    SCOPED_TRACE(alloc);
+    auto r = RunRaw("rma-key", a.Args({fmt::format("engine_pid={}", engine), fmt::format("engine_fd={}", fd),
+                                       std::string("alloc=") + alloc}));
+    ASSERT_TRUE(r["connected"].ok()) << r["connect"].text;
+    ASSERT_FALSE(r.count("authenticate")) << r["authenticate"].text;
+    EXPECT_EQ(r["attack"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["attack"].text << "\n"
+                                                                                   << a.cluster.engine->LogTail();
+    EXPECT_NE(r["attack"].text.find("memory key"), std::string::npos) << r["attack"].text;
+  }
   // Nothing was stored from whatever the key named.
   auto stolen =
       a.attacker->FetchArray(ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, 77), "d", "stolen", 0, 65536);
