@@ -27,6 +27,7 @@
 #include "engine_cluster.h"
 #include "object_session.h"
 #include "testing/pattern.h"
+#include "testing/proc_status.h"
 #include "testing/status_assert.h"
 #include "transport/fault_injection.h"
 
@@ -189,18 +190,7 @@ struct Arena {
     EXPECT_EQ(again->data, victim_data);
   }
   // Virtual memory of the engine process, in bytes.
-  uint64_t EngineVmSize() const {
-    std::ifstream in(fmt::format("/proc/{}/status", cluster.engine->pid()));
-    std::string key;
-    uint64_t kib = 0;
-    while (in >> key) {
-      if (key == "VmSize:") {
-        in >> kib;
-        break;
-      }
-    }
-    return kib * 1024;
-  }
+  uint64_t EngineVmSize() const { return ProcStatusBytes(cluster.engine->pid(), "VmSize"); }
 };
 
 }  // namespace ros2::testing

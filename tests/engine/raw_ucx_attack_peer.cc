@@ -41,6 +41,7 @@
 #define FUSE_USE_VERSION 35
 #include <fuse3/fuse.h>
 
+#include "attack_peer_args.h"
 #include "common/uuid.h"
 #include "object/obj_rpc.h"
 #include "transport/cma.h"
@@ -52,34 +53,9 @@ namespace wire = ros2::transport::wire;
 
 namespace {
 
-constexpr uint16_t kAmId = 0x52;  // the data plane's one active-message id
+using namespace ros2::testing::attack_peer;
 
-std::map<std::string, std::string> g_args;
-std::string Arg(const std::string& key, const std::string& fallback = "") {
-  auto it = g_args.find(key);
-  return it == g_args.end() ? fallback : it->second;
-}
-uint64_t NumArg(const std::string& key, uint64_t fallback) {
-  const std::string v = Arg(key);
-  return v.empty() ? fallback : std::stoull(v, nullptr, 0);
-}
-std::vector<uint8_t> Unhex(const std::string& hex) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    out.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return out;
-}
-void Report(const std::string& name, const Status& st) {
-  std::string text = st.ToString();
-  for (char& c : text)
-    if (c == '\n') c = ' ';
-  printf("RESULT %s %d %s\n", name.c_str(), static_cast<int>(st.code()), text.c_str());
-  fflush(stdout);
-}
-void Value(const std::string& name, const std::string& value) {
-  printf("RESULT %s 0 %s\n", name.c_str(), value.c_str());
-  fflush(stdout);
-}
+constexpr uint16_t kAmId = 0x52;  // the data plane's one active-message id
 
 std::array<uint8_t, 16> BootId() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
@@ -696,10 +672,6 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s <attack> key=value ...\n", argv[0]);
     return 2;
   }
-  for (int i = 2; i < argc; ++i) {
-    std::string kv = argv[i];
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) g_args[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  ros2::testing::attack_peer::ParseArgs(argc, argv, 2);
   return Run(argv[1]);
 }

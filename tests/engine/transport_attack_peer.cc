@@ -34,9 +34,11 @@
 
 #include <fmt/format.h>
 
+#include "attack_peer_args.h"
 #include "common/checksum.h"
 #include "object/obj_rpc.h"
 #include "testing/pattern.h"
+#include "testing/proc_status.h"
 #include "transport/cma.h"
 #include "transport/fault_injection.h"
 #include "transport/shared_segment.h"
@@ -47,37 +49,7 @@ using ros2::testing::Pattern;
 
 namespace {
 
-std::map<std::string, std::string> g_args;
-
-std::string Arg(const std::string& key, const std::string& fallback = "") {
-  auto it = g_args.find(key);
-  return it == g_args.end() ? fallback : it->second;
-}
-uint64_t HexArg(const std::string& key) {
-  return std::stoull(Arg(key, "0"), nullptr, 16);
-}
-uint64_t NumArg(const std::string& key, uint64_t fallback) {
-  const std::string v = Arg(key);
-  return v.empty() ? fallback : std::stoull(v);
-}
-std::vector<uint8_t> Unhex(const std::string& hex) {
-  std::vector<uint8_t> out;
-  for (size_t i = 0; i + 1 < hex.size(); i += 2)
-    out.push_back(static_cast<uint8_t>(std::stoi(hex.substr(i, 2), nullptr, 16)));
-  return out;
-}
-
-void Report(const std::string& name, const Status& st) {
-  std::string text = st.ToString();
-  for (char& c : text)
-    if (c == '\n') c = ' ';
-  printf("RESULT %s %d %s\n", name.c_str(), static_cast<int>(st.code()), text.c_str());
-  fflush(stdout);
-}
-void Value(const std::string& name, const std::string& value) {
-  printf("RESULT %s 0 %s\n", name.c_str(), value.c_str());
-  fflush(stdout);
-}
+using namespace ros2::testing::attack_peer;
 
 // One transport client of the attacker: a context, a worker, endpoints.
 struct Attacker {
@@ -401,16 +373,7 @@ int Run(const std::string& attack) {
     // The engine's address space while we still hold the segments (a closed
     // connection unmaps them).
     if (auto peer = transport::wire::DecodeAddress(a.address); peer.ok()) {
-      std::ifstream in(fmt::format("/proc/{}/status", peer->pid));
-      std::string key;
-      uint64_t kib = 0;
-      while (in >> key) {
-        if (key == "VmSize:") {
-          in >> kib;
-          break;
-        }
-      }
-      Value("engine_vm_bytes", std::to_string(kib * 1024));
+      Value("engine_vm_bytes", std::to_string(ros2::testing::ProcStatusBytes(peer->pid, "VmSize")));
     }
     Value("segments_served", std::to_string(ok));
     Value("segments_refused", std::to_string(refused));
@@ -429,10 +392,6 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: %s <attack> key=value ...\n", argv[0]);
     return 2;
   }
-  for (int i = 2; i < argc; ++i) {
-    std::string kv = argv[i];
-    const size_t eq = kv.find('=');
-    if (eq != std::string::npos) g_args[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  ros2::testing::attack_peer::ParseArgs(argc, argv, 2);
   return Run(argv[1]);
 }

@@ -34,6 +34,7 @@
 #include "engine_cluster.h"
 #include "object_session.h"
 #include "testing/pattern.h"
+#include "testing/proc_status.h"
 #include "testing/test_cluster.h"
 #include "transport/wire.h"
 
@@ -97,16 +98,7 @@ std::map<std::string, std::string> RunPeer(const std::string& address_hex, const
 }
 
 uint64_t VmRss(int pid) {
-  std::ifstream in(fmt::format("/proc/{}/status", pid));
-  std::string key;
-  uint64_t kib = 0;
-  while (in >> key) {
-    if (key == "VmRSS:") {
-      in >> kib;
-      break;
-    }
-  }
-  return kib * 1024;
+  return ProcStatusBytes(pid, "VmRSS");
 }
 
 // One engine target over tcp and a victim client (this process) with data.
