@@ -205,24 +205,32 @@ struct RawClient {
   Status AuthenticateSession() {
     if (Arg("session").empty()) return Status::Ok();
     if (integrity_asked) return Status::NotSupported("this attacker does not seal messages (integrity asked)");
-    transport::SessionId session = Uuid::Parse(Arg("session"))->bytes();
+    return Authenticate(SessionKeyArg(), /*flags=*/0, 0xA0);
+  }
+  transport::SessionKey SessionKeyArg() const {
     transport::SessionKey key{};
     const auto hex = Unhex(Arg("session_key"));
     std::copy_n(hex.begin(), std::min(hex.size(), key.size()), key.begin());
+    return key;
+  }
+  // One authenticate request (opcode 0xF000) for session `session` with
+  // `flags`, its proof made under `key`; the engine's answer.
+  Status Authenticate(const transport::SessionKey& key, uint8_t flags, uint64_t request_id) {
+    const transport::SessionId session = Uuid::Parse(Arg("session"))->bytes();
     std::array<uint8_t, transport::kAuthPayloadSize> payload{};
     std::memcpy(payload.data(), session.data(), session.size());
-    payload[transport::kSessionIdSize] = 0;  // flags: no integrity
-    const auto proof =
-        transport::DeriveConnectionSecret("ros2 session auth", key, challenge, server_conn_id, my_conn_id, session, 0);
+    payload[transport::kSessionIdSize] = flags;
+    const auto proof = transport::DeriveConnectionSecret("ros2 session auth", key, challenge, server_conn_id,
+                                                         my_conn_id, session, flags);
     std::memcpy(payload.data() + transport::kSessionIdSize + 1, proof.data(), proof.size());
     wire::Message m;
     m.kind = wire::Kind::kRequest;
     m.opcode = wire::kAuthenticateOpcode;
-    m.request_id = 0xA0;
+    m.request_id = request_id;
     m.connection_id = server_conn_id;
     m.payload = payload;
     ROS2_RETURN_IF_ERROR(SendEncoded(m));
-    return AwaitReply(0xA0);
+    return AwaitReply(request_id);
   }
 
   template <typename Pred>
@@ -465,6 +473,24 @@ int Run(const std::string& attack) {
   RawClient c;
   if (Status st = c.Init(shm); !st.ok()) return Report("init", st), 1;
   if (Status st = c.Connect(Unhex(Arg("address")), Arg("prove") == "1"); !st.ok()) return Report("connect", st), 1;
+  if (attack == "forged-auth") {
+    Value("connected", "1");
+    // Authenticate requests a client without the session's key, or one
+    // that leaves out the integrity tags the engine asks for, can make.
+    transport::SessionKey wrong = c.SessionKeyArg();
+    wrong[0] ^= 1;
+    Report("wrong_key", c.Authenticate(wrong, 0, 0xB0));
+    Report("unknown_flags", c.Authenticate(c.SessionKeyArg(), 0x80, 0xB1));
+    if (c.integrity_asked) Report("no_integrity", c.Authenticate(c.SessionKeyArg(), 0, 0xB2));
+    // With no proven session, the attacker's own valid capability does not count.
+    std::vector<uint8_t> payload;
+    wire::Message m = UpdateMessage(c, 0xB3, 16, payload, cap);
+    const std::vector<uint8_t> data(16, 1);
+    m.inline_data = data;
+    if (Status st = c.SendEncoded(m); !st.ok()) return Report("send", st), 1;
+    Report("unproven_update", c.AwaitReply(0xB3));
+    return 0;
+  }
   if (Status st = c.AuthenticateSession(); !st.ok()) Report("authenticate", st);
   Value("connected", "1");
   const uint64_t len = NumArg("len", 65536);

@@ -164,6 +164,21 @@ TEST_P(RawUcxAttack, AMalformedRequestIsAnsweredAtOnceWithTheReason) {
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
 }
 
+TEST_P(RawUcxAttack, AForgedOrIncompleteSessionProofIsRefused) {
+  auto r = RunRaw("forged-auth", a.Args());
+  ASSERT_TRUE(r["connected"].ok()) << r["connect"].text;
+  EXPECT_EQ(r["wrong_key"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["wrong_key"].text;
+  EXPECT_NE(r["wrong_key"].text.find("proof does not match"), std::string::npos) << r["wrong_key"].text;
+  EXPECT_EQ(r["unknown_flags"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["unknown_flags"].text;
+  if (GetParam() == TransportKind::kTcp) {
+    EXPECT_EQ(r["no_integrity"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["no_integrity"].text;
+    EXPECT_NE(r["no_integrity"].text.find("integrity tags"), std::string::npos) << r["no_integrity"].text;
+  }
+  EXPECT_EQ(r["unproven_update"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["unproven_update"].text;
+  EXPECT_NE(r["unproven_update"].text.find("authenticated for"), std::string::npos) << r["unproven_update"].text;
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, RawUcxAttack, ::testing::Values(TransportKind::kShm, TransportKind::kTcp),
                          [](const auto& info) { return std::string(transport::TransportKindName(info.param)); });
 
