@@ -54,23 +54,24 @@ struct Outcome {
 };
 using Outcomes = std::map<std::string, Outcome>;
 
-// Runs the attacker binary `peer` to its end (at most 60 s) and returns its
-// results. `during`, if given, runs once the attacker has printed result
-// `when` (while it still runs).
-inline Outcomes RunAttacker(const std::string& peer, const std::string& attack, const std::vector<std::string>& args,
-                            const std::string& when = "", const std::function<void()>& during = nullptr) {
+// Runs `argv` (argv[0] the binary) with environment `env` to its end (at
+// most 60 s) and returns what it printed on stdout; a non-zero exit fails the
+// test. `during`, if given, runs once the process has printed result `when`
+// (while it still runs).
+inline std::string RunAttackerProcess(std::vector<std::string> args, std::vector<std::string> env,
+                                      const std::string& when = "", const std::function<void()>& during = nullptr) {
   int fds[2];
   EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-  std::vector<std::string> all = {peer, attack};
-  all.insert(all.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  for (auto& a : all) argv.push_back(a.data());
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  EXPECT_EQ(posix_spawn(&pid, peer.c_str(), &fa, nullptr, argv.data(), environ), 0);
+  EXPECT_EQ(posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), envp.data()), 0);
   posix_spawn_file_actions_destroy(&fa);
   close(fds[1]);
   std::string out;
@@ -90,7 +91,7 @@ inline Outcomes RunAttacker(const std::string& peer, const std::string& attack, 
       break;
     }
   }
-  while (during_ran) {  // the rest of the output, until the attacker exits
+  while (during_ran) {  // the rest of the output, until the process exits
     pollfd p{fds[0], POLLIN, 0};
     if (poll(&p, 1, 1000) <= 0) {
       if (std::chrono::steady_clock::now() >= deadline) break;
@@ -104,7 +105,21 @@ inline Outcomes RunAttacker(const std::string& peer, const std::string& attack, 
   if (std::chrono::steady_clock::now() >= deadline) kill(pid, SIGKILL);
   int wstatus = 0;
   waitpid(pid, &wstatus, 0);
-  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "attacker " << attack << " failed:\n" << out;
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
+      << args[0] << " " << (args.size() > 1 ? args[1] : "") << " failed:\n"
+      << out;
+  return out;
+}
+
+// Runs the attacker binary `peer` with this process's environment and
+// returns its results (see RunAttackerProcess for `when` and `during`).
+inline Outcomes RunAttacker(const std::string& peer, const std::string& attack, const std::vector<std::string>& args,
+                            const std::string& when = "", const std::function<void()>& during = nullptr) {
+  std::vector<std::string> all = {peer, attack};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  const std::string out = RunAttackerProcess(std::move(all), std::move(env), when, during);
   Outcomes results;
   std::istringstream lines(out);
   std::string line;

@@ -11,10 +11,6 @@
 // The last test runs `ros2ctl fs put` of 64 MiB with the client's segment sizes
 // set to 1m and 4m: the client keeps to what the engine receives, the put
 // succeeds and the file reads back.
-#include <fcntl.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -31,6 +27,7 @@
 
 #include <fmt/format.h>
 
+#include "attack_arena.h"
 #include "engine_cluster.h"
 #include "object_session.h"
 #include "testing/pattern.h"
@@ -56,36 +53,7 @@ std::map<std::string, std::string> RunPeer(const std::string& address_hex, const
   envs.insert(envs.end(), env.begin(), env.end());
   std::vector<std::string> argv_s = {UCX_TCP_ATTACK_PEER_PATH, "address=" + address_hex};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<char*> argv, envp;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : envs) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  int fds[2];
-  EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-  pid_t pid = -1;
-  EXPECT_EQ(posix_spawn(&pid, UCX_TCP_ATTACK_PEER_PATH, &fa, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  close(fds[1]);
-  std::string out;
-  char buf[4096];
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (poll(&p, 1, 1000) <= 0) continue;
-    const ssize_t n = read(fds[0], buf, sizeof(buf));
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  close(fds[0]);
-  if (std::chrono::steady_clock::now() >= deadline) kill(pid, SIGKILL);
-  int wstatus = 0;
-  waitpid(pid, &wstatus, 0);
-  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "attacker failed:\n" << out;
+  const std::string out = RunAttackerProcess(std::move(argv_s), std::move(envs));
   std::map<std::string, std::string> results;
   std::istringstream lines(out);
   std::string line;
