@@ -30,21 +30,8 @@ for p in dpkg-dev libaio-dev libnuma-dev librdmacm-dev libibverbs-dev; do
     { echo "fetch-fio-source: package $p is missing (run scripts/install-deps.sh)" >&2; exit 1; }
 done
 
-SRC_LIST=/etc/apt/sources.list.d/ros2-deb-src.sources
-if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ /etc/apt/sources.list 2>/dev/null; then
-  base=/etc/apt/sources.list.d/debian.sources
-  [ -f "$base" ] || { echo "fetch-fio-source: $base not found; cannot derive a deb-src entry" >&2; exit 1; }
-  sed 's/^Types: deb$/Types: deb-src/' "$base" | $SUDO tee "$SRC_LIST" >/dev/null
-fi
-# apt-get update is needed for the deb-src index; retried like install-deps.sh.
-for attempt in 1 2 3; do
-  if $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null; then
-    break
-  fi
-  [ "$attempt" -lt 3 ] || { echo "fetch-fio-source: apt-get update failed" >&2; exit 1; }
-  echo "fetch-fio-source: apt-get failed (attempt $attempt); retrying" >&2
-  sleep 10
-done
+# deb-src and a fresh index for `apt-get source`.
+bash scripts/ensure-deb-src.sh
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -16,8 +16,8 @@
 # (the engine sets it) the software emulation of put and get no longer writes
 # or reads whatever address a peer names.
 #
-# Steps: `apt-get source ucx` at the installed libucx0 version (deb-src as in
-# scripts/fetch-fio-source.sh), apply the patches, configure with the options
+# Steps: `apt-get source ucx` at the installed libucx0 version (deb-src from
+# scripts/ensure-deb-src.sh), apply the patches, configure with the options
 # of Debian's own build (debian/rules and dh_auto_configure), build only
 # libucm, libucs, libuct and libucp (the tcp, shared-memory and self transports
 # live in libuct; the loadable modules are untouched), check that each rebuilt
@@ -68,22 +68,13 @@ for p in dpkg-dev autoconf automake libtool libibverbs-dev librdmacm-dev libnuma
     { echo "install-ucx-patch: package $p is missing (run scripts/install-deps.sh)" >&2; exit 1; }
 done
 
-SRC_LIST=/etc/apt/sources.list.d/ros2-deb-src.sources
-if ! grep -rqs '^Types:.*deb-src' /etc/apt/sources.list.d/ /etc/apt/sources.list 2>/dev/null; then
-  base=/etc/apt/sources.list.d/debian.sources
-  [ -f "$base" ] || { echo "install-ucx-patch: $base not found; cannot derive a deb-src entry" >&2; exit 1; }
-  sed 's/^Types: deb$/Types: deb-src/' "$base" | $SUDO tee "$SRC_LIST" >/dev/null
-  $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
-fi
+# deb-src and a fresh index for `apt-get source`.
+bash scripts/ensure-deb-src.sh
 
 echo "install-ucx-patch: building $LIBS $version with $(ls "$PATCH_DIR" | tr '\n' ' ')"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 (cd "$work" && apt-get source -q "ucx=$version" >"$work/source.log" 2>&1) || {
-  # The index may predate the deb-src entry or the installed version.
-  $SUDO apt-get -o DPkg::Lock::Timeout=300 update -q >/dev/null
-  (cd "$work" && apt-get source -q "ucx=$version" >"$work/source.log" 2>&1)
-} || {
   tail -20 "$work/source.log" >&2
   echo "install-ucx-patch: apt-get source ucx=$version failed" >&2
   exit 1
