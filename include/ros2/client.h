@@ -41,21 +41,19 @@
 
 namespace ros2::transport {
 class SharedBuffer;  // internal (src/transport/shared_segment.h)
-}
-
-namespace ros2::dfs {
-class Filesystem;  // ros2/dfs.h
-}  // namespace ros2::dfs
+}  // namespace ros2::transport
 
 namespace ros2::client {
 
-class ClientCore;     // internal (src/client)
-struct OffloadLink;   // internal: the agent session of offload mode
-struct OffloadQueue;  // internal: an event queue's I/O in flight at the agent
-class PoolCore;       // internal
-class ContainerCore;  // internal
-class ThreadIo;       // internal: one thread's worker and endpoints
-struct IoOp;          // internal: one in-flight operation
+class ClientCore;        // internal (src/client)
+struct OffloadQueue;     // internal: an event queue's I/O in flight at the agent
+struct OffloadAccess;    // internal: what the agent-backed DFS may do with a queue or container
+class ContainerCore;     // internal
+class DirectContainer;   // internal: a Container's direct-mode backend
+class PoolBackend;       // internal (src/client/handle_backends.h): direct, or through ros2-agent
+class ContainerBackend;  // internal: likewise
+class ThreadIo;          // internal: one thread's worker and endpoints
+struct IoOp;             // internal: one in-flight operation
 
 struct ClientOptions {
   // Control endpoint: "unix:/path/control.sock", "/path/control.sock" or "host:port".
@@ -221,11 +219,11 @@ class EventQueue {
 
  private:
   friend class Client;
-  friend class Container;
+  friend class DirectContainer;
   friend class Object;
   friend struct IoOp;
   friend struct TailQuery;
-  friend class ros2::dfs::Filesystem;
+  friend struct OffloadAccess;
   explicit EventQueue(std::shared_ptr<ThreadIo> io);
   void Complete(uint64_t user_data, IoCallback& callback, const IoResult& result);
   size_t Drain(std::span<Event> out);
@@ -297,16 +295,13 @@ class Container {
   Result<PoolSpace> QueryPoolSpace() const;
   // Opened through a ros2-agent (ClientOptions::agent_socket): only the DFS
   // API reaches it.
-  bool offload() const { return offload_ != nullptr; }
+  bool offload() const;
 
  private:
-  friend class Pool;
-  friend class ros2::dfs::Filesystem;
-  explicit Container(std::shared_ptr<ContainerCore> core);
-  explicit Container(std::shared_ptr<OffloadLink> offload);
-  std::shared_ptr<ContainerCore> core_;        // direct mode
-  std::shared_ptr<OffloadLink> offload_;       // offload mode
-  ContainerSummary offload_summary_;
+  friend class PoolBackend;
+  friend struct OffloadAccess;
+  explicit Container(std::shared_ptr<ContainerBackend> backend);
+  std::shared_ptr<ContainerBackend> backend_;  // chosen when opened: direct, or the agent's
 };
 
 // A connected pool (one session). Thread-safe; created by Client::ConnectPool.
@@ -328,10 +323,8 @@ class Pool {
 
  private:
   friend class Client;
-  explicit Pool(std::shared_ptr<PoolCore> core);
-  explicit Pool(std::shared_ptr<OffloadLink> offload);
-  std::shared_ptr<PoolCore> core_;       // direct mode
-  std::shared_ptr<OffloadLink> offload_;  // offload mode: the agent session and this pool's label
+  explicit Pool(std::shared_ptr<PoolBackend> backend);
+  std::shared_ptr<PoolBackend> backend_;  // chosen at ConnectPool: direct, or the agent's
 };
 
 // An object of an open container: a cheap, copyable handle (no state on the
@@ -392,7 +385,7 @@ class Object {
   Status SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, ArrayTailCallback callback) const;
 
  private:
-  friend class Container;
+  friend class DirectContainer;
   friend struct IoOp;
   Object(std::shared_ptr<ContainerCore> cont, ObjectId oid) : cont_(std::move(cont)), oid_(oid) {}
   Result<std::vector<std::string>> ListDkeysPageOnce(KeyAnchor& anchor, size_t max) const;

@@ -178,8 +178,7 @@ enum RenameFlags : unsigned {
   kRenameNoReplace = 1u << 0,  // EEXIST when the destination exists (RENAME_NOREPLACE)
 };
 
-class FilesystemCore;  // internal (src/dfs)
-struct OffloadMount;   // internal (src/dfs/offload_mount.h): a mount held by ros2-agent
+class FilesystemBackend;  // internal (src/dfs/filesystem_backend.h): direct, or through ros2-agent
 
 // A mounted DFS namespace on an open container. Thread-safe: any thread may
 // call any method; each thread's I/O uses that thread's data-plane worker (see
@@ -282,18 +281,8 @@ class Filesystem {
                      client::IoCallback callback);
 
  private:
-  explicit Filesystem(std::shared_ptr<FilesystemCore> core);
-  explicit Filesystem(std::shared_ptr<OffloadMount> offload);
-  static Result<std::unique_ptr<Filesystem>> MountOffload(client::Container& container, const MountOptions& options);
-  // Offload mode's SubmitRead/SubmitWrite: an entry in flight at the agent
-  // (bounced through the arena when `data` lies outside it), or, when it
-  // cannot be one, the blocking call whose result `eq` completes.
-  Status SubmitOffloaded(client::EventQueue& eq, const Entry& file, uint64_t offset, std::byte* data, uint64_t length,
-                         bool read, client::IoCallback callback);
-  static Status DeferOffloaded(client::EventQueue& eq, const Result<uint64_t>& done, client::IoCallback callback);
-  Result<Attr> StatSlow(const Entry& entry);  // record, then size: for non-files and odd cases
-  std::shared_ptr<FilesystemCore> core_;      // direct mode
-  std::shared_ptr<OffloadMount> offload_;     // offload mode
+  explicit Filesystem(std::unique_ptr<FilesystemBackend> backend);
+  std::unique_ptr<FilesystemBackend> backend_;  // chosen at mount: direct, or the agent's rings
 };
 
 // The errno of a DFS status (0 for OK).

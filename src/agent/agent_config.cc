@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/ring.h"
+#include "offload/ring.h"
 #include "common/config.h"
 #include "metrics/exporter.h"
 

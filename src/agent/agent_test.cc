@@ -25,8 +25,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "agent/host_session.h"
-#include "agent/wire.h"
+#include "client/offload/host_session.h"
+#include "offload/wire.h"
 #include "dfs/file_crypto.h"
 #include "testing/engine_process.h"
 #include "testing/test_cluster.h"

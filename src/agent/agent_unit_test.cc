@@ -16,9 +16,9 @@
 
 #include "agent/agent.h"
 #include "agent/agent_config.h"
-#include "agent/host_session.h"
+#include "client/offload/host_session.h"
 #include "agent/token_bucket.h"
-#include "agent/wire.h"
+#include "offload/wire.h"
 #include "common/config.h"
 #include "testing/temp_dir.h"
 

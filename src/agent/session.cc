@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/wire.h"
+#include "offload/wire.h"
 #include "common/log.h"
 
 namespace ros2::agent {

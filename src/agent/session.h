@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "agent/agent_config.h"
-#include "agent/ring.h"
+#include "offload/ring.h"
 #include "agent/session_metrics.h"
 #include "agent/token_bucket.h"
 #include "ros2/client.h"

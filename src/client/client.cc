@@ -8,8 +8,10 @@
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
-#include "agent/host_session.h"
 #include "client/client_internal.h"
+#include "client/handle_backends.h"
+#include "client/offload/agent_handles.h"
+#include "client/offload/agent_queue.h"
 #include "common/library_logging.h"
 #include "transport/shared_segment.h"
 
@@ -248,26 +250,18 @@ Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
 Result<std::unique_ptr<Pool>> Client::ConnectPool(std::string_view pool) {
   if (pool.empty()) return Status::InvalidArgument("connect pool: empty pool label");
   if (core_->agent()) {  // offload: the agent connects when the DFS mounts
-    auto link = std::make_shared<OffloadLink>();
-    link->session = core_->agent();
-    link->pool = std::string(pool);
-    return std::unique_ptr<Pool>(new Pool(std::move(link)));
+    return std::unique_ptr<Pool>(new Pool(std::make_shared<AgentPool>(core_->agent(), pool)));
   }
   auto conn = core_->session().Connect(pool, core_->credentials());
   if (!conn.ok()) return conn.status().WithContext(fmt::format("connect pool '{}'", pool));
   auto snapshot = MakeMapSnapshot(conn->map);
   if (!snapshot.ok()) return snapshot.status().WithContext(fmt::format("connect pool '{}'", pool));
   auto pc = std::make_shared<PoolCore>(core_, std::move(*conn), std::move(*snapshot));
-  return std::unique_ptr<Pool>(new Pool(std::move(pc)));
+  return std::unique_ptr<Pool>(new Pool(std::make_shared<DirectPool>(std::move(pc))));
 }
 
 Result<std::unique_ptr<EventQueue>> Client::CreateEventQueue() {
-  if (core_->agent()) {
-    std::unique_ptr<EventQueue> eq(new EventQueue(nullptr));
-    eq->offload_ = std::make_shared<OffloadQueue>();
-    eq->offload_->session = core_->agent();
-    return eq;
-  }
+  if (core_->agent()) return OffloadAccess::MakeQueue(core_->agent());
   ROS2_ASSIGN_OR_RETURN(auto io, core_->ThisThreadIo());
   return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
 }

@@ -28,7 +28,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "agent/host_session.h"
 #include "common/log.h"
 #include "common/uuid.h"
 #include "control/credentials.h"
@@ -40,83 +39,11 @@
 #include "ros2/client.h"
 #include "transport/transport.h"
 
+namespace ros2::agent {
+class HostSession;  // client/offload/host_session.h
+}  // namespace ros2::agent
+
 namespace ros2::client {
-
-// Offload mode (ClientOptions::agent_socket): the client's one session with
-// ros2-agent, and the labels a Pool / Container handle names. The agent
-// resolves them when the DFS mounts the container (docs/agent.md).
-struct OffloadLink {
-  std::shared_ptr<agent::HostSession> session;
-  std::string pool;
-  std::string container;
-};
-
-// One asynchronous read or write of an offload-mode EventQueue at the agent
-// (its user_data in the agent session is this record's address).
-struct OffloadIo {
-  std::shared_ptr<OffloadQueue> owner;
-  IoCallback callback;
-  bool read = false;
-  std::byte* bounce = nullptr;  // an arena copy of a buffer outside the arena
-  uint64_t bounce_offset = 0;
-  uint64_t bounce_size = 0;
-  std::byte* user = nullptr;  // where a bounced read lands
-  OffloadIo* prev = nullptr;  // the owner's pending list
-  OffloadIo* next = nullptr;
-};
-
-// The agent session is shared by every queue of the client: a queue that
-// reaps another queue's completion leaves it in that queue's mailbox.
-struct OffloadQueue {
-  std::shared_ptr<agent::HostSession> session;
-  std::mutex mu;
-  std::vector<std::pair<OffloadIo*, IoResult>> mailbox;  // GUARDED_BY(mu)
-  // Set after a push into the mailbox: the owner looks at it only then,
-  // without taking mu on every poll.
-  std::atomic<bool> mailbox_posted{false};
-  // Submitted, not yet completed: an intrusive list, so tracking an I/O
-  // allocates nothing. Only the owner's thread (the one its EventQueue is
-  // bound to) submits and finishes its I/Os, so the list needs no lock.
-  OffloadIo* pending = nullptr;
-  size_t pending_count = 0;
-  // The owner's reaping buffer (only its thread polls this queue).
-  std::array<agent::IoCompletion, 16> reaped;
-  // Finished records kept for the next I/O (the owner's thread only), so an
-  // I/O allocates nothing once the queue has run at its depth.
-  std::vector<std::unique_ptr<OffloadIo>> spare;
-  static constexpr size_t kSpareKept = 256;
-
-  std::unique_ptr<OffloadIo> TakeIo() {
-    if (spare.empty()) return std::make_unique<OffloadIo>();
-    std::unique_ptr<OffloadIo> io = std::move(spare.back());
-    spare.pop_back();
-    return io;
-  }
-  // Clears the record (its owner reference and callback too) and keeps it.
-  void GiveBack(std::unique_ptr<OffloadIo> io) {
-    if (spare.size() >= kSpareKept) return;
-    *io = OffloadIo{};
-    spare.push_back(std::move(io));
-  }
-
-  void Link(OffloadIo* io) {
-    io->prev = nullptr;
-    io->next = pending;
-    if (pending != nullptr) pending->prev = io;
-    pending = io;
-    ++pending_count;
-  }
-  void Unlink(OffloadIo* io) {
-    if (io->prev != nullptr) {
-      io->prev->next = io->next;
-    } else {
-      pending = io->next;
-    }
-    if (io->next != nullptr) io->next->prev = io->prev;
-    io->prev = io->next = nullptr;
-    --pending_count;
-  }
-};
 
 // One version of a pool's map as the client places with it: the placement
 // form plus, per global target index, the worker address and the engine-local

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/host_session.h"
+#include "client/offload/agent_queue.h"
 #include "client/client_internal.h"
 #include "common/log.h"
 
@@ -60,72 +60,6 @@ size_t EventQueue::RunDeferred() {
     ++ran;
   }
   return ran;
-}
-
-size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
-  if (!offload_) return 0;
-  OffloadQueue& q = *offload_;
-  size_t done = 0;
-  auto finish = [&](OffloadIo* io, IoResult r) {
-    if (io->read && io->bounce != nullptr && r.status.ok() && r.size > 0) {
-      std::memcpy(io->user, io->bounce, r.size);
-    }
-    if (io->bounce != nullptr) q.session->Free(agent::ArenaBuffer{io->bounce, io->bounce_offset, io->bounce_size});
-    IoCallback callback = std::move(io->callback);
-    q.GiveBack(std::unique_ptr<OffloadIo>(io));
-    Complete(0, callback, r);
-    ++done;
-  };
-  std::vector<std::pair<OffloadIo*, IoResult>> mine;
-  if (q.mailbox_posted.exchange(false, std::memory_order_acq_rel)) {
-    std::lock_guard<std::mutex> lock(q.mu);
-    mine.swap(q.mailbox);
-  }
-  for (auto& [io, r] : mine) {
-    q.Unlink(io);
-    finish(io, r);
-  }
-  if (done > 0 || q.pending_count == 0) wait = std::chrono::microseconds(0);
-  // A few at a time; the caller polls again.
-  auto& out = q.reaped;
-  auto n = q.session->Reap(out, wait.count() > 0 ? 1 : 0, wait);
-  if (!n.ok()) {
-    if (n.status().code() == Status::Code::kTimedOut) return done;
-    // The session is gone: nothing still pending will complete.
-    std::vector<OffloadIo*> lost;
-    mine.clear();
-    {
-      std::lock_guard<std::mutex> lock(q.mu);
-      mine.swap(q.mailbox);
-    }
-    for (auto& [io, r] : mine) q.Unlink(io);
-    while (q.pending != nullptr) {
-      lost.push_back(q.pending);
-      q.Unlink(q.pending);
-    }
-    for (auto& [io, r] : mine) finish(io, r);
-    for (OffloadIo* io : lost) {
-      IoResult r;
-      r.status = n.status();
-      finish(io, r);
-    }
-    return done;
-  }
-  for (size_t i = 0; i < *n; ++i) {
-    auto* io = reinterpret_cast<OffloadIo*>(out[i].user_data);
-    IoResult r;
-    r.status = out[i].status;
-    r.size = out[i].size;
-    if (io->owner.get() == &q) {
-      q.Unlink(io);
-      finish(io, r);
-    } else {
-      std::lock_guard<std::mutex> lock(io->owner->mu);
-      io->owner->mailbox.emplace_back(io, r);
-      io->owner->mailbox_posted.store(true, std::memory_order_release);
-    }
-  }
-  return done;
 }
 
 size_t EventQueue::Drain(std::span<Event> out) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "client/handle_backends.h"
 #include "client/io_checksum.h"
 #include "client/shard_call.h"
 #include "common/log.h"
@@ -565,8 +566,7 @@ Result<std::vector<std::string>> Object::ListAkeys(std::string_view dkey) const 
   return ListKeys(*cont_, oid_, obj::ListKind::kAkeys, dkey);
 }
 
-Result<std::vector<ObjectId>> Container::ListObjects() const {
-  if (offload_) return Status::NotSupported("list objects: offload mode carries the DFS API only");
+Result<std::vector<ObjectId>> DirectContainer::ListObjects() const {
   return WithRetry(*core_, Effect::kRead, [this]() -> Result<std::vector<ObjectId>> {
     ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
     const std::string what = "list objects of container " + core_->summary().label;

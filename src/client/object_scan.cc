@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "client/handle_backends.h"
 #include "client/shard_call.h"
 
 namespace ros2::client {
@@ -180,19 +181,12 @@ Result<std::vector<std::string>> Object::ListDkeysPageOnce(KeyAnchor& anchor, si
   return keys;
 }
 
-Result<std::unique_ptr<EventQueue>> Container::CreateEventQueue() const {
-  if (offload_) {
-    std::unique_ptr<EventQueue> eq(new EventQueue(nullptr));
-    eq->offload_ = std::make_shared<OffloadQueue>();
-    eq->offload_->session = offload_->session;
-    return eq;
-  }
+Result<std::unique_ptr<EventQueue>> DirectContainer::CreateEventQueue() const {
   ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
   return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
 }
 
-Result<PoolSpace> Container::QueryPoolSpace() const {
-  if (offload_) return Status::NotSupported("query pool space: in offload mode the DFS's Statfs asks the agent");
+Result<PoolSpace> DirectContainer::QueryPoolSpace() const {
   auto info = core_->pool().client().management().QueryPool(core_->pool().uuid().ToString());
   if (!info.ok()) return info.status().WithContext("query the space of pool " + core_->pool().uuid().ToString());
   PoolSpace space;

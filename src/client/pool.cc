@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "client/handle_backends.h"
 #include "common/log.h"
 
 namespace ros2::client {
@@ -298,16 +299,24 @@ Result<std::shared_ptr<transport::Endpoint>> ConnectTarget(ThreadIo& io, Contain
 
 // --- Pool ---
 
-Pool::Pool(std::shared_ptr<PoolCore> core) : core_(std::move(core)) {}
-Pool::Pool(std::shared_ptr<OffloadLink> offload) : offload_(std::move(offload)) {}
+Pool::Pool(std::shared_ptr<PoolBackend> backend) : backend_(std::move(backend)) {}
 Pool::~Pool() = default;
 
 PoolSummary Pool::summary() const {
+  return backend_->summary();
+}
+Result<uint64_t> Pool::RefreshMap() {
+  return backend_->RefreshMap();
+}
+Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view container, Rights rights) {
+  if (container.empty()) return Status::InvalidArgument("open container: empty label");
+  return backend_->OpenContainer(container, rights);
+}
+
+// --- DirectPool ---
+
+PoolSummary DirectPool::summary() const {
   PoolSummary s;
-  if (offload_) {  // what the agent resolves is not the host's to see
-    s.label = offload_->pool;
-    return s;
-  }
   const auto& info = core_->info();
   s.uuid = info.uuid();
   s.label = info.label();
@@ -318,18 +327,11 @@ PoolSummary Pool::summary() const {
   return s;
 }
 
-Result<uint64_t> Pool::RefreshMap() {
-  if (offload_) return Status::NotSupported("refresh map: the pool map is the agent's in offload mode");
+Result<uint64_t> DirectPool::RefreshMap() {
   return core_->Refresh();
 }
 
-Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view container, uint8_t rights) {
-  if (container.empty()) return Status::InvalidArgument("open container: empty label");
-  if (offload_) {  // the agent opens it, with its tenant's rights, when the DFS mounts it
-    auto link = std::make_shared<OffloadLink>(*offload_);
-    link->container = std::string(container);
-    return std::unique_ptr<Container>(new Container(std::move(link)));
-  }
+Result<std::unique_ptr<Container>> DirectPool::OpenContainer(std::string_view container, uint8_t rights) {
   ClientCore& client = core_->client();
   const std::string& label = core_->label();
   const uint64_t generation = core_->session_generation();
@@ -363,26 +365,40 @@ Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view containe
     return Status::Protocol(fmt::format("open container '{}': pool {} has no valid uuid", container, label));
   }
   auto cc = std::make_shared<ContainerCore>(core_, std::move(*handle), std::move(summary), *uuid, generation);
-  return std::unique_ptr<Container>(new Container(std::move(cc)));
+  return MakeContainer(std::make_shared<DirectContainer>(std::move(cc)));
 }
 
 // --- Container ---
 
-Container::Container(std::shared_ptr<ContainerCore> core) : core_(std::move(core)) {}
-Container::Container(std::shared_ptr<OffloadLink> offload) : offload_(std::move(offload)) {
-  offload_summary_.label = offload_->container;
-}
+Container::Container(std::shared_ptr<ContainerBackend> backend) : backend_(std::move(backend)) {}
 Container::~Container() = default;
 
 const ContainerSummary& Container::summary() const {
-  return offload_ ? offload_summary_ : core_->summary();
+  return backend_->summary();
+}
+Result<Object> Container::OpenObject(const ObjectId& oid) const {
+  return backend_->OpenObject(oid);
+}
+Result<std::vector<ObjectId>> Container::ListObjects() const {
+  return backend_->ListObjects();
+}
+Result<std::unique_ptr<EventQueue>> Container::CreateEventQueue() const {
+  return backend_->CreateEventQueue();
+}
+Result<PoolSpace> Container::QueryPoolSpace() const {
+  return backend_->QueryPoolSpace();
+}
+bool Container::offload() const {
+  return backend_->offload_link() != nullptr;
 }
 
-Result<Object> Container::OpenObject(const ObjectId& oid) const {
-  if (offload_) {
-    return Status::NotSupported(fmt::format(
-        "open object {}: offload mode carries the DFS API only; the object API needs direct mode", oid.ToString()));
-  }
+// --- DirectContainer ---
+
+const ContainerSummary& DirectContainer::summary() const {
+  return core_->summary();
+}
+
+Result<Object> DirectContainer::OpenObject(const ObjectId& oid) const {
   Status supported = CheckObjectClassSupported(oid.object_class());
   if (!supported.ok()) return supported.WithContext(fmt::format("open object {}", oid.ToString()));
   return Object(core_, oid);

@@ -1,6 +1,6 @@
 // Names of shared segments: the memfds a process offers to its peers for
 // bulk with no copy (transport/shared_segment.h; the offload host's ring
-// region, agent/host_session.h). A segment's memfd is named "ros2-seg-" and
+// region, client/offload/host_session.h). A segment's memfd is named "ros2-seg-" and
 // the 16 lowercase hex digits of its id; the peer reads the id back from the
 // owner's /proc/<pid>/fd link. Dependency-free so the offload host library,
 // which links no transport, names its region the same way.

@@ -12,7 +12,7 @@
 
 #include "dfs/encrypted_io.h"
 #include "dfs/filesystem_core.h"
-#include "dfs/offload_mount.h"
+#include "dfs/direct_filesystem.h"
 
 namespace ros2::dfs {
 namespace {
@@ -82,8 +82,7 @@ Status TruncateData(const FilesystemCore& core, const EntryRecord& rec, uint64_t
 
 }  // namespace
 
-Result<Attr> Filesystem::Stat(const Entry& entry) {
-  if (offload_) return offload_->session->Stat(offload_->index, entry);
+Result<Attr> DirectFilesystem::Stat(const Entry& entry) {
   if (entry.is_file() && core_->cipher() == nullptr) {
     // The handle names the file's object: ask for its record and its size at
     // once (one round trip instead of two).
@@ -125,7 +124,7 @@ Result<Attr> Filesystem::Stat(const Entry& entry) {
   return StatSlow(entry);
 }
 
-Result<Attr> Filesystem::StatSlow(const Entry& entry) {
+Result<Attr> DirectFilesystem::StatSlow(const Entry& entry) {
   ROS2_ASSIGN_OR_RETURN(EntryRecord rec, core_->RecordOf(entry));
   uint64_t size = 0;
   if (S_ISREG(rec.mode)) {
@@ -134,8 +133,7 @@ Result<Attr> Filesystem::StatSlow(const Entry& entry) {
   return core_->MakeAttr(rec, size);
 }
 
-Result<Attr> Filesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
-  if (offload_) return offload_->session->SetAttr(offload_->index, entry, args);
+Result<Attr> DirectFilesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
   const std::string what = fmt::format("setattr of '{}' ({})", entry.name, entry.oid.ToString());
   constexpr uint32_t kKnown =
       kSetMode | kSetUid | kSetGid | kSetSize | kSetAtime | kSetMtime | kSetAtimeNow | kSetMtimeNow;
@@ -186,16 +184,14 @@ Result<Attr> Filesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
   return core_->MakeAttr(rec, size.value_or(0));
 }
 
-Status Filesystem::Truncate(const Entry& file, uint64_t size) {
-  if (offload_) return offload_->session->Truncate(offload_->index, file, size);
+Status DirectFilesystem::Truncate(const Entry& file, uint64_t size) {
   SetAttrArgs args;
   args.mask = kSetSize;
   args.size = size;
   return SetAttr(file, args).status();
 }
 
-Result<StatFs> Filesystem::Statfs() {
-  if (offload_) return offload_->session->Statfs(offload_->index);
+Result<StatFs> DirectFilesystem::Statfs() {
   ROS2_ASSIGN_OR_RETURN(client::PoolSpace space, core_->container().QueryPoolSpace());
   StatFs s;
   s.blocks = space.total_bytes / s.block_size;
@@ -203,8 +199,7 @@ Result<StatFs> Filesystem::Statfs() {
   return s;
 }
 
-Status Filesystem::Sync(const Entry& entry) {
-  if (offload_) return offload_->session->Sync(offload_->index, entry);
+Status DirectFilesystem::Sync(const Entry& entry) {
   // Data and metadata are durable when acknowledged. A file's mtime is not
   // touched by each write (no extra round trip on the data path): Sync stamps
   // it, so a writer's flush/fsync/close publishes the modification time.

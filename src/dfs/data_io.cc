@@ -16,9 +16,9 @@
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "dfs/direct_filesystem.h"
 #include "dfs/encrypted_io.h"
 #include "dfs/filesystem_core.h"
-#include "dfs/offload_mount.h"
 
 namespace ros2::dfs {
 namespace {
@@ -133,77 +133,8 @@ void Drain(client::EventQueue& eq, const bool& done) {
 
 }  // namespace
 
-Status Filesystem::DeferOffloaded(client::EventQueue& eq, const Result<uint64_t>& done,
-                                  client::IoCallback callback) {
-  if (eq.io_ != nullptr) {
-    return Status::InvalidArgument("dfs: an offload-mode file system needs an event queue of its offload-mode client");
-  }
-  client::IoResult r;
-  if (done.ok()) {
-    r.size = *done;
-  } else {
-    r.status = done.status();
-  }
-  eq.Defer(std::move(callback), r);
-  return Status::Ok();
-}
-
-Status Filesystem::SubmitOffloaded(client::EventQueue& eq, const Entry& file, uint64_t offset, std::byte* data,
-                                   uint64_t length, bool read, client::IoCallback callback) {
-  if (eq.io_ != nullptr || !eq.offload_) {
-    return Status::InvalidArgument("dfs: an offload-mode file system needs an event queue of its offload-mode client");
-  }
-  if (!callback) return Status::InvalidArgument(read ? "dfs read: empty callback" : "dfs write: empty callback");
-  agent::HostSession& session = *offload_->session;
-  const uint64_t chunks = file.chunk_size == 0 ? 1 : length / file.chunk_size + 2;
-  const bool in_arena = session.InArena(data, length);
-  agent::ArenaBuffer bounce;
-  if (length > 0 && chunks < agent::kMaxChunksPerIo && !in_arena) {
-    auto b = session.Allocate(length);
-    if (b.ok()) bounce = *b;
-  }
-  if (length == 0 || chunks >= agent::kMaxChunksPerIo || (!in_arena && !bounce)) {
-    // Empty, larger than one entry may span, or no arena room: the blocking
-    // call (which splits and bounces as it must), completed by the queue.
-    auto n = read ? Read(file, offset, {data, length}) : Write(file, offset, {data, length});
-    return DeferOffloaded(eq, n, std::move(callback));
-  }
-  // In flight at the agent: the queue's Poll/Wait reaps the completion.
-  std::unique_ptr<client::OffloadIo> io = eq.offload_->TakeIo();
-  io->owner = eq.offload_;
-  io->callback = std::move(callback);
-  io->read = read;
-  agent::IoRequest req;
-  req.kind = read ? agent::IoKind::kRead : agent::IoKind::kWrite;
-  req.mount = offload_->index;
-  req.file = &file;
-  req.offset = offset;
-  if (in_arena) {
-    req.buffer = {data, length};
-  } else {
-    io->bounce = bounce.data;
-    io->bounce_offset = bounce.offset;
-    io->bounce_size = bounce.size;
-    io->user = data;
-    if (!read) std::memcpy(bounce.data, data, length);
-    req.buffer = {bounce.data, length};
-  }
-  req.user_data = reinterpret_cast<uint64_t>(io.get());
-  eq.offload_->Link(io.get());  // before Submit: another queue may reap the completion at once
-  if (Status st = session.Submit({&req, 1}); !st.ok()) {
-    eq.offload_->Unlink(io.get());
-    eq.offload_->GiveBack(std::move(io));
-    if (bounce) session.Free(bounce);
-    return st.WithContext(fmt::format("dfs {} of '{}' through the agent", read ? "read" : "write", file.name));
-  }
-  ++eq.in_flight_;
-  io.release();
-  return Status::Ok();
-}
-
-Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_t offset, std::span<std::byte> buffer,
-                              client::IoCallback callback) {
-  if (offload_) return SubmitOffloaded(eq, file, offset, buffer.data(), buffer.size(), true, std::move(callback));
+Status DirectFilesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_t offset,
+                                    std::span<std::byte> buffer, client::IoCallback callback) {
   if (!callback) return Status::InvalidArgument("dfs read: empty callback");
   ROS2_RETURN_IF_ERROR(CheckIo(file, offset, buffer.size(), "read"));
   if (buffer.empty()) {
@@ -251,12 +182,8 @@ Status Filesystem::SubmitRead(client::EventQueue& eq, const Entry& file, uint64_
   return Status::Ok();
 }
 
-Status Filesystem::SubmitWrite(client::EventQueue& eq, const Entry& file, uint64_t offset,
-                               std::span<const std::byte> data, client::IoCallback callback) {
-  if (offload_) {
-    return SubmitOffloaded(eq, file, offset, const_cast<std::byte*>(data.data()), data.size(), false,
-                           std::move(callback));
-  }
+Status DirectFilesystem::SubmitWrite(client::EventQueue& eq, const Entry& file, uint64_t offset,
+                                     std::span<const std::byte> data, client::IoCallback callback) {
   if (!callback) return Status::InvalidArgument("dfs write: empty callback");
   ROS2_RETURN_IF_ERROR(CheckIo(file, offset, data.size(), "write"));
   if (data.empty()) {
@@ -296,8 +223,7 @@ Status Filesystem::SubmitWrite(client::EventQueue& eq, const Entry& file, uint64
   return Status::Ok();
 }
 
-Result<uint64_t> Filesystem::Read(const Entry& file, uint64_t offset, std::span<std::byte> buffer) {
-  if (offload_) return offload_->session->Read(offload_->index, file, offset, buffer);
+Result<uint64_t> DirectFilesystem::Read(const Entry& file, uint64_t offset, std::span<std::byte> buffer) {
   ROS2_RETURN_IF_ERROR(CheckIo(file, offset, buffer.size(), "read"));
   if (buffer.empty()) return uint64_t{0};
   ROS2_ASSIGN_OR_RETURN(auto eq, core_->container().CreateEventQueue());
@@ -314,8 +240,7 @@ Result<uint64_t> Filesystem::Read(const Entry& file, uint64_t offset, std::span<
   return result.size;
 }
 
-Result<uint64_t> Filesystem::Write(const Entry& file, uint64_t offset, std::span<const std::byte> data) {
-  if (offload_) return offload_->session->Write(offload_->index, file, offset, data);
+Result<uint64_t> DirectFilesystem::Write(const Entry& file, uint64_t offset, std::span<const std::byte> data) {
   ROS2_RETURN_IF_ERROR(CheckIo(file, offset, data.size(), "write"));
   if (data.empty()) return uint64_t{0};
   ROS2_ASSIGN_OR_RETURN(auto eq, core_->container().CreateEventQueue());

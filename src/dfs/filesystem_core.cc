@@ -1,5 +1,5 @@
 // FilesystemCore: records, sizes, object ids and permission checks (see
-// filesystem_core.h); Filesystem::Mount formats or opens the superblock.
+// filesystem_core.h); DirectFilesystem::Mount formats or opens the superblock.
 #include "dfs/filesystem_core.h"
 
 #include <sys/stat.h>
@@ -11,7 +11,7 @@
 
 #include "client/client_internal.h"
 #include "dfs/encrypted_io.h"
-#include "dfs/offload_mount.h"
+#include "dfs/direct_filesystem.h"
 
 namespace ros2::dfs {
 namespace {
@@ -366,35 +366,8 @@ Status FilesystemCore::CheckOwner(const EntryRecord& r, std::string_view what) c
 
 // --- mount ---
 
-Filesystem::Filesystem(std::shared_ptr<FilesystemCore> core) : core_(std::move(core)) {}
-Filesystem::Filesystem(std::shared_ptr<OffloadMount> offload) : offload_(std::move(offload)) {}
-Filesystem::~Filesystem() = default;
-
-uint64_t Filesystem::chunk_size() const {
-  return offload_ ? offload_->chunk_size : core_->chunk_size();
-}
-Entry Filesystem::Root() const {
-  return offload_ ? offload_->root : core_->Root();
-}
-
-Result<std::unique_ptr<Filesystem>> Filesystem::MountOffload(client::Container& container,
-                                                             const MountOptions& options) {
-  const client::OffloadLink& link = *container.offload_;
-  auto mounted = link.session->Mount(link.pool, link.container, options);
-  if (!mounted.ok()) {
-    return mounted.status().WithContext(
-        fmt::format("dfs mount of container {} in pool {} through the agent", link.container, link.pool));
-  }
-  auto offload = std::make_shared<OffloadMount>();
-  offload->session = link.session;
-  offload->index = mounted->index;
-  offload->root = mounted->root;
-  offload->chunk_size = mounted->chunk_size;
-  return std::unique_ptr<Filesystem>(new Filesystem(std::move(offload)));
-}
-
-Result<std::unique_ptr<Filesystem>> Filesystem::Mount(client::Container& container, const MountOptions& options) {
-  if (container.offload()) return MountOffload(container, options);
+Result<std::unique_ptr<DirectFilesystem>> DirectFilesystem::Mount(client::Container& container,
+                                                                   const MountOptions& options) {
   const std::string what = fmt::format("dfs mount of container {}", container.summary().label);
   ROS2_ASSIGN_OR_RETURN(client::Object sb_obj, container.OpenObject(SuperblockObjectId()));
   // An encrypted container is refused before anything is written without its key.
@@ -462,7 +435,7 @@ Result<std::unique_ptr<Filesystem>> Filesystem::Mount(client::Container& contain
                                                what, superblock->chunk_size, kCryptBlockSize));
   }
   auto core = std::make_shared<FilesystemCore>(container, options, *superblock, *root, std::move(cipher));
-  return std::unique_ptr<Filesystem>(new Filesystem(std::move(core)));
+  return std::make_unique<DirectFilesystem>(std::move(core));
 }
 
 int Errno(const Status& status) {

@@ -10,8 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "dfs/direct_filesystem.h"
 #include "dfs/filesystem_core.h"
-#include "dfs/offload_mount.h"
 #include "dfs/path.h"
 
 namespace ros2::dfs {
@@ -78,8 +78,7 @@ Status FinishRename(const FilesystemCore& core, const ObjectId& from, const Obje
 
 }  // namespace
 
-Result<Entry> Filesystem::Lookup(const Entry& parent, std::string_view name) {
-  if (offload_) return offload_->session->Lookup(offload_->index, parent, name);
+Result<Entry> DirectFilesystem::Lookup(const Entry& parent, std::string_view name) {
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "lookup"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, X_OK, fmt::format("lookup of '{}'", name)));
@@ -87,8 +86,7 @@ Result<Entry> Filesystem::Lookup(const Entry& parent, std::string_view name) {
   return core_->MakeEntry(parent.oid, name, rec);
 }
 
-Result<std::pair<Entry, Attr>> Filesystem::LookupWithAttr(const Entry& parent, std::string_view name) {
-  if (offload_) return offload_->session->LookupWithAttr(offload_->index, parent, name);
+Result<std::pair<Entry, Attr>> DirectFilesystem::LookupWithAttr(const Entry& parent, std::string_view name) {
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "lookup"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, X_OK, fmt::format("lookup of '{}'", name)));
@@ -100,8 +98,7 @@ Result<std::pair<Entry, Attr>> Filesystem::LookupWithAttr(const Entry& parent, s
   return std::make_pair(core_->MakeEntry(parent.oid, name, rec), core_->MakeAttr(rec, size));
 }
 
-Result<Entry> Filesystem::LookupPath(std::string_view path) {
-  if (offload_) return offload_->session->LookupPath(offload_->index, path);
+Result<Entry> DirectFilesystem::LookupPath(std::string_view path) {
   ROS2_ASSIGN_OR_RETURN(auto parts, SplitPath(path));
   std::deque<std::string> todo(parts.begin(), parts.end());
   std::vector<Entry> stack{Root()};  // the directories walked through, for ".."
@@ -135,8 +132,7 @@ Result<Entry> Filesystem::LookupPath(std::string_view path) {
   return stack.back();
 }
 
-Result<Entry> Filesystem::MkdirAll(std::string_view path, mode_t mode, uint64_t* created) {
-  if (offload_) return offload_->session->MkdirAll(offload_->index, path, mode, created);
+Result<Entry> DirectFilesystem::MkdirAll(std::string_view path, mode_t mode, uint64_t* created) {
   ROS2_ASSIGN_OR_RETURN(auto parts, SplitPath(path));
   if (created != nullptr) *created = 0;
   Entry dir = Root();
@@ -156,8 +152,8 @@ Result<Entry> Filesystem::MkdirAll(std::string_view path, mode_t mode, uint64_t*
   return dir;
 }
 
-Result<Entry> Filesystem::Open(const Entry& parent, std::string_view name, int flags, mode_t mode, bool* created) {
-  if (offload_) return offload_->session->Open(offload_->index, parent, name, flags, mode, created);
+Result<Entry> DirectFilesystem::Open(const Entry& parent, std::string_view name, int flags, mode_t mode,
+                                     bool* created) {
   if (created != nullptr) *created = false;
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "open"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
@@ -198,8 +194,7 @@ Result<Entry> Filesystem::Open(const Entry& parent, std::string_view name, int f
   return Status::Busy(what + ": the entry kept being created and removed");
 }
 
-Result<Entry> Filesystem::Mkdir(const Entry& parent, std::string_view name, mode_t mode) {
-  if (offload_) return offload_->session->Mkdir(offload_->index, parent, name, mode);
+Result<Entry> DirectFilesystem::Mkdir(const Entry& parent, std::string_view name, mode_t mode) {
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "mkdir"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, W_OK | X_OK, fmt::format("mkdir of '{}'", name)));
@@ -210,8 +205,7 @@ Result<Entry> Filesystem::Mkdir(const Entry& parent, std::string_view name, mode
   return core_->MakeEntry(parent.oid, name, rec);
 }
 
-Result<Entry> Filesystem::Symlink(const Entry& parent, std::string_view name, std::string_view target) {
-  if (offload_) return offload_->session->Symlink(offload_->index, parent, name, target);
+Result<Entry> DirectFilesystem::Symlink(const Entry& parent, std::string_view name, std::string_view target) {
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "symlink"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   if (target.empty()) return Status::InvalidArgument("dfs symlink: empty target");
@@ -229,8 +223,7 @@ Result<Entry> Filesystem::Symlink(const Entry& parent, std::string_view name, st
   return core_->MakeEntry(parent.oid, name, rec);
 }
 
-Result<Entry> Filesystem::Mknod(const Entry& parent, std::string_view name, mode_t mode, uint64_t rdev) {
-  if (offload_) return offload_->session->Mknod(offload_->index, parent, name, mode, rdev);
+Result<Entry> DirectFilesystem::Mknod(const Entry& parent, std::string_view name, mode_t mode, uint64_t rdev) {
   if (S_ISREG(mode) || (mode & S_IFMT) == 0) {
     return Open(parent, name, O_CREAT | O_EXCL | O_RDWR, mode & 07777);
   }
@@ -249,8 +242,7 @@ Result<Entry> Filesystem::Mknod(const Entry& parent, std::string_view name, mode
   return core_->MakeEntry(parent.oid, name, rec);
 }
 
-Result<Entry> Filesystem::Link(const Entry& target, const Entry& new_parent, std::string_view new_name) {
-  if (offload_) return offload_->session->Link(offload_->index, target, new_parent, new_name);
+Result<Entry> DirectFilesystem::Link(const Entry& target, const Entry& new_parent, std::string_view new_name) {
   ROS2_RETURN_IF_ERROR(RequireDirectory(new_parent, "link"));
   ROS2_RETURN_IF_ERROR(ValidateName(new_name));
   const std::string what =
@@ -293,8 +285,7 @@ Result<Entry> Filesystem::Link(const Entry& target, const Entry& new_parent, std
   return core_->MakeEntry(new_parent.oid, new_name, rec);
 }
 
-Result<std::string> Filesystem::Readlink(const Entry& link) {
-  if (offload_) return offload_->session->Readlink(offload_->index, link);
+Result<std::string> DirectFilesystem::Readlink(const Entry& link) {
   ROS2_ASSIGN_OR_RETURN(EntryRecord rec, core_->RecordOf(link));
   if (!S_ISLNK(rec.mode)) {
     return Status::InvalidArgument(fmt::format("dfs readlink: '{}' is not a symbolic link", link.name));
@@ -302,8 +293,7 @@ Result<std::string> Filesystem::Readlink(const Entry& link) {
   return rec.symlink_target;
 }
 
-Status Filesystem::Unlink(const Entry& parent, std::string_view name) {
-  if (offload_) return offload_->session->Unlink(offload_->index, parent, name);
+Status DirectFilesystem::Unlink(const Entry& parent, std::string_view name) {
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "unlink"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, W_OK | X_OK, fmt::format("unlink of '{}'", name)));
@@ -316,8 +306,7 @@ Status Filesystem::Unlink(const Entry& parent, std::string_view name) {
   return PunchEntryObject(*core_, rec);
 }
 
-Status Filesystem::Rmdir(const Entry& parent, std::string_view name) {
-  if (offload_) return offload_->session->Rmdir(offload_->index, parent, name);
+Status DirectFilesystem::Rmdir(const Entry& parent, std::string_view name) {
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "rmdir"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(parent, W_OK | X_OK, fmt::format("rmdir of '{}'", name)));
@@ -332,9 +321,8 @@ Status Filesystem::Rmdir(const Entry& parent, std::string_view name) {
   return PunchEntryObject(*core_, rec);
 }
 
-Status Filesystem::Rename(const Entry& parent, std::string_view name, const Entry& new_parent,
-                          std::string_view new_name, unsigned flags) {
-  if (offload_) return offload_->session->Rename(offload_->index, parent, name, new_parent, new_name, flags);
+Status DirectFilesystem::Rename(const Entry& parent, std::string_view name, const Entry& new_parent,
+                                std::string_view new_name, unsigned flags) {
   ROS2_RETURN_IF_ERROR(RequireDirectory(parent, "rename"));
   ROS2_RETURN_IF_ERROR(RequireDirectory(new_parent, "rename"));
   ROS2_RETURN_IF_ERROR(ValidateName(name));

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "dfs/filesystem_core.h"
-#include "dfs/offload_mount.h"
+#include "dfs/direct_filesystem.h"
 
 namespace ros2::dfs {
 namespace {
@@ -71,8 +71,7 @@ Status ReadPage(FilesystemCore& core, client::Object& obj, const Entry& dir, Dir
 
 }  // namespace
 
-Result<std::vector<DirEntry>> Filesystem::Readdir(const Entry& dir, DirAnchor& anchor, size_t max) {
-  if (offload_) return offload_->session->Readdir(offload_->index, dir, anchor, max);
+Result<std::vector<DirEntry>> DirectFilesystem::Readdir(const Entry& dir, DirAnchor& anchor, size_t max) {
   if (!dir.is_dir()) return Status::NotDirectory(fmt::format("dfs readdir: '{}' is not a directory", dir.name));
   if (max == 0) return Status::InvalidArgument("dfs readdir: page size 0");
   ROS2_RETURN_IF_ERROR(core_->CheckAccess(dir, R_OK, fmt::format("readdir of '{}'", dir.name)));

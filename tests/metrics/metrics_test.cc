@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "agent/host_session.h"
+#include "client/offload/host_session.h"
 #include "metrics/scrape.h"
 #include "testing/background_process.h"
 #include "testing/pattern.h"

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "agent/host_session.h"
+#include "client/offload/host_session.h"
 #include "commands.h"
 #include "common/config.h"
 

@@ -1,5 +1,5 @@
 // The host library of offload mode: connection, arena, rings, calls.
-#include "agent/host_session.h"
+#include "client/offload/host_session.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -13,7 +13,7 @@
 #include <cstring>
 #include <ctime>
 
-#include "agent/wire.h"
+#include "offload/wire.h"
 #include "common/segment_name.h"
 
 namespace ros2::agent {

@@ -44,7 +44,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/ring.h"
+#include "offload/ring.h"
 #include "ros2/dfs.h"
 #include "ros2/types.h"
 

@@ -2,7 +2,7 @@
 // mode): one memfd created by the host holds a header, a submission ring, a
 // completion ring and an I/O arena. docs/agent.md is the specification; this
 // header is its code form, shared by the agent (src/agent/session.cc) and the
-// host library (src/agent/host_session.cc). Standard library only.
+// host library (src/client/offload/host_session.cc). Standard library only.
 //
 // Region layout (offsets from the start of the memfd, all 64-byte aligned):
 //   0                 RingHeader (kHeaderSize bytes)

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "agent/ring.h"
+#include "offload/ring.h"
 #include "ros2/dfs.h"
 
 namespace ros2::agent {
