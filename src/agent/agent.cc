@@ -280,6 +280,49 @@ Result<std::shared_ptr<TenantClient>> Agent::AcquireTenant(const TenantMapping& 
   return tc;
 }
 
+namespace {
+
+// The region a hello brings, checked and mapped: a memfd whose size cannot
+// shrink under the mapping, holding a valid header, and an eventfd.
+struct MappedRegion {
+  void* map = nullptr;
+  RingGeometry geometry;
+};
+
+Result<MappedRegion> MapRegion(int memfd, int eventfd, const AgentConfig& config) {
+  if (!FdTarget(memfd).starts_with("/memfd:")) {
+    return Status::InvalidArgument("agent: the region descriptor is not a memfd");
+  }
+  int seals = ::fcntl(memfd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    return Status::InvalidArgument(
+        "agent: the memfd is not sealed against shrinking (F_SEAL_SHRINK); the agent's mapping could be "
+        "truncated under it");
+  }
+  if (FdTarget(eventfd) != "anon_inode:[eventfd]") {
+    return Status::InvalidArgument("agent: descriptor 1 is not an eventfd");
+  }
+  struct stat st {};
+  if (::fstat(memfd, &st) != 0 || st.st_size < static_cast<off_t>(kHeaderSize)) {
+    return Status::InvalidArgument("agent: the memfd is smaller than a region header");
+  }
+  RingHeader head{};
+  if (::pread(memfd, &head, sizeof head, 0) != static_cast<ssize_t>(sizeof head)) {
+    return Status::InvalidArgument("agent: cannot read the region header");
+  }
+  auto geometry = ValidateGeometry(head, static_cast<uint64_t>(st.st_size), config);
+  if (!geometry.ok()) {
+    return Status::FromCode(static_cast<uint8_t>(geometry.status().code()), "agent: " + geometry.status().message());
+  }
+  void* map = ::mmap(nullptr, geometry->total_size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+  if (map == MAP_FAILED) {
+    return Status::InvalidArgument(fmt::format("agent: mapping the memfd: {}", std::strerror(errno)));
+  }
+  return MappedRegion{map, *geometry};
+}
+
+}  // namespace
+
 void Agent::HandleHello(int fd) {
   // Everything received is closed unless a session takes it over.
   int fds[3] = {-1, -1, -1};
@@ -379,33 +422,10 @@ void Agent::HandleHello(int fd) {
                     fmt::format("agent: tenant {} has {} sessions open (max_sessions_per_tenant)", tenant->name, mine));
     }
   }
-  // The region: a memfd whose size cannot shrink under our mapping.
-  if (!FdTarget(fds[0]).starts_with("/memfd:")) {
-    return refuse(Status::Code::kInvalidArgument, "agent: the region descriptor is not a memfd");
-  }
-  int seals = ::fcntl(fds[0], F_GET_SEALS);
-  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
-    return refuse(Status::Code::kInvalidArgument,
-                  "agent: the memfd is not sealed against shrinking (F_SEAL_SHRINK); the agent's mapping could be "
-                  "truncated under it");
-  }
-  if (FdTarget(fds[1]) != "anon_inode:[eventfd]") {
-    return refuse(Status::Code::kInvalidArgument, "agent: descriptor 1 is not an eventfd");
-  }
-  struct stat st {};
-  if (::fstat(fds[0], &st) != 0 || st.st_size < static_cast<off_t>(kHeaderSize)) {
-    return refuse(Status::Code::kInvalidArgument, "agent: the memfd is smaller than a region header");
-  }
-  RingHeader head{};
-  if (::pread(fds[0], &head, sizeof head, 0) != static_cast<ssize_t>(sizeof head)) {
-    return refuse(Status::Code::kInvalidArgument, "agent: cannot read the region header");
-  }
-  auto geometry = ValidateGeometry(head, static_cast<uint64_t>(st.st_size), config_);
-  if (!geometry.ok()) return refuse(geometry.status().code(), "agent: " + geometry.status().message());
-  void* map = ::mmap(nullptr, geometry->total_size, PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
-  if (map == MAP_FAILED) {
-    return refuse(Status::Code::kInvalidArgument, fmt::format("agent: mapping the memfd: {}", std::strerror(errno)));
-  }
+  auto region = MapRegion(fds[0], fds[1], config_);
+  if (!region.ok()) return refuse(region.status().code(), region.status().message());
+  void* map = region->map;
+  const RingGeometry* geometry = &region->geometry;
   auto tc = AcquireTenant(*tenant);
   if (!tc.ok()) {
     ::munmap(map, geometry->total_size);

@@ -16,6 +16,7 @@
 
 #include "agent/agent.h"
 #include "agent/agent_config.h"
+#include "agent/op_call.h"
 #include "client/offload/host_session.h"
 #include "agent/token_bucket.h"
 #include "offload/wire.h"
@@ -185,6 +186,27 @@ TEST(WireTest, RoundTripsEntriesAttrsAndRefusesTruncation) {
 // gets an error completion (or, a Nop, success), nothing crashes or reads out
 // of bounds (this runs under the sanitizers with the unit tests), and a
 // forged ring index closes the session with the host told.
+TEST(OpTableTest, EveryOpcodeHasOneRowAndNoOtherHas) {
+  std::set<std::string> names;
+  for (unsigned op = 0; op <= kLastOpcode; ++op) {
+    const OpSpec* spec = FindOp(static_cast<uint8_t>(op));
+    ASSERT_NE(spec, nullptr) << "opcode " << op;
+    EXPECT_EQ(static_cast<unsigned>(spec->op), op);
+    EXPECT_NE(spec->handler, nullptr) << spec->name;
+    EXPECT_TRUE(names.insert(spec->name).second) << "two rows named " << spec->name;
+    EXPECT_STREQ(OpName(static_cast<uint8_t>(op)), spec->name);
+  }
+  for (unsigned op = kLastOpcode + 1; op < 256; ++op) {
+    EXPECT_EQ(FindOp(static_cast<uint8_t>(op)), nullptr) << "opcode " << op;
+  }
+  EXPECT_STREQ(OpName(kLastOpcode + 1), "unknown");
+  // The data opcodes carry a payload; the ones without an entry name need no entry.
+  EXPECT_EQ(FindOp(static_cast<uint8_t>(Opcode::kRead))->layout, ArgLayout::kEntryData);
+  EXPECT_EQ(FindOp(static_cast<uint8_t>(Opcode::kWrite))->layout, ArgLayout::kEntryData);
+  EXPECT_EQ(FindOp(static_cast<uint8_t>(Opcode::kMount))->layout, ArgLayout::kSession);
+  EXPECT_EQ(FindOp(static_cast<uint8_t>(Opcode::kLookupPath))->layout, ArgLayout::kMount);
+}
+
 TEST(InProcessAgentTest, RandomEntriesGetErrorCompletions) {
   ros2::testing::TempDir tmp("r2a");  // short: the agent's socket goes in it
   const std::string& dir = tmp.path();

@@ -14,8 +14,9 @@
 
 #include <fmt/format.h>
 
-#include "offload/wire.h"
+#include "agent/op_call.h"
 #include "common/log.h"
+#include "offload/wire.h"
 
 namespace ros2::agent {
 
@@ -51,13 +52,6 @@ int ErrnoOf(const Status& st) {
   return e == 0 ? EIO : e;
 }
 
-const char* OpName(uint8_t op) {
-  static const char* const kNames[] = {"nop",      "mount",  "unmount",   "lookup",  "lookup_path", "lookup_attr",
-                                       "open",     "mkdir",  "mkdir_all", "symlink", "mknod",       "link",
-                                       "readlink", "unlink", "rmdir",     "rename",  "stat",        "setattr",
-                                       "truncate", "statfs", "readdir",   "read",    "write",       "sync"};
-  return op <= kLastOpcode ? kNames[op] : "unknown";
-}
 
 }  // namespace
 
@@ -149,20 +143,14 @@ void Session::ProgressIo(std::chrono::microseconds wait) {
   }
 }
 
-void Session::Run() {
-  RingHeader* h = header();
-  const RingGeometry& g = res_.geometry;
-  auto* sq = reinterpret_cast<SubmitEntry*>(static_cast<std::byte*>(res_.map) + g.sq_offset);
-  auto last_peer_check = std::chrono::steady_clock::now();
-  std::string reason;
-  bool peer_gone = false;
-  auto check_peer = [&] {
-    auto now = std::chrono::steady_clock::now();
-    if (now - last_peer_check <= kPeerCheckInterval) return false;
-    last_peer_check = now;
-    return PeerGone();
-  };
+bool Session::CheckPeer() {
+  auto now = std::chrono::steady_clock::now();
+  if (now - last_peer_check_ <= kPeerCheckInterval) return false;
+  last_peer_check_ = now;
+  return PeerGone();
+}
 
+void Session::Run() {
   auto eq = tenant_->client->CreateEventQueue();
   if (!eq.ok()) {
     Close("agent: cannot make the session's event queue: " + eq.status().ToString());
@@ -170,146 +158,160 @@ void Session::Run() {
     return;
   }
   eq_ = std::move(*eq);
-
-  while (!stop_.load(std::memory_order_relaxed) && reason.empty() && !peer_gone) {
+  last_peer_check_ = std::chrono::steady_clock::now();
+  RingHeader* h = header();
+  const RingGeometry& g = res_.geometry;
+  while (!stop_.load(std::memory_order_relaxed) && fault_.empty() && !peer_gone_) {
     const uint32_t tail = h->sq_tail.value.load(std::memory_order_acquire);
     const uint32_t pending = tail - sq_head_;
     metrics_.ring_depth.store(pending, std::memory_order_relaxed);
     if (pending > g.sq_entries) {
-      reason = fmt::format("protocol: submission tail {} is behind the head {} or beyond the ring ({} entries)", tail,
+      fault_ = fmt::format("protocol: submission tail {} is behind the head {} or beyond the ring ({} entries)", tail,
                            sq_head_, g.sq_entries);
       break;
     }
     if (pending == 0) {
-      if (outstanding_ > 0) {
-        // I/O in flight: wait for it (a new submission is seen within a millisecond).
-        ProgressIo(std::chrono::microseconds(1000));
-        PostCompletions();
-        peer_gone = check_peer();
-        continue;
-      }
-      PostCompletions();
-      // Idle: spin for the budget, then announce sleep and wait for a signal.
-      auto spin_end = std::chrono::steady_clock::now() + spin_;
-      bool work = false;
-      while (std::chrono::steady_clock::now() < spin_end) {
-        if (h->sq_tail.value.load(std::memory_order_acquire) != sq_head_) {
-          work = true;
-          break;
-        }
-        for (int i = 0; i < 32; ++i) CpuRelax();
-      }
-      if (work) continue;
-      h->agent_sleeping.value.store(1, std::memory_order_relaxed);
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (h->sq_tail.value.load(std::memory_order_acquire) != sq_head_) {
-        h->agent_sleeping.value.store(0, std::memory_order_relaxed);
-        continue;
-      }
-      pollfd fds[2] = {{res_.sq_eventfd, POLLIN, 0}, {res_.socket, POLLIN | POLLRDHUP, 0}};
-      int n = ::poll(fds, 2, kSleepPollMs);
-      h->agent_sleeping.value.store(0, std::memory_order_relaxed);
-      if (n > 0 && (fds[0].revents & POLLIN)) {
-        uint64_t v;
-        (void)!::read(res_.sq_eventfd, &v, sizeof v);
-      }
-      if (n > 0 && fds[1].revents != 0 && PeerGone()) peer_gone = true;
-      last_peer_check = std::chrono::steady_clock::now();
+      WaitForWork();
       continue;
     }
-
-    // Take what is there: reads and writes go in flight together, anything
-    // else first waits for them (and runs on its own).
-    for (uint32_t i = 0; i < pending && !stop_.load(std::memory_order_relaxed); ++i) {
-      // A host killed with entries queued: stop executing them within the interval.
-      if (check_peer()) {
-        peer_gone = true;
-        break;
-      }
-      // Room in the completion ring for this entry and every one in flight.
-      for (;;) {
-        const uint32_t head = h->cq_head.value.load(std::memory_order_acquire);
-        const uint32_t used = cq_tail_ - head;
-        if (used > g.cq_entries) {
-          reason = fmt::format("protocol: completion head {} is beyond the tail {} or behind the ring ({} entries)",
-                               head, cq_tail_, g.cq_entries);
-          break;
-        }
-        if (used + outstanding_ + done_.size() < g.cq_entries) break;
-        PostCompletions();
-        if (outstanding_ > 0) {
-          ProgressIo(std::chrono::microseconds(1000));
-          continue;
-        }
-        // Full of completions the host has not reaped: wait a little.
-        if (PeerGone()) {
-          peer_gone = true;
-          break;
-        }
-        if (stop_.load()) break;
-        ::usleep(50);
-      }
-      if (!reason.empty() || peer_gone || stop_.load()) break;
-      SubmitEntry sqe;
-      std::memcpy(&sqe, &sq[sq_head_ & (g.sq_entries - 1)], sizeof sqe);  // private copy: the host may change it
-      const bool data =
-          sqe.opcode == static_cast<uint8_t>(Opcode::kRead) || sqe.opcode == static_cast<uint8_t>(Opcode::kWrite);
-      // The tenant's QoS: a read or write costs its bytes and one I/O, any
-      // other entry one I/O. Short of tokens, the entry stays in the ring
-      // (this copy is dropped; the next look copies it again and charges
-      // that copy) while the thread finishes what is in flight or sleeps.
-      if (tenant_->qos != nullptr) {
-        auto wait = tenant_->qos->TryAcquire(data ? sqe.buf_len : 0, 1);
-        if (wait.count() > 0) {
-          metrics_.Throttled(wait);
-          PostCompletions();
-          const auto nap = std::min<std::chrono::nanoseconds>(wait, kQosMaxNap);
-          if (outstanding_ > 0) {
-            ProgressIo(std::chrono::duration_cast<std::chrono::microseconds>(nap) + std::chrono::microseconds(1));
-            PostCompletions();
-          } else {
-            std::this_thread::sleep_for(nap);
-          }
-          break;  // back to the outer loop: stop, peer and ring checks, then this entry again
-        }
-      }
-      ++sq_head_;
-      h->sq_head.value.store(sq_head_, std::memory_order_release);
-      if (!data) {
-        while (outstanding_ > 0)
-          ProgressIo(std::chrono::microseconds(100'000));  // a barrier for the data ops before it
-      }
-      if (data) {
-        // Bounded bytes in flight: a host that dies leaves at most this much to finish.
-        while (outstanding_ > 0 && outstanding_bytes_ + sqe.buf_len > kMaxInFlightBytes) {
-          ProgressIo(std::chrono::microseconds(1000));
-        }
-      }
-      CompleteEntry cqe{};
-      cqe.user_data = sqe.user_data;
-      if (Execute(sqe, cqe)) done_.push_back(cqe);
-      if (outstanding_ >= kMaxInFlight) ProgressIo(std::chrono::microseconds(1000));
-      // Long batches: progress and let the host see completions every 16
-      // entries (callbacks run only inside progress, so a batch's reads and
-      // writes are all in flight before the first of them is completed).
-      if ((i & 15) == 15) {
-        ProgressIo(std::chrono::microseconds(0));
-        PostCompletions();
-      }
-    }
+    TakeSubmissions(pending);
     ProgressIo(std::chrono::microseconds(0));
     PostCompletions();
   }
-  if (!reason.empty()) Close(reason);
+  if (!fault_.empty()) Close(fault_);
   // What is in flight completes (into the still-mapped arena) before the queue goes.
   while (outstanding_ > 0) ProgressIo(std::chrono::microseconds(100'000));
-  if (!peer_gone && reason.empty()) PostCompletions();
+  if (!peer_gone_ && fault_.empty()) PostCompletions();
   eq_.reset();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (reason_.empty()) reason_ = stop_.load() ? "agent stopping" : "host closed the session (socket hang-up)";
   }
   finished_.store(true, std::memory_order_release);
+}
+
+void Session::WaitForWork() {
+  RingHeader* h = header();
+  if (outstanding_ > 0) {
+    // I/O in flight: wait for it (a new submission is seen within a millisecond).
+    ProgressIo(std::chrono::microseconds(1000));
+    PostCompletions();
+    peer_gone_ = CheckPeer();
+    return;
+  }
+  PostCompletions();
+  // Idle: spin for the budget, then announce sleep and wait for a signal.
+  auto spin_end = std::chrono::steady_clock::now() + spin_;
+  while (std::chrono::steady_clock::now() < spin_end) {
+    if (h->sq_tail.value.load(std::memory_order_acquire) != sq_head_) return;
+    for (int i = 0; i < 32; ++i) CpuRelax();
+  }
+  h->agent_sleeping.value.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (h->sq_tail.value.load(std::memory_order_acquire) != sq_head_) {
+    h->agent_sleeping.value.store(0, std::memory_order_relaxed);
+    return;
+  }
+  pollfd fds[2] = {{res_.sq_eventfd, POLLIN, 0}, {res_.socket, POLLIN | POLLRDHUP, 0}};
+  int n = ::poll(fds, 2, kSleepPollMs);
+  h->agent_sleeping.value.store(0, std::memory_order_relaxed);
+  if (n > 0 && (fds[0].revents & POLLIN)) {
+    uint64_t v;
+    (void)!::read(res_.sq_eventfd, &v, sizeof v);
+  }
+  if (n > 0 && fds[1].revents != 0 && PeerGone()) peer_gone_ = true;
+  last_peer_check_ = std::chrono::steady_clock::now();
+}
+
+bool Session::WaitForCompletionRoom() {
+  RingHeader* h = header();
+  const RingGeometry& g = res_.geometry;
+  for (;;) {
+    const uint32_t head = h->cq_head.value.load(std::memory_order_acquire);
+    const uint32_t used = cq_tail_ - head;
+    if (used > g.cq_entries) {
+      fault_ = fmt::format("protocol: completion head {} is beyond the tail {} or behind the ring ({} entries)", head,
+                           cq_tail_, g.cq_entries);
+      return false;
+    }
+    if (used + outstanding_ + done_.size() < g.cq_entries) return true;
+    PostCompletions();
+    if (outstanding_ > 0) {
+      ProgressIo(std::chrono::microseconds(1000));
+      continue;
+    }
+    // Full of completions the host has not reaped: wait a little.
+    if (PeerGone()) {
+      peer_gone_ = true;
+      return false;
+    }
+    if (stop_.load()) return false;
+    ::usleep(50);
+  }
+}
+
+bool Session::Throttled(const SubmitEntry& sqe, bool data) {
+  if (tenant_->qos == nullptr) return false;
+  auto wait = tenant_->qos->TryAcquire(data ? sqe.buf_len : 0, 1);
+  if (wait.count() <= 0) return false;
+  metrics_.Throttled(wait);
+  PostCompletions();
+  const auto nap = std::min<std::chrono::nanoseconds>(wait, kQosMaxNap);
+  if (outstanding_ > 0) {
+    ProgressIo(std::chrono::duration_cast<std::chrono::microseconds>(nap) + std::chrono::microseconds(1));
+    PostCompletions();
+  } else {
+    std::this_thread::sleep_for(nap);
+  }
+  return true;
+}
+
+// Takes what is there: reads and writes go in flight together, anything else
+// first waits for them (and runs on its own).
+void Session::TakeSubmissions(uint32_t pending) {
+  RingHeader* h = header();
+  const RingGeometry& g = res_.geometry;
+  auto* sq = reinterpret_cast<SubmitEntry*>(static_cast<std::byte*>(res_.map) + g.sq_offset);
+  for (uint32_t i = 0; i < pending && !stop_.load(std::memory_order_relaxed); ++i) {
+    // A host killed with entries queued: stop executing them within the interval.
+    if (CheckPeer()) {
+      peer_gone_ = true;
+      return;
+    }
+    // Room in the completion ring for this entry and every one in flight.
+    if (!WaitForCompletionRoom()) return;
+    SubmitEntry sqe;
+    std::memcpy(&sqe, &sq[sq_head_ & (g.sq_entries - 1)], sizeof sqe);  // private copy: the host may change it
+    const bool data =
+        sqe.opcode == static_cast<uint8_t>(Opcode::kRead) || sqe.opcode == static_cast<uint8_t>(Opcode::kWrite);
+    // The tenant's QoS: a read or write costs its bytes and one I/O, any
+    // other entry one I/O. Short of tokens, the entry stays in the ring
+    // (this copy is dropped; the next look copies it again and charges
+    // that copy) while the thread finishes what is in flight or sleeps;
+    // then back to the outer loop: stop, peer and ring checks, this entry again.
+    if (Throttled(sqe, data)) return;
+    ++sq_head_;
+    h->sq_head.value.store(sq_head_, std::memory_order_release);
+    if (!data) {
+      while (outstanding_ > 0) ProgressIo(std::chrono::microseconds(100'000));  // a barrier for the data ops before it
+    } else {
+      // Bounded bytes in flight: a host that dies leaves at most this much to finish.
+      while (outstanding_ > 0 && outstanding_bytes_ + sqe.buf_len > kMaxInFlightBytes) {
+        ProgressIo(std::chrono::microseconds(1000));
+      }
+    }
+    CompleteEntry cqe{};
+    cqe.user_data = sqe.user_data;
+    if (Execute(sqe, cqe)) done_.push_back(cqe);
+    if (outstanding_ >= kMaxInFlight) ProgressIo(std::chrono::microseconds(1000));
+    // Long batches: progress and let the host see completions every 16
+    // entries (callbacks run only inside progress, so a batch's reads and
+    // writes are all in flight before the first of them is completed).
+    if ((i & 15) == 15) {
+      ProgressIo(std::chrono::microseconds(0));
+      PostCompletions();
+    }
+  }
 }
 
 void Session::Fail(const SubmitEntry& sqe, CompleteEntry& cqe, int err, const Status& status) {
@@ -339,8 +341,7 @@ bool Session::PutResult(const SubmitEntry& sqe, CompleteEntry& cqe, const std::v
   return true;
 }
 
-void Session::ExecuteMount(const SubmitEntry& sqe, std::span<const std::byte> args, CompleteEntry& cqe) {
-  ArgReader r(args);
+void Session::ExecuteMount(const SubmitEntry& sqe, ArgReader& r, CompleteEntry& cqe) {
   std::string pool, cont;
   uint64_t chunk = 0;
   uint32_t create = 1, file_class = 0, dir_class = 0;
@@ -399,14 +400,15 @@ bool Session::Execute(const SubmitEntry& sqe, CompleteEntry& cqe) {
    : sqe.opcode == static_cast<uint8_t>(Opcode::kWrite) ? metrics_.writes
                                                         : metrics_.other_ops)
       .Add();
+  went_async_ = false;
   ExecuteNow(sqe, cqe);
   return !went_async_;
 }
 
+// What every entry shares: nothing outside the arena, nothing unknown, the
+// mount its layout names, the entry's name; then the opcode's handler.
 void Session::ExecuteNow(const SubmitEntry& sqe, CompleteEntry& cqe) {
-  went_async_ = false;
   const uint64_t arena_size = res_.geometry.arena_size;
-  // --- validation: nothing outside the arena, nothing unknown ---
   if (sqe.args_len > sqe.args_cap || sqe.args_cap > kMaxArgsSize ||
       !ArenaRangeOk(sqe.args_off, sqe.args_cap, arena_size)) {
     SubmitEntry no_msg = sqe;
@@ -421,240 +423,112 @@ void Session::ExecuteNow(const SubmitEntry& sqe, CompleteEntry& cqe) {
                 Status::InvalidArgument(fmt::format("agent: buffer [{}, +{}) is outside the arena ({} bytes)",
                                                     sqe.buf_off, sqe.buf_len, arena_size)));
   }
-  if (sqe.opcode > kLastOpcode || sqe.flags != 0) {
+  const OpSpec* spec = FindOp(sqe.opcode);
+  if (spec == nullptr || sqe.flags != 0) {
     return Fail(sqe, cqe, EOPNOTSUPP,
                 Status::NotSupported(fmt::format("agent: unknown opcode {} (flags {:#x})", sqe.opcode, sqe.flags)));
   }
-  std::vector<std::byte> args(arena() + sqe.args_off, arena() + sqe.args_off + sqe.args_len);
-  const auto op = static_cast<Opcode>(sqe.opcode);
-  if (op == Opcode::kNop) return;
-  if (op == Opcode::kMount) return ExecuteMount(sqe, args, cqe);
-  if (sqe.mount >= mounts_.size() || mounts_[sqe.mount] == nullptr) {
-    return Fail(sqe, cqe, EBADF,
-                Status::InvalidArgument(fmt::format("agent: {} names mount {}, which this session does not hold",
-                                                    OpName(sqe.opcode), sqe.mount)));
+  const std::vector<std::byte> args(arena() + sqe.args_off, arena() + sqe.args_off + sqe.args_len);
+  OpCall call{*this, sqe, cqe, nullptr, {}, ArgReader(args), {arena() + sqe.buf_off, sqe.buf_len}};
+  if (spec->layout != ArgLayout::kSession) {
+    if (sqe.mount >= mounts_.size() || mounts_[sqe.mount] == nullptr) {
+      return Fail(sqe, cqe, EBADF,
+                  Status::InvalidArgument(fmt::format("agent: {} names mount {}, which this session does not hold",
+                                                      spec->name, sqe.mount)));
+    }
+    call.fs = mounts_[sqe.mount]->fs.get();
   }
-  if (op == Opcode::kUnmount) {
-    std::unique_ptr<Mount> gone;
-    std::lock_guard<std::mutex> lock(mu_);
-    gone = std::move(mounts_[sqe.mount]);
-    return;
+  if (spec->layout == ArgLayout::kEntry || spec->layout == ArgLayout::kEntryData) {
+    std::string entry_name;
+    if (call.args.remaining() > 0 && !call.args.Str(&entry_name, dfs::kMaxNameLength)) {
+      return Fail(sqe, cqe, EINVAL, Status::InvalidArgument("agent: malformed entry name"));
+    }
+    call.entry = FromWire(sqe.entry, std::move(entry_name));
   }
-  dfs::Filesystem& fs = *mounts_[sqe.mount]->fs;
-  ArgReader r(args);
-  std::string entry_name;
-  if (op != Opcode::kLookupPath && op != Opcode::kMkdirAll && op != Opcode::kStatfs && r.remaining() > 0 &&
-      !r.Str(&entry_name, dfs::kMaxNameLength)) {
-    return Fail(sqe, cqe, EINVAL, Status::InvalidArgument("agent: malformed entry name"));
-  }
-  const dfs::Entry entry = FromWire(sqe.entry, std::move(entry_name));
-  auto bad_args = [&] {
-    Fail(sqe, cqe, EINVAL,
-         Status::InvalidArgument(fmt::format("agent: malformed arguments of {}", OpName(sqe.opcode))));
-  };
-  auto fail = [&](const Status& st) { Fail(sqe, cqe, ErrnoOf(st), st); };
-  auto put_entry = [&](const Result<dfs::Entry>& e) {
-    if (!e.ok()) return fail(e.status());
-    ArgWriter w;
-    w.Entry(*e);
-    PutResult(sqe, cqe, w.bytes());
-  };
-  const std::span<std::byte> buf(arena() + sqe.buf_off, sqe.buf_len);
-  if ((op == Opcode::kRead || op == Opcode::kWrite) && entry.chunk_size != 0) {
+  if (spec->layout == ArgLayout::kEntryData && call.entry.chunk_size != 0) {
     // The DFS splits an I/O per chunk: a forged tiny chunk size must not make
     // the agent hold millions of pieces.
-    const uint64_t pieces = (sqe.offset % entry.chunk_size + sqe.buf_len + entry.chunk_size - 1) / entry.chunk_size;
+    const uint64_t cs = call.entry.chunk_size;
+    const uint64_t pieces = (sqe.offset % cs + sqe.buf_len + cs - 1) / cs;
     if (pieces > kMaxChunksPerIo) {
       return Fail(sqe, cqe, EINVAL,
                   Status::InvalidArgument(fmt::format(
                       "agent: a {} of {} bytes spans {} chunks of {} bytes (at most {} per entry; split it)",
-                      OpName(sqe.opcode), sqe.buf_len, pieces, entry.chunk_size, kMaxChunksPerIo)));
+                      spec->name, sqe.buf_len, pieces, cs, kMaxChunksPerIo)));
     }
   }
-  std::string name, name2;
+  spec->handler(call);
+}
 
-  switch (op) {
-    case Opcode::kLookup:
-      if (!r.Str(&name, kMaxPathArg)) return bad_args();
-      return put_entry(fs.Lookup(entry, name));
-    case Opcode::kLookupPath:
-      if (!r.Str(&name, kMaxPathArg)) return bad_args();
-      return put_entry(fs.LookupPath(name));
-    case Opcode::kLookupWithAttr: {
-      if (!r.Str(&name, kMaxPathArg)) return bad_args();
-      auto ea = fs.LookupWithAttr(entry, name);
-      if (!ea.ok()) return fail(ea.status());
-      ArgWriter w;
-      w.Entry(ea->first);
-      w.Attr(ea->second);
-      PutResult(sqe, cqe, w.bytes());
-      return;
+void Session::Unmount(const SubmitEntry& sqe) {
+  std::unique_ptr<Mount> gone;
+  std::lock_guard<std::mutex> lock(mu_);
+  gone = std::move(mounts_[sqe.mount]);
+}
+
+void Session::SubmitIo(OpCall& call, bool read) {
+  const SubmitEntry sqe = call.sqe;
+  // In flight on the session's event queue; the callback completes it.
+  outstanding_bytes_ += sqe.buf_len;
+  auto done = [this, sqe, read](const client::IoResult& r) {
+    outstanding_bytes_ -= sqe.buf_len;
+    CompleteEntry c{};
+    c.user_data = sqe.user_data;
+    if (r.status.ok()) {
+      c.result = static_cast<int64_t>(r.size);
+      (read ? metrics_.read_bytes : metrics_.written_bytes).Add(r.size);
+    } else {
+      Fail(sqe, c, ErrnoOf(r.status), r.status);
     }
-    case Opcode::kOpen: {
-      if (!r.Str(&name, kMaxPathArg)) return bad_args();
-      bool created = false;
-      auto e = fs.Open(entry, name, static_cast<int>(sqe.op_flags), static_cast<mode_t>(sqe.mode), &created);
-      put_entry(e);
-      if (e.ok() && cqe.result == 0) cqe.result = created ? 1 : 0;
-      return;
-    }
-    case Opcode::kMkdir:
-      if (!r.Str(&name, kMaxPathArg)) return bad_args();
-      return put_entry(fs.Mkdir(entry, name, static_cast<mode_t>(sqe.mode)));
-    case Opcode::kMkdirAll: {
-      if (!r.Str(&name, kMaxPathArg)) return bad_args();
-      uint64_t created = 0;
-      auto e = fs.MkdirAll(name, static_cast<mode_t>(sqe.mode), &created);
-      put_entry(e);
-      if (e.ok() && cqe.result == 0) cqe.result = static_cast<int64_t>(created);
-      return;
-    }
-    case Opcode::kSymlink:
-      if (!r.Str(&name, kMaxPathArg) || !r.Str(&name2, kMaxPathArg)) return bad_args();
-      return put_entry(fs.Symlink(entry, name, name2));
-    case Opcode::kMknod:
-      if (!r.Str(&name, kMaxPathArg)) return bad_args();
-      return put_entry(fs.Mknod(entry, name, static_cast<mode_t>(sqe.mode), sqe.offset));
-    case Opcode::kLink: {
-      dfs::Entry new_parent;
-      if (!r.Entry(&new_parent) || !r.Str(&name, kMaxPathArg)) return bad_args();
-      return put_entry(fs.Link(entry, new_parent, name));
-    }
-    case Opcode::kReadlink: {
-      auto t = fs.Readlink(entry);
-      if (!t.ok()) return fail(t.status());
-      std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(t->data()),
-                                   reinterpret_cast<const std::byte*>(t->data()) + t->size());
-      if (PutResult(sqe, cqe, bytes)) cqe.result = static_cast<int64_t>(t->size());
-      return;
-    }
-    case Opcode::kUnlink:
-    case Opcode::kRmdir: {
-      if (!r.Str(&name, kMaxPathArg)) return bad_args();
-      Status st = op == Opcode::kUnlink ? fs.Unlink(entry, name) : fs.Rmdir(entry, name);
-      if (!st.ok()) fail(st);
-      return;
-    }
-    case Opcode::kRename: {
-      dfs::Entry new_parent;
-      if (!r.Str(&name, kMaxPathArg) || !r.Entry(&new_parent) || !r.Str(&name2, kMaxPathArg)) return bad_args();
-      Status st = fs.Rename(entry, name, new_parent, name2, sqe.op_flags);
-      if (!st.ok()) fail(st);
-      return;
-    }
-    case Opcode::kStat:
-    case Opcode::kSetAttr: {
-      Result<dfs::Attr> a = Status::Internal("not run");
-      if (op == Opcode::kStat) {
-        a = fs.Stat(entry);
-      } else {
-        dfs::SetAttrArgs s;
-        uint32_t mode = 0, uid = 0, gid = 0;
-        int64_t as = 0, an = 0, ms = 0, mn = 0;
-        if (!r.U32(&mode) || !r.U32(&uid) || !r.U32(&gid) || !r.U64(&s.size) || !r.I64(&as) || !r.I64(&an) ||
-            !r.I64(&ms) || !r.I64(&mn)) {
-          return bad_args();
-        }
-        s.mask = sqe.op_flags;
-        s.mode = static_cast<mode_t>(mode);
-        s.uid = static_cast<uid_t>(uid);
-        s.gid = static_cast<gid_t>(gid);
-        s.atime = {static_cast<time_t>(as), static_cast<long>(an)};
-        s.mtime = {static_cast<time_t>(ms), static_cast<long>(mn)};
-        a = fs.SetAttr(entry, s);
-      }
-      if (!a.ok()) return fail(a.status());
-      ArgWriter w;
-      w.Attr(*a);
-      PutResult(sqe, cqe, w.bytes());
-      return;
-    }
-    case Opcode::kTruncate: {
-      Status st = fs.Truncate(entry, sqe.offset);
-      if (!st.ok()) fail(st);
-      return;
-    }
-    case Opcode::kStatfs: {
-      auto s = fs.Statfs();
-      if (!s.ok()) return fail(s.status());
-      ArgWriter w;
-      for (uint64_t v : {s->block_size, s->blocks, s->blocks_free, s->files, s->files_free, uint64_t{s->name_max}}) {
-        w.U64(v);
-      }
-      PutResult(sqe, cqe, w.bytes());
-      return;
-    }
-    case Opcode::kReaddir: {
-      dfs::DirAnchor anchor;
-      uint32_t eof = 0;
-      if (!r.U32(&anchor.shard) || !r.U32(&eof) || !r.Str(&anchor.position, 4000)) return bad_args();
-      anchor.eof = eof != 0;
-      // No more entries than the result area holds at their largest.
-      const uint64_t per = kDirRecordFixed + dfs::kMaxNameLength;
-      const uint64_t fit = sqe.buf_len > kReaddirHeaderReserve ? (sqe.buf_len - kReaddirHeaderReserve) / per : 0;
-      const uint64_t max = std::min<uint64_t>(sqe.op_flags, fit);
-      if (max == 0) {
-        return Fail(sqe, cqe, ERANGE,
-                    Status::InvalidArgument(fmt::format("agent readdir: max {} or result area {} holds no entry",
-                                                        sqe.op_flags, sqe.buf_len)));
-      }
-      auto list = fs.Readdir(entry, anchor, max);
-      if (!list.ok()) return fail(list.status());
-      ArgWriter w;
-      w.U32(static_cast<uint32_t>(list->size()));
-      w.U32(anchor.shard);
-      w.U32(anchor.eof ? 1 : 0);
-      w.Str(anchor.position);
-      for (const auto& d : *list) {
-        w.U64(d.oid.hi);
-        w.U64(d.oid.lo);
-        w.U64(d.ino);
-        w.U32(static_cast<uint32_t>(d.mode));
-        w.Str(d.name);
-      }
-      if (PutResult(sqe, cqe, w.bytes())) cqe.result = static_cast<int64_t>(list->size());
-      return;
-    }
-    case Opcode::kRead:
-    case Opcode::kWrite: {
-      // In flight on the session's event queue; the callback completes it.
-      outstanding_bytes_ += sqe.buf_len;
-      auto done = [this, sqe, op](const client::IoResult& r) {
-        outstanding_bytes_ -= sqe.buf_len;
-        CompleteEntry c{};
-        c.user_data = sqe.user_data;
-        if (r.status.ok()) {
-          c.result = static_cast<int64_t>(r.size);
-          (op == Opcode::kRead ? metrics_.read_bytes : metrics_.written_bytes).Add(r.size);
-        } else {
-          Fail(sqe, c, ErrnoOf(r.status), r.status);
-        }
-        done_.push_back(c);
-        --outstanding_;
-      };
-      ++outstanding_;  // before: a zero-length request calls back at once
-      went_async_ = true;
-      if (outstanding_ > max_in_flight_.load(std::memory_order_relaxed)) {
-        max_in_flight_.store(outstanding_, std::memory_order_relaxed);
-      }
-      Status st = op == Opcode::kRead ? fs.SubmitRead(*eq_, entry, sqe.offset, buf, done)
-                                      : fs.SubmitWrite(*eq_, entry, sqe.offset, buf, done);
-      if (!st.ok()) {  // nothing was queued, no callback comes
-        --outstanding_;
-        outstanding_bytes_ -= sqe.buf_len;
-        went_async_ = false;
-        return fail(st);
-      }
-      return;
-    }
-    case Opcode::kSync: {
-      Status st = fs.Sync(entry);
-      if (!st.ok()) fail(st);
-      return;
-    }
-    default:
-      return Fail(sqe, cqe, EOPNOTSUPP, Status::NotSupported(fmt::format("agent: opcode {} not handled", sqe.opcode)));
+    done_.push_back(c);
+    --outstanding_;
+  };
+  ++outstanding_;  // before: a zero-length request calls back at once
+  went_async_ = true;
+  if (outstanding_ > max_in_flight_.load(std::memory_order_relaxed)) {
+    max_in_flight_.store(outstanding_, std::memory_order_relaxed);
   }
+  Status st = read ? call.fs->SubmitRead(*eq_, call.entry, sqe.offset, call.buf, done)
+                   : call.fs->SubmitWrite(*eq_, call.entry, sqe.offset, call.buf, done);
+  if (!st.ok()) {  // nothing was queued, no callback comes
+    --outstanding_;
+    outstanding_bytes_ -= sqe.buf_len;
+    went_async_ = false;
+    call.Fail(st);
+  }
+}
+
+// --- OpCall ---
+
+void OpCall::Fail(const Status& status) {
+  Fail(ErrnoOf(status), status);
+}
+void OpCall::Fail(int err, const Status& status) {
+  session.Fail(sqe, cqe, err, status);
+}
+void OpCall::BadArgs() {
+  Fail(EINVAL, Status::InvalidArgument(fmt::format("agent: malformed arguments of {}", OpName(sqe.opcode))));
+}
+bool OpCall::Str(std::string* s) {
+  return args.Str(s, kMaxPathArg);
+}
+bool OpCall::Put(const std::vector<std::byte>& bytes) {
+  return session.PutResult(sqe, cqe, bytes);
+}
+void OpCall::PutEntry(const Result<dfs::Entry>& e) {
+  if (!e.ok()) return Fail(e.status());
+  ArgWriter w;
+  w.Entry(*e);
+  Put(w.bytes());
+}
+void OpCall::MountContainer() {
+  session.ExecuteMount(sqe, args, cqe);
+}
+void OpCall::UnmountMount() {
+  session.Unmount(sqe);
+}
+void OpCall::SubmitIo(bool read) {
+  session.SubmitIo(*this, read);
 }
 
 }  // namespace ros2::agent

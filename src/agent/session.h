@@ -63,6 +63,9 @@ struct SessionResources {
   std::unique_ptr<transport::ForeignSegment> segment;
 };
 
+class ArgReader;  // offload/wire.h
+struct OpCall;    // agent/op_call.h
+
 class Session {
  public:
   Session(SessionIdentity identity, std::shared_ptr<TenantClient> tenant, SessionResources res,
@@ -89,8 +92,24 @@ class Session {
   const SessionMetrics& metrics() const { return metrics_; }
 
  private:
+  friend struct OpCall;
   struct Mount;
+  // The session thread: takes submissions until the host goes, the agent
+  // stops or the host breaks the protocol (fault_).
   void Run();
+  // Nothing queued: progresses I/O in flight, or spins for spin_ and sleeps
+  // on the submission eventfd.
+  void WaitForWork();
+  // Executes up to `pending` queued entries.
+  void TakeSubmissions(uint32_t pending);
+  // Waits until the completion ring has room for one more entry and every
+  // one in flight; false when the session must end (fault_, peer_gone_, stop).
+  bool WaitForCompletionRoom();
+  // The tenant's QoS refuses `sqe` for now: true after waiting a little (the
+  // entry stays queued).
+  bool Throttled(const SubmitEntry& sqe, bool data);
+  // PeerGone, at most once per check interval.
+  bool CheckPeer();
   // Executes one (private copy of a) submission: true when `cqe` holds its
   // completion, false when it went in flight (reads and writes; the callback
   // queues the completion in done_).
@@ -100,7 +119,10 @@ class Session {
   void PostCompletions();
   // Progresses the event queue: waits up to `wait` for one completion (0: poll).
   void ProgressIo(std::chrono::microseconds wait);
-  void ExecuteMount(const SubmitEntry& sqe, std::span<const std::byte> args, CompleteEntry& cqe);
+  // The session-level handlers of the operation table (op_call.h).
+  void ExecuteMount(const SubmitEntry& sqe, ArgReader& args, CompleteEntry& cqe);
+  void Unmount(const SubmitEntry& sqe);
+  void SubmitIo(OpCall& call, bool read);
   void Fail(const SubmitEntry& sqe, CompleteEntry& cqe, int err, const Status& status);
   // Copies `bytes` to the entry's result area; false (and an error completion) when it does not fit.
   bool PutResult(const SubmitEntry& sqe, CompleteEntry& cqe, const std::vector<std::byte>& bytes);
@@ -128,6 +150,9 @@ class Session {
   uint64_t outstanding_bytes_ = 0;          // their bytes
   bool went_async_ = false;
   std::vector<CompleteEntry> done_;  // completions not yet in the ring
+  std::string fault_;                // the host broke the protocol: the session closes with this
+  bool peer_gone_ = false;
+  std::chrono::steady_clock::time_point last_peer_check_;
   uint32_t sq_head_ = 0;             // private copies of the indices this side owns
   uint32_t cq_tail_ = 0;
   std::thread thread_;
