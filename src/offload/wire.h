@@ -45,6 +45,15 @@ inline dfs::Entry FromWire(const WireEntry& w, std::string name) {
   return e;
 }
 
+// A submission of `op` on entry `e` of mount `mount` (the other fields zero).
+inline SubmitEntry MakeEntry(Opcode op, uint32_t mount, const dfs::Entry& e) {
+  SubmitEntry s{};
+  s.opcode = static_cast<uint8_t>(op);
+  s.mount = static_cast<uint16_t>(mount);
+  s.entry = ToWire(e);
+  return s;
+}
+
 // A string argument's layout (ArgWriter::Str's): its length (u32), then its
 // bytes. PutStr writes it to `out`, which holds StrSize(s) bytes (a batched
 // I/O writes its name straight into its arena block this way).
