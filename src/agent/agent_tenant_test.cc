@@ -202,5 +202,50 @@ TEST_P(AgentTest, TenantQosLimitsBandwidthAndChangesLive) {
   EXPECT_EQ(agent->Stop(std::chrono::seconds(10)), 0) << agent->Log();
 }
 
+// `ros2ctl fs` in offload mode needs the agent's socket and nothing else: a
+// tenant's process under its own uid, with no data dir, control endpoint or
+// secret it could read, makes a directory, puts a file and reads it back;
+// the entries are the caller's. Without the socket the same command cannot
+// reach the cluster.
+TEST_P(AgentTest, CtlFsNeedsOnlyTheAgentSocket) {
+  const std::string scratch = setup_->cluster->dir() + "/bob-ctl-" + GetParam();
+  std::filesystem::create_directories(scratch);
+  ::chmod(scratch.c_str(), 0777);
+  const std::string local = scratch + "/in.txt";
+  std::ofstream(local) << "written by bob through the agent\n";
+  ::chmod(local.c_str(), 0644);
+  const std::string dir = "/ctl-" + GetParam();
+  const std::string sock = setup_->agent->socket();
+  auto [code, out] = RunChild(kBobUid, [&](std::string* out) {
+    for (const char* var : {"ROS2_DATA_DIR", "ROS2_CONTROL", "ROS2_TENANT", "ROS2_SECRET_FILE"}) ::unsetenv(var);
+    auto ctl = [&](std::vector<std::string> args) {
+      args.insert(args.begin(), ROS2CTL_PATH);
+      return ros2::testing::RunProcess(args, scratch);
+    };
+    auto refused = ctl({"fs", "ls", "p", "bobc", "/"});
+    if (refused.exit_code == 0) return *out = "fs ls without the socket succeeded: " + refused.out, 1;
+    ::setenv("ROS2_AGENT_SOCKET", sock.c_str(), 1);
+    for (std::vector<std::string> args : {std::vector<std::string>{"fs", "mkdir", "p", "bobc", dir},
+                                          {"fs", "put", "p", "bobc", local, dir + "/f.txt"}}) {
+      auto r = ctl(args);
+      if (r.exit_code != 0) return *out = args[1] + ": " + r.err + r.out, 2;
+    }
+    auto cat = ctl({"fs", "cat", "p", "bobc", dir + "/f.txt"});
+    if (cat.exit_code != 0 || cat.out != "written by bob through the agent\n") {
+      return *out = "cat: " + cat.err + "|" + cat.out, 3;
+    }
+    return 0;
+  });
+  ASSERT_EQ(code, 0) << out;
+  // The entries belong to bob's uid, as the agent saw it on the socket.
+  auto s = Connect();
+  ROS2_ASSERT_OK(s);
+  auto m = (*s)->Mount("p", "bobc");
+  ROS2_ASSERT_OK(m);
+  auto f = (*s)->LookupPath(m->index, dir + "/f.txt");
+  ROS2_ASSERT_OK(f);
+  EXPECT_EQ(f->uid, kBobUid);
+}
+
 }  // namespace
 }  // namespace ros2::agent::test

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -90,12 +91,17 @@ Result<std::vector<dfs::DirEntry>> ReadWholeDirectory(dfs::Filesystem& fs, const
 FsSession::~FsSession() = default;
 
 Result<std::unique_ptr<FsSession>> FsSession::Open(CtlContext& ctx, const FsTarget& target) {
-  ROS2_ASSIGN_OR_RETURN(std::string control, ctx.ControlAddress());
-  ROS2_ASSIGN_OR_RETURN(auto creds, ctx.TenantCredentials());
   client::ClientOptions co;
-  co.control = control;
-  co.tenant = creds.tenant;
-  co.secret = creds.secret;
+  if (const char* agent = std::getenv("ROS2_AGENT_SOCKET"); agent != nullptr && *agent != '\0') {
+    // Offload mode: the agent holds the tenant's credentials and knows the
+    // cluster; its socket is all this process needs (no --data-dir, no secret).
+    co.agent_socket = agent;
+  } else {
+    ROS2_ASSIGN_OR_RETURN(co.control, ctx.ControlAddress());
+    ROS2_ASSIGN_OR_RETURN(auto creds, ctx.TenantCredentials());
+    co.tenant = creds.tenant;
+    co.secret = creds.secret;
+  }
   co.transport = target.transport;
   co.control_timeout = std::chrono::seconds(ctx.options().timeout_s);
   auto s = std::unique_ptr<FsSession>(new FsSession());
