@@ -53,8 +53,16 @@ Result<std::unique_ptr<MetricsExporter>> MetricsExporter::Start(std::string_view
   SplitHostPort(listen, &host, &port);
   std::unique_ptr<MetricsExporter> e(new MetricsExporter());
   try {
-    // Two request threads: a scrape is short, and Prometheus scrapes one at a time.
-    e->exposer_ = std::make_unique<prometheus::Exposer>(std::string(listen), 2);
+    // Two request threads: a scrape is short, and Prometheus scrapes one at a
+    // time. civetweb gives each connection a thread until its request has
+    // arrived, and by default waits 30 s for it: two idle (or trickling)
+    // connections would hold the endpoint that long. A request has
+    // kRequestTimeoutMs from its first byte to its last (civetweb's
+    // request_timeout_ms bounds the whole read, not each byte); headers over
+    // civetweb's 16 KiB limit are refused without reading them all.
+    e->exposer_ = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", std::string(listen), "num_threads", "2", "request_timeout_ms",
+                                 std::to_string(kRequestTimeoutMs)});
   } catch (const std::exception& ex) {
     return Status::IOError(fmt::format("metrics.listen {}: cannot listen: {}", listen, ex.what()));
   }

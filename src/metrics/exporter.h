@@ -33,6 +33,9 @@ Status CheckListenAddress(std::string_view listen, std::string_view key);
 
 class MetricsExporter {
  public:
+  // How long a client may take to send one whole request (civetweb's
+  // request_timeout_ms); then its connection is closed.
+  static constexpr int kRequestTimeoutMs = 5000;
   using CollectFn = std::function<std::vector<prometheus::MetricFamily>()>;
 
   // Binds `listen` and starts serving; IOError naming the address when it

@@ -29,6 +29,7 @@
 #include "transport/transport.h"
 
 typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
+struct gcm128_context;
 
 namespace ros2::transport {
 
@@ -40,7 +41,16 @@ inline constexpr uint8_t kAuthFlagIntegrity = 1;
 inline constexpr size_t kReplayWindow = 1024;
 
 // AES-256-GMAC tags of one direction of a connection (the IV is the direction
-// and the message's sequence number, so no IV repeats under a key).
+// and the message's sequence number, so no IV repeats under a key): AES-GCM's
+// tag over the message as additional data, with no plaintext.
+//
+// Computed as GCM defines it, from its two parts: GHASH under H = AES(K, 0)
+// (OpenSSL's GCM128 code, which uses the CPU's carry-less multiply) and the
+// mask AES(K, J0) of the message's IV (one block of an AES-256-ECB context,
+// AES-NI through OpenSSL's EVP). Both are constant time. The result is the
+// EVP AES-256-GCM tag bit for bit (IntegrityKey test), without the EVP GCM
+// context's re-initialisation per message, which cost about three times the
+// GHASH of a small message.
 class IntegrityKey {
  public:
   static Result<std::unique_ptr<IntegrityKey>> Create(std::span<const uint8_t, 32> key, uint32_t direction);
@@ -52,7 +62,8 @@ class IntegrityKey {
 
  private:
   IntegrityKey() = default;
-  EVP_CIPHER_CTX* ctx_ = nullptr;
+  EVP_CIPHER_CTX* block_ = nullptr;  // AES-256-ECB under the key: the block function of gcm_
+  gcm128_context* gcm_ = nullptr;
   uint32_t direction_ = 0;
 };
 

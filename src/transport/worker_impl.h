@@ -1,6 +1,7 @@
-// Internal: the Worker implementation shared by worker.cc (UCX worker, progress,
-// connections, failure), client_call.cc (outgoing requests) and
-// incoming_request.cc (server side). Not a public header.
+// Internal: the Worker implementation shared by worker.cc (UCX worker, dispatch,
+// sends, progress), worker_connections.cc (connections, the hello, failure),
+// client_call.cc (outgoing requests) and incoming_request.cc (server side).
+// Not a public header.
 //
 // Invariants:
 //  - Everything here runs on the worker's owning thread.

@@ -39,6 +39,18 @@ inline uint64_t NumArg(const std::string& key, uint64_t fallback) {
   const std::string v = Arg(key);
   return v.empty() ? fallback : std::stoull(v);
 }
+// "a,b,c" as its parts ("" gives none).
+inline std::vector<std::string> Split(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < list.size()) {
+    const size_t comma = list.find(',', start);
+    out.push_back(list.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
 inline std::vector<uint8_t> Unhex(const std::string& hex) {
   std::vector<uint8_t> out;
   for (size_t i = 0; i + 1 < hex.size(); i += 2)

@@ -207,22 +207,37 @@ struct RawClient {
     if (integrity_asked) return Status::NotSupported("this attacker does not seal messages (integrity asked)");
     return Authenticate(SessionKeyArg(), /*flags=*/0, 0xA0);
   }
-  transport::SessionKey SessionKeyArg() const {
+  transport::SessionKey SessionKeyArg() const { return KeyFromHex(Arg("session_key")); }
+  static transport::SessionKey KeyFromHex(const std::string& text) {
     transport::SessionKey key{};
-    const auto hex = Unhex(Arg("session_key"));
+    const auto hex = Unhex(text);
     std::copy_n(hex.begin(), std::min(hex.size(), key.size()), key.begin());
     return key;
   }
   // One authenticate request (opcode 0xF000) for session `session` with
   // `flags`, its proof made under `key`; the engine's answer.
   Status Authenticate(const transport::SessionKey& key, uint8_t flags, uint64_t request_id) {
-    const transport::SessionId session = Uuid::Parse(Arg("session"))->bytes();
-    std::array<uint8_t, transport::kAuthPayloadSize> payload{};
+    return AuthenticateAs(Arg("session"), key, flags, request_id);
+  }
+  // The payload of a valid proof of `session_uuid` under `key`, followed by
+  // `extra` bytes of 0x5A.
+  std::vector<uint8_t> ProofPayload(const std::string& session_uuid, const transport::SessionKey& key, uint8_t flags,
+                                    size_t extra = 0) const {
+    const transport::SessionId session = Uuid::Parse(session_uuid)->bytes();
+    std::vector<uint8_t> payload(transport::kAuthPayloadSize + extra, 0x5A);
     std::memcpy(payload.data(), session.data(), session.size());
     payload[transport::kSessionIdSize] = flags;
     const auto proof = transport::DeriveConnectionSecret("ros2 session auth", key, challenge, server_conn_id,
                                                          my_conn_id, session, flags);
     std::memcpy(payload.data() + transport::kSessionIdSize + 1, proof.data(), proof.size());
+    return payload;
+  }
+  Status AuthenticateAs(const std::string& session_uuid, const transport::SessionKey& key, uint8_t flags,
+                        uint64_t request_id) {
+    return SendAuthenticate(ProofPayload(session_uuid, key, flags), request_id);
+  }
+  // An authenticate request (opcode 0xF000) carrying `payload` as it is.
+  Status SendAuthenticate(std::span<const uint8_t> payload, uint64_t request_id) {
     wire::Message m;
     m.kind = wire::Kind::kRequest;
     m.opcode = wire::kAuthenticateOpcode;
@@ -466,6 +481,53 @@ struct StallingFuse {
 std::atomic<bool> StallingFuse::stall{false};
 std::atomic<bool> StallingFuse::released{false};
 
+// Authenticate requests whose payload is longer or shorter than a proof, or
+// longer than any message, then one proof more than a connection may hold:
+// the attacker's own session and the sessions of `sessions` (comma-separated
+// uuids, their keys in `session_keys`). Last, the attacker's own capability
+// on the connection it kept.
+int SessionLimits(RawClient& c, const std::vector<uint8_t>& cap) {
+  if (Status st = c.AuthenticateSession(); !st.ok()) return Report("authenticate", st), 1;
+  Value("connected", "1");
+  Report("oversize_payload",
+         c.SendAuthenticate(c.ProofPayload(Arg("session"), c.SessionKeyArg(), 0, /*extra=*/1000), 0xC0));
+  Report("short_payload",
+         c.SendAuthenticate(std::span<const uint8_t>(c.ProofPayload(Arg("session"), c.SessionKeyArg(), 0)).first(16),
+                            0xC1));
+  {
+    // A payload longer than any message may carry: the codec will not encode
+    // it, so a valid proof's header gets the longer length and the bytes.
+    const auto proof = c.ProofPayload(Arg("session"), c.SessionKeyArg(), 0);
+    wire::Message m;
+    m.kind = wire::Kind::kRequest;
+    m.opcode = wire::kAuthenticateOpcode;
+    m.request_id = 0xC2;
+    m.connection_id = c.server_conn_id;
+    m.payload = proof;
+    std::vector<uint8_t> bytes(wire::EncodedSize(m));
+    if (auto n = wire::Encode(m, bytes); !n.ok()) return Report("encode", n.status()), 1;
+    const auto huge = static_cast<uint32_t>(proof.size() + wire::kMaxPayload);
+    std::memcpy(bytes.data() + 24, &huge, sizeof(huge));  // payload_len (docs/wire-format.md)
+    bytes.resize(bytes.size() + wire::kMaxPayload, 0x5A);
+    if (Status st = c.Send(bytes); !st.ok()) return Report("send", st), 1;
+    Report("huge_payload", c.AwaitReply(0xC2));
+  }
+  const auto uuids = Split(Arg("sessions"));
+  const auto keys = Split(Arg("session_keys"));
+  uint64_t id = 0xD0;
+  for (size_t i = 0; i < uuids.size() && i < keys.size(); ++i) {
+    Report(fmt::format("session_{}", i + 2), c.AuthenticateAs(uuids[i], RawClient::KeyFromHex(keys[i]), 0, id++));
+  }
+  std::vector<uint8_t> payload;
+  wire::Message m = UpdateMessage(c, 0xE0, 16, payload, cap);
+  m.bulk[0].transfer = wire::BulkTransfer::kInline;
+  const std::vector<uint8_t> data(16, 1);
+  m.inline_data = data;
+  if (Status st = c.SendEncoded(m); !st.ok()) return Report("send", st), 1;
+  Report("update_after", c.AwaitReply(0xE0));
+  return 0;
+}
+
 int Run(const std::string& attack) {
   if (attack == "token-flood-user") return TokenFloodFromUser();
   const bool shm = Arg("kind", "shm") == "shm";
@@ -473,6 +535,7 @@ int Run(const std::string& attack) {
   RawClient c;
   if (Status st = c.Init(shm); !st.ok()) return Report("init", st), 1;
   if (Status st = c.Connect(Unhex(Arg("address")), Arg("prove") == "1"); !st.ok()) return Report("connect", st), 1;
+  if (attack == "session-limits") return SessionLimits(c, cap);
   if (attack == "forged-auth") {
     Value("connected", "1");
     // Authenticate requests a client without the session's key, or one

@@ -19,6 +19,8 @@
 #include <fmt/format.h>
 
 #include "attack_arena.h"
+#include "control/session_client.h"
+#include "transport/connection_auth.h"
 #include "transport/cma.h"
 
 namespace ros2::testing {
@@ -176,6 +178,47 @@ TEST_P(RawUcxAttack, AForgedOrIncompleteSessionProofIsRefused) {
   }
   EXPECT_EQ(r["unproven_update"].code, static_cast<int>(Status::Code::kPermissionDenied)) << r["unproven_update"].text;
   EXPECT_NE(r["unproven_update"].text.find("authenticated for"), std::string::npos) << r["unproven_update"].text;
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+}
+
+TEST_F(RawUcxAttackShm, OversizedProofsAndASessionBeyondTheCapAreRefusedByName) {
+  // Sessions of the pool besides the attacker's own: with it, one more than
+  // a connection may be authenticated for.
+  auto channel = control::MakeControlChannel({.address = a.cluster.engine->control()});
+  ASSERT_TRUE(channel.ok()) << channel.status().ToString();
+  control::SessionClient sessions(*channel);
+  std::string uuids, keys;
+  for (size_t i = 0; i < transport::kMaxSessionsPerConnection; ++i) {
+    auto conn = sessions.Connect("p", a.cluster.admin);
+    ASSERT_TRUE(conn.ok()) << conn.status().ToString();
+    uuids += (i == 0 ? "" : ",") + conn->session_uuid;
+    keys += (i == 0 ? "" : ",") + Hex(conn->session_key);
+  }
+  auto r = RunRaw("session-limits", a.Args({"sessions=" + uuids, "session_keys=" + keys}));
+  ASSERT_TRUE(r["connected"].ok()) << r["connect"].text << r["authenticate"].text;
+  const std::string expected = fmt::format("(expected {})", transport::kAuthPayloadSize);
+  EXPECT_EQ(r["oversize_payload"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["oversize_payload"].text;
+  EXPECT_NE(r["oversize_payload"].text.find(fmt::format("payload of {} bytes {}", transport::kAuthPayloadSize + 1000,
+                                                        expected)),
+            std::string::npos)
+      << r["oversize_payload"].text;
+  EXPECT_EQ(r["short_payload"].code, static_cast<int>(Status::Code::kInvalidArgument)) << r["short_payload"].text;
+  EXPECT_NE(r["short_payload"].text.find("payload of 16 bytes " + expected), std::string::npos)
+      << r["short_payload"].text;
+  EXPECT_EQ(r["huge_payload"].code, static_cast<int>(Status::Code::kProtocol)) << r["huge_payload"].text;
+  EXPECT_NE(r["huge_payload"].text.find("payload length"), std::string::npos) << r["huge_payload"].text;
+  // The attacker's own session is the first; sessions 2..16 are accepted.
+  for (size_t n = 2; n <= transport::kMaxSessionsPerConnection; ++n) {
+    const auto& o = r[fmt::format("session_{}", n)];
+    EXPECT_TRUE(o.ok()) << "session " << n << ": " << o.text;
+  }
+  const auto& over = r[fmt::format("session_{}", transport::kMaxSessionsPerConnection + 1)];
+  EXPECT_EQ(over.code, static_cast<int>(Status::Code::kBusy)) << over.text;
+  EXPECT_NE(over.text.find(fmt::format("holds {} sessions already", transport::kMaxSessionsPerConnection)),
+            std::string::npos)
+      << over.text;
+  // The connection keeps what it proved: the attacker's capability still works on it.
+  EXPECT_TRUE(r["update_after"].ok()) << r["update_after"].text;
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
 }
 
