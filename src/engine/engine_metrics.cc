@@ -46,6 +46,17 @@ void AddTarget(const TargetMetrics& t, const Labels& target, std::vector<prometh
   metrics::AddCounter(&(*f)[12], target, gauge(t.uring_sqes));
 }
 
+// The connections a target's worker serves, one sample per transport.
+void AddConnections(const Target& t, const Labels& target, prometheus::MetricFamily* f) {
+  const transport::ServedConnections c = t.served_connections();
+  const std::pair<const char*, uint64_t> by_transport[] = {{"shm", c.shm}, {"tcp", c.tcp}, {"rdma", c.rdma}};
+  for (const auto& [name, n] : by_transport) {
+    Labels labels = target;
+    labels.emplace_back("transport", name);
+    metrics::AddGauge(f, labels, static_cast<double>(n));
+  }
+}
+
 }  // namespace
 
 std::vector<prometheus::MetricFamily> CollectEngineMetrics(const EngineMetricsSource& source) {
@@ -74,12 +85,16 @@ std::vector<prometheus::MetricFamily> CollectEngineMetrics(const EngineMetricsSo
                                      "io_uring_enter calls that submitted I/O (nvme shards)."));
   f.push_back(metrics::CounterFamily("ros2_engine_uring_sqes_total",
                                      "I/Os those calls submitted; divided by the submits: the batch size."));
+  auto connections = metrics::GaugeFamily(
+      "ros2_engine_connections", "Client connections a target serves now, by the transport of their lanes.");
   const Labels engine{{"engine", source.engine_id}};
   for (const auto& target : *source.targets) {
     Labels labels = engine;
     labels.emplace_back("target", std::to_string(target->index()));
     AddTarget(target->metrics(), labels, &f);
+    AddConnections(*target, labels, &connections);
   }
+  f.push_back(std::move(connections));
   auto used =
       metrics::GaugeFamily("ros2_engine_pool_space_used_bytes", "Bytes a pool's container shards hold on this engine.");
   auto free = metrics::GaugeFamily("ros2_engine_pool_space_free_bytes",

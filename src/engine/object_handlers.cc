@@ -420,11 +420,16 @@ void Target::HandlePunch(IncomingRequest req) {
   });
 }
 
+void Target::FailEnumerate(IncomingRequest& req, const Status& why) {
+  metrics_.Of(OpKind::kEnumerate).failed.Add();
+  req.Reply(why);
+}
+
 void Target::HandleList(IncomingRequest req) {
   auto m = obj::DecodeListRequest(req.payload());
-  if (!m.ok()) return req.Reply(m.status());
+  if (!m.ok()) return FailEnumerate(req, m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
-  if (!shard.ok()) return req.Reply(shard.status());
+  if (!shard.ok()) return FailEnumerate(req, shard.status());
   if (*shard == nullptr) return Park(std::move(req), m->header);
   vos::Vos& vos = *(*shard)->vos;
   const Epoch epoch = ReadEpoch(m->header.epoch);
@@ -474,12 +479,12 @@ void Target::HandleList(IncomingRequest req) {
         break;
       }
     }
-    if (!st.ok()) return req.Reply(st);
+    if (!st.ok()) return FailEnumerate(req, st);
     remaining -= std::min(remaining, got);
     if (got < ask) break;
   }
   if (anchor.position.size() > obj::kMaxAnchorSize) {
-    return req.Reply(Status::Internal(fmt::format(
+    return FailEnumerate(req, Status::Internal(fmt::format(
         "engine target {}: list anchor of {} bytes exceeds the protocol limit", index_, anchor.position.size())));
   }
   reply.anchor.position = anchor.position;
@@ -489,9 +494,9 @@ void Target::HandleList(IncomingRequest req) {
 
 void Target::HandleQuery(IncomingRequest req) {
   auto m = obj::DecodeQueryRequest(req.payload());
-  if (!m.ok()) return req.Reply(m.status());
+  if (!m.ok()) return FailEnumerate(req, m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
-  if (!shard.ok()) return req.Reply(shard.status());
+  if (!shard.ok()) return FailEnumerate(req, shard.status());
   if (*shard == nullptr) return Park(std::move(req), m->header);
   vos::Vos& vos = *(*shard)->vos;
   const Epoch epoch = ReadEpoch(m->header.epoch);
@@ -499,17 +504,17 @@ void Target::HandleQuery(IncomingRequest req) {
   reply.kind = m->kind;
   if (m->kind == obj::QueryKind::kMaxDkey || m->kind == obj::QueryKind::kArrayTail) {
     auto r = vos.QueryMaxDkey(m->oid, epoch);
-    if (!r.ok()) return req.Reply(r.status());
+    if (!r.ok()) return FailEnumerate(req, r.status());
     reply.found = r->has_value();
     if (reply.found) reply.max_dkey = **r;
     if (reply.found && m->kind == obj::QueryKind::kArrayTail) {
       auto end = vos.QueryArrayEnd(m->oid, reply.max_dkey, m->akey, epoch);
-      if (!end.ok()) return req.Reply(end.status());
+      if (!end.ok()) return FailEnumerate(req, end.status());
       reply.array_end = end->value_or(0);
     }
   } else {
     auto r = vos.QueryArrayEnd(m->oid, m->dkey, m->akey, epoch);
-    if (!r.ok()) return req.Reply(r.status());
+    if (!r.ok()) return FailEnumerate(req, r.status());
     reply.found = r->has_value();
     if (reply.found) reply.array_end = **r;
   }

@@ -122,6 +122,11 @@ class Target {
   void PrepareShard(const Uuid& pool, const Uuid& container);
   // What this target counted (written by its thread; read at scrape time by any).
   const TargetMetrics& metrics() const { return metrics_; }
+  // The connections the worker serves, by transport (after Start(), before
+  // Stop(); any thread).
+  transport::ServedConnections served_connections() const {
+    return worker_ != nullptr ? worker_->served_connections() : transport::ServedConnections{};
+  }
   // Bytes the pool's shards on this target use (refreshed about once a second). Thread-safe.
   uint64_t UsedBytes(const Uuid& pool) const;
   // Opens every shard this target has on disk (in the background, as
@@ -197,6 +202,8 @@ class Target {
   void HandleUpdate(transport::IncomingRequest req);
   void HandleFetch(transport::IncomingRequest req);
   void HandlePunch(transport::IncomingRequest req);
+  // Replies `why` to a list or query and counts it as a failed enumerate.
+  void FailEnumerate(transport::IncomingRequest& req, const Status& why);
   void HandleList(transport::IncomingRequest req);
   void HandleQuery(transport::IncomingRequest req);
   // Shutdown, target, capability and shard checks shared by every handler. A
