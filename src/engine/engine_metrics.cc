@@ -57,6 +57,30 @@ void AddConnections(const Target& t, const Labels& target, prometheus::MetricFam
   }
 }
 
+// The read stages (common/io_stages.h) of every target, and the device depth.
+void AddStages(const EngineMetricsSource& source, std::vector<prometheus::MetricFamily>* f) {
+  auto seconds = metrics::CounterFamily("ros2_engine_io_stage_seconds_total",
+                                        "Time reads spent in each stage inside the target (debug, io_stages).");
+  auto reads = metrics::CounterFamily("ros2_engine_io_stage_reads_total", "Reads timed in each stage (debug, io_stages).");
+  auto depth = metrics::CounterFamily(
+      "ros2_engine_device_inflight_seconds_total",
+      "I/Os the kernel held, integrated over time: its rate is the mean device queue depth (debug, io_stages).");
+  for (const auto& target : *source.targets) {
+    const io_stages::StageSet& s = target->metrics().stages;
+    const Labels labels{{"engine", source.engine_id}, {"target", std::to_string(target->index())}};
+    for (size_t i = 0; i < io_stages::kStages; ++i) {
+      Labels stage = labels;
+      stage.emplace_back("stage", std::string(io_stages::kStageNames[i]));
+      metrics::AddCounter(&seconds, stage, static_cast<double>(s.nanos[i].load(std::memory_order_relaxed)) * 1e-9);
+      metrics::AddCounter(&reads, stage, static_cast<double>(s.count[i].load(std::memory_order_relaxed)));
+    }
+    metrics::AddCounter(&depth, labels, static_cast<double>(s.device_inflight_ns.load(std::memory_order_relaxed)) * 1e-9);
+  }
+  f->push_back(std::move(seconds));
+  f->push_back(std::move(reads));
+  f->push_back(std::move(depth));
+}
+
 }  // namespace
 
 std::vector<prometheus::MetricFamily> CollectEngineMetrics(const EngineMetricsSource& source) {
@@ -95,6 +119,7 @@ std::vector<prometheus::MetricFamily> CollectEngineMetrics(const EngineMetricsSo
     AddConnections(*target, labels, &connections);
   }
   f.push_back(std::move(connections));
+  if (source.io_stages) AddStages(source, &f);
   auto used =
       metrics::GaugeFamily("ros2_engine_pool_space_used_bytes", "Bytes a pool's container shards hold on this engine.");
   auto free = metrics::GaugeFamily("ros2_engine_pool_space_free_bytes",

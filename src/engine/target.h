@@ -72,6 +72,8 @@ struct TargetEnvironment {
   // arriving before are refused with Busy.
   std::atomic<control::CapabilityVerifier*> verifier{nullptr};
   std::chrono::microseconds spin{50};
+  // Time every read's stages (io_stages.h): ROS2_ENGINE_IO_STAGES=1 at start.
+  bool io_stages = false;
   std::chrono::milliseconds shutdown_grace{5000};
   EngineLimits limits;  // request limits (EngineConfig::limits)
   // Target i runs on CPU target_cpus[i % size] (EngineConfig::target_cpus); empty: unpinned.
@@ -201,6 +203,10 @@ class Target {
   void HandlePing(transport::IncomingRequest req);
   void HandleUpdate(transport::IncomingRequest req);
   void HandleFetch(transport::IncomingRequest req);
+  // io_stages of a fetch (common/io_stages.h): its data is ready (the lookup,
+  // when the extent store did not count it, ends here), and its reply leaves.
+  void FetchDataReady(uint64_t handled, uint64_t* reaped);
+  void FetchReplied(uint64_t arrived, uint64_t reaped);
   void HandlePunch(transport::IncomingRequest req);
   // Replies `why` to a list or query and counts it as a failed enumerate.
   void FailEnumerate(transport::IncomingRequest& req, const Status& why);

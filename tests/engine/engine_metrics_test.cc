@@ -1,6 +1,9 @@
 // The engine's metrics endpoint against a real ros2-engine: the connections a
 // client holds show under the transport they ride (and leave when it goes),
-// and failed enumerations (list, query) are counted as errors of their kind.
+// failed enumerations (list, query) are counted as errors of their kind, and
+// with ROS2_ENGINE_IO_STAGES=1 every fetch is timed through its stages.
+#include <stdlib.h>
+
 #include <chrono>
 #include <string>
 #include <thread>
@@ -8,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "engine_cluster.h"
+#include "common/io_stages.h"
 #include "metrics/scrape.h"
 #include "object_session.h"
 #include "testing/status_assert.h"
@@ -96,6 +100,62 @@ TEST(EngineMetrics, ConnectionsByTransportAndEnumerateErrorsOverTcp) {
 
 TEST(EngineMetrics, ConnectionsByTransportAndEnumerateErrorsOverShm) {
   CheckConnectionsAndEnumerateErrors("shm", TransportKind::kShm);
+}
+
+// Fetches of 4 KiB extents from an nvme shard, with the stages on: each is
+// counted once in every stage, the device stage included, and the device
+// held I/O for some time; without the variable the families are absent.
+void CheckStages(const std::string& transport, TransportKind kind) {
+  ::setenv("ROS2_ENGINE_IO_STAGES", "1", 1);
+  EngineCluster c;
+  c.Start({.transport = transport, .storage_class = "nvme", .targets = 1, .metrics_listen = "127.0.0.1:0"});
+  ::unsetenv("ROS2_ENGINE_IO_STAGES");
+  ASSERT_NE(c.engine, nullptr);
+  ROS2_ASSERT_OK(c.mgmt->CreatePool("p", uint64_t{64} << 20));
+  ROS2_ASSERT_OK(c.mgmt->CreateContainer("p", "c"));
+  auto s = ObjectSession::Open(c.engine->control(), c.admin, "p", "c", kind);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kS1, 0, 7);
+  const auto data = Pattern(4096, 3);
+  constexpr int kFetches = 20;
+  for (int i = 0; i < kFetches; ++i) ROS2_ASSERT_OK((*s)->UpdateArray(oid, "d", "a", uint64_t(i) * 4096, data));
+  auto before = Scrape(c.engine->metrics());
+  ROS2_ASSERT_OK(before);
+  for (int i = 0; i < kFetches; ++i) {
+    auto f = (*s)->FetchArray(oid, "d", "a", uint64_t(i) * 4096, 4096);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_EQ(f->data, data);
+  }
+  auto after = Scrape(c.engine->metrics());
+  ROS2_ASSERT_OK(after);
+  for (std::string_view stage : io_stages::kStageNames) {
+    const std::map<std::string, std::string> m{{"stage", std::string(stage)}};
+    EXPECT_EQ(Sum(*after, "ros2_engine_io_stage_reads_total", m) - Sum(*before, "ros2_engine_io_stage_reads_total", m),
+              kFetches)
+        << stage;
+  }
+  const std::map<std::string, std::string> total{{"stage", "total"}}, device{{"stage", "device"}};
+  EXPECT_GT(Sum(*after, "ros2_engine_io_stage_seconds_total", device), 0);
+  EXPECT_GE(Sum(*after, "ros2_engine_io_stage_seconds_total", total),
+            Sum(*after, "ros2_engine_io_stage_seconds_total", device));
+  EXPECT_GT(Sum(*after, "ros2_engine_device_inflight_seconds_total", {}), 0);
+}
+
+TEST(EngineMetrics, ReadStagesOverShm) {
+  CheckStages("shm", TransportKind::kShm);
+}
+
+TEST(EngineMetrics, ReadStagesOverTcp) {
+  CheckStages("tcp", TransportKind::kTcp);
+}
+
+TEST(EngineMetrics, NoStageFamiliesWithoutTheSwitch) {
+  EngineCluster c;
+  ASSERT_NO_FATAL_FAILURE(c.Start({.transport = "tcp", .targets = 1, .metrics_listen = "127.0.0.1:0"}));
+  auto body = metrics::HttpGet(c.engine->metrics(), "/metrics");
+  ROS2_ASSERT_OK(body);
+  EXPECT_EQ(body->find("ros2_engine_io_stage"), std::string::npos);
+  EXPECT_NE(body->find("ros2_engine_connections"), std::string::npos);
 }
 
 }  // namespace
