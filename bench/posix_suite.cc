@@ -201,7 +201,9 @@ class CaseRunner {
           auto after = ScrapeStagesOfCluster();
           if (!after.ok()) return after.status();
           std::fprintf(stderr, "posix bench:   engine read stages, mean per read:\n%s",
-                       FormatStages(*stages_before, *after, g_opts.qd * k.jobs).c_str());
+                       FormatStages(*stages_before, *after, g_opts.qd * k.jobs,
+                                    IsReadOp(k.op) ? g_opts.runtime_s : 0)
+                           .c_str());
         }
         if (cont) DestroyContainer(*cont);
       } else if (mode == "mount") {

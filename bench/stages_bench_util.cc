@@ -44,14 +44,16 @@ Result<StageSnapshot> ScrapeStages(const std::string& endpoint) {
   return snap;
 }
 
-std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after, int client_in_flight) {
+std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after, int client_in_flight,
+                         double io_seconds) {
   std::ostringstream out;
   for (size_t i = 0; i < io_stages::kStages; ++i) {
     const double reads = after.reads[i] - before.reads[i];
     const double us = reads > 0 ? (after.seconds[i] - before.seconds[i]) * 1e6 / reads : 0;
     out << fmt::format("  stage {:<7} {:9.1f} us  ({:.0f} reads)\n", io_stages::kStageNames[i], us, reads);
   }
-  const double wall = std::chrono::duration<double>(after.at - before.at).count();
+  const double wall =
+      io_seconds > 0 ? io_seconds : std::chrono::duration<double>(after.at - before.at).count();
   const double depth = wall > 0 ? (after.device_inflight_seconds - before.device_inflight_seconds) / wall : 0;
   out << fmt::format("  device in flight {:.1f} (mean over {:.1f} s) against the client's {}\n", depth, wall,
                      client_in_flight);

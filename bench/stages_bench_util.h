@@ -31,7 +31,10 @@ Result<StageSnapshot> ScrapeStages(const std::string& endpoint);
 
 // One line per stage, "  <stage> <mean us> us (<reads> reads)", and the
 // device's mean depth against `client_in_flight`, for the run between the two
-// snapshots.
-std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after, int client_in_flight);
+// snapshots: the I/Os the kernel held integrated over the run, divided by
+// `io_seconds` (the time the client issued I/O; 0: the time between the
+// snapshots, which also counts the client's start-up).
+std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after, int client_in_flight,
+                         double io_seconds = 0);
 
 }  // namespace ros2::bench
