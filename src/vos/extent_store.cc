@@ -9,8 +9,8 @@
 
 #include <fmt/format.h>
 
-#include "vos/aligned_buffer.h"
 #include "common/io_stages.h"
+#include "vos/aligned_buffer.h"
 #include "vos/uring.h"
 
 namespace ros2::vos {
