@@ -43,6 +43,7 @@
 #include "bench/fio_bench_util.h"
 #include "bench/posix_bench_util.h"
 #include "bench/process_bench_util.h"
+#include "bench/stages_bench_util.h"
 
 namespace ros2::bench {
 namespace {
@@ -72,6 +73,7 @@ struct PosixSuiteOptions {
   std::string fuse;        // ros2-fuse
   std::vector<std::string> fuse_args;
   std::vector<std::string> fio_engine_args;  // e.g. --spin_us=50
+  bool stages = false;  // time the engine's read stages (ROS2_ENGINE_IO_STAGES=1) and print them per engine run
 };
 
 PosixSuiteOptions g_opts;
@@ -187,8 +189,22 @@ class CaseRunner {
         }
         auto engine = EngineArgs(cluster_, cont ? *cont : std::string(kReadCont));
         args.insert(args.begin(), engine.begin(), engine.end());
+        std::optional<StageSnapshot> stages_before;
+        if (g_opts.stages) {
+          auto s = ScrapeStagesOfCluster();
+          if (!s.ok()) return s.status();
+          stages_before = *s;
+        }
         start_engine_cpu();
         r = RunFioArgs(args, scratch_, limit);
+        if (stages_before && r.ok()) {
+          auto after = ScrapeStagesOfCluster();
+          if (!after.ok()) return after.status();
+          std::fprintf(stderr, "posix bench:   engine read stages, mean per read:\n%s",
+                       FormatStages(*stages_before, *after, g_opts.qd * k.jobs,
+                                    IsReadOp(k.op) ? g_opts.runtime_s : 0)
+                           .c_str());
+        }
         if (cont) DestroyContainer(*cont);
       } else if (mode == "mount") {
         if (IsReadOp(k.op)) {
@@ -231,6 +247,11 @@ class CaseRunner {
   }
 
  private:
+  Result<StageSnapshot> ScrapeStagesOfCluster() {
+    ROS2_ASSIGN_OR_RETURN(std::string endpoint, EngineMetricsEndpoint(cluster_.data_dir() + "/engine.ready"));
+    return ScrapeStages(endpoint);
+  }
+
   // A new container whose shards already exist on every target: a target
   // creates a container's shard (and zero-fills its data file) on the first
   // request, which must not land inside a timed write case. 16 chunks written
@@ -359,6 +380,9 @@ int RunPosixSuite(Reporter& rep) {
     return 1;
   }
   const std::string& dir = scratch->path();
+  // The engine (started by ros2ctl, which passes its environment on) times
+  // its reads' stages; the endpoint ros2ctl turns on by default serves them.
+  if (g_opts.stages) ::setenv("ROS2_ENGINE_IO_STAGES", "1", 1);
   std::fprintf(stderr, "posix bench: dir %s, %s over %s, qd %d, runtime %.1fs, repeat %d, load average %s\n",
                dir.c_str(), g_opts.cls.c_str(), g_opts.transport.c_str(), g_opts.qd, g_opts.runtime_s, g_opts.repeat,
                LoadAverage().c_str());
@@ -446,6 +470,9 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--fio-engine", g_opts.fio_engine, "libros2_fio.so (default: the build tree's)");
       app.add_option("--fuse", g_opts.fuse, "ros2-fuse binary (default: the build tree's; 'none' skips the mount)");
       app.add_option("--fuse-arg", g_opts.fuse_args, "extra ros2-fuse argument (repeatable)");
+      app.add_flag("--stages", g_opts.stages,
+                   "time the engine's read stages (ROS2_ENGINE_IO_STAGES=1) and print one line per stage after "
+                   "each engine run");
       app.add_option("--fio-engine-arg", g_opts.fio_engine_args,
                      "extra option of the ros2 fio engine, e.g. --fio-engine-arg=--spin_us=50 (repeatable)");
     },

@@ -5,8 +5,10 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -83,6 +85,9 @@ Status Engine::StartAll() {
   env_.transport = transport_.get();
   env_.clock = &clock_;
   env_.spin = config_.transport.spin_budget;
+  if (const char* stages = std::getenv("ROS2_ENGINE_IO_STAGES"); stages != nullptr && std::string_view(stages) == "1") {
+    env_.io_stages = true;
+  }
   env_.target_cpus = config_.target_cpus;
   env_.process_cpus = transport::CurrentThreadCpus();
   env_.shutdown_grace = config_.shutdown_grace;
@@ -332,7 +337,7 @@ Status Engine::StartMetrics() {
   if (config_.metrics.listen.empty()) return Status::Ok();
   EngineMetricsSource source{env_.engine_id.ToString(),
                              std::string(transport::TransportKindName(transport_->resolved_kind())), &targets_,
-                             &env_.pools};
+                             &env_.pools, env_.io_stages};
   auto exporter =
       metrics::MetricsExporter::Start(config_.metrics.listen, [source] { return CollectEngineMetrics(source); });
   if (!exporter.ok()) return exporter.status().WithContext("engine");

@@ -46,6 +46,41 @@ void AddTarget(const TargetMetrics& t, const Labels& target, std::vector<prometh
   metrics::AddCounter(&(*f)[12], target, gauge(t.uring_sqes));
 }
 
+// The connections a target's worker serves, one sample per transport.
+void AddConnections(const Target& t, const Labels& target, prometheus::MetricFamily* f) {
+  const transport::ServedConnections c = t.served_connections();
+  const std::pair<const char*, uint64_t> by_transport[] = {{"shm", c.shm}, {"tcp", c.tcp}, {"rdma", c.rdma}};
+  for (const auto& [name, n] : by_transport) {
+    Labels labels = target;
+    labels.emplace_back("transport", name);
+    metrics::AddGauge(f, labels, static_cast<double>(n));
+  }
+}
+
+// The read stages (common/io_stages.h) of every target, and the device depth.
+void AddStages(const EngineMetricsSource& source, std::vector<prometheus::MetricFamily>* f) {
+  auto seconds = metrics::CounterFamily("ros2_engine_io_stage_seconds_total",
+                                        "Time reads spent in each stage inside the target (debug, io_stages).");
+  auto reads = metrics::CounterFamily("ros2_engine_io_stage_reads_total", "Reads timed in each stage (debug, io_stages).");
+  auto depth = metrics::CounterFamily(
+      "ros2_engine_device_inflight_seconds_total",
+      "I/Os the kernel held, integrated over time: its rate is the mean device queue depth (debug, io_stages).");
+  for (const auto& target : *source.targets) {
+    const io_stages::StageSet& s = target->metrics().stages;
+    const Labels labels{{"engine", source.engine_id}, {"target", std::to_string(target->index())}};
+    for (size_t i = 0; i < io_stages::kStages; ++i) {
+      Labels stage = labels;
+      stage.emplace_back("stage", std::string(io_stages::kStageNames[i]));
+      metrics::AddCounter(&seconds, stage, static_cast<double>(s.nanos[i].load(std::memory_order_relaxed)) * 1e-9);
+      metrics::AddCounter(&reads, stage, static_cast<double>(s.count[i].load(std::memory_order_relaxed)));
+    }
+    metrics::AddCounter(&depth, labels, static_cast<double>(s.device_inflight_ns.load(std::memory_order_relaxed)) * 1e-9);
+  }
+  f->push_back(std::move(seconds));
+  f->push_back(std::move(reads));
+  f->push_back(std::move(depth));
+}
+
 }  // namespace
 
 std::vector<prometheus::MetricFamily> CollectEngineMetrics(const EngineMetricsSource& source) {
@@ -74,12 +109,17 @@ std::vector<prometheus::MetricFamily> CollectEngineMetrics(const EngineMetricsSo
                                      "io_uring_enter calls that submitted I/O (nvme shards)."));
   f.push_back(metrics::CounterFamily("ros2_engine_uring_sqes_total",
                                      "I/Os those calls submitted; divided by the submits: the batch size."));
+  auto connections = metrics::GaugeFamily(
+      "ros2_engine_connections", "Client connections a target serves now, by the transport of their lanes.");
   const Labels engine{{"engine", source.engine_id}};
   for (const auto& target : *source.targets) {
     Labels labels = engine;
     labels.emplace_back("target", std::to_string(target->index()));
     AddTarget(target->metrics(), labels, &f);
+    AddConnections(*target, labels, &connections);
   }
+  f.push_back(std::move(connections));
+  if (source.io_stages) AddStages(source, &f);
   auto used =
       metrics::GaugeFamily("ros2_engine_pool_space_used_bytes", "Bytes a pool's container shards hold on this engine.");
   auto free = metrics::GaugeFamily("ros2_engine_pool_space_free_bytes",

@@ -22,6 +22,7 @@ struct EngineMetricsSource {
   std::string transport;  // the resolved transport kind ("shm", "tcp", "rdma")
   const std::vector<std::unique_ptr<Target>>* targets = nullptr;
   PoolSpaceTable* pools = nullptr;
+  bool io_stages = false;  // the targets time their reads' stages (ros2_engine_io_stage_*)
 };
 
 std::vector<prometheus::MetricFamily> CollectEngineMetrics(const EngineMetricsSource& source);

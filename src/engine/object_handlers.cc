@@ -271,6 +271,14 @@ void Target::HandleUpdate(IncomingRequest req) {
 }
 
 void Target::HandleFetch(IncomingRequest req) {
+  // io_stages: this read's arrival (its pass's start) and its handler's start.
+  io_stages::StageSet* const stages = io_stages::t_current;
+  uint64_t arrived = 0;
+  if (stages != nullptr) {
+    stages->read_handled = io_stages::NowNs();
+    arrived = stages->pass_start;
+    stages->Add(io_stages::kQueue, arrived, stages->read_handled);
+  }
   auto m = obj::DecodeFetchRequest(req.payload());
   if (!m.ok()) return req.Reply(m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
@@ -300,8 +308,15 @@ void Target::HandleFetch(IncomingRequest req) {
     std::span<std::byte> direct;  // the client's own buffer (a shared segment), when VOS reads straight into it
     obj::FetchReply reply;
     uint64_t ticket = 0;
+    uint64_t arrived = 0;  // io_stages (0: not timed)
+    uint64_t handled = 0;  // io_stages: the handler's start while its lookup is not counted
+    uint64_t reaped = 0;   // io_stages: its data was ready
   };
   auto state = std::make_shared<FetchState>();
+  if (stages != nullptr) {
+    state->arrived = arrived;
+    state->handled = stages->read_handled;
+  }
   // A client buffer in a shared segment of a same-host client is mapped here:
   // VOS reads into it and the reply follows, with no copy of the engine's own
   // (the request, held by the callback, keeps the mapping).
@@ -336,12 +351,14 @@ void Target::HandleFetch(IncomingRequest req) {
   vos::Vos* vos = (*shard)->vos.get();
   vos->SubmitFetch(op, [this, state, req](Result<vos::FetchResult> r) mutable {
     if (!r.ok()) return Finish(state->ticket, r.status());
+    if (state->arrived != 0) FetchDataReady(state->handled, &state->reaped);
     SetMovedBytes(state->ticket, std::min<uint64_t>(r->size, state->op.buffer.size()));
     state->reply.size = r->size;
     state->reply.csum = std::move(r->csum);
     state->reply.array_end = r->array_end;
     if (!state->direct.empty()) {
       req.PushedDirect(std::min<uint64_t>(r->size, state->direct.size()));
+      if (state->arrived != 0) FetchReplied(state->arrived, state->reaped);
       return Finish(state->ticket, Status::Ok(), obj::Encode(state->reply));
     }
     const uint64_t pushed = std::min<uint64_t>(r->size, state->buffer.size());
@@ -350,6 +367,7 @@ void Target::HandleFetch(IncomingRequest req) {
         return Finish(state->ticket, st.WithContext(fmt::format("engine target {}: pushing fetch data", index_)));
       }
       state->buffer = PooledBuffer();
+      if (state->arrived != 0) FetchReplied(state->arrived, state->reaped);
       Finish(state->ticket, Status::Ok(), obj::Encode(state->reply));
     };
     if (pushed == 0) return reply(Status::Ok());
@@ -360,7 +378,28 @@ void Target::HandleFetch(IncomingRequest req) {
   // large fetch's reply leaves before the next fetch's copy (the transport
   // sends it at once, TransportOptions::batch_flush_bytes), so the client
   // verifies those bytes while this thread copies the next ones.
+  if (stages != nullptr) {
+    // The extent store counted the lookup when it queued the read; a value
+    // with no extent (inline, a hole) counts it when its data is ready.
+    if (stages->read_handled == 0) state->handled = 0;
+    stages->read_handled = 0;
+  }
   if (want >= kEagerReapBytes && env_->vos_template.storage_class == vos::StorageClass::kRam) vos->Progress(false);
+}
+
+void Target::FetchDataReady(uint64_t handled, uint64_t* reaped) {
+  io_stages::StageSet* stages = io_stages::t_current;
+  if (stages == nullptr) return;
+  *reaped = stages->last_reaped != 0 ? stages->last_reaped : io_stages::NowNs();
+  if (handled != 0) stages->Add(io_stages::kLookup, handled, *reaped);
+}
+
+void Target::FetchReplied(uint64_t arrived, uint64_t reaped) {
+  io_stages::StageSet* stages = io_stages::t_current;
+  if (stages == nullptr) return;
+  const uint64_t now = io_stages::NowNs();
+  stages->Add(io_stages::kReply, reaped, now);
+  stages->Add(io_stages::kTotal, arrived, now);
 }
 
 void Target::HandlePunch(IncomingRequest req) {
@@ -420,11 +459,16 @@ void Target::HandlePunch(IncomingRequest req) {
   });
 }
 
+void Target::FailEnumerate(IncomingRequest& req, const Status& why) {
+  metrics_.Of(OpKind::kEnumerate).failed.Add();
+  req.Reply(why);
+}
+
 void Target::HandleList(IncomingRequest req) {
   auto m = obj::DecodeListRequest(req.payload());
-  if (!m.ok()) return req.Reply(m.status());
+  if (!m.ok()) return FailEnumerate(req, m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
-  if (!shard.ok()) return req.Reply(shard.status());
+  if (!shard.ok()) return FailEnumerate(req, shard.status());
   if (*shard == nullptr) return Park(std::move(req), m->header);
   vos::Vos& vos = *(*shard)->vos;
   const Epoch epoch = ReadEpoch(m->header.epoch);
@@ -474,12 +518,12 @@ void Target::HandleList(IncomingRequest req) {
         break;
       }
     }
-    if (!st.ok()) return req.Reply(st);
+    if (!st.ok()) return FailEnumerate(req, st);
     remaining -= std::min(remaining, got);
     if (got < ask) break;
   }
   if (anchor.position.size() > obj::kMaxAnchorSize) {
-    return req.Reply(Status::Internal(fmt::format(
+    return FailEnumerate(req, Status::Internal(fmt::format(
         "engine target {}: list anchor of {} bytes exceeds the protocol limit", index_, anchor.position.size())));
   }
   reply.anchor.position = anchor.position;
@@ -489,9 +533,9 @@ void Target::HandleList(IncomingRequest req) {
 
 void Target::HandleQuery(IncomingRequest req) {
   auto m = obj::DecodeQueryRequest(req.payload());
-  if (!m.ok()) return req.Reply(m.status());
+  if (!m.ok()) return FailEnumerate(req, m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
-  if (!shard.ok()) return req.Reply(shard.status());
+  if (!shard.ok()) return FailEnumerate(req, shard.status());
   if (*shard == nullptr) return Park(std::move(req), m->header);
   vos::Vos& vos = *(*shard)->vos;
   const Epoch epoch = ReadEpoch(m->header.epoch);
@@ -499,17 +543,17 @@ void Target::HandleQuery(IncomingRequest req) {
   reply.kind = m->kind;
   if (m->kind == obj::QueryKind::kMaxDkey || m->kind == obj::QueryKind::kArrayTail) {
     auto r = vos.QueryMaxDkey(m->oid, epoch);
-    if (!r.ok()) return req.Reply(r.status());
+    if (!r.ok()) return FailEnumerate(req, r.status());
     reply.found = r->has_value();
     if (reply.found) reply.max_dkey = **r;
     if (reply.found && m->kind == obj::QueryKind::kArrayTail) {
       auto end = vos.QueryArrayEnd(m->oid, reply.max_dkey, m->akey, epoch);
-      if (!end.ok()) return req.Reply(end.status());
+      if (!end.ok()) return FailEnumerate(req, end.status());
       reply.array_end = end->value_or(0);
     }
   } else {
     auto r = vos.QueryArrayEnd(m->oid, m->dkey, m->akey, epoch);
-    if (!r.ok()) return req.Reply(r.status());
+    if (!r.ok()) return FailEnumerate(req, r.status());
     reply.found = r->has_value();
     if (reply.found) reply.array_end = **r;
   }

@@ -123,6 +123,7 @@ void Target::Run(std::promise<Status>* started) {
   AddToEpoll(worker_->event_fd());
   AddToEpoll(mailbox_fd_);
   RegisterHandlers();
+  if (env_->io_stages) io_stages::t_current = &metrics_.stages;
   // Named ("ros2-target-3" in top, perf and ps -L; 15 characters at most)
   // and pinned last: the threads started on the way (the transport's cma
   // listener, started by the first handler registration) take neither.
@@ -210,7 +211,9 @@ void Target::RetireShards(const std::function<bool(const Shard&)>& match) {
 
 void Target::Loop() {
   auto last_event = std::chrono::steady_clock::now();
+  io_stages::StageSet* const stages = io_stages::t_current;
   for (;;) {
+    if (stages != nullptr) stages->pass_start = io_stages::NowNs();
     int events = worker_->Progress();
     // Requests came in this pass: more may follow at once, so their small
     // reads and writes may wait one pass to reach the disk together.

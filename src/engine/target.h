@@ -72,6 +72,8 @@ struct TargetEnvironment {
   // arriving before are refused with Busy.
   std::atomic<control::CapabilityVerifier*> verifier{nullptr};
   std::chrono::microseconds spin{50};
+  // Time every read's stages (io_stages.h): ROS2_ENGINE_IO_STAGES=1 at start.
+  bool io_stages = false;
   std::chrono::milliseconds shutdown_grace{5000};
   EngineLimits limits;  // request limits (EngineConfig::limits)
   // Target i runs on CPU target_cpus[i % size] (EngineConfig::target_cpus); empty: unpinned.
@@ -122,6 +124,11 @@ class Target {
   void PrepareShard(const Uuid& pool, const Uuid& container);
   // What this target counted (written by its thread; read at scrape time by any).
   const TargetMetrics& metrics() const { return metrics_; }
+  // The connections the worker serves, by transport (after Start(), before
+  // Stop(); any thread).
+  transport::ServedConnections served_connections() const {
+    return worker_ != nullptr ? worker_->served_connections() : transport::ServedConnections{};
+  }
   // Bytes the pool's shards on this target use (refreshed about once a second). Thread-safe.
   uint64_t UsedBytes(const Uuid& pool) const;
   // Opens every shard this target has on disk (in the background, as
@@ -196,7 +203,13 @@ class Target {
   void HandlePing(transport::IncomingRequest req);
   void HandleUpdate(transport::IncomingRequest req);
   void HandleFetch(transport::IncomingRequest req);
+  // io_stages of a fetch (common/io_stages.h): its data is ready (the lookup,
+  // when the extent store did not count it, ends here), and its reply leaves.
+  void FetchDataReady(uint64_t handled, uint64_t* reaped);
+  void FetchReplied(uint64_t arrived, uint64_t reaped);
   void HandlePunch(transport::IncomingRequest req);
+  // Replies `why` to a list or query and counts it as a failed enumerate.
+  void FailEnumerate(transport::IncomingRequest& req, const Status& why);
   void HandleList(transport::IncomingRequest req);
   void HandleQuery(transport::IncomingRequest req);
   // Shutdown, target, capability and shard checks shared by every handler. A

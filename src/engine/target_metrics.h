@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "common/io_stages.h"
 #include "metrics/local_metrics.h"
 
 namespace ros2::engine {
@@ -57,6 +58,9 @@ struct TargetMetrics {
   metrics::LocalGauge pending_compaction_bytes;
   metrics::LocalGauge uring_submits;
   metrics::LocalGauge uring_sqes;
+
+  // Where reads wait (common/io_stages.h); written only with env io_stages.
+  io_stages::StageSet stages;
 
   void Refuse(Refusal why) { refused[static_cast<size_t>(why)].Add(); }
   Op& Of(OpKind kind) { return op[static_cast<size_t>(kind)]; }

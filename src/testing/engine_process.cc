@@ -57,6 +57,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
     if (!options.transport_extra.empty()) y << ", " << options.transport_extra;
     y << " }\n";
     if (!options.limits.empty()) y << "limits: " << options.limits << "\n";
+    if (!options.metrics_listen.empty()) y << "metrics: { listen: \"" << options.metrics_listen << "\" }\n";
     if (!options.process.empty()) y << "process: " << options.process << "\n";
     if (!options.metrics_listen.empty()) y << "metrics: { listen: \"" << options.metrics_listen << "\" }\n";
     y << "control:\n";
@@ -105,6 +106,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
         if (line.starts_with("control=")) p->control_ = line.substr(8);
         if (line.starts_with("engine=")) p->engine_id_ = line.substr(7);
         if (line.starts_with("tcp=")) p->tcp_ = line.substr(4);
+        if (line.starts_with("metrics=")) p->metrics_ = line.substr(8);
       }
       if (!p->control_.empty()) return p;
     }

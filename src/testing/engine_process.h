@@ -37,6 +37,7 @@ struct EngineOptions {
   std::string keepalive;    // transport.keepalive, e.g. "10ms"; empty: the default
   std::string target_cpus;  // target_cpus, e.g. "[1, 0]"; empty: unpinned
   std::string limits;       // the limits map, e.g. "{ max_io_size: 1MiB }"; empty: the defaults
+  std::string metrics_listen;  // metrics.listen, e.g. "127.0.0.1:0"; empty: no endpoint
 
   // More keys of the transport map, e.g. "max_connections: 8".
   std::string transport_extra;
@@ -71,6 +72,7 @@ class EngineProcess {
   const std::string& control() const { return control_; }  // "unix:/.../control.sock" or the joined endpoint
   const std::string& engine_id() const { return engine_id_; }
   const std::string& tcp() const { return tcp_; }  // the TCP control listener "host:port", if any
+  const std::string& metrics() const { return metrics_; }  // the bound metrics endpoint "host:port", if any
   std::string admin_secret_file() const { return options_.data_dir + "/admin.secret"; }
   std::string LogTail() const;
 
@@ -81,6 +83,7 @@ class EngineProcess {
   std::string control_;
   std::string engine_id_;
   std::string tcp_;
+  std::string metrics_;
 };
 
 }  // namespace ros2::testing

@@ -1,7 +1,11 @@
 // The connection limits of a serving worker (docs/transport.md, "Limits"):
 // the worker-wide cap checked at every hello (evicting the oldest connection
 // that proved nothing), the per-peer cap charged to proven identities only,
-// and the timeout of connections that never authenticate.
+// and the timeout of connections that never authenticate; and the count of
+// served connections by transport (the engine's ros2_engine_connections).
+#include <algorithm>
+#include <string_view>
+
 #include <fmt/format.h>
 
 #include "transport/connection_auth.h"
@@ -67,6 +71,36 @@ void WorkerImpl::ExpireUnauthenticated(Clock::time_point now) {
                       /*in_callback=*/false);
     }
   }
+}
+
+namespace {
+
+// The slot of served_ for a connection's lanes: 2 rdma (a verbs lane), 0 shm
+// (shared-memory lanes only), 1 tcp (the rest).
+int8_t ServedSlot(const EndpointInfo& info) {
+  const bool verbs = std::any_of(info.lanes.begin(), info.lanes.end(), [](const std::string& lane) {
+    const std::string_view tl = std::string_view(lane).substr(0, lane.find('/'));
+    return tl.rfind("rc", 0) == 0 || tl.rfind("dc", 0) == 0 || tl.rfind("ud", 0) == 0;
+  });
+  if (verbs) return 2;
+  return info.IsSharedMemoryOnly() ? 0 : 1;
+}
+
+}  // namespace
+
+void WorkerImpl::CountServed(Connection& conn, bool opened) {
+  if (conn.client_side) return;
+  if (opened == (conn.served_slot >= 0)) return;  // counted in once, out once
+  if (opened) conn.served_slot = ServedSlot(conn.info);
+  std::atomic<uint64_t>& n = served_[static_cast<size_t>(conn.served_slot)];
+  const uint64_t now = n.load(std::memory_order_relaxed);
+  n.store(opened ? now + 1 : now - 1, std::memory_order_relaxed);  // one writer: this worker's thread
+  if (!opened) conn.served_slot = -1;
+}
+
+ServedConnections WorkerImpl::served_connections() const {
+  return {served_[0].load(std::memory_order_relaxed), served_[1].load(std::memory_order_relaxed),
+          served_[2].load(std::memory_order_relaxed)};
 }
 
 }  // namespace ros2::transport

@@ -581,6 +581,15 @@ struct WorkerStats {
   uint64_t deadline_entries = 0;      // a gauge, not a counter: entries in that heap after the last call started
 };
 
+// The server-side connections a worker holds now, by the transport their
+// lanes use: rdma (some verbs lane: rc, dc, ud), shm (shared-memory lanes
+// only) or tcp (the rest).
+struct ServedConnections {
+  uint64_t shm = 0;
+  uint64_t tcp = 0;
+  uint64_t rdma = 0;
+};
+
 // One per I/O thread. See the file comment.
 class Worker {
  public:
@@ -651,6 +660,8 @@ class Worker {
   virtual void FlushBatches() = 0;
 
   virtual const WorkerStats& stats() const = 0;
+  // Thread-safe (relaxed reads of counts only the worker's thread writes).
+  virtual ServedConnections served_connections() const = 0;
   virtual const std::string& name() const = 0;
   virtual Context& context() const = 0;
 };

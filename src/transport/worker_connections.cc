@@ -194,6 +194,7 @@ void WorkerImpl::HandleHello(const wire::Message& msg, ucp_ep_h from) {
     return;
   }
   Connection& conn = **made;
+  CountServed(conn, /*opened=*/true);
   conn.remote_id = msg.request_id;
   conn.opened = Clock::now();
   conn.peer_ep = from;
@@ -296,6 +297,7 @@ void WorkerImpl::FailConnection(uint64_t connection_id, const Status& why, bool 
   if (it == connections_.end()) return;
   std::shared_ptr<Connection> conn = it->second;
   connections_.erase(it);
+  CountServed(*conn, /*opened=*/false);
   if (auto bound = connection_by_peer_ep_.find(conn->peer_ep);
       bound != connection_by_peer_ep_.end() && bound->second == connection_id) {
     connection_by_peer_ep_.erase(bound);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -74,6 +75,7 @@ struct Connection {
   Clock::time_point opened{};
   bool authenticated = false;
   bool closing = false;   // CloseWithReason deferred its close: no longer counted
+  int8_t served_slot = -1;  // server side: its slot in WorkerImpl::served_ (-1: not counted)
   std::string peer_name;  // "pid 123 on this host" / "remote pid 123"
   // Bulk by cross-memory attach (BulkMode::kCma): set on the server once the
   // client's hello proof checked out, on the client when the ack says so.
@@ -219,6 +221,7 @@ class WorkerImpl final : public Worker {
   }
   bool batch_replies() const { return batch_replies_; }
   const WorkerStats& stats() const override { return stats_; }
+  ServedConnections served_connections() const override;
   const std::string& name() const override { return name_; }
   Context& context() const override { return context_; }
 
@@ -226,6 +229,9 @@ class WorkerImpl final : public Worker {
   ucp_worker_h ucp() const { return worker_; }
   const TransportOptions& options() const { return context_.options(); }
   WorkerStats& mutable_stats() { return stats_; }
+  // Counts a server-side connection in served_ once it is accepted
+  // (`opened`), and out again when it closes (connection_limits.cc).
+  void CountServed(Connection& conn, bool opened);
   uint64_t max_am_header() const { return max_am_header_; }
 
   // Sends `msg` on `conn` as one active message; `bulk` (may be empty) rides as
@@ -407,6 +413,9 @@ class WorkerImpl final : public Worker {
   int epoll_fd_ = -1;      // ucx efd + pid_epoll_fd_
   int pid_epoll_fd_ = -1;  // pidfds of same-host peers
   WorkerStats stats_;
+  // Served connections by transport (shm, tcp, rdma): written by this
+  // worker's thread only, read by any (served_connections()).
+  std::array<std::atomic<uint64_t>, 3> served_{};
   std::unordered_map<uint64_t, std::shared_ptr<Connection>> connections_;
   // Server side: the connection each peer endpoint opened (its hello's reply
   // endpoint). One connection per peer endpoint.

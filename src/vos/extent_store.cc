@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "common/io_stages.h"
 #include "vos/aligned_buffer.h"
 #include "vos/uring.h"
 
@@ -77,13 +78,18 @@ class NvmeExtentStore final : public ExtentStore {
         failed_.clear();
       }
       if (completed.empty()) break;
+      io_stages::StageSet* stages = io_stages::t_current;
+      if (stages != nullptr) Reaped(*stages, completed);
       for (auto [slot, res] : completed) ran += Complete(slot, res);
+      if (stages != nullptr) stages->last_reaped = 0;
     }
     return ran;
   }
 
   void Flush() override {
-    if (ring_->queued() > 0) ring_->Submit();
+    if (ring_->queued() == 0) return;
+    if (io_stages::t_current != nullptr) Entering(*io_stages::t_current);
+    ring_->Submit();
   }
   size_t queued() const override { return ring_->queued(); }
 
@@ -92,6 +98,7 @@ class NvmeExtentStore final : public ExtentStore {
       Flush();
       return;
     }
+    if (io_stages::t_current != nullptr && ring_->queued() > 0) Entering(*io_stages::t_current);
     ring_->SubmitAndWait(1);
   }
 
@@ -131,12 +138,49 @@ class NvmeExtentStore final : public ExtentStore {
     size_t len;
     size_t done_bytes;
     IoDone done;
+    uint64_t queued_ns = 0;   // io_stages: queued on the ring (0: not timed)
+    uint64_t entered_ns = 0;  // io_stages: handed to the kernel
   };
+
+  // io_stages: the I/Os the kernel holds over time, up to `now`.
+  void Integrate(io_stages::StageSet& stages, uint64_t now) {
+    const size_t waiting = ring_->queued() + failed_.size();
+    const size_t in_kernel = in_flight_ > waiting ? in_flight_ - waiting : 0;
+    if (last_tick_ns_ != 0 && now > last_tick_ns_) stages.Integrate(in_kernel * (now - last_tick_ns_));
+    last_tick_ns_ = now;
+  }
+  // io_stages: the queued reads are about to enter the kernel.
+  void Entering(io_stages::StageSet& stages) {
+    const uint64_t now = io_stages::NowNs();
+    Integrate(stages, now);
+    for (Slot* s : unsent_) {
+      if (s->queued_ns == 0 || s->entered_ns != 0) continue;  // failed without an SQE, or counted
+      stages.Add(io_stages::kSubmit, s->queued_ns, now);
+      s->entered_ns = now;
+    }
+    unsent_.clear();
+  }
+  // io_stages: completions reaped now.
+  void Reaped(io_stages::StageSet& stages, const std::vector<std::pair<Slot*, int>>& completed) {
+    const uint64_t now = io_stages::NowNs();
+    Integrate(stages, now);
+    for (auto [slot, res] : completed) {
+      if (slot->entered_ns != 0) stages.Add(io_stages::kDevice, slot->entered_ns, now);
+      slot->queued_ns = slot->entered_ns = 0;
+    }
+    stages.last_reaped = now;
+  }
 
   void Start(IoKind kind, uint64_t offset, std::byte* buf, size_t len, IoDone done) {
     Slot* slot = AcquireSlot();
     *slot = Slot{kind, offset, buf, len, 0, std::move(done)};
     ++in_flight_;
+    if (io_stages::StageSet* stages = io_stages::t_current; stages != nullptr && kind == IoKind::kRead) {
+      slot->queued_ns = io_stages::NowNs();
+      if (stages->read_handled != 0) stages->Add(io_stages::kLookup, stages->read_handled, slot->queued_ns);
+      stages->read_handled = 0;
+      unsent_.push_back(slot);
+    }
     Queue(slot);
     // A small I/O waits for the owner's next Progress() pass (or
     // WaitForCompletion), which hands everything queued since the last one to
@@ -216,6 +260,8 @@ class NvmeExtentStore final : public ExtentStore {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<Slot*> free_slots_;
   std::vector<Slot*> failed_;  // could not get an SQE
+  std::vector<Slot*> unsent_;  // io_stages: timed reads queued and not yet handed to the kernel
+  uint64_t last_tick_ns_ = 0;  // io_stages: Integrate's last time
 };
 
 // Anonymous memory, pages committed on first touch. I/O is a memcpy whose
@@ -233,6 +279,10 @@ class RamExtentStore final : public ExtentStore {
     completed_.emplace_back(std::move(done), std::move(st));
   }
   void SubmitRead(uint64_t offset, std::span<std::byte> buf, IoDone done) override {
+    if (io_stages::StageSet* stages = io_stages::t_current; stages != nullptr && stages->read_handled != 0) {
+      stages->Add(io_stages::kLookup, stages->read_handled, io_stages::NowNs());
+      stages->read_handled = 0;
+    }
     Status st = Check(offset, buf.size());
     if (st.ok()) std::memcpy(buf.data(), base_ + offset, buf.size());
     completed_.emplace_back(std::move(done), std::move(st));
@@ -242,10 +292,13 @@ class RamExtentStore final : public ExtentStore {
     while (!completed_.empty()) {
       std::vector<std::pair<IoDone, Status>> batch;
       batch.swap(completed_);
+      io_stages::StageSet* stages = io_stages::t_current;
+      if (stages != nullptr) stages->last_reaped = io_stages::NowNs();
       for (auto& [done, st] : batch) {
         done(std::move(st));
         ++ran;
       }
+      if (stages != nullptr) stages->last_reaped = 0;
     }
     return ran;
   }

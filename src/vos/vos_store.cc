@@ -504,7 +504,18 @@ int VosStore::PrepareSleep() {
 
 void VosStore::SubmitQueued(bool may_hold) {
   const size_t queued = extents_->queued();
-  if (may_hold && owner_holds_ && !held_ && queued > 0 && queued < kHoldAtMost) {
+  if (queued == 0) {
+    held_ = false;
+    return;
+  }
+  // Held only while the device is busy: with fewer than kHoldWhenDeep I/Os
+  // in the kernel a read held for the next pass is a read the device is not
+  // serving, and the client waits for it (at one job the device then saw
+  // fewer reads than the client had in flight). With the device deep, the
+  // held reads join the next pass's in one io_uring_enter, and the VM exit
+  // it costs, while the device stays busy with the ones it has.
+  const size_t in_kernel = extents_->in_flight() > queued ? extents_->in_flight() - queued : 0;
+  if (may_hold && owner_holds_ && !held_ && HoldsSmallIo(queued, in_kernel)) {
     held_ = true;
     return;
   }

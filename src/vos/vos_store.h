@@ -41,6 +41,16 @@ namespace ros2::vos {
 // "inline_bytes" add up); anything that opens a store's RocksDB needs it.
 std::shared_ptr<rocksdb::MergeOperator> MetadataMergeOperator();
 
+// Whether a pass that may hold (HoldSubmissions) keeps `queued` small I/Os
+// back for the next pass, with `in_kernel` I/Os already at the device: only
+// while the device is deep (kHoldWhenDeep) and the batch is small
+// (kHoldAtMost). A pass never holds twice in a row (VosStore::SubmitQueued).
+inline constexpr size_t kHoldAtMost = 16;   // queued I/O a pass never keeps back
+inline constexpr size_t kHoldWhenDeep = 8;  // I/Os in the kernel below which nothing is held
+inline bool HoldsSmallIo(size_t queued, size_t in_kernel) {
+  return queued > 0 && queued < kHoldAtMost && in_kernel >= kHoldWhenDeep;
+}
+
 class VosStore final : public Vos {
  public:
   static Result<std::unique_ptr<Vos>> Open(const VosOptions& options);
@@ -229,9 +239,9 @@ class VosStore final : public Vos {
   int RunDeferred();
   void DrainEventFd();
   // Hands queued extent I/O to the kernel, unless `may_hold`, the owner holds
-  // submissions (HoldSubmissions) and this pass may keep them for the next one.
+  // submissions (HoldSubmissions), HoldsSmallIo says so and the last pass
+  // did not hold.
   void SubmitQueued(bool may_hold);
-  static constexpr size_t kHoldAtMost = 16;  // queued I/O a pass never keeps back
   void Defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
   std::unique_ptr<rocksdb::Iterator> NewIterator() const;
   // The iterator of the fetch path, refreshed when the database has changed.
