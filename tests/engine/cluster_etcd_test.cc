@@ -188,6 +188,65 @@ TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
   EXPECT_EQ(refused.status().code(), Status::Code::kUnauthenticated) << refused.status().ToString();
   // Management writes go on: a pool created on the survivor.
   EXPECT_TRUE(m->CreatePool("p2", 16 << 20).ok());
+
+  // A non-leader engine's kill -9: DOWN and a new map version within 2 x TTL.
+  const int leader2 = c.LeaderIndex(survivor);
+  ASSERT_GE(leader2, 0);
+  int victim = -1;
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    if (static_cast<int>(i) != leader && static_cast<int>(i) != leader2) victim = static_cast<int>(i);
+  }
+  ASSERT_GE(victim, 0);
+  const std::string victim_id = c.engines[victim]->engine_id();
+  auto before2 = c.Mgmt(leader2)->GetEngineStatus();
+  ASSERT_TRUE(before2.ok());
+  const auto killed2 = Clock::now();
+  c.engines[victim]->Kill();
+  long long down2_ms = -1;
+  while (MsSince(killed2) < 4 * 3000 && down2_ms < 0) {
+    auto st = c.Mgmt(leader2)->GetEngineStatus();
+    if (st.ok() && AllTargetsDown(*st, victim_id)) {
+      down2_ms = MsSince(killed2);
+      EXPECT_GT(st->map_version(), before2->map_version());
+      for (const auto& mem : st->members()) {
+        if (mem.engine_uuid() == victim_id) {
+          EXPECT_FALSE(mem.up());
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::printf("cluster: engine kill -9 -> its targets DOWN in %lld ms (TTL %lld s)\n", down2_ms,
+              static_cast<long long>(kTtl.count()));
+  ASSERT_GE(down2_ms, 0) << "the killed engine's targets were not marked DOWN";
+  EXPECT_LT(down2_ms, 2 * 3000);
+}
+
+TEST(ClusterEtcdTest, CapabilityKeyIsSealedInEtcd) {
+  EtcdEngines c;
+  ASSERT_NO_FATAL_FAILURE(c.Start(1, 1));
+  // etcd holds nonce + sealed key + tag, never the 32 raw bytes.
+  auto sealed = c.etcd->Etcdctl({"get", "--print-value-only", "ros2/meta/capability-key"});
+  ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+  std::string value = *sealed;
+  while (!value.empty() && value.back() == '\n') value.pop_back();
+  EXPECT_EQ(value.size(), 12u + 32u + 16u);
+  // An engine with another cluster key cannot open it and refuses to start.
+  const std::string other_dir = c.dir.path() + "/other-key";
+  ASSERT_EQ(::mkdir(other_dir.c_str(), 0700), 0);
+  {
+    std::ofstream out(other_dir + "/cluster.key");
+    out << std::string(64, 'f') << "\n";
+  }
+  ::chmod((other_dir + "/cluster.key").c_str(), 0600);
+  ROS2_ASSERT_OK(GiveToServiceUser(other_dir));
+  EngineOptions o;
+  o.data_dir = c.dir.path() + "/wrong-key-engine";
+  o.targets = 1;
+  o.control_extra = {"store: " + c.etcd->StoreUrl(), "cluster_key_file: " + other_dir + "/cluster.key"};
+  auto wrong = EngineProcess::Start(o);
+  ASSERT_FALSE(wrong.ok()) << "an engine started with the wrong cluster key";
+  EXPECT_NE(wrong.status().message().find("cluster_key_file"), std::string::npos) << wrong.status().ToString();
 }
 
 TEST(ClusterEtcdTest, EtcdDownFencesWritesKeepsReadsAndRecovers) {
