@@ -1,6 +1,7 @@
 #include "control/tenant_registry.h"
 
 #include <filesystem>
+#include <optional>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -165,10 +166,21 @@ Result<Principal> TenantRegistry::Authenticate(std::string_view name, std::strin
   if (secret.empty() || secret.size() > kMaxSecret) return denied;
   ROS2_ASSIGN_OR_RETURN(Sha256Digest memo, memo_hmac_.Compute(AsBytes(secret)));
   const std::string key_name(name);
+  std::optional<Principal> memoized;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = memo_.find(key_name);
-    if (it != memo_.end() && ConstantTimeEqual(it->second.first, memo)) return it->second.second;
+    if (it != memo_.end() && ConstantTimeEqual(it->second.first, memo)) memoized = it->second.second;
+  }
+  if (memoized) {
+    // A shared store's tenant may have been deleted (or re-created) by
+    // another engine: the memo holds only while the record is the same one.
+    if (!store_->shared()) return *memoized;
+    Status current = CheckCurrent(*memoized);
+    if (current.ok()) return *memoized;
+    if (current.code() != Status::Code::kUnauthenticated) return current;
+    std::lock_guard<std::mutex> lock(mu_);
+    memo_.erase(key_name);
   }
   ROS2_RETURN_IF_ERROR(AdmitAttempt(key_name, denied));
   const std::string key = fmt::format("{}{}", kTenantPrefix, name);

@@ -186,6 +186,10 @@ TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
   auto refused = session.UpdateSingle(oid, dkey, "a", Pattern(100, 2));
   ASSERT_FALSE(refused.ok()) << "a revoked capability was accepted after the leader's kill";
   EXPECT_EQ(refused.status().code(), Status::Code::kUnauthenticated) << refused.status().ToString();
+  // t2 logged in on the survivor before it was deleted elsewhere: refused now.
+  auto t2_call = c.Mgmt(survivor, {"t2", *t2})->ListPools();
+  ASSERT_FALSE(t2_call.ok()) << "a tenant deleted on another engine still authenticates";
+  EXPECT_EQ(t2_call.status().code(), Status::Code::kUnauthenticated) << t2_call.status().ToString();
   // Management writes go on: a pool created on the survivor.
   EXPECT_TRUE(m->CreatePool("p2", 16 << 20).ok());
 
