@@ -332,8 +332,7 @@ Result<rpc::ContainerInfo> Catalog::CreateContainer(const Principal& who, std::s
   b.Put(ContKey(pool_uuid, info.uuid()), info.SerializeAsString());
   b.Put(ContLabelKey(pool_uuid, label), info.uuid());
   if (Status st = store_->Write(b); st.code() == Status::Code::kBusy) {
-    return Status::AlreadyExists(
-        fmt::format("container '{}' already exists (created concurrently)", label));
+    return Status::AlreadyExists(fmt::format("container '{}' already exists (created concurrently)", label));
   } else {
     ROS2_RETURN_IF_ERROR(st);
   }

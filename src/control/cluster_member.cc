@@ -16,7 +16,9 @@ constexpr std::string_view kLeaderKey = "leader";
 constexpr std::string_view kMembersPrefix = "members/";
 constexpr std::string_view kEngineStatePrefix = "engine-state/";
 
-int64_t SteadyNs() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
+int64_t SteadyNs() {
+  return std::chrono::steady_clock::now().time_since_epoch().count();
+}
 
 // "up 1234" / "down 1234" -> (up, since ms).
 std::pair<bool, uint64_t> ParseEngineState(const std::string& v) {
@@ -52,7 +54,9 @@ Result<std::unique_ptr<ClusterMember>> ClusterMember::Start(EtcdStore* store, Sy
   return m;
 }
 
-ClusterMember::~ClusterMember() { Stop(); }
+ClusterMember::~ClusterMember() {
+  Stop();
+}
 
 void ClusterMember::Stop() {
   {
@@ -217,9 +221,10 @@ void ClusterMember::Run() {
     }
     if (fenced()) {
       if (!fenced_logged_.exchange(true)) {
-        ROS2_LOG_ERROR("cluster: engine {}: lease not renewed for {} ms (over half its {} s TTL): FENCED, refusing "
-                       "writes until etcd answers again",
-                       options_.engine.ToString(), lease_age_ms(), options_.ttl.count());
+        ROS2_LOG_ERROR(
+            "cluster: engine {}: lease not renewed for {} ms (over half its {} s TTL): FENCED, refusing "
+            "writes until etcd answers again",
+            options_.engine.ToString(), lease_age_ms(), options_.ttl.count());
       }
       leader_.store(false);
       continue;

@@ -43,10 +43,10 @@ namespace ros2::control {
 
 struct ClusterMemberOptions {
   Uuid engine;
-  std::string control_endpoint;                      // where clients reach this engine's control plane
-  std::chrono::seconds ttl{3};                       // the lease's TTL
-  std::function<void()> on_tick;                     // every tick: reload what other engines changed
-  std::function<Status()> rejoin;                    // after a lost lease: register the targets again
+  std::string control_endpoint;    // where clients reach this engine's control plane
+  std::chrono::seconds ttl{3};     // the lease's TTL
+  std::function<void()> on_tick;   // every tick: reload what other engines changed
+  std::function<Status()> rejoin;  // after a lost lease: register the targets again
   // Set at every renewal to the steady-clock ns after which this engine is
   // fenced (renewal + ttl/2), for a data path that checks it on each write.
   std::atomic<int64_t>* fence_deadline_ns = nullptr;
@@ -55,10 +55,10 @@ struct ClusterMemberOptions {
 // One engine as `cluster status` shows it.
 struct MemberState {
   std::string engine_uuid;
-  std::string endpoint;   // its control endpoint (empty when down)
+  std::string endpoint;  // its control endpoint (empty when down)
   bool up = false;
   bool leader = false;
-  uint64_t since_ms = 0;  // wall clock of the last change between up and down
+  uint64_t since_ms = 0;          // wall clock of the last change between up and down
   int64_t lease_ttl_s = 0;        // granted TTL (up engines)
   int64_t lease_remaining_s = 0;  // what is left of it: lease age = ttl - remaining
 };

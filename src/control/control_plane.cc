@@ -66,7 +66,8 @@ Status ControlPlane::OpenStore() {
   auto key = ParseAes256KeyHex(key_text);
   if (!key.ok()) return key.status().WithContext(fmt::format("cluster key file {}", options_.cluster_key_file));
   cluster_key_ = *key;
-  ROS2_ASSIGN_OR_RETURN(auto client, EtcdClient::Connect(std::move(endpoints), {.call_timeout = options_.etcd_timeout}));
+  ROS2_ASSIGN_OR_RETURN(auto client,
+                        EtcdClient::Connect(std::move(endpoints), {.call_timeout = options_.etcd_timeout}));
   etcd_ = std::shared_ptr<EtcdClient>(std::move(client));
   store_ = std::make_unique<EtcdStore>(etcd_, options_.etcd_namespace);
   return Status::Ok();
@@ -98,9 +99,9 @@ Status ControlPlane::LoadOrCreateSealedKey() {
     if (stored.ok()) {
       auto opened = OpenAes256Gcm(cluster_key_, *stored, kCapabilityKeyKey);
       if (!opened.ok()) {
-        return opened.status().WithContext(fmt::format(
-            "the capability key in {} (is cluster_key_file {} the cluster's?)", store_->Describe(),
-            options_.cluster_key_file));
+        return opened.status().WithContext(
+            fmt::format("the capability key in {} (is cluster_key_file {} the cluster's?)", store_->Describe(),
+                        options_.cluster_key_file));
       }
       if (opened->size() != key_.size()) return Status::Corruption("the sealed capability key has the wrong size");
       std::memcpy(key_.data(), opened->data(), key_.size());

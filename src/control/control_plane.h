@@ -138,7 +138,7 @@ class ControlPlane {
   std::unique_ptr<SystemMap> system_map_;
   std::unique_ptr<Catalog> catalog_;
   CapabilityKey key_{};
-  Aes256Key cluster_key_{};  // etcd store: seals the capability key
+  Aes256Key cluster_key_{};       // etcd store: seals the capability key
   uint64_t max_lifetime_ms_ = 0;  // the longest capability lifetime any start of this store used
   std::unique_ptr<CapabilitySigner> signer_;
   std::unique_ptr<CapabilityVerifier> verifier_;

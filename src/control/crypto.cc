@@ -116,7 +116,9 @@ struct CipherCtxFree {
   void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
 };
 using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxFree>;
-const unsigned char* U(std::string_view s) { return reinterpret_cast<const unsigned char*>(s.data()); }
+const unsigned char* U(std::string_view s) {
+  return reinterpret_cast<const unsigned char*>(s.data());
+}
 }  // namespace
 
 Result<std::string> SealAes256Gcm(const Aes256Key& key, std::string_view plaintext, std::string_view aad) {

@@ -96,8 +96,9 @@ void EtcdClient::Advance(size_t failed) {
   current_.compare_exchange_strong(expected, (failed + 1) % channels_.size());
 }
 
-Status EtcdClient::Call(std::string_view what,
-                        const std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*)>& call) {
+Status EtcdClient::Call(
+    std::string_view what,
+    const std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*)>& call) {
   grpc::Status last;
   for (size_t tried = 0; tried < channels_.size(); ++tried) {
     const size_t at = current_.load() % channels_.size();
@@ -110,16 +111,14 @@ Status EtcdClient::Call(std::string_view what,
     }
     Advance(at);
   }
-  return Status::Disconnected(
-      fmt::format("{}: {}: no etcd endpoint answered: {}", name_, what, last.error_message()));
+  return Status::Disconnected(fmt::format("{}: {}: no etcd endpoint answered: {}", name_, what, last.error_message()));
 }
 
 Result<etcdserverpb::RangeResponse> EtcdClient::Range(const etcdserverpb::RangeRequest& req) {
   etcdserverpb::RangeResponse resp;
   ROS2_RETURN_IF_ERROR(Call("range", [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx) {
     resp.Clear();
-    return etcdserverpb::KV::NewStub(ch)
-        ->Range(ctx, req, &resp);
+    return etcdserverpb::KV::NewStub(ch)->Range(ctx, req, &resp);
   }));
   return resp;
 }
@@ -128,8 +127,7 @@ Result<etcdserverpb::TxnResponse> EtcdClient::Txn(const etcdserverpb::TxnRequest
   etcdserverpb::TxnResponse resp;
   ROS2_RETURN_IF_ERROR(Call("txn", [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx) {
     resp.Clear();
-    return etcdserverpb::KV::NewStub(ch)
-        ->Txn(ctx, req, &resp);
+    return etcdserverpb::KV::NewStub(ch)->Txn(ctx, req, &resp);
   }));
   return resp;
 }
@@ -139,8 +137,7 @@ Result<int64_t> EtcdClient::GrantLease(int64_t ttl_seconds) {
   req.set_ttl(ttl_seconds);
   etcdserverpb::LeaseGrantResponse resp;
   ROS2_RETURN_IF_ERROR(Call("lease grant", [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx) {
-    return etcdserverpb::Lease::NewStub(ch)
-        ->LeaseGrant(ctx, req, &resp);
+    return etcdserverpb::Lease::NewStub(ch)->LeaseGrant(ctx, req, &resp);
   }));
   if (!resp.error().empty()) return Status::IOError(fmt::format("{}: lease grant: {}", name_, resp.error()));
   return resp.id();
@@ -150,19 +147,20 @@ Result<int64_t> EtcdClient::KeepAliveOnce(int64_t lease) {
   etcdserverpb::LeaseKeepAliveRequest req;
   req.set_id(lease);
   etcdserverpb::LeaseKeepAliveResponse resp;
-  ROS2_RETURN_IF_ERROR(Call("lease keep-alive", [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx) {
-    auto stub = etcdserverpb::Lease::NewStub(ch);
-    auto stream = stub->LeaseKeepAlive(ctx);
-    if (!stream->Write(req) || !stream->Read(&resp)) {
-      stream->WritesDone();
-      grpc::Status st = stream->Finish();
-      return st.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "keep-alive stream closed") : st;
-    }
-    stream->WritesDone();
-    ctx->TryCancel();
-    stream->Finish();
-    return grpc::Status::OK;
-  }));
+  ROS2_RETURN_IF_ERROR(
+      Call("lease keep-alive", [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx) {
+        auto stub = etcdserverpb::Lease::NewStub(ch);
+        auto stream = stub->LeaseKeepAlive(ctx);
+        if (!stream->Write(req) || !stream->Read(&resp)) {
+          stream->WritesDone();
+          grpc::Status st = stream->Finish();
+          return st.ok() ? grpc::Status(grpc::StatusCode::UNAVAILABLE, "keep-alive stream closed") : st;
+        }
+        stream->WritesDone();
+        ctx->TryCancel();
+        stream->Finish();
+        return grpc::Status::OK;
+      }));
   return resp.ttl();
 }
 
@@ -171,8 +169,7 @@ Status EtcdClient::RevokeLease(int64_t lease) {
   req.set_id(lease);
   etcdserverpb::LeaseRevokeResponse resp;
   return Call("lease revoke", [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx) {
-    return etcdserverpb::Lease::NewStub(ch)
-        ->LeaseRevoke(ctx, req, &resp);
+    return etcdserverpb::Lease::NewStub(ch)->LeaseRevoke(ctx, req, &resp);
   });
 }
 
@@ -180,9 +177,10 @@ Result<std::pair<int64_t, int64_t>> EtcdClient::LeaseTimeToLive(int64_t lease) {
   etcdserverpb::LeaseTimeToLiveRequest req;
   req.set_id(lease);
   etcdserverpb::LeaseTimeToLiveResponse resp;
-  ROS2_RETURN_IF_ERROR(Call("lease time-to-live", [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx) {
-    return etcdserverpb::Lease::NewStub(ch)->LeaseTimeToLive(ctx, req, &resp);
-  }));
+  ROS2_RETURN_IF_ERROR(
+      Call("lease time-to-live", [&](const std::shared_ptr<grpc::Channel>& ch, grpc::ClientContext* ctx) {
+        return etcdserverpb::Lease::NewStub(ch)->LeaseTimeToLive(ctx, req, &resp);
+      }));
   return std::make_pair(resp.grantedttl(), resp.ttl());
 }
 
@@ -191,7 +189,9 @@ EtcdWatch::EtcdWatch(EtcdClient* client, std::string prefix, int64_t start_revis
   thread_ = std::thread([this] { Run(); });
 }
 
-EtcdWatch::~EtcdWatch() { Stop(); }
+EtcdWatch::~EtcdWatch() {
+  Stop();
+}
 
 void EtcdWatch::Stop() {
   stop_.store(true);

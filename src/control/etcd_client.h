@@ -71,7 +71,8 @@ class EtcdClient {
   EtcdClient(std::vector<std::string> endpoints, EtcdOptions options);
   // Runs `call(channel, ctx)` on the current endpoint, then on the next ones
   // while the endpoint is unreachable.
-  Status Call(std::string_view what, const std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*)>& call);
+  Status Call(std::string_view what,
+              const std::function<grpc::Status(const std::shared_ptr<grpc::Channel>&, grpc::ClientContext*)>& call);
 
   std::vector<std::string> endpoints_;
   EtcdOptions options_;

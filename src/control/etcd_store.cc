@@ -6,7 +6,8 @@
 
 namespace ros2::control {
 
-EtcdStore::EtcdStore(std::shared_ptr<EtcdClient> client, std::string ns) : client_(std::move(client)), ns_(std::move(ns)) {}
+EtcdStore::EtcdStore(std::shared_ptr<EtcdClient> client, std::string ns)
+    : client_(std::move(client)), ns_(std::move(ns)) {}
 
 Result<std::string> EtcdStore::Get(std::string_view key) const {
   etcdserverpb::RangeRequest req;

@@ -115,10 +115,10 @@ TEST(EtcdStoreTest, ThreeMembersServeWithOneKilled) {
     if (!st.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_TRUE(st.ok()) << st.ToString();
-  std::printf("etcd: write served %lld ms after a member was killed\n",
-              static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                         std::chrono::steady_clock::now() - start)
-                                         .count()));
+  std::printf(
+      "etcd: write served %lld ms after a member was killed\n",
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count()));
   auto rows = store->Scan("pool/");
   ASSERT_TRUE(rows.ok()) << rows.status().ToString();
   EXPECT_EQ(rows->size(), 2u);

@@ -29,8 +29,8 @@ Result<rpc::PoolInfo> ManagementClient::CreatePool(std::string_view label, uint6
 }
 
 Result<std::vector<rpc::PoolInfo>> ManagementClient::ListPools() {
-  ROS2_ASSIGN_OR_RETURN(rpc::ListPoolsResponse resp, Invoke(&Stub::ListPools, rpc::ListPoolsRequest(),
-                                                                 credentials_, timeout_, "Management.ListPools"));
+  ROS2_ASSIGN_OR_RETURN(rpc::ListPoolsResponse resp, Invoke(&Stub::ListPools, rpc::ListPoolsRequest(), credentials_,
+                                                            timeout_, "Management.ListPools"));
   return std::vector<rpc::PoolInfo>(resp.pools().begin(), resp.pools().end());
 }
 
@@ -59,9 +59,8 @@ Result<rpc::ContainerInfo> ManagementClient::CreateContainer(std::string_view po
 Result<std::vector<rpc::ContainerInfo>> ManagementClient::ListContainers(std::string_view pool) {
   rpc::ListContainersRequest req;
   req.set_pool(std::string(pool));
-  ROS2_ASSIGN_OR_RETURN(
-      rpc::ListContainersResponse resp,
-      Invoke(&Stub::ListContainers, req, credentials_, timeout_, "Management.ListContainers"));
+  ROS2_ASSIGN_OR_RETURN(rpc::ListContainersResponse resp,
+                        Invoke(&Stub::ListContainers, req, credentials_, timeout_, "Management.ListContainers"));
   return std::vector<rpc::ContainerInfo>(resp.containers().begin(), resp.containers().end());
 }
 
@@ -76,16 +75,15 @@ Status ManagementClient::DestroyContainer(std::string_view pool, std::string_vie
   rpc::DestroyContainerRequest req;
   req.set_pool(std::string(pool));
   req.set_container(std::string(container));
-  return Invoke(&Stub::DestroyContainer, req, credentials_, timeout_, "Management.DestroyContainer")
-      .status();
+  return Invoke(&Stub::DestroyContainer, req, credentials_, timeout_, "Management.DestroyContainer").status();
 }
 
 Result<std::string> ManagementClient::CreateTenant(std::string_view name, std::string_view secret) {
   rpc::CreateTenantRequest req;
   req.set_name(std::string(name));
   req.set_secret(std::string(secret));
-  ROS2_ASSIGN_OR_RETURN(rpc::CreateTenantResponse resp, Invoke(&Stub::CreateTenant, req, credentials_,
-                                                                    timeout_, "Management.CreateTenant"));
+  ROS2_ASSIGN_OR_RETURN(rpc::CreateTenantResponse resp,
+                        Invoke(&Stub::CreateTenant, req, credentials_, timeout_, "Management.CreateTenant"));
   return resp.secret();
 }
 
@@ -96,9 +94,8 @@ Status ManagementClient::DeleteTenant(std::string_view name) {
 }
 
 Result<std::vector<std::string>> ManagementClient::ListTenants() {
-  ROS2_ASSIGN_OR_RETURN(rpc::ListTenantsResponse resp,
-                        Invoke(&Stub::ListTenants, rpc::ListTenantsRequest(), credentials_, timeout_,
-                                    "Management.ListTenants"));
+  ROS2_ASSIGN_OR_RETURN(rpc::ListTenantsResponse resp, Invoke(&Stub::ListTenants, rpc::ListTenantsRequest(),
+                                                              credentials_, timeout_, "Management.ListTenants"));
   return std::vector<std::string>(resp.names().begin(), resp.names().end());
 }
 
@@ -133,21 +130,20 @@ Result<uint64_t> ManagementClient::SetTargetState(const Uuid& engine, uint32_t i
   req.set_engine_uuid(engine.ToString());
   req.set_index(index);
   req.set_state(state);
-  ROS2_ASSIGN_OR_RETURN(
-      rpc::SetTargetStateResponse resp,
-      Invoke(&Stub::SetTargetState, req, credentials_, timeout_, "Management.SetTargetState"));
+  ROS2_ASSIGN_OR_RETURN(rpc::SetTargetStateResponse resp,
+                        Invoke(&Stub::SetTargetState, req, credentials_, timeout_, "Management.SetTargetState"));
   return resp.map_version();
 }
 
 Result<rpc::EngineStatus> ManagementClient::GetEngineStatus() {
   return Invoke(&Stub::GetEngineStatus, rpc::GetEngineStatusRequest(), credentials_, timeout_,
-                     "Management.GetEngineStatus");
+                "Management.GetEngineStatus");
 }
 
 Result<size_t> ManagementClient::SyncRevocations(CapabilityVerifier* verifier) {
   ROS2_ASSIGN_OR_RETURN(rpc::ListRevocationsResponse resp,
-                        Invoke(&Stub::ListRevocations, rpc::ListRevocationsRequest(), credentials_,
-                                    timeout_, "Management.ListRevocations"));
+                        Invoke(&Stub::ListRevocations, rpc::ListRevocationsRequest(), credentials_, timeout_,
+                               "Management.ListRevocations"));
   for (const auto& r : resp.revocations()) {
     if (r.session_uuid().empty()) {
       auto tenant = Uuid::Parse(r.tenant_uuid());

@@ -71,7 +71,7 @@ class ManagementClient {
  private:
   template <typename Request, typename Response>
   Result<Response> Invoke(grpc::Status (rpc::Management::Stub::*method)(grpc::ClientContext*, const Request&,
-                                                                          Response*),
+                                                                        Response*),
                           const Request& request, const Credentials& credentials, std::chrono::milliseconds timeout,
                           std::string_view rpc) {
     Status last;

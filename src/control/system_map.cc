@@ -24,8 +24,7 @@ Result<std::unique_ptr<SystemMap>> SystemMap::Load(StateStore* store) {
   return m;
 }
 
-Result<uint64_t> SystemMap::Mutate(const std::function<Result<bool>(rpc::PoolMap*)>& change,
-                                   const StoreBatch& guard) {
+Result<uint64_t> SystemMap::Mutate(const std::function<Result<bool>(rpc::PoolMap*)>& change, const StoreBatch& guard) {
   std::lock_guard<std::mutex> lock(mu_);
   for (int attempt = 0;; ++attempt) {
     std::optional<std::string> raw;
@@ -34,7 +33,8 @@ Result<uint64_t> SystemMap::Mutate(const std::function<Result<bool>(rpc::PoolMap
       auto stored = store_->Get(kSysmapKey);
       if (stored.ok()) {
         raw = *stored;
-        if (!current.ParseFromString(*raw)) return Status::Corruption("state store: the system map record does not parse");
+        if (!current.ParseFromString(*raw))
+          return Status::Corruption("state store: the system map record does not parse");
       } else if (stored.status().IsNotFound()) {
         current.Clear();
       } else {
@@ -83,50 +83,52 @@ Result<uint64_t> SystemMap::RegisterEngine(const EngineRegistration& reg) {
     }
   }
   std::string engine_id = reg.engine.ToString();
-  return Mutate([&](rpc::PoolMap* map) -> Result<bool> {
-  rpc::PoolMap& next = *map;
-  rpc::EngineInfo* engine = nullptr;
-  for (auto& e : *next.mutable_engines()) {
-    if (e.uuid() == engine_id) engine = &e;
-  }
-  if (engine == nullptr) {
-    engine = next.add_engines();
-    engine->set_uuid(engine_id);
-  }
-  engine->set_address(reg.address);
-  engine->set_capacity_bytes(reg.capacity_bytes);
-  engine->set_registered_ms(HybridClock::WallMillis());
-  engine->set_target_count(static_cast<uint32_t>(reg.targets.size()));
+  return Mutate(
+      [&](rpc::PoolMap* map) -> Result<bool> {
+        rpc::PoolMap& next = *map;
+        rpc::EngineInfo* engine = nullptr;
+        for (auto& e : *next.mutable_engines()) {
+          if (e.uuid() == engine_id) engine = &e;
+        }
+        if (engine == nullptr) {
+          engine = next.add_engines();
+          engine->set_uuid(engine_id);
+        }
+        engine->set_address(reg.address);
+        engine->set_capacity_bytes(reg.capacity_bytes);
+        engine->set_registered_ms(HybridClock::WallMillis());
+        engine->set_target_count(static_cast<uint32_t>(reg.targets.size()));
 
-  // Rebuild the flat target list: other engines' targets keep their positions,
-  // this engine's targets are (re)placed at the position of its first target,
-  // or appended when it is new.
-  std::vector<TargetRegistration> sorted = reg.targets;
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
-  google::protobuf::RepeatedPtrField<rpc::TargetInfo> rebuilt;
-  bool placed = false;
-  auto place = [&] {
-    for (const auto& t : sorted) {
-      rpc::TargetInfo* ti = rebuilt.Add();
-      ti->set_engine_uuid(engine_id);
-      ti->set_index(t.index);
-      ti->set_state(rpc::TARGET_UP);
-      ti->set_worker_address(t.worker_address);
-      ti->set_capacity_bytes(t.capacity_bytes);
-    }
-    placed = true;
-  };
-  for (const auto& t : next.targets()) {
-    if (t.engine_uuid() == engine_id) {
-      if (!placed) place();
-      continue;
-    }
-    *rebuilt.Add() = t;
-  }
-  if (!placed) place();
-  next.mutable_targets()->Swap(&rebuilt);
-  return true;
-  }, StoreBatch());
+        // Rebuild the flat target list: other engines' targets keep their positions,
+        // this engine's targets are (re)placed at the position of its first target,
+        // or appended when it is new.
+        std::vector<TargetRegistration> sorted = reg.targets;
+        std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+        google::protobuf::RepeatedPtrField<rpc::TargetInfo> rebuilt;
+        bool placed = false;
+        auto place = [&] {
+          for (const auto& t : sorted) {
+            rpc::TargetInfo* ti = rebuilt.Add();
+            ti->set_engine_uuid(engine_id);
+            ti->set_index(t.index);
+            ti->set_state(rpc::TARGET_UP);
+            ti->set_worker_address(t.worker_address);
+            ti->set_capacity_bytes(t.capacity_bytes);
+          }
+          placed = true;
+        };
+        for (const auto& t : next.targets()) {
+          if (t.engine_uuid() == engine_id) {
+            if (!placed) place();
+            continue;
+          }
+          *rebuilt.Add() = t;
+        }
+        if (!placed) place();
+        next.mutable_targets()->Swap(&rebuilt);
+        return true;
+      },
+      StoreBatch());
 }
 
 Result<uint64_t> SystemMap::SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state) {

@@ -275,7 +275,8 @@ Result<Principal> TenantRegistry::DeleteTenant(std::string_view name, const Also
   b.Delete(key);
   if (also) ROS2_RETURN_IF_ERROR(also(gone, &b));
   Status st = store_->Write(b);
-  if (st.code() == Status::Code::kBusy) return Status::NotFound(fmt::format("unknown tenant '{}' (changed concurrently)", name));
+  if (st.code() == Status::Code::kBusy)
+    return Status::NotFound(fmt::format("unknown tenant '{}' (changed concurrently)", name));
   ROS2_RETURN_IF_ERROR(st);
   memo_.erase(std::string(name));
   return gone;

@@ -71,12 +71,28 @@ Status ApplyTransport(const YAML::Node& node, const std::string& where, transpor
 }
 
 Status ApplyControl(const YAML::Node& node, const std::string& where, ControlConfig* c) {
-  ROS2_RETURN_IF_ERROR(
-      CheckKnownKeys(node, where,
-                     {"socket", "listen", "join", "join_tenant", "join_secret_file", "address", "capability_lifetime",
-                      "sync_interval", "revocation_sync", "fail_closed_after", "pbkdf2_iterations",
-                      "max_sessions_per_tenant", "tls_cert", "tls_key", "tls_ca", "join_tls_name", "insecure_tcp",
-                      "store", "cluster_key_file", "etcd_namespace", "lease_ttl"}));
+  ROS2_RETURN_IF_ERROR(CheckKnownKeys(node, where,
+                                      {"socket",
+                                       "listen",
+                                       "join",
+                                       "join_tenant",
+                                       "join_secret_file",
+                                       "address",
+                                       "capability_lifetime",
+                                       "sync_interval",
+                                       "revocation_sync",
+                                       "fail_closed_after",
+                                       "pbkdf2_iterations",
+                                       "max_sessions_per_tenant",
+                                       "tls_cert",
+                                       "tls_key",
+                                       "tls_ca",
+                                       "join_tls_name",
+                                       "insecure_tcp",
+                                       "store",
+                                       "cluster_key_file",
+                                       "etcd_namespace",
+                                       "lease_ttl"}));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "store", &c->store));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "cluster_key_file", &c->cluster_key_file));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "etcd_namespace", &c->etcd_namespace));
@@ -89,7 +105,8 @@ Status ApplyControl(const YAML::Node& node, const std::string& where, ControlCon
     return Status::InvalidArgument(fmt::format(
         "{}.cluster_key_file: required with an etcd store (64 hex digits, the same file on every engine)", where));
   }
-  if (c->lease_ttl < std::chrono::seconds(1) || c->lease_ttl % std::chrono::seconds(1) != std::chrono::milliseconds(0)) {
+  if (c->lease_ttl < std::chrono::seconds(1) ||
+      c->lease_ttl % std::chrono::seconds(1) != std::chrono::milliseconds(0)) {
     return Status::InvalidArgument(fmt::format("{}.lease_ttl: must be a whole number of seconds, at least 1s", where));
   }
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "tls_cert", &c->tls_cert));

@@ -5,16 +5,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <csignal>
-#include <cstdio>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <sys/wait.h>
-
 
 namespace ros2::testing {
 
@@ -84,23 +83,16 @@ Status EtcdTestCluster::StartMember(int i, bool fresh) {
   std::string initial;
   for (size_t m = 0; m < names_.size(); ++m) initial += fmt::format("{}{}={}", m ? "," : "", names_[m], peer_[m]);
   std::vector<std::string> argv = {
-      "/usr/bin/etcd",
-      "--name", names_[i],
-      "--data-dir", fmt::format("{}/{}", dir_.path(), names_[i]),
-      "--listen-client-urls", "http://" + client_[i],
-      "--advertise-client-urls", "http://" + client_[i],
-      "--listen-peer-urls", peer_[i],
-      "--initial-advertise-peer-urls", peer_[i],
-      "--initial-cluster", initial,
-      "--initial-cluster-state", fresh ? "new" : "existing",
-      "--initial-cluster-token", "ros2-test",
+      "/usr/bin/etcd", "--name", names_[i], "--data-dir", fmt::format("{}/{}", dir_.path(), names_[i]),
+      "--listen-client-urls", "http://" + client_[i], "--advertise-client-urls", "http://" + client_[i],
+      "--listen-peer-urls", peer_[i], "--initial-advertise-peer-urls", peer_[i], "--initial-cluster", initial,
+      "--initial-cluster-state", fresh ? "new" : "existing", "--initial-cluster-token", "ros2-test",
       // Small elections for a test on loopback; batches of a forced pool
       // destruction stay one Txn.
-      "--heartbeat-interval", "50", "--election-timeout", "500", "--max-txn-ops", "4096",
-      "--logger", "zap", "--log-level", "warn"};
-  ROS2_ASSIGN_OR_RETURN(procs_[i],
-                        BackgroundProcess::Start(argv, fmt::format("{}/{}.log", dir_.path(), names_[i]),
-                                                 {"ETCD_UNSUPPORTED_ARCH="}));
+      "--heartbeat-interval", "50", "--election-timeout", "500", "--max-txn-ops", "4096", "--logger", "zap",
+      "--log-level", "warn"};
+  ROS2_ASSIGN_OR_RETURN(procs_[i], BackgroundProcess::Start(argv, fmt::format("{}/{}.log", dir_.path(), names_[i]),
+                                                            {"ETCD_UNSUPPORTED_ARCH="}));
   return Status::Ok();
 }
 

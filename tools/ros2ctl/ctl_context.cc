@@ -46,9 +46,9 @@ Result<control::ManagementClient*> CtlContext::Management() {
     size_t comma = address.find(',', start);
     std::string one = address.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (one.empty()) return Status::InvalidArgument(fmt::format("--control '{}': an empty endpoint", address));
-    ROS2_ASSIGN_OR_RETURN(auto channel,
-                          control::MakeControlChannel(
-                              {one, one.starts_with("unix:") ? std::string() : options_.tls_ca, std::string()}));
+    ROS2_ASSIGN_OR_RETURN(
+        auto channel,
+        control::MakeControlChannel({one, one.starts_with("unix:") ? std::string() : options_.tls_ca, std::string()}));
     channels.push_back(std::move(channel));
     if (comma == std::string::npos) break;
     start = comma + 1;

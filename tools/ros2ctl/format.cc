@@ -174,11 +174,11 @@ std::string EngineStatusToText(const rpc::EngineStatus& s) {
                      s.fenced() ? "; THIS ENGINE IS FENCED (lease not renewed), refusing writes" : "");
   std::vector<std::vector<std::string>> members;
   for (const auto& m : s.members()) {
-    members.push_back({m.engine_uuid(), m.up() ? (m.leader() ? "up (leader)" : "up") : "DOWN",
-                       m.since_ms() != 0 ? FormatTimeMs(m.since_ms()) : "-",
-                       m.up() ? fmt::format("{} s of {} s", m.lease_ttl_s() - m.lease_remaining_s(), m.lease_ttl_s())
-                              : "-",
-                       m.endpoint()});
+    members.push_back(
+        {m.engine_uuid(), m.up() ? (m.leader() ? "up (leader)" : "up") : "DOWN",
+         m.since_ms() != 0 ? FormatTimeMs(m.since_ms()) : "-",
+         m.up() ? fmt::format("{} s of {} s", m.lease_ttl_s() - m.lease_remaining_s(), m.lease_ttl_s()) : "-",
+         m.endpoint()});
   }
   return out + Table({"ENGINE", "STATE", "SINCE", "LEASE AGE", "CONTROL"}, members);
 }
