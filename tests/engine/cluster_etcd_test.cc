@@ -226,6 +226,30 @@ TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
   EXPECT_LT(down2_ms, 2 * 3000);
 }
 
+TEST(ClusterEtcdTest, ThreeEtcdMembersServeWithOneKilled) {
+  EtcdEngines c;
+  ASSERT_NO_FATAL_FAILURE(c.Start(3, 2));
+  auto mgmt = c.Mgmt(1);
+  ASSERT_TRUE(mgmt->CreatePool("p", 16 << 20).ok());
+  c.etcd->Kill(0);  // the member every engine talks to first
+  const auto killed = Clock::now();
+  Status created = Status::IOError("never tried");
+  while (MsSince(killed) < 10000 && !created.ok()) {
+    created = mgmt->CreatePool("q", 16 << 20).status();
+    if (!created.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(created.ok()) << created.ToString();
+  std::printf("cluster: 3-member etcd, one killed: management served again after %lld ms\n", MsSince(killed));
+  // Liveness goes on through the other members: no engine is marked DOWN.
+  std::this_thread::sleep_for(2 * kTtl);
+  auto st = c.Mgmt(0)->GetEngineStatus();
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_FALSE(st->fenced());
+  ASSERT_EQ(st->members_size(), 2);
+  for (const auto& m : st->members()) EXPECT_TRUE(m.up()) << m.engine_uuid();
+  for (const auto& t : st->targets()) EXPECT_EQ(t.state(), rpc::TARGET_UP) << t.engine_uuid();
+}
+
 TEST(ClusterEtcdTest, CapabilityKeyIsSealedInEtcd) {
   EtcdEngines c;
   ASSERT_NO_FATAL_FAILURE(c.Start(1, 1));
