@@ -15,6 +15,10 @@ PACKAGES=(
   libucx-dev ucx-utils autoconf automake libtool
   # control plane
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
+  # cluster state store (docs/cluster.md): etcd and etcdctl, which the cluster
+  # tests start, and etcd's .proto files with their gogo imports, from which the
+  # build generates the C++ etcd v3 stubs
+  etcd-server etcd-client golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-gogo-googleapis-dev
   # storage
   librocksdb-dev liburing-dev libisal-dev
   # security

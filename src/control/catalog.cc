@@ -246,10 +246,15 @@ Result<rpc::PoolInfo> Catalog::CreatePool(const Principal& who, std::string_view
   }
   ROS2_ASSIGN_OR_RETURN(rpc::PoolInfo full, WithRuntimeLocked(rec));
   ROS2_RETURN_IF_ERROR(hooks_->OnPoolCreate(full, map).WithContext(fmt::format("create pool '{}'", label)));
-  StoreBatch b;
+  StoreBatch b;  // the pool record (its members: the pool's map) and its label, one Txn
+  b.Require(PoolLabelKey(label), std::nullopt);
   b.Put(PoolKey(info->uuid()), rec.SerializeAsString());
   b.Put(PoolLabelKey(label), info->uuid());
-  ROS2_RETURN_IF_ERROR(store_->Write(b));
+  if (Status st = store_->Write(b); st.code() == Status::Code::kBusy) {
+    return Status::AlreadyExists(fmt::format("pool '{}' already exists (created concurrently)", label));
+  } else {
+    ROS2_RETURN_IF_ERROR(st);
+  }
   ROS2_LOG_INFO("control: created pool {} ({}, {})", label, info->uuid(), FormatSize(size_bytes));
   return full;
 }
@@ -323,9 +328,14 @@ Result<rpc::ContainerInfo> Catalog::CreateContainer(const Principal& who, std::s
   info.set_created_ms(HybridClock::WallMillis());
   ROS2_RETURN_IF_ERROR(hooks_->OnContainerCreate(info).WithContext(fmt::format("create container '{}'", label)));
   StoreBatch b;
+  b.Require(ContLabelKey(pool_uuid, label), std::nullopt);
   b.Put(ContKey(pool_uuid, info.uuid()), info.SerializeAsString());
   b.Put(ContLabelKey(pool_uuid, label), info.uuid());
-  ROS2_RETURN_IF_ERROR(store_->Write(b));
+  if (Status st = store_->Write(b); st.code() == Status::Code::kBusy) {
+    return Status::AlreadyExists(fmt::format("container '{}' already exists (created concurrently)", label));
+  } else {
+    ROS2_RETURN_IF_ERROR(st);
+  }
   hooks_->OnContainerCreated(info, BuildPoolMap(rec));
   return info;
 }

@@ -10,6 +10,8 @@
 
 #include "common/hlc.h"
 #include "common/log.h"
+#include "control/credentials.h"
+#include "control/etcd_store.h"
 #include "control/management_service.h"
 #include "control/session_service.h"
 
@@ -50,7 +52,29 @@ std::string ControlPlane::admin_secret_path() const {
   return options_.data_dir + "/admin.secret";
 }
 
+Status ControlPlane::OpenStore() {
+  if (options_.store == "embedded") {
+    ROS2_ASSIGN_OR_RETURN(store_, StateStore::Open(options_.data_dir + "/control-db"));
+    return Status::Ok();
+  }
+  ROS2_ASSIGN_OR_RETURN(auto endpoints, ParseEtcdEndpoints(options_.store));
+  if (options_.cluster_key_file.empty()) {
+    return Status::InvalidArgument(
+        "an etcd store needs cluster_key_file: the key that seals the capability key in etcd (docs/cluster.md)");
+  }
+  ROS2_ASSIGN_OR_RETURN(std::string key_text, ReadSecretFile(options_.cluster_key_file));
+  auto key = ParseAes256KeyHex(key_text);
+  if (!key.ok()) return key.status().WithContext(fmt::format("cluster key file {}", options_.cluster_key_file));
+  cluster_key_ = *key;
+  ROS2_ASSIGN_OR_RETURN(auto client,
+                        EtcdClient::Connect(std::move(endpoints), {.call_timeout = options_.etcd_timeout}));
+  etcd_ = std::shared_ptr<EtcdClient>(std::move(client));
+  store_ = std::make_unique<EtcdStore>(etcd_, options_.etcd_namespace);
+  return Status::Ok();
+}
+
 Status ControlPlane::LoadOrCreateKey() {
+  if (store_->shared()) return LoadOrCreateSealedKey();
   auto stored = store_->Get(kCapabilityKeyKey);
   if (stored.ok()) {
     if (stored->size() != key_.size()) {
@@ -66,11 +90,43 @@ Status ControlPlane::LoadOrCreateKey() {
                      std::string(reinterpret_cast<const char*>(key_.data()), key_.size()));
 }
 
+Status ControlPlane::LoadOrCreateSealedKey() {
+  // In etcd the capability key is sealed (AES-256-GCM) with the cluster key
+  // every engine reads from its own file: etcd and its backups never hold it
+  // in the clear. The first engine creates it; a racing one reads the winner's.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto stored = store_->Get(kCapabilityKeyKey);
+    if (stored.ok()) {
+      auto opened = OpenAes256Gcm(cluster_key_, *stored, kCapabilityKeyKey);
+      if (!opened.ok()) {
+        return opened.status().WithContext(
+            fmt::format("the capability key in {} (is cluster_key_file {} the cluster's?)", store_->Describe(),
+                        options_.cluster_key_file));
+      }
+      if (opened->size() != key_.size()) return Status::Corruption("the sealed capability key has the wrong size");
+      std::memcpy(key_.data(), opened->data(), key_.size());
+      return Status::Ok();
+    }
+    if (!stored.status().IsNotFound()) return stored.status();
+    ROS2_RETURN_IF_ERROR(RandomBytes(key_));
+    ROS2_ASSIGN_OR_RETURN(
+        std::string sealed,
+        SealAes256Gcm(cluster_key_, std::string_view(reinterpret_cast<const char*>(key_.data()), key_.size()),
+                      kCapabilityKeyKey));
+    StoreBatch b;
+    b.Require(std::string(kCapabilityKeyKey), std::nullopt);
+    b.Put(std::string(kCapabilityKeyKey), std::move(sealed));
+    Status st = store_->Write(b);
+    if (st.code() != Status::Code::kBusy) return st;
+  }
+  return Status::Busy("the capability key changed concurrently twice");
+}
+
 Status ControlPlane::Init() {
   if (::mkdir(options_.data_dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return Status::FromErrno(errno, fmt::format("mkdir {}", options_.data_dir));
   }
-  ROS2_ASSIGN_OR_RETURN(store_, StateStore::Open(options_.data_dir + "/control-db"));
+  ROS2_RETURN_IF_ERROR(OpenStore());
   auto schema = store_->Get(kSchemaKey);
   std::string upgrade_from;
   if (schema.ok()) {
@@ -81,7 +137,10 @@ Status ControlPlane::Init() {
           fmt::format("state store schema version '{}', this build reads '1' and '{}'", *schema, kSchemaVersion));
     }
   } else if (schema.status().IsNotFound()) {
-    ROS2_RETURN_IF_ERROR(store_->Put(std::string(kSchemaKey), std::string(kSchemaVersion)));
+    StoreBatch b;
+    b.Require(std::string(kSchemaKey), std::nullopt);  // Busy: another engine wrote it first
+    b.Put(std::string(kSchemaKey), std::string(kSchemaVersion));
+    if (Status st = store_->Write(b); st.code() != Status::Code::kBusy) ROS2_RETURN_IF_ERROR(st);
   } else {
     return schema.status();
   }
@@ -151,6 +210,22 @@ uint64_t ControlPlane::ExpiryFor(const IssueWindow& window) const {
 
 uint64_t ControlPlane::RevocationCutoff() const {
   return NowMs() + max_lifetime_ms_;
+}
+
+Status ControlPlane::JoinCluster(ClusterMemberOptions options) {
+  auto* etcd = dynamic_cast<EtcdStore*>(store_.get());
+  if (etcd == nullptr) return Status::InvalidArgument("join cluster: the state store is not etcd (control.store)");
+  if (member_) return Status::AlreadyExists("join cluster: already joined");
+  auto tick = std::move(options.on_tick);
+  options.on_tick = [this, tick = std::move(tick)] {
+    // Sessions closed and tenants revoked on other engines.
+    if (Status st = sessions_->LoadRevocations(NowMs()); !st.ok()) {
+      ROS2_LOG_DEBUG("control: reloading revocations: {}", st.ToString());
+    }
+    if (tick) tick();
+  };
+  ROS2_ASSIGN_OR_RETURN(member_, ClusterMember::Start(etcd, system_map_.get(), std::move(options)));
+  return Status::Ok();
 }
 
 void ControlPlane::RegisterServices(grpc::ServerBuilder* builder) {

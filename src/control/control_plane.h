@@ -1,6 +1,7 @@
 // ControlPlane: the management state of one engine and the gRPC services over it.
 //
-// Owns the RocksDB state store under <data_dir>/control-db, the tenant registry,
+// Owns the state store (RocksDB under <data_dir>/control-db, or etcd shared
+// with the other engines of a cluster: `store`), the tenant registry,
 // the system map (registered engines and their targets), the catalog (pools,
 // containers, ACLs), the open sessions, the capability key (generated on the
 // first start, kept in the store) with its signer and verifier, and the
@@ -28,7 +29,10 @@
 #include "common/status.h"
 #include "control/capability.h"
 #include "control/catalog.h"
+#include "control/cluster_member.h"
+#include "control/crypto.h"
 #include "control/engine_hooks.h"
+#include "control/etcd_client.h"
 #include "control/session_table.h"
 #include "control/state_store.h"
 #include "control/system_map.h"
@@ -47,6 +51,15 @@ struct ControlPlaneOptions {
   std::function<uint64_t()> now_ms = nullptr;      // wall clock (ms); tests inject one
   SessionLimits session_limits;                    // open sessions per tenant and in all
   AuthLimits auth_limits;                          // lockout and failure budget of logins
+  // Where the management state lives: "embedded" (RocksDB under
+  // <data_dir>/control-db) or "etcd://host:port,..." (shared by the engines of
+  // a cluster; docs/cluster.md).
+  std::string store = "embedded";
+  // etcd: keys live under this prefix; the file holding the cluster key (64 hex
+  // digits, the same on every engine) that seals the capability key in etcd.
+  std::string etcd_namespace = "ros2/";
+  std::string cluster_key_file;
+  std::chrono::milliseconds etcd_timeout{2000};  // one etcd call on one endpoint
 };
 
 // The start of issuing a capability to an authenticated tenant
@@ -95,6 +108,14 @@ class ControlPlane {
   uint64_t uptime_ms() const;
 
   StateStore& store() { return *store_; }
+  // With an etcd store: joins the cluster (membership, leadership, liveness;
+  // cluster_member.h). The plane owns the member; its on_tick reloads the
+  // revocations other engines stored. FailedPrecondition-like InvalidArgument
+  // for the embedded store.
+  Status JoinCluster(ClusterMemberOptions options);
+  ClusterMember* cluster() { return member_.get(); }
+  // The etcd client of an etcd store (null for the embedded one).
+  const std::shared_ptr<EtcdClient>& etcd() const { return etcd_; }
   TenantRegistry& tenants() { return *tenants_; }
   SystemMap& system_map() { return *system_map_; }
   Catalog& catalog() { return *catalog_; }
@@ -104,20 +125,25 @@ class ControlPlane {
   explicit ControlPlane(ControlPlaneOptions options);
   Status Init();
   Status LoadOrCreateKey();
+  Status LoadOrCreateSealedKey();
   Status UpgradeSchema(const std::string& from);
   Status LoadMaxLifetime();
 
   ControlPlaneOptions options_;
   std::chrono::steady_clock::time_point started_;
+  Status OpenStore();
+  std::shared_ptr<EtcdClient> etcd_;
   std::unique_ptr<StateStore> store_;
   std::unique_ptr<TenantRegistry> tenants_;
   std::unique_ptr<SystemMap> system_map_;
   std::unique_ptr<Catalog> catalog_;
   CapabilityKey key_{};
+  Aes256Key cluster_key_{};       // etcd store: seals the capability key
   uint64_t max_lifetime_ms_ = 0;  // the longest capability lifetime any start of this store used
   std::unique_ptr<CapabilitySigner> signer_;
   std::unique_ptr<CapabilityVerifier> verifier_;
   std::unique_ptr<SessionTable> sessions_;
+  std::unique_ptr<ClusterMember> member_;  // etcd store, after JoinCluster
   std::unique_ptr<ManagementService> management_;
   std::unique_ptr<SessionService> session_;
 };

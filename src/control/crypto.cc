@@ -7,6 +7,9 @@
 #include <openssl/params.h>
 #include <openssl/rand.h>
 
+#include <cctype>
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace ros2::control {
@@ -101,6 +104,77 @@ Result<Sha256Digest> HmacSha256::Compute(std::span<const uint8_t> data) const {
     return Status::Internal(OpenSslError("EVP_MAC_final"));
   }
   return out;
+}
+
+}  // namespace ros2::control
+
+namespace ros2::control {
+namespace {
+constexpr size_t kGcmNonce = 12;
+constexpr size_t kGcmTag = 16;
+struct CipherCtxFree {
+  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
+};
+using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxFree>;
+const unsigned char* U(std::string_view s) {
+  return reinterpret_cast<const unsigned char*>(s.data());
+}
+}  // namespace
+
+Result<std::string> SealAes256Gcm(const Aes256Key& key, std::string_view plaintext, std::string_view aad) {
+  std::string out(kGcmNonce + plaintext.size() + kGcmTag, '\0');
+  auto* bytes = reinterpret_cast<unsigned char*>(out.data());
+  ROS2_RETURN_IF_ERROR(RandomBytes(std::span(bytes, kGcmNonce)));
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  int len = 0;
+  if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), bytes) != 1 ||
+      EVP_EncryptUpdate(ctx.get(), nullptr, &len, U(aad), static_cast<int>(aad.size())) != 1 ||
+      EVP_EncryptUpdate(ctx.get(), bytes + kGcmNonce, &len, U(plaintext), static_cast<int>(plaintext.size())) != 1 ||
+      EVP_EncryptFinal_ex(ctx.get(), bytes + kGcmNonce + len, &len) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kGcmTag, bytes + kGcmNonce + plaintext.size()) != 1) {
+    return Status::Internal("AES-256-GCM seal failed");
+  }
+  return out;
+}
+
+Result<std::string> OpenAes256Gcm(const Aes256Key& key, std::string_view sealed, std::string_view aad) {
+  if (sealed.size() < kGcmNonce + kGcmTag) return Status::Corruption("sealed secret: too short");
+  const size_t n = sealed.size() - kGcmNonce - kGcmTag;
+  std::string out(n, '\0');
+  auto* plain = reinterpret_cast<unsigned char*>(out.data());
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  int len = 0;
+  std::array<unsigned char, kGcmTag> tag{};
+  std::memcpy(tag.data(), sealed.data() + kGcmNonce + n, kGcmTag);
+  if (!ctx || EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key.data(), U(sealed)) != 1 ||
+      EVP_DecryptUpdate(ctx.get(), nullptr, &len, U(aad), static_cast<int>(aad.size())) != 1 ||
+      EVP_DecryptUpdate(ctx.get(), plain, &len, U(sealed) + kGcmNonce, static_cast<int>(n)) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kGcmTag, tag.data()) != 1 ||
+      EVP_DecryptFinal_ex(ctx.get(), plain + len, &len) != 1) {
+    return Status::Corruption("sealed secret: authentication failed (altered, or sealed with another key)");
+  }
+  return out;
+}
+
+Result<Aes256Key> ParseAes256KeyHex(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
+  Aes256Key key{};
+  if (text.size() != key.size() * 2) {
+    return Status::InvalidArgument(fmt::format("expected 64 hex digits, found {} characters", text.size()));
+  }
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < key.size(); ++i) {
+    int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return Status::InvalidArgument(fmt::format("'{}' is not a hex digit", text.substr(2 * i, 2)));
+    key[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return key;
 }
 
 }  // namespace ros2::control

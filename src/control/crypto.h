@@ -64,3 +64,19 @@ class HmacSha256 {
 };
 
 }  // namespace ros2::control
+
+namespace ros2::control {
+
+using Aes256Key = std::array<uint8_t, 32>;
+
+// AES-256-GCM: a random 12-byte nonce, then the ciphertext, then the 16-byte
+// tag; `aad` is authenticated, not encrypted. For secrets the control plane
+// keeps in a shared store (the capability key in etcd, docs/cluster.md).
+Result<std::string> SealAes256Gcm(const Aes256Key& key, std::string_view plaintext, std::string_view aad);
+// Corruption when the sealed text is too short, was altered, or was sealed
+// with another key or aad.
+Result<std::string> OpenAes256Gcm(const Aes256Key& key, std::string_view sealed, std::string_view aad);
+// 64 hex digits (a key file's contents, surrounding whitespace ignored).
+Result<Aes256Key> ParseAes256KeyHex(std::string_view text);
+
+}  // namespace ros2::control

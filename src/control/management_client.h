@@ -5,6 +5,7 @@
 // message (FromGrpcStatus). Thread-safe: calls may run concurrently.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -12,10 +13,12 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <grpcpp/channel.h>
 
 #include "common/status.h"
 #include "control/capability.h"
+#include "control/control_channel.h"
 #include "control/credentials.h"
 #include "control/rights.h"
 #include "control/system_map.h"
@@ -26,6 +29,12 @@ namespace ros2::control {
 class ManagementClient {
  public:
   ManagementClient(std::shared_ptr<grpc::Channel> channel, Credentials credentials,
+                   std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // Several endpoints of one cluster (engines sharing an etcd store): a call
+  // goes to the current one and, when that one cannot be reached
+  // (Disconnected), to the next, once around the list; the one that answered
+  // stays current. REQUIRES: channels is not empty.
+  ManagementClient(std::vector<std::shared_ptr<grpc::Channel>> channels, Credentials credentials,
                    std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   Result<rpc::PoolInfo> CreatePool(std::string_view label, uint64_t size_bytes, uint32_t target_count = 0);
@@ -55,12 +64,29 @@ class ManagementClient {
   // sessions closed elsewhere stop working on it too. Returns how many.
   Result<size_t> SyncRevocations(CapabilityVerifier* verifier);
 
-  // The raw stub (tests send malformed requests through it).
-  rpc::Management::Stub& stub() { return *stub_; }
+  // The raw stub of the current endpoint (tests send malformed requests through it).
+  rpc::Management::Stub& stub() { return *stubs_[current_.load() % stubs_.size()]; }
   const Credentials& credentials() const { return credentials_; }
 
  private:
-  std::unique_ptr<rpc::Management::Stub> stub_;
+  template <typename Request, typename Response>
+  Result<Response> Invoke(grpc::Status (rpc::Management::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                                        Response*),
+                          const Request& request, const Credentials& credentials, std::chrono::milliseconds timeout,
+                          std::string_view rpc) {
+    Status last;
+    for (size_t tried = 0; tried < stubs_.size(); ++tried) {
+      size_t at = current_.load() % stubs_.size();
+      auto r = CallControl(stubs_[at].get(), method, request, credentials, timeout, rpc);
+      if (r.ok() || stubs_.size() == 1 || r.status().code() != Status::Code::kDisconnected) return r;
+      last = r.status();
+      current_.compare_exchange_strong(at, (at + 1) % stubs_.size());
+    }
+    return last.WithContext(fmt::format("none of the {} control endpoints answered", stubs_.size()));
+  }
+
+  std::vector<std::unique_ptr<rpc::Management::Stub>> stubs_;
+  std::atomic<size_t> current_{0};
   Credentials credentials_;
   std::chrono::milliseconds timeout_;
 };

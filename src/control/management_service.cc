@@ -109,10 +109,13 @@ grpc::Status ManagementService::DeleteTenant(grpc::ServerContext* ctx, const rpc
                                              rpc::DeleteTenantResponse* /*resp*/) {
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.DeleteTenant", [&](const Principal& who) -> Status {
     ROS2_RETURN_IF_ERROR(RequireAdmin(who, "delete tenants"));
-    ROS2_ASSIGN_OR_RETURN(Principal gone, plane_->tenants().DeleteTenant(req->name()));
-    // After the record is gone (BeginIssue refuses the tenant from here on):
-    // every capability issued to it so far expires before the cut-off.
-    ROS2_RETURN_IF_ERROR(plane_->sessions().RevokeTenant(gone.uuid, Uuid(), plane_->RevocationCutoff(), true));
+    // The record's deletion and the revocation are one atomic write (one etcd
+    // Txn): every capability issued to the tenant so far expires before the
+    // cut-off, and BeginIssue refuses the tenant once the record is gone.
+    ROS2_ASSIGN_OR_RETURN(Principal gone,
+                          plane_->tenants().DeleteTenant(req->name(), [&](const Principal& t, StoreBatch* b) {
+                            return plane_->sessions().RevokeTenant(t.uuid, Uuid(), plane_->RevocationCutoff(), true, b);
+                          }));
     ROS2_LOG_INFO("control: deleted tenant {} ({}) and revoked its capabilities", gone.name, gone.uuid.ToString());
     return Status::Ok();
   });
@@ -194,6 +197,23 @@ grpc::Status ManagementService::GetEngineStatus(grpc::ServerContext* ctx, const 
     resp->set_tenant_count(static_cast<uint32_t>(tenants.size()));
     resp->set_uptime_ms(plane_->uptime_ms());
     resp->set_version(std::string(kControlPlaneVersion));
+    resp->set_store(plane_->store().Describe());
+    if (ClusterMember* member = plane_->cluster(); member != nullptr) {
+      resp->set_fenced(member->fenced());
+      resp->set_lease_age_ms(member->lease_age_ms());
+      resp->set_leader(member->leader_endpoint());
+      ROS2_ASSIGN_OR_RETURN(auto members, member->Members());
+      for (const auto& m : members) {
+        rpc::MemberStatus* out = resp->add_members();
+        out->set_engine_uuid(m.engine_uuid);
+        out->set_endpoint(m.endpoint);
+        out->set_up(m.up);
+        out->set_leader(m.leader);
+        out->set_since_ms(m.since_ms);
+        out->set_lease_ttl_s(m.lease_ttl_s);
+        out->set_lease_remaining_s(m.lease_remaining_s);
+      }
+    }
     return Status::Ok();
   });
 }

@@ -136,7 +136,8 @@ Status SessionTable::Close(std::string_view session, const Principal& tenant) {
   return store_->Put(fmt::format("{}{}", kRevokedPrefix, rec.session.ToString()), std::to_string(rec.expiry_ms));
 }
 
-Status SessionTable::RevokeTenant(const Uuid& tenant, const Uuid& pool, uint64_t cutoff_ms, bool drop_sessions) {
+Status SessionTable::RevokeTenant(const Uuid& tenant, const Uuid& pool, uint64_t cutoff_ms, bool drop_sessions,
+                                  StoreBatch* into) {
   verifier_->RevokeTenant(tenant, pool, cutoff_ms);
   if (drop_sessions) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -149,6 +150,10 @@ Status SessionTable::RevokeTenant(const Uuid& tenant, const Uuid& pool, uint64_t
     uint64_t prev = 0;
     auto [ptr, ec] = std::from_chars(old->data(), old->data() + old->size(), prev);
     if (ec == std::errc()) cutoff = std::max(cutoff, prev);
+  }
+  if (into != nullptr) {
+    into->Put(key, std::to_string(cutoff));
+    return Status::Ok();
   }
   return store_->Put(key, std::to_string(cutoff));
 }

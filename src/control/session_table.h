@@ -85,8 +85,10 @@ class SessionTable {
 
   // Refuses every capability of `tenant` on `pool` (nil: on every pool) whose
   // expiry is at or before `cutoff_ms` (durably, and in the verifier). With
-  // `drop_sessions` the tenant's open sessions are forgotten too.
-  Status RevokeTenant(const Uuid& tenant, const Uuid& pool, uint64_t cutoff_ms, bool drop_sessions);
+  // `drop_sessions` the tenant's open sessions are forgotten too. With `into`
+  // the stored record is added to that batch (the caller writes it) instead.
+  Status RevokeTenant(const Uuid& tenant, const Uuid& pool, uint64_t cutoff_ms, bool drop_sessions,
+                      StoreBatch* into = nullptr);
 
   // Stored revocations that are still in force at `now_ms`.
   Result<std::vector<RevocationRecord>> ListRevocations(uint64_t now_ms) const;

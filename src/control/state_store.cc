@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <rocksdb/db.h>
@@ -22,10 +23,24 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   return Status::IOError(std::move(msg));
 }
 
-}  // namespace
+// The embedded store: one RocksDB database; a mutex makes a batch's compares
+// and its write one step.
+class EmbeddedStore final : public StateStore {
+ public:
+  EmbeddedStore(std::string dir, std::unique_ptr<rocksdb::DB> db) : dir_(std::move(dir)), db_(std::move(db)) {}
 
-StateStore::StateStore(std::string dir, std::unique_ptr<rocksdb::DB> db) : dir_(std::move(dir)), db_(std::move(db)) {}
-StateStore::~StateStore() = default;
+  Result<std::string> Get(std::string_view key) const override;
+  Status Write(const StoreBatch& batch) override;
+  Result<std::vector<std::pair<std::string, std::string>>> Scan(std::string_view prefix) const override;
+  std::string Describe() const override { return "rocksdb " + dir_; }
+
+ private:
+  std::string dir_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::mutex write_mu_;
+};
+
+}  // namespace
 
 Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& dir) {
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
@@ -41,10 +56,10 @@ Result<std::unique_ptr<StateStore>> StateStore::Open(const std::string& dir) {
   rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
   std::unique_ptr<rocksdb::DB> db(raw);
   ROS2_RETURN_IF_ERROR(FromRocks(s, fmt::format("open {}", dir)));
-  return std::unique_ptr<StateStore>(new StateStore(dir, std::move(db)));
+  return std::unique_ptr<StateStore>(new EmbeddedStore(dir, std::move(db)));
 }
 
-Result<std::string> StateStore::Get(std::string_view key) const {
+Result<std::string> EmbeddedStore::Get(std::string_view key) const {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), rocksdb::Slice(key.data(), key.size()), &value);
   if (s.IsNotFound()) return Status::NotFound(fmt::format("state store: no key '{}'", key));
@@ -52,7 +67,14 @@ Result<std::string> StateStore::Get(std::string_view key) const {
   return value;
 }
 
-Status StateStore::Write(const StoreBatch& batch) {
+Status EmbeddedStore::Write(const StoreBatch& batch) {
+  std::lock_guard lock(write_mu_);
+  for (const auto& c : batch.compares) {
+    auto have = Get(c.key);
+    if (!have.ok() && !have.status().IsNotFound()) return have.status();
+    const bool holds = c.value ? (have.ok() && *have == *c.value) : !have.ok();
+    if (!holds) return Status::Busy(fmt::format("state store: '{}' changed concurrently", c.key));
+  }
   rocksdb::WriteBatch wb;
   for (const auto& key : batch.deletes) {
     ROS2_RETURN_IF_ERROR(FromRocks(wb.Delete(key), fmt::format("delete '{}'", key)));
@@ -65,13 +87,7 @@ Status StateStore::Write(const StoreBatch& batch) {
   return FromRocks(db_->Write(wo, &wb), "write batch");
 }
 
-Status StateStore::Put(std::string key, std::string value) {
-  StoreBatch b;
-  b.Put(std::move(key), std::move(value));
-  return Write(b);
-}
-
-Result<std::vector<std::pair<std::string, std::string>>> StateStore::Scan(std::string_view prefix) const {
+Result<std::vector<std::pair<std::string, std::string>>> EmbeddedStore::Scan(std::string_view prefix) const {
   std::vector<std::pair<std::string, std::string>> out;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
   rocksdb::Slice p(prefix.data(), prefix.size());

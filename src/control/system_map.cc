@@ -1,6 +1,7 @@
 #include "control/system_map.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -23,8 +24,46 @@ Result<std::unique_ptr<SystemMap>> SystemMap::Load(StateStore* store) {
   return m;
 }
 
-Status SystemMap::PersistLocked() {
-  return store_->Put(std::string(kSysmapKey), map_.SerializeAsString());
+Result<uint64_t> SystemMap::Mutate(const std::function<Result<bool>(rpc::PoolMap*)>& change, const StoreBatch& guard) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (int attempt = 0;; ++attempt) {
+    std::optional<std::string> raw;
+    rpc::PoolMap current = map_;
+    if (store_->shared()) {
+      auto stored = store_->Get(kSysmapKey);
+      if (stored.ok()) {
+        raw = *stored;
+        if (!current.ParseFromString(*raw))
+          return Status::Corruption("state store: the system map record does not parse");
+      } else if (stored.status().IsNotFound()) {
+        current.Clear();
+      } else {
+        return stored.status();
+      }
+    } else if (map_.version() != 0 || map_.targets_size() != 0) {
+      raw = map_.SerializeAsString();
+    }
+    rpc::PoolMap next = current;
+    ROS2_ASSIGN_OR_RETURN(bool changed, change(&next));
+    if (!changed) {
+      map_ = current;
+      return current.version();
+    }
+    next.set_version(current.version() + 1);
+    StoreBatch b = guard;
+    if (store_->shared()) b.Require(std::string(kSysmapKey), raw);
+    b.Put(std::string(kSysmapKey), next.SerializeAsString());
+    Status st = store_->Write(b);
+    // A compare failed: another engine changed the map (retry on the new
+    // one) or the guard no longer holds (the caller's to report).
+    if (st.code() == Status::Code::kBusy && attempt < 20 && store_->shared()) {
+      auto again = store_->Get(kSysmapKey);
+      if (!again.ok() || !raw || *again != *raw) continue;
+    }
+    ROS2_RETURN_IF_ERROR(st);
+    map_ = std::move(next);
+    return map_.version();
+  }
 }
 
 Result<uint64_t> SystemMap::RegisterEngine(const EngineRegistration& reg) {
@@ -44,56 +83,52 @@ Result<uint64_t> SystemMap::RegisterEngine(const EngineRegistration& reg) {
     }
   }
   std::string engine_id = reg.engine.ToString();
-  std::lock_guard<std::mutex> lock(mu_);
-  rpc::PoolMap next = map_;
-  rpc::EngineInfo* engine = nullptr;
-  for (auto& e : *next.mutable_engines()) {
-    if (e.uuid() == engine_id) engine = &e;
-  }
-  if (engine == nullptr) {
-    engine = next.add_engines();
-    engine->set_uuid(engine_id);
-  }
-  engine->set_address(reg.address);
-  engine->set_capacity_bytes(reg.capacity_bytes);
-  engine->set_registered_ms(HybridClock::WallMillis());
-  engine->set_target_count(static_cast<uint32_t>(reg.targets.size()));
+  return Mutate(
+      [&](rpc::PoolMap* map) -> Result<bool> {
+        rpc::PoolMap& next = *map;
+        rpc::EngineInfo* engine = nullptr;
+        for (auto& e : *next.mutable_engines()) {
+          if (e.uuid() == engine_id) engine = &e;
+        }
+        if (engine == nullptr) {
+          engine = next.add_engines();
+          engine->set_uuid(engine_id);
+        }
+        engine->set_address(reg.address);
+        engine->set_capacity_bytes(reg.capacity_bytes);
+        engine->set_registered_ms(HybridClock::WallMillis());
+        engine->set_target_count(static_cast<uint32_t>(reg.targets.size()));
 
-  // Rebuild the flat target list: other engines' targets keep their positions,
-  // this engine's targets are (re)placed at the position of its first target,
-  // or appended when it is new.
-  std::vector<TargetRegistration> sorted = reg.targets;
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
-  google::protobuf::RepeatedPtrField<rpc::TargetInfo> rebuilt;
-  bool placed = false;
-  auto place = [&] {
-    for (const auto& t : sorted) {
-      rpc::TargetInfo* ti = rebuilt.Add();
-      ti->set_engine_uuid(engine_id);
-      ti->set_index(t.index);
-      ti->set_state(rpc::TARGET_UP);
-      ti->set_worker_address(t.worker_address);
-      ti->set_capacity_bytes(t.capacity_bytes);
-    }
-    placed = true;
-  };
-  for (const auto& t : next.targets()) {
-    if (t.engine_uuid() == engine_id) {
-      if (!placed) place();
-      continue;
-    }
-    *rebuilt.Add() = t;
-  }
-  if (!placed) place();
-  next.mutable_targets()->Swap(&rebuilt);
-  next.set_version(map_.version() + 1);
-  std::swap(map_, next);
-  Status st = PersistLocked();
-  if (!st.ok()) {
-    std::swap(map_, next);  // keep memory and disk in agreement
-    return st;
-  }
-  return map_.version();
+        // Rebuild the flat target list: other engines' targets keep their positions,
+        // this engine's targets are (re)placed at the position of its first target,
+        // or appended when it is new.
+        std::vector<TargetRegistration> sorted = reg.targets;
+        std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+        google::protobuf::RepeatedPtrField<rpc::TargetInfo> rebuilt;
+        bool placed = false;
+        auto place = [&] {
+          for (const auto& t : sorted) {
+            rpc::TargetInfo* ti = rebuilt.Add();
+            ti->set_engine_uuid(engine_id);
+            ti->set_index(t.index);
+            ti->set_state(rpc::TARGET_UP);
+            ti->set_worker_address(t.worker_address);
+            ti->set_capacity_bytes(t.capacity_bytes);
+          }
+          placed = true;
+        };
+        for (const auto& t : next.targets()) {
+          if (t.engine_uuid() == engine_id) {
+            if (!placed) place();
+            continue;
+          }
+          *rebuilt.Add() = t;
+        }
+        if (!placed) place();
+        next.mutable_targets()->Swap(&rebuilt);
+        return true;
+      },
+      StoreBatch());
 }
 
 Result<uint64_t> SystemMap::SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state) {
@@ -101,37 +136,51 @@ Result<uint64_t> SystemMap::SetTargetState(const Uuid& engine, uint32_t index, r
     return Status::InvalidArgument(fmt::format("target state {}: expected UP, DOWN or DRAIN", static_cast<int>(state)));
   }
   std::string engine_id = engine.ToString();
-  std::lock_guard<std::mutex> lock(mu_);
-  rpc::PoolMap next = map_;
-  bool engine_known = false;
-  rpc::TargetInfo* target = nullptr;
-  for (auto& t : *next.mutable_targets()) {
-    if (t.engine_uuid() != engine_id) continue;
-    engine_known = true;
-    if (t.index() == index) target = &t;
-  }
-  if (!engine_known) return Status::NotFound(fmt::format("unknown engine {}", engine_id));
-  if (target == nullptr) return Status::NotFound(fmt::format("engine {} has no target {}", engine_id, index));
-  if (target->state() == state) return map_.version();
-  target->set_state(state);
-  next.set_version(map_.version() + 1);
-  std::swap(map_, next);
-  Status st = PersistLocked();
-  if (!st.ok()) {
-    std::swap(map_, next);
-    return st;
-  }
-  return map_.version();
+  return Mutate(
+      [&](rpc::PoolMap* next) -> Result<bool> {
+        bool engine_known = false;
+        rpc::TargetInfo* target = nullptr;
+        for (auto& t : *next->mutable_targets()) {
+          if (t.engine_uuid() != engine_id) continue;
+          engine_known = true;
+          if (t.index() == index) target = &t;
+        }
+        if (!engine_known) return Status::NotFound(fmt::format("unknown engine {}", engine_id));
+        if (target == nullptr) return Status::NotFound(fmt::format("engine {} has no target {}", engine_id, index));
+        if (target->state() == state) return false;
+        target->set_state(state);
+        return true;
+      },
+      StoreBatch());
+}
+
+Result<uint64_t> SystemMap::SetEngineState(const Uuid& engine, rpc::TargetState state, const StoreBatch& guard) {
+  std::string engine_id = engine.ToString();
+  return Mutate(
+      [&](rpc::PoolMap* next) -> Result<bool> {
+        bool changed = false;
+        for (auto& t : *next->mutable_targets()) {
+          if (t.engine_uuid() != engine_id || t.state() == state) continue;
+          t.set_state(state);
+          changed = true;
+        }
+        return changed;
+      },
+      guard);
 }
 
 rpc::PoolMap SystemMap::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
+  if (store_->shared()) {
+    auto stored = store_->Get(kSysmapKey);
+    rpc::PoolMap read;
+    if (stored.ok() && read.ParseFromString(*stored)) map_ = std::move(read);
+  }
   return map_;
 }
 
 uint64_t SystemMap::version() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return map_.version();
+  return Snapshot().version();
 }
 
 }  // namespace ros2::control

@@ -7,10 +7,16 @@
 // first registration, each engine's targets by index; a re-registering engine
 // (restart, new worker addresses) is updated in place.
 //
+// In a shared store (etcd) several engines change the map: every change
+// re-reads the record and writes it back only if it is unchanged (a compare on
+// its value, retried), and Snapshot() re-reads it, falling back to the last
+// map read when the store cannot be reached (data I/O goes on under it).
+//
 // Owned by ControlPlane. Thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,6 +53,10 @@ class SystemMap {
   Result<uint64_t> RegisterEngine(const EngineRegistration& reg);
   // NotFound for an unknown engine or target; returns the new version.
   Result<uint64_t> SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state);
+  // Sets every target of `engine` to `state` in one write that also carries
+  // `guard` (its compares and puts: the leader key, the engine's state
+  // record). Returns the new version, or the current one when nothing changed.
+  Result<uint64_t> SetEngineState(const Uuid& engine, rpc::TargetState state, const StoreBatch& guard);
 
   // A copy of the map (pool_uuid empty).
   rpc::PoolMap Snapshot() const;
@@ -54,11 +64,14 @@ class SystemMap {
 
  private:
   explicit SystemMap(StateStore* store) : store_(store) {}
-  Status PersistLocked();
+  // Reads the current record (shared store) or the cached one; applies
+  // `change` (false: nothing to change) and writes the result with a version
+  // one higher, compared against the record read, with `guard`'s contents.
+  Result<uint64_t> Mutate(const std::function<Result<bool>(rpc::PoolMap*)>& change, const StoreBatch& guard);
 
   StateStore* store_;
   mutable std::mutex mu_;
-  rpc::PoolMap map_;  // GUARDED_BY(mu_)
+  mutable rpc::PoolMap map_;  // GUARDED_BY(mu_): the last map read or written
 };
 
 }  // namespace ros2::control

@@ -1,5 +1,8 @@
 #include "control/tenant_registry.h"
 
+#include <filesystem>
+#include <optional>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -142,7 +145,18 @@ Result<bool> TenantRegistry::Bootstrap(const std::string& admin_secret_path) {
   rec.set_secret_hash(hash.data(), hash.size());
   rec.set_iterations(iterations_);
   rec.set_created_ms(HybridClock::WallMillis());
-  ROS2_RETURN_IF_ERROR(store_->Put(fmt::format("{}{}", kTenantPrefix, kAdminTenant), rec.SerializeAsString()));
+  StoreBatch b;
+  // Another engine of a shared store may bootstrap at the same moment: the
+  // first record stays, and the loser's secret file is removed.
+  b.Require(fmt::format("{}{}", kTenantPrefix, kAdminTenant), std::nullopt);
+  b.Put(fmt::format("{}{}", kTenantPrefix, kAdminTenant), rec.SerializeAsString());
+  Status st = store_->Write(b);
+  if (st.code() == Status::Code::kBusy) {
+    std::error_code ec;
+    std::filesystem::remove(admin_secret_path, ec);
+    return false;
+  }
+  ROS2_RETURN_IF_ERROR(st);
   return true;
 }
 
@@ -152,10 +166,21 @@ Result<Principal> TenantRegistry::Authenticate(std::string_view name, std::strin
   if (secret.empty() || secret.size() > kMaxSecret) return denied;
   ROS2_ASSIGN_OR_RETURN(Sha256Digest memo, memo_hmac_.Compute(AsBytes(secret)));
   const std::string key_name(name);
+  std::optional<Principal> memoized;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = memo_.find(key_name);
-    if (it != memo_.end() && ConstantTimeEqual(it->second.first, memo)) return it->second.second;
+    if (it != memo_.end() && ConstantTimeEqual(it->second.first, memo)) memoized = it->second.second;
+  }
+  if (memoized) {
+    // A shared store's tenant may have been deleted (or re-created) by
+    // another engine: the memo holds only while the record is the same one.
+    if (!store_->shared()) return *memoized;
+    Status current = CheckCurrent(*memoized);
+    if (current.ok()) return *memoized;
+    if (current.code() != Status::Code::kUnauthenticated) return current;
+    std::lock_guard<std::mutex> lock(mu_);
+    memo_.erase(key_name);
   }
   ROS2_RETURN_IF_ERROR(AdmitAttempt(key_name, denied));
   const std::string key = fmt::format("{}{}", kTenantPrefix, name);
@@ -219,11 +244,16 @@ Result<std::string> TenantRegistry::CreateTenant(std::string_view name, std::str
   rec.set_secret_hash(hash.data(), hash.size());
   rec.set_iterations(iterations_);
   rec.set_created_ms(HybridClock::WallMillis());
-  ROS2_RETURN_IF_ERROR(store_->Put(key, rec.SerializeAsString()));
+  StoreBatch b;
+  b.Require(key, std::nullopt);  // another engine of a shared store may create it meanwhile
+  b.Put(key, rec.SerializeAsString());
+  Status st = store_->Write(b);
+  if (st.code() == Status::Code::kBusy) return Status::AlreadyExists(fmt::format("tenant '{}' already exists", name));
+  ROS2_RETURN_IF_ERROR(st);
   return chosen;
 }
 
-Result<Principal> TenantRegistry::DeleteTenant(std::string_view name) {
+Result<Principal> TenantRegistry::DeleteTenant(std::string_view name, const AlsoInBatch& also) {
   if (name == kAdminTenant) return Status::InvalidArgument("the admin tenant cannot be deleted");
   ROS2_RETURN_IF_ERROR(ValidateName(name, "tenant name"));
   std::lock_guard<std::mutex> lock(mu_);
@@ -237,13 +267,19 @@ Result<Principal> TenantRegistry::DeleteTenant(std::string_view name) {
   if (!rec.ParseFromString(*existing) || rec.uuid().size() != 16) {
     return Status::Corruption(fmt::format("state store: tenant record '{}' does not parse", name));
   }
-  StoreBatch b;
-  b.Delete(key);
-  ROS2_RETURN_IF_ERROR(store_->Write(b));
-  memo_.erase(std::string(name));
   std::array<uint8_t, 16> ub{};
   std::copy(rec.uuid().begin(), rec.uuid().end(), ub.begin());
-  return Principal{rec.name(), Uuid::FromBytes(ub)};
+  Principal gone{rec.name(), Uuid::FromBytes(ub)};
+  StoreBatch b;
+  b.Require(key, *existing);
+  b.Delete(key);
+  if (also) ROS2_RETURN_IF_ERROR(also(gone, &b));
+  Status st = store_->Write(b);
+  if (st.code() == Status::Code::kBusy)
+    return Status::NotFound(fmt::format("unknown tenant '{}' (changed concurrently)", name));
+  ROS2_RETURN_IF_ERROR(st);
+  memo_.erase(std::string(name));
+  return gone;
 }
 
 Status TenantRegistry::CheckCurrent(const Principal& who) const {

@@ -23,6 +23,7 @@
 
 #include <array>
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -80,10 +81,13 @@ class TenantRegistry {
   // Creates a tenant; an empty `secret` is replaced by 32 random bytes in hex.
   // Returns the secret. AlreadyExists, InvalidArgument for bad names/secrets.
   Result<std::string> CreateTenant(std::string_view name, std::string_view secret);
+  // What a caller adds to the batch that deletes a tenant (its revocation),
+  // so the deletion and its consequences are one atomic write.
+  using AlsoInBatch = std::function<Status(const Principal& gone, StoreBatch* batch)>;
   // NotFound for unknown names; the admin tenant cannot be deleted. Returns
   // the deleted tenant. A login racing the deletion either finishes before it
   // (and its memo is dropped) or fails.
-  Result<Principal> DeleteTenant(std::string_view name);
+  Result<Principal> DeleteTenant(std::string_view name, const AlsoInBatch& also = nullptr);
   Result<std::vector<std::string>> ListTenants() const;
   // The tenant's identity (NotFound naming it when unknown).
   Result<Principal> Lookup(std::string_view name) const;

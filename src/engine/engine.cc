@@ -152,6 +152,9 @@ Status Engine::StartEmbeddedControl() {
   options.capability_lifetime = std::chrono::duration_cast<std::chrono::seconds>(config_.control.capability_lifetime);
   options.pbkdf2_iterations = config_.control.pbkdf2_iterations;
   options.session_limits.max_per_tenant = config_.control.max_sessions_per_tenant;
+  options.store = config_.control.store;
+  options.cluster_key_file = config_.control.cluster_key_file;
+  options.etcd_namespace = config_.control.etcd_namespace;
   auto cp = control::ControlPlane::Open(std::move(options));
   if (!cp.ok()) return cp.status().WithContext("engine: control plane");
   control_ = std::move(*cp);
@@ -227,7 +230,12 @@ control::EngineRegistration Engine::Registration() const {
 }
 
 Status Engine::RegisterEmbedded() {
-  auto version = control_->RegisterLocalEngine(Registration());
+  // In a cluster the engine joins (its lease and membership) once its control
+  // endpoint is known, and registers its targets after that, so the leader
+  // never sees them without a live member.
+  const bool clustered = control_->etcd() != nullptr;
+  Result<uint64_t> version = uint64_t{0};
+  if (!clustered) version = control_->RegisterLocalEngine(Registration());
   if (!version.ok()) return version.status().WithContext("engine: registering the local targets");
 
   grpc::ServerBuilder builder;
@@ -250,9 +258,24 @@ Status Engine::RegisterEmbedded() {
     const std::string& l = config_.control.listen;
     tcp_address_ = fmt::format("{}:{}", l.substr(0, l.rfind(':')), tcp_port);
   }
+  if (clustered) {
+    ROS2_RETURN_IF_ERROR(JoinCluster());
+    version = control_->RegisterLocalEngine(Registration());
+    if (!version.ok()) return version.status().WithContext("engine: registering the local targets");
+  }
   ROS2_LOG_INFO("engine {}: control plane on {}{}{} (map version {})", env_.engine_id.ToString(), control_address_,
                 tcp_address_.empty() ? "" : " and ", tcp_address_, *version);
   return Status::Ok();
+}
+
+Status Engine::JoinCluster() {
+  control::ClusterMemberOptions o;
+  o.engine = env_.engine_id;
+  o.control_endpoint = tcp_address_.empty() ? control_address_ : tcp_address_;
+  o.ttl = std::chrono::duration_cast<std::chrono::seconds>(config_.control.lease_ttl);
+  o.rejoin = [this] { return control_->RegisterLocalEngine(Registration()).status(); };
+  o.fence_deadline_ns = &env_.writes_fenced_after_ns;
+  return control_->JoinCluster(std::move(o)).WithContext("engine: joining the cluster");
 }
 
 Status Engine::JoinManagement() {

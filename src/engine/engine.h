@@ -85,6 +85,7 @@ class Engine : public control::EngineHooks {
   control::EngineRegistration Registration() const;
   Status RegisterEmbedded();
   Status JoinManagement();
+  Status JoinCluster();
   Status WriteReadyFile() const;
   // Serves the Prometheus endpoint when metrics.listen is set (engine_metrics.h).
   Status StartMetrics();

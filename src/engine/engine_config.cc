@@ -71,11 +71,44 @@ Status ApplyTransport(const YAML::Node& node, const std::string& where, transpor
 }
 
 Status ApplyControl(const YAML::Node& node, const std::string& where, ControlConfig* c) {
-  ROS2_RETURN_IF_ERROR(
-      CheckKnownKeys(node, where,
-                     {"socket", "listen", "join", "join_tenant", "join_secret_file", "address", "capability_lifetime",
-                      "sync_interval", "revocation_sync", "fail_closed_after", "pbkdf2_iterations",
-                      "max_sessions_per_tenant", "tls_cert", "tls_key", "tls_ca", "join_tls_name", "insecure_tcp"}));
+  ROS2_RETURN_IF_ERROR(CheckKnownKeys(node, where,
+                                      {"socket",
+                                       "listen",
+                                       "join",
+                                       "join_tenant",
+                                       "join_secret_file",
+                                       "address",
+                                       "capability_lifetime",
+                                       "sync_interval",
+                                       "revocation_sync",
+                                       "fail_closed_after",
+                                       "pbkdf2_iterations",
+                                       "max_sessions_per_tenant",
+                                       "tls_cert",
+                                       "tls_key",
+                                       "tls_ca",
+                                       "join_tls_name",
+                                       "insecure_tcp",
+                                       "store",
+                                       "cluster_key_file",
+                                       "etcd_namespace",
+                                       "lease_ttl"}));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "store", &c->store));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "cluster_key_file", &c->cluster_key_file));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "etcd_namespace", &c->etcd_namespace));
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "lease_ttl", &c->lease_ttl));
+  if (c->store != "embedded" && !c->store.starts_with("etcd://")) {
+    return Status::InvalidArgument(
+        fmt::format("{}.store: '{}': expected embedded or etcd://host:port[,host:port...]", where, c->store));
+  }
+  if (c->store.starts_with("etcd://") && c->cluster_key_file.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "{}.cluster_key_file: required with an etcd store (64 hex digits, the same file on every engine)", where));
+  }
+  if (c->lease_ttl < std::chrono::seconds(1) ||
+      c->lease_ttl % std::chrono::seconds(1) != std::chrono::milliseconds(0)) {
+    return Status::InvalidArgument(fmt::format("{}.lease_ttl: must be a whole number of seconds, at least 1s", where));
+  }
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "tls_cert", &c->tls_cert));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "tls_key", &c->tls_key));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "tls_ca", &c->tls_ca));
@@ -263,6 +296,11 @@ Status FinalizeEngineConfig(EngineConfig* config) {
                         fmt::join(allowed, ", ")));
       }
     }
+  }
+  if (!config->control.join.empty() && config->control.store != "embedded") {
+    return Status::InvalidArgument(fmt::format(
+        "{}: control.join and control.store {}: give one (an etcd cluster's engines share the store, none joins)",
+        config->origin, config->control.store));
   }
   if (!config->control.join.empty() && config->control.join_secret_file.empty()) {
     return Status::InvalidArgument(

@@ -21,6 +21,10 @@
 //     fail_closed_after: 1s            # joined: refuse capabilities after this long without a fetch
 //     pbkdf2_iterations: 10000         # embedded: rounds for stored tenant secrets
 //     max_sessions_per_tenant: 1024    # embedded: open sessions per tenant
+//     store: embedded                  # or etcd://h:p,h:p (docs/cluster.md)
+//     cluster_key_file: cluster.key    # etcd: seals the capability key in etcd
+//     etcd_namespace: ros2/            # etcd: the prefix of every key
+//     lease_ttl: 3s                    # etcd: membership lease; DOWN within 2 x this
 //   metrics: { listen: 127.0.0.1:9464 }  # Prometheus endpoint (docs/observability.md); absent: none
 //   shutdown_grace: 5s               # how long in-flight requests may finish
 //   limits:                          # request limits (request_budget.h)
@@ -84,6 +88,13 @@ struct ControlConfig {
   // sessions one tenant may hold.
   uint32_t pbkdf2_iterations = 10000;
   uint32_t max_sessions_per_tenant = 1024;
+  // Where the management state lives (docs/cluster.md): "embedded" (RocksDB in
+  // data_dir, one engine) or "etcd://host:port,..." (shared by the engines of
+  // a cluster, each holding an etcd lease of lease_ttl with its membership).
+  std::string store = "embedded";
+  std::string cluster_key_file;  // etcd: 64 hex digits, the same on every engine
+  std::string etcd_namespace = "ros2/";
+  std::chrono::milliseconds lease_ttl{3000};
 };
 
 // The Prometheus endpoint (docs/observability.md). Empty listen: none (the

@@ -168,6 +168,28 @@ TEST(EngineConfig, TcpControlNeedsTlsAndJoinedEnginesFailClosed) {
   EXPECT_TRUE(d.control.insecure_tcp);
 }
 
+TEST(EngineConfig, StoreIsEmbeddedOrEtcdWithAClusterKey) {
+  EngineConfig d = DefaultEngineConfig();
+  EXPECT_EQ(d.control.store, "embedded") << "the single-engine default needs no etcd";
+  EXPECT_EQ(d.control.lease_ttl, std::chrono::seconds(3));
+  Status st = Apply("control: { store: http://127.0.0.1:2379 }", &d);
+  EXPECT_NE(st.message().find("control.store"), std::string::npos) << st.ToString();
+  EngineConfig e = DefaultEngineConfig();
+  st = Apply("control: { store: 'etcd://127.0.0.1:2379' }", &e);
+  EXPECT_NE(st.message().find("cluster_key_file"), std::string::npos) << st.ToString();
+  EngineConfig f = DefaultEngineConfig();
+  st = Apply("control: { store: 'etcd://127.0.0.1:2379', cluster_key_file: /k, lease_ttl: 1500ms }", &f);
+  EXPECT_NE(st.message().find("lease_ttl"), std::string::npos) << st.ToString();
+  EngineConfig g = DefaultEngineConfig();
+  ASSERT_TRUE(Apply("data_dir: /d\ncontrol: { store: 'etcd://a:1,b:2', cluster_key_file: /k, lease_ttl: 5s, "
+                    "join: 'unix:/x', join_secret_file: /s }",
+                    &g)
+                  .ok());
+  EXPECT_EQ(g.control.lease_ttl, std::chrono::seconds(5));
+  st = FinalizeEngineConfig(&g);
+  EXPECT_NE(st.message().find("control.join"), std::string::npos) << st.ToString();
+}
+
 TEST(EngineConfig, TargetCpusAreListedAndMustBeUsable) {
   EngineConfig c = DefaultEngineConfig();
   ASSERT_TRUE(Apply("data_dir: /d\ntarget_cpus: [1, 0]\n", &c).ok());

@@ -132,6 +132,13 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
     return Status::PermissionDenied(
         fmt::format("engine target {}: {} needs a container capability, got a pool capability", index_, op));
   }
+  if ((rights & control::kRightWrite) != 0 && std::chrono::steady_clock::now().time_since_epoch().count() >
+                                                  env_->writes_fenced_after_ns.load(std::memory_order_relaxed)) {
+    return Status::Busy(fmt::format(
+        "engine target {}: {} refused: this engine is fenced (its etcd lease was not renewed for half its TTL; it may "
+        "be cut off from the cluster)",
+        index_, op));
+  }
   auto shard = ShardFor(header.pool, header.container, /*open=*/true);
   if (shard.ok() && *shard != nullptr && (rights & control::kRightWrite) != 0) {
     (*shard)->aggregate_pending = true;  // MaybeAggregate reclaims what this replaces

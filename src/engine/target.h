@@ -71,6 +71,11 @@ struct TargetEnvironment {
   // control plane, after registration for one that joins another); requests
   // arriving before are refused with Busy.
   std::atomic<control::CapabilityVerifier*> verifier{nullptr};
+  // In a cluster (control.store etcd): the steady-clock time (ns) after which
+  // writes are refused because the engine's etcd lease has not been renewed
+  // for half its TTL (docs/cluster.md, "Fencing"); moved on at every renewal.
+  // Never reached for a single engine.
+  std::atomic<int64_t> writes_fenced_after_ns{INT64_MAX};
   std::chrono::microseconds spin{50};
   // Time every read's stages (io_stages.h): ROS2_ENGINE_IO_STAGES=1 at start.
   bool io_stages = false;

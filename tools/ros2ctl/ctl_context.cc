@@ -39,10 +39,21 @@ Result<control::ManagementClient*> CtlContext::Management() {
   if (management_) return management_.get();
   ROS2_ASSIGN_OR_RETURN(std::string address, ControlAddress());
   ROS2_ASSIGN_OR_RETURN(auto creds, TenantCredentials());
-  ROS2_ASSIGN_OR_RETURN(auto channel,
-                        control::MakeControlChannel(
-                            {address, address.starts_with("unix:") ? std::string() : options_.tls_ca, std::string()}));
-  management_ = std::make_unique<control::ManagementClient>(std::move(channel), std::move(creds),
+  // "a,b,c": endpoints of several engines of one cluster (docs/cluster.md);
+  // a call moves on to the next when one cannot be reached.
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (size_t start = 0; start <= address.size();) {
+    size_t comma = address.find(',', start);
+    std::string one = address.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (one.empty()) return Status::InvalidArgument(fmt::format("--control '{}': an empty endpoint", address));
+    ROS2_ASSIGN_OR_RETURN(
+        auto channel,
+        control::MakeControlChannel({one, one.starts_with("unix:") ? std::string() : options_.tls_ca, std::string()}));
+    channels.push_back(std::move(channel));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  management_ = std::make_unique<control::ManagementClient>(std::move(channels), std::move(creds),
                                                             std::chrono::seconds(options_.timeout_s));
   return management_.get();
 }

@@ -1,6 +1,7 @@
 #include "format.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -74,6 +75,18 @@ nlohmann::json ContainerToJson(const rpc::ContainerInfo& c) {
           {"acl", AclToJson(c.acl())}};
 }
 
+namespace {
+// Wall-clock milliseconds as UTC "YYYY-MM-DD HH:MM:SS".
+std::string FormatTimeMs(uint64_t ms) {
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", &tm);
+  return std::string(buf) + " UTC";
+}
+}  // namespace
+
 nlohmann::json EngineStatusToJson(const rpc::EngineStatus& s) {
   nlohmann::json engines = nlohmann::json::array();
   for (const auto& e : s.engines()) {
@@ -90,13 +103,31 @@ nlohmann::json EngineStatusToJson(const rpc::EngineStatus& s) {
                        {"state", TargetStateText(t.state())},
                        {"capacity_bytes", t.capacity_bytes()}});
   }
-  return {{"map_version", s.map_version()},
-          {"engines", engines},
-          {"targets", targets},
-          {"pool_count", s.pool_count()},
-          {"tenant_count", s.tenant_count()},
-          {"uptime_ms", s.uptime_ms()},
-          {"version", s.version()}};
+  nlohmann::json j = {{"map_version", s.map_version()},
+                      {"engines", engines},
+                      {"targets", targets},
+                      {"pool_count", s.pool_count()},
+                      {"tenant_count", s.tenant_count()},
+                      {"uptime_ms", s.uptime_ms()},
+                      {"version", s.version()},
+                      {"store", s.store()}};
+  if (s.members_size() > 0) {
+    nlohmann::json members = nlohmann::json::array();
+    for (const auto& m : s.members()) {
+      members.push_back({{"engine_uuid", m.engine_uuid()},
+                         {"endpoint", m.endpoint()},
+                         {"state", m.up() ? "up" : "down"},
+                         {"leader", m.leader()},
+                         {"since_ms", m.since_ms()},
+                         {"lease_ttl_s", m.lease_ttl_s()},
+                         {"lease_age_s", m.up() ? m.lease_ttl_s() - m.lease_remaining_s() : 0}});
+    }
+    j["members"] = members;
+    j["leader"] = s.leader();
+    j["fenced"] = s.fenced();
+    j["lease_age_ms"] = s.lease_age_ms();
+  }
+  return j;
 }
 
 std::string AclToText(const google::protobuf::RepeatedPtrField<rpc::AclEntry>& acl, const std::string& indent) {
@@ -137,7 +168,19 @@ std::string EngineStatusToText(const rpc::EngineStatus& s) {
     rows.push_back(
         {t.engine_uuid(), std::to_string(t.index()), TargetStateText(t.state()), FormatSize(t.capacity_bytes())});
   }
-  return out + Table({"ENGINE", "TARGET", "STATE", "CAPACITY"}, rows);
+  out += Table({"ENGINE", "TARGET", "STATE", "CAPACITY"}, rows);
+  if (s.members_size() == 0) return out;
+  out += fmt::format("\nCluster ({}): leader {}{}\n", s.store(), s.leader().empty() ? "(none)" : s.leader(),
+                     s.fenced() ? "; THIS ENGINE IS FENCED (lease not renewed), refusing writes" : "");
+  std::vector<std::vector<std::string>> members;
+  for (const auto& m : s.members()) {
+    members.push_back(
+        {m.engine_uuid(), m.up() ? (m.leader() ? "up (leader)" : "up") : "DOWN",
+         m.since_ms() != 0 ? FormatTimeMs(m.since_ms()) : "-",
+         m.up() ? fmt::format("{} s of {} s", m.lease_ttl_s() - m.lease_remaining_s(), m.lease_ttl_s()) : "-",
+         m.endpoint()});
+  }
+  return out + Table({"ENGINE", "STATE", "SINCE", "LEASE AGE", "CONTROL"}, members);
 }
 
 std::string Table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {

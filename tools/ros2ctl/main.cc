@@ -81,7 +81,8 @@ int Run(int argc, char** argv) {
                  "Data directory of a local cluster (finds its control socket and admin "
                  "credentials)")
       ->envname("ROS2_DATA_DIR");
-  app.add_option("--control,-c", g.control, "Control endpoint: unix:/path, /path or host:port")
+  app.add_option("--control,-c", g.control,
+                 "Control endpoint: unix:/path, /path or host:port; several engines of a cluster: a,b,c")
       ->envname("ROS2_CONTROL");
   app.add_option("--tenant", g.tenant, "Tenant to authenticate as (default admin)")->envname("ROS2_TENANT");
   app.add_option("--secret-file", g.secret_file, "File holding the tenant's secret")->envname("ROS2_SECRET_FILE");

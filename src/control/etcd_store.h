@@ -1,0 +1,46 @@
+// EtcdStore: the StateStore in an etcd v3 cluster (`control.store: etcd://...`),
+// shared by every engine of a cluster (docs/cluster.md, "The store").
+//
+// Every key of the state store schema lives under a namespace prefix
+// ("ros2/" unless configured). A Write is one etcd Txn: its compares (a key's
+// value equal, or the key absent: create_revision 0), then its deletes and puts,
+// so every atomic change of the control plane (a pool and its label, a tenant's
+// deletion with its revocation) is applied whole or not at all, and a change
+// guarded by the leader key is refused once its writer is no longer leader.
+// Errors name etcd and its endpoints.
+//
+// Thread-safe (EtcdClient is).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "control/etcd_client.h"
+#include "control/state_store.h"
+
+namespace ros2::control {
+
+class EtcdStore final : public StateStore {
+ public:
+  // `client` is shared with the engine's cluster membership.
+  EtcdStore(std::shared_ptr<EtcdClient> client, std::string ns);
+
+  Result<std::string> Get(std::string_view key) const override;
+  Status Write(const StoreBatch& batch) override;
+  Result<std::vector<std::pair<std::string, std::string>>> Scan(std::string_view prefix) const override;
+  std::string Describe() const override { return client_->name() + " (namespace '" + ns_ + "')"; }
+  bool shared() const override { return true; }
+
+  // The etcd key of a store key (the namespace prepended).
+  std::string EtcdKey(std::string_view key) const { return ns_ + std::string(key); }
+  EtcdClient& client() { return *client_; }
+  const std::string& ns() const { return ns_; }
+  // Fills `txn` from `batch` (the caller may add compares of its own).
+  void BuildTxn(const StoreBatch& batch, etcdserverpb::TxnRequest* txn) const;
+
+ private:
+  std::shared_ptr<EtcdClient> client_;
+  std::string ns_;
+};
+
+}  // namespace ros2::control

@@ -1,0 +1,335 @@
+// Several engines sharing their management state in etcd (docs/cluster.md),
+// all real processes: etcd members started by the test on loopback, ros2-engine
+// processes with control.store etcd://..., and the control-plane clients and an
+// object session on the data plane. Label `cluster`.
+//
+// - The leader's kill -9: a new leader within 2 x the lease TTL, every pool,
+//   container and tenant intact, a capability revoked before the kill refused
+//   on a surviving engine after it; the killed engine's targets DOWN with a
+//   higher map version. The measured times are printed.
+// - etcd wholly down: reads on an open container go on, writes are fenced,
+//   management calls fail naming etcd; when etcd returns, management and writes
+//   resume with no manual step.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "control/control_channel.h"
+#include "control/management_client.h"
+#include "object_session.h"
+#include "testing/engine_process.h"
+#include "testing/etcd_process.h"
+#include "testing/pattern.h"
+#include "testing/status_assert.h"
+
+namespace ros2::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kTtl = std::chrono::seconds(3);
+
+long long MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+struct EtcdEngines {
+  TempDir dir;
+  std::unique_ptr<EtcdTestCluster> etcd;
+  std::vector<std::unique_ptr<EngineProcess>> engines;
+  control::Credentials admin;
+
+  void Start(int etcd_members, int engine_count) {
+    auto e = EtcdTestCluster::Start(etcd_members);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    etcd = std::move(*e);
+    const std::string key_dir = dir.path() + "/keys";
+    ASSERT_EQ(::mkdir(key_dir.c_str(), 0700), 0);
+    const std::string key_file = key_dir + "/cluster.key";
+    {
+      std::ofstream out(key_file);
+      out << "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+    }
+    ::chmod(key_file.c_str(), 0600);
+    ROS2_ASSERT_OK(GiveToServiceUser(key_dir));
+    for (int i = 0; i < engine_count; ++i) {
+      EngineOptions o;
+      o.data_dir = dir.path() + "/engine" + std::to_string(i);
+      o.targets = 1;
+      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + key_file, "lease_ttl: 3s"};
+      auto p = EngineProcess::Start(o);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      engines.push_back(std::move(*p));
+    }
+    // The first engine created the admin tenant and holds its secret.
+    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
+    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
+    admin = {"admin", *secret};
+  }
+
+  std::unique_ptr<control::ManagementClient> Mgmt(size_t i, const control::Credentials& creds) {
+    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
+    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
+    return std::make_unique<control::ManagementClient>(*channel, creds, std::chrono::seconds(5));
+  }
+  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) { return Mgmt(i, admin); }
+
+  // The index of the engine whose control endpoint is the leader's.
+  int LeaderIndex(size_t ask) {
+    auto st = Mgmt(ask)->GetEngineStatus();
+    if (!st.ok()) return -1;
+    for (size_t i = 0; i < engines.size(); ++i) {
+      if (engines[i] && st->leader() == engines[i]->control()) return static_cast<int>(i);
+    }
+    return -1;
+  }
+};
+
+// The target states of `engine` in the status from engine `ask`.
+bool AllTargetsDown(const rpc::EngineStatus& st, const std::string& engine) {
+  bool any = false;
+  for (const auto& t : st.targets()) {
+    if (t.engine_uuid() != engine) continue;
+    any = true;
+    if (t.state() != rpc::TARGET_DOWN) return false;
+  }
+  return any;
+}
+
+TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
+  EtcdEngines c;
+  ASSERT_NO_FATAL_FAILURE(c.Start(1, 3));
+  auto mgmt0 = c.Mgmt(0);
+  ASSERT_TRUE(mgmt0->CreatePool("p", 64 << 20).ok());
+  ASSERT_TRUE(mgmt0->CreateContainer("p", "c").ok());
+  auto t1 = mgmt0->CreateTenant("t1");
+  ASSERT_TRUE(t1.ok()) << t1.status().ToString();
+  auto t2 = mgmt0->CreateTenant("t2");
+  ASSERT_TRUE(t2.ok()) << t2.status().ToString();
+  ASSERT_TRUE(mgmt0->SetAcl("p", "", "t2", control::kRightRead | control::kRightWrite).ok());
+  ASSERT_TRUE(mgmt0->SetAcl("p", "c", "t2", control::kRightRead | control::kRightWrite).ok());
+
+  // Every engine serves the same state.
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    auto pools = c.Mgmt(i)->ListPools();
+    ASSERT_TRUE(pools.ok()) << pools.status().ToString();
+    ASSERT_EQ(pools->size(), 1u) << "engine " << i;
+  }
+  int leader = -1;
+  for (int i = 0; i < 50 && leader < 0; ++i) {
+    leader = c.LeaderIndex(0);
+    if (leader < 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(leader, 0) << "no leader elected";
+  const size_t survivor = leader == 0 ? 1 : 0;
+
+  // t2 writes through a session opened on a surviving engine, then is deleted
+  // (its capabilities revoked) on the leader.
+  auto s = ObjectSession::Open(c.engines[survivor]->control(), {"t2", *t2}, "p", "c", transport::TransportKind::kTcp);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ObjectSession& session = **s;
+  const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kSX, 11, 1);
+  std::string dkey;  // a key whose target is on a surviving engine
+  for (int k = 0; k < 200 && dkey.empty(); ++k) {
+    auto t = session.TargetOf(oid, "k" + std::to_string(k));
+    ASSERT_TRUE(t.ok());
+    if (session.engine_of(*t) != c.engines[leader]->engine_id()) dkey = "k" + std::to_string(k);
+  }
+  ASSERT_FALSE(dkey.empty());
+  ROS2_ASSERT_OK(session.UpdateSingle(oid, dkey, "a", Pattern(100, 1)));
+  ASSERT_TRUE(c.Mgmt(leader)->DeleteTenant("t2").ok());
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // engines reload revocations every tick (<= 250 ms)
+
+  auto before = c.Mgmt(survivor)->GetEngineStatus();
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  const std::string dead = c.engines[leader]->engine_id();
+  const auto killed = Clock::now();
+  c.engines[leader]->Kill();
+  long long new_leader_ms = -1, down_ms = -1;
+  uint64_t down_version = 0;
+  while (MsSince(killed) < 4 * 3000 && (new_leader_ms < 0 || down_ms < 0)) {
+    auto st = c.Mgmt(survivor)->GetEngineStatus();
+    if (st.ok()) {
+      if (new_leader_ms < 0 && !st->leader().empty() && st->leader() != c.engines[leader]->control()) {
+        new_leader_ms = MsSince(killed);
+      }
+      if (down_ms < 0 && AllTargetsDown(*st, dead)) {
+        down_ms = MsSince(killed);
+        down_version = st->map_version();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::printf("cluster: leader kill -9 -> new leader in %lld ms, its targets DOWN in %lld ms (TTL %lld s)\n",
+              new_leader_ms, down_ms, static_cast<long long>(kTtl.count()));
+  ASSERT_GE(new_leader_ms, 0) << "no new leader within 4 x TTL";
+  EXPECT_LT(new_leader_ms, 2 * 3000);
+  ASSERT_GE(down_ms, 0) << "the killed leader's targets were not marked DOWN";
+  EXPECT_LT(down_ms, 2 * 3000);
+  EXPECT_GT(down_version, before->map_version());
+
+  // State intact, seen from the survivor.
+  auto m = c.Mgmt(survivor);
+  auto pool = m->QueryPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  EXPECT_EQ(pool->map_version(), down_version);
+  ASSERT_TRUE(m->QueryContainer("p", "c").ok());
+  auto tenants = m->ListTenants();
+  ASSERT_TRUE(tenants.ok());
+  EXPECT_NE(std::find(tenants->begin(), tenants->end(), "t1"), tenants->end());
+  EXPECT_EQ(std::find(tenants->begin(), tenants->end(), "t2"), tenants->end());
+  // t1 still authenticates; t2's capability stays revoked on the survivor.
+  ASSERT_TRUE(c.Mgmt(survivor, {"t1", *t1})->ListPools().ok());
+  auto refused = session.UpdateSingle(oid, dkey, "a", Pattern(100, 2));
+  ASSERT_FALSE(refused.ok()) << "a revoked capability was accepted after the leader's kill";
+  EXPECT_EQ(refused.status().code(), Status::Code::kUnauthenticated) << refused.status().ToString();
+  // t2 logged in on the survivor before it was deleted elsewhere: refused now.
+  auto t2_call = c.Mgmt(survivor, {"t2", *t2})->ListPools();
+  ASSERT_FALSE(t2_call.ok()) << "a tenant deleted on another engine still authenticates";
+  EXPECT_EQ(t2_call.status().code(), Status::Code::kUnauthenticated) << t2_call.status().ToString();
+  // Management writes go on: a pool created on the survivor.
+  EXPECT_TRUE(m->CreatePool("p2", 16 << 20).ok());
+
+  // A non-leader engine's kill -9: DOWN and a new map version within 2 x TTL.
+  const int leader2 = c.LeaderIndex(survivor);
+  ASSERT_GE(leader2, 0);
+  int victim = -1;
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    if (static_cast<int>(i) != leader && static_cast<int>(i) != leader2) victim = static_cast<int>(i);
+  }
+  ASSERT_GE(victim, 0);
+  const std::string victim_id = c.engines[victim]->engine_id();
+  auto before2 = c.Mgmt(leader2)->GetEngineStatus();
+  ASSERT_TRUE(before2.ok());
+  const auto killed2 = Clock::now();
+  c.engines[victim]->Kill();
+  long long down2_ms = -1;
+  while (MsSince(killed2) < 4 * 3000 && down2_ms < 0) {
+    auto st = c.Mgmt(leader2)->GetEngineStatus();
+    if (st.ok() && AllTargetsDown(*st, victim_id)) {
+      down2_ms = MsSince(killed2);
+      EXPECT_GT(st->map_version(), before2->map_version());
+      for (const auto& mem : st->members()) {
+        if (mem.engine_uuid() == victim_id) {
+          EXPECT_FALSE(mem.up());
+        }
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::printf("cluster: engine kill -9 -> its targets DOWN in %lld ms (TTL %lld s)\n", down2_ms,
+              static_cast<long long>(kTtl.count()));
+  ASSERT_GE(down2_ms, 0) << "the killed engine's targets were not marked DOWN";
+  EXPECT_LT(down2_ms, 2 * 3000);
+}
+
+TEST(ClusterEtcdTest, ThreeEtcdMembersServeWithOneKilled) {
+  EtcdEngines c;
+  ASSERT_NO_FATAL_FAILURE(c.Start(3, 2));
+  auto mgmt = c.Mgmt(1);
+  ASSERT_TRUE(mgmt->CreatePool("p", 16 << 20).ok());
+  c.etcd->Kill(0);  // the member every engine talks to first
+  const auto killed = Clock::now();
+  Status created = Status::IOError("never tried");
+  while (MsSince(killed) < 10000 && !created.ok()) {
+    created = mgmt->CreatePool("q", 16 << 20).status();
+    if (!created.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(created.ok()) << created.ToString();
+  std::printf("cluster: 3-member etcd, one killed: management served again after %lld ms\n", MsSince(killed));
+  // Liveness goes on through the other members: no engine is marked DOWN.
+  std::this_thread::sleep_for(2 * kTtl);
+  auto st = c.Mgmt(0)->GetEngineStatus();
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_FALSE(st->fenced());
+  ASSERT_EQ(st->members_size(), 2);
+  for (const auto& m : st->members()) EXPECT_TRUE(m.up()) << m.engine_uuid();
+  for (const auto& t : st->targets()) EXPECT_EQ(t.state(), rpc::TARGET_UP) << t.engine_uuid();
+}
+
+TEST(ClusterEtcdTest, CapabilityKeyIsSealedInEtcd) {
+  EtcdEngines c;
+  ASSERT_NO_FATAL_FAILURE(c.Start(1, 1));
+  // etcd holds nonce + sealed key + tag, never the 32 raw bytes.
+  auto sealed = c.etcd->Etcdctl({"get", "--print-value-only", "ros2/meta/capability-key"});
+  ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
+  std::string value = *sealed;
+  while (!value.empty() && value.back() == '\n') value.pop_back();
+  EXPECT_EQ(value.size(), 12u + 32u + 16u);
+  // An engine with another cluster key cannot open it and refuses to start.
+  const std::string other_dir = c.dir.path() + "/other-key";
+  ASSERT_EQ(::mkdir(other_dir.c_str(), 0700), 0);
+  {
+    std::ofstream out(other_dir + "/cluster.key");
+    out << std::string(64, 'f') << "\n";
+  }
+  ::chmod((other_dir + "/cluster.key").c_str(), 0600);
+  ROS2_ASSERT_OK(GiveToServiceUser(other_dir));
+  EngineOptions o;
+  o.data_dir = c.dir.path() + "/wrong-key-engine";
+  o.targets = 1;
+  o.control_extra = {"store: " + c.etcd->StoreUrl(), "cluster_key_file: " + other_dir + "/cluster.key"};
+  auto wrong = EngineProcess::Start(o);
+  ASSERT_FALSE(wrong.ok()) << "an engine started with the wrong cluster key";
+  EXPECT_NE(wrong.status().message().find("cluster_key_file"), std::string::npos) << wrong.status().ToString();
+}
+
+TEST(ClusterEtcdTest, EtcdDownFencesWritesKeepsReadsAndRecovers) {
+  EtcdEngines c;
+  ASSERT_NO_FATAL_FAILURE(c.Start(1, 2));
+  auto mgmt = c.Mgmt(1);
+  ASSERT_TRUE(mgmt->CreatePool("p", 64 << 20).ok());
+  ASSERT_TRUE(mgmt->CreateContainer("p", "c").ok());
+  auto s = ObjectSession::Open(c.engines[1]->control(), c.admin, "p", "c", transport::TransportKind::kTcp);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kSX, 12, 1);
+  ROS2_ASSERT_OK((*s)->UpdateSingle(oid, "d", "a", Pattern(100, 1)));
+
+  c.etcd->Kill(0);
+  const auto down = Clock::now();
+  auto failed = mgmt->CreatePool("q", 16 << 20);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("etcd"), std::string::npos) << failed.status().ToString();
+  // Past half the TTL every engine is fenced: writes refused, reads served.
+  std::this_thread::sleep_for(std::chrono::milliseconds(kTtl) / 2 + std::chrono::milliseconds(800));
+  auto refused = (*s)->UpdateSingle(oid, "d", "a", Pattern(100, 2));
+  ASSERT_FALSE(refused.ok()) << "a write was acknowledged by an engine that cannot renew its lease";
+  EXPECT_NE(refused.status().message().find("fenced"), std::string::npos) << refused.status().ToString();
+  auto read = (*s)->FetchSingle(oid, "d", "a", 4096);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->data, Pattern(100, 1));
+  std::printf("cluster: etcd down %lld ms: management refused naming etcd, writes fenced, reads served\n",
+              MsSince(down));
+
+  // Longer than the TTL: the leases expire; when etcd returns the engines
+  // join again by themselves.
+  std::this_thread::sleep_for(kTtl);
+  ROS2_ASSERT_OK(c.etcd->Restart(0));
+  const auto back = Clock::now();
+  Status created = Status::IOError("never tried");
+  while (MsSince(back) < 15000 && !created.ok()) {
+    created = mgmt->CreatePool("q", 16 << 20).status();
+    if (!created.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(created.ok()) << created.ToString();
+  Status written = Status::IOError("never tried");
+  while (MsSince(back) < 15000 && !written.ok()) {
+    written = StatusOf((*s)->UpdateSingle(oid, "d", "a", Pattern(100, 3)));
+    if (!written.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(written.ok()) << written.ToString();
+  std::printf("cluster: etcd back: management and writes again after %lld ms\n", MsSince(back));
+  auto status = mgmt->GetEngineStatus();
+  ASSERT_TRUE(status.ok()) << status.status().ToString();
+  ASSERT_EQ(status->members_size(), 2);
+  for (const auto& m : status->members()) {
+    EXPECT_TRUE(m.up()) << m.engine_uuid();
+    EXPECT_EQ(m.lease_ttl_s(), 3);
+  }
+}
+
+}  // namespace
+}  // namespace ros2::testing
