@@ -412,11 +412,12 @@ Result<HostClusterInfo> HostClusterUp(const HostClusterOptions& options) {
 
 Status HostClusterDown(const std::string& data_dir) {
   ROS2_ASSIGN_OR_RETURN(HostClusterInfo c, LoadState(data_dir));
-  // Every host at once: SIGTERM to the inits, which stop their processes.
+  // Every host at once, through its init (a pid that is not one is left alone).
+  std::vector<pid_t> inits;
   for (const HostInfo& h : c.hosts) {
-    if (h.init_pid > 0 && IsHostInit(h.init_pid, h.netns)) ::kill(h.init_pid, SIGTERM);
+    if (IsHostInit(h.init_pid, h.netns)) inits.push_back(h.init_pid);
   }
-  for (const HostInfo& h : c.hosts) StopHostInit(h.init_pid, h.netns, 8000);
+  StopHostInits(inits, 8000);
   // Whatever still runs in a host's network (an init whose pid never reached
   // the state file, an interrupted start) is killed too.
   for (const HostInfo& h : c.hosts) KillProcessesInNetns(h.netns);

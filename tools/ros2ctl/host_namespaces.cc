@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -301,12 +302,15 @@ bool IsHostInit(pid_t pid, const std::string& netns) {
   return false;
 }
 
-void StopHostInit(pid_t pid, const std::string& netns, int grace_ms) {
-  if (!IsHostInit(pid, netns)) return;
-  ::kill(pid, SIGTERM);
-  if (WaitGone(pid, std::chrono::milliseconds(grace_ms))) return;
-  ::kill(pid, SIGKILL);
-  WaitGone(pid, std::chrono::seconds(10));
+void StopHostInits(const std::vector<pid_t>& inits, int grace_ms) {
+  for (pid_t pid : inits) ::kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(grace_ms);
+  for (pid_t pid : inits) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (WaitGone(pid, std::max(left, std::chrono::milliseconds(0)))) continue;
+    ::kill(pid, SIGKILL);
+    WaitGone(pid, std::chrono::seconds(10));
+  }
 }
 
 void KillProcessesInNetns(const std::string& netns) {

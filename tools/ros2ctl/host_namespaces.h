@@ -36,10 +36,12 @@ Result<pid_t> StartHostInit(const std::string& netns, const std::string& name);
 // state file against reuse.
 bool IsHostInit(pid_t pid, const std::string& netns);
 
-// Stops a host: SIGTERM to its init (which stops the host's processes), then
-// SIGKILL after `grace_ms`; waits until it is gone. No-op for a pid that is
-// not the init of `netns`.
-void StopHostInit(pid_t pid, const std::string& netns, int grace_ms);
+// Stops the hosts of `inits` (pids that passed IsHostInit): SIGTERM to each
+// init (which stops its host's processes), SIGKILL to those still there after
+// `grace_ms`; returns once every one is gone. (An exiting init soon fails
+// IsHostInit, its namespaces released: identity is checked before the
+// signal, the wait is on the pid.)
+void StopHostInits(const std::vector<pid_t>& inits, int grace_ms);
 
 // SIGKILLs every process whose network namespace is /run/netns/`netns` (as
 // `ip netns pids` lists them) and waits until they are gone.
