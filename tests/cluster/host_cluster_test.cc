@@ -223,5 +223,46 @@ TEST_F(HostClusterTest, DownAfterInterruptedStart) {
   EXPECT_FALSE(fs::exists(o.data_dir + "/hosts.json"));
 }
 
+bool OnPath(const std::string& name) {
+  return RunCommand({"/bin/sh", "-c", "command -v " + name}, "/tmp/ros2-host-cluster-which").exit_code == 0;
+}
+
+// --etcd: one etcd member in each of 3 hosts, one cluster; with host 3 cut
+// off, the other two keep a quorum and commit, host 3 cannot; healed, it has
+// what was committed meanwhile.
+TEST_F(HostClusterTest, EtcdMembersKeepQuorumUnderPartition) {
+  if (!OnPath("etcd") || !OnPath("etcdctl")) GTEST_SKIP() << "needs etcd and etcdctl (etcd-server, etcd-client)";
+  HostClusterOptions o = Options(3);
+  o.etcd = true;
+  auto up = HostCluster::Up(o);
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  HostCluster& c = **up;
+  const std::string etcd = c.info()["etcd"];
+  ASSERT_TRUE(etcd.starts_with("etcd://")) << etcd;
+  std::string endpoints;
+  for (int h = 1; h <= 3; ++h) endpoints += fmt::format("{}http://{}:2379", h > 1 ? "," : "", c.address(h));
+  HostCommandResult health = c.InHost(2, {"etcdctl", "--endpoints", endpoints, "endpoint", "health"});
+  EXPECT_EQ(health.exit_code, 0) << health.err << health.out;
+
+  ASSERT_TRUE(c.Partition(3).ok());
+  HostCommandResult majority = c.InHost(1, {"etcdctl", "--command-timeout=5s", "put", "k", "committed"});
+  EXPECT_EQ(majority.exit_code, 0) << majority.err;
+  HostCommandResult minority = c.InHost(3, {"etcdctl", "--command-timeout=2s", "put", "k2", "lost"});
+  EXPECT_NE(minority.exit_code, 0) << minority.out;
+
+  ASSERT_TRUE(c.Heal(3).ok());
+  std::string value;
+  for (int attempt = 0; attempt < 10 && value != "committed\n"; ++attempt) {
+    value = c.InHost(3, {"etcdctl", "--command-timeout=3s", "get", "k", "--print-value-only"}).out;
+  }
+  EXPECT_EQ(value, "committed\n");
+
+  const nlohmann::json hosts = c.info()["hosts"];
+  const std::string bridge = c.info()["bridge"];
+  for (int h = 1; h <= 3; ++h) EXPECT_GT(c.host(h)["etcd_pid"].get<int>(), 0);
+  ASSERT_TRUE(c.Down().ok());
+  ExpectNothingLeft(hosts, bridge);
+}
+
 }  // namespace
 }  // namespace ros2::testing
