@@ -3,7 +3,6 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/random.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -22,32 +21,6 @@
 
 namespace ros2::transport {
 namespace {
-
-// Who counts as on this host: the boot id, mixed with the PID and IPC
-// namespaces of this process. Two processes that share a kernel but not
-// those namespaces (the hosts of `ros2ctl cluster up --hosts`, containers)
-// see each other's pids and System V segments no more than processes of two
-// machines do, and UCX treats them as different hosts too.
-std::array<uint8_t, 16> ReadHostId() {
-  std::array<uint8_t, 16> id{};
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string text;
-  std::getline(in, text);
-  size_t n = 0;
-  for (size_t i = 0; i + 1 < text.size() && n < id.size(); ++i) {
-    if (!isxdigit(static_cast<unsigned char>(text[i])) || !isxdigit(static_cast<unsigned char>(text[i + 1]))) continue;
-    id[n++] = static_cast<uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16));
-    ++i;
-  }
-  size_t at = 0;
-  for (const char* ns : {"/proc/self/ns/pid", "/proc/self/ns/ipc"}) {
-    struct stat st {};
-    const uint64_t ino = ::stat(ns, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-    for (size_t b = 0; b < 8; ++b) id[at + b] ^= static_cast<uint8_t>(ino >> (8 * b));
-    at += 8;
-  }
-  return id;
-}
 
 int PidfdOpen(int pid) {
   return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
@@ -102,7 +75,7 @@ Status WorkerImpl::Init() {
   st = ucp_worker_query(worker_, &attr);
   if (st != UCS_OK) return UcsError(fmt::format("transport: worker '{}': ucp_worker_query", name_), st);
   max_am_header_ = attr.max_am_header;
-  boot_id_ = ReadHostId();
+  boot_id_ = wire::LocalHostId();
   wire::WorkerAddress wa;
   wa.boot_id = boot_id_;
   wa.pid = static_cast<int32_t>(getpid());
