@@ -251,6 +251,21 @@ struct PoolSummary {
   Rights rights = 0;  // kRight* bits (ros2/types.h) of the session
 };
 
+// A target of a pool's map and the calling thread's connection to it
+// (Pool::Connections).
+struct TargetConnection {
+  uint32_t target = 0;  // global target index in the map
+  std::string engine_uuid;
+  std::string engine_address;  // the engine's host name in the map (control.address)
+  bool connected = false;      // this thread has an endpoint to the target
+  // When connected: UCX's active-message lane "transport/device" (e.g.
+  // "tcp/eth0", "posix/memory"), every lane in lane order, and whether UCX
+  // counts the peer as on this host.
+  std::string transport;
+  std::vector<std::string> lanes;
+  bool same_host = false;
+};
+
 struct ContainerSummary {
   std::string uuid;
   std::string label;
@@ -320,6 +335,11 @@ class Pool {
   // Fetches the current pool map from the control plane (after an engine
   // restarted or a target changed state). Returns the new version.
   Result<uint64_t> RefreshMap();
+  // One entry per target of the current map: the calling thread's
+  // data-plane connection to it, with the transports UCX chose (shared
+  // memory to an engine on this host, tcp or verbs to others). NotSupported
+  // in offload mode (the agent holds the connections).
+  Result<std::vector<TargetConnection>> Connections() const;
 
  private:
   friend class Client;

@@ -57,6 +57,11 @@ ThreadIo::~ThreadIo() {
   endpoints_.clear();
 }
 
+const transport::EndpointInfo* ThreadIo::ConnectedInfo(const std::string& address) const {
+  auto it = endpoints_.find(address);
+  return it == endpoints_.end() ? nullptr : &it->second.ep->info();
+}
+
 Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::string& address) {
   const auto now = std::chrono::steady_clock::now();
   auto it = endpoints_.find(address);
@@ -211,10 +216,18 @@ Result<std::shared_ptr<const MapSnapshot>> MakeMapSnapshot(const rpc::PoolMap& m
   auto snap = std::make_shared<MapSnapshot>();
   snap->map.version = map.version();
   std::map<std::string, uint32_t> ranks;
-  for (const auto& e : map.engines()) ranks.emplace(e.uuid(), static_cast<uint32_t>(ranks.size()));
+  for (const auto& e : map.engines()) {
+    if (!ranks.emplace(e.uuid(), static_cast<uint32_t>(ranks.size())).second) continue;
+    snap->engine_uuids.push_back(e.uuid());
+    snap->engine_addresses.push_back(e.address());
+  }
   for (int i = 0; i < map.targets_size(); ++i) {
     const auto& t = map.targets(i);
     auto [it, inserted] = ranks.emplace(t.engine_uuid(), static_cast<uint32_t>(ranks.size()));
+    if (inserted) {
+      snap->engine_uuids.push_back(t.engine_uuid());
+      snap->engine_addresses.emplace_back();
+    }
     TargetInfo info;
     info.engine_rank = it->second;
     info.engine_index = t.index();

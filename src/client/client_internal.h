@@ -52,6 +52,9 @@ struct MapSnapshot {
   PoolMap map;
   std::vector<std::string> addresses;
   std::vector<uint32_t> engine_index;
+  // Per engine rank: the engine's uuid and its address (host name) in the map.
+  std::vector<std::string> engine_uuids;
+  std::vector<std::string> engine_addresses;
 };
 
 // The credential of a session (its uuid text and the 32-byte key of
@@ -79,6 +82,8 @@ class ThreadIo {
   Result<std::shared_ptr<transport::Endpoint>> EndpointFor(const std::string& address);
   // Forgets a failed endpoint so the next request reconnects.
   void DropEndpoint(const std::string& address);
+  // What this thread's endpoint to `address` runs over; null when it has none.
+  const transport::EndpointInfo* ConnectedInfo(const std::string& address) const;
 
   // Operations whose reply failed in a way that is safe to retry (see
   // IoOp::OnReply) wait here to be sent again; they are resent outside any

@@ -1,9 +1,12 @@
 // Encoder and validating decoder of the data-plane messages (docs/wire-format.md).
 #include "transport/wire.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <string>
 
@@ -390,6 +393,29 @@ Result<size_t> DecodeBatch(const Message& batch, std::span<Message> out,
 }
 
 // ---- Worker address blob ----------------------------------------------------
+// The boot id's hex digits as 16 bytes, bytes 0-7 XORed with the PID
+// namespace's inode and 8-15 with the IPC namespace's (docs/wire-format.md).
+std::array<uint8_t, 16> LocalHostId() {
+  std::array<uint8_t, 16> id{};
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string text;
+  std::getline(in, text);
+  size_t n = 0;
+  for (size_t i = 0; i + 1 < text.size() && n < id.size(); ++i) {
+    if (!isxdigit(static_cast<unsigned char>(text[i])) || !isxdigit(static_cast<unsigned char>(text[i + 1]))) continue;
+    id[n++] = static_cast<uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16));
+    ++i;
+  }
+  size_t at = 0;
+  for (const char* ns : {"/proc/self/ns/pid", "/proc/self/ns/ipc"}) {
+    struct stat st {};
+    const uint64_t ino = ::stat(ns, &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+    for (size_t b = 0; b < 8; ++b) id[at + b] ^= static_cast<uint8_t>(ino >> (8 * b));
+    at += 8;
+  }
+  return id;
+}
+
 // Layout: magic u32, version u8, message wire version u8, reserved u8 x2, pid
 // i32 (as u32), ucx address length u32, boot id 16 bytes, then the UCX address.
 size_t EncodedAddressSize(const WorkerAddress& a) {

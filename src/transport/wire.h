@@ -196,11 +196,17 @@ inline constexpr size_t kAddressHeaderSize = 32;
 inline constexpr size_t kMaxUcxAddress = 64 * 1024;
 
 struct WorkerAddress {
-  std::array<uint8_t, 16> boot_id{};  // /proc/sys/kernel/random/boot_id of the host
+  std::array<uint8_t, 16> boot_id{};  // the host identity (LocalHostId: the boot id and namespaces)
   int32_t pid = 0;                    // process owning the worker
   uint8_t wire_version = kVersion;    // the message version (kVersion) the worker speaks; never 0
   std::span<const uint8_t> ucx_address;
 };
+// The host identity of the calling process, for WorkerAddress::boot_id: the
+// boot id mixed with the process's PID and IPC namespaces. Processes of one
+// kernel in other PID or IPC namespaces (containers, the hosts of `ros2ctl
+// cluster up --hosts`) cannot name each other's pids or System V segments,
+// and UCX counts them as other hosts too.
+std::array<uint8_t, 16> LocalHostId();
 size_t EncodedAddressSize(const WorkerAddress& a);
 Result<size_t> EncodeAddress(const WorkerAddress& a, std::span<uint8_t> out);
 // Decodes any wire_version (the connecting side decides what to do with a

@@ -18,20 +18,6 @@
 namespace ros2::transport {
 namespace {
 
-std::array<uint8_t, 16> ReadBootId() {
-  std::array<uint8_t, 16> id{};
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string text;
-  std::getline(in, text);
-  size_t n = 0;
-  for (size_t i = 0; i + 1 < text.size() && n < id.size(); ++i) {
-    if (!isxdigit(static_cast<unsigned char>(text[i])) || !isxdigit(static_cast<unsigned char>(text[i + 1]))) continue;
-    id[n++] = static_cast<uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16));
-    ++i;
-  }
-  return id;
-}
-
 ucs_status_t AmRecvCallback(void* arg, const void* header, size_t header_length, void* data, size_t length,
                             const ucp_am_recv_param_t* param) {
   return static_cast<WorkerImpl*>(arg)->OnActiveMessage(header, header_length, data, length, param);
@@ -72,7 +58,7 @@ Status WorkerImpl::Init() {
   st = ucp_worker_query(worker_, &attr);
   if (st != UCS_OK) return UcsError(fmt::format("transport: worker '{}': ucp_worker_query", name_), st);
   max_am_header_ = attr.max_am_header;
-  boot_id_ = ReadBootId();
+  boot_id_ = wire::LocalHostId();
   wire::WorkerAddress wa;
   wa.boot_id = boot_id_;
   wa.pid = static_cast<int32_t>(getpid());

@@ -57,20 +57,6 @@ using namespace ros2::testing::attack_peer;
 
 constexpr uint16_t kAmId = 0x52;  // the data plane's one active-message id
 
-std::array<uint8_t, 16> BootId() {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string text;
-  std::getline(in, text);
-  std::array<uint8_t, 16> id{};
-  size_t n = 0;
-  for (size_t i = 0; i + 1 < text.size() && n < id.size(); ++i) {
-    if (text[i] == '-') continue;
-    id[n++] = static_cast<uint8_t>(std::stoi(text.substr(i, 2), nullptr, 16));
-    ++i;
-  }
-  return id;
-}
-
 // The attacker's UCX: its own context (AM and RMA), one worker, one endpoint
 // to the engine, and the replies its AM handler collected.
 struct RawClient {
@@ -172,7 +158,7 @@ struct RawClient {
     if ((st = ucp_worker_get_address(worker, &addr, &addr_len)) != UCS_OK)
       return Status::Internal("ucp_worker_get_address");
     wire::WorkerAddress me;
-    me.boot_id = BootId();
+    me.boot_id = wire::LocalHostId();  // the host identity our own workers use
     me.pid = getpid();
     me.ucx_address = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(addr), addr_len);
     std::vector<uint8_t> blob(wire::EncodedAddressSize(me));

@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "demo_workload.h"
 #include "format.h"
+#include "host_cluster.h"
 #include "local_cluster.h"
 #include "metrics/exporter.h"
 #include "transport/transport.h"
@@ -16,6 +17,9 @@ namespace {
 
 struct ClusterArgs {
   ClusterUpOptions up;
+  int hosts = 0;  // > 0: `cluster up --hosts N` (host_cluster.h)
+  bool etcd = false;
+  std::string etcd_binary;
   int timeout_s = 60;
   bool force = false;
   DemoOptions demo;
@@ -26,6 +30,50 @@ Status RequireDataDir(const CtlContext& ctx, std::string_view cmd) {
     return Status::InvalidArgument(fmt::format("cluster {}: --data-dir DIR is required", cmd));
   }
   return Status::Ok();
+}
+
+Result<CommandOutput> HostsUp(const CtlContext& ctx, const ClusterArgs& a) {
+  HostClusterOptions o;
+  o.data_dir = ctx.options().data_dir;
+  o.hosts = a.hosts;
+  o.targets = a.up.targets;
+  o.storage_class = a.up.storage_class;
+  o.transport = a.up.transport;
+  o.engine_binary = a.up.engine_binary;
+  o.ready_timeout = std::chrono::seconds(a.timeout_s);
+  o.etcd = a.etcd;
+  o.etcd_binary = a.etcd_binary;
+  ROS2_ASSIGN_OR_RETURN(HostClusterInfo info, HostClusterUp(o));
+  std::string human =
+      fmt::format("{} hosts up in {} (bridge {}); management on host1: {} and {} (TLS, CA {})\n", info.hosts.size(),
+                  info.data_dir, info.bridge, info.control, info.listen, info.tls_ca);
+  for (const HostInfo& h : info.hosts) {
+    human += fmt::format("  {}  {:<12} netns {}  engine pid {}{}\n", h.hostname, h.address, h.netns, h.engine_pid,
+                         h.etcd_pid ? fmt::format("  etcd {} (pid {})", h.etcd_client, h.etcd_pid) : "");
+  }
+  human += fmt::format("Run a program in a host: ros2ctl --data-dir {} cluster exec 1 -- COMMAND...\n", info.data_dir);
+  return CommandOutput{human, info.ToJson()};
+}
+
+Result<CommandOutput> HostsStatus(CtlContext& ctx) {
+  ROS2_ASSIGN_OR_RETURN(HostClusterInfo info, HostClusterStatus(ctx.options().data_dir));
+  nlohmann::json j = info.ToJson();
+  std::vector<std::vector<std::string>> rows;
+  for (const HostInfo& h : info.hosts) {
+    rows.push_back({h.hostname, h.address, h.link_up ? "up" : "down (partitioned)", h.init_pid ? "running" : "gone",
+                    h.engine_pid ? std::to_string(h.engine_pid) : "-", h.etcd_pid ? std::to_string(h.etcd_pid) : "-"});
+  }
+  std::string human = Table({"HOST", "ADDRESS", "LINK", "HOST INIT", "ENGINE", "ETCD"}, rows);
+  auto mgmt = ctx.Management();
+  auto st = mgmt.ok() ? (*mgmt)->GetEngineStatus() : Result<rpc::EngineStatus>(mgmt.status());
+  if (st.ok()) {
+    j["engine_status"] = EngineStatusToJson(*st);
+    human += EngineStatusToText(*st);
+  } else {
+    j["engine_status_error"] = st.status().ToString();
+    human += "host1's management service: " + st.status().ToString() + "\n";
+  }
+  return CommandOutput{human, j};
 }
 
 }  // namespace
@@ -73,9 +121,17 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
           "HOST:PORT|off"))
       ->capture_default_str();
   up->add_option("--timeout", a->timeout_s, "Seconds to wait until the engine is ready")->capture_default_str();
+  up->add_option("--hosts", a->hosts,
+                 "Start N simulated hosts (network, IPC, PID and mount namespaces on a bridge), one engine each "
+                 "(needs root; docs/cluster.md)")
+      ->check(CLI::Range(1, 32));
+  up->add_flag("--etcd", a->etcd, "With --hosts: also run an etcd member in hosts 1 to 3");
+  up->add_option("--etcd-binary", a->etcd_binary, "Path of the etcd binary (default: etcd on PATH)");
   up->callback([&ctx, a, selected] {
     *selected = [&ctx, a]() -> Result<CommandOutput> {
       ROS2_RETURN_IF_ERROR(RequireDataDir(ctx, "up"));
+      if (a->hosts > 0) return HostsUp(ctx, *a);
+      if (a->etcd) return Status::InvalidArgument("cluster up: --etcd needs --hosts N");
       ClusterUpOptions o = a->up;
       o.data_dir = ctx.options().data_dir;
       o.ready_timeout = std::chrono::seconds(a->timeout_s);
@@ -104,6 +160,12 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
   down->callback([&ctx, a, selected] {
     *selected = [&ctx, a]() -> Result<CommandOutput> {
       ROS2_RETURN_IF_ERROR(RequireDataDir(ctx, "down"));
+      if (IsHostCluster(ctx.options().data_dir)) {
+        ROS2_RETURN_IF_ERROR(HostClusterDown(ctx.options().data_dir));
+        return CommandOutput{
+            fmt::format("Hosts of {} stopped and their namespaces, links and bridge removed\n", ctx.options().data_dir),
+            {{"data_dir", ctx.options().data_dir}, {"stopped", true}}};
+      }
       ROS2_ASSIGN_OR_RETURN(bool stopped,
                             ClusterDown(ctx.options().data_dir, std::chrono::seconds(a->timeout_s), a->force));
       std::string human = stopped ? fmt::format("Cluster in {} stopped\n", ctx.options().data_dir)
@@ -116,6 +178,7 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
   status->callback([&ctx, selected] {
     *selected = [&ctx]() -> Result<CommandOutput> {
       ROS2_RETURN_IF_ERROR(RequireDataDir(ctx, "status"));
+      if (IsHostCluster(ctx.options().data_dir)) return HostsStatus(ctx);
       int pid = RunningEnginePid(ctx.options().data_dir);
       if (pid == 0) {
         return Status::NotFound(
@@ -148,8 +211,11 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
       ->check(CLI::IsMember({"tcp", "shm", "auto"}))
       ->capture_default_str();
   demo->add_option("--mib", a->demo.mib, "MiB of 1 MiB extents per object class")->capture_default_str();
+  demo->add_option("--net-devices", a->demo.net_devices,
+                   "Client UCX_NET_DEVICES (default: the cluster's, from DIR/cluster.json, else lo)");
   demo->callback(
       [&ctx, a, selected] { *selected = [&ctx, a]() -> Result<CommandOutput> { return RunDemo(ctx, a->demo); }; });
+  AddHostCommands(*cluster, ctx, selected);
 }
 
 }  // namespace ros2::ctl

@@ -19,6 +19,8 @@ void AddContainerCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selecte
 void AddTenantCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddAclCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+// cluster partition|heal|exec of `cluster up --hosts` (host_commands.cc).
+void AddHostCommands(CLI::App& cluster, CtlContext& ctx, CommandRunner* selected);
 void AddCertCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 // top: a live view of the engines' metrics endpoints (top_command.cc).
 void AddTopCommand(CLI::App& app, CtlContext& ctx, CommandRunner* selected);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include <fmt/format.h>
@@ -168,6 +170,43 @@ class DemoRun {
   uint64_t verified_ = 0;
 };
 
+// The client's network devices: --net-devices, else the "net_devices" of
+// the cluster's cluster.json (the device inside a host of `cluster up
+// --hosts`), else lo.
+std::string DemoNetDevices(const CtlContext& ctx, const DemoOptions& o) {
+  if (!o.net_devices.empty()) return o.net_devices;
+  if (!ctx.options().data_dir.empty()) {
+    std::ifstream in(std::filesystem::path(ctx.options().data_dir) / kClusterFileName);
+    auto j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_object() && j.contains("net_devices") && j["net_devices"].is_string()) {
+      return j["net_devices"].get<std::string>();
+    }
+  }
+  return "lo";
+}
+
+// Which transport this thread's connection to each target runs over, as UCX
+// chose it, with the engine's host name.
+nlohmann::json DescribeConnections(const client::Pool& pool, std::string* human) {
+  nlohmann::json out = nlohmann::json::array();
+  auto conns = pool.Connections();
+  if (!conns.ok()) return out;
+  for (const auto& c : *conns) {
+    out.push_back({{"target", c.target},
+                   {"engine", c.engine_uuid},
+                   {"host", c.engine_address},
+                   {"connected", c.connected},
+                   {"transport", c.transport},
+                   {"lanes", c.lanes},
+                   {"same_host", c.same_host}});
+    if (c.connected) {
+      *human += fmt::format("  target {} on {}: {} ({})\n", c.target, c.engine_address, c.transport,
+                            c.same_host ? "same host" : "another host");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<CommandOutput> RunDemo(CtlContext& ctx, const DemoOptions& o) {
@@ -208,6 +247,7 @@ Result<CommandOutput> RunDemo(CtlContext& ctx, const DemoOptions& o) {
   co.tenant = creds.tenant;
   co.secret = creds.secret;
   co.transport = o.transport;
+  co.net_devices = DemoNetDevices(ctx, o);
   ROS2_ASSIGN_OR_RETURN(auto c, client::Client::Connect(co));
   ROS2_ASSIGN_OR_RETURN(auto pool, c->ConnectPool(o.pool));
   ROS2_ASSIGN_OR_RETURN(auto cont, pool->OpenContainer(o.container));
@@ -230,17 +270,21 @@ Result<CommandOutput> RunDemo(CtlContext& ctx, const DemoOptions& o) {
         {{"phase", p.name}, {"ops", p.ops}, {"bytes", p.bytes}, {"seconds", p.seconds}, {"mib_per_s", p.MiBps()}});
     ops += p.ops;
   }
+  std::string connections_text;
+  nlohmann::json connections = DescribeConnections(*pool, &connections_text);
   std::string human = fmt::format(
       "Demo on pool {}{} / container {}{} over {} (pool map: {} targets)\n{}"
+      "Connections (the transport UCX chose):\n{}"
       "OK: {} operations, {} read back and verified byte-exact\n",
       o.pool, created_pool ? " (created)" : "", o.container, created_cont ? " (created)" : "", c->DescribeTransport(),
-      pool->summary().target_count, Table({"PHASE", "OPS", "BYTES", "SECONDS", "MiB/s"}, rows), ops,
+      pool->summary().target_count, Table({"PHASE", "OPS", "BYTES", "SECONDS", "MiB/s"}, rows), connections_text, ops,
       FormatSize(run.verified()));
   return CommandOutput{human,
                        {{"pool", o.pool},
                         {"container", o.container},
                         {"transport", c->DescribeTransport()},
                         {"phases", phases},
+                        {"connections", connections},
                         {"operations", ops},
                         {"verified_bytes", run.verified()},
                         {"ok", true}}};

@@ -16,6 +16,7 @@ struct DemoOptions {
   std::string container = "demo";
   std::string pool_size;  // empty: the targets' capacity, at most 1 GiB
   std::string transport = "auto";
+  std::string net_devices;      // client UCX_NET_DEVICES; empty: the cluster's (cluster.json), else lo
   uint32_t mib = 16;            // 1 MiB extents per object class
   uint32_t small_ios = 256;     // 4 KiB extents per object class
   uint32_t single_values = 64;  // single values per object class

@@ -86,6 +86,8 @@ bool IsExecutable(const std::string& path) {
   return !path.empty() && ::access(path.c_str(), X_OK) == 0;
 }
 
+}  // namespace
+
 Result<std::string> FindEngineBinary(const std::string& requested) {
   if (!requested.empty()) {
     if (IsExecutable(requested)) return requested;
@@ -115,6 +117,8 @@ Result<std::string> FindEngineBinary(const std::string& requested) {
       "cannot find the ros2-engine binary: pass --engine PATH or set ROS2_ENGINE (looked in the build tree, next "
       "to ros2ctl and on PATH)");
 }
+
+namespace {
 
 Result<std::string> FindAgentBinary(const std::string& requested) {
   if (!requested.empty()) {

@@ -73,6 +73,10 @@ Result<ClusterInfo> ClusterUp(const ClusterUpOptions& options);
 // when no engine was running.
 Result<bool> ClusterDown(const std::string& data_dir, std::chrono::seconds timeout, bool force);
 
+// The ros2-engine binary: `requested` when given, else ROS2_ENGINE, the build
+// tree, next to ros2ctl, PATH. NotFound says where it looked.
+Result<std::string> FindEngineBinary(const std::string& requested);
+
 // The pid of the running engine of `data_dir`, or 0.
 int RunningEnginePid(const std::string& data_dir);
 
