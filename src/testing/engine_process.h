@@ -46,8 +46,6 @@ struct EngineOptions {
   // The process map, e.g. "{ user: root }"; empty: the defaults (started as
   // root, the engine switches to the ros2 user).
   std::string process;
-  // metrics.listen, e.g. "127.0.0.1:9464"; empty: no metrics endpoint.
-  std::string metrics_listen;
 };
 
 // Gives `path` (a directory with everything in it, or a file) to the user an
