@@ -131,7 +131,7 @@ Result<Attr> Filesystem::StatSlow(const Entry& entry) {
   if (S_ISREG(rec.mode)) {
     ROS2_ASSIGN_OR_RETURN(size, core_->FileSize(rec.oid, rec.chunk_size));
   }
-  return core_->MakeAttr(rec, size);
+  return core_->AttrOf(rec, size);
 }
 
 Result<Attr> Filesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
@@ -183,7 +183,7 @@ Result<Attr> Filesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
   if (!size && S_ISREG(rec.mode)) {
     ROS2_ASSIGN_OR_RETURN(size, core_->FileSize(rec.oid, rec.chunk_size));
   }
-  return core_->MakeAttr(rec, size.value_or(0));
+  return core_->AttrOf(rec, size.value_or(0));
 }
 
 Status Filesystem::Truncate(const Entry& file, uint64_t size) {

@@ -67,11 +67,17 @@ Status PunchEntryObject(const FilesystemCore& core, const EntryRecord& rec) {
   return obj.PunchObject();
 }
 
-// After a rename: both directories changed, and the moved entry's ctime
+// After a rename: both directories changed, a moved directory's marker
+// moves with it (the link counts of both), and the moved entry's ctime
 // (already in `moved` unless it is hard-linked: then in its inode record).
-Status FinishRename(const FilesystemCore& core, const ObjectId& from, const ObjectId& to, const EntryRecord& moved) {
+Status FinishRename(const FilesystemCore& core, const ObjectId& from, std::string_view name, const ObjectId& to,
+                    std::string_view new_name, const EntryRecord& moved) {
   ROS2_RETURN_IF_ERROR(core.TouchDirectory(from));
   if (!(to == from)) ROS2_RETURN_IF_ERROR(core.TouchDirectory(to));
+  if (S_ISDIR(moved.mode)) {
+    ROS2_RETURN_IF_ERROR(core.AddSubdirectory(to, new_name));
+    ROS2_RETURN_IF_ERROR(core.RemoveSubdirectory(from, name));
+  }
   if (moved.linked) return core.ReplaceInode(moved);
   return Status::Ok();
 }
@@ -97,7 +103,8 @@ Result<std::pair<Entry, Attr>> Filesystem::LookupWithAttr(const Entry& parent, s
   if (S_ISREG(rec.mode)) {
     ROS2_ASSIGN_OR_RETURN(size, core_->FileSize(rec.oid, rec.chunk_size));
   }
-  return std::make_pair(core_->MakeEntry(parent.oid, name, rec), core_->MakeAttr(rec, size));
+  ROS2_ASSIGN_OR_RETURN(Attr attr, core_->AttrOf(rec, size));
+  return std::make_pair(core_->MakeEntry(parent.oid, name, rec), attr);
 }
 
 Result<Entry> Filesystem::LookupPath(std::string_view path) {
@@ -207,6 +214,7 @@ Result<Entry> Filesystem::Mkdir(const Entry& parent, std::string_view name, mode
       core_->NewRecord(S_IFDIR | (mode & 07777), core_->NewObjectId(ObjectType::kDirectory, core_->dir_class()));
   ROS2_RETURN_IF_ERROR(core_->InsertRecord(parent.oid, name, rec));
   ROS2_RETURN_IF_ERROR(core_->TouchDirectory(parent.oid));
+  ROS2_RETURN_IF_ERROR(core_->AddSubdirectory(parent.oid, name));
   return core_->MakeEntry(parent.oid, name, rec);
 }
 
@@ -329,6 +337,7 @@ Status Filesystem::Rmdir(const Entry& parent, std::string_view name) {
   if (!empty) return Status::NotEmpty(fmt::format("dfs rmdir: {} is not empty", DescribeEntry(parent.oid, name)));
   ROS2_RETURN_IF_ERROR(core_->RemoveRecord(parent.oid, name));
   ROS2_RETURN_IF_ERROR(core_->TouchDirectory(parent.oid));
+  ROS2_RETURN_IF_ERROR(core_->RemoveSubdirectory(parent.oid, name));
   return PunchEntryObject(*core_, rec);
 }
 
@@ -359,7 +368,7 @@ Status Filesystem::Rename(const Entry& parent, std::string_view name, const Entr
     Status st = core_->RemoveRecord(parent.oid, name);
     if (st.IsNotFound()) (void)core_->RemoveRecord(new_parent.oid, new_name);  // the source vanished: undo
     ROS2_RETURN_IF_ERROR(st);
-    return FinishRename(*core_, parent.oid, new_parent.oid, moved);
+    return FinishRename(*core_, parent.oid, name, new_parent.oid, new_name, moved);
   }
 
   for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
@@ -384,7 +393,7 @@ Status Filesystem::Rename(const Entry& parent, std::string_view name, const Entr
     ROS2_RETURN_IF_ERROR(st);
     ROS2_RETURN_IF_ERROR(core_->RemoveRecord(parent.oid, name));
     if (dst.ok()) (void)PunchEntryObject(*core_, *dst);
-    return FinishRename(*core_, parent.oid, new_parent.oid, moved);
+    return FinishRename(*core_, parent.oid, name, new_parent.oid, new_name, moved);
   }
   return Status::Busy(what + ": the target kept changing");
 }
