@@ -105,7 +105,12 @@ Result<ChildProcess> ChildProcess::Spawn(const SpawnOptions& options) {
     posix_spawnattr_setpgroup(setup.attr(), 0);
   }
 
-  std::vector<std::string> env = MergedEnvironment(options.env);
+  std::vector<std::string> env;
+  if (options.env_only) {
+    for (const auto& [k, v] : options.env) env.push_back(k + "=" + v);
+  } else {
+    env = MergedEnvironment(options.env);
+  }
   std::vector<char*> argv_ptrs;
   for (const auto& a : options.argv) argv_ptrs.push_back(const_cast<char*>(a.c_str()));
   argv_ptrs.push_back(nullptr);

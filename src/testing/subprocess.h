@@ -30,6 +30,7 @@ namespace ros2::testing {
 struct SpawnOptions {
   std::vector<std::string> argv;                         // argv[0] is looked up on PATH when it has no '/'
   std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing in) this process's environment
+  bool env_only = false;                                 // the child's environment is `env` alone
   std::string stdout_path;                               // empty: /dev/null
   std::string stderr_path;                               // empty: /dev/null; the same path as stdout: one log
   bool append = false;                                   // append to the output files instead of truncating them
