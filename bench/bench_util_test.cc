@@ -1,6 +1,6 @@
 // Tests of the baseline runners shared by ros2-bench suites: fio JSON and
-// ucx_perftest output parsing, child processes, scratch directories and the
-// benchmarks' I/O memory.
+// ucx_perftest output parsing, and the benchmarks' I/O memory (the processes
+// and directories they use are the harness's: src/testing/harness_test.cc).
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include "bench/fio_bench_util.h"
 #include "bench/memory_bench_util.h"
 #include "bench/perftest_bench_util.h"
-#include "bench/process_bench_util.h"
+#include "bench/harness.h"
 
 namespace ros2::bench {
 namespace {
@@ -64,7 +64,7 @@ TEST(FioParse, RejectsGarbageAndFailedJobs) {
 }
 
 TEST(FioRun, NullEngineJobRunsAndReportsIos) {
-  auto dir = ScratchDir::Create("/tmp", "bench-util-test-");
+  auto dir = TempDir::Create("/tmp", "bench-util-test-");
   ASSERT_TRUE(dir.ok());
   FioJob job;
   job.rw = "randread";
@@ -81,7 +81,7 @@ TEST(FioRun, NullEngineJobRunsAndReportsIos) {
 }
 
 TEST(FioRun, FailureCarriesFiosMessage) {
-  auto dir = ScratchDir::Create("/tmp", "bench-util-test-");
+  auto dir = TempDir::Create("/tmp", "bench-util-test-");
   ASSERT_TRUE(dir.ok());
   FioJob job;
   job.rw = "not-a-mode";
@@ -114,60 +114,6 @@ TEST(PerftestPort, PicksAnUnprivilegedPort) {
   ASSERT_TRUE(port.ok());
   EXPECT_GT(*port, 1023);
   EXPECT_LT(*port, 65536);
-}
-
-TEST(ChildProcess, ReportsExitCodeAndCapturesOutput) {
-  auto dir = ScratchDir::Create("/tmp", "bench-util-test-");
-  ASSERT_TRUE(dir.ok());
-  SpawnOptions opts;
-  opts.argv = {"sh", "-c", "echo \"$BENCH_UTIL_TEST\"; exit 3"};
-  opts.env = {{"BENCH_UTIL_TEST", "hello"}};
-  opts.stdout_path = dir->path() + "/out";
-  auto child = ChildProcess::Spawn(opts);
-  ASSERT_TRUE(child.ok()) << child.status().ToString();
-  auto rc = child->Wait(std::chrono::seconds(20));
-  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
-  EXPECT_EQ(*rc, 3);
-  EXPECT_FALSE(child->running());
-  auto out = ReadWholeFile(opts.stdout_path);
-  ASSERT_TRUE(out.ok());
-  EXPECT_EQ(*out, "hello\n");
-}
-
-TEST(ChildProcess, WaitTimesOutAndDestructorKills) {
-  pid_t pid = -1;
-  {
-    SpawnOptions opts;
-    opts.argv = {"sleep", "30"};
-    auto child = ChildProcess::Spawn(opts);
-    ASSERT_TRUE(child.ok());
-    pid = child->pid();
-    EXPECT_EQ(child->Wait(std::chrono::milliseconds(50)).status().code(), Status::Code::kTimedOut);
-    auto cpu = ProcessCpuSeconds(pid);
-    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
-    EXPECT_GE(*cpu, 0.0);
-  }
-  // Reaped by the destructor: the pid no longer exists as our child.
-  EXPECT_NE(::kill(pid, 0), 0);
-}
-
-TEST(ChildProcess, MissingProgramIsNotFound) {
-  SpawnOptions opts;
-  opts.argv = {"ros2-no-such-program-xyz"};
-  EXPECT_EQ(ChildProcess::Spawn(opts).status().code(), Status::Code::kNotFound);
-}
-
-TEST(ScratchDir, RemovesEverythingOnDestruction) {
-  std::string path;
-  {
-    auto dir = ScratchDir::Create("/tmp", "bench-util-test-");
-    ASSERT_TRUE(dir.ok());
-    path = dir->path();
-    std::filesystem::create_directories(path + "/a/b");
-    std::ofstream(path + "/a/b/file") << "x";
-    EXPECT_TRUE(std::filesystem::exists(path + "/a/b/file"));
-  }
-  EXPECT_FALSE(std::filesystem::exists(path));
 }
 
 TEST(BenchMemory, PageKindsParseAndTyposAreNamed) {

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "bench/process_bench_util.h"
+#include "bench/harness.h"
 
 namespace ros2::bench {
 
@@ -80,7 +80,7 @@ Result<FioResult> RunFio(const FioJob& job) {
   if (job.filename.empty()) return Status::InvalidArgument("fio: job " + job.name + " has no filename");
   auto fio = FindOnPath("fio");
   if (!fio.ok()) return Status::NotFound("fio is not installed (not on PATH); install the fio package");
-  ROS2_ASSIGN_OR_RETURN(auto scratch, ScratchDir::Create("/tmp", "ros2-bench-fio-"));
+  ROS2_ASSIGN_OR_RETURN(auto scratch, TempDir::Create("/tmp", "ros2-bench-fio-"));
   const std::string out_path = scratch.path() + "/out.json";
   const std::string err_path = scratch.path() + "/stderr";
 
@@ -112,13 +112,13 @@ Result<FioResult> RunFio(const FioJob& job) {
   auto rc = child.Wait(limit);
   if (!rc.ok()) return rc.status().WithContext("fio " + job.name);
   if (*rc != 0) {
-    auto err = ReadWholeFile(err_path);
-    auto out = ReadWholeFile(out_path);
+    auto err = ReadFileOrError(err_path);
+    auto out = ReadFileOrError(out_path);
     std::string detail = err.ok() ? *err : "";
     if (detail.empty() && out.ok()) detail = out->substr(0, 2000);
     return Status::IOError(fmt::format("fio exited with {} ({}): {}", *rc, command, detail));
   }
-  ROS2_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(out_path));
+  ROS2_ASSIGN_OR_RETURN(std::string text, ReadFileOrError(out_path));
   auto parsed = ParseFioJson(text);
   if (!parsed.ok()) return parsed.status().WithContext(command);
   parsed->command = command;

@@ -15,6 +15,7 @@
 
 #include "bench/md_barrier.h"
 #include "bench/md_workload.h"
+#include "testing/subprocess.h"
 #include "testing/temp_dir.h"
 
 namespace ros2::bench {
@@ -27,29 +28,27 @@ TEST(MdWorkloadTest, JobsRunEachPhaseTogetherAndCountTheirOperations) {
   constexpr uint64_t kFiles = 40;
   auto barrier = ProcessBarrier::Create(dir + "/barrier", kJobs);
   ASSERT_TRUE(barrier.ok()) << barrier.status().ToString();
-  std::vector<pid_t> pids;
+  std::vector<ros2::testing::ChildProcess> children;
   for (int j = 0; j < kJobs; ++j) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      // Child: one job in the shared directory; exit code says how it went.
+    // A child: one job in the shared directory; its exit code says how it went.
+    auto child = ros2::testing::ChildProcess::Fork([&dir, j] {
       auto b = ProcessBarrier::Attach(dir + "/barrier");
-      if (!b.ok()) ::_exit(2);
+      if (!b.ok()) return 2;
       auto ns = OpenPosixNamespace(dir + "/shared");
-      if (!ns.ok()) ::_exit(3);
+      if (!ns.ok()) return 3;
       auto phases = RunMdJob(**ns, MdJobSpec{j, kFiles}, *b);
-      if (!phases.ok()) ::_exit(4);
-      if (!(*ns)->RemoveDirectory().ok()) ::_exit(5);  // as the suite's worker does
+      if (!phases.ok()) return 4;
+      if (!(*ns)->RemoveDirectory().ok()) return 5;  // as the suite's worker does
       std::ofstream(dir + "/job" + std::to_string(j) + ".json") << MdPhasesToJson(*phases).dump();
-      ::_exit(0);
-    }
-    pids.push_back(pid);
+      return 0;
+    });
+    ASSERT_TRUE(child.ok()) << child.status().ToString();
+    children.push_back(std::move(*child));
   }
-  for (pid_t pid : pids) {
-    int status = 0;
-    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-    ASSERT_TRUE(WIFEXITED(status));
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+  for (auto& child : children) {
+    auto code = child.Wait(std::chrono::seconds(60));
+    ASSERT_TRUE(code.ok()) << code.status().ToString();
+    EXPECT_EQ(*code, 0);
   }
   std::vector<std::vector<MdPhaseResult>> jobs;
   for (int j = 0; j < kJobs; ++j) {

@@ -32,9 +32,8 @@
 
 #include "bench/bench_report.h"
 #include "bench/md_barrier.h"
-#include "bench/cluster_bench_util.h"
+#include "bench/harness.h"
 #include "bench/md_workload.h"
-#include "bench/process_bench_util.h"
 
 namespace ros2::bench {
 namespace {
@@ -163,7 +162,7 @@ Result<CaseFigures> RunCase(const std::string& scratch, const CaseSpec& c, const
       if (!rc.ok()) continue;
       ++done;
       if (*rc != 0) {
-        auto err = ReadWholeFile(fmt::format("{}/job{}.err", work, j));
+        auto err = ReadFileOrError(fmt::format("{}/job{}.err", work, j));
         return Status::Internal(
             fmt::format("md {}: job {} exited {}: {}", tag, j, *rc, err.ok() ? *err : std::string("(no stderr)")));
       }
@@ -176,7 +175,7 @@ Result<CaseFigures> RunCase(const std::string& scratch, const CaseSpec& c, const
   std::map<std::string, std::vector<MdPhaseResult>> by_phase;
   for (int j = 0; j < c.jobs; ++j) {
     const std::string path = fmt::format("{}/job{}.json", work, j);
-    ROS2_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+    ROS2_ASSIGN_OR_RETURN(std::string text, ReadFileOrError(path));
     auto parsed = nlohmann::json::parse(text, nullptr, false);
     if (parsed.is_discarded()) return Status::Protocol("md: " + path + " is not JSON");
     ROS2_ASSIGN_OR_RETURN(auto phases, MdPhasesFromJson(parsed));
@@ -205,7 +204,7 @@ Result<CaseFigures> RunCase(const std::string& scratch, const CaseSpec& c, const
 }
 
 std::string LoadAverage() {
-  auto s = ReadWholeFile("/proc/loadavg");
+  auto s = ReadFileOrError("/proc/loadavg");
   if (!s.ok()) return "?";
   std::string t = *s;
   while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
@@ -261,7 +260,7 @@ int RunMdSuite(Reporter& rep) {
     std::fprintf(stderr, "md bench: ros2ctl not found at '%s' (use --ros2ctl)\n", co.ros2ctl.c_str());
     return 2;
   }
-  auto scratch = ScratchDir::Create(g_md.dir, "ros2-bench-md-");
+  auto scratch = TempDir::Create(g_md.dir, "ros2-bench-md-");
   if (!scratch.ok()) {
     std::fprintf(stderr, "md bench: %s\n", scratch.status().ToString().c_str());
     return 1;

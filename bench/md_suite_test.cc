@@ -22,7 +22,7 @@ namespace {
 TEST(MdSuiteTest, LocalAndDfsModesReportEveryPhaseWithTheLocalBaseline) {
   ros2::testing::TempDir tmp("md-suite");
   const std::string& dir = tmp.path();
-  ros2::testing::CommandResult r = ros2::testing::RunProcess(
+  ros2::testing::CommandResult r = ros2::testing::RunCommand(
       {ROS2_BENCH_PATH, "--json", "md", "--modes", "local,dfs", "--files", "30", "--jobs", "2", "--dirs",
        "unique,shared", "--shard-size", "64MiB", "--dir", dir, "--ros2ctl", ROS2CTL_PATH, "--engine", ROS2_ENGINE_PATH},
       dir);
@@ -61,7 +61,7 @@ TEST(MdSuiteTest, LocalAndDfsModesReportEveryPhaseWithTheLocalBaseline) {
 TEST(MdSuiteTest, OffloadModeReportsEveryPhaseAgainstDirectDfs) {
   ros2::testing::TempDir tmp("md-suite");
   const std::string& dir = tmp.path();
-  ros2::testing::CommandResult r = ros2::testing::RunProcess(
+  ros2::testing::CommandResult r = ros2::testing::RunCommand(
       {ROS2_BENCH_PATH, "--json", "md", "--modes", "dfs,offload", "--files", "20", "--jobs", "1", "--dirs", "unique",
        "--shard-size", "64MiB", "--dir", dir, "--ros2ctl", ROS2CTL_PATH, "--engine", ROS2_ENGINE_PATH},
       dir);

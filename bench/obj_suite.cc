@@ -38,8 +38,7 @@
 #include <fmt/ranges.h>
 
 #include "bench/bench_report.h"
-#include "bench/cluster_bench_util.h"
-#include "bench/process_bench_util.h"
+#include "bench/harness.h"
 #include "bench/vos_bench_util.h"
 #include "common/object_id.h"
 #include "placement/placement.h"
@@ -567,7 +566,7 @@ int RunObjSuite(Reporter& rep) {
     std::fprintf(stderr, "obj bench: need at least one --jobs value and --qd >= 1\n");
     return 2;
   }
-  auto scratch = ScratchDir::Create(g_opts.dir, "ros2-bench-obj-");
+  auto scratch = TempDir::Create(g_opts.dir, "ros2-bench-obj-");
   if (!scratch.ok()) {
     std::fprintf(stderr, "obj bench: %s\n", scratch.status().ToString().c_str());
     return 1;

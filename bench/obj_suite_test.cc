@@ -30,7 +30,7 @@ class ObjSuiteTest : public ::testing::Test {
                                      "--ros2ctl",     ROS2CTL_PATH, "--engine", ROS2_ENGINE_PATH, "--size",
                                      "2097152",       "--runtime",  "0.3",      "--shard-size",   "64MiB"};
     argv.insert(argv.end(), args.begin(), args.end());
-    ros2::testing::CommandResult r = ros2::testing::RunProcess(argv, dir_);
+    ros2::testing::CommandResult r = ros2::testing::RunCommand(argv, dir_);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     std::map<std::string, std::map<std::string, nlohmann::json>> records;
     std::istringstream lines(r.out);

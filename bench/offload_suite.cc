@@ -41,10 +41,9 @@
 #include <fmt/ranges.h>
 
 #include "bench/bench_report.h"
-#include "bench/cluster_bench_util.h"
+#include "bench/harness.h"
 #include "bench/fio_bench_util.h"
 #include "bench/posix_bench_util.h"
-#include "bench/process_bench_util.h"
 
 namespace ros2::bench {
 namespace {
@@ -378,7 +377,7 @@ int RunOffloadSuite(Reporter& rep) {
       if (c < 0 || c >= ncpu) g_opts.no_pin = true;
     if (g_opts.no_pin) std::fprintf(stderr, "offload bench: %ld CPUs; host and DPU CPUs not pinned\n", ncpu);
   }
-  auto scratch = ScratchDir::Create(g_opts.dir, "ros2-bench-offload-");
+  auto scratch = TempDir::Create(g_opts.dir, "ros2-bench-offload-");
   if (!scratch.ok()) {
     std::fprintf(stderr, "offload bench: %s\n", scratch.status().ToString().c_str());
     return 1;

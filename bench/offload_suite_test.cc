@@ -26,7 +26,7 @@ namespace {
 TEST(OffloadSuiteTest, DirectAndOffloadRunsReportThroughputAndCpuAgainstDirect) {
   ros2::testing::TempDir tmp("offload-suite");
   const std::string& dir = tmp.path();
-  ros2::testing::CommandResult r = ros2::testing::RunProcess(
+  ros2::testing::CommandResult r = ros2::testing::RunCommand(
       {ROS2_BENCH_PATH, "--json", "offload", "--transports", "shm", "--ops", "randread,write", "--bs", "4096",
        "--jobs", "1", "--buffers", "io,heap", "--rounds", "1", "--runtime", "0.5", "--read-size", "8388608",
        "--write-total", "8388608", "--shard-size", "64MiB", "--dir", dir, "--ros2ctl", ROS2CTL_PATH, "--engine", ROS2_ENGINE_PATH,

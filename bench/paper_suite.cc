@@ -20,7 +20,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_report.h"
-#include "bench/cluster_bench_util.h"
+#include "bench/harness.h"
 
 #ifndef ROS2_PAPER_SCRIPT
 #define ROS2_PAPER_SCRIPT ""

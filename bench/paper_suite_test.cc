@@ -71,7 +71,7 @@ class PaperSuiteTest : public ::testing::Test {
 
 TEST_F(PaperSuiteTest, QuickRunWritesEveryOutputAndEachParses) {
   const std::string out = dir_ + "/out";
-  ros2::testing::CommandResult r = ros2::testing::RunProcess(
+  ros2::testing::CommandResult r = ros2::testing::RunCommand(
       {ROS2_BENCH_PATH, "paper", "--quick", "--out", out, "--dir", dir_, "--no-progress"}, dir_);
   ASSERT_EQ(r.exit_code, 0) << r.out << "\n" << r.err;
 
@@ -170,7 +170,7 @@ TEST_F(PaperSuiteTest, QuickRunWritesEveryOutputAndEachParses) {
   // --redraw runs nothing and rebuilds the outputs from the same records.
   const std::string before = ReadFile(out + "/records.jsonl");
   ros2::testing::CommandResult rd =
-      ros2::testing::RunProcess({ROS2_BENCH_PATH, "paper", "--redraw", "--out", out, "--no-progress"}, dir_);
+      ros2::testing::RunCommand({ROS2_BENCH_PATH, "paper", "--redraw", "--out", out, "--no-progress"}, dir_);
   ASSERT_EQ(rd.exit_code, 0) << rd.out << "\n" << rd.err;
   EXPECT_EQ(ReadFile(out + "/records.jsonl"), before);
   auto again = nlohmann::json::parse(ReadFile(out + "/summary.json"), nullptr, false);

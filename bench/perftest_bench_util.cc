@@ -12,7 +12,7 @@
 
 #include <fmt/format.h>
 
-#include "bench/process_bench_util.h"
+#include "bench/harness.h"
 
 namespace ros2::bench {
 
@@ -86,7 +86,7 @@ Result<PerftestResult> ParsePerftestOutput(const std::string& text) {
 Result<PerftestResult> RunUcxPerftest(const PerftestJob& job) {
   auto binary = FindOnPath("ucx_perftest");
   if (!binary.ok()) return Status::NotFound("ucx_perftest is not installed (package ucx-utils)");
-  ROS2_ASSIGN_OR_RETURN(auto scratch, ScratchDir::Create("/tmp", "ros2-bench-perftest-"));
+  ROS2_ASSIGN_OR_RETURN(auto scratch, TempDir::Create("/tmp", "ros2-bench-perftest-"));
   ROS2_ASSIGN_OR_RETURN(int port, PickFreeTcpPort());
 
   SpawnOptions server;
@@ -121,12 +121,12 @@ Result<PerftestResult> RunUcxPerftest(const PerftestJob& job) {
     ROS2_ASSIGN_OR_RETURN(auto client_proc, ChildProcess::Spawn(client));
     auto rc = client_proc.Wait(std::chrono::milliseconds(static_cast<int64_t>(job.timeout_s * 1000)));
     if (!rc.ok()) return rc.status().WithContext("ucx_perftest client (" + command + ")");
-    ROS2_ASSIGN_OR_RETURN(std::string out, ReadWholeFile(client.stdout_path));
+    ROS2_ASSIGN_OR_RETURN(std::string out, ReadFileOrError(client.stdout_path));
     if (*rc == 0) {
       parsed = ParsePerftestOutput(out);
       break;
     }
-    auto err = ReadWholeFile(client.stderr_path);
+    auto err = ReadFileOrError(client.stderr_path);
     parsed = Status::IOError(fmt::format("ucx_perftest client exited with {} ({}): {}{}", *rc, command,
                                          err.ok() ? *err : "", out.substr(out.size() > 2000 ? out.size() - 2000 : 0)));
     if (out.find("connect") == std::string::npos && (err.ok() && err->find("connect") == std::string::npos)) break;

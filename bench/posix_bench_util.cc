@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "bench/process_bench_util.h"
+#include "bench/harness.h"
 
 namespace ros2::bench::posix {
 
@@ -38,10 +38,10 @@ Result<FioResult> RunFioArgs(const std::vector<std::string>& args, const std::st
   auto rc = child.Wait(std::chrono::milliseconds(static_cast<int64_t>(limit_s * 1000)));
   if (!rc.ok()) return rc.status().WithContext(command);
   if (*rc != 0) {
-    auto err = ReadWholeFile(err_path);
+    auto err = ReadFileOrError(err_path);
     return Status::IOError(fmt::format("fio exited with {} ({}): {}", *rc, command, err.ok() ? *err : ""));
   }
-  ROS2_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(out_path));
+  ROS2_ASSIGN_OR_RETURN(std::string text, ReadFileOrError(out_path));
   auto parsed = ParseFioJson(text);
   if (!parsed.ok()) return parsed.status().WithContext(command);
   parsed->command = command;

@@ -1,6 +1,6 @@
 // fio runs of `ros2-bench posix` with arbitrary arguments, whose JSON report
 // is parsed by ParseFioJson (the cluster and the mount it runs against come
-// from cluster_bench_util.h). Main thread of the suite; failures are Status
+// from the harness, src/testing/local_cluster.h). Main thread of the suite; failures are Status
 // values quoting fio's stderr.
 #pragma once
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/cluster_bench_util.h"
+#include "bench/harness.h"
 #include "bench/fio_bench_util.h"
 #include "common/status.h"
 

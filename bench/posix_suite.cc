@@ -39,10 +39,9 @@
 #include <fmt/format.h>
 
 #include "bench/bench_report.h"
-#include "bench/cluster_bench_util.h"
+#include "bench/harness.h"
 #include "bench/fio_bench_util.h"
 #include "bench/posix_bench_util.h"
-#include "bench/process_bench_util.h"
 #include "bench/stages_bench_util.h"
 
 namespace ros2::bench {
@@ -339,7 +338,7 @@ void SummarizeTargets(const std::map<CaseKey, std::map<std::string, Figures>>& a
 }
 
 std::string LoadAverage() {
-  auto text = ReadWholeFile("/proc/loadavg");
+  auto text = ReadFileOrError("/proc/loadavg");
   if (!text.ok()) return "?";
   std::string t = *text;
   while (!t.empty() && t.back() == '\n') t.pop_back();
@@ -374,7 +373,7 @@ int RunPosixSuite(Reporter& rep) {
     return 2;
   }
   if (g_opts.fuse.empty()) std::fprintf(stderr, "posix bench: no ros2-fuse binary: the mount mode is skipped\n");
-  auto scratch = ScratchDir::Create(g_opts.dir, "ros2-bench-posix-");
+  auto scratch = TempDir::Create(g_opts.dir, "ros2-bench-posix-");
   if (!scratch.ok()) {
     std::fprintf(stderr, "posix bench: %s\n", scratch.status().ToString().c_str());
     return 1;

@@ -7,21 +7,19 @@
 // passes --json on. The script prints the records (bench "python") itself:
 // each carries, beside the format of bench_report.h, the spread over its
 // rounds (min, max, ratio_min, ratio_max, rounds).
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "bench/bench_report.h"
-#include "bench/cluster_bench_util.h"
+#include "bench/harness.h"
 
-extern char** environ;
 
 namespace ros2::bench {
 namespace {
@@ -60,26 +58,21 @@ int RunPythonSuite(Reporter&) {
   if (top != nullptr && top->get_option("--json")->as<bool>()) args.push_back("--json");
   for (const std::string& extra : g_opts.app->remaining()) args.push_back(extra);
   if (g_opts.help_script) args.push_back("--help");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
   std::fflush(stdout);
-  pid_t pid = 0;
-  int err = posix_spawn(&pid, g_opts.python.c_str(), nullptr, nullptr, argv.data(), environ);
-  if (err != 0) {
-    std::fprintf(stderr, "python bench: cannot run %s: %s\n", g_opts.python.c_str(), std::strerror(err));
+  SpawnOptions so;
+  so.argv = args;
+  so.inherit_output = true;  // the script's report is the suite's
+  auto child = ChildProcess::Spawn(so);
+  if (!child.ok()) {
+    std::fprintf(stderr, "python bench: cannot run %s: %s\n", g_opts.python.c_str(), child.status().ToString().c_str());
     return 2;
   }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0) {
-    if (errno != EINTR) {
-      std::perror("python bench: waitpid");
-      return 2;
-    }
+  auto code = child->Wait(std::chrono::hours(24 * 365));
+  if (!code.ok()) {
+    std::fprintf(stderr, "python bench: %s\n", code.status().ToString().c_str());
+    return 2;
   }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return *code;
 }
 
 const bool registered = RegisterSuite({

@@ -44,7 +44,7 @@
 #include "bench/bench_report.h"
 #include "bench/memory_bench_util.h"
 #include "bench/perftest_bench_util.h"
-#include "bench/process_bench_util.h"
+#include "bench/harness.h"
 #include "bench/transport_bench_peer.h"
 #include "transport/shared_segment.h"
 #include "transport/transport.h"
@@ -119,7 +119,7 @@ struct Connection {
   std::unique_ptr<Worker> worker;
   std::shared_ptr<Endpoint> ep;
   ChildProcess peer_proc;
-  std::unique_ptr<ScratchDir> scratch;
+  std::unique_ptr<TempDir> scratch;
 
   ~Connection() {
     if (ep) ep->Close();
@@ -140,8 +140,8 @@ Result<std::unique_ptr<Connection>> Connect(const std::string& kind_name) {
   options.kind = kind;
   ROS2_ASSIGN_OR_RETURN(conn->ctx, Context::Create(options));
   ROS2_ASSIGN_OR_RETURN(conn->worker, conn->ctx->CreateWorker("bench-client"));
-  ROS2_ASSIGN_OR_RETURN(auto scratch, ScratchDir::Create("/tmp", "ros2-bench-transport-"));
-  conn->scratch = std::make_unique<ScratchDir>(std::move(scratch));
+  ROS2_ASSIGN_OR_RETURN(auto scratch, TempDir::Create("/tmp", "ros2-bench-transport-"));
+  conn->scratch = std::make_unique<TempDir>(std::move(scratch));
   ROS2_ASSIGN_OR_RETURN(std::string peer_path, PeerExecutable());
   const std::string address_file = conn->scratch->path() + "/peer.addr";
   SpawnOptions spawn;
@@ -158,11 +158,11 @@ Result<std::unique_ptr<Connection>> Connect(const std::string& kind_name) {
   while (!std::filesystem::exists(address_file)) {
     auto exited = conn->peer_proc.Wait(std::chrono::milliseconds(20));
     if (exited.ok() || Clock::now() > deadline) {
-      auto err = ReadWholeFile(spawn.stderr_path);
+      auto err = ReadFileOrError(spawn.stderr_path);
       return Status::TimedOut("transport peer did not publish its address: " + (err.ok() ? *err : ""));
     }
   }
-  ROS2_ASSIGN_OR_RETURN(std::string hex, ReadWholeFile(address_file));
+  ROS2_ASSIGN_OR_RETURN(std::string hex, ReadFileOrError(address_file));
   while (!hex.empty() && (hex.back() == '\n' || hex.back() == ' ')) hex.pop_back();
   ROS2_ASSIGN_OR_RETURN(auto address, FromHex(hex));
   ROS2_ASSIGN_OR_RETURN(conn->ep, conn->worker->Connect(address));

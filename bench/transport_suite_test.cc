@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "bench/process_bench_util.h"
+#include "bench/harness.h"
 
 namespace ros2::bench {
 namespace {
@@ -25,28 +25,11 @@ struct BenchRun {
 
 // Runs ros2-bench with `args`, its output captured in a scratch directory.
 BenchRun RunBench(const std::vector<std::string>& args) {
-  BenchRun r;
-  auto dir = ScratchDir::Create("/tmp", "transport-suite-test-");
-  if (!dir.ok()) {
-    r.err = dir.status().ToString();
-    return r;
-  }
-  SpawnOptions opts;
-  opts.argv = {ROS2_BENCH_PATH};
-  opts.argv.insert(opts.argv.end(), args.begin(), args.end());
-  opts.stdout_path = dir->path() + "/out";
-  opts.stderr_path = dir->path() + "/err";
-  auto child = ChildProcess::Spawn(opts);
-  if (!child.ok()) {
-    r.err = child.status().ToString();
-    return r;
-  }
-  auto code = child->Wait(std::chrono::minutes(3));
-  r.exit_code = code.ok() ? *code : -1;
-  if (auto out = ReadWholeFile(opts.stdout_path); out.ok()) r.out = std::move(*out);
-  if (auto err = ReadWholeFile(opts.stderr_path); err.ok()) r.err = std::move(*err);
-  if (!code.ok()) r.err += code.status().ToString();
-  return r;
+  testing::TempDir dir("transport-suite-test");
+  std::vector<std::string> argv = {ROS2_BENCH_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  testing::CommandResult c = testing::RunCommand(argv, dir.path(), std::chrono::minutes(3));
+  return BenchRun{c.exit_code, c.out, c.err};
 }
 
 TEST(TransportSuiteTest, EveryCaseCarriesBothPerftestBaselinesOfItsRounds) {

@@ -25,7 +25,7 @@
 
 #include "bench/bench_report.h"
 #include "bench/fio_bench_util.h"
-#include "bench/process_bench_util.h"
+#include "bench/harness.h"
 #include "bench/vos_bench_util.h"
 #include "common/object_id.h"
 #include "vos/vos.h"
@@ -206,7 +206,7 @@ int RunVosSuite(Reporter& rep) {
       g_pages = PageKind::kSmall;
     }
   }
-  auto scratch = ScratchDir::Create(g_opts.dir, "ros2-bench-vos-");
+  auto scratch = TempDir::Create(g_opts.dir, "ros2-bench-vos-");
   if (!scratch.ok()) {
     std::fprintf(stderr, "vos bench: %s\n", scratch.status().ToString().c_str());
     return 1;

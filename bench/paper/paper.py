@@ -519,11 +519,6 @@ def dfs_read_back_to_back(recs, jobs):
 
 def find_ceph_script(a):
     cands = [a.ceph_script, os.environ.get("ROS2_CEPH_PEER_SCRIPT")]
-    here = os.path.dirname(os.path.abspath(__file__))
-    src = os.path.dirname(os.path.dirname(here))
-    cands += [os.path.join(src, "..", "shared", "peers", "ceph-single-node.sh"),
-              os.path.join(src, "..", "..", "shared", "peers", "ceph-single-node.sh"),
-              "/work/shared/peers/ceph-single-node.sh"]
     for p in cands:
         if p and os.path.isfile(p):
             return os.path.abspath(p)

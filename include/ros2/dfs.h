@@ -103,7 +103,7 @@ struct Attr {
   gid_t gid = 0;
   uint64_t size = 0;    // file: end of the highest written byte; symlink: target length
   uint64_t blocks = 0;  // 512-byte blocks (size rounded up; holes not subtracted)
-  uint32_t nlink = 1;   // names of the entry (hard links); 1 for directories (tools must not infer subdirectory counts)
+  uint32_t nlink = 1;   // names of the entry (hard links); a directory: 2 + its subdirectories
   uint64_t rdev = 0;    // character and block devices: the device number
   uint32_t blksize = 0;  // the chunk size (preferred I/O size)
   timespec atime{};

@@ -16,6 +16,7 @@
 #include "ros2/client.h"
 #include "ros2/ros2.h"
 #include "testing/pattern.h"
+#include "testing/client_fixture.h"
 #include "testing/test_cluster.h"
 #include "transport/transport.h"
 
@@ -35,19 +36,11 @@ class ClientEngineTest : public ::testing::TestWithParam<std::string> {
     std::string error;
     cluster_ = clusters_.Get(transport, &error, {{"cont", "create", "p", "c"}});
     ASSERT_NE(cluster_, nullptr) << error;
-    ClientOptions o;
-    o.control = cluster_->control();
-    o.secret_file = cluster_->admin_secret_file();
-    o.transport = transport;
-    auto client = Client::Connect(o);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::move(*client);
-    auto pool = client_->ConnectPool("p");
-    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-    pool_ = std::move(*pool);
-    auto cont = pool_->OpenContainer("c");
-    ASSERT_TRUE(cont.ok()) << cont.status().ToString();
-    cont_ = std::move(*cont);
+    auto connected = ros2::testing::ConnectContainer(ros2::testing::ClientOptionsFor(*cluster_, transport), "p", "c");
+    ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+    client_ = std::move(connected->client);
+    pool_ = std::move(connected->pool);
+    cont_ = std::move(connected->cont);
   }
 
   // A C-API client of this test's cluster over this test's transport.

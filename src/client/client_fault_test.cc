@@ -19,6 +19,7 @@
 #include "control/management_client.h"
 #include "object/obj_rpc.h"
 #include "ros2/client.h"
+#include "testing/client_fixture.h"
 #include "testing/pattern.h"
 #include "testing/temp_dir.h"
 #include "transport/transport.h"
@@ -200,15 +201,11 @@ class ClientFaultTest : public ::testing::Test {
     co.secret = *secret;
     co.transport = "tcp";
     co.io_timeout = std::chrono::seconds(10);
-    auto c = Client::Connect(co);
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    client_ = std::move(*c);
-    auto pool = client_->ConnectPool("p");
-    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-    pool_ = std::move(*pool);
-    auto cont = pool_->OpenContainer("c");
-    ASSERT_TRUE(cont.ok()) << cont.status().ToString();
-    cont_ = std::move(*cont);
+    auto connected = ros2::testing::ConnectContainer(co, "p", "c");
+    ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+    client_ = std::move(connected->client);
+    pool_ = std::move(connected->pool);
+    cont_ = std::move(connected->cont);
   }
 
   void TearDown() override {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ros2/client.h"
+#include "testing/client_fixture.h"
 #include "testing/test_cluster.h"
 
 namespace ros2::client {
@@ -85,18 +86,12 @@ struct Handles {
 
 Handles Open(const ClientOptions& o) {
   Handles h;
-  auto client = Client::Connect(o);
-  EXPECT_TRUE(client.ok()) << client.status().ToString();
-  if (!client.ok()) return h;
-  h.client = std::move(*client);
-  auto pool = h.client->ConnectPool("p");
-  EXPECT_TRUE(pool.ok()) << pool.status().ToString();
-  if (!pool.ok()) return h;
-  h.pool = std::move(*pool);
-  auto cont = h.pool->OpenContainer("c");
-  EXPECT_TRUE(cont.ok()) << cont.status().ToString();
-  if (!cont.ok()) return h;
-  h.cont = std::move(*cont);
+  auto connected = ros2::testing::ConnectContainer(o, "p", "c");
+  EXPECT_TRUE(connected.ok()) << connected.status().ToString();
+  if (!connected.ok()) return h;
+  h.client = std::move(connected->client);
+  h.pool = std::move(connected->pool);
+  h.cont = std::move(connected->cont);
   auto obj = h.cont->OpenObject(Container::MakeObjectId(ObjectClass::kSX, 7));  // dkeys over both targets
   EXPECT_TRUE(obj.ok()) << obj.status().ToString();
   if (obj.ok()) h.obj = *obj;

@@ -130,7 +130,7 @@ Result<Attr> DirectFilesystem::StatSlow(const Entry& entry) {
   if (S_ISREG(rec.mode)) {
     ROS2_ASSIGN_OR_RETURN(size, core_->FileSize(rec.oid, rec.chunk_size));
   }
-  return core_->MakeAttr(rec, size);
+  return core_->AttrOf(rec, size);
 }
 
 Result<Attr> DirectFilesystem::SetAttr(const Entry& entry, const SetAttrArgs& args) {
@@ -181,7 +181,7 @@ Result<Attr> DirectFilesystem::SetAttr(const Entry& entry, const SetAttrArgs& ar
   if (!size && S_ISREG(rec.mode)) {
     ROS2_ASSIGN_OR_RETURN(size, core_->FileSize(rec.oid, rec.chunk_size));
   }
-  return core_->MakeAttr(rec, size.value_or(0));
+  return core_->AttrOf(rec, size.value_or(0));
 }
 
 Status DirectFilesystem::Truncate(const Entry& file, uint64_t size) {

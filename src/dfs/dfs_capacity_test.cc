@@ -11,6 +11,7 @@
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 #include "testing/pattern.h"
+#include "testing/client_fixture.h"
 #include "testing/test_cluster.h"
 
 namespace ros2::dfs {
@@ -33,19 +34,11 @@ class DfsCapacityTest : public ::testing::Test {
       auto r = cluster_->Ctl(args);
       ASSERT_EQ(r.exit_code, 0) << r.err;
     }
-    client::ClientOptions o;
-    o.control = cluster_->control();
-    o.secret_file = cluster_->admin_secret_file();
-    o.transport = "tcp";
-    auto client = client::Client::Connect(o);
-    ASSERT_TRUE(client.ok()) << client.status().ToString();
-    client_ = std::move(*client);
-    auto pool = client_->ConnectPool("cap");
-    ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-    pool_ = std::move(*pool);
-    auto c = pool_->OpenContainer("files");
-    ASSERT_TRUE(c.ok()) << c.status().ToString();
-    cont_ = std::move(*c);
+    auto connected = ros2::testing::ConnectContainer(ros2::testing::ClientOptionsFor(*cluster_, "tcp"), "cap", "files");
+    ASSERT_TRUE(connected.ok()) << connected.status().ToString();
+    client_ = std::move(connected->client);
+    pool_ = std::move(connected->pool);
+    cont_ = std::move(connected->cont);
     auto fs = Filesystem::Mount(*cont_, {});
     ASSERT_TRUE(fs.ok()) << fs.status().ToString();
     fs_ = std::move(*fs);

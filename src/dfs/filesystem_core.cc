@@ -212,6 +212,28 @@ Status FilesystemCore::StoreDirectoryTimes(const ObjectId& dir, const timespec& 
   return obj.Put(kDirTimesDkey, kDirTimesAkey, AsSpan(bytes));
 }
 
+Status FilesystemCore::AddSubdirectory(const ObjectId& dir, std::string_view name) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(dir));
+  const std::byte marker{1};
+  return obj.Put(kDirTimesDkey, std::string(kSubdirAkeyPrefix) + std::string(name),
+                 std::span<const std::byte>(&marker, 1));
+}
+
+Status FilesystemCore::RemoveSubdirectory(const ObjectId& dir, std::string_view name) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(dir));
+  return obj.PunchAkey(kDirTimesDkey, std::string(kSubdirAkeyPrefix) + std::string(name));
+}
+
+Result<uint32_t> FilesystemCore::DirectoryLinkCount(const ObjectId& dir) const {
+  ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(dir));
+  ROS2_ASSIGN_OR_RETURN(auto akeys, obj.ListAkeys(kDirTimesDkey));
+  uint32_t count = 2;
+  for (const auto& akey : akeys) {
+    if (akey.starts_with(kSubdirAkeyPrefix)) ++count;
+  }
+  return count;
+}
+
 Status FilesystemCore::ApplyDirectoryTimes(EntryRecord& record) const {
   ROS2_ASSIGN_OR_RETURN(client::Object obj, OpenObject(record.oid));
   ROS2_ASSIGN_OR_RETURN(auto value, obj.Get(kDirTimesDkey, kDirTimesAkey, kDirTimesSize));
@@ -307,7 +329,7 @@ Attr FilesystemCore::MakeAttr(const EntryRecord& record, uint64_t size) const {
   a.gid = record.gid;
   a.size = S_ISLNK(record.mode) ? record.symlink_target.size() : size;
   a.blocks = (a.size + 511) / 512;
-  a.nlink = record.linked ? record.nlink : 1;
+  a.nlink = record.linked ? record.nlink : S_ISDIR(record.mode) ? std::max<uint32_t>(record.nlink, 2) : 1;
   a.rdev = record.rdev;
   a.blksize = static_cast<uint32_t>(
       std::min<uint64_t>(record.chunk_size != 0 ? record.chunk_size : chunk_size_, uint64_t{1} << 30));
@@ -315,6 +337,14 @@ Attr FilesystemCore::MakeAttr(const EntryRecord& record, uint64_t size) const {
   a.mtime = record.mtime;
   a.ctime = record.ctime;
   a.oid = record.oid;
+  return a;
+}
+
+Result<Attr> FilesystemCore::AttrOf(const EntryRecord& record, uint64_t size) const {
+  Attr a = MakeAttr(record, size);
+  if (S_ISDIR(record.mode)) {
+    ROS2_ASSIGN_OR_RETURN(a.nlink, DirectoryLinkCount(record.oid));
+  }
   return a;
 }
 

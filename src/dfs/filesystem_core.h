@@ -34,6 +34,10 @@ inline constexpr std::string_view kDataAkey = "d";         // a file chunk's byt
 // of entries (docs/dfs.md, "Times").
 inline constexpr std::string_view kDirTimesDkey = ".";
 inline constexpr std::string_view kDirTimesAkey = "t";
+// A directory object: dkey kDirTimesDkey / akey kSubdirAkeyPrefix + name, one
+// per subdirectory (a one-byte marker), so that the directory's link count is
+// 2 plus their number (docs/dfs.md, "Link counts").
+inline constexpr std::string_view kSubdirAkeyPrefix = "d/";
 // Superblock object: dkey InodeDkey(oid) / akey kEntryAkey holds the shared
 // inode record of a hard-linked entry.
 std::string InodeDkey(const ObjectId& oid);
@@ -114,6 +118,14 @@ class FilesystemCore {
   Status StoreDirectoryTimes(const ObjectId& dir, const timespec& mtime, const timespec& ctime) const;
   // Takes the directory's mtime and its later ctime from its times value, when it has one.
   Status ApplyDirectoryTimes(EntryRecord& record) const;
+  // --- directory link counts ---
+  // Subdirectory `name` appeared in (or left) directory object `dir`: one blind
+  // put (punch) of its marker, idempotent.
+  Status AddSubdirectory(const ObjectId& dir, std::string_view name) const;
+  Status RemoveSubdirectory(const ObjectId& dir, std::string_view name) const;
+  // 2 + the subdirectories of directory object `dir` (one listing of its markers).
+  Result<uint32_t> DirectoryLinkCount(const ObjectId& dir) const;
+
   // Removes an entry: NotFound when it is absent.
   Status RemoveRecord(const ObjectId& dir, std::string_view name) const;
 
@@ -125,6 +137,8 @@ class FilesystemCore {
   Result<EntryRecord> RecordOf(const Entry& entry) const;
 
   Attr MakeAttr(const EntryRecord& record, uint64_t size) const;
+  // MakeAttr with a directory's link count counted (DirectoryLinkCount).
+  Result<Attr> AttrOf(const EntryRecord& record, uint64_t size) const;
   Entry MakeEntry(const ObjectId& parent, std::string_view name, const EntryRecord& record) const;
   EntryRecord NewRecord(mode_t mode, const ObjectId& oid) const;
 

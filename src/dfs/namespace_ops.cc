@@ -67,11 +67,17 @@ Status PunchEntryObject(const FilesystemCore& core, const EntryRecord& rec) {
   return obj.PunchObject();
 }
 
-// After a rename: both directories changed, and the moved entry's ctime
+// After a rename: both directories changed, a moved directory's marker
+// moves with it (the link counts of both), and the moved entry's ctime
 // (already in `moved` unless it is hard-linked: then in its inode record).
-Status FinishRename(const FilesystemCore& core, const ObjectId& from, const ObjectId& to, const EntryRecord& moved) {
+Status FinishRename(const FilesystemCore& core, const ObjectId& from, std::string_view name, const ObjectId& to,
+                    std::string_view new_name, const EntryRecord& moved) {
   ROS2_RETURN_IF_ERROR(core.TouchDirectory(from));
   if (!(to == from)) ROS2_RETURN_IF_ERROR(core.TouchDirectory(to));
+  if (S_ISDIR(moved.mode)) {
+    ROS2_RETURN_IF_ERROR(core.AddSubdirectory(to, new_name));
+    ROS2_RETURN_IF_ERROR(core.RemoveSubdirectory(from, name));
+  }
   if (moved.linked) return core.ReplaceInode(moved);
   return Status::Ok();
 }
@@ -95,7 +101,8 @@ Result<std::pair<Entry, Attr>> DirectFilesystem::LookupWithAttr(const Entry& par
   if (S_ISREG(rec.mode)) {
     ROS2_ASSIGN_OR_RETURN(size, core_->FileSize(rec.oid, rec.chunk_size));
   }
-  return std::make_pair(core_->MakeEntry(parent.oid, name, rec), core_->MakeAttr(rec, size));
+  ROS2_ASSIGN_OR_RETURN(Attr attr, core_->AttrOf(rec, size));
+  return std::make_pair(core_->MakeEntry(parent.oid, name, rec), attr);
 }
 
 Result<Entry> DirectFilesystem::LookupPath(std::string_view path) {
@@ -202,6 +209,7 @@ Result<Entry> DirectFilesystem::Mkdir(const Entry& parent, std::string_view name
       core_->NewRecord(S_IFDIR | (mode & 07777), core_->NewObjectId(ObjectType::kDirectory, core_->dir_class()));
   ROS2_RETURN_IF_ERROR(core_->InsertRecord(parent.oid, name, rec));
   ROS2_RETURN_IF_ERROR(core_->TouchDirectory(parent.oid));
+  ROS2_RETURN_IF_ERROR(core_->AddSubdirectory(parent.oid, name));
   return core_->MakeEntry(parent.oid, name, rec);
 }
 
@@ -318,6 +326,7 @@ Status DirectFilesystem::Rmdir(const Entry& parent, std::string_view name) {
   if (!empty) return Status::NotEmpty(fmt::format("dfs rmdir: {} is not empty", DescribeEntry(parent.oid, name)));
   ROS2_RETURN_IF_ERROR(core_->RemoveRecord(parent.oid, name));
   ROS2_RETURN_IF_ERROR(core_->TouchDirectory(parent.oid));
+  ROS2_RETURN_IF_ERROR(core_->RemoveSubdirectory(parent.oid, name));
   return PunchEntryObject(*core_, rec);
 }
 
@@ -347,7 +356,7 @@ Status DirectFilesystem::Rename(const Entry& parent, std::string_view name, cons
     Status st = core_->RemoveRecord(parent.oid, name);
     if (st.IsNotFound()) (void)core_->RemoveRecord(new_parent.oid, new_name);  // the source vanished: undo
     ROS2_RETURN_IF_ERROR(st);
-    return FinishRename(*core_, parent.oid, new_parent.oid, moved);
+    return FinishRename(*core_, parent.oid, name, new_parent.oid, new_name, moved);
   }
 
   for (int attempt = 0; attempt < kRaceRetries; ++attempt) {
@@ -372,7 +381,7 @@ Status DirectFilesystem::Rename(const Entry& parent, std::string_view name, cons
     ROS2_RETURN_IF_ERROR(st);
     ROS2_RETURN_IF_ERROR(core_->RemoveRecord(parent.oid, name));
     if (dst.ok()) (void)PunchEntryObject(*core_, *dst);
-    return FinishRename(*core_, parent.oid, new_parent.oid, moved);
+    return FinishRename(*core_, parent.oid, name, new_parent.oid, new_name, moved);
   }
   return Status::Busy(what + ": the target kept changing");
 }

@@ -21,7 +21,7 @@ namespace {
 
 using testing::CommandResult;
 using testing::ReadWholeFile;
-using testing::RunProcess;
+using testing::RunCommand;
 using testing::TestCluster;
 
 constexpr uint64_t kJobBytes = uint64_t{16} << 20;  // per job
@@ -81,7 +81,7 @@ class FioEngineTest : public ::testing::Test {
     argv.push_back("--output=" + out_path);
     argv.push_back("--verify_state_save=0");  // no <job>-verify.state files in the working directory
     FioRun run;
-    run.cmd = RunProcess(argv, cluster.scratch());
+    run.cmd = RunCommand(argv, cluster.scratch());
     run.report = nlohmann::json::parse(ReadWholeFile(out_path), nullptr, /*allow_exceptions=*/false);
     return run;
   }

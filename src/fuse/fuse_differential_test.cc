@@ -9,7 +9,7 @@
 //
 // Not compared (documented in docs/fuse.md): timestamps (ordered by the
 // conformance test instead), st_ino/st_dev/st_blocks, and a directory's
-// st_nlink (1 on the mount, as on many network file systems).
+// size.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -27,12 +27,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "fuse/fuse_test_harness.h"
+#include "testing/fuse_mount.h"
 
 namespace ros2::fuse {
 namespace {
 
-using ros2::testing::TestCluster;
+using namespace ros2::testing;  // the harness (src/testing)
 
 // What one system call returned, in a form both trees must agree on.
 struct Outcome {
@@ -61,7 +61,8 @@ Outcome Result(long long ret) {
 // The stat fields both trees must agree on.
 std::string StatFields(const struct stat& st) {
   std::string s = fmt::format("mode={:o} uid={} gid={}", st.st_mode, st.st_uid, st.st_gid);
-  if (!S_ISDIR(st.st_mode)) s += fmt::format(" size={} nlink={}", st.st_size, st.st_nlink);
+  s += fmt::format(" nlink={}", st.st_nlink);  // a directory's: 2 + its subdirectories
+  if (!S_ISDIR(st.st_mode)) s += fmt::format(" size={}", st.st_size);
   return s;
 }
 
@@ -173,9 +174,9 @@ class FuseDifferentialTest : public ::testing::Test {
     std::string error;
     cluster_ = StartNvmeClusterWithContainer(&error);
     ASSERT_NE(cluster_, nullptr) << error;
-    mount_ = FuseMount::Start(*cluster_, cluster_->dir() + "/mnt", {}, &error);
+    mount_ = StartTestMount(*cluster_, cluster_->dir() + "/mnt", {}, &error);
     ASSERT_NE(mount_, nullptr) << error;
-    direct_ = FuseMount::Start(*cluster_, cluster_->dir() + "/direct", {"--data-cache", "off"}, &error);
+    direct_ = StartTestMount(*cluster_, cluster_->dir() + "/direct", {"--data-cache", "off"}, &error);
     ASSERT_NE(direct_, nullptr) << error;
   }
 

@@ -84,7 +84,9 @@ Result<size_t> FuseFilesystem::FillDirectoryReply(fuse_req_t req, OpenDirectory&
         if (used > 0) break;  // reply what we have; the error comes back on the next call
         return batch.status();
       }
-      for (auto& item : *batch) d.listed.push_back(std::move(item));
+      for (auto& item : *batch) {
+        if (!IsOrphanDirectory(d.dir, item.name)) d.listed.push_back(std::move(item));
+      }
       continue;
     }
     const dfs::DirEntry& item = d.listed[index];

@@ -107,6 +107,7 @@ void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
   auto handle = std::make_unique<OpenFile>();
   handle->entry = *entry;
   handle->opener = fuse_req_ctx(req)->pid;
+  open_files_.Opened(entry->oid);
   fi->fh = ReleaseToHandle(std::move(handle));
   // A handle that can write gets a flush on close, to publish the mtime of
   // what it wrote (the DFS does not stamp it per write); a read-only one
@@ -121,12 +122,18 @@ void FuseFilesystem::Open(fuse_req_t req, fuse_ino_t ino, fuse_file_info* fi) {
     out.fh = fi->fh;
     out.open_flags = FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES | (read_only ? FOPEN_NOFLUSH : 0);
     iovec iov{&out, sizeof(out)};
-    if (fuse_reply_iov(req, &iov, 1) != 0) TakeHandle<OpenFile>(fi->fh);
+    if (fuse_reply_iov(req, &iov, 1) != 0) {
+      TakeHandle<OpenFile>(fi->fh);
+      open_files_.Closed(entry->oid);
+    }
     return;
   }
   fi->keep_cache = 1;
   fi->noflush = read_only ? 1 : 0;
-  if (fuse_reply_open(req, fi) != 0) TakeHandle<OpenFile>(fi->fh);
+  if (fuse_reply_open(req, fi) != 0) {
+    TakeHandle<OpenFile>(fi->fh);
+    open_files_.Closed(entry->oid);
+  }
 }
 
 void FuseFilesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name, mode_t mode, fuse_file_info* fi) {
@@ -148,6 +155,7 @@ void FuseFilesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name,
   auto handle = std::make_unique<OpenFile>();
   handle->entry = *created;
   handle->opener = fuse_req_ctx(req)->pid;
+  open_files_.Opened(created->oid);
   fi->fh = ReleaseToHandle(std::move(handle));
   fi->direct_io = cache_.data_cache ? 0 : 1;
   fi->keep_cache = cache_.data_cache ? 1 : 0;
@@ -155,6 +163,7 @@ void FuseFilesystem::Create(fuse_req_t req, fuse_ino_t parent, const char* name,
   if (fuse_reply_create(req, &e, fi) != 0) {
     inodes_.Forget(e.ino, 1);
     TakeHandle<OpenFile>(fi->fh);
+    open_files_.Closed(created->oid);
   }
 }
 
@@ -205,6 +214,7 @@ void FuseFilesystem::Release(fuse_req_t req, fuse_file_info* fi) {
                     s.ToString());
     }
   }
+  if (file && open_files_.Closed(file->entry.oid)) DropOrphan(file->entry);
 }
 
 void FuseFilesystem::FSync(fuse_req_t req, fuse_ino_t ino, fuse_file_info*) {

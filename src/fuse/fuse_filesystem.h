@@ -17,11 +17,14 @@
 #include <fuse_lowlevel.h>
 
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "fuse/inode_table.h"
 #include "fuse/mount_options.h"
+#include "fuse/orphans.h"
 #include "ros2/dfs.h"
 
 namespace ros2::fuse {
@@ -106,9 +109,24 @@ class FuseFilesystem {
   void ReplyNewEntry(fuse_req_t req, const dfs::Entry& parent, const dfs::Entry& entry, std::string_view op);
   struct stat ToStat(const dfs::Attr& attr, uint64_t ino) const;
 
+  // --- files removed while open (orphans.h) ---
+  // Whether `name` in `parent` is this mount's hidden orphan directory.
+  bool IsOrphanDirectory(const dfs::Entry& parent, std::string_view name) const;
+  // The orphan directory (made on first use); `create` false: nullopt when absent.
+  Result<std::optional<dfs::Entry>> OrphanDirectory(bool create);
+  // Removes `name` of `parent`; when it is the last name of a file open on
+  // this mount, first links the file into the orphan directory.
+  Status UnlinkKeepingOpenFile(const dfs::Entry& parent, std::string_view name);
+  // The last handle of orphan `entry` closed: removes its orphan link.
+  void DropOrphan(const dfs::Entry& entry);
+
   dfs::Filesystem& fs_;
   CachePolicy cache_;
   InodeTable inodes_;
+  OpenFiles open_files_;
+  std::mutex orphan_dir_mu_;
+  std::optional<dfs::Entry> orphan_dir_;  // guarded by orphan_dir_mu_
+  bool orphan_dir_absent_ = false;        // guarded by orphan_dir_mu_
 };
 
 }  // namespace ros2::fuse

@@ -29,7 +29,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "fuse/fuse_test_harness.h"
+#include "testing/fuse_mount.h"
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -41,9 +41,7 @@
 namespace ros2::fuse {
 namespace {
 
-using ros2::testing::CommandResult;
-using ros2::testing::ReadWholeFile;
-using ros2::testing::TestCluster;
+using namespace ros2::testing;  // the harness (src/testing)
 
 class FuseMountTest : public ::testing::Test {
  protected:
@@ -55,9 +53,9 @@ class FuseMountTest : public ::testing::Test {
     cluster_up_ = true;
     local_ = cluster_->dir() + "/local";
     std::filesystem::create_directories(local_);
-    direct_ = FuseMount::Start(*cluster_, cluster_->dir() + "/direct", {"--data-cache", "off"}, &error);
+    direct_ = StartTestMount(*cluster_, cluster_->dir() + "/direct", {"--data-cache", "off"}, &error);
     ASSERT_NE(direct_, nullptr) << error;
-    cached_ = FuseMount::Start(*cluster_, cluster_->dir() + "/cached", {"--allow-other"}, &error);
+    cached_ = StartTestMount(*cluster_, cluster_->dir() + "/cached", {"--allow-other"}, &error);
     ASSERT_NE(cached_, nullptr) << error;
   }
 
@@ -78,7 +76,7 @@ class FuseMountTest : public ::testing::Test {
   std::string D(const std::string& rel) const { return direct_->path() + "/" + rel; }
   std::string C(const std::string& rel) const { return cached_->path() + "/" + rel; }
   std::string L(const std::string& rel) const { return local_ + "/" + rel; }
-  CommandResult Run(const std::string& script) const { return Sh(script, cluster_->scratch()); }
+  CommandResult Run(const std::string& script) const { return RunShell(script, cluster_->scratch()); }
 
   std::unique_ptr<TestCluster> cluster_;
   bool cluster_up_ = false;
@@ -96,7 +94,7 @@ TEST_F(FuseMountTest, DaemonModeReturnsOnceLiveAndUnmountsOnRequest) {
   struct statfs_guard {
     std::string dir, scratch;
     ~statfs_guard() {
-      if (IsMounted(dir)) Sh("fusermount3 -u " + dir + " || umount -l " + dir, scratch);
+      if (IsMounted(dir)) RunShell("fusermount3 -u " + dir + " || umount -l " + dir, scratch);
     }
   } guard{dir, cluster_->scratch()};
   struct stat st {};
@@ -120,7 +118,7 @@ TEST_F(FuseMountTest, DaemonModeReturnsOnceLiveAndUnmountsOnRequest) {
   // SIGTERM (and SIGINT) end a mount cleanly: exit 0, nothing left mounted.
   for (int sig : {SIGTERM, SIGINT}) {
     std::string error;
-    auto mount = FuseMount::Start(*cluster_, dir, {}, &error);
+    auto mount = StartTestMount(*cluster_, dir, {}, &error);
     ASSERT_NE(mount, nullptr) << error;
     EXPECT_EQ(ReadWholeFile(dir + "/hello.txt"), "hello\n");
     EXPECT_EQ(mount->SignalAndWait(sig), 0) << "signal " << sig << ": " << mount->log();
@@ -207,24 +205,34 @@ TEST_F(FuseMountTest, ConcurrentWritersAndReadersOnDistinctFiles) {
   ASSERT_EQ(::mkdir(D("conc").c_str(), 0755), 0);
   ASSERT_EQ(
       Run("head -c 16M /dev/urandom > " + L("shared") + " && cp " + L("shared") + " " + D("conc/shared")).exit_code, 0);
-  std::vector<pid_t> pids;
+  // Each a shell script with its output in its own log.
+  std::vector<ChildProcess> procs;
+  auto shell = [&](const std::string& script, const std::string& log) {
+    SpawnOptions so;
+    so.argv = {"/bin/sh", "-c", script};
+    so.stdout_path = so.stderr_path = log;
+    auto child = ChildProcess::Spawn(so);
+    ASSERT_TRUE(child.ok()) << child.status().ToString();
+    procs.push_back(std::move(*child));
+  };
   for (int i = 0; i < 4; ++i) {
     std::string n = std::to_string(i);
     // Each writer: its own random data, written with one block size, read back with another.
-    pids.push_back(SpawnShell("set -e; head -c 24M /dev/urandom > " + L("w" + n) + "; dd if=" + L("w" + n) +
-                                  " of=" + D("conc/w" + n) + " bs=" + std::to_string(64 << i) + "k status=none; cmp " +
-                                  L("w" + n) + " " + D("conc/w" + n) + "; cmp " + L("w" + n) + " " + C("conc/w" + n),
-                              L("writer" + n + ".log")));
+    shell("set -e; head -c 24M /dev/urandom > " + L("w" + n) + "; dd if=" + L("w" + n) + " of=" + D("conc/w" + n) +
+              " bs=" + std::to_string(64 << i) + "k status=none; cmp " + L("w" + n) + " " + D("conc/w" + n) +
+              "; cmp " + L("w" + n) + " " + C("conc/w" + n),
+          L("writer" + n + ".log"));
   }
   for (int i = 0; i < 2; ++i) {
     std::string n = std::to_string(i);
-    pids.push_back(SpawnShell("set -e; for k in 1 2 3; do cmp " + L("shared") + " " + D("conc/shared") + "; cmp " +
-                                  L("shared") + " " + C("conc/shared") + "; done",
-                              L("reader" + n + ".log")));
+    shell("set -e; for k in 1 2 3; do cmp " + L("shared") + " " + D("conc/shared") + "; cmp " + L("shared") + " " +
+              C("conc/shared") + "; done",
+          L("reader" + n + ".log"));
   }
-  for (size_t i = 0; i < pids.size(); ++i) {
+  for (size_t i = 0; i < procs.size(); ++i) {
     std::string what = i < 4 ? "writer" + std::to_string(i) : "reader" + std::to_string(i - 4);
-    EXPECT_EQ(WaitExit(pids[i], std::chrono::seconds(180)), 0) << what << ": " << ReadWholeFile(L(what + ".log"));
+    auto code = procs[i].Wait(std::chrono::seconds(180));
+    EXPECT_TRUE(code.ok() && *code == 0) << what << ": " << ReadWholeFile(L(what + ".log"));
   }
   CommandResult sizes = Run("stat -c %s " + D("conc/w0") + " " + D("conc/w3"));
   EXPECT_EQ(sizes.out, "25165824\n25165824\n");
@@ -381,7 +389,10 @@ TEST_F(FuseMountTest, PosixErrorsAndMetadataThroughTheMount) {
   ASSERT_EQ(::lstat(D("lnk").c_str(), &st), 0);
   EXPECT_TRUE(S_ISLNK(st.st_mode));
   EXPECT_EQ(st.st_size, 15);
+}
 
+TEST_F(FuseMountTest, AttributesSpaceAndOwnersThroughTheMount) {
+  struct stat st {};
   // chmod, utimens, truncate shrink and grow (the grown part reads as zeros), stat size.
   std::string data(10000, 'a');
   ASSERT_TRUE(WriteFile(D("t"), data));
@@ -482,8 +493,8 @@ TEST_F(FuseMountTest, PosixErrorsAndMetadataThroughTheMount) {
 // the direct mounts of the same container see.
 TEST_F(FuseMountTest, OffloadMountRunsThroughTheAgent) {
   std::string error;
-  auto offload = FuseMount::Start(*cluster_, cluster_->dir() + "/offload", {"--data-cache", "off"}, &error,
-                                  "ROS2_AGENT_SOCKET=" + cluster_->dir() + "/agent.sock");
+  auto offload = StartTestMount(*cluster_, cluster_->dir() + "/offload", {"--data-cache", "off"}, &error,
+                                  {{"ROS2_AGENT_SOCKET", cluster_->dir() + "/agent.sock"}});
   ASSERT_NE(offload, nullptr) << error;
   const std::string O = offload->path();
   CommandResult work = Run("set -e; mkdir -p " + O + "/a/b; head -c 3000000 /dev/urandom > " + L("big") + "; cp " +
@@ -587,8 +598,8 @@ TEST_F(FuseMountTest, MountsSurviveEngineKillAndRestartUnderLoad) {
     }
   } stop_and_join{stop, threads, fds};
   auto wait_for = [&](uint64_t n, std::chrono::seconds limit) {
-    const auto deadline = HarnessClock::now() + limit;
-    while (total_acked.load() < n && HarnessClock::now() < deadline)
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (total_acked.load() < n && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     return total_acked.load() >= n;
   };

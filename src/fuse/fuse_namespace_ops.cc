@@ -14,7 +14,9 @@ namespace ros2::fuse {
 void FuseFilesystem::Lookup(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto dir = EntryOrReply(req, parent);
   if (!dir) return;
-  auto found = fs_.LookupWithAttr(*dir, name);
+  auto found = IsOrphanDirectory(*dir, name)
+                   ? Result<std::pair<dfs::Entry, dfs::Attr>>(Status::NotFound("the mount's orphan directory"))
+                   : fs_.LookupWithAttr(*dir, name);
   if (!found.ok()) {
     if (found.status().IsNotFound() && cache_.negative_timeout_s > 0) {
       // ino 0: the kernel caches "no such name" for entry_timeout.
@@ -38,6 +40,13 @@ void FuseFilesystem::GetAttr(fuse_req_t req, fuse_ino_t ino) {
   if (!entry) return;
   auto attr = fs_.Stat(*entry);
   if (!attr.ok()) return ReplyError(req, attr.status(), "getattr");
+  // Links this mount keeps for itself do not count: an orphan's, and the
+  // root's subdirectory that holds them.
+  if (attr->nlink > 0 && entry->is_file() && open_files_.IsOrphan(entry->oid)) --attr->nlink;
+  if (ino == InodeTable::kRootIno) {
+    auto orphans = OrphanDirectory(false);
+    if (orphans.ok() && orphans->has_value() && attr->nlink > 2) --attr->nlink;
+  }
   struct stat st = ToStat(*attr, ino);
   fuse_reply_attr(req, &st, cache_.attr_timeout_s);
 }
@@ -132,7 +141,7 @@ void FuseFilesystem::MkDir(fuse_req_t req, fuse_ino_t parent, const char* name, 
 void FuseFilesystem::Unlink(fuse_req_t req, fuse_ino_t parent, const char* name) {
   auto dir = EntryOrReply(req, parent);
   if (!dir) return;
-  Status s = fs_.Unlink(*dir, name);
+  Status s = UnlinkKeepingOpenFile(*dir, name);
   if (!s.ok()) return ReplyError(req, s, "unlink");
   fuse_reply_err(req, 0);
 }

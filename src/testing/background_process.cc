@@ -1,17 +1,5 @@
 #include "testing/background_process.h"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <fstream>
-#include <sstream>
-#include <thread>
-
-#include <fmt/format.h>
-
 namespace ros2::testing {
 
 Result<std::unique_ptr<BackgroundProcess>> BackgroundProcess::Start(const std::vector<std::string>& argv,
@@ -20,24 +8,18 @@ Result<std::unique_ptr<BackgroundProcess>> BackgroundProcess::Start(const std::v
   if (argv.empty()) return Status::InvalidArgument("BackgroundProcess: no program");
   std::unique_ptr<BackgroundProcess> p(new BackgroundProcess());
   p->log_path_ = log_path;
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid < 0) return Status::FromErrno(errno, "BackgroundProcess: fork");
-  if (pid == 0) {
-    ::setpgid(0, 0);  // its own group: Stop() signals whatever it started too
-    const int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) ::_exit(126);
-    ::dup2(fd, STDOUT_FILENO);
-    ::dup2(fd, STDERR_FILENO);
-    const int devnull = ::open("/dev/null", O_RDONLY);
-    if (devnull >= 0) ::dup2(devnull, STDIN_FILENO);
-    for (const auto& e : env) ::putenv(const_cast<char*>(e.c_str()));
-    ::execv(args[0], args.data());
-    ::_exit(127);
+  SpawnOptions so;
+  so.argv = argv;
+  for (const auto& e : env) {
+    const size_t eq = e.find('=');
+    if (eq == std::string::npos) return Status::InvalidArgument("BackgroundProcess: environment entry '" + e + "'");
+    so.env.emplace_back(e.substr(0, eq), e.substr(eq + 1));
   }
-  p->pid_ = pid;
+  so.stdout_path = so.stderr_path = log_path;
+  so.own_process_group = true;  // Stop() signals whatever it started too
+  auto child = ChildProcess::Spawn(so);
+  if (!child.ok()) return child.status().WithContext("BackgroundProcess");
+  p->process_ = std::move(*child);
   return p;
 }
 
@@ -46,39 +28,20 @@ BackgroundProcess::~BackgroundProcess() {
 }
 
 bool BackgroundProcess::Running() {
-  if (pid_ < 0) return false;
-  int status = 0;
-  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) {
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    pid_ = -1;
-    return false;
-  }
-  return true;
+  if (!process_.running()) return false;
+  auto code = process_.Wait(std::chrono::milliseconds(0));
+  if (code.ok()) exit_code_ = *code;
+  return process_.running();
 }
 
 int BackgroundProcess::Stop(std::chrono::milliseconds grace) {
   if (!Running()) return exit_code_;
-  ::kill(-pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (Running() && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (pid_ >= 0) {
-    ::kill(-pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    pid_ = -1;
-  }
+  exit_code_ = process_.Stop(grace);
   return exit_code_;
 }
 
 std::string BackgroundProcess::Log() const {
-  std::ifstream in(log_path_);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return ReadWholeFile(log_path_);
 }
 
 }  // namespace ros2::testing

@@ -2,7 +2,8 @@
 // server, a workload, a tmux server), its stdout and stderr in a log file;
 // stopped with SIGTERM (SIGKILL after a grace) by Stop() or the destructor.
 // For ros2-engine use EngineProcess or TestCluster; for a command that runs to
-// completion, RunProcess (test_cluster.h). Test thread only.
+// completion, RunCommand (subprocess.h). A ChildProcess in its own process
+// group underneath. Test thread only.
 #pragma once
 
 #include <sys/types.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "testing/subprocess.h"
 
 namespace ros2::testing {
 
@@ -32,12 +34,12 @@ class BackgroundProcess {
   int Stop(std::chrono::milliseconds grace = std::chrono::seconds(10));
   // Whether it still runs (false once it exited, whether reaped or not).
   bool Running();
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
   std::string Log() const;
 
  private:
   BackgroundProcess() = default;
-  pid_t pid_ = -1;
+  ChildProcess process_;
   int exit_code_ = -1;
   std::string log_path_;
 };

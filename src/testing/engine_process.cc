@@ -73,30 +73,20 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
   std::error_code ec;
   std::filesystem::remove(ready, ec);
 
-  pid_t pid = ::fork();
-  if (pid < 0) return Status::FromErrno(errno, "fork ros2-engine");
-  if (pid == 0) {
-    int log = ::open((dir + "/engine.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (log >= 0) {
-      ::dup2(log, 1);
-      ::dup2(log, 2);
-    }
-    // ROS2_ENGINE_TEST_GDB=<gdb command file> runs the engine under gdb (debugging aid).
-    if (const char* gdb = std::getenv("ROS2_ENGINE_TEST_GDB"); gdb != nullptr && *gdb != '\0') {
-      ::execlp("gdb", "gdb", "-q", "-batch", "-x", gdb, "--args", ROS2_ENGINE_PATH, "--config", config_path.c_str(),
-               static_cast<char*>(nullptr));
-    }
-    ::execl(ROS2_ENGINE_PATH, "ros2-engine", "--config", config_path.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
+  SpawnOptions so;
+  so.argv = {ROS2_ENGINE_PATH, "--config", config_path};
+  // ROS2_ENGINE_TEST_GDB=<gdb command file> runs the engine under gdb (debugging aid).
+  if (const char* gdb = std::getenv("ROS2_ENGINE_TEST_GDB"); gdb != nullptr && *gdb != '\0') {
+    so.argv.insert(so.argv.begin(), {"gdb", "-q", "-batch", "-x", gdb, "--args"});
   }
-  p->pid_ = pid;
+  so.stdout_path = so.stderr_path = dir + "/engine.log";
+  so.append = true;
+  ROS2_ASSIGN_OR_RETURN(p->process_, ChildProcess::Spawn(so));
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
-    int wstatus = 0;
-    if (::waitpid(pid, &wstatus, WNOHANG) == pid) {
-      p->pid_ = -1;
-      return Status::IOError(fmt::format("ros2-engine exited during start-up (status {}):\n{}", wstatus, p->LogTail()));
+    if (auto code = p->process_.Wait(std::chrono::milliseconds(0)); code.ok()) {
+      return Status::IOError(fmt::format("ros2-engine exited during start-up (exit {}):\n{}", *code, p->LogTail()));
     }
     std::ifstream in(ready);
     if (in) {
@@ -119,27 +109,17 @@ EngineProcess::~EngineProcess() {
 }
 
 Result<int> EngineProcess::Terminate() {
-  if (pid_ < 0) return Status::InvalidArgument("engine not running");
-  ::kill(pid_, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < deadline) {
-    int wstatus = 0;
-    if (::waitpid(pid_, &wstatus, WNOHANG) == pid_) {
-      pid_ = -1;
-      if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
-      return 128 + WTERMSIG(wstatus);
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (!process_.running()) return Status::InvalidArgument("engine not running");
+  process_.Signal(SIGTERM);
+  auto code = process_.Wait(std::chrono::seconds(20));
+  if (!code.ok() && code.status().code() == Status::Code::kTimedOut) {
+    return Status::TimedOut(fmt::format("ros2-engine {} ignored SIGTERM for 20 s", process_.pid()));
   }
-  return Status::TimedOut(fmt::format("ros2-engine {} ignored SIGTERM for 20 s", pid_));
+  return code;
 }
 
 void EngineProcess::Kill() {
-  if (pid_ < 0) return;
-  ::kill(pid_, SIGKILL);
-  int wstatus = 0;
-  ::waitpid(pid_, &wstatus, 0);
-  pid_ = -1;
+  process_.Kill();
 }
 
 std::string EngineProcess::LogTail() const {

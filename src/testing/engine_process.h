@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "testing/status_assert.h"
+#include "testing/subprocess.h"
 #include "testing/temp_dir.h"
 
 namespace ros2::testing {
@@ -66,7 +67,7 @@ class EngineProcess {
   // SIGKILL and reap.
   void Kill();
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
   const std::string& control() const { return control_; }  // "unix:/.../control.sock" or the joined endpoint
   const std::string& engine_id() const { return engine_id_; }
   const std::string& tcp() const { return tcp_; }  // the TCP control listener "host:port", if any
@@ -77,7 +78,7 @@ class EngineProcess {
  private:
   explicit EngineProcess(EngineOptions options) : options_(std::move(options)) {}
   EngineOptions options_;
-  pid_t pid_ = -1;
+  ChildProcess process_;
   std::string control_;
   std::string engine_id_;
   std::string tcp_;

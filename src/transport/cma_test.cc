@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testing/subprocess.h"
+
 namespace ros2::transport::cma {
 namespace {
 
@@ -37,35 +39,39 @@ TEST(CmaTest, TokensAreBoundToTheRequestingPidAndUsedOnce) {
   EXPECT_EQ(authority.Redeem(*b), std::optional<int32_t>(getpid()));
 }
 
+// The pid of a child that has exited and been reaped (-1 when fork failed).
+pid_t ExitedChildPid() {
+  auto child = ros2::testing::ChildProcess::Fork([] { return 0; });
+  if (!child.ok()) return -1;
+  const pid_t pid = child->pid();
+  return child->Wait(std::chrono::seconds(10)).ok() ? pid : -1;
+}
+
 TEST(CmaTest, TokenFromAChildNamesTheChild) {
   Authority authority;
   ASSERT_TRUE(authority.Start().ok());
   int fds[2];
   ASSERT_EQ(pipe(fds), 0);
   const pid_t parent = getpid();
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
+  auto child = ros2::testing::ChildProcess::Fork([&] {
     auto t = RequestToken(static_cast<int32_t>(parent), std::chrono::milliseconds(2000));
-    if (t.ok() && write(fds[1], t->data(), t->size()) == static_cast<ssize_t>(t->size())) _exit(0);
-    _exit(1);
-  }
+    return t.ok() && write(fds[1], t->data(), t->size()) == static_cast<ssize_t>(t->size()) ? 0 : 1;
+  });
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const pid_t child_pid = child->pid();
   close(fds[1]);
   Token token{};
   ASSERT_EQ(read(fds[0], token.data(), token.size()), static_cast<ssize_t>(token.size()));
   close(fds[0]);
-  int status = 0;
-  waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  EXPECT_EQ(authority.Redeem(token), std::optional<int32_t>(child));
+  auto code = child->Wait(std::chrono::seconds(10));
+  ASSERT_TRUE(code.ok() && *code == 0);
+  EXPECT_EQ(authority.Redeem(token), std::optional<int32_t>(child_pid));
 }
 
 TEST(CmaTest, RequestTokenChecksWhoListens) {
-  // Nobody serves this pid's name.
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) _exit(0);
-  waitpid(child, nullptr, 0);
+  // Nobody serves this pid's name (a child that has exited).
+  const pid_t child = ExitedChildPid();
+  ASSERT_GT(child, 0);
   auto none = RequestToken(static_cast<int32_t>(child), std::chrono::milliseconds(500));
   EXPECT_EQ(none.status().code(), Status::Code::kNotFound) << none.status().ToString();
 
@@ -102,10 +108,8 @@ TEST(CmaTest, CopyMovesBytesAndNamesFailures) {
   EXPECT_EQ(unmapped.code(), Status::Code::kInvalidArgument) << unmapped.ToString();
   EXPECT_NE(unmapped.message().find("0x1000"), std::string::npos) << unmapped.ToString();
 
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) _exit(0);
-  waitpid(child, nullptr, 0);
+  const pid_t child = ExitedChildPid();
+  ASSERT_GT(child, 0);
   Status gone = Copy(child, local.data(), raddr, 64, /*to_remote=*/true);
   EXPECT_EQ(gone.code(), Status::Code::kDisconnected) << gone.ToString();
 }

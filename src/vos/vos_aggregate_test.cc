@@ -1,30 +1,15 @@
 // Aggregation reclaims versions no view can see, and only those.
 #include <gtest/gtest.h>
 
+#include "testing/vos_fixture.h"
 #include "vos/vos_test_util.h"
 
 namespace ros2::vos {
 namespace {
 
-using testing::GetArray;
-using testing::GetSingle;
-using testing::Pattern;
-using testing::PutArray;
-using testing::PutSingle;
-using testing::TestOid;
+using namespace testing;  // the VOS test helpers (vos_test_util.h)
 
-class VosAggregateTest : public ::testing::TestWithParam<StorageClass> {
- protected:
-  void SetUp() override { Reopen(); }
-  void Reopen() {
-    vos_.reset();
-    auto v = Vos::Open(testing::SmallOptions(dir_.path(), GetParam()));
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    vos_ = std::move(*v);
-  }
-  testing::TempDir dir_;
-  std::unique_ptr<Vos> vos_;
-};
+class VosAggregateTest : public ros2::testing::VosFixture<::testing::TestWithParam<StorageClass>> {};
 
 TEST_P(VosAggregateTest, OverwrittenExtentsAreReclaimed) {
   ObjectId oid = TestOid(1);

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "testing/subprocess.h"
 #include "vos/fault_injection_env.h"
 #include "vos/keys.h"
 #include "vos/vos_store.h"
@@ -21,11 +22,7 @@
 namespace ros2::vos {
 namespace {
 
-using testing::GetArray;
-using testing::Pattern;
-using testing::WarmDataFile;
-using testing::PutArray;
-using testing::TestOid;
+using namespace testing;  // the VOS test helpers (vos_test_util.h)
 
 constexpr size_t kMiB = size_t{1} << 20;
 
@@ -73,18 +70,15 @@ TEST(VosCheckRecordTest, TheLastGroupsExtentThatMissedTheDiskIsRolledBackAtOpen)
 
   // The child acknowledges a new version of b, then of a (a later group, whose
   // batch deletes b's check record), and stops without closing.
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  const int code = ros2::testing::RunInChild([&] {
     auto v = Vos::Open(o);
     if (!v.ok()) std::_Exit(10);
     if (!PutArray(v->get(), oid, "d", "b", 20, 0, 1, Pattern(kMiB, 4)).ok()) std::_Exit(11);
     if (!PutArray(v->get(), oid, "d", "a", 20, 0, 1, Pattern(kMiB, 2)).ok()) std::_Exit(12);
     std::_Exit(0);  // no destructors: the store is not closed
-  }
-  int wstatus = 0;
-  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
-  ASSERT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << "child status " << wstatus;
+    return 0;
+  });
+  ASSERT_EQ(code, 0) << "child exit code";
   EXPECT_EQ(CheckRecords(o.path), 1) << "only the last group's check record is left";
 
   // The device kept a's record but not its data (the extent holds zeros, as

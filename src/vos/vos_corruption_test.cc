@@ -9,36 +9,28 @@
 #include "common/checksum.h"
 #include "vos/keys.h"
 #include "vos/vos_store.h"
+#include "testing/vos_fixture.h"
 #include "vos/vos_test_util.h"
 
 namespace ros2::vos {
 namespace {
 
-using testing::GetArray;
-using testing::GetSingle;
-using testing::Pattern;
-using testing::PutArray;
-using testing::PutSingle;
-using testing::TestOid;
+using namespace testing;  // the VOS test helpers (vos_test_util.h)
 
 // Flips one bit `at` bytes after the first occurrence of `needle` in `path`.
 bool FlipBitWhere(const std::string& path, const std::vector<std::byte>& needle, size_t at) {
   return testing::EditWhere(path, needle, at, 1, [](std::span<std::byte> b) { b[0] ^= std::byte{0x04}; });
 }
 
-class VosCorruptionTest : public ::testing::Test {
+class VosCorruptionTest : public ros2::testing::VosFixture<> {
  protected:
-  void SetUp() override { Open(); }
-  void Open() {
-    VosOptions o = testing::SmallOptions(dir_.path());
+  VosOptions Options() override {
+    VosOptions o = VosFixture::Options();
     o.inline_threshold = 64 << 10;  // lets the SST test keep large values in RocksDB
-    auto v = Vos::Open(o);
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    vos_ = std::move(*v);
+    return o;
   }
+  void Open() { Reopen(); }
   std::string store() const { return dir_.path() + "/store"; }
-  testing::TempDir dir_;
-  std::unique_ptr<Vos> vos_;
 };
 
 TEST_F(VosCorruptionTest, FlippedDataFileBitIsCorruptionOnlyInItsChunk) {

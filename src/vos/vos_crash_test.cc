@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "vos/vos_crash_model.h"
+#include "testing/subprocess.h"
 #include "vos/vos_test_util.h"
 
 namespace ros2::vos {
@@ -35,13 +36,15 @@ ChildReport RunChild(const std::string& store, Epoch first, int ops, int kill_af
                      std::chrono::microseconds delay) {
   int fds[2];
   EXPECT_EQ(::pipe2(fds, O_CLOEXEC), 0);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::dup2(fds[1], STDOUT_FILENO);
-    std::string first_s = std::to_string(first), ops_s = std::to_string(ops);
-    const char* argv[] = {VOS_CRASH_CHILD, store.c_str(), first_s.c_str(), ops_s.c_str(), nullptr};
-    ::execv(VOS_CRASH_CHILD, const_cast<char* const*>(argv));
-    ::_exit(127);
+  ros2::testing::SpawnOptions so;
+  so.argv = {VOS_CRASH_CHILD, store, std::to_string(first), std::to_string(ops)};
+  so.stdout_fd = fds[1];
+  auto child = ros2::testing::ChildProcess::Spawn(so);
+  EXPECT_TRUE(child.ok()) << child.status().ToString();
+  if (!child.ok()) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return {};
   }
   ::close(fds[1]);
   std::string out;
@@ -51,7 +54,7 @@ ChildReport RunChild(const std::string& store, Epoch first, int ops, int kill_af
   while (true) {
     auto now = std::chrono::steady_clock::now();
     if (!killed && now >= deadline) {
-      ::kill(pid, SIGKILL);
+      child->Signal(SIGKILL);
       killed = true;
     }
     int timeout = -1;
@@ -70,8 +73,8 @@ ChildReport RunChild(const std::string& store, Epoch first, int ops, int kill_af
     }
   }
   ::close(fds[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  auto code = child->Wait(std::chrono::seconds(60));
+  const int exit_code = code.ok() ? *code : -1;
   ChildReport r;
   std::istringstream lines(out);
   std::string tag;
@@ -85,8 +88,8 @@ ChildReport RunChild(const std::string& store, Epoch first, int ops, int kill_af
     lines >> e;
     (tag == "A" ? r.acked : r.begun).insert(e);
   }
-  if (!killed || !WIFSIGNALED(status)) {
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child failed, status " << status;
+  if (!killed || exit_code != 128 + SIGKILL) {
+    EXPECT_EQ(exit_code, 0) << "child failed";
   }
   return r;
 }

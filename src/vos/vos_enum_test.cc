@@ -8,10 +8,7 @@
 namespace ros2::vos {
 namespace {
 
-using testing::Pattern;
-using testing::PutArray;
-using testing::PutSingle;
-using testing::TestOid;
+using namespace testing;  // the VOS test helpers (vos_test_util.h)
 
 class VosEnumTest : public ::testing::Test {
  protected:

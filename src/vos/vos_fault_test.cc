@@ -10,35 +10,35 @@
 #include <vector>
 
 #include "vos/fault_injection_env.h"
+#include "testing/vos_fixture.h"
 #include "vos/vos_test_util.h"
 
 namespace ros2::vos {
 namespace {
 
-using testing::GetArray;
-using testing::GetSingle;
-using testing::Pattern;
-using testing::PutArray;
-using testing::PutSingle;
-using testing::TestOid;
+using namespace testing;  // the VOS test helpers (vos_test_util.h)
 
-class VosFaultTest : public ::testing::Test {
+class VosFaultTest : public ros2::testing::VosFixture<> {
  protected:
   void SetUp() override { Reopen(); }
+  // The store uses env_, which goes before the fixture's members: close it first.
+  ~VosFaultTest() override { vos_.reset(); }
+  VosOptions Options() override {
+    VosOptions o = testing::SmallOptions(store_dir_.empty() ? dir_.path() : store_dir_);
+    o.data_size = data_size_;
+    o.env = &env_;
+    return o;
+  }
   void Reopen(uint64_t data_size = 64 << 20) { ReopenIn(dir_.path(), data_size); }
   void ReopenIn(const std::string& dir, uint64_t data_size) {
-    vos_.reset();
-    VosOptions o = testing::SmallOptions(dir);
-    o.data_size = data_size;
-    o.env = &env_;
-    auto v = Vos::Open(o);
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    vos_ = std::move(*v);
+    store_dir_ = dir;
+    data_size_ = data_size;
+    VosFixture::Reopen();
     env_.Reset();
   }
-  testing::TempDir dir_;
   FaultInjectionEnv env_;
-  std::unique_ptr<Vos> vos_;
+  std::string store_dir_;
+  uint64_t data_size_ = 64 << 20;
 };
 
 TEST_F(VosFaultTest, FailedWriteIsAnIOErrorAndLeaksNothing) {

@@ -3,30 +3,15 @@
 
 #include <algorithm>
 
+#include "testing/vos_fixture.h"
 #include "vos/vos_test_util.h"
 
 namespace ros2::vos {
 namespace {
 
-using testing::GetArray;
-using testing::GetSingle;
-using testing::Pattern;
-using testing::PutArray;
-using testing::PutSingle;
-using testing::TestOid;
+using namespace testing;  // the VOS test helpers (vos_test_util.h)
 
-class VosPunchTest : public ::testing::Test {
- protected:
-  void SetUp() override { Reopen(); }
-  void Reopen() {
-    vos_.reset();
-    auto v = Vos::Open(testing::SmallOptions(dir_.path()));
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    vos_ = std::move(*v);
-  }
-  testing::TempDir dir_;
-  std::unique_ptr<Vos> vos_;
-};
+class VosPunchTest : public ros2::testing::VosFixture<> {};
 
 TEST_F(VosPunchTest, PunchAkeyHidesFromItsEpochOnAndOlderReadsStillSee) {
   ObjectId oid = TestOid(1);

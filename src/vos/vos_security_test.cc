@@ -15,11 +15,7 @@
 namespace ros2::vos {
 namespace {
 
-using testing::GetSingle;
-using testing::Pattern;
-using testing::WarmDataFile;
-using testing::PutSingle;
-using testing::TestOid;
+using namespace testing;  // the VOS test helpers (vos_test_util.h)
 
 Result<std::unique_ptr<Vos>> OpenWith(const std::string& dir, Env* env, ExtentSync sync) {
   VosOptions o = testing::SmallOptions(dir);

@@ -15,12 +15,7 @@
 namespace ros2::vos {
 namespace {
 
-using testing::GetArray;
-using testing::GetSingle;
-using testing::Pattern;
-using testing::PutArray;
-using testing::PutSingle;
-using testing::TestOid;
+using namespace testing;  // the VOS test helpers (vos_test_util.h)
 
 constexpr uint64_t kMiB = uint64_t{1} << 20;
 

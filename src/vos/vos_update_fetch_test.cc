@@ -11,32 +11,16 @@
 #include <random>
 
 #include "vos/aligned_buffer.h"
+#include "testing/vos_fixture.h"
 #include "vos/vos_store.h"
 #include "vos/vos_test_util.h"
 
 namespace ros2::vos {
 namespace {
 
-using testing::GetArray;
-using testing::GetSingle;
-using testing::Pattern;
-using testing::PutArray;
-using testing::PutSingle;
-using testing::TestOid;
+using namespace testing;  // the VOS test helpers (vos_test_util.h)
 
-class VosUpdateFetchTest : public ::testing::TestWithParam<StorageClass> {
- protected:
-  void SetUp() override { Reopen(); }
-  void Reopen() {
-    vos_.reset();
-    auto v = Vos::Open(Options());
-    ASSERT_TRUE(v.ok()) << v.status().ToString();
-    vos_ = std::move(*v);
-  }
-  VosOptions Options() { return testing::SmallOptions(dir_.path(), GetParam()); }
-  testing::TempDir dir_;
-  std::unique_ptr<Vos> vos_;
-};
+class VosUpdateFetchTest : public ros2::testing::VosFixture<::testing::TestWithParam<StorageClass>> {};
 
 TEST_P(VosUpdateFetchTest, SingleValuesInlineAndExternal) {
   ObjectId oid = TestOid(1);

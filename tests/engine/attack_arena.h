@@ -8,7 +8,6 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +28,7 @@
 #include "testing/pattern.h"
 #include "testing/proc_status.h"
 #include "testing/status_assert.h"
+#include "testing/subprocess.h"
 #include "transport/fault_injection.h"
 
 extern char** environ;
@@ -62,17 +62,16 @@ inline std::string RunAttackerProcess(std::vector<std::string> args, std::vector
                                       const std::string& when = "", const std::function<void()>& during = nullptr) {
   int fds[2];
   EXPECT_EQ(pipe2(fds, O_CLOEXEC), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-  std::vector<char*> argv, envp;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  EXPECT_EQ(posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&fa);
+  SpawnOptions so;
+  so.argv = args;
+  for (const auto& e : env) {
+    const size_t eq = e.find('=');
+    so.env.emplace_back(e.substr(0, eq), eq == std::string::npos ? std::string() : e.substr(eq + 1));
+  }
+  so.env_only = true;  // the attacker's environment is what the test gives it
+  so.stdout_fd = fds[1];
+  auto child = ChildProcess::Spawn(so);
+  EXPECT_TRUE(child.ok()) << child.status().ToString();
   close(fds[1]);
   std::string out;
   bool during_ran = false;
@@ -102,10 +101,10 @@ inline std::string RunAttackerProcess(std::vector<std::string> args, std::vector
     out.append(buf, static_cast<size_t>(n));
   }
   close(fds[0]);
-  if (std::chrono::steady_clock::now() >= deadline) kill(pid, SIGKILL);
-  int wstatus = 0;
-  waitpid(pid, &wstatus, 0);
-  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0)
+  if (!child.ok()) return out;
+  if (std::chrono::steady_clock::now() >= deadline) child->Kill();
+  auto code = child->running() ? child->Wait(std::chrono::seconds(60)) : Result<int>(-1);
+  EXPECT_TRUE(code.ok() && *code == 0)
       << args[0] << " " << (args.size() > 1 ? args[1] : "") << " failed:\n"
       << out;
   return out;

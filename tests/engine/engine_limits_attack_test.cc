@@ -23,6 +23,7 @@
 #include "engine_cluster.h"
 #include "object_session.h"
 #include "testing/engine_process.h"
+#include "testing/subprocess.h"
 
 namespace ros2::testing {
 namespace {
@@ -216,17 +217,12 @@ TEST(EngineAttack, DataDirectoryIsPrivate) {
 
   // A hostile local user (nobody) cannot open the data file.
   if (::geteuid() == 0) {
-    pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      if (::setgid(65534) != 0 || ::setuid(65534) != 0) ::_exit(3);
+    const int code = ros2::testing::RunInChild([&] {
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 3;
       int fd = ::open(data_file.c_str(), O_RDONLY);
-      ::_exit(fd >= 0 ? 1 : (errno == EACCES ? 0 : 2));
-    }
-    int wstatus = 0;
-    ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
-    ASSERT_TRUE(WIFEXITED(wstatus));
-    EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "another user opened " << data_file << " (1: opened, 2: other error)";
+      return fd >= 0 ? 1 : (errno == EACCES ? 0 : 2);
+    });
+    EXPECT_EQ(code, 0) << "another user opened " << data_file << " (1: opened, 2: other error)";
   }
 
   // An engine refuses a data directory others may enter, naming the fix.

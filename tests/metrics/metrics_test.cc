@@ -227,7 +227,7 @@ TEST_F(MetricsTest, PromtoolAcceptsEveryEndpoint) {
     ROS2_ASSERT_OK(body);
     const std::string file = cluster_->scratch() + "/scrape.txt";
     std::ofstream(file) << *body;
-    auto r = testing::RunProcess({"/bin/sh", "-c", fmt::format("{} check metrics < {}", kPromtool, file)},
+    auto r = testing::RunCommand({"/bin/sh", "-c", fmt::format("{} check metrics < {}", kPromtool, file)},
                                  cluster_->scratch());
     EXPECT_EQ(r.exit_code, 0) << endpoint << ":\n" << r.out << r.err;
     EXPECT_EQ(r.out + r.err, "") << endpoint;
@@ -320,7 +320,7 @@ TEST_F(MetricsTest, TopInATerminalShowsTheWorkload) {
   auto tmux = [&](const std::vector<std::string>& args) {
     std::vector<std::string> argv = {kTmux, "-S", socket};
     argv.insert(argv.end(), args.begin(), args.end());
-    return testing::RunProcess(argv, dir.path());
+    return testing::RunCommand(argv, dir.path());
   };
   std::atomic<bool> done{false};
   std::thread load([&] {

@@ -1,18 +1,18 @@
-// PeerProcess: starts transport_test_peer as a real second process, reads its
-// worker address from a pipe, and kills it (SIGKILL) when asked or destroyed.
-// Test-only; one thread.
+// PeerProcess: starts transport_test_peer as a real second process (a
+// ChildProcess of the test harness, testing/subprocess.h), reads its worker
+// address from a pipe, and kills it (SIGKILL) when asked or destroyed.
+// Test-only (links ros2_harness); one thread.
 #pragma once
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <string>
 #include <vector>
 
 #include "common/status.h"
+#include "testing/subprocess.h"
 
 namespace ros2::transport::testing {
 
@@ -27,16 +27,17 @@ class PeerProcess {
   Status Start(const std::string& binary, const std::string& transport, const std::vector<std::string>& extra = {}) {
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) return Status::FromErrno(errno, "test peer: pipe");
-    pid_ = fork();
-    if (pid_ < 0) return Status::FromErrno(errno, "test peer: fork");
-    if (pid_ == 0) {
-      dup2(fds[1], STDOUT_FILENO);
-      std::vector<char*> args = {const_cast<char*>(binary.c_str()), const_cast<char*>(transport.c_str())};
-      for (const std::string& a : extra) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execv(binary.c_str(), args.data());
-      _exit(127);
+    ros2::testing::SpawnOptions so;
+    so.argv = {binary, transport};
+    so.argv.insert(so.argv.end(), extra.begin(), extra.end());
+    so.stdout_fd = fds[1];
+    auto child = ros2::testing::ChildProcess::Spawn(so);
+    if (!child.ok()) {
+      close(fds[0]);
+      close(fds[1]);
+      return child.status().WithContext("test peer");
     }
+    process_ = std::move(*child);
     close(fds[1]);
     // The address is the line starting "ADDRESS "; log lines may come before it.
     std::string line;
@@ -63,14 +64,10 @@ class PeerProcess {
   }
 
   const std::vector<uint8_t>& address() const { return address_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_.pid(); }
 
   void Kill() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
+    process_.Kill();
     if (out_fd_ >= 0) {
       close(out_fd_);
       out_fd_ = -1;
@@ -78,7 +75,7 @@ class PeerProcess {
   }
 
  private:
-  pid_t pid_ = -1;
+  ros2::testing::ChildProcess process_;
   int out_fd_ = -1;
   std::vector<uint8_t> address_;
 };

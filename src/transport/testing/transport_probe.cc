@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   }
   const std::string kind = argv[1];
   const int iters = argc > 2 ? std::atoi(argv[2]) : 2000;
-  testing::PeerProcess peer;
+  transport::testing::PeerProcess peer;
   if (Status st = peer.Start(TRANSPORT_TEST_PEER_PATH, kind); !st.ok()) {
     fprintf(stderr, "%s\n", st.ToString().c_str());
     return 1;
@@ -83,7 +83,7 @@ int main(int argc, char** argv) {
       co.bulk_out = out;
       co.bulk_in = in;
       auto t0 = Clock::now();
-      auto r = ep->CallSync(testing::kOpEcho, {}, co);
+      auto r = ep->CallSync(transport::testing::kOpEcho, {}, co);
       us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
       if (!r.ok()) return fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;
     }
@@ -104,9 +104,9 @@ int main(int argc, char** argv) {
         buf = heap.data();
       }
       const int n = std::max(4, static_cast<int>((256u << 20) / size));
-      for (uint16_t op : {testing::kOpSink, testing::kOpFill}) {
+      for (uint16_t op : {transport::testing::kOpSink, transport::testing::kOpFill}) {
         CallOptions co;
-        if (op == testing::kOpSink)
+        if (op == transport::testing::kOpSink)
           co.bulk_out = std::span<const std::byte>(buf, size);
         else
           co.bulk_in = std::span<std::byte>(buf, size);
@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
           if (!r.ok()) return fprintf(stderr, "%s\n", r.status().ToString().c_str()), 1;
           gbs.push_back(size / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
         }
-        printf("bulk %-5s %-5s %3zu MiB: p50 %.2f GB/s  best %.2f GB/s\n", op == testing::kOpSink ? "write" : "read",
+        printf("bulk %-5s %-5s %3zu MiB: p50 %.2f GB/s  best %.2f GB/s\n", op == transport::testing::kOpSink ? "write" : "read",
                arena ? "arena" : "heap", size >> 20, Pct(gbs, 50), Pct(gbs, 100));
       }
     }
