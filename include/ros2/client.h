@@ -395,7 +395,6 @@ class Object {
   friend class Container;
   friend struct IoOp;
   Object(std::shared_ptr<ContainerCore> cont, ObjectId oid) : cont_(std::move(cont)), oid_(oid) {}
-  Result<std::vector<std::string>> ListDkeysPageOnce(KeyAnchor& anchor, size_t max) const;
   Status SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& args, uint64_t user_data,
                         IoCallback callback) const;
   Status SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args, uint64_t user_data,

@@ -45,7 +45,7 @@ std::string NormalizeControl(const std::string& endpoint) {
 }  // namespace
 
 ThreadIo::~ThreadIo() {
-  retries_.clear();
+  timers_.clear();
   // A thread that went idle before its engine died (and was restarted) still
   // holds endpoints to the dead process: one progress pass lets the transport
   // notice (the peer's pidfd), so closing them does not wait on a peer that
@@ -65,7 +65,7 @@ Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::st
     // reports it, so the request is not sent into the void (where its
     // outcome would be unknown): the connection is made again, which fails,
     // unsent, when the engine is gone.
-    if (t_completion_depth == 0 && now - cached.last_used > kIdleCheckAfter && NothingInFlight()) {
+    if (!in_completion() && now - cached.last_used > kIdleCheckAfter && NothingInFlight()) {
       (void)worker_->Progress();  // no call in flight: no completion can run inside
     }
     if (cached.ep->status().ok()) {

@@ -29,8 +29,9 @@ EventQueue::~EventQueue() {
   // Operations reference this queue until their completion runs; the transport
   // fails each at its deadline, so this loop ends.
   while (in_flight_ > 0) {
-    (void)io_->worker().RunUntil([this] { return in_flight_ == 0 || io_->has_retries(); }, std::chrono::seconds(5));
-    io_->RunRetries();
+    const auto slice = std::chrono::ceil<std::chrono::milliseconds>(io_->UntilNextTimer(std::chrono::seconds(5)));
+    (void)io_->worker().RunUntil([this] { return in_flight_ == 0 || io_->TimerDue(); }, slice);
+    io_->RunDueTimers();
     if (in_flight_ > 0)
       ROS2_LOG_WARN("libros2: event queue destroyed with {} operations in flight; waiting", in_flight_);
   }
@@ -146,7 +147,7 @@ size_t EventQueue::Poll(std::span<Event> out) {
   // Progress until the worker is idle (bounded: a burst of replies is reaped in one call).
   for (int pass = 0; pass < 64 && io_->worker().Progress() > 0; ++pass) {
   }
-  io_->RunRetries();  // operations whose reply failed in a way safe to resend
+  io_->RunDueTimers();  // resends the failure policy scheduled
   return Drain(out);
 }
 
@@ -173,13 +174,21 @@ Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::ch
     const auto end = std::chrono::steady_clock::now() + timeout;
     Status st;
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(end - std::chrono::steady_clock::now());
+      const auto slice = std::chrono::ceil<std::chrono::milliseconds>(
+          io_->UntilNextTimer(std::max(left, std::chrono::microseconds(0))));
       st = io_->worker().RunUntil(
-          [this, reachable] { return ready_.size() >= reachable || in_flight_ == 0 || io_->has_retries(); },
-          std::max(left, std::chrono::milliseconds(0)));
-      if (!io_->has_retries()) break;
-      io_->RunRetries();
-      if (ready_.size() >= reachable || in_flight_ == 0) break;
+          [this, reachable] { return ready_.size() >= reachable || in_flight_ == 0 || io_->TimerDue(); }, slice);
+      io_->RunDueTimers();
+      if (ready_.size() >= reachable || in_flight_ == 0) {
+        st = Status::Ok();
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= end) {
+        if (st.ok()) st = Status::TimedOut("event queue wait");
+        break;
+      }
+      st = Status::Ok();
     }
     if (!st.ok() && ready_.size() < reachable) {
       // Nothing is drained: the events that did complete stay for the next Poll.
@@ -210,8 +219,8 @@ size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
   while (completions_ == before && in_flight_ > 0) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= end) break;
-    io_->worker().Wait(std::chrono::duration_cast<std::chrono::microseconds>(end - now));
-    io_->RunRetries();
+    io_->worker().Wait(io_->UntilNextTimer(std::chrono::duration_cast<std::chrono::microseconds>(end - now)));
+    io_->RunDueTimers();
   }
   return static_cast<size_t>(completions_ - before);
 }
