@@ -31,6 +31,10 @@ Recovery Classify(Status::Code code, CallPhase phase, Idempotency idempotency) {
   using C = Status::Code;
   const bool nothing_sent = phase == CallPhase::kConnecting || phase == CallPhase::kBeforeSend;
   switch (code) {
+    case C::kStaleMap:
+      // An engine checks the map version before it runs anything, and our
+      // own placement finds it before anything is sent: safe in every phase.
+      return Recovery::kRefreshMap;
     case C::kUnauthenticated:
       // Sent or answered: an engine refused the capability before running
       // the request. Connecting: the control plane refused the tenant.

@@ -7,8 +7,8 @@
 //                  renewed container capability: the engine refused the
 //                  capability (Unauthenticated) before running anything.
 //   kRefreshMap  — the pool map the request was placed with may be out of
-//                  date (the target's address no longer answers; with
-//                  versioned pool maps, an engine refusing an older version):
+//                  date (the target's address no longer answers; an engine
+//                  answered StaleMap, reserved for versioned pool maps):
 //                  fetch the map, place the request again
 //                  and resend it, but only when the new map differs from the
 //                  one that failed (resending to the same place changes

@@ -47,6 +47,8 @@ const std::map<C, std::pair<std::string, std::string>>& Table() {
       {C::kIsDirectory, {"GGGG", "GGGG"}},
       {C::kNameTooLong, {"GGGG", "GGGG"}},
       {C::kLoop, {"GGGG", "GGGG"}},
+      // Refused before anything ran, in every phase: refresh and resend.
+      {C::kStaleMap, {"MMMM", "MMMM"}},
   };
   return table;
 }
@@ -81,6 +83,7 @@ TEST(FailurePolicyTest, AReplyFailedByTheTransportWasSentButNotAnswered) {
   EXPECT_EQ(PhaseOfReply(Status::TimedOut("deadline")), CallPhase::kSent);
   EXPECT_EQ(PhaseOfReply(Status::Cancelled("worker shut down")), CallPhase::kSent);
   EXPECT_EQ(PhaseOfReply(Status::Unauthenticated("expired")), CallPhase::kAnswered);
+  EXPECT_EQ(PhaseOfReply(Status::StaleMap("map v3 < v4")), CallPhase::kAnswered);
   EXPECT_EQ(PhaseOfReply(Status::NotFound("x")), CallPhase::kAnswered);
   EXPECT_EQ(RecoveryName(Recovery::kRefreshMap), "refresh the map and resend");
   EXPECT_EQ(PhaseName(CallPhase::kSent), "sent, not answered");
