@@ -10,6 +10,7 @@
 
 #include "agent/host_session.h"
 #include "client/client_internal.h"
+#include "client/event_queue_impl.h"
 #include "common/library_logging.h"
 #include "transport/shared_segment.h"
 
@@ -263,13 +264,13 @@ Result<std::unique_ptr<Pool>> Client::ConnectPool(std::string_view pool) {
 
 Result<std::unique_ptr<EventQueue>> Client::CreateEventQueue() {
   if (core_->agent()) {
-    std::unique_ptr<EventQueue> eq(new EventQueue(nullptr));
-    eq->offload_ = std::make_shared<OffloadQueue>();
-    eq->offload_->session = core_->agent();
-    return eq;
+    auto impl = std::make_unique<EventQueue::Impl>(nullptr);
+    impl->offload_ = std::make_shared<OffloadQueue>();
+    impl->offload_->session = core_->agent();
+    return MakeEventQueue(std::move(impl));
   }
   ROS2_ASSIGN_OR_RETURN(auto io, core_->ThisThreadIo());
-  return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
+  return MakeEventQueue(std::make_unique<EventQueue::Impl>(std::move(io)));
 }
 
 Status Client::RegisterBuffer(void* addr, uint64_t length) {

@@ -52,6 +52,8 @@ struct OffloadLink {
   std::string container;
 };
 
+struct OffloadQueue;
+
 // One asynchronous read or write of an offload-mode EventQueue at the agent
 // (its user_data in the agent session is this record's address).
 struct OffloadIo {
@@ -322,7 +324,7 @@ class ContainerCore {
   // when a quarter of its lifetime is left.
   Result<std::shared_ptr<const Grant>> Capability();
   void MarkCapabilityStale() { capability_stale_.store(true, std::memory_order_relaxed); }
-  ChecksumType checksum_type() const { return summary_.checksum ? ChecksumType::kCrc32c : ChecksumType::kNone; }
+  ChecksumType checksum_type() const { return summary_.checksum; }
   // The target that serves `dkey` of `oid` under the current map.
   Result<Route> RouteFor(const ObjectId& oid, std::string_view dkey);
   // Every distinct target holding a shard of `oid` (all targets when oid is nil).

@@ -6,14 +6,30 @@
 #include <fmt/format.h>
 
 #include "agent/host_session.h"
-#include "client/client_internal.h"
+#include "client/event_queue_impl.h"
 #include "common/log.h"
 
 namespace ros2::client {
 
-EventQueue::EventQueue(std::shared_ptr<ThreadIo> io) : io_(std::move(io)) {}
+EventQueue::EventQueue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+EventQueue::~EventQueue() = default;
+size_t EventQueue::Poll(std::span<Event> out) {
+  return impl_->Poll(out);
+}
+Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout) {
+  return impl_->Wait(out, min_events, timeout);
+}
+size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
+  return impl_->WaitAny(timeout);
+}
+size_t EventQueue::in_flight() const {
+  return impl_->in_flight_;
+}
+size_t EventQueue::ready() const {
+  return impl_->ready_.size();
+}
 
-EventQueue::~EventQueue() {
+EventQueue::Impl::~Impl() {
   if (!io_) {
     // Offload mode: the agent completes every entry or the session fails
     // them all; bounded in case the agent hangs (then what is left is never
@@ -37,7 +53,7 @@ EventQueue::~EventQueue() {
   }
 }
 
-void EventQueue::Complete(uint64_t user_data, IoCallback& callback, const IoResult& result) {
+void EventQueue::Impl::Complete(uint64_t user_data, IoCallback& callback, const IoResult& result) {
   --in_flight_;
   ++completions_;
   if (callback) {
@@ -47,12 +63,12 @@ void EventQueue::Complete(uint64_t user_data, IoCallback& callback, const IoResu
   }
 }
 
-void EventQueue::Defer(IoCallback callback, const IoResult& result) {
+void EventQueue::Impl::Defer(IoCallback callback, const IoResult& result) {
   ++in_flight_;
   deferred_.emplace_back(std::move(callback), result);
 }
 
-size_t EventQueue::RunDeferred() {
+size_t EventQueue::Impl::RunDeferred() {
   size_t ran = 0;
   while (!deferred_.empty()) {
     auto [callback, result] = std::move(deferred_.front());
@@ -63,7 +79,7 @@ size_t EventQueue::RunDeferred() {
   return ran;
 }
 
-size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
+size_t EventQueue::Impl::ProgressOffload(std::chrono::microseconds wait) {
   if (!offload_) return 0;
   OffloadQueue& q = *offload_;
   size_t done = 0;
@@ -129,7 +145,7 @@ size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
   return done;
 }
 
-size_t EventQueue::Drain(std::span<Event> out) {
+size_t EventQueue::Impl::Drain(std::span<Event> out) {
   size_t n = std::min(out.size(), ready_.size());
   for (size_t i = 0; i < n; ++i) {
     out[i] = std::move(ready_.front());
@@ -138,7 +154,7 @@ size_t EventQueue::Drain(std::span<Event> out) {
   return n;
 }
 
-size_t EventQueue::Poll(std::span<Event> out) {
+size_t EventQueue::Impl::Poll(std::span<Event> out) {
   if (!io_) {  // offload mode
     ProgressOffload(std::chrono::milliseconds(0));
     RunDeferred();
@@ -151,7 +167,7 @@ size_t EventQueue::Poll(std::span<Event> out) {
   return Drain(out);
 }
 
-Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout) {
+Result<size_t> EventQueue::Impl::Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout) {
   if (!io_) {
     RunDeferred();
     const size_t reachable = std::min(min_events, std::min(out.size(), ready_.size() + in_flight_));
@@ -199,7 +215,7 @@ Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::ch
   return Poll(out);
 }
 
-size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
+size_t EventQueue::Impl::WaitAny(std::chrono::microseconds timeout) {
   if (!io_) {
     const uint64_t before = completions_;
     const auto end = std::chrono::steady_clock::now() + timeout;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "client/event_queue_impl.h"
 #include "client/io_checksum.h"
 #include "client/resend.h"
 #include "client/shard_call.h"
@@ -71,7 +72,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   ShardTarget shard;
   ObjectId oid;
   std::string dkey, akey;
-  EventQueue* eq = nullptr;
+  EventQueue::Impl* eq = nullptr;
   bool counted = false;  // in eq->in_flight_
   uint64_t user_data = 0;
   IoCallback callback;
@@ -270,7 +271,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
           fmt::format("{}: the engine reported {} bytes but transferred {}", What(), pushed, reply.bulk_in_bytes));
       return r;
     }
-    r.status = VerifyFetched(cont->summary().checksum, decoded->csum, buffer.first(pushed), "fetched data");
+    r.status = VerifyFetched(cont->summary().checksum != ChecksumType::kNone, decoded->csum, buffer.first(pushed), "fetched data");
     if (!r.status.ok()) {
       // Never leave unverified bytes in the caller's buffer (the engine passes
       // stored checksums through without checking them itself: we are the check).
@@ -317,7 +318,7 @@ namespace {
 // Start()s it.
 template <typename Args>
 Result<std::shared_ptr<IoOp>> NewIoOp(bool is_fetch, const std::shared_ptr<ContainerCore>& cont, const ObjectId& oid,
-                                      ThreadIo& io, EventQueue* eq, const Args& args, uint64_t user_data,
+                                      ThreadIo& io, EventQueue::Impl* eq, const Args& args, uint64_t user_data,
                                       IoCallback callback) {
   auto op = std::make_shared<IoOp>();
   op->is_fetch = is_fetch;
@@ -344,9 +345,10 @@ Result<std::shared_ptr<IoOp>> NewIoOp(bool is_fetch, const std::shared_ptr<Conta
 
 }  // namespace
 
-Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& args, uint64_t user_data,
-                              IoCallback callback) const {
-  ROS2_ASSIGN_OR_RETURN(auto op, NewIoOp(false, cont_, oid_, io, eq, args, user_data, std::move(callback)));
+// An update through `io`'s thread, completing through `eq` (or `callback`).
+static Status SubmitUpdateTo(const std::shared_ptr<ContainerCore>& cont, const ObjectId& oid, ThreadIo& io,
+                             EventQueue::Impl* eq, const UpdateArgs& args, uint64_t user_data, IoCallback callback) {
+  ROS2_ASSIGN_OR_RETURN(auto op, NewIoOp(false, cont, oid, io, eq, args, user_data, std::move(callback)));
   if (args.kind == ValueType::kArray) {
     if (args.data.empty()) return Status::InvalidArgument(op->What() + ": an array update needs at least one record");
     if (args.data.size() % args.record_size != 0) {
@@ -369,9 +371,10 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
   return op->Start();
 }
 
-Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args, uint64_t user_data,
-                             IoCallback callback) const {
-  ROS2_ASSIGN_OR_RETURN(auto op, NewIoOp(true, cont_, oid_, io, eq, args, user_data, std::move(callback)));
+// A fetch through `io`'s thread, completing through `eq` (or `callback`).
+static Status SubmitFetchTo(const std::shared_ptr<ContainerCore>& cont, const ObjectId& oid, ThreadIo& io,
+                            EventQueue::Impl* eq, const FetchArgs& args, uint64_t user_data, IoCallback callback) {
+  ROS2_ASSIGN_OR_RETURN(auto op, NewIoOp(true, cont, oid, io, eq, args, user_data, std::move(callback)));
   uint64_t want = args.buffer.size();
   if (args.kind == ValueType::kArray) {
     if (args.count == 0) return Status::InvalidArgument(op->What() + ": count 0");
@@ -401,31 +404,31 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
 // --- asynchronous entry points ---
 
 Status Object::SubmitUpdate(EventQueue& eq, const UpdateArgs& args, uint64_t user_data) const {
-  return SubmitUpdateTo(*eq.io_, &eq, args, user_data, nullptr);
+  return SubmitUpdateTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, user_data, nullptr);
 }
 Status Object::SubmitUpdate(EventQueue& eq, const UpdateArgs& args, IoCallback callback) const {
   if (!callback) return Status::InvalidArgument("submit update: empty callback");
-  return SubmitUpdateTo(*eq.io_, &eq, args, 0, std::move(callback));
+  return SubmitUpdateTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, 0, std::move(callback));
 }
 Status Object::SubmitFetch(EventQueue& eq, const FetchArgs& args, uint64_t user_data) const {
-  return SubmitFetchTo(*eq.io_, &eq, args, user_data, nullptr);
+  return SubmitFetchTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, user_data, nullptr);
 }
 Status Object::SubmitFetch(EventQueue& eq, const FetchArgs& args, IoCallback callback) const {
   if (!callback) return Status::InvalidArgument("submit fetch: empty callback");
-  return SubmitFetchTo(*eq.io_, &eq, args, 0, std::move(callback));
+  return SubmitFetchTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, 0, std::move(callback));
 }
 
 // --- blocking wrappers ---
 
 Status Object::Update(const UpdateArgs& args) const {
   ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  auto r = RunBlocking(*io, [&](IoCallback cb) { return SubmitUpdateTo(*io, nullptr, args, 0, std::move(cb)); });
+  auto r = RunBlocking(*io, [&](IoCallback cb) { return SubmitUpdateTo(cont_, oid_, *io, nullptr, args, 0, std::move(cb)); });
   return r.status();
 }
 
 Result<IoResult> Object::Fetch(const FetchArgs& args) const {
   ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  return RunBlocking(*io, [&](IoCallback cb) { return SubmitFetchTo(*io, nullptr, args, 0, std::move(cb)); });
+  return RunBlocking(*io, [&](IoCallback cb) { return SubmitFetchTo(cont_, oid_, *io, nullptr, args, 0, std::move(cb)); });
 }
 
 Status Object::Put(std::string_view dkey, std::string_view akey, std::span<const std::byte> value) const {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "client/event_queue_impl.h"
 #include "client/resend.h"
 #include "client/shard_call.h"
 
@@ -128,10 +129,11 @@ Result<std::optional<ArrayTail>> Object::QueryArrayTail(std::string_view akey) c
 
 Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, ArrayTailCallback callback) const {
   if (!callback) return Status::InvalidArgument("submit array tail query: empty callback");
-  ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(cont_, eq.io_.get(), oid_, akey));
+  EventQueue::Impl& queue_state = eq.impl();
+  ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(cont_, queue_state.io_.get(), oid_, akey));
   // `done` holds the query only weakly (the query owns `done`); the fan-out's
   // functions hold it strongly until the last reply ran.
-  q->done = [weak = std::weak_ptr<TailQuery>(q), queue = &eq, callback = std::move(callback)]() mutable {
+  q->done = [weak = std::weak_ptr<TailQuery>(q), queue = &queue_state, callback = std::move(callback)]() mutable {
     auto self = weak.lock();
     if (!self || self->abandoned) return;  // a failed submission reported itself
     IoCallback finish = [self, cb = std::move(callback)](const IoResult& r) {
@@ -142,9 +144,9 @@ Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, Array
     result.status = self->status;
     queue->Complete(0, finish, result);
   };
-  ++eq.in_flight_;
+  ++queue_state.in_flight_;
   Status sent = q->Send(/*first=*/true);
-  if (!sent.ok()) --eq.in_flight_;  // queries already on the wire finish silently
+  if (!sent.ok()) --queue_state.in_flight_;  // queries already on the wire finish silently
   return sent;
 }
 
@@ -214,13 +216,13 @@ Result<std::vector<std::string>> Object::ListDkeysPage(KeyAnchor& anchor, size_t
 
 Result<std::unique_ptr<EventQueue>> Container::CreateEventQueue() const {
   if (offload_) {
-    std::unique_ptr<EventQueue> eq(new EventQueue(nullptr));
-    eq->offload_ = std::make_shared<OffloadQueue>();
-    eq->offload_->session = offload_->session;
-    return eq;
+    auto impl = std::make_unique<EventQueue::Impl>(nullptr);
+    impl->offload_ = std::make_shared<OffloadQueue>();
+    impl->offload_->session = offload_->session;
+    return MakeEventQueue(std::move(impl));
   }
   ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
-  return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
+  return MakeEventQueue(std::make_unique<EventQueue::Impl>(std::move(io)));
 }
 
 Result<PoolSpace> Container::QueryPoolSpace() const {

@@ -330,7 +330,7 @@ Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view containe
   ContainerSummary summary;
   summary.uuid = info.uuid();
   summary.label = info.label();
-  summary.checksum = info.properties().checksum();
+  summary.checksum = info.properties().checksum() ? ChecksumType::kCrc32c : ChecksumType::kNone;
   summary.chunk_size = info.properties().chunk_size();
   summary.encryption = info.properties().encryption();
   summary.encryption_key_id = info.properties().encryption_key_id();

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "client/event_queue_impl.h"
 #include "dfs/encrypted_io.h"
 #include "dfs/filesystem_core.h"
 #include "dfs/offload_mount.h"
@@ -135,7 +136,7 @@ void Drain(client::EventQueue& eq, const bool& done) {
 
 Status Filesystem::DeferOffloaded(client::EventQueue& eq, const Result<uint64_t>& done,
                                   client::IoCallback callback) {
-  if (eq.io_ != nullptr) {
+  if (eq.impl().io_ != nullptr) {
     return Status::InvalidArgument("dfs: an offload-mode file system needs an event queue of its offload-mode client");
   }
   client::IoResult r;
@@ -144,13 +145,13 @@ Status Filesystem::DeferOffloaded(client::EventQueue& eq, const Result<uint64_t>
   } else {
     r.status = done.status();
   }
-  eq.Defer(std::move(callback), r);
+  eq.impl().Defer(std::move(callback), r);
   return Status::Ok();
 }
 
 Status Filesystem::SubmitOffloaded(client::EventQueue& eq, const Entry& file, uint64_t offset, std::byte* data,
                                    uint64_t length, bool read, client::IoCallback callback) {
-  if (eq.io_ != nullptr || !eq.offload_) {
+  if (eq.impl().io_ != nullptr || !eq.impl().offload_) {
     return Status::InvalidArgument("dfs: an offload-mode file system needs an event queue of its offload-mode client");
   }
   if (!callback) return Status::InvalidArgument(read ? "dfs read: empty callback" : "dfs write: empty callback");
@@ -169,8 +170,8 @@ Status Filesystem::SubmitOffloaded(client::EventQueue& eq, const Entry& file, ui
     return DeferOffloaded(eq, n, std::move(callback));
   }
   // In flight at the agent: the queue's Poll/Wait reaps the completion.
-  std::unique_ptr<client::OffloadIo> io = eq.offload_->TakeIo();
-  io->owner = eq.offload_;
+  std::unique_ptr<client::OffloadIo> io = eq.impl().offload_->TakeIo();
+  io->owner = eq.impl().offload_;
   io->callback = std::move(callback);
   io->read = read;
   agent::IoRequest req;
@@ -189,14 +190,14 @@ Status Filesystem::SubmitOffloaded(client::EventQueue& eq, const Entry& file, ui
     req.buffer = {bounce.data, length};
   }
   req.user_data = reinterpret_cast<uint64_t>(io.get());
-  eq.offload_->Link(io.get());  // before Submit: another queue may reap the completion at once
+  eq.impl().offload_->Link(io.get());  // before Submit: another queue may reap the completion at once
   if (Status st = session.Submit({&req, 1}); !st.ok()) {
-    eq.offload_->Unlink(io.get());
-    eq.offload_->GiveBack(std::move(io));
+    eq.impl().offload_->Unlink(io.get());
+    eq.impl().offload_->GiveBack(std::move(io));
     if (bounce) session.Free(bounce);
     return st.WithContext(fmt::format("dfs {} of '{}' through the agent", read ? "read" : "write", file.name));
   }
-  ++eq.in_flight_;
+  ++eq.impl().in_flight_;
   io.release();
   return Status::Ok();
 }
