@@ -10,6 +10,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "client/local_cluster.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 
@@ -87,7 +88,7 @@ class DfsNamespace final : public MdNamespace {
     auto ns = std::unique_ptr<DfsNamespace>(new DfsNamespace());
     client::ClientOptions o;
     o.transport = t.transport;
-    ROS2_RETURN_IF_ERROR(client::CompleteFromLocalCluster(o, t.data_dir));
+    ROS2_RETURN_IF_ERROR(local_cluster::CompleteClientOptions(o, t.data_dir));
     ROS2_ASSIGN_OR_RETURN(ns->client_, client::Client::Connect(o));
     ROS2_ASSIGN_OR_RETURN(ns->pool_, ns->client_->ConnectPool(t.pool));
     ROS2_ASSIGN_OR_RETURN(ns->cont_, ns->pool_->OpenContainer(t.container));

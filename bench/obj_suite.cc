@@ -37,6 +37,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "client/local_cluster.h"
 #include "bench/bench_report.h"
 #include "bench/harness.h"
 #include "bench/vos_bench_util.h"
@@ -169,7 +170,7 @@ Result<CaseStats> RunClientJob(client::Client& cli, const client::Container& con
       client::UpdateArgs a;
       a.dkey = ChunkKey(offset / kChunk);
       a.akey = "0";
-      a.kind = client::ValueKind::kArray;
+      a.kind = ValueType::kArray;
       a.index = offset % kChunk;
       a.data = std::span<const std::byte>(buf, shape.bs);
       return obj->SubmitUpdate(**eq, a, static_cast<uint64_t>(slot));
@@ -177,7 +178,7 @@ Result<CaseStats> RunClientJob(client::Client& cli, const client::Container& con
     client::FetchArgs a;
     a.dkey = ChunkKey(offset / kChunk);
     a.akey = "0";
-    a.kind = client::ValueKind::kArray;
+    a.kind = ValueType::kArray;
     a.index = offset % kChunk;
     a.count = shape.bs;
     a.buffer = std::span<std::byte>(buf, shape.bs);
@@ -412,7 +413,7 @@ Result<std::vector<JobHandles>> ConnectJobs(const LocalCluster& cluster, const s
   client::ClientOptions options;
   options.transport = transport;
   options.spin_budget = std::chrono::microseconds(g_opts.spin_us);
-  ROS2_RETURN_IF_ERROR(client::CompleteFromLocalCluster(options, cluster.data_dir()));
+  ROS2_RETURN_IF_ERROR(local_cluster::CompleteClientOptions(options, cluster.data_dir()));
   std::vector<JobHandles> out;
   for (int j = 0; j < jobs; ++j) {
     JobHandles h;

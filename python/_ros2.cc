@@ -44,6 +44,7 @@
 #include <utility>
 #include <vector>
 
+#include "client/local_cluster.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 #include "ros2/types.h"
@@ -807,7 +808,7 @@ PYBIND11_MODULE(_ros2, m) {
              o.io_timeout = Millis(io_timeout);
              o.reconnect_timeout = Millis(reconnect_timeout);
              o.spin_budget = std::chrono::microseconds(static_cast<int64_t>(spin_budget * 1e6));
-             Check(client::CompleteFromLocalCluster(o, data_dir), data_dir);
+             Check(local_cluster::CompleteClientOptions(o, data_dir), data_dir);
              auto h = std::make_shared<ClientHandle>(std::move(o));
              Unlocked(data_dir, [&] { h->Get(); });
              return h;

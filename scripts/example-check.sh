@@ -82,9 +82,9 @@ fi
 cluster_up=1
 "$ctl" --data-dir "$work/cluster" pool create p --size 128MiB >/dev/null
 "$ctl" --data-dir "$work/cluster" cont create p c >/dev/null
-"$work/hello-build/hello" --data-dir "$work/cluster" --transport tcp --pool p --container c
 json_field() { /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
 control=$(json_field "$work/cluster/cluster.json" control)
 secret=$(json_field "$work/cluster/cluster.json" admin_secret_file)
+"$work/hello-build/hello" --control "$control" --secret-file "$secret" --transport tcp --pool p --container c
 "$work/hello_c" "$control" "$secret" p c
 echo "example-check: OK"

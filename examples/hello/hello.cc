@@ -1,11 +1,12 @@
-// hello: the smallest complete libros2 program. Connects to a ROS2 cluster with
-// the options ros2ctl takes (--data-dir of a local cluster, or --control and
-// --secret-file), opens a pool and a container, writes and reads back a single
-// value and an array extent of one object, then mounts the container's DFS
-// namespace and writes and reads back a file. Exit status 0 when every byte
-// read matches what was written.
+// hello: the smallest complete libros2 program. Connects to a ROS2 cluster's
+// control endpoint with a tenant's secret, opens a pool and a container,
+// writes and reads back a single value and an array extent of one object,
+// then mounts the container's DFS namespace and writes and reads back a file.
+// Exit status 0 when every byte read matches what was written. For a local
+// cluster, DIR/cluster.json names the endpoint and the admin secret file:
 //
-//   hello --data-dir /tmp/ros2-quickstart --pool p --container c
+//   hello --control unix:/tmp/ros2-quickstart/control.sock \
+//         --secret-file /tmp/ros2-quickstart/admin.secret --pool p --container c
 //
 // Built against the installed headers and libros2.so only (docs/client.md,
 // "Installing libros2").
@@ -35,15 +36,12 @@ std::span<const std::byte> Bytes(std::string_view s) {
 
 int main(int argc, char** argv) {
   ros2::client::ClientOptions options;
-  std::string data_dir;
   std::string pool_name = "p";
   std::string container_name = "c";
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string_view flag = argv[i];
     std::string value = argv[i + 1];
-    if (flag == "--data-dir") {
-      data_dir = value;
-    } else if (flag == "--control") {
+    if (flag == "--control") {
       options.control = value;
     } else if (flag == "--tenant") {
       options.tenant = value;
@@ -57,15 +55,11 @@ int main(int argc, char** argv) {
       container_name = value;
     } else {
       std::fprintf(stderr,
-                   "usage: hello [--data-dir DIR | --control ENDPOINT --secret-file FILE] [--tenant T]\n"
+                   "usage: hello --control ENDPOINT --secret-file FILE [--tenant T]\n"
                    "             [--transport auto|tcp|shm|rdma] [--pool P] [--container C]\n");
       return 2;
     }
   }
-  if (ros2::Status st = ros2::client::CompleteFromLocalCluster(options, data_dir); !st.ok() && !data_dir.empty()) {
-    return Fail("reading the local cluster file", st);
-  }
-
   auto client = ros2::client::Client::Connect(options);
   if (!client.ok()) return Fail("connect", client.status());
   auto pool = (*client)->ConnectPool(pool_name);
@@ -90,14 +84,14 @@ int main(int argc, char** argv) {
   ros2::client::UpdateArgs update;
   update.dkey = "array";
   update.akey = "bytes";
-  update.kind = ros2::client::ValueKind::kArray;
+  update.kind = ros2::ValueType::kArray;
   update.data = extent;
   if (ros2::Status st = object->Update(update); !st.ok()) return Fail("update array", st);
   std::vector<std::byte> back(extent.size());
   ros2::client::FetchArgs fetch;
   fetch.dkey = "array";
   fetch.akey = "bytes";
-  fetch.kind = ros2::client::ValueKind::kArray;
+  fetch.kind = ros2::ValueType::kArray;
   fetch.count = back.size();
   fetch.buffer = back;
   auto fetched = object->Fetch(fetch);

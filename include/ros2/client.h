@@ -27,7 +27,6 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -46,14 +45,11 @@ class SharedBuffer;  // internal (src/transport/shared_segment.h)
 namespace ros2::client {
 
 class ClientCore;        // internal (src/client)
-struct OffloadQueue;     // internal: an event queue's I/O in flight at the agent
 struct OffloadAccess;    // internal: what the agent-backed DFS may do with a queue or container
 class ContainerCore;     // internal
 class DirectContainer;   // internal: a Container's direct-mode backend
 class PoolBackend;       // internal (src/client/handle_backends.h): direct, or through ros2-agent
 class ContainerBackend;  // internal: likewise
-class ThreadIo;          // internal: one thread's worker and endpoints
-struct IoOp;             // internal: one in-flight operation
 
 struct ClientOptions {
   // Control endpoint: "unix:/path/control.sock", "/path/control.sock" or "host:port".
@@ -100,8 +96,6 @@ struct ClientOptions {
 
 // What an akey holds (ros2/types.h): a single value or an array of records.
 using ros2::ValueType;
-// The former name of ValueType in this API, kept so existing code compiles.
-using ValueKind = ValueType;
 
 // Condition of an update or punch, checked by the engine atomically with the
 // write against every other conditional operation on the same dkey (DAOS's
@@ -213,34 +207,19 @@ class EventQueue {
   // completed during the call (0 on timeout or with nothing in flight).
   size_t WaitAny(std::chrono::microseconds timeout);
   // Operations submitted and not yet completed.
-  size_t in_flight() const { return in_flight_; }
+  size_t in_flight() const;
   // Completed events not yet returned by Poll/Wait.
-  size_t ready() const { return ready_.size(); }
+  size_t ready() const;
+
+  // libros2's state of the queue (src/client/event_queue_impl.h): opaque
+  // here. Queues are made by Client::CreateEventQueue and
+  // Container::CreateEventQueue.
+  class Impl;
+  explicit EventQueue(std::unique_ptr<Impl> impl);
+  Impl& impl() const { return *impl_; }
 
  private:
-  friend class Client;
-  friend class DirectContainer;
-  friend class Object;
-  friend struct IoOp;
-  friend struct TailQuery;
-  friend struct OffloadAccess;
-  explicit EventQueue(std::shared_ptr<ThreadIo> io);
-  void Complete(uint64_t user_data, IoCallback& callback, const IoResult& result);
-  size_t Drain(std::span<Event> out);
-  // Offload mode: an operation that already ran; it completes (its callback
-  // runs, or its event is queued) in the next Poll/Wait/WaitAny.
-  void Defer(IoCallback callback, const IoResult& result);
-  size_t RunDeferred();
-  // Offload mode: reaps the agent's completions (waiting up to `wait` for
-  // one when none is ready) and completes this queue's; returns how many.
-  size_t ProgressOffload(std::chrono::microseconds wait);
-
-  std::shared_ptr<ThreadIo> io_;             // null in offload mode
-  std::shared_ptr<OffloadQueue> offload_;    // offload mode
-  std::deque<std::pair<IoCallback, IoResult>> deferred_;
-  std::deque<Event> ready_;
-  size_t in_flight_ = 0;
-  uint64_t completions_ = 0;  // operations completed (event or callback), ever
+  std::unique_ptr<Impl> impl_;
 };
 
 struct PoolSummary {
@@ -270,7 +249,9 @@ struct ContainerSummary {
   std::string uuid;
   std::string label;
   ObjectClass default_object_class = ObjectClass::kSX;
-  bool checksum = true;
+  // The end-to-end checksum of the container's data (kNone: its "checksum"
+  // property is off; fetched data is then not verified).
+  ChecksumType checksum = ChecksumType::kCrc32c;
   uint64_t chunk_size = 0;
   Rights rights = 0;
   // Container property encryption=aes-256-gcm: file data is encrypted (DFS
@@ -405,14 +386,9 @@ class Object {
   Status SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, ArrayTailCallback callback) const;
 
  private:
+  friend class Container;
   friend class DirectContainer;
-  friend struct IoOp;
   Object(std::shared_ptr<ContainerCore> cont, ObjectId oid) : cont_(std::move(cont)), oid_(oid) {}
-  Result<std::vector<std::string>> ListDkeysPageOnce(KeyAnchor& anchor, size_t max) const;
-  Status SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& args, uint64_t user_data,
-                        IoCallback callback) const;
-  Status SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args, uint64_t user_data,
-                       IoCallback callback) const;
 
   std::shared_ptr<ContainerCore> cont_;
   ObjectId oid_;
@@ -480,15 +456,6 @@ class Client {
   explicit Client(std::shared_ptr<ClientCore> core);
   std::shared_ptr<ClientCore> core_;
 };
-
-// Completes `options` from a local cluster started by `ros2ctl cluster up
-// --data-dir DIR`, whose DIR/cluster.json names the control endpoint and the
-// admin tenant's secret file. Fills only what is empty (explicit settings win;
-// the secret file only for the admin tenant and only when no secret is set)
-// and turns a bare socket path into "unix:/path". NotFound when DIR holds no
-// cluster.json, Corruption when it is not a JSON object or names no control
-// endpoint that is needed. An empty `data_dir` only normalises the endpoint.
-Status CompleteFromLocalCluster(ClientOptions& options, std::string_view data_dir);
 
 // Parses an ObjectClass name ("S1", "SX", ...) and refuses the reserved ones
 // with NotSupported: what OpenObject accepts.

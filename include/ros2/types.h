@@ -1,6 +1,7 @@
 // The value types of the public ROS2 API (libros2): Status and Result<T> (how
 // every call reports success or failure), ObjectId with its ObjectType and
-// ObjectClass, the ValueType of a stored value, and the Rights bitmask.
+// ObjectClass, the ValueType of a stored value, the ChecksumType of a
+// container's data, and the Rights bitmask.
 // Self-contained: the standard library only. The internal layers (the object
 // protocol, VOS) use these same definitions; none has a copy of its own.
 //
@@ -57,9 +58,12 @@ class Status {
     kIsDirectory = 18,   // a directory where a file was required
     kNameTooLong = 19,
     kLoop = 20,  // too many symbolic links while resolving a path
+    // The request was placed with an older pool map than the target's; the
+    // client refreshes its map and resends (reserved for versioned pool maps).
+    kStaleMap = 21,
   };
   // The highest code number (wire decoders refuse larger ones).
-  static constexpr Code kLastCode = Code::kLoop;
+  static constexpr Code kLastCode = Code::kStaleMap;
 
   // OK. User-provided (not `= default`) on purpose: value-initialising an
   // aggregate-like Status made GCC zero all 40 bytes with `rep stos` before
@@ -86,6 +90,7 @@ class Status {
   static Status IsDirectory(std::string msg) { return Status(Code::kIsDirectory, std::move(msg)); }
   static Status NameTooLong(std::string msg) { return Status(Code::kNameTooLong, std::move(msg)); }
   static Status Loop(std::string msg) { return Status(Code::kLoop, std::move(msg)); }
+  static Status StaleMap(std::string msg) { return Status(Code::kStaleMap, std::move(msg)); }
 
   // Maps an errno value to the closest Code; `context` names the object and the
   // operation ("open /data/target0/extents"), strerror(err) is appended.
@@ -198,6 +203,11 @@ struct ObjectId {
 // in the object protocol's update and fetch requests (docs/object-protocol.md)
 // and are what VOS stores and enumerates.
 enum class ValueType : uint8_t { kSingle = 1, kArray = 2 };
+
+// The end-to-end checksum algorithm of a container's data (its "checksum"
+// property: on means kCrc32c). The same numbers are recorded with every stored
+// value and extent, so a container may change its default without rewriting data.
+enum class ChecksumType : uint8_t { kNone = 0, kCrc32c = 1, kCrc64 = 2 };
 
 // Access rights of a tenant on a pool or container: a bitmask of the kRight*
 // bits. The same bits are stored in ACL entries, travel in capabilities and in

@@ -309,7 +309,7 @@ TEST_P(AgentTest, EncryptedContainerWithTheAgentsKey) {
       client::FetchArgs fa;
       fa.dkey = dkey;
       fa.akey = akey;
-      fa.kind = client::ValueKind::kArray;
+      fa.kind = ValueType::kArray;
       fa.record_size = dfs::kBlockRecordSize;  // the encrypted-file records (dfs/file_crypto.h)
       fa.count = 16;
       std::vector<std::byte> stored(fa.count * fa.record_size);

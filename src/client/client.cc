@@ -9,6 +9,7 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "client/client_internal.h"
+#include "client/event_queue_impl.h"
 #include "client/handle_backends.h"
 #include "client/offload/agent_handles.h"
 #include "client/offload/agent_queue.h"
@@ -47,7 +48,7 @@ std::string NormalizeControl(const std::string& endpoint) {
 }  // namespace
 
 ThreadIo::~ThreadIo() {
-  retries_.clear();
+  timers_.clear();
   // A thread that went idle before its engine died (and was restarted) still
   // holds endpoints to the dead process: one progress pass lets the transport
   // notice (the peer's pidfd), so closing them does not wait on a peer that
@@ -72,7 +73,7 @@ Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::st
     // reports it, so the request is not sent into the void (where its
     // outcome would be unknown): the connection is made again, which fails,
     // unsent, when the engine is gone.
-    if (t_completion_depth == 0 && now - cached.last_used > kIdleCheckAfter && NothingInFlight()) {
+    if (!in_completion() && now - cached.last_used > kIdleCheckAfter && NothingInFlight()) {
       (void)worker_->Progress();  // no call in flight: no completion can run inside
     }
     if (cached.ep->status().ok()) {
@@ -276,7 +277,7 @@ Result<std::unique_ptr<Pool>> Client::ConnectPool(std::string_view pool) {
 Result<std::unique_ptr<EventQueue>> Client::CreateEventQueue() {
   if (core_->agent()) return OffloadAccess::MakeQueue(core_->agent());
   ROS2_ASSIGN_OR_RETURN(auto io, core_->ThisThreadIo());
-  return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
+  return MakeEventQueue(std::make_unique<EventQueue::Impl>(std::move(io)));
 }
 
 Status Client::RegisterBuffer(void* addr, uint64_t length) {

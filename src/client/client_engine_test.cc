@@ -95,10 +95,10 @@ TEST_P(ClientEngineTest, SingleValuesAndArraysOnS1AndSX) {
       for (int i = 0; i < 3; ++i) {
         auto data = Pattern(size, size + i);
         std::string dkey = "array-" + std::to_string(size) + "-" + std::to_string(i);
-        Status st = obj.Update({dkey, "data", ValueKind::kArray, 0, 1, data});
+        Status st = obj.Update({dkey, "data", ValueType::kArray, 0, 1, data});
         ASSERT_TRUE(st.ok()) << st.ToString();
         std::vector<std::byte> back(size);
-        auto r = obj.Fetch({dkey, "data", ValueKind::kArray, 0, size, 1, back});
+        auto r = obj.Fetch({dkey, "data", ValueType::kArray, 0, size, 1, back});
         ASSERT_TRUE(r.ok()) << r.status().ToString();
         EXPECT_EQ(r->size, size);
         EXPECT_TRUE(back == data) << "mismatch at " << dkey;
@@ -106,9 +106,9 @@ TEST_P(ClientEngineTest, SingleValuesAndArraysOnS1AndSX) {
     }
     // Records of 8 bytes at an index; a hole before them reads as zeros.
     auto recs = Pattern(64, 9);
-    ASSERT_TRUE(obj.Update({"rec", "a", ValueKind::kArray, 10, 8, recs}).ok());
+    ASSERT_TRUE(obj.Update({"rec", "a", ValueType::kArray, 10, 8, recs}).ok());
     std::vector<std::byte> back(16 * 8);
-    ASSERT_TRUE(obj.Fetch({"rec", "a", ValueKind::kArray, 2, 16, 8, back}).ok());
+    ASSERT_TRUE(obj.Fetch({"rec", "a", ValueType::kArray, 2, 16, 8, back}).ok());
     EXPECT_TRUE(std::all_of(back.begin(), back.begin() + 64, [](std::byte b) { return b == std::byte{0}; }));
     EXPECT_TRUE(std::equal(recs.begin(), recs.end(), back.begin() + 64));
     auto end = obj.QueryArrayEnd("rec", "a");
@@ -231,7 +231,7 @@ TEST_P(ClientEngineTest, AsyncBatchOfAThousandFromOneThread) {
   for (uint32_t i = 0; i < kOps; ++i) {
     UpdateArgs u{"k" + std::to_string(i % 40),
                  "a",
-                 ValueKind::kArray,
+                 ValueType::kArray,
                  (i / 40) * kSize,
                  1,
                  std::span<const std::byte>(data).subspan(i * kSize, kSize)};
@@ -246,7 +246,7 @@ TEST_P(ClientEngineTest, AsyncBatchOfAThousandFromOneThread) {
   for (uint32_t i = 0; i < kOps; ++i) {
     FetchArgs f{"k" + std::to_string(i % 40),
                 "a",
-                ValueKind::kArray,
+                ValueType::kArray,
                 (i / 40) * kSize,
                 kSize,
                 1,
@@ -271,7 +271,7 @@ TEST_P(ClientEngineTest, WaitAnyReturnsWhenACallbackRan) {
   int callbacks = 0;
   Status first;
   for (int i = 0; i < 4; ++i) {
-    UpdateArgs u{"k" + std::to_string(i), "a", ValueKind::kArray, 0, 1, data};
+    UpdateArgs u{"k" + std::to_string(i), "a", ValueType::kArray, 0, 1, data};
     ASSERT_TRUE(obj.SubmitUpdate(**eq, u,
                                  [&](const IoResult& r) {
                                    if (callbacks++ == 0) first = r.status;
@@ -355,7 +355,7 @@ TEST_P(ClientEngineTest, EngineRefusesAnUpdateWhoseChecksumsDoNotMatch) {
   // Nothing was stored: libros2 reads an empty extent (zeros), verified.
   Object obj = Open(ObjectClass::kS1, 300);
   std::vector<std::byte> back(8192, std::byte{0x55});
-  auto r = obj.Fetch({"d", "a", ValueKind::kArray, 0, 8192, 1, back});
+  auto r = obj.Fetch({"d", "a", ValueType::kArray, 0, 8192, 1, back});
   if (r.ok()) {
     EXPECT_TRUE(std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0}; }));
   } else {
@@ -419,12 +419,12 @@ TEST_P(ClientEngineTest, IoBuffersAreReadAndWrittenInPlace) {
       auto data = Pattern(size, offset + 1);
       std::span<std::byte> out = mem.subspan(offset, size);
       std::copy(data.begin(), data.end(), out.begin());
-      ASSERT_TRUE(obj.Update({"d", "a", ValueKind::kArray, 0, 1, out}).ok());
+      ASSERT_TRUE(obj.Update({"d", "a", ValueType::kArray, 0, 1, out}).ok());
       // Read it back into the second half of the buffer over stale bytes, with
       // a 4 KiB hole after the data that must come back as zeros.
       std::span<std::byte> in = mem.subspan((2u << 20) + offset, size + 4096);
       std::fill(in.begin(), in.end(), std::byte{0xEE});
-      auto r = obj.Fetch({"d", "a", ValueKind::kArray, 0, size + 4096, 1, in});
+      auto r = obj.Fetch({"d", "a", ValueType::kArray, 0, size + 4096, 1, in});
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       EXPECT_TRUE(std::equal(data.begin(), data.end(), in.begin()));
       EXPECT_TRUE(std::all_of(in.begin() + static_cast<std::ptrdiff_t>(size), in.end(),
@@ -433,10 +433,10 @@ TEST_P(ClientEngineTest, IoBuffersAreReadAndWrittenInPlace) {
     std::span<std::byte> value = mem.subspan(4096, 10000);
     auto v = Pattern(value.size(), 77);
     std::copy(v.begin(), v.end(), value.begin());
-    ASSERT_TRUE(obj.Update({"s", "v", ValueKind::kSingle, 0, 1, value}).ok());
+    ASSERT_TRUE(obj.Update({"s", "v", ValueType::kSingle, 0, 1, value}).ok());
     std::span<std::byte> got = mem.subspan(3u << 20, 16384);
     std::fill(got.begin(), got.end(), std::byte{0xEE});
-    auto r = obj.Fetch({"s", "v", ValueKind::kSingle, 0, 0, 1, got});
+    auto r = obj.Fetch({"s", "v", ValueType::kSingle, 0, 0, 1, got});
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->size, v.size());
     EXPECT_TRUE(std::equal(v.begin(), v.end(), got.begin()));

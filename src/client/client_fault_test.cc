@@ -234,7 +234,7 @@ class ClientFaultTest : public ::testing::Test {
 
 TEST_F(ClientFaultTest, RoundTripsThroughPlacementCapabilityAndChecksums) {
   EXPECT_EQ(pool_->summary().target_count, 2u);
-  EXPECT_TRUE(cont_->summary().checksum);
+  EXPECT_EQ(cont_->summary().checksum, ChecksumType::kCrc32c);
   for (ObjectClass oc : {ObjectClass::kS1, ObjectClass::kSX}) {
     Object obj = Open(oc, 1);
     auto small = Pattern(100, 1);
@@ -245,10 +245,10 @@ TEST_F(ClientFaultTest, RoundTripsThroughPlacementCapabilityAndChecksums) {
 
     for (size_t size : {size_t{4096}, size_t{1} << 20}) {
       auto data = Pattern(size, size);
-      UpdateArgs u{"array-" + std::to_string(size), "x", ValueKind::kArray, 8, 1, data};
+      UpdateArgs u{"array-" + std::to_string(size), "x", ValueType::kArray, 8, 1, data};
       ASSERT_TRUE(obj.Update(u).ok());
       std::vector<std::byte> back(size);
-      FetchArgs f{u.dkey, "x", ValueKind::kArray, 8, size, 1, back};
+      FetchArgs f{u.dkey, "x", ValueType::kArray, 8, size, 1, back};
       auto r = obj.Fetch(f);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       EXPECT_EQ(r->size, size);
@@ -266,10 +266,10 @@ TEST_F(ClientFaultTest, RoundTripsThroughPlacementCapabilityAndChecksums) {
 TEST_F(ClientFaultTest, CorruptedFetchIsACorruptionErrorNeverData) {
   Object obj = Open(ObjectClass::kS1, 3);
   auto data = Pattern(64 * 1024, 3);
-  ASSERT_TRUE(obj.Update({"d", "a", ValueKind::kArray, 0, 1, data}).ok());
+  ASSERT_TRUE(obj.Update({"d", "a", ValueType::kArray, 0, 1, data}).ok());
   for (auto& t : targets_) t->corrupt_fetches = 1;
   std::vector<std::byte> back(data.size(), std::byte{0xEE});
-  auto r = obj.Fetch({"d", "a", ValueKind::kArray, 0, data.size(), 1, back});
+  auto r = obj.Fetch({"d", "a", ValueType::kArray, 0, data.size(), 1, back});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsCorruption()) << r.status().ToString();
   // No unverified byte is left in the buffer (the engine passes stored
@@ -279,7 +279,7 @@ TEST_F(ClientFaultTest, CorruptedFetchIsACorruptionErrorNeverData) {
   EXPECT_NE(r.status().message().find("dkey='d'"), std::string::npos) << r.status().message();
   // The next read (no fault) is fine.
   for (auto& t : targets_) t->corrupt_fetches = 0;
-  auto again = obj.Fetch({"d", "a", ValueKind::kArray, 0, data.size(), 1, back});
+  auto again = obj.Fetch({"d", "a", ValueType::kArray, 0, data.size(), 1, back});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(back, data);
   // A single value corrupted in transit is refused the same way.
@@ -300,7 +300,7 @@ TEST_F(ClientFaultTest, FetchWithoutChecksumsIsRefusedWhenTheContainerHasThem) {
   // A container with checksums off sends none and accepts none.
   auto nocsum = pool_->OpenContainer("nocsum");
   ASSERT_TRUE(nocsum.ok()) << nocsum.status().ToString();
-  EXPECT_FALSE((*nocsum)->summary().checksum);
+  EXPECT_EQ((*nocsum)->summary().checksum, ChecksumType::kNone);
   auto o2 = (*nocsum)->OpenObject(Container::MakeObjectId(ObjectClass::kS1, 4));
   ASSERT_TRUE(o2.ok());
   int without_before = targets_[0]->updates_without_checksums + targets_[1]->updates_without_checksums;
@@ -325,7 +325,7 @@ TEST_F(ClientFaultTest, AsyncBatchOfAThousandCompletesThroughTheEventQueue) {
   for (uint32_t i = 0; i < kOps; ++i) {
     UpdateArgs u{"dk" + std::to_string(i % 50),
                  "a",
-                 ValueKind::kArray,
+                 ValueType::kArray,
                  (i / 50) * kSize,
                  1,
                  std::span<const std::byte>(data).subspan(i * kSize, kSize)};
@@ -353,7 +353,7 @@ TEST_F(ClientFaultTest, AsyncBatchOfAThousandCompletesThroughTheEventQueue) {
   for (uint32_t i = 0; i < kOps; ++i) {
     FetchArgs f{"dk" + std::to_string(i % 50),
                 "a",
-                ValueKind::kArray,
+                ValueType::kArray,
                 (i / 50) * kSize,
                 kSize,
                 1,
@@ -372,13 +372,13 @@ TEST_F(ClientFaultTest, BadArgumentsFailAtSubmissionAndQueueNothing) {
   auto eq = client_->CreateEventQueue();
   ASSERT_TRUE(eq.ok());
   std::vector<std::byte> buf(100);
-  EXPECT_TRUE(obj.SubmitUpdate(**eq, UpdateArgs{"", "a", ValueKind::kSingle, 0, 1, buf}, 1).IsInvalidArgument());
-  EXPECT_TRUE(obj.SubmitUpdate(**eq, UpdateArgs{"d", "", ValueKind::kSingle, 0, 1, buf}, 1).IsInvalidArgument());
-  Status rs = obj.SubmitUpdate(**eq, UpdateArgs{"d", "a", ValueKind::kArray, 0, 3, buf}, 1);
+  EXPECT_TRUE(obj.SubmitUpdate(**eq, UpdateArgs{"", "a", ValueType::kSingle, 0, 1, buf}, 1).IsInvalidArgument());
+  EXPECT_TRUE(obj.SubmitUpdate(**eq, UpdateArgs{"d", "", ValueType::kSingle, 0, 1, buf}, 1).IsInvalidArgument());
+  Status rs = obj.SubmitUpdate(**eq, UpdateArgs{"d", "a", ValueType::kArray, 0, 3, buf}, 1);
   EXPECT_TRUE(rs.IsInvalidArgument());
   EXPECT_NE(rs.message().find("3-byte records"), std::string::npos) << rs.message();
-  EXPECT_TRUE(obj.SubmitFetch(**eq, FetchArgs{"d", "a", ValueKind::kArray, 0, 200, 1, buf}, 1).IsInvalidArgument());
-  EXPECT_TRUE(obj.SubmitFetch(**eq, FetchArgs{"d", "a", ValueKind::kArray, 0, 0, 1, buf}, 1).IsInvalidArgument());
+  EXPECT_TRUE(obj.SubmitFetch(**eq, FetchArgs{"d", "a", ValueType::kArray, 0, 200, 1, buf}, 1).IsInvalidArgument());
+  EXPECT_TRUE(obj.SubmitFetch(**eq, FetchArgs{"d", "a", ValueType::kArray, 0, 0, 1, buf}, 1).IsInvalidArgument());
   EXPECT_TRUE(obj.SubmitUpdate(**eq, UpdateArgs{"d", "a"}, IoCallback{}).IsInvalidArgument());
   EXPECT_TRUE(obj.SubmitUpdate(**eq, UpdateArgs{std::string(2000, 'k'), "a"}, 1).IsInvalidArgument());
   EXPECT_EQ((*eq)->in_flight(), 0u);

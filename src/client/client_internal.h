@@ -28,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "client/failure_policy.h"
 #include "common/log.h"
 #include "common/uuid.h"
 #include "control/credentials.h"
@@ -85,25 +86,54 @@ class ThreadIo {
   // What this thread's endpoint to `address` runs over; null when it has none.
   const transport::EndpointInfo* ConnectedInfo(const std::string& address) const;
 
-  // Operations whose reply failed in a way that is safe to retry (see
-  // IoOp::OnReply) wait here to be sent again; they are resent outside any
-  // completion callback, by RunRetries, which every wait of this thread
-  // (EventQueue::Poll/Wait/WaitAny, the blocking calls) runs.
-  void QueueRetry(std::function<void()> resend) { retries_.push_back(std::move(resend)); }
-  bool has_retries() const { return !retries_.empty(); }
-  void RunRetries();
+  // Resends (ops whose failure the failure policy recovers from) wait here
+  // as timers: each runs once it is due, from a wait of this thread
+  // (EventQueue::Poll/Wait/WaitAny, the blocking calls' WaitFor), never
+  // inside a completion. Scheduling never blocks.
+  void Schedule(std::chrono::milliseconds delay, std::function<void()> resend);
+  // Whether a timer is due now.
+  bool TimerDue() const;
+  // How long a wait may sleep before the next timer is due (at most `cap`).
+  std::chrono::microseconds UntilNextTimer(std::chrono::microseconds cap) const;
+  // Runs the timers that are due (nothing inside a completion).
+  void RunDueTimers();
+  bool has_timers() const { return !timers_.empty(); }
+
+  // Completions (the client's, with the caller's callback inside) nest on
+  // this thread's worker: while one runs nothing may progress the worker,
+  // connect, or run timers (CompletionScope).
+  bool in_completion() const { return completion_depth_ > 0; }
 
  private:
+  friend struct CompletionScope;
   bool NothingInFlight() const;
   struct CachedEndpoint {
     std::shared_ptr<transport::Endpoint> ep;
     std::chrono::steady_clock::time_point last_used;
   };
+  struct Timer {
+    std::chrono::steady_clock::time_point due;
+    uint64_t seq = 0;  // FIFO among timers due at the same time
+    std::function<void()> run;
+  };
   std::shared_ptr<transport::Context> context_;
   std::unique_ptr<transport::Worker> worker_;  // destroyed after the endpoints
   std::unordered_map<std::string, CachedEndpoint> endpoints_;
-  std::vector<std::function<void()>> retries_;
+  std::vector<Timer> timers_;  // a min-heap on (due, seq)
+  uint64_t timer_seq_ = 0;
+  int completion_depth_ = 0;
   std::thread::id owner_;
+};
+
+// Marks `io`'s thread as inside a completion for the scope's lifetime.
+struct CompletionScope {
+  explicit CompletionScope(ThreadIo& io) : io_(io) { ++io_.completion_depth_; }
+  ~CompletionScope() { --io_.completion_depth_; }
+  CompletionScope(const CompletionScope&) = delete;
+  CompletionScope& operator=(const CompletionScope&) = delete;
+
+ private:
+  ThreadIo& io_;
 };
 
 class ClientCore {
@@ -161,20 +191,29 @@ class PoolCore {
   // Counts the sessions this pool had: 0 for the first, +1 for every new one
   // Recover opened. Containers reopen themselves when it changed.
   uint64_t session_generation() const { return generation_.load(std::memory_order_acquire); }
-  // The current map; refreshed first (Recover) when a request saw a
-  // disconnected target.
+  // The current map; when a request saw a disconnected target (the map is
+  // stale) one recovery attempt first (RecoverOnce), whose failure is
+  // returned.
   Result<std::shared_ptr<const MapSnapshot>> Map();
-  // Fetches the current map now (Recover).
+  // The current map as it is, without recovering.
+  std::shared_ptr<const MapSnapshot> CurrentMap();
+  // Fetches the current map now (Recover, waiting for the control plane).
   Result<uint64_t> Refresh();
   void MarkMapStale() { map_stale_.store(true, std::memory_order_relaxed); }
-  // Brings the session and the map up to date: GetPoolMap on the current
-  // session; when the control plane no longer knows the session (it
-  // restarted, or the session expired) a new session (Session.Connect, a fresh
-  // map) replaces it. Control-plane failures that may pass (unreachable,
-  // timed out, busy) are retried with a growing pause for at most
-  // ClientOptions::reconnect_timeout, then reported as Disconnected naming the
-  // pool and the last error. One thread recovers at a time; threads that
-  // waited meanwhile take its result.
+  bool map_stale() const { return map_stale_.load(std::memory_order_relaxed); }
+  // One attempt to bring the session and the map up to date, without
+  // sleeping: GetPoolMap on the current session; when the control plane no
+  // longer knows the session (it restarted, or the session expired) a new
+  // session (Session.Connect, a fresh map) replaces it. Errors are the
+  // control plane's, named for the pool (the failure policy decides, phase
+  // kConnecting). One thread recovers at a time; a thread that waited takes
+  // the result of the attempt made meanwhile, and attempts within a few
+  // milliseconds of a failed one return its failure without a call (the
+  // resends of many operations share one attempt).
+  Status RecoverOnce();
+  // RecoverOnce until it succeeds or the failure policy gives up (pauses
+  // between attempts, ClientOptions::reconnect_timeout): for blocking calls
+  // only (Pool::RefreshMap, OpenContainer).
   Status Recover();
 
  private:
@@ -184,8 +223,10 @@ class PoolCore {
   Uuid uuid_;
   std::atomic<bool> map_stale_{false};
   std::atomic<uint64_t> generation_{0};
-  std::atomic<uint64_t> recoveries_{0};  // successful Recover calls
-  std::mutex recover_mu_;                // one Recover at a time
+  std::atomic<uint64_t> recoveries_{0};  // successful recovery attempts
+  std::mutex recover_mu_;                // one RecoverOnce at a time
+  std::chrono::steady_clock::time_point failed_at_{};  // GUARDED_BY(recover_mu_): the last failed attempt
+  Status last_failure_;                                // GUARDED_BY(recover_mu_)
   std::mutex mu_;
   std::string session_uuid_;                     // GUARDED_BY(mu_)
   transport::SessionCredential session_cred_;    // GUARDED_BY(mu_)
@@ -213,7 +254,7 @@ class ContainerCore {
   // when a quarter of its lifetime is left.
   Result<std::shared_ptr<const Grant>> Capability();
   void MarkCapabilityStale() { capability_stale_.store(true, std::memory_order_relaxed); }
-  ChecksumType checksum_type() const { return summary_.checksum ? ChecksumType::kCrc32c : ChecksumType::kNone; }
+  ChecksumType checksum_type() const { return summary_.checksum; }
   // The target that serves `dkey` of `oid` under the current map.
   Result<Route> RouteFor(const ObjectId& oid, std::string_view dkey);
   // Every distinct target holding a shard of `oid` (all targets when oid is nil).
@@ -234,104 +275,13 @@ class ContainerCore {
 };
 
 // This thread's endpoint to the route's target. When connecting fails, the
-// engine may have restarted with new addresses: the map is recovered and, if
-// the target has moved, the failure is reported as Disconnected (nothing was
-// sent, so the caller may try again); otherwise it is returned as it is.
+// pool's map is marked stale (the engine may have restarted with a new
+// address) and the failure is returned as it is: the failure policy decides
+// (phase kConnecting). Never recovers or waits itself.
 Result<std::shared_ptr<transport::Endpoint>> ConnectTarget(ThreadIo& io, ContainerCore& cont, const Route& route);
-
-// Set while a completion (ours, and the caller's callback inside it) runs on
-// this thread: nothing may progress the worker or connect then.
-inline thread_local int t_completion_depth = 0;
-struct CompletionScope {
-  CompletionScope() { ++t_completion_depth; }
-  ~CompletionScope() { --t_completion_depth; }
-  CompletionScope(const CompletionScope&) = delete;
-  CompletionScope& operator=(const CompletionScope&) = delete;
-};
 
 inline std::span<const uint8_t> AsCapability(const std::string& blob) {
   return {reinterpret_cast<const uint8_t*>(blob.data()), blob.size()};
-}
-
-// Whether a failed operation may be sent again after the client recovered
-// its session and map. Reads may always be; an update or punch only when it
-// is known not to have been applied: it was never handed to the transport,
-// or the engine refused its capability (checked before anything runs).
-// Retried codes: Disconnected, Cancelled (an engine shutting down) and
-// Unauthenticated (an expired or unknown-session capability, renewed first).
-enum class Effect : uint8_t { kRead, kWrite };
-bool RetryAfterFailure(const Status& status, Effect effect, bool sent);
-
-// Pause between two attempts of an operation that failed unsent although the
-// map was refreshed (a target still unreachable): 10 ms, doubling to 200 ms.
-inline std::chrono::milliseconds RetryPause(int attempt) {
-  return std::chrono::milliseconds(10 << std::min(attempt, 4));
-}
-
-// Set when a request of the current attempt was handed to the transport
-// (WithRetry: an update or punch that was sent has an unknown outcome).
-inline thread_local bool t_request_sent = false;
-
-// The resend policy of one operation, shared by the blocking calls
-// (WithRetry) and the asynchronous ones (IoOp, TailQuery): which failures may
-// be tried again (RetryAfterFailure), what is renewed first (the capability
-// after Unauthenticated, at most twice; otherwise the pool's map), and the
-// window that bounds it: ClientOptions::reconnect_timeout from the first
-// failure.
-class RetryWindow {
- public:
-  // Whether the operation may be tried again after `failure`; if so, marks
-  // what the next attempt renews.
-  bool Allow(ContainerCore& cont, const Status& failure, Effect effect, bool sent) {
-    if (!RetryAfterFailure(failure, effect, sent)) return false;
-    if (failure.code() == Status::Code::kUnauthenticated) {
-      if (++renewals_ > 2) return false;  // a refusal that persists is real
-      cont.MarkCapabilityStale();
-    } else {
-      cont.pool().MarkMapStale();
-    }
-    return Open(cont, failure);
-  }
-  // Starts the window at the first failure; true while it is open.
-  bool Open(ContainerCore& cont, const Status& failure) {
-    const auto now = std::chrono::steady_clock::now();
-    if (first_failure_.ok()) {
-      first_failure_ = failure;
-      deadline_ = now + cont.pool().client().reconnect_timeout();
-    }
-    return now < deadline_;
-  }
-  // OK until the first failure.
-  const Status& first_failure() const { return first_failure_; }
-
- private:
-  std::chrono::steady_clock::time_point deadline_{};
-  Status first_failure_;
-  int renewals_ = 0;
-};
-
-inline const Status& StatusOf(const Status& s) {
-  return s;
-}
-template <typename T>
-Status StatusOf(const Result<T>& r) {
-  return r.status();
-}
-
-// Runs a blocking operation made of synchronous calls, running it again
-// after failures RetryWindow allows (the map and session recovered, the
-// capability renewed, by the next attempt's routing).
-template <typename Attempt>
-auto WithRetry(ContainerCore& cont, Effect effect, Attempt attempt) -> decltype(attempt()) {
-  RetryWindow window;
-  for (int n = 0;; ++n) {
-    t_request_sent = false;
-    auto r = attempt();
-    const Status st = StatusOf(r);
-    if (st.ok() || t_completion_depth > 0 || !window.Allow(cont, st, effect, t_request_sent)) return r;
-    ROS2_LOG_DEBUG("libros2: {}; trying again", st.ToString());
-    if (n > 0) std::this_thread::sleep_for(RetryPause(n));
-  }
 }
 
 // "oid=... dkey='...' akey='...'" for error messages (keys shortened, escaped).

@@ -240,6 +240,53 @@ TEST_P(ClientRestartTest, AsyncFetchesInFlightAreResentAfterRestart) {
   }
 }
 
+// A Submit never waits for a dead engine: it returns at once (the resend is a
+// timer of the queue), and the completion arrives later, once the reconnect
+// window has passed, as Disconnected naming reconnect_timeout.
+TEST_P(ClientRestartTest, SubmitOnADeadEngineReturnsAtOnceAndCompletesLater) {
+  constexpr auto kWindow = std::chrono::seconds(4);
+  Handles h = Open(Options(kWindow));
+  ASSERT_TRUE(h.obj.has_value());
+  constexpr uint64_t kKeys = 16;
+  for (uint64_t i = 0; i < kKeys; ++i) ASSERT_TRUE(h.obj->Put(fmt::format("k{}", i), "a", Bytes(ValueOf(i))).ok());
+  auto eq = h.cont->CreateEventQueue();
+  ASSERT_TRUE(eq.ok()) << eq.status().ToString();
+  ASSERT_TRUE(cluster_->KillEngine());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the endpoints go idle
+
+  std::vector<std::vector<std::byte>> buffers(kKeys, std::vector<std::byte>(4096));
+  std::vector<FetchArgs> args(kKeys);
+  const auto t0 = Clock::now();
+  for (uint64_t i = 0; i < kKeys; ++i) {
+    args[i].dkey = fmt::format("k{}", i);
+    args[i].akey = "a";
+    args[i].buffer = buffers[i];
+    const auto before = Clock::now();
+    Status st = h.obj->SubmitFetch(**eq, args[i], i);
+    const auto took = Clock::now() - before;
+    ASSERT_TRUE(st.ok()) << i << ": " << st.ToString();
+    EXPECT_LT(took, std::chrono::milliseconds(500)) << "submit " << i << " waited";
+  }
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ((*eq)->in_flight(), kKeys);  // nothing completed inside a submit
+
+  std::vector<Event> events(kKeys);
+  size_t got = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  while (got < kKeys && Clock::now() < deadline) {
+    auto n = (*eq)->Wait(std::span<Event>(events).subspan(got), 1, std::chrono::seconds(5));
+    if (n.ok()) got += *n;
+  }
+  const auto waited = Clock::now() - t0;
+  ASSERT_EQ(got, kKeys);
+  EXPECT_GE(waited, kWindow - std::chrono::milliseconds(100));
+  for (size_t e = 0; e < got; ++e) {
+    const Status& st = events[e].result.status;
+    EXPECT_EQ(st.code(), Status::Code::kDisconnected) << events[e].user_data << ": " << st.ToString();
+    EXPECT_NE(st.message().find("reconnect_timeout"), std::string::npos) << st.ToString();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ClientRestartTest, ::testing::Values("tcp", "shm"),
                          [](const auto& info) { return info.param; });
 

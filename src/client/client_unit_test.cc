@@ -10,6 +10,7 @@
 
 #include "client/client_internal.h"
 #include "client/io_checksum.h"
+#include "client/resend.h"
 #include "ros2/client.h"
 #include "ros2/ros2.h"
 #include "testing/pattern.h"
@@ -119,29 +120,6 @@ TEST(ClientOptionsTest, ConnectValidatesOptionsBeforeAnyNetworkCall) {
   EXPECT_NE(r.status().message().find("reconnect_timeout"), std::string::npos) << r.status().ToString();
 }
 
-// What may be sent again after the engine went away (docs/client.md, "Engine
-// restarts"): reads always; updates and punches only when known not applied.
-TEST(ClientRetryTest, OnlyReadsAndUnappliedWritesAreRetried) {
-  const Status gone = Status::Disconnected("transport: peer pid 1 died");
-  const Status refused = Status::Unauthenticated("expired capability");
-  const Status shutting_down = Status::Cancelled("engine target 0: shutting down");
-  for (bool sent : {false, true}) {
-    EXPECT_TRUE(RetryAfterFailure(gone, Effect::kRead, sent));
-    EXPECT_TRUE(RetryAfterFailure(shutting_down, Effect::kRead, sent));
-    EXPECT_TRUE(RetryAfterFailure(refused, Effect::kRead, sent));
-    EXPECT_TRUE(RetryAfterFailure(refused, Effect::kWrite, sent));  // refused before it ran
-  }
-  EXPECT_TRUE(RetryAfterFailure(gone, Effect::kWrite, /*sent=*/false));
-  EXPECT_FALSE(RetryAfterFailure(gone, Effect::kWrite, /*sent=*/true));  // outcome unknown
-  EXPECT_FALSE(RetryAfterFailure(shutting_down, Effect::kWrite, /*sent=*/true));
-  // Answers of the engine are never retried.
-  for (const Status& answer : {Status::NotFound("x"), Status::AlreadyExists("x"), Status::Corruption("x"),
-                               Status::NoSpace("x"), Status::TimedOut("x"), Status::PermissionDenied("x")}) {
-    EXPECT_FALSE(RetryAfterFailure(answer, Effect::kRead, false)) << answer.ToString();
-    EXPECT_FALSE(RetryAfterFailure(answer, Effect::kWrite, false)) << answer.ToString();
-  }
-}
-
 TEST(ClientOptionsTest, ReservedObjectClassesAreNotSupported) {
   EXPECT_TRUE(CheckObjectClassSupported(ObjectClass::kS1).ok());
   EXPECT_TRUE(CheckObjectClassSupported(ObjectClass::kSX).ok());
@@ -212,12 +190,11 @@ TEST(ClientMapTest, SnapshotRefusesAnUpTargetWithoutAddressAndAnEmptyMap) {
 
 // --- the resend policy of one operation ---
 
-// RetryWindow, what WithRetry, IoOp and TailQuery share: reads and unsent
-// writes are tried again, the capability is renewed at most twice, and the
-// window closes reconnect_timeout after the first failure. Its side effects
-// show in the pool and container: a stale map or capability is fetched again
-// on next use (here from a control plane that is not there, so that fails).
-TEST(ClientRetryTest, RetryWindowRenewsWhatTheFailureCallsForWithinTheWindow) {
+// PrepareRecovery, what every applier of the failure policy renews before
+// the next attempt: the map after a reconnect or a stale map, the capability
+// after a refusal; each is fetched again on next use (here from a control
+// plane that is not there, so that fails with the control plane's error).
+TEST(ClientRetryTest, PrepareRecoveryRenewsWhatTheDecisionCallsFor) {
   ClientOptions o;
   o.control = "unix:/nonexistent/control.sock";
   o.secret = "s";
@@ -239,32 +216,35 @@ TEST(ClientRetryTest, RetryWindowRenewsWhatTheFailureCallsForWithinTheWindow) {
   ASSERT_TRUE(pool->Map().ok());
   ASSERT_TRUE(cont->Capability().ok());
 
-  const Status gone = Status::Disconnected("transport: peer pid 1 died");
-  const Status refused = Status::Unauthenticated("expired capability");
-  RetryWindow window;
-  EXPECT_FALSE(window.Allow(*cont, Status::NotFound("x"), Effect::kRead, true));
-  EXPECT_FALSE(window.Allow(*cont, gone, Effect::kWrite, /*sent=*/true));  // outcome unknown
-  EXPECT_TRUE(window.first_failure().ok());  // nothing retried yet: the window is not open
-  EXPECT_TRUE(pool->Map().ok());             // nor the map stale
-  EXPECT_TRUE(window.Allow(*cont, gone, Effect::kRead, true));
-  EXPECT_EQ(window.first_failure(), gone);
-  EXPECT_TRUE(window.Allow(*cont, refused, Effect::kWrite, true));
-  EXPECT_TRUE(window.Allow(*cont, refused, Effect::kWrite, true));
-  EXPECT_FALSE(window.Allow(*cont, refused, Effect::kWrite, true));  // a third refusal is real
-  std::this_thread::sleep_for(o.reconnect_timeout);
-  EXPECT_FALSE(window.Allow(*cont, gone, Effect::kRead, true));  // the window closed
-  EXPECT_EQ(window.first_failure(), gone);
-
-  // What the retries renewed: the map after a disconnect, the capability
-  // after a refusal; each is fetched again on next use.
-  EXPECT_FALSE(pool->Map().ok());
-  control::ContainerHandle other;
-  other.capability = "capability";
-  ContainerCore fresh(pool, std::move(other), ContainerSummary{}, Uuid::Generate(), 0);
-  ASSERT_TRUE(fresh.Capability().ok());
-  RetryWindow renew;
-  EXPECT_TRUE(renew.Allow(fresh, refused, Effect::kRead, true));
-  EXPECT_FALSE(fresh.Capability().ok());
+  PrepareRecovery(Recovery::kGiveUp, *cont);
+  EXPECT_TRUE(pool->Map().ok());
+  EXPECT_TRUE(cont->Capability().ok());
+  PrepareRecovery(Recovery::kRetryHere, *cont);
+  EXPECT_TRUE(pool->Map().ok());  // the map is kept
+  auto cap = cont->Capability();
+  ASSERT_FALSE(cap.ok());
+  EXPECT_NE(cap.status().message().find("reopen container"), std::string::npos) << cap.status().ToString();
+  for (Recovery r : {Recovery::kRefreshMap, Recovery::kReconnect}) {
+    PrepareRecovery(r, *cont);
+    EXPECT_TRUE(pool->map_stale());
+    auto map = pool->Map();  // one attempt, no waiting: the control plane's error
+    ASSERT_FALSE(map.ok());
+    EXPECT_EQ(map.status().code(), Status::Code::kDisconnected) << map.status().ToString();
+    EXPECT_NE(map.status().message().find("pool p"), std::string::npos) << map.status().ToString();
+  }
+  // Waiting is the blocking Recover's: bounded by reconnect_timeout.
+  const auto t0 = std::chrono::steady_clock::now();
+  Status recovered = pool->Recover();
+  EXPECT_EQ(recovered.code(), Status::Code::kDisconnected) << recovered.ToString();
+  EXPECT_NE(recovered.message().find("reconnect_timeout"), std::string::npos) << recovered.ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
+  // A new map of another version or with other addresses places differently.
+  rpc::PoolMap moved = TwoEngineMap();
+  moved.mutable_targets(0)->set_worker_address("addr-new");
+  auto other = MakeMapSnapshot(moved);
+  ASSERT_TRUE(other.ok());
+  EXPECT_FALSE(MapChanged(**snapshot, **snapshot));
+  EXPECT_TRUE(MapChanged(**snapshot, **other));
 }
 
 // --- event queue without I/O ---

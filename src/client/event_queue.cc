@@ -5,15 +5,31 @@
 
 #include <fmt/format.h>
 
+#include "client/event_queue_impl.h"
 #include "client/offload/agent_queue.h"
-#include "client/client_internal.h"
 #include "common/log.h"
 
 namespace ros2::client {
 
-EventQueue::EventQueue(std::shared_ptr<ThreadIo> io) : io_(std::move(io)) {}
+EventQueue::EventQueue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+EventQueue::~EventQueue() = default;
+size_t EventQueue::Poll(std::span<Event> out) {
+  return impl_->Poll(out);
+}
+Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout) {
+  return impl_->Wait(out, min_events, timeout);
+}
+size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
+  return impl_->WaitAny(timeout);
+}
+size_t EventQueue::in_flight() const {
+  return impl_->in_flight_;
+}
+size_t EventQueue::ready() const {
+  return impl_->ready_.size();
+}
 
-EventQueue::~EventQueue() {
+EventQueue::Impl::~Impl() {
   if (!io_) {
     // Offload mode: the agent completes every entry or the session fails
     // them all; bounded in case the agent hangs (then what is left is never
@@ -29,14 +45,15 @@ EventQueue::~EventQueue() {
   // Operations reference this queue until their completion runs; the transport
   // fails each at its deadline, so this loop ends.
   while (in_flight_ > 0) {
-    (void)io_->worker().RunUntil([this] { return in_flight_ == 0 || io_->has_retries(); }, std::chrono::seconds(5));
-    io_->RunRetries();
+    const auto slice = std::chrono::ceil<std::chrono::milliseconds>(io_->UntilNextTimer(std::chrono::seconds(5)));
+    (void)io_->worker().RunUntil([this] { return in_flight_ == 0 || io_->TimerDue(); }, slice);
+    io_->RunDueTimers();
     if (in_flight_ > 0)
       ROS2_LOG_WARN("libros2: event queue destroyed with {} operations in flight; waiting", in_flight_);
   }
 }
 
-void EventQueue::Complete(uint64_t user_data, IoCallback& callback, const IoResult& result) {
+void EventQueue::Impl::Complete(uint64_t user_data, IoCallback& callback, const IoResult& result) {
   --in_flight_;
   ++completions_;
   if (callback) {
@@ -46,12 +63,12 @@ void EventQueue::Complete(uint64_t user_data, IoCallback& callback, const IoResu
   }
 }
 
-void EventQueue::Defer(IoCallback callback, const IoResult& result) {
+void EventQueue::Impl::Defer(IoCallback callback, const IoResult& result) {
   ++in_flight_;
   deferred_.emplace_back(std::move(callback), result);
 }
 
-size_t EventQueue::RunDeferred() {
+size_t EventQueue::Impl::RunDeferred() {
   size_t ran = 0;
   while (!deferred_.empty()) {
     auto [callback, result] = std::move(deferred_.front());
@@ -62,7 +79,7 @@ size_t EventQueue::RunDeferred() {
   return ran;
 }
 
-size_t EventQueue::Drain(std::span<Event> out) {
+size_t EventQueue::Impl::Drain(std::span<Event> out) {
   size_t n = std::min(out.size(), ready_.size());
   for (size_t i = 0; i < n; ++i) {
     out[i] = std::move(ready_.front());
@@ -71,7 +88,7 @@ size_t EventQueue::Drain(std::span<Event> out) {
   return n;
 }
 
-size_t EventQueue::Poll(std::span<Event> out) {
+size_t EventQueue::Impl::Poll(std::span<Event> out) {
   if (!io_) {  // offload mode
     ProgressOffload(std::chrono::milliseconds(0));
     RunDeferred();
@@ -80,11 +97,11 @@ size_t EventQueue::Poll(std::span<Event> out) {
   // Progress until the worker is idle (bounded: a burst of replies is reaped in one call).
   for (int pass = 0; pass < 64 && io_->worker().Progress() > 0; ++pass) {
   }
-  io_->RunRetries();  // operations whose reply failed in a way safe to resend
+  io_->RunDueTimers();  // resends the failure policy scheduled
   return Drain(out);
 }
 
-Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout) {
+Result<size_t> EventQueue::Impl::Wait(std::span<Event> out, size_t min_events, std::chrono::milliseconds timeout) {
   if (!io_) {
     RunDeferred();
     const size_t reachable = std::min(min_events, std::min(out.size(), ready_.size() + in_flight_));
@@ -107,13 +124,21 @@ Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::ch
     const auto end = std::chrono::steady_clock::now() + timeout;
     Status st;
     for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::microseconds>(end - std::chrono::steady_clock::now());
+      const auto slice = std::chrono::ceil<std::chrono::milliseconds>(
+          io_->UntilNextTimer(std::max(left, std::chrono::microseconds(0))));
       st = io_->worker().RunUntil(
-          [this, reachable] { return ready_.size() >= reachable || in_flight_ == 0 || io_->has_retries(); },
-          std::max(left, std::chrono::milliseconds(0)));
-      if (!io_->has_retries()) break;
-      io_->RunRetries();
-      if (ready_.size() >= reachable || in_flight_ == 0) break;
+          [this, reachable] { return ready_.size() >= reachable || in_flight_ == 0 || io_->TimerDue(); }, slice);
+      io_->RunDueTimers();
+      if (ready_.size() >= reachable || in_flight_ == 0) {
+        st = Status::Ok();
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= end) {
+        if (st.ok()) st = Status::TimedOut("event queue wait");
+        break;
+      }
+      st = Status::Ok();
     }
     if (!st.ok() && ready_.size() < reachable) {
       // Nothing is drained: the events that did complete stay for the next Poll.
@@ -124,7 +149,7 @@ Result<size_t> EventQueue::Wait(std::span<Event> out, size_t min_events, std::ch
   return Poll(out);
 }
 
-size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
+size_t EventQueue::Impl::WaitAny(std::chrono::microseconds timeout) {
   if (!io_) {
     const uint64_t before = completions_;
     const auto end = std::chrono::steady_clock::now() + timeout;
@@ -144,8 +169,8 @@ size_t EventQueue::WaitAny(std::chrono::microseconds timeout) {
   while (completions_ == before && in_flight_ > 0) {
     const auto now = std::chrono::steady_clock::now();
     if (now >= end) break;
-    io_->worker().Wait(std::chrono::duration_cast<std::chrono::microseconds>(end - now));
-    io_->RunRetries();
+    io_->worker().Wait(io_->UntilNextTimer(std::chrono::duration_cast<std::chrono::microseconds>(end - now)));
+    io_->RunDueTimers();
   }
   return static_cast<size_t>(completions_ - before);
 }

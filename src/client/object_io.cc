@@ -12,8 +12,10 @@
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "client/event_queue_impl.h"
 #include "client/handle_backends.h"
 #include "client/io_checksum.h"
+#include "client/resend.h"
 #include "client/shard_call.h"
 #include "common/log.h"
 
@@ -41,7 +43,7 @@ Status ValidateKeys(std::string_view dkey, std::string_view akey, bool need_akey
 }
 
 // Drives `submit` (which registers `callback`) to completion on `io`'s worker,
-// resending what fails in a way that is safe to resend (ThreadIo::RunRetries).
+// running the resends the failure policy scheduled (ThreadIo::RunDueTimers).
 template <typename Submit>
 Result<IoResult> RunBlocking(ThreadIo& io, Submit submit) {
   IoResult out;
@@ -61,7 +63,8 @@ Result<IoResult> RunBlocking(ThreadIo& io, Submit submit) {
 
 // One asynchronous update or fetch from its submission to its completion.
 // Its arguments are kept, so that it can be sent again (to a new route, with
-// a renewed capability) when that is safe: RetryAfterFailure.
+// a renewed capability) when the failure policy says so; a resend is a timer
+// of the submitting thread's queue (ThreadIo::Schedule), never a wait.
 struct IoOp : std::enable_shared_from_this<IoOp> {
   bool is_fetch = false;
   std::shared_ptr<ContainerCore> cont;
@@ -70,7 +73,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   ShardTarget shard;
   ObjectId oid;
   std::string dkey, akey;
-  EventQueue* eq = nullptr;
+  EventQueue::Impl* eq = nullptr;
   bool counted = false;  // in eq->in_flight_
   uint64_t user_data = 0;
   IoCallback callback;
@@ -87,12 +90,16 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   uint64_t expected = 0;  // kArray: count * record_size
   // resending
   int resends = 0;
-  RetryWindow retry;
+  FailurePolicy policy{std::chrono::milliseconds(0)};
+  // After kRefreshMap: the map the failed attempt was placed with, and its
+  // failure; the next attempt is made only on a map that differs.
+  std::shared_ptr<const MapSnapshot> refresh_from;
+  Status refresh_failure;
 
   ThreadIo& io() const { return *shard.io; }
   std::string Name() const { return fmt::format("{} {}", is_fetch ? "fetch" : "update", DescribeIo(oid, dkey, akey)); }
   std::string What() const { return fmt::format("{} on target {}", Name(), shard.route.target); }
-  Effect effect() const { return is_fetch ? Effect::kRead : Effect::kWrite; }
+  Idempotency idempotency() const { return is_fetch ? Idempotency::kIdempotent : Idempotency::kNotIdempotent; }
 
   // The fields a fetch request and an update request share.
   template <typename Request>
@@ -135,44 +142,85 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     return obj::Encode(req);
   }
 
-  // Routes, encodes and sends the request once; on error nothing is queued.
-  Status SendOnce() {
-    ROS2_ASSIGN_OR_RETURN(shard.route, cont->RouteFor(oid, dkey));
-    transport::CallOptions options;
-    ROS2_ASSIGN_OR_RETURN(auto payload, Encode(options));
-    ROS2_RETURN_IF_ERROR(SendToShard(shared_from_this(), is_fetch ? obj::Opcode::kFetch : obj::Opcode::kUpdate,
-                                     AsBytes(payload), options, [this] { return Name(); }));
-    // Counted once sent (the reply cannot run before this returns): a
-    // submission that fails leaves the queue as it was.
+  // In eq->in_flight_ from the first send or scheduled resend until the
+  // completion: a submission that fails leaves the queue as it was.
+  void Count() {
     if (eq != nullptr && !counted) {
       ++eq->in_flight_;
       counted = true;
     }
+  }
+
+  // Routes, encodes and sends the request once; `phase` says how far it got.
+  // `unchanged` is set when a refresh the policy asked for found the same
+  // map (the failure that called for it is returned).
+  Status SendOnce(CallPhase& phase, bool& unchanged) {
+    phase = CallPhase::kConnecting;
+    ROS2_ASSIGN_OR_RETURN(Route route, cont->RouteFor(oid, dkey));
+    if (refresh_from != nullptr) {
+      auto base = std::exchange(refresh_from, nullptr);
+      if (!MapChanged(*base, *route.snapshot)) {
+        unchanged = true;
+        return refresh_failure;
+      }
+    }
+    shard.route = std::move(route);
+    phase = CallPhase::kBeforeSend;
+    transport::CallOptions options;
+    ROS2_ASSIGN_OR_RETURN(auto payload, Encode(options));
+    ROS2_RETURN_IF_ERROR(SendToShard(shared_from_this(), is_fetch ? obj::Opcode::kFetch : obj::Opcode::kUpdate,
+                                     AsBytes(payload), options, [this] { return Name(); }, phase));
+    Count();  // the reply cannot run before this returns
     return Status::Ok();
   }
 
-  // Sends the request, trying again while it fails unsent with a failure
-  // that may pass (the engine away: the map and session are recovered first,
-  // within ClientOptions::reconnect_timeout). Not from inside a completion:
-  // recovering and connecting progress the worker.
-  Status Start() {
-    for (int attempt = 0;; ++attempt) {
-      Status st = SendOnce();
-      if (st.ok()) return st;
-      const bool transient = st.code() == Status::Code::kDisconnected || st.code() == Status::Code::kCancelled;
-      if (!transient || t_completion_depth > 0 || !retry.Open(*cont, st)) return st;
-      cont->pool().MarkMapStale();
-      if (attempt > 0) std::this_thread::sleep_for(RetryPause(attempt));
+  // The failure policy applied to `failure`: OK when a resend is scheduled
+  // (a timer of this thread's queue), otherwise the failure to report.
+  Status Recover(const Status& failure, CallPhase phase) {
+    auto d = policy.Decide(failure, phase, idempotency(), Name());
+    LogRecovery(failure, phase, d);
+    if (d.recovery == Recovery::kGiveUp) return d.final;
+    PrepareRecovery(d.recovery, *cont);
+    if (d.recovery == Recovery::kRefreshMap) {
+      refresh_from = shard.route.snapshot != nullptr ? shard.route.snapshot : cont->pool().CurrentMap();
+      refresh_failure = failure;
     }
+    io().Schedule(d.pause, [self = shared_from_this()] { self->Resend(); });
+    return Status::Ok();
   }
 
-  // Called by ThreadIo::RunRetries, outside completions.
+  // The first attempt, from Submit*: never waits. A stale map (a recovery
+  // would call the control plane) makes it a resend at once; a failure the
+  // policy recovers from schedules one. Otherwise the failure is returned and
+  // nothing is queued.
+  Status Start() {
+    if (cont->pool().map_stale()) {
+      Count();
+      io().Schedule(std::chrono::milliseconds(0), [self = shared_from_this()] { self->Resend(); });
+      return Status::Ok();
+    }
+    CallPhase phase = CallPhase::kConnecting;
+    bool unchanged = false;
+    Status st = SendOnce(phase, unchanged);
+    if (st.ok()) return st;
+    ROS2_RETURN_IF_ERROR(Recover(st, phase));
+    Count();
+    return Status::Ok();
+  }
+
+  // A timer of the queue: the next attempt (outside completions).
   void Resend() {
     ++resends;
-    Status st = Start();
+    CallPhase phase = CallPhase::kConnecting;
+    bool unchanged = false;
+    Status st = SendOnce(phase, unchanged);
     if (st.ok()) return;
+    Status final = unchanged ? st : Recover(st, phase);
+    if (final.ok()) return;
     IoResult r;
-    r.status = st.WithContext(fmt::format("resend after '{}'", retry.first_failure().message()));
+    r.status = policy.first_failure().ok() || !(final == st)
+                   ? final
+                   : final.WithContext(fmt::format("resend after '{}'", policy.first_failure().message()));
     Complete(r);
   }
 
@@ -224,7 +272,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
           fmt::format("{}: the engine reported {} bytes but transferred {}", What(), pushed, reply.bulk_in_bytes));
       return r;
     }
-    r.status = VerifyFetched(cont->summary().checksum, decoded->csum, buffer.first(pushed), "fetched data");
+    r.status = VerifyFetched(cont->summary().checksum != ChecksumType::kNone, decoded->csum, buffer.first(pushed), "fetched data");
     if (!r.status.ok()) {
       // Never leave unverified bytes in the caller's buffer (the engine passes
       // stored checksums through without checking them itself: we are the check).
@@ -237,7 +285,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   }
 
   void Complete(const IoResult& result) {
-    CompletionScope scope;
+    CompletionScope scope(io());
     if (eq != nullptr) {
       counted = false;
       eq->Complete(user_data, callback, result);
@@ -246,24 +294,22 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     }
   }
 
-  // The reply (SendToShard has already noted a disconnected target).
+  // The reply (SendToShard has already noted a disconnected target). A
+  // failure is resent (a timer) rather than reported when the policy says so.
   void OnReply(const transport::ReplyView& reply) {
-    // A failed reply is resent rather than reported when RetryWindow allows.
-    if (!reply.status.ok() && retry.Allow(*cont, reply.status, effect(), /*sent=*/true)) {
-      ROS2_LOG_DEBUG("libros2: {}: {}; resending", What(), reply.status.ToString());
-      io().QueueRetry([self = shared_from_this()] { self->Resend(); });
-      return;
+    if (!reply.status.ok()) {
+      Status final = Recover(reply.status, PhaseOfReply(reply.status));
+      if (final.ok()) return;
+      if (!(final == reply.status)) {  // the window closed
+        IoResult r;
+        r.status = final;
+        Complete(r);
+        return;
+      }
     }
     Complete(Finish(reply));
   }
 };
-
-void ThreadIo::RunRetries() {
-  if (retries_.empty() || t_completion_depth > 0) return;
-  std::vector<std::function<void()>> batch;
-  batch.swap(retries_);
-  for (auto& resend : batch) resend();
-}
 
 namespace {
 
@@ -273,7 +319,7 @@ namespace {
 // Start()s it.
 template <typename Args>
 Result<std::shared_ptr<IoOp>> NewIoOp(bool is_fetch, const std::shared_ptr<ContainerCore>& cont, const ObjectId& oid,
-                                      ThreadIo& io, EventQueue* eq, const Args& args, uint64_t user_data,
+                                      ThreadIo& io, EventQueue::Impl* eq, const Args& args, uint64_t user_data,
                                       IoCallback callback) {
   auto op = std::make_shared<IoOp>();
   op->is_fetch = is_fetch;
@@ -286,6 +332,7 @@ Result<std::shared_ptr<IoOp>> NewIoOp(bool is_fetch, const std::shared_ptr<Conta
   if (array && args.record_size == 0) return Status::InvalidArgument(op->What() + ": record size 0");
   if (!array && args.kind != ValueType::kSingle) return Status::InvalidArgument(op->What() + ": unknown value kind");
   op->cont = cont;
+  op->policy = FailurePolicy(cont->pool().client().reconnect_timeout());
   op->shard.io = &io;
   op->shard.cont = cont.get();
   op->eq = eq;
@@ -299,9 +346,10 @@ Result<std::shared_ptr<IoOp>> NewIoOp(bool is_fetch, const std::shared_ptr<Conta
 
 }  // namespace
 
-Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& args, uint64_t user_data,
-                              IoCallback callback) const {
-  ROS2_ASSIGN_OR_RETURN(auto op, NewIoOp(false, cont_, oid_, io, eq, args, user_data, std::move(callback)));
+// An update through `io`'s thread, completing through `eq` (or `callback`).
+static Status SubmitUpdateTo(const std::shared_ptr<ContainerCore>& cont, const ObjectId& oid, ThreadIo& io,
+                             EventQueue::Impl* eq, const UpdateArgs& args, uint64_t user_data, IoCallback callback) {
+  ROS2_ASSIGN_OR_RETURN(auto op, NewIoOp(false, cont, oid, io, eq, args, user_data, std::move(callback)));
   if (args.kind == ValueType::kArray) {
     if (args.data.empty()) return Status::InvalidArgument(op->What() + ": an array update needs at least one record");
     if (args.data.size() % args.record_size != 0) {
@@ -324,9 +372,10 @@ Status Object::SubmitUpdateTo(ThreadIo& io, EventQueue* eq, const UpdateArgs& ar
   return op->Start();
 }
 
-Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args, uint64_t user_data,
-                             IoCallback callback) const {
-  ROS2_ASSIGN_OR_RETURN(auto op, NewIoOp(true, cont_, oid_, io, eq, args, user_data, std::move(callback)));
+// A fetch through `io`'s thread, completing through `eq` (or `callback`).
+static Status SubmitFetchTo(const std::shared_ptr<ContainerCore>& cont, const ObjectId& oid, ThreadIo& io,
+                            EventQueue::Impl* eq, const FetchArgs& args, uint64_t user_data, IoCallback callback) {
+  ROS2_ASSIGN_OR_RETURN(auto op, NewIoOp(true, cont, oid, io, eq, args, user_data, std::move(callback)));
   uint64_t want = args.buffer.size();
   if (args.kind == ValueType::kArray) {
     if (args.count == 0) return Status::InvalidArgument(op->What() + ": count 0");
@@ -356,31 +405,31 @@ Status Object::SubmitFetchTo(ThreadIo& io, EventQueue* eq, const FetchArgs& args
 // --- asynchronous entry points ---
 
 Status Object::SubmitUpdate(EventQueue& eq, const UpdateArgs& args, uint64_t user_data) const {
-  return SubmitUpdateTo(*eq.io_, &eq, args, user_data, nullptr);
+  return SubmitUpdateTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, user_data, nullptr);
 }
 Status Object::SubmitUpdate(EventQueue& eq, const UpdateArgs& args, IoCallback callback) const {
   if (!callback) return Status::InvalidArgument("submit update: empty callback");
-  return SubmitUpdateTo(*eq.io_, &eq, args, 0, std::move(callback));
+  return SubmitUpdateTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, 0, std::move(callback));
 }
 Status Object::SubmitFetch(EventQueue& eq, const FetchArgs& args, uint64_t user_data) const {
-  return SubmitFetchTo(*eq.io_, &eq, args, user_data, nullptr);
+  return SubmitFetchTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, user_data, nullptr);
 }
 Status Object::SubmitFetch(EventQueue& eq, const FetchArgs& args, IoCallback callback) const {
   if (!callback) return Status::InvalidArgument("submit fetch: empty callback");
-  return SubmitFetchTo(*eq.io_, &eq, args, 0, std::move(callback));
+  return SubmitFetchTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, 0, std::move(callback));
 }
 
 // --- blocking wrappers ---
 
 Status Object::Update(const UpdateArgs& args) const {
   ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  auto r = RunBlocking(*io, [&](IoCallback cb) { return SubmitUpdateTo(*io, nullptr, args, 0, std::move(cb)); });
+  auto r = RunBlocking(*io, [&](IoCallback cb) { return SubmitUpdateTo(cont_, oid_, *io, nullptr, args, 0, std::move(cb)); });
   return r.status();
 }
 
 Result<IoResult> Object::Fetch(const FetchArgs& args) const {
   ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  return RunBlocking(*io, [&](IoCallback cb) { return SubmitFetchTo(*io, nullptr, args, 0, std::move(cb)); });
+  return RunBlocking(*io, [&](IoCallback cb) { return SubmitFetchTo(cont_, oid_, *io, nullptr, args, 0, std::move(cb)); });
 }
 
 Status Object::Put(std::string_view dkey, std::string_view akey, std::span<const std::byte> value) const {
@@ -430,7 +479,7 @@ Result<std::vector<Reply>> DecodeAll(std::vector<Result<std::vector<uint8_t>>> p
 }  // namespace
 
 static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, PunchScope scope, std::string_view dkey,
-                        std::string_view akey, Condition condition) {
+                        std::string_view akey, Condition condition, CallPhase& phase) {
   ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
   const std::string what = "punch " + DescribeIo(oid, dkey, akey);
   if (scope != PunchScope::kObject) {
@@ -458,16 +507,17 @@ static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, PunchScope sco
     payloads.push_back(obj::Encode(req));
   }
   // An object punch goes to every shard at once.
-  auto replies = DecodeAll(CallShards(*io, cont, what, std::move(routes), obj::Opcode::kPunch, payloads),
+  auto replies = DecodeAll(CallShards(*io, cont, what, std::move(routes), obj::Opcode::kPunch, payloads, &phase),
                            &obj::DecodePunchReply, what);
   return replies.status();
 }
 
-// A punch is resent only when none of its requests was sent (or the engine
-// refused the capability): one that reached an engine has an unknown outcome.
+// A punch is not idempotent: resent only when none of its requests was sent
+// (or an engine refused it before running it).
 static Status Punch(ContainerCore& cont, const ObjectId& oid, PunchScope scope, std::string_view dkey,
                     std::string_view akey, Condition condition = Condition::kNone) {
-  return WithRetry(cont, Effect::kWrite, [&] { return PunchOnce(cont, oid, scope, dkey, akey, condition); });
+  return WithRetry(cont, Idempotency::kNotIdempotent, "punch " + DescribeIo(oid, dkey, akey),
+                   [&](CallPhase& phase) { return PunchOnce(cont, oid, scope, dkey, akey, condition, phase); });
 }
 
 Status Object::PunchObject() const {
@@ -491,7 +541,8 @@ Status Object::PunchAkey(std::string_view dkey, std::string_view akey, Condition
 // fan-out), so the list costs as many round trips as the longest shard has
 // pages.
 static Status ListAll(ThreadIo& io, ContainerCore& cont, const std::string& what, const std::vector<Route>& routes,
-                      const obj::ListRequest& request, const std::function<void(obj::ListReply&)>& take) {
+                      const obj::ListRequest& request, const std::function<void(obj::ListReply&)>& take,
+                      CallPhase& phase) {
   std::vector<obj::ListRequest> reqs(routes.size(), request);
   std::vector<size_t> open;  // routes not yet at eof
   for (size_t i = 0; i < routes.size(); ++i) {
@@ -508,7 +559,7 @@ static Status ListAll(ThreadIo& io, ContainerCore& cont, const std::string& what
       payloads.push_back(obj::Encode(reqs[i]));
     }
     ROS2_ASSIGN_OR_RETURN(auto replies,
-                          DecodeAll(CallShards(io, cont, what, std::move(round), obj::Opcode::kList, payloads),
+                          DecodeAll(CallShards(io, cont, what, std::move(round), obj::Opcode::kList, payloads, &phase),
                                     &obj::DecodeListReply, what));
     std::vector<size_t> still_open;
     for (size_t k = 0; k < open.size(); ++k) {
@@ -529,7 +580,7 @@ static Status ListAll(ThreadIo& io, ContainerCore& cont, const std::string& what
 }
 
 static Result<std::vector<std::string>> ListKeysOnce(ContainerCore& cont, const ObjectId& oid, obj::ListKind kind,
-                                                     std::string_view dkey) {
+                                                     std::string_view dkey, CallPhase& phase) {
   ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
   const std::string what =
       fmt::format("list {} of {}", kind == obj::ListKind::kDkeys ? "dkeys" : "akeys", DescribeIo(oid, dkey, {}));
@@ -548,7 +599,7 @@ static Result<std::vector<std::string>> ListKeysOnce(ContainerCore& cont, const 
   req.dkey = dkey;
   ROS2_RETURN_IF_ERROR(ListAll(*io, cont, what, routes, req, [&keys](obj::ListReply& r) {
     for (auto& k : r.keys) keys.push_back(std::move(k));
-  }));
+  }, phase));
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   return keys;
@@ -556,7 +607,8 @@ static Result<std::vector<std::string>> ListKeysOnce(ContainerCore& cont, const 
 
 static Result<std::vector<std::string>> ListKeys(ContainerCore& cont, const ObjectId& oid, obj::ListKind kind,
                                                  std::string_view dkey) {
-  return WithRetry(cont, Effect::kRead, [&] { return ListKeysOnce(cont, oid, kind, dkey); });
+  return WithRetry(cont, Idempotency::kIdempotent, "list keys of " + DescribeIo(oid, dkey, {}),
+                   [&](CallPhase& phase) { return ListKeysOnce(cont, oid, kind, dkey, phase); });
 }
 
 Result<std::vector<std::string>> Object::ListDkeys() const {
@@ -567,16 +619,16 @@ Result<std::vector<std::string>> Object::ListAkeys(std::string_view dkey) const 
 }
 
 Result<std::vector<ObjectId>> DirectContainer::ListObjects() const {
-  return WithRetry(*core_, Effect::kRead, [this]() -> Result<std::vector<ObjectId>> {
+  const std::string what = "list objects of container " + core_->summary().label;
+  return WithRetry(*core_, Idempotency::kIdempotent, what, [&, this](CallPhase& phase) -> Result<std::vector<ObjectId>> {
     ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
-    const std::string what = "list objects of container " + core_->summary().label;
     ROS2_ASSIGN_OR_RETURN(auto routes, core_->ShardRoutes(nullptr));
     std::vector<ObjectId> objects;
     obj::ListRequest req;
     req.kind = obj::ListKind::kObjects;
     ROS2_RETURN_IF_ERROR(ListAll(*io, *core_, what, routes, req, [&objects](obj::ListReply& r) {
       objects.insert(objects.end(), r.objects.begin(), r.objects.end());
-    }));
+    }, phase));
     std::sort(objects.begin(), objects.end());
     objects.erase(std::unique(objects.begin(), objects.end()), objects.end());
     return objects;
@@ -584,14 +636,14 @@ Result<std::vector<ObjectId>> DirectContainer::ListObjects() const {
 }
 
 Result<std::optional<std::string>> Object::QueryMaxDkey() const {
-  return WithRetry(*cont_, Effect::kRead, [this]() -> Result<std::optional<std::string>> {
+  const std::string what = "query max dkey of " + DescribeIo(oid_, {}, {});
+  return WithRetry(*cont_, Idempotency::kIdempotent, what, [&, this](CallPhase& phase) -> Result<std::optional<std::string>> {
     ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-    const std::string what = "query max dkey of " + DescribeIo(oid_, {}, {});
     ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
     const auto payloads = QueryPayloads(*cont_, routes, oid_, obj::QueryKind::kMaxDkey, {});
     // Every shard at once.
     ROS2_ASSIGN_OR_RETURN(auto replies,
-                          DecodeAll(CallShards(*io, *cont_, what, std::move(routes), obj::Opcode::kQuery, payloads),
+                          DecodeAll(CallShards(*io, *cont_, what, std::move(routes), obj::Opcode::kQuery, payloads, &phase),
                                     &obj::DecodeQueryReply, what));
     std::optional<std::string> best;
     for (auto& reply : replies) {
@@ -602,9 +654,9 @@ Result<std::optional<std::string>> Object::QueryMaxDkey() const {
 }
 
 Result<std::optional<uint64_t>> Object::QueryArrayEnd(std::string_view dkey, std::string_view akey) const {
-  return WithRetry(*cont_, Effect::kRead, [&, this]() -> Result<std::optional<uint64_t>> {
+  const std::string what = "query array end of " + DescribeIo(oid_, dkey, akey);
+  return WithRetry(*cont_, Idempotency::kIdempotent, what, [&, this](CallPhase& phase) -> Result<std::optional<uint64_t>> {
     ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-    const std::string what = "query array end of " + DescribeIo(oid_, dkey, akey);
     ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, true, what));
     ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, dkey));
     obj::QueryRequest req;
@@ -613,7 +665,7 @@ Result<std::optional<uint64_t>> Object::QueryArrayEnd(std::string_view dkey, std
     req.oid = oid_;
     req.dkey = dkey;
     req.akey = akey;
-    ROS2_ASSIGN_OR_RETURN(auto payload, CallShard(*io, *cont_, what, route, obj::Opcode::kQuery, obj::Encode(req)));
+    ROS2_ASSIGN_OR_RETURN(auto payload, CallShard(*io, *cont_, what, route, obj::Opcode::kQuery, obj::Encode(req), &phase));
     auto decoded = obj::DecodeQueryReply(payload);
     if (!decoded.ok()) return decoded.status().WithContext(what);
     if (!decoded->found) return std::optional<uint64_t>();

@@ -7,31 +7,41 @@
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "client/event_queue_impl.h"
 #include "client/handle_backends.h"
+#include "client/resend.h"
 #include "client/shard_call.h"
 
 namespace ros2::client {
 
 // The array-tail query of an object: one fan-out of kArrayTail queries to
 // every shard, the replies folded in as they arrive; `done` runs once, after
-// the last one, unless a failure that may pass sends them all again first.
+// the last one, unless the failure policy sends them all again first (a
+// timer of the thread's queue).
 struct TailQuery : std::enable_shared_from_this<TailQuery> {
   std::shared_ptr<ContainerCore> cont;
   ThreadIo* io = nullptr;
   std::string what;
   ObjectId oid;
   std::string akey;
-  RetryWindow retry;  // resending (a read: always safe)
+  FailurePolicy policy{std::chrono::milliseconds(0)};
   Status status;
+  CallPhase phase = CallPhase::kConnecting;  // of the last fan-out
   std::optional<ArrayTail> best;
   bool abandoned = false;  // the first submission failed: completion is not reported
   std::function<void()> done;
 
   // After the last reply of a fan-out.
   void Finished() {
-    if (!abandoned && !status.ok() && retry.Allow(*cont, status, Effect::kRead, /*sent=*/true)) {
-      io->QueueRetry([self = shared_from_this()] { self->Send(/*first=*/false); });
-      return;
+    if (!abandoned && !status.ok()) {
+      auto d = policy.Decide(status, phase, Idempotency::kIdempotent, what);
+      LogRecovery(status, phase, d);
+      if (d.recovery != Recovery::kGiveUp) {
+        PrepareRecovery(d.recovery, *cont);
+        io->Schedule(d.pause, [self = shared_from_this()] { (void)self->Send(/*first=*/false); });
+        return;
+      }
+      status = d.final;
     }
     done();
   }
@@ -46,17 +56,26 @@ struct TailQuery : std::enable_shared_from_this<TailQuery> {
     }
   }
 
-  // Sends one query per shard (again, from ThreadIo::RunRetries, outside
-  // completions, when not `first`). When the first submission fails the
-  // query is abandoned: the queries already sent still complete, and `done`
-  // runs after them without reporting anything. Returns the send error.
+  // Sends one query per shard (again, from a timer of the thread's queue,
+  // when not `first`). When the first submission fails with a failure the
+  // policy gives up on at once, the query is abandoned: the queries already
+  // sent still complete, and `done` runs after them without reporting
+  // anything; that error is returned. Any other failure is the policy's,
+  // after the last reply (Finished).
   Status Send(bool first) {
     auto self = shared_from_this();
     status = Status::Ok();
     best.reset();
+    phase = CallPhase::kConnecting;
     auto fan = std::make_shared<FanOut>(
         *io, *cont, what, [self](size_t, const Result<std::span<const uint8_t>>& reply) { self->Fold(reply); },
-        [self] { self->Finished(); });
+        nullptr);
+    // The fan-out outlives its own `on_done` call.
+    FanOut* raw = fan.get();
+    fan->SetOnDone([self, raw] {
+      self->phase = std::max(self->phase, raw->reached());
+      self->Finished();
+    });
     Status sent = [&]() -> Status {
       ROS2_ASSIGN_OR_RETURN(auto routes, cont->ShardRoutes(&oid));
       const auto payloads = QueryPayloads(*cont, routes, oid, obj::QueryKind::kArrayTail, akey);
@@ -64,7 +83,12 @@ struct TailQuery : std::enable_shared_from_this<TailQuery> {
     }();
     if (!sent.ok()) {
       if (status.ok()) status = sent;
-      if (first) abandoned = true;
+      const CallPhase reached = std::max(phase, fan->reached());
+      if (first && Classify(sent.code(), reached, Idempotency::kIdempotent) == Recovery::kGiveUp) {
+        abandoned = true;
+      } else {
+        sent = Status::Ok();  // the policy decides after the last reply
+      }
     }
     fan->Release();
     return sent;
@@ -79,13 +103,15 @@ static Result<std::shared_ptr<TailQuery>> NewTailQuery(const std::shared_ptr<Con
   q->io = io;
   q->oid = oid;
   q->akey = std::string(akey);
+  q->policy = FailurePolicy(cont->pool().client().reconnect_timeout());
   q->what = "query array tail of " + DescribeIo(oid, {}, akey);
   if (akey.empty()) return Status::InvalidArgument(q->what + ": empty akey");
   return q;
 }
 
 Result<std::optional<ArrayTail>> Object::QueryArrayTail(std::string_view akey) const {
-  return WithRetry(*cont_, Effect::kRead, [&, this]() -> Result<std::optional<ArrayTail>> {
+  return WithRetry(*cont_, Idempotency::kIdempotent, "query array tail of " + DescribeIo(oid_, {}, akey),
+                   [&, this](CallPhase& phase) -> Result<std::optional<ArrayTail>> {
     ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
     ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(cont_, io.get(), oid_, akey));
     bool finished = false;
@@ -95,6 +121,7 @@ Result<std::optional<ArrayTail>> Object::QueryArrayTail(std::string_view akey) c
     // Every sent query completes, and `done` references this frame: wait for
     // it whatever happened.
     WaitFor(*io, finished);
+    phase = q->phase;
     if (!sent.ok()) return sent;
     if (!q->status.ok()) return q->status;
     return q->best;
@@ -103,10 +130,11 @@ Result<std::optional<ArrayTail>> Object::QueryArrayTail(std::string_view akey) c
 
 Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, ArrayTailCallback callback) const {
   if (!callback) return Status::InvalidArgument("submit array tail query: empty callback");
-  ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(cont_, eq.io_.get(), oid_, akey));
+  EventQueue::Impl& queue_state = eq.impl();
+  ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(cont_, queue_state.io_.get(), oid_, akey));
   // `done` holds the query only weakly (the query owns `done`); the fan-out's
   // functions hold it strongly until the last reply ran.
-  q->done = [weak = std::weak_ptr<TailQuery>(q), queue = &eq, callback = std::move(callback)]() mutable {
+  q->done = [weak = std::weak_ptr<TailQuery>(q), queue = &queue_state, callback = std::move(callback)]() mutable {
     auto self = weak.lock();
     if (!self || self->abandoned) return;  // a failed submission reported itself
     IoCallback finish = [self, cb = std::move(callback)](const IoResult& r) {
@@ -117,50 +145,46 @@ Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, Array
     result.status = self->status;
     queue->Complete(0, finish, result);
   };
-  ++eq.in_flight_;
+  ++queue_state.in_flight_;
   Status sent = q->Send(/*first=*/true);
-  if (!sent.ok()) --eq.in_flight_;  // queries already on the wire finish silently
+  if (!sent.ok()) --queue_state.in_flight_;  // queries already on the wire finish silently
   return sent;
 }
 
 Status Object::ConnectShards() const {
-  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
-  for (const Route& route : routes) {
-    auto ep = ConnectTarget(*io, *cont_, route);
-    if (!ep.ok()) {
-      return ep.status().WithContext(
-          fmt::format("connect to target {} for {}", route.target, DescribeIo(oid_, {}, {})));
-    }
-  }
-  return Status::Ok();
+  return WithRetry(*cont_, Idempotency::kIdempotent, "connect to the shards of " + DescribeIo(oid_, {}, {}),
+                   [this](CallPhase&) -> Status {  // every failure here is kConnecting
+                     ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+                     ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
+                     for (const Route& route : routes) {
+                       auto ep = ConnectTarget(*io, *cont_, route);
+                       if (!ep.ok()) {
+                         return ep.status().WithContext(
+                             fmt::format("connect to target {} for {}", route.target, DescribeIo(oid_, {}, {})));
+                       }
+                     }
+                     return Status::Ok();
+                   });
 }
 
-Result<std::vector<std::string>> Object::ListDkeysPage(KeyAnchor& anchor, size_t max) const {
-  // A read: an attempt that failed is made again from the same anchor.
-  const KeyAnchor start = anchor;
-  return WithRetry(*cont_, Effect::kRead, [&, this] {
-    anchor = start;
-    return ListDkeysPageOnce(anchor, max);
-  });
-}
-
-Result<std::vector<std::string>> Object::ListDkeysPageOnce(KeyAnchor& anchor, size_t max) const {
-  const std::string what = "list dkeys of " + DescribeIo(oid_, {}, {});
+// One attempt of Object::ListDkeysPage.
+static Result<std::vector<std::string>> ListDkeysPageOnce(ContainerCore& cont, const ObjectId& oid, KeyAnchor& anchor,
+                                                          size_t max, CallPhase& phase) {
+  const std::string what = "list dkeys of " + DescribeIo(oid, {}, {});
   if (max == 0) return Status::InvalidArgument(what + ": page size 0");
   std::vector<std::string> keys;
   if (anchor.eof) return keys;
-  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
+  ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
+  ROS2_ASSIGN_OR_RETURN(auto routes, cont.ShardRoutes(&oid));
   while (keys.size() < max && anchor.shard < routes.size()) {
     const Route& route = routes[anchor.shard];
     obj::ListRequest req;
-    req.header = cont_->Header(route);
+    req.header = cont.Header(route);
     req.kind = obj::ListKind::kDkeys;
-    req.oid = oid_;
+    req.oid = oid;
     req.anchor.position = anchor.position;
     req.max_entries = static_cast<uint32_t>(std::min<size_t>(max - keys.size(), obj::kMaxListEntries));
-    ROS2_ASSIGN_OR_RETURN(auto payload, CallShard(*io, *cont_, what, route, obj::Opcode::kList, obj::Encode(req)));
+    ROS2_ASSIGN_OR_RETURN(auto payload, CallShard(*io, cont, what, route, obj::Opcode::kList, obj::Encode(req), &phase));
     auto decoded = obj::DecodeListReply(payload);
     if (!decoded.ok()) return decoded.status().WithContext(what);
     for (auto& k : decoded->keys) keys.push_back(std::move(k));
@@ -181,9 +205,19 @@ Result<std::vector<std::string>> Object::ListDkeysPageOnce(KeyAnchor& anchor, si
   return keys;
 }
 
+Result<std::vector<std::string>> Object::ListDkeysPage(KeyAnchor& anchor, size_t max) const {
+  // A read: an attempt that failed is made again from the same anchor.
+  const KeyAnchor start = anchor;
+  return WithRetry(*cont_, Idempotency::kIdempotent, "list dkeys of " + DescribeIo(oid_, {}, {}),
+                   [&, this](CallPhase& phase) {
+                     anchor = start;
+                     return ListDkeysPageOnce(*cont_, oid_, anchor, max, phase);
+                   });
+}
+
 Result<std::unique_ptr<EventQueue>> DirectContainer::CreateEventQueue() const {
   ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
-  return std::unique_ptr<EventQueue>(new EventQueue(std::move(io)));
+  return MakeEventQueue(std::make_unique<EventQueue::Impl>(std::move(io)));
 }
 
 Result<PoolSpace> DirectContainer::QueryPoolSpace() const {

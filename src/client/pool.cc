@@ -37,18 +37,6 @@ std::string DescribeIo(const ObjectId& oid, std::string_view dkey, std::string_v
 
 namespace {
 
-// Control-plane failures that can pass by themselves: the endpoint is down
-// or restarting, slow, or refusing for now.
-bool Transient(const Status& st) {
-  switch (st.code()) {
-    case Status::Code::kDisconnected:
-    case Status::Code::kTimedOut:
-    case Status::Code::kBusy:
-    case Status::Code::kCancelled: return true;
-    default: return false;
-  }
-}
-
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -70,15 +58,6 @@ transport::SessionCredential MakeCredential(const std::string& session_uuid, con
   if (auto id = Uuid::Parse(session_uuid); id.ok()) cred.id = id->bytes();
   std::memcpy(cred.key.data(), key.data(), std::min(key.size(), cred.key.size()));
   return cred;
-}
-
-bool RetryAfterFailure(const Status& status, Effect effect, bool sent) {
-  switch (status.code()) {
-    case Status::Code::kUnauthenticated: return true;
-    case Status::Code::kDisconnected:
-    case Status::Code::kCancelled: return effect == Effect::kRead || !sent;
-    default: return false;
-  }
 }
 
 PoolCore::PoolCore(std::shared_ptr<ClientCore> client, control::PoolConnection conn,
@@ -109,7 +88,11 @@ std::pair<std::string, transport::SessionCredential> PoolCore::Session() {
 }
 
 Result<std::shared_ptr<const MapSnapshot>> PoolCore::Map() {
-  if (map_stale_.load(std::memory_order_relaxed)) ROS2_RETURN_IF_ERROR(Recover());
+  if (map_stale()) ROS2_RETURN_IF_ERROR(RecoverOnce());
+  return CurrentMap();
+}
+
+std::shared_ptr<const MapSnapshot> PoolCore::CurrentMap() {
   std::lock_guard<std::mutex> lock(mu_);
   return snapshot_;
 }
@@ -117,75 +100,79 @@ Result<std::shared_ptr<const MapSnapshot>> PoolCore::Map() {
 Result<uint64_t> PoolCore::Refresh() {
   MarkMapStale();
   ROS2_RETURN_IF_ERROR(Recover());
-  std::lock_guard<std::mutex> lock(mu_);
-  return snapshot_->map.version;
+  return CurrentMap()->map.version;
 }
 
-Status PoolCore::Recover() {
+namespace {
+
+// A failed recovery attempt is reused for this long: the resends of many
+// operations that fire together share one control-plane call.
+constexpr std::chrono::milliseconds kRecoverReuse{5};
+
+}  // namespace
+
+Status PoolCore::RecoverOnce() {
   const uint64_t seen = recoveries_.load(std::memory_order_acquire);
   std::lock_guard<std::mutex> one_at_a_time(recover_mu_);
   // Another thread recovered while this one waited: take its result.
-  if (recoveries_.load(std::memory_order_acquire) != seen && !map_stale_.load(std::memory_order_relaxed)) {
-    return Status::Ok();
-  }
-  const auto timeout = client_->reconnect_timeout();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto pause = std::chrono::milliseconds(20);
-  Status last;
-  for (int attempt = 0;; ++attempt) {
-    // Cleared before the request: a failure another thread sees meanwhile
-    // marks the map stale again, and its next request recovers once more.
-    map_stale_.store(false, std::memory_order_relaxed);
-    const std::string session = session_uuid();
-    auto map = client_->session().GetPoolMap(client_->credentials(), session);
-    if (map.ok()) {
-      auto snap = MakeMapSnapshot(*map);
-      if (!snap.ok()) {
-        MarkMapStale();
-        return snap.status().WithContext(fmt::format("refresh map of pool {}", label()));
-      }
+  if (recoveries_.load(std::memory_order_acquire) != seen && !map_stale()) return Status::Ok();
+  const auto now = std::chrono::steady_clock::now();
+  if (!last_failure_.ok() && now - failed_at_ < kRecoverReuse) return last_failure_;
+  // Cleared before the request: a failure another thread sees meanwhile
+  // marks the map stale again, and its next request recovers once more.
+  map_stale_.store(false, std::memory_order_relaxed);
+  const std::string session = session_uuid();
+  auto map = client_->session().GetPoolMap(client_->credentials(), session);
+  Status failed;
+  if (map.ok()) {
+    auto snap = MakeMapSnapshot(*map);
+    if (snap.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       if ((*snap)->map.version >= snapshot_->map.version) snapshot_ = *snap;
-      recoveries_.fetch_add(1, std::memory_order_release);
-      return Status::Ok();
+    } else {
+      failed = snap.status().WithContext(fmt::format("refresh map of pool {}", label()));
     }
-    last = map.status();
-    if (last.code() == Status::Code::kNotFound) {
-      // The control plane does not know the session (it restarted, or the
-      // session expired): open a new one, with a fresh map.
-      auto conn = client_->session().Connect(uuid_.IsNil() ? info_.label() : uuid_.ToString(), client_->credentials());
-      if (conn.ok()) {
-        auto snap = MakeMapSnapshot(conn->map);
-        if (!snap.ok()) {
-          MarkMapStale();
-          return snap.status().WithContext(fmt::format("reconnect pool {}", label()));
-        }
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          session_uuid_ = conn->session_uuid;
-          session_cred_ = MakeCredential(session_uuid_, conn->session_key);
-          snapshot_ = *snap;  // the new session's map is authoritative
-        }
-        generation_.fetch_add(1, std::memory_order_acq_rel);
-        recoveries_.fetch_add(1, std::memory_order_release);
-        ROS2_LOG_INFO("libros2: pool {}: new session {} (the previous one is gone: {}), map v{}", label(),
-                      conn->session_uuid, last.message(), (*snap)->map.version);
-        return Status::Ok();
+  } else if (map.status().code() == Status::Code::kNotFound) {
+    // The control plane does not know the session (it restarted, or the
+    // session expired): open a new one, with a fresh map.
+    auto conn = client_->session().Connect(uuid_.IsNil() ? info_.label() : uuid_.ToString(), client_->credentials());
+    auto snap = conn.ok() ? MakeMapSnapshot(conn->map) : Result<std::shared_ptr<const MapSnapshot>>(conn.status());
+    if (snap.ok()) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        session_uuid_ = conn->session_uuid;
+        session_cred_ = MakeCredential(session_uuid_, conn->session_key);
+        snapshot_ = *snap;  // the new session's map is authoritative
       }
-      last = conn.status();
+      generation_.fetch_add(1, std::memory_order_acq_rel);
+      ROS2_LOG_INFO("libros2: pool {}: new session {} (the previous one is gone: {}), map v{}", label(),
+                    conn->session_uuid, map.status().message(), (*snap)->map.version);
+    } else {
+      failed = snap.status().WithContext(fmt::format("reconnect pool {}", label()));
     }
+  } else {
+    failed = map.status().WithContext(fmt::format("reconnect pool {}", label()));
+  }
+  if (!failed.ok()) {
     MarkMapStale();
-    if (!Transient(last)) return last.WithContext(fmt::format("reconnect pool {}", label()));
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) {
-      return Status::Disconnected(
-          fmt::format("pool {}: the control plane did not answer within {} ms "
-                      "(reconnect_timeout; {} attempts): {}",
-                      label(), timeout.count(), attempt + 1, last.ToString()));
-    }
-    if (attempt == 0) ROS2_LOG_INFO("libros2: pool {} unreachable, retrying: {}", label(), last.ToString());
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
-    pause = std::min(pause * 2, std::chrono::milliseconds(500));
+    if (last_failure_.ok()) ROS2_LOG_INFO("libros2: pool {} unreachable: {}", label(), failed.ToString());
+    last_failure_ = failed;
+    failed_at_ = now;
+    return failed;
+  }
+  last_failure_ = Status::Ok();
+  recoveries_.fetch_add(1, std::memory_order_release);
+  return Status::Ok();
+}
+
+Status PoolCore::Recover() {
+  FailurePolicy policy(client_->reconnect_timeout());
+  for (;;) {
+    Status st = RecoverOnce();
+    if (st.ok()) return st;
+    auto d = policy.Decide(st, CallPhase::kConnecting, Idempotency::kIdempotent, fmt::format("pool {}", label()));
+    if (d.recovery == Recovery::kGiveUp) return d.final;
+    std::this_thread::sleep_for(std::max(d.pause, kRecoverReuse));
   }
 }
 
@@ -228,15 +215,18 @@ Status ContainerCore::Reopen() {
       return Status::Ok();
     }
     capability_stale_.store(true, std::memory_order_relaxed);
-    // The session is gone (or the control plane is away): recover the pool's
-    // session, then open again in the new one. Recover bounds the wait.
-    const bool retry =
-        attempt == 0 && (handle.status().code() == Status::Code::kNotFound || Transient(handle.status()));
-    if (!retry) {
-      return handle.status().WithContext(fmt::format("reopen container {} in pool {}", summary_.label, pool_->label()));
+    const Status failed =
+        handle.status().WithContext(fmt::format("reopen container {} in pool {}", summary_.label, pool_->label()));
+    // The control plane does not know the session (an engine restart): one
+    // recovery attempt (a new session), then open again in it. Anything else
+    // is the failure policy's to decide (phase kConnecting).
+    if (attempt > 0 || handle.status().code() != Status::Code::kNotFound) {
+      if (handle.status().code() != Status::Code::kNotFound) pool_->MarkMapStale();
+      return failed;
     }
     pool_->MarkMapStale();
-    ROS2_RETURN_IF_ERROR(pool_->Recover());
+    ROS2_RETURN_IF_ERROR(pool_->RecoverOnce());
+    if (pool_->session_generation() == generation) return failed;
   }
 }
 
@@ -283,18 +273,8 @@ obj::RequestHeader ContainerCore::Header(const Route& route) const {
 
 Result<std::shared_ptr<transport::Endpoint>> ConnectTarget(ThreadIo& io, ContainerCore& cont, const Route& route) {
   auto ep = io.EndpointFor(route.address());
-  if (ep.ok()) return ep;
-  PoolCore& pool = cont.pool();
-  pool.MarkMapStale();
-  const Status failed = ep.status();
-  if (failed.code() == Status::Code::kDisconnected || t_completion_depth > 0) return failed;
-  ROS2_RETURN_IF_ERROR(pool.Recover());
-  auto map = pool.Map();
-  if (map.ok() && route.target < (*map)->addresses.size() && (*map)->addresses[route.target] != route.address()) {
-    return Status::Disconnected(
-        fmt::format("{} (the target has moved since: map v{})", failed.ToString(), (*map)->map.version));
-  }
-  return failed;
+  if (!ep.ok()) cont.pool().MarkMapStale();
+  return ep;
 }
 
 // --- Pool ---
@@ -334,14 +314,17 @@ Result<uint64_t> DirectPool::RefreshMap() {
 Result<std::unique_ptr<Container>> DirectPool::OpenContainer(std::string_view container, uint8_t rights) {
   ClientCore& client = core_->client();
   const std::string& label = core_->label();
-  const uint64_t generation = core_->session_generation();
+  uint64_t generation = core_->session_generation();
   auto handle = client.session().OpenContainer(client.credentials(), core_->session_uuid(), container, rights);
-  if (!handle.ok() &&
-      (handle.status().code() == Status::Code::kNotFound || handle.status().code() == Status::Code::kDisconnected)) {
-    // Perhaps only the session is gone (an engine restart): recover and ask again.
+  const Status::Code code = handle.ok() ? Status::Code::kOk : handle.status().code();
+  if (code == Status::Code::kNotFound ||
+      Classify(code, CallPhase::kConnecting, Idempotency::kIdempotent) == Recovery::kReconnect) {
+    // Perhaps only the session is gone (an engine restart): recover (waiting
+    // as the failure policy allows) and, in a new session, ask once more.
     core_->MarkMapStale();
     if (core_->Recover().ok() && core_->session_generation() != generation) {
-      return OpenContainer(container, rights);
+      generation = core_->session_generation();
+      handle = client.session().OpenContainer(client.credentials(), core_->session_uuid(), container, rights);
     }
   }
   if (!handle.ok()) return handle.status().WithContext(fmt::format("open container '{}' in pool {}", container, label));
@@ -349,7 +332,7 @@ Result<std::unique_ptr<Container>> DirectPool::OpenContainer(std::string_view co
   ContainerSummary summary;
   summary.uuid = info.uuid();
   summary.label = info.label();
-  summary.checksum = info.properties().checksum();
+  summary.checksum = info.properties().checksum() ? ChecksumType::kCrc32c : ChecksumType::kNone;
   summary.chunk_size = info.properties().chunk_size();
   summary.encryption = info.properties().encryption();
   summary.encryption_key_id = info.properties().encryption_key_id();

@@ -15,8 +15,9 @@ constexpr std::chrono::seconds kWaitSlice{5};
 
 void WaitFor(ThreadIo& io, const bool& done) {
   while (!done) {
-    (void)io.worker().RunUntil([&done, &io] { return done || io.has_retries(); }, kWaitSlice);
-    io.RunRetries();
+    const auto slice = std::chrono::ceil<std::chrono::milliseconds>(io.UntilNextTimer(kWaitSlice));
+    (void)io.worker().RunUntil([&done, &io] { return done || io.TimerDue(); }, slice);
+    io.RunDueTimers();
   }
 }
 
@@ -31,7 +32,9 @@ Status FanOut::Send(std::vector<Route> routes, obj::Opcode opcode, std::span<con
     // The reply's callback holds the fan-out through its slot.
     std::shared_ptr<Slot> slot(self, &slots_[i]);
     transport::CallOptions options;
-    Status st = SendToShard(slot, opcode, {payloads[i].data(), payloads[i].size()}, options, what_);
+    CallPhase phase = CallPhase::kConnecting;
+    Status st = SendToShard(slot, opcode, {payloads[i].data(), payloads[i].size()}, options, what_, phase);
+    Reach(phase);
     if (!st.ok()) {
       if (first_error.ok()) first_error = st;
       --remaining_;
@@ -42,7 +45,8 @@ Status FanOut::Send(std::vector<Route> routes, obj::Opcode opcode, std::span<con
 }
 
 void FanOut::OnReply(size_t index, const transport::ReplyView& reply) {
-  CompletionScope scope;  // on_done may run the caller's callback
+  CompletionScope scope(io_);  // on_done may run the caller's callback
+  Reach(reply.status.ok() ? CallPhase::kAnswered : PhaseOfReply(reply.status));
   if (reply.status.ok()) {
     on_shard_(index, reply.payload);
   } else {
@@ -60,7 +64,8 @@ void FanOut::Release() {
 
 std::vector<Result<std::vector<uint8_t>>> CallShards(ThreadIo& io, ContainerCore& cont, std::string what,
                                                      std::vector<Route> routes, obj::Opcode opcode,
-                                                     std::span<const std::vector<uint8_t>> payloads) {
+                                                     std::span<const std::vector<uint8_t>> payloads,
+                                                     CallPhase* phase) {
   std::vector<Result<std::vector<uint8_t>>> results(routes.size(), Status::Cancelled("not sent"));
   bool finished = false;
   auto fan = std::make_shared<FanOut>(
@@ -77,6 +82,7 @@ std::vector<Result<std::vector<uint8_t>>> CallShards(ThreadIo& io, ContainerCore
   fan->Release();
   // The functions reference this frame: wait for every reply.
   WaitFor(io, finished);
+  if (phase != nullptr) *phase = std::max(*phase, fan->reached());
   return results;
 }
 
@@ -96,10 +102,10 @@ std::vector<std::vector<uint8_t>> QueryPayloads(ContainerCore& cont, const std::
 }
 
 Result<std::vector<uint8_t>> CallShard(ThreadIo& io, ContainerCore& cont, std::string what, const Route& route,
-                                       obj::Opcode opcode, std::vector<uint8_t> payload) {
+                                       obj::Opcode opcode, std::vector<uint8_t> payload, CallPhase* phase) {
   std::vector<std::vector<uint8_t>> payloads;
   payloads.push_back(std::move(payload));
-  auto results = CallShards(io, cont, std::move(what), {route}, opcode, payloads);
+  auto results = CallShards(io, cont, std::move(what), {route}, opcode, payloads, phase);
   return std::move(results.front());
 }
 

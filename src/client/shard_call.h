@@ -15,6 +15,7 @@
 // Thread safety: everything here runs on the thread that owns the ThreadIo.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <span>
@@ -59,8 +60,9 @@ struct ShardTarget {
 };
 
 // Sends an object request to `owner->shard`. `options` carries the caller's
-// bulk buffers; its timeout and capability are set here. On OK the request
-// was handed to the transport (t_request_sent is set) and
+// bulk buffers; its timeout and capability are set here. `phase` is set to how
+// far it got (kConnecting, kBeforeSend; kSent on OK). On OK the request
+// was handed to the transport and
 // `owner->OnReply(reply)` runs exactly once, inside a later progress of the
 // worker, after NoteFailure saw the reply; the callback holds `owner` (one
 // shared_ptr, which std::function stores without an allocation). On error
@@ -70,8 +72,9 @@ struct ShardTarget {
 // Owner: has `ShardTarget shard` and `void OnReply(const transport::ReplyView&)`.
 template <typename Owner, typename What>
 Status SendToShard(const std::shared_ptr<Owner>& owner, obj::Opcode opcode, std::span<const uint8_t> payload,
-                   transport::CallOptions& options, const What& what) {
+                   transport::CallOptions& options, const What& what, CallPhase& phase) {
   const ShardTarget& shard = owner->shard;
+  phase = CallPhase::kConnecting;
   auto ep = ConnectTarget(*shard.io, *shard.cont, shard.route);
   if (!ep.ok()) {
     return ep.status().WithContext(fmt::format("{}: connect to target {}", NameOf(what), shard.route.target));
@@ -83,6 +86,7 @@ Status SendToShard(const std::shared_ptr<Owner>& owner, obj::Opcode opcode, std:
     shard.NoteFailure(st);
     return st.WithContext(fmt::format("{}: authenticate on target {}", NameOf(what), shard.route.target));
   }
+  phase = CallPhase::kBeforeSend;
   options.timeout = shard.cont->pool().client().options().io_timeout;
   options.capability = AsCapability(grant->capability);
   Status st = (*ep)->Call(static_cast<uint16_t>(opcode), payload, options, [owner](const transport::ReplyView& reply) {
@@ -93,13 +97,14 @@ Status SendToShard(const std::shared_ptr<Owner>& owner, obj::Opcode opcode, std:
     shard.NoteFailure(st);
     return st.WithContext(fmt::format("{} on target {}", NameOf(what), shard.route.target));
   }
-  t_request_sent = true;
+  phase = CallPhase::kSent;
   return Status::Ok();
 }
 
 // Progresses `io`'s worker until `done` is set (by a completion), running the
-// resends this thread queued (ThreadIo::RunRetries) between passes. Every call
-// completes (the transport fails it at its deadline), so this returns.
+// thread's due timers (resends, ThreadIo::RunDueTimers) between passes. Every
+// call completes (the transport fails it at its deadline; a resend at the end
+// of its window), so this returns.
 void WaitFor(ThreadIo& io, const bool& done);
 
 // One request to each of several shards at once: an operation on every shard
@@ -118,6 +123,8 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
   FanOut(const FanOut&) = delete;
   FanOut& operator=(const FanOut&) = delete;
 
+  // Sets `on_done` (before Send; for an owner that needs the fan-out's address in it).
+  void SetOnDone(std::function<void()> on_done) { on_done_ = std::move(on_done); }
   // Sends payloads[i] to routes[i] (call once). Returns the first send
   // failure (every failed shard was also given to `on_shard`).
   Status Send(std::vector<Route> routes, obj::Opcode opcode, std::span<const std::vector<uint8_t>> payloads);
@@ -127,6 +134,9 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
 
   const std::string& what() const { return what_; }
   const std::vector<Route>& routes() const { return routes_; }
+  // How far the furthest request got: kSent once one was sent, kAnswered
+  // once an engine answered one (the failure policy's phase of the whole).
+  CallPhase reached() const { return reached_; }
 
  private:
   // One shard's request: what SendToShard needs, and where its reply goes.
@@ -146,13 +156,17 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
   std::vector<Route> routes_;
   std::vector<Slot> slots_;  // never resized after Send began (replies point into it)
   size_t remaining_ = 1;     // replies outstanding, plus the sender's hold
+  CallPhase reached_ = CallPhase::kConnecting;
+  void Reach(CallPhase phase) { reached_ = std::max(reached_, phase); }
 };
 
 // Blocking fan-out: sends payloads[i] to routes[i] at once and waits for
-// every reply. results[i] is shard i's reply payload or its failure.
+// every reply. results[i] is shard i's reply payload or its failure; `phase`
+// (when given) is raised to FanOut::reached().
 std::vector<Result<std::vector<uint8_t>>> CallShards(ThreadIo& io, ContainerCore& cont, std::string what,
                                                      std::vector<Route> routes, obj::Opcode opcode,
-                                                     std::span<const std::vector<uint8_t>> payloads);
+                                                     std::span<const std::vector<uint8_t>> payloads,
+                                                     CallPhase* phase = nullptr);
 // The encoded obj::QueryRequest of `kind` for each of `routes` (one per
 // shard of `oid`), in route order: what a query of every shard sends.
 std::vector<std::vector<uint8_t>> QueryPayloads(ContainerCore& cont, const std::vector<Route>& routes,
@@ -160,6 +174,6 @@ std::vector<std::vector<uint8_t>> QueryPayloads(ContainerCore& cont, const std::
 
 // One request, blocking: CallShards with one route.
 Result<std::vector<uint8_t>> CallShard(ThreadIo& io, ContainerCore& cont, std::string what, const Route& route,
-                                       obj::Opcode opcode, std::vector<uint8_t> payload);
+                                       obj::Opcode opcode, std::vector<uint8_t> payload, CallPhase* phase = nullptr);
 
 }  // namespace ros2::client

@@ -17,8 +17,7 @@
 
 namespace ros2 {
 
-enum class ChecksumType : uint8_t { kNone = 0, kCrc32c = 1, kCrc64 = 2 };
-
+// ChecksumType (kNone, kCrc32c, kCrc64) is defined in the public ros2/types.h.
 std::string_view ChecksumTypeName(ChecksumType type);
 // Parses "none", "crc32c" or "crc64" (case-insensitive).
 Result<ChecksumType> ParseChecksumType(std::string_view name);

@@ -29,6 +29,7 @@ std::string_view CodeName(Status::Code code) {
     case Status::Code::kIsDirectory: return "IsDirectory";
     case Status::Code::kNameTooLong: return "NameTooLong";
     case Status::Code::kLoop: return "Loop";
+    case Status::Code::kStaleMap: return "StaleMap";
   }
   return "Unknown";
 }
@@ -106,6 +107,7 @@ int Status::ToErrno() const {
     case Code::kIsDirectory: return EISDIR;
     case Code::kNameTooLong: return ENAMETOOLONG;
     case Code::kLoop: return ELOOP;
+    case Code::kStaleMap: return ESTALE;
   }
   return EIO;
 }

@@ -32,7 +32,8 @@ grpc::StatusCode GrpcCodeFor(Status::Code code) {
     case C::kNotDirectory:
     case C::kIsDirectory:
     case C::kNameTooLong: return grpc::StatusCode::INVALID_ARGUMENT;
-    case C::kLoop: return grpc::StatusCode::FAILED_PRECONDITION;
+    case C::kLoop:
+    case C::kStaleMap: return grpc::StatusCode::FAILED_PRECONDITION;
   }
   return grpc::StatusCode::UNKNOWN;
 }

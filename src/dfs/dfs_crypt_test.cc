@@ -100,7 +100,7 @@ class DfsCryptTest : public ::testing::TestWithParam<std::string> {
     client::FetchArgs f;
     f.dkey = ChunkDkey(chunk);
     f.akey = kEncryptedDataAkey;
-    f.kind = client::ValueKind::kArray;
+    f.kind = ValueType::kArray;
     f.index = index;
     f.count = count;
     f.record_size = kBlockRecordSize;
@@ -115,7 +115,7 @@ class DfsCryptTest : public ::testing::TestWithParam<std::string> {
     client::UpdateArgs u;
     u.dkey = ChunkDkey(chunk);
     u.akey = kEncryptedDataAkey;
-    u.kind = client::ValueKind::kArray;
+    u.kind = ValueType::kArray;
     u.index = index;
     u.record_size = kBlockRecordSize;
     u.data = records;

@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 
+#include "client/local_cluster.h"
 #include "common/log.h"
 #include "common/object_id.h"
 #include "common/status.h"
@@ -114,7 +115,7 @@ Result<ros2::client::ClientOptions> ClientOptionsFrom(const ros2_fio_mount_optio
   if (o.transport != nullptr && *o.transport != '\0') co.transport = o.transport;
   co.spin_budget = std::chrono::microseconds(o.spin_us);
   const std::string data_dir = OrEnv(o.data_dir, "ROS2_DATA_DIR");
-  if (Status st = ros2::client::CompleteFromLocalCluster(co, data_dir); !st.ok()) {
+  if (Status st = ros2::local_cluster::CompleteClientOptions(co, data_dir); !st.ok()) {
     return st.WithContext(fmt::format("ros2 fio engine: data_dir {}", data_dir));
   }
   if (co.control.empty()) {

@@ -1,3 +1,4 @@
+#include "client/local_cluster.h"
 #include "fuse/mount_options.h"
 
 #include <algorithm>
@@ -103,7 +104,7 @@ Result<client::ClientOptions> ResolveClientOptions(const MountConfig& config) {
   o.control = config.control;
   o.secret_file = config.secret_file;
   o.reconnect_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.reconnect_timeout_s * 1000));
-  ROS2_RETURN_IF_ERROR(client::CompleteFromLocalCluster(o, config.data_dir));
+  ROS2_RETURN_IF_ERROR(local_cluster::CompleteClientOptions(o, config.data_dir));
   if (o.control.empty()) {
     return Status::InvalidArgument("no control endpoint: pass --data-dir DIR (a local cluster) or --control ENDPOINT");
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "control/control_channel.h"
+#include "client/local_cluster.h"
 #include "ros2/client.h"
 
 namespace ros2::ctl {
@@ -10,7 +11,7 @@ namespace ros2::ctl {
 Result<std::string> CtlContext::ControlAddress() const {
   client::ClientOptions o;
   o.control = options_.control;
-  ROS2_RETURN_IF_ERROR(client::CompleteFromLocalCluster(o, options_.data_dir));
+  ROS2_RETURN_IF_ERROR(local_cluster::CompleteClientOptions(o, options_.data_dir));
   if (!o.control.empty()) return o.control;
   return Status::InvalidArgument(
       "no control endpoint: pass --data-dir DIR (a local cluster) or --control ENDPOINT "
@@ -24,7 +25,7 @@ Result<control::Credentials> CtlContext::TenantCredentials() const {
   o.control = options_.control;
   o.tenant = creds.tenant;
   o.secret_file = options_.secret_file;
-  ROS2_RETURN_IF_ERROR(client::CompleteFromLocalCluster(o, options_.data_dir));
+  ROS2_RETURN_IF_ERROR(local_cluster::CompleteClientOptions(o, options_.data_dir));
   const std::string& secret_file = o.secret_file;
   if (secret_file.empty()) {
     return Status::InvalidArgument(fmt::format(

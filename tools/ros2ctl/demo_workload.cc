@@ -22,7 +22,7 @@ using client::EventQueue;
 using client::FetchArgs;
 using client::Object;
 using client::UpdateArgs;
-using client::ValueKind;
+using ros2::ValueType;
 using Clock = std::chrono::steady_clock;
 
 // Deterministic bytes for (seed, n) so a read can be checked without keeping
@@ -127,7 +127,7 @@ class DemoRun {
       UpdateArgs a;
       a.dkey = dkey(i);
       a.akey = "data";
-      a.kind = ValueKind::kArray;
+      a.kind = ValueType::kArray;
       a.index = (i % 16) * size;
       a.data = std::span<const std::byte>(data).subspan(i * size, size);
       return obj.SubmitUpdate(eq, a, i);
@@ -142,7 +142,7 @@ class DemoRun {
       FetchArgs a;
       a.dkey = dkey(i);
       a.akey = "data";
-      a.kind = ValueKind::kArray;
+      a.kind = ValueType::kArray;
       a.index = (i % 16) * size;
       a.count = size;
       a.buffer = std::span(back).subspan(i * size, size);

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "client/client_internal.h"
+#include "client/event_queue_impl.h"
 #include "client/handle_backends.h"
 
 namespace ros2::client {
@@ -16,13 +17,14 @@ const OffloadLink* OffloadAccess::LinkOf(const Container& container) {
 }
 
 std::unique_ptr<EventQueue> OffloadAccess::MakeQueue(std::shared_ptr<agent::HostSession> session) {
-  std::unique_ptr<EventQueue> eq(new EventQueue(nullptr));
-  eq->offload_ = std::make_shared<OffloadQueue>();
-  eq->offload_->session = std::move(session);
-  return eq;
+  auto impl = std::make_unique<EventQueue::Impl>(nullptr);
+  impl->offload_ = std::make_shared<OffloadQueue>();
+  impl->offload_->session = std::move(session);
+  return MakeEventQueue(std::move(impl));
 }
 
-Status OffloadAccess::CompleteLater(EventQueue& eq, const Result<uint64_t>& done, IoCallback callback) {
+Status OffloadAccess::CompleteLater(EventQueue& queue, const Result<uint64_t>& done, IoCallback callback) {
+  EventQueue::Impl& eq = queue.impl();
   if (!eq.offload_) {
     return Status::InvalidArgument("dfs: an offload-mode file system needs an event queue of its offload-mode client");
   }
@@ -36,8 +38,9 @@ Status OffloadAccess::CompleteLater(EventQueue& eq, const Result<uint64_t>& done
   return Status::Ok();
 }
 
-Status OffloadAccess::SubmitIo(EventQueue& eq, agent::IoRequest request, const agent::ArenaBuffer& bounce,
+Status OffloadAccess::SubmitIo(EventQueue& queue, agent::IoRequest request, const agent::ArenaBuffer& bounce,
                                std::byte* user, IoCallback callback) {
+  EventQueue::Impl& eq = queue.impl();
   if (!eq.offload_) {
     return Status::InvalidArgument("dfs: an offload-mode file system needs an event queue of its offload-mode client");
   }
@@ -64,7 +67,7 @@ Status OffloadAccess::SubmitIo(EventQueue& eq, agent::IoRequest request, const a
   return Status::Ok();
 }
 
-size_t EventQueue::ProgressOffload(std::chrono::microseconds wait) {
+size_t EventQueue::Impl::ProgressOffload(std::chrono::microseconds wait) {
   if (!offload_) return 0;
   OffloadQueue& q = *offload_;
   size_t done = 0;

@@ -1,15 +1,15 @@
-// CompleteFromLocalCluster: client options from a `ros2ctl cluster up` directory.
+// Client options from a `ros2ctl cluster up` directory (local_cluster.h).
 #include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "ros2/client.h"
+#include "client/local_cluster.h"
 
-namespace ros2::client {
+namespace ros2::local_cluster {
 
-Status CompleteFromLocalCluster(ClientOptions& options, std::string_view data_dir) {
+Status CompleteClientOptions(client::ClientOptions& options, std::string_view data_dir) {
   const bool wants_secret = options.secret.empty() && options.secret_file.empty() && options.tenant == "admin";
   if (!data_dir.empty() && (options.control.empty() || wants_secret)) {
     const std::string path = (std::filesystem::path(data_dir) / "cluster.json").string();
@@ -37,4 +37,4 @@ Status CompleteFromLocalCluster(ClientOptions& options, std::string_view data_di
   return Status::Ok();
 }
 
-}  // namespace ros2::client
+}  // namespace ros2::local_cluster
