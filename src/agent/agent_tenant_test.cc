@@ -220,7 +220,7 @@ TEST_P(AgentTest, CtlFsNeedsOnlyTheAgentSocket) {
     for (const char* var : {"ROS2_DATA_DIR", "ROS2_CONTROL", "ROS2_TENANT", "ROS2_SECRET_FILE"}) ::unsetenv(var);
     auto ctl = [&](std::vector<std::string> args) {
       args.insert(args.begin(), ROS2CTL_PATH);
-      return ros2::testing::RunProcess(args, scratch);
+      return ros2::testing::RunCommand(args, scratch);
     };
     auto refused = ctl({"fs", "ls", "p", "bobc", "/"});
     if (refused.exit_code == 0) return *out = "fs ls without the socket succeeded: " + refused.out, 1;

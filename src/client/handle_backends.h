@@ -39,6 +39,7 @@ class PoolBackend {
   virtual PoolSummary summary() const = 0;
   virtual Result<std::unique_ptr<Container>> OpenContainer(std::string_view container, Rights rights) = 0;
   virtual Result<uint64_t> RefreshMap() = 0;
+  virtual Result<std::vector<TargetConnection>> Connections() const = 0;
 
  protected:
   static std::unique_ptr<Container> MakeContainer(std::shared_ptr<ContainerBackend> backend) {
@@ -65,6 +66,7 @@ class DirectPool final : public PoolBackend {
   PoolSummary summary() const override;
   Result<std::unique_ptr<Container>> OpenContainer(std::string_view container, Rights rights) override;
   Result<uint64_t> RefreshMap() override;
+  Result<std::vector<TargetConnection>> Connections() const override;
 
  private:
   std::shared_ptr<PoolCore> core_;

@@ -1,10 +1,14 @@
 // Pool::Connections: what the calling thread's endpoints to a pool's targets run over.
-#include "client_internal.h"
+#include "client/client_internal.h"
+#include "client/handle_backends.h"
 
 namespace ros2::client {
 
 Result<std::vector<TargetConnection>> Pool::Connections() const {
-  if (offload_) return Status::NotSupported("pool connections: the agent holds them in offload mode");
+  return backend_->Connections();
+}
+
+Result<std::vector<TargetConnection>> DirectPool::Connections() const {
   ROS2_ASSIGN_OR_RETURN(auto snap, core_->Map());
   ROS2_ASSIGN_OR_RETURN(auto io, core_->client().ThisThreadIo());
   std::vector<TargetConnection> out;

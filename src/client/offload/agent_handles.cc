@@ -43,4 +43,8 @@ Result<uint64_t> AgentPool::RefreshMap() {
   return Status::NotSupported("refresh map: the pool map is the agent's in offload mode");
 }
 
+Result<std::vector<TargetConnection>> AgentPool::Connections() const {
+  return Status::NotSupported("pool connections: the agent holds them in offload mode");
+}
+
 }  // namespace ros2::client

@@ -35,6 +35,7 @@ class AgentPool final : public PoolBackend {
   PoolSummary summary() const override;
   Result<std::unique_ptr<Container>> OpenContainer(std::string_view container, Rights rights) override;
   Result<uint64_t> RefreshMap() override;
+  Result<std::vector<TargetConnection>> Connections() const override;
 
  private:
   std::shared_ptr<agent::HostSession> session_;

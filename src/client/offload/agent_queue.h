@@ -28,6 +28,8 @@ struct OffloadLink {
   std::string container;
 };
 
+struct OffloadQueue;
+
 // One asynchronous read or write of an offload-mode EventQueue at the agent
 // (its user_data in the agent session is this record's address).
 struct OffloadIo {
