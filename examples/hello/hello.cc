@@ -5,8 +5,10 @@
 // Exit status 0 when every byte read matches what was written. For a local
 // cluster, DIR/cluster.json names the endpoint and the admin secret file:
 //
-//   hello --control unix:/tmp/ros2-quickstart/control.sock \
+//   hello --control unix:/tmp/ros2-quickstart/control.sock
 //         --secret-file /tmp/ros2-quickstart/admin.secret --pool p --container c
+//
+// (one command line).
 //
 // Built against the installed headers and libros2.so only (docs/client.md,
 // "Installing libros2").
