@@ -9,6 +9,8 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build pkg-config git clang-format
+  # reading cluster.json in the README's example
+  jq
   clang-14 libclang-rt-14-dev lld-14
   # data plane; autoconf, automake and libtool rebuild UCX's libuct and libucp from
   # Debian's source with third_party/ucx-patches (scripts/install-ucx-patch.sh)
