@@ -33,23 +33,6 @@ std::pair<int, std::string> RunCapture(const std::string& command) {
 
 }  // namespace
 
-Result<int> FreeLoopbackPort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return Status::FromErrno(errno, "socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    int err = errno;
-    ::close(fd);
-    return Status::FromErrno(err, "bind 127.0.0.1:0");
-  }
-  ::close(fd);
-  return static_cast<int>(ntohs(addr.sin_port));
-}
-
 Result<std::unique_ptr<EtcdTestCluster>> EtcdTestCluster::Start(int members) {
   if (members < 1) return Status::InvalidArgument("etcd test cluster: at least one member");
   std::unique_ptr<EtcdTestCluster> c(new EtcdTestCluster());

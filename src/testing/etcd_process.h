@@ -11,12 +11,10 @@
 
 #include "common/status.h"
 #include "testing/background_process.h"
+#include "testing/free_port.h"
 #include "testing/temp_dir.h"
 
 namespace ros2::testing {
-
-// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0).
-Result<int> FreeLoopbackPort();
 
 class EtcdTestCluster {
  public:

@@ -30,6 +30,7 @@
 #include "metrics/exporter.h"
 #include "metrics/scrape.h"
 #include "object_session.h"
+#include "testing/free_port.h"
 #include "testing/pattern.h"
 #include "testing/proc_status.h"
 #include "testing/status_assert.h"
@@ -39,20 +40,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// A loopback port free right now (the kernel's pick for port 0).
+// A loopback port free right now (testing/free_port.h); -1 when none could be had.
 int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
+  auto port = ros2::testing::FreeLoopbackPort();
+  return port.ok() ? *port : -1;
 }
 
 // A TCP connection to 127.0.0.1:port, or -1 when it is refused or not

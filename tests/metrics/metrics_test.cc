@@ -22,6 +22,7 @@
 #include "client/offload/host_session.h"
 #include "metrics/scrape.h"
 #include "testing/background_process.h"
+#include "testing/free_port.h"
 #include "testing/pattern.h"
 #include "testing/status_assert.h"
 #include "testing/test_cluster.h"
@@ -46,21 +47,10 @@ std::string ValueAfter(const std::string& text, const std::string& key) {
   return text.substr(start, text.find_first_of(" \n", start) - start);
 }
 
-// A loopback port free right now (the kernel's pick for port 0), for servers
-// that cannot report the port they bound.
+// A loopback port free right now (testing/free_port.h); -1 when none could be had.
 int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
-  }
-  ::close(fd);
-  return port;
+  auto port = ros2::testing::FreeLoopbackPort();
+  return port.ok() ? *port : -1;
 }
 
 std::string UrlEncode(const std::string& s) {
