@@ -21,6 +21,8 @@ PACKAGES=(
   # tests start, and etcd's .proto files with their gogo imports, from which the
   # build generates the C++ etcd v3 stubs
   etcd-server etcd-client golang-etcd-server-dev golang-github-gogo-protobuf-dev golang-github-gogo-googleapis-dev
+  # the several-hosts harness (`ros2ctl cluster up --hosts`): ip for namespaces, veth and the bridge
+  iproute2
   # storage
   librocksdb-dev liburing-dev libisal-dev
   # security
