@@ -1,37 +1,16 @@
 #include "testing/etcd_process.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <csignal>
-#include <cstdio>
 #include <thread>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <sys/wait.h>
+
+#include "testing/subprocess.h"
 
 namespace ros2::testing {
-
-namespace {
-
-// Runs a shell command line; its exit code and stdout (stderr joined).
-std::pair<int, std::string> RunCapture(const std::string& command) {
-  std::string out;
-  FILE* f = ::popen((command + " 2>&1").c_str(), "r");
-  if (f == nullptr) return {-1, "popen failed"};
-  char buf[4096];
-  size_t n;
-  while ((n = ::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  int status = ::pclose(f);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-}  // namespace
 
 Result<std::unique_ptr<EtcdTestCluster>> EtcdTestCluster::Start(int members) {
   if (members < 1) return Status::InvalidArgument("etcd test cluster: at least one member");
@@ -82,9 +61,9 @@ Status EtcdTestCluster::StartMember(int i, bool fresh) {
 Status EtcdTestCluster::WaitServing(int i) const {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
-    auto [code, out] =
-        RunCapture(fmt::format("/usr/bin/etcdctl --endpoints {} --command-timeout=1s endpoint health", client_[i]));
-    if (code == 0) return Status::Ok();
+    CommandResult health = RunCommand(
+        {"/usr/bin/etcdctl", "--endpoints", client_[i], "--command-timeout=1s", "endpoint", "health"}, dir_.path());
+    if (health.exit_code == 0) return Status::Ok();
     if (!procs_[i] || !procs_[i]->Running()) {
       return Status::IOError(fmt::format("etcd member {} exited: {}", names_[i], procs_[i] ? procs_[i]->Log() : ""));
     }
@@ -107,11 +86,13 @@ Status EtcdTestCluster::Restart(int i) {
 Result<std::string> EtcdTestCluster::Etcdctl(const std::vector<std::string>& args) const {
   std::string eps;
   for (size_t i = 0; i < client_.size(); ++i) eps += (i ? "," : "") + client_[i];
-  std::string cmd = "/usr/bin/etcdctl --endpoints " + eps;
-  for (const auto& a : args) cmd += " '" + a + "'";  // test-made arguments without quotes
-  auto [code, out] = RunCapture(cmd);
-  if (code != 0) return Status::IOError(fmt::format("etcdctl {} failed ({}): {}", fmt::join(args, " "), code, out));
-  return out;
+  std::vector<std::string> argv{"/usr/bin/etcdctl", "--endpoints", eps};
+  argv.insert(argv.end(), args.begin(), args.end());
+  CommandResult r = RunCommand(argv, dir_.path());
+  if (r.exit_code != 0) {
+    return Status::IOError(fmt::format("etcdctl {} failed ({}): {}{}", fmt::join(args, " "), r.exit_code, r.err, r.out));
+  }
+  return r.out;
 }
 
 }  // namespace ros2::testing

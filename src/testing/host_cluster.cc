@@ -33,39 +33,12 @@ bool Gone(pid_t pid) {
 
 }  // namespace
 
-HostCommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_prefix) {
-  HostCommandResult r;
-  const std::string out_path = scratch_prefix + ".out", err_path = scratch_prefix + ".err";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    int null_fd = ::open("/dev/null", O_RDONLY);
-    if (out < 0 || err < 0 || null_fd < 0) ::_exit(126);
-    ::dup2(null_fd, STDIN_FILENO);
-    ::dup2(out, STDOUT_FILENO);
-    ::dup2(err, STDERR_FILENO);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  if (pid > 0 && ::waitpid(pid, &status, 0) == pid) {
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-  r.out = ReadAll(out_path);
-  r.err = ReadAll(err_path);
-  return r;
-}
-
 bool HostCluster::Supported(std::string* why) {
   if (::geteuid() != 0) {
     *why = "needs root (network, IPC, PID and mount namespaces)";
     return false;
   }
-  HostCommandResult ip = RunCommand({"/bin/sh", "-c", "command -v ip"}, "/tmp/ros2-host-cluster-probe");
+  CommandResult ip = RunShell("command -v ip", "/tmp");
   if (ip.exit_code != 0) {
     *why = "needs `ip` (iproute2) on PATH";
     return false;
@@ -102,7 +75,7 @@ Result<std::unique_ptr<HostCluster>> HostCluster::Up(const HostClusterOptions& o
   if (options.etcd) args.push_back("--etcd");
   std::error_code ec;
   std::filesystem::create_directories(options.data_dir, ec);
-  HostCommandResult up = c->Ctl(args);
+  CommandResult up = c->Ctl(args);
   auto j = up.Json();
   if (up.exit_code != 0 || j.is_discarded() || !j.contains("hosts")) {
     return Status::IOError(fmt::format("`ros2ctl cluster up --hosts {}` failed (exit {}): {}{}", options.hosts,
@@ -119,7 +92,7 @@ HostCluster::~HostCluster() {
 
 Status HostCluster::Down() {
   if (!up_) return Status::Ok();
-  HostCommandResult down = Ctl({"cluster", "down"});
+  CommandResult down = Ctl({"cluster", "down"});
   if (down.exit_code != 0) {
     return Status::IOError(fmt::format("`ros2ctl cluster down` failed (exit {}): {}", down.exit_code, down.err));
   }
@@ -127,25 +100,25 @@ Status HostCluster::Down() {
   return Status::Ok();
 }
 
-HostCommandResult HostCluster::Ctl(const std::vector<std::string>& args) const {
+CommandResult HostCluster::Ctl(const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {options_.ros2ctl, "--data-dir", options_.data_dir};
   argv.insert(argv.end(), args.begin(), args.end());
-  return RunCommand(argv, options_.data_dir + "/ctl");
+  return RunCommand(argv, options_.data_dir);
 }
 
-HostCommandResult HostCluster::InHost(int host, const std::vector<std::string>& argv) const {
+CommandResult HostCluster::InHost(int host, const std::vector<std::string>& argv) const {
   std::vector<std::string> args = {"cluster", "exec", std::to_string(host), "--"};
   args.insert(args.end(), argv.begin(), argv.end());
   return Ctl(args);
 }
 
 Status HostCluster::Partition(int host) const {
-  HostCommandResult r = Ctl({"cluster", "partition", std::to_string(host)});
+  CommandResult r = Ctl({"cluster", "partition", std::to_string(host)});
   return r.exit_code == 0 ? Status::Ok() : Status::IOError("cluster partition: " + r.err);
 }
 
 Status HostCluster::Heal(int host) const {
-  HostCommandResult r = Ctl({"cluster", "heal", std::to_string(host)});
+  CommandResult r = Ctl({"cluster", "heal", std::to_string(host)});
   return r.exit_code == 0 ? Status::Ok() : Status::IOError("cluster heal: " + r.err);
 }
 

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/status.h"
+#include "testing/subprocess.h"
 
 namespace ros2::testing {
 
@@ -34,14 +35,6 @@ struct HostClusterOptions {
   std::string transport = "auto";
   bool etcd = false;  // an etcd member in hosts 1..3 (`cluster up --etcd`)
   int timeout_s = 60;
-};
-
-// A finished command: exit code (128 + signal when killed), stdout, stderr.
-struct HostCommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-  nlohmann::json Json() const { return nlohmann::json::parse(out, nullptr, false); }
 };
 
 class HostCluster {
@@ -59,9 +52,9 @@ class HostCluster {
   Status Down();
 
   // `ros2ctl --data-dir DIR args...` from this (the caller's) namespace.
-  HostCommandResult Ctl(const std::vector<std::string>& args) const;
+  CommandResult Ctl(const std::vector<std::string>& args) const;
   // `argv` run inside host `host` (1-based): `ros2ctl cluster exec`.
-  HostCommandResult InHost(int host, const std::vector<std::string>& argv) const;
+  CommandResult InHost(int host, const std::vector<std::string>& argv) const;
   // `ros2ctl cluster partition|heal host`.
   Status Partition(int host) const;
   Status Heal(int host) const;
@@ -84,8 +77,5 @@ class HostCluster {
   bool up_ = false;
 };
 
-// Runs `argv` (argv[0] a path) with stdout and stderr captured through files
-// `scratch_prefix`.out/.err.
-HostCommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_prefix);
 
 }  // namespace ros2::testing

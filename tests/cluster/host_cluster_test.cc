@@ -103,11 +103,11 @@ TEST_F(HostClusterTest, DemoAcrossHostsTcpBetweenHostsShmInside) {
       EXPECT_TRUE(seen.insert(ns).second) << "host " << h << " shares its " << kind << " namespace";
     }
   }
-  HostCommandResult status = c.Ctl({"--json", "cluster", "status"});
+  CommandResult status = c.Ctl({"--json", "cluster", "status"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
   EXPECT_EQ(status.Json()["engine_status"]["engines"].size(), 3u) << status.out;
 
-  HostCommandResult demo =
+  CommandResult demo =
       c.InHost(1, {c.ros2ctl(), "--json", "--data-dir", c.data_dir(), "cluster", "demo", "--mib", "2"});
   ASSERT_EQ(demo.exit_code, 0) << demo.err << demo.out;
   auto j = demo.Json();
@@ -156,18 +156,18 @@ TEST_F(HostClusterTest, PartitionAndHeal) {
                                                "2",
                                                "pool",
                                                "list"};
-  HostCommandResult before = c.InHost(2, list_pools);
+  CommandResult before = c.InHost(2, list_pools);
   EXPECT_EQ(before.exit_code, 0) << before.err;
 
   ASSERT_TRUE(c.Partition(2).ok());
   auto status = c.Ctl({"--json", "cluster", "status"}).Json();
   EXPECT_FALSE(status["hosts"][1]["link_up"].get<bool>()) << status.dump();
   EXPECT_TRUE(status["hosts"][0]["link_up"].get<bool>()) << status.dump();
-  HostCommandResult cut = c.InHost(2, list_pools);
+  CommandResult cut = c.InHost(2, list_pools);
   EXPECT_NE(cut.exit_code, 0) << cut.out;
 
   ASSERT_TRUE(c.Heal(2).ok());
-  HostCommandResult healed = c.InHost(2, list_pools);
+  CommandResult healed = c.InHost(2, list_pools);
   EXPECT_EQ(healed.exit_code, 0) << healed.err;
 }
 
@@ -217,7 +217,7 @@ TEST_F(HostClusterTest, DownAfterInterruptedStart) {
   ASSERT_TRUE(state.is_object() && state["hosts"][0].value("init_pid", 0) > 0) << state.dump();
   EXPECT_TRUE(fs::exists("/run/netns/" + state["hosts"][0]["netns"].get<std::string>()));
 
-  HostCommandResult down = RunCommand({ROS2CTL_PATH, "--data-dir", o.data_dir, "cluster", "down"}, o.data_dir + "/d");
+  CommandResult down = RunCommand({ROS2CTL_PATH, "--data-dir", o.data_dir, "cluster", "down"}, o.data_dir);
   EXPECT_EQ(down.exit_code, 0) << down.err;
   ExpectNothingLeft(state["hosts"], state["bridge"]);
   EXPECT_FALSE(fs::exists(o.data_dir + "/hosts.json"));
@@ -241,17 +241,17 @@ TEST_F(HostClusterTest, EtcdMembersKeepQuorumUnderPartition) {
   ASSERT_TRUE(etcd.starts_with("etcd://")) << etcd;
   std::string endpoints;
   for (int h = 1; h <= 3; ++h) endpoints += fmt::format("{}http://{}:2379", h > 1 ? "," : "", c.address(h));
-  HostCommandResult health = c.InHost(2, {"etcdctl", "--endpoints", endpoints, "endpoint", "health"});
+  CommandResult health = c.InHost(2, {"etcdctl", "--endpoints", endpoints, "endpoint", "health"});
   EXPECT_EQ(health.exit_code, 0) << health.err << health.out;
 
   ASSERT_TRUE(c.Partition(3).ok());
   // If host 3 led, hosts 1 and 2 first elect a leader among themselves.
-  HostCommandResult majority;
+  CommandResult majority;
   for (int attempt = 0; attempt < 5 && majority.exit_code != 0; ++attempt) {
     majority = c.InHost(1, {"etcdctl", "--command-timeout=4s", "put", "k", "committed"});
   }
   EXPECT_EQ(majority.exit_code, 0) << majority.err;
-  HostCommandResult minority = c.InHost(3, {"etcdctl", "--command-timeout=2s", "put", "k2", "lost"});
+  CommandResult minority = c.InHost(3, {"etcdctl", "--command-timeout=2s", "put", "k2", "lost"});
   EXPECT_NE(minority.exit_code, 0) << minority.out;
 
   ASSERT_TRUE(c.Heal(3).ok());
