@@ -38,8 +38,7 @@ bool HostCluster::Supported(std::string* why) {
     *why = "needs root (network, IPC, PID and mount namespaces)";
     return false;
   }
-  CommandResult ip = RunShell("command -v ip", "/tmp");
-  if (ip.exit_code != 0) {
+  if (!FindOnPath("ip").ok()) {
     *why = "needs `ip` (iproute2) on PATH";
     return false;
   }

@@ -223,9 +223,7 @@ TEST_F(HostClusterTest, DownAfterInterruptedStart) {
   EXPECT_FALSE(fs::exists(o.data_dir + "/hosts.json"));
 }
 
-bool OnPath(const std::string& name) {
-  return RunCommand({"/bin/sh", "-c", "command -v " + name}, "/tmp/ros2-host-cluster-which").exit_code == 0;
-}
+bool OnPath(const std::string& name) { return FindOnPath(name).ok(); }
 
 // --etcd: one etcd member in each of 3 hosts, one cluster; with host 3 cut
 // off, the other two keep a quorum and commit, host 3 cannot; healed, it has
