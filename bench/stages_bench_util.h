@@ -45,7 +45,7 @@ std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after
                          double io_seconds = 0);
 
 // What the fio engine's event queues timed (ROS2_FIO_STAGES=<file>, one
-// line per queue): "  client library ..." with the mean time from a read's
+// line per queue): "  client: ..." with the mean time from a read's
 // submission to its completion callback (the client library, the transport
 // both ways and the engine) and from the callback to fio taking it; empty
 // when the file holds no I/O.
