@@ -1,20 +1,24 @@
 // Tests of the baseline runners shared by ros2-bench suites: fio JSON and
 // ucx_perftest output parsing, and the benchmarks' I/O memory (the processes
 // and directories they use are the harness's: src/testing/harness_test.cc).
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
 #include "bench/fio_bench_util.h"
 #include "bench/memory_bench_util.h"
 #include "bench/perftest_bench_util.h"
+#include "bench/stages_bench_util.h"
 #include "bench/harness.h"
 
 namespace ros2::bench {
@@ -93,6 +97,53 @@ TEST(FioRun, FailureCarriesFiosMessage) {
   EXPECT_NE(r.status().message().find("not-a-mode"), std::string::npos) << r.status().message();
   FioJob no_file;
   EXPECT_EQ(RunFio(no_file).status().code(), Status::Code::kInvalidArgument);
+}
+
+TEST(Stages, SplitsTheClientsReadsBetweenEngineDeviceAndOutside) {
+  StageSnapshot before, after;
+  // 2 s of I/O: 20,000 reads whose total stage summed to 16 s (8 in the
+  // engine on average), 12 s of device depth (6 at the device).
+  after.reads[io_stages::kTotal] = 20000;
+  after.seconds[io_stages::kTotal] = 16;
+  after.reads[io_stages::kDevice] = 20000;
+  after.seconds[io_stages::kDevice] = 12;
+  after.device_inflight_seconds = 12;
+  const std::string text = FormatStages(before, after, 16, 2.0);
+  EXPECT_NE(text.find("stage total       800.0 us  (20000 reads)"), std::string::npos) << text;
+  EXPECT_NE(text.find("device in flight 6.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("client's 16 reads: 8.0 in the engine (6.0 at the device), 8.0 outside it"), std::string::npos)
+      << text;
+}
+
+TEST(Stages, ClientStagesSumTheQueuesLines) {
+  auto dir = TempDir::Create("/tmp", "stages-test-");
+  ASSERT_TRUE(dir.ok()) << dir.status().ToString();
+  const std::string file = dir->path() + "/fio-stages.txt";
+  EXPECT_EQ(FormatClientStages(file), "");  // no file: nothing to say
+  std::ofstream(file) << "ios 100 library_ns 20000000 waiting_ns 1000000\n"
+                      << "ios 300 library_ns 20000000 waiting_ns 3000000\n";
+  EXPECT_EQ(FormatClientStages(file), "  client: submit to callback 100.0 us, callback to fio 10.0 us (400 I/Os)\n");
+}
+
+TEST(Stages, SamplesTheNamedThreadsOfAProcess) {
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    ::pthread_setname_np(::pthread_self(), "stages-spin");
+    while (!stop.load()) {
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto before = SampleThreads(::getpid(), "stages-");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto after = SampleThreads(::getpid(), "stages-");
+  stop = true;
+  spinner.join();
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(after.begin()->second.name, "stages-spin");
+  EXPECT_GT(after.begin()->second.run_ns, before.begin()->second.run_ns);
+  const std::string text = FormatThreads(before, after, 0.2);
+  EXPECT_NE(text.find("thread stages-spin"), std::string::npos) << text;
+  EXPECT_TRUE(SampleThreads(::getpid(), "no-such-thread").empty());
 }
 
 TEST(PerftestParse, TakesTheFinalNumericLine) {

@@ -189,20 +189,31 @@ class CaseRunner {
         auto engine = EngineArgs(cluster_, cont ? *cont : std::string(kReadCont));
         args.insert(args.begin(), engine.begin(), engine.end());
         std::optional<StageSnapshot> stages_before;
+        std::map<pid_t, ThreadSched> targets_before;
+        const auto engine_pid = cluster_.engine_pid();
         if (g_opts.stages) {
           auto s = ScrapeStagesOfCluster();
           if (!s.ok()) return s.status();
           stages_before = *s;
+          if (engine_pid.ok()) targets_before = SampleThreads(*engine_pid, "ros2-target-");
+          std::filesystem::remove(ClientStagesFile());
         }
         start_engine_cpu();
         r = RunFioArgs(args, scratch_, limit);
         if (stages_before && r.ok()) {
           auto after = ScrapeStagesOfCluster();
           if (!after.ok()) return after.status();
-          std::fprintf(stderr, "posix bench:   engine read stages, mean per read:\n%s",
-                       FormatStages(*stages_before, *after, g_opts.qd * k.jobs,
-                                    IsReadOp(k.op) ? g_opts.runtime_s : 0)
-                           .c_str());
+          const double io_seconds = IsReadOp(k.op) ? g_opts.runtime_s : 0;
+          const auto targets_after =
+              engine_pid.ok() ? SampleThreads(*engine_pid, "ros2-target-") : std::map<pid_t, ThreadSched>{};
+          std::fprintf(
+              stderr, "posix bench:   engine read stages, mean per read:\n%s%s",
+              (FormatStages(*stages_before, *after, g_opts.qd * k.jobs, io_seconds) +
+               FormatClientStages(ClientStagesFile()))
+                  .c_str(),
+              FormatThreads(targets_before, targets_after,
+                            io_seconds > 0 ? io_seconds : std::chrono::duration<double>(after->at - stages_before->at).count())
+                  .c_str());
         }
         if (cont) DestroyContainer(*cont);
       } else if (mode == "mount") {
@@ -246,6 +257,9 @@ class CaseRunner {
   }
 
  private:
+  // Where the fio engine's queues write their own timings (ROS2_FIO_STAGES).
+  std::string ClientStagesFile() const { return scratch_ + "/fio-stages.txt"; }
+
   Result<StageSnapshot> ScrapeStagesOfCluster() {
     ROS2_ASSIGN_OR_RETURN(std::string endpoint, EngineMetricsEndpoint(cluster_.data_dir() + "/engine.ready"));
     return ScrapeStages(endpoint);
@@ -381,7 +395,10 @@ int RunPosixSuite(Reporter& rep) {
   const std::string& dir = scratch->path();
   // The engine (started by ros2ctl, which passes its environment on) times
   // its reads' stages; the endpoint ros2ctl turns on by default serves them.
-  if (g_opts.stages) ::setenv("ROS2_ENGINE_IO_STAGES", "1", 1);
+  if (g_opts.stages) {
+    ::setenv("ROS2_ENGINE_IO_STAGES", "1", 1);
+    ::setenv("ROS2_FIO_STAGES", (dir + "/fio-stages.txt").c_str(), 1);  // CaseRunner::ClientStagesFile
+  }
   std::fprintf(stderr, "posix bench: dir %s, %s over %s, qd %d, runtime %.1fs, repeat %d, load average %s\n",
                dir.c_str(), g_opts.cls.c_str(), g_opts.transport.c_str(), g_opts.qd, g_opts.runtime_s, g_opts.repeat,
                LoadAverage().c_str());

@@ -1,5 +1,6 @@
 #include "bench/stages_bench_util.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -55,8 +56,57 @@ std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after
   const double wall =
       io_seconds > 0 ? io_seconds : std::chrono::duration<double>(after.at - before.at).count();
   const double depth = wall > 0 ? (after.device_inflight_seconds - before.device_inflight_seconds) / wall : 0;
+  const size_t total = io_stages::kTotal;
+  const double in_engine = wall > 0 ? (after.seconds[total] - before.seconds[total]) / wall : 0;
   out << fmt::format("  device in flight {:.1f} (mean over {:.1f} s) against the client's {}\n", depth, wall,
                      client_in_flight);
+  out << fmt::format("  client's {} reads: {:.1f} in the engine ({:.1f} at the device), {:.1f} outside it\n",
+                     client_in_flight, in_engine, depth, client_in_flight - in_engine);
+  return out.str();
+}
+
+std::string FormatClientStages(const std::string& file) {
+  std::ifstream in(file);
+  std::string word;
+  double ios = 0, library = 0, waiting = 0;
+  double value = 0;
+  while (in >> word >> value) {
+    if (word == "ios") ios += value;
+    if (word == "library_ns") library += value;
+    if (word == "waiting_ns") waiting += value;
+  }
+  if (ios <= 0) return "";
+  return fmt::format("  client: submit to callback {:.1f} us, callback to fio {:.1f} us ({:.0f} I/Os)\n",
+                     library / ios / 1e3, waiting / ios / 1e3, ios);
+}
+
+std::map<pid_t, ThreadSched> SampleThreads(pid_t pid, const std::string& prefix) {
+  std::map<pid_t, ThreadSched> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec)) {
+    std::ifstream comm(task.path() / "comm");
+    std::ifstream stat(task.path() / "schedstat");
+    ThreadSched t;
+    if (!std::getline(comm, t.name) || !t.name.starts_with(prefix)) continue;
+    if (!(stat >> t.run_ns >> t.wait_ns >> t.waits)) continue;
+    out[static_cast<pid_t>(std::stol(task.path().filename().string()))] = t;
+  }
+  return out;
+}
+
+std::string FormatThreads(const std::map<pid_t, ThreadSched>& before, const std::map<pid_t, ThreadSched>& after,
+                          double wall) {
+  std::ostringstream out;
+  if (wall <= 0) return "";
+  for (const auto& [tid, a] : after) {
+    auto b = before.find(tid);
+    if (b == before.end()) continue;
+    const double run = a.run_ns - b->second.run_ns;
+    const double wait = a.wait_ns - b->second.wait_ns;
+    const double waits = a.waits - b->second.waits;
+    out << fmt::format("  thread {:<15} ran {:4.1f}%, waited for a CPU {:4.1f}% ({:.1f} us a wait)\n", a.name,
+                       run / wall / 1e7, wait / wall / 1e7, waits > 0 ? wait / waits / 1e3 : 0);
+  }
   return out.str();
 }
 

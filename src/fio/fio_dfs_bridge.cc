@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -60,6 +61,17 @@ struct ros2_fio_queue {
   };
   std::vector<Submission> submissions;
   std::vector<uint32_t> free_submissions;
+  // ROS2_FIO_STAGES=<file> (Stages): when each slot was submitted, when each
+  // entry of `done` completed, and the sums appended to the file at the end.
+  struct Stages {
+    std::string file;
+    std::vector<uint64_t> submitted_ns;  // by slot
+    std::deque<uint64_t> done_ns;        // parallel to `done`
+    uint64_t ios = 0;
+    uint64_t library_ns = 0;  // submit to the completion callback
+    uint64_t waiting_ns = 0;  // the callback to fio's getevents taking it
+  };
+  std::unique_ptr<Stages> stages;
   // Last: destroyed first. ~EventQueue waits for what is in flight, whose
   // callbacks still append to `done`.
   std::unique_ptr<ros2::client::EventQueue> eq;
@@ -225,8 +237,38 @@ Result<std::pair<std::string, std::string>> ParentAndName(std::string_view path)
 // its deadline again (fio's getevents without a timeout waits indefinitely).
 constexpr auto kReapSlice = std::chrono::milliseconds(100);
 
+uint64_t NowNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+}
+
+// ROS2_FIO_STAGES=<file>: each event queue times its I/Os in the client
+// library and appends "ios <n> library_ns <sum> waiting_ns <sum>" to the file
+// when destroyed (`ros2-bench posix --stages` reads it beside the engine's
+// stages: a debug counter set, not a log line per I/O).
+std::unique_ptr<ros2_fio_queue::Stages> StagesFromEnv() {
+  const char* file = std::getenv("ROS2_FIO_STAGES");
+  if (file == nullptr || file[0] == '\0') return nullptr;
+  auto s = std::make_unique<ros2_fio_queue::Stages>();
+  s->file = file;
+  return s;
+}
+
+void WriteStages(const ros2_fio_queue::Stages& s) {
+  FILE* f = std::fopen(s.file.c_str(), "a");
+  if (f == nullptr) return;
+  std::fprintf(f, "ios %llu library_ns %llu waiting_ns %llu\n", static_cast<unsigned long long>(s.ios),
+               static_cast<unsigned long long>(s.library_ns), static_cast<unsigned long long>(s.waiting_ns));
+  std::fclose(f);
+}
+
 void CompleteInto(ros2_fio_queue* q, uint32_t slot, const ros2::client::IoResult& r) {
   const auto [tag, buffer, length, write] = q->submissions[slot];
+  if (q->stages) {
+    const uint64_t now = NowNs();
+    q->stages->library_ns += now - q->stages->submitted_ns[slot];
+    q->stages->done_ns.push_back(now);
+  }
   q->free_submissions.push_back(slot);
   --q->in_flight;
   ros2_fio_completion c{tag, 0, length};
@@ -356,6 +398,7 @@ int ros2_fio_queue_create(ros2_fio_mount* mount, unsigned /*depth*/, ros2_fio_qu
     auto q = std::make_unique<ros2_fio_queue>();
     q->mount = mount;
     q->eq = std::move(*eq);
+    q->stages = StagesFromEnv();
     *out = q.release();
     return Ok();
   });
@@ -364,6 +407,7 @@ int ros2_fio_queue_create(ros2_fio_mount* mount, unsigned /*depth*/, ros2_fio_qu
 void ros2_fio_queue_destroy(ros2_fio_queue* queue) {
   (void)Guarded("event queue destroy", [&]() -> int {
     std::unique_ptr<ros2_fio_queue> owned(queue);
+    if (queue->stages) WriteStages(*queue->stages);
     return 0;  // ~EventQueue waits for what is still in flight
   });
 }
@@ -382,6 +426,10 @@ int ros2_fio_submit(ros2_fio_queue* q, ros2_fio_file* file, int write, void* buf
       q->submissions.emplace_back();
     }
     q->submissions[slot] = {tag, buffer, length, is_write};
+    if (q->stages) {
+      if (q->stages->submitted_ns.size() <= slot) q->stages->submitted_ns.resize(slot + 1);
+      q->stages->submitted_ns[slot] = NowNs();
+    }
     auto done = [q, slot](const ros2::client::IoResult& r) { CompleteInto(q, slot, r); };
     Status st =
         is_write
@@ -394,6 +442,7 @@ int ros2_fio_submit(ros2_fio_queue* q, ros2_fio_file* file, int write, void* buf
       const int err = Fail(st.WithContext(fmt::format("ros2 fio engine: submit {} of {} bytes at {} of {}",
                                                       is_write ? "write" : "read", length, offset, file->path)));
       q->done.push_back(ros2_fio_completion{tag, err, 0});
+      if (q->stages) q->stages->done_ns.push_back(NowNs());
       return err;
     }
     ++q->in_flight;
@@ -427,9 +476,15 @@ int ros2_fio_reap(ros2_fio_queue* q, unsigned min, unsigned max, const timespec*
   });
   if (rc != 0) return -rc;
   unsigned n = 0;
+  const uint64_t now = q->stages && !q->done.empty() ? NowNs() : 0;
   while (n < max && !q->done.empty()) {
     out[n++] = q->done.front();
     q->done.pop_front();
+    if (q->stages && !q->stages->done_ns.empty()) {
+      q->stages->waiting_ns += now - q->stages->done_ns.front();
+      q->stages->done_ns.pop_front();
+      ++q->stages->ios;
+    }
   }
   return static_cast<int>(n);
 }

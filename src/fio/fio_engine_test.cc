@@ -5,6 +5,7 @@
 // with messages that name the culprit.
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <ostream>
 #include <string>
@@ -69,12 +70,18 @@ class FioEngineTest : public ::testing::Test {
   }
 
   // Runs fio with the engine; `engine_options` come right after --ioengine.
+  // `env`: NAME=VALUE settings for fio's environment.
   FioRun Fio(const std::vector<std::string>& engine_options, const std::vector<std::string>& job_options,
-             const TestCluster* on = nullptr) {
+             const TestCluster* on = nullptr, const std::vector<std::string>& env = {}) {
     const TestCluster& cluster = on != nullptr ? *on : *cluster_;
     const std::string out_path = cluster.scratch() + "/fio.json";
     (void)std::remove(out_path.c_str());
-    std::vector<std::string> argv = {ROS2_FIO_PATH, "--ioengine=external:" ROS2_FIO_ENGINE_PATH};
+    std::vector<std::string> argv;
+    if (!env.empty()) {
+      argv.push_back("/usr/bin/env");
+      argv.insert(argv.end(), env.begin(), env.end());
+    }
+    argv.insert(argv.end(), {ROS2_FIO_PATH, "--ioengine=external:" ROS2_FIO_ENGINE_PATH});
     argv.insert(argv.end(), engine_options.begin(), engine_options.end());
     argv.insert(argv.end(), job_options.begin(), job_options.end());
     argv.push_back("--output-format=json");
@@ -195,6 +202,33 @@ TEST_F(FioEngineTest, ThreadedJobsShareOneMount) {
       engine, {"--name=t", "--thread", "--rw=randwrite", "--bs=64k", "--iodepth=16", fmt::format("--numjobs={}", kJobs),
                fmt::format("--size={}", kJobBytes), "--verify=crc32c", "--do_verify=1"});
   ExpectJobs(w, kJobBytes, kJobBytes);
+}
+
+// ROS2_FIO_STAGES: every job's event queue appends its sums when it ends,
+// one line a job, counting each I/O fio reaped once.
+TEST_F(FioEngineTest, StagesFileCountsEveryIo) {
+  const std::string cont = MakeContainer("c-stages");
+  const std::string stages = cluster_->scratch() + "/fio-stages.txt";
+  (void)std::remove(stages.c_str());
+  const std::vector<std::string> job = {"--name=s", "--rw=randwrite", "--bs=64k", "--iodepth=8",
+                                        fmt::format("--numjobs={}", kJobs), fmt::format("--size={}", kJobBytes)};
+  ExpectJobs(Fio(Cluster(cont), job, nullptr, {"ROS2_FIO_STAGES=" + stages}), 0, kJobBytes);
+  const std::string text = ReadWholeFile(stages);
+  unsigned long long ios = 0, library = 0, waiting = 0, total = 0;
+  int lines = 0;
+  for (const char* p = text.c_str(); std::sscanf(p, "ios %llu library_ns %llu waiting_ns %llu\n", &ios, &library,
+                                                 &waiting) == 3;
+       p = std::strchr(p, '\n') + 1) {
+    ++lines;
+    total += ios;
+    EXPECT_GT(library, 0u) << text;
+  }
+  EXPECT_EQ(lines, kJobs) << text;
+  EXPECT_EQ(total, kJobs * kJobBytes / (64 << 10)) << text;
+  // Unset: no file.
+  (void)std::remove(stages.c_str());
+  ExpectJobs(Fio(Cluster(cont), job), 0, kJobBytes);
+  EXPECT_EQ(ReadWholeFile(stages), "");
 }
 
 // fio's buffers are libros2 I/O buffers by default (the shapes above);

@@ -69,8 +69,12 @@ class NvmeExtentStore final : public ExtentStore {
 
   int Reap() override {
     int ran = 0;
+    // The batch's vector is the member's, kept between calls (no allocation
+    // per reap); taken out while the callbacks run, which may reap again.
+    std::vector<std::pair<Slot*, int>> completed;
+    completed.swap(reaped_);
     while (true) {
-      std::vector<std::pair<Slot*, int>> completed;
+      completed.clear();
       ring_->Reap(
           [&](uint64_t user_data, int res) { completed.emplace_back(reinterpret_cast<Slot*>(user_data), res); });
       if (!failed_.empty()) {
@@ -83,6 +87,7 @@ class NvmeExtentStore final : public ExtentStore {
       for (auto [slot, res] : completed) ran += Complete(slot, res);
       if (stages != nullptr) stages->last_reaped = 0;
     }
+    if (completed.capacity() > reaped_.capacity()) reaped_.swap(completed);
     return ran;
   }
 
@@ -260,6 +265,7 @@ class NvmeExtentStore final : public ExtentStore {
   std::vector<std::unique_ptr<Slot>> slots_;
   std::vector<Slot*> free_slots_;
   std::vector<Slot*> failed_;  // could not get an SQE
+  std::vector<std::pair<Slot*, int>> reaped_;  // Reap's batch, kept for its capacity
   std::vector<Slot*> unsent_;  // io_stages: timed reads queued and not yet handed to the kernel
   uint64_t last_tick_ns_ = 0;  // io_stages: Integrate's last time
 };
