@@ -55,6 +55,7 @@ Result<std::unique_ptr<ClusterMember>> ClusterMember::Start(EtcdStore* store, Sy
                                             p->wake_.notify_all();
                                           });
   m->Campaign();
+  m->RefreshPeers();
   m->thread_ = std::thread([p = m.get()] { p->Run(); });
   return m;
 }

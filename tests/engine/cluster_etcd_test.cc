@@ -350,6 +350,8 @@ TEST(ClusterEtcdTest, EtcdDownKeepsDataIoUntilAPeerGoesAndRecovers) {
   ASSERT_FALSE(on1.empty());
   ROS2_ASSERT_OK(session.UpdateSingle(oid, on0, "a", Pattern(100, 1)));
   ROS2_ASSERT_OK(session.UpdateSingle(oid, on1, "a", Pattern(100, 1)));
+  // Each engine learns the others' control endpoints at its ticks (250 ms).
+  std::this_thread::sleep_for(std::chrono::seconds(1));
 
   c.etcd->Kill(0);
   const auto down = Clock::now();
@@ -365,7 +367,8 @@ TEST(ClusterEtcdTest, EtcdDownKeepsDataIoUntilAPeerGoesAndRecovers) {
     const uint64_t seed = 2 + static_cast<uint64_t>(MsSince(down));
     for (const std::string& dkey : {on0, on1}) {
       auto written = session.UpdateSingle(oid, dkey, "a", Pattern(100, seed));
-      ASSERT_TRUE(written.ok()) << "etcd down " << MsSince(down) << " ms: " << written.status().ToString();
+      ASSERT_TRUE(written.ok()) << "etcd down " << MsSince(down) << " ms: " << written.status().ToString()
+                                << "\nengine 0:\n" << c.engines[0]->LogTail() << "\nengine 1:\n" << c.engines[1]->LogTail();
       auto read = session.FetchSingle(oid, dkey, "a", 4096);
       ASSERT_TRUE(read.ok()) << read.status().ToString();
       EXPECT_EQ(read->data, Pattern(100, seed));
