@@ -248,6 +248,12 @@ Result<std::shared_ptr<grpc::Channel>> ControlPlane::LeaderChannel(const std::st
   std::lock_guard lock(leader_mu_);
   if (leader_channel_ && leader_endpoint_ == endpoint) return leader_channel_;
   const bool local = endpoint.starts_with("unix:") || endpoint.starts_with("/");
+  if (!local && peer_tls_ca_.empty()) {
+    // The caller's secret travels with the forwarded call: never in clear.
+    return Status::PermissionDenied(fmt::format(
+        "the leader's control endpoint {} is TCP and control.tls_ca is not set: writes are not forwarded in clear",
+        endpoint));
+  }
   ROS2_ASSIGN_OR_RETURN(leader_channel_,
                         MakeControlChannel({.address = endpoint, .tls_root_cert_path = local ? "" : peer_tls_ca_}));
   leader_endpoint_ = endpoint;
