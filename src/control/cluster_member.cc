@@ -349,10 +349,13 @@ void ClusterMember::Run() {
       continue;
     }
     held_logged_.store(false);
+    // Each step stops the tick once etcd fails: on a cut link every call
+    // waits out its deadline on every endpoint, and the next tick must renew
+    // (or hold, or log the fence) rather than wait on more of them.
     Campaign();
-    RefreshPeers();
-    MarkExpiredDown();
-    if (options_.on_tick) options_.on_tick();
+    if (etcd_ok_.load()) RefreshPeers();
+    if (etcd_ok_.load()) MarkExpiredDown();
+    if (etcd_ok_.load() && options_.on_tick) options_.on_tick();
   }
 }
 
