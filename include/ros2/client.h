@@ -52,7 +52,9 @@ class PoolBackend;       // internal (src/client/handle_backends.h): direct, or 
 class ContainerBackend;  // internal: likewise
 
 struct ClientOptions {
-  // Control endpoint: "unix:/path/control.sock", "/path/control.sock" or "host:port".
+  // Control endpoint: "unix:/path/control.sock", "/path/control.sock" or "host:port";
+  // or several engines of one cluster, "a,b,c": a control call that cannot
+  // reach the current one moves to the next.
   std::string control;
   std::string tenant = "admin";
   std::string secret;       // the tenant's secret, or

@@ -1,7 +1,9 @@
 // Client and the per-thread data-plane state: credentials, the gRPC channel,
 // the process-wide transport Context, and one Worker per I/O thread.
+#include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 #include <grpcpp/create_channel.h>
@@ -43,6 +45,18 @@ constexpr std::chrono::milliseconds kIdleCheckAfter{2};
 std::string NormalizeControl(const std::string& endpoint) {
   if (!endpoint.empty() && endpoint.front() == '/') return "unix:" + endpoint;
   return endpoint;
+}
+
+// "a,b,c": several control endpoints of one cluster, tried in turn.
+std::vector<std::string> SplitControl(const std::string& control) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= control.size()) {
+    const size_t comma = std::min(control.find(',', start), control.size());
+    if (comma > start) out.push_back(NormalizeControl(control.substr(start, comma - start)));
+    start = comma + 1;
+  }
+  return out;
 }
 
 }  // namespace
@@ -145,7 +159,7 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   }
   auto core = std::make_shared<ClientCore>();
   core->options_ = options;
-  core->options_.control = NormalizeControl(options.control);
+  core->options_.control = options.control;
   core->credentials_.tenant = options.tenant;
   if (!options.secret.empty()) {
     core->credentials_.secret = options.secret;
@@ -188,11 +202,16 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   // DataLoader workers) would otherwise be handed the parent's connection and
   // interleave its streams with the parent's on one socket.
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  auto channel = grpc::CreateCustomChannel(core->options_.control, grpc::InsecureChannelCredentials(), args);
-  if (!channel)
-    return Status::Internal("libros2 connect: cannot create a control channel to " + core->options_.control);
-  core->session_ = std::make_unique<control::SessionClient>(channel, options.control_timeout);
-  core->management_ = std::make_unique<control::ManagementClient>(channel, core->credentials_, options.control_timeout);
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (const std::string& endpoint : SplitControl(core->options_.control)) {
+    auto channel = grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+    if (!channel) return Status::Internal("libros2 connect: cannot create a control channel to " + endpoint);
+    channels.push_back(std::move(channel));
+  }
+  if (channels.empty()) return Status::InvalidArgument("libros2 connect: no control endpoint in '" + options.control + "'");
+  core->session_ = std::make_unique<control::SessionClient>(channels, options.control_timeout);
+  core->management_ =
+      std::make_unique<control::ManagementClient>(channels, core->credentials_, options.control_timeout);
   return core;
 }
 

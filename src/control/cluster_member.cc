@@ -16,6 +16,11 @@ constexpr std::string_view kLeaderKey = "leader";
 constexpr std::string_view kMembersPrefix = "members/";
 constexpr std::string_view kEngineStatePrefix = "engine-state/";
 
+std::chrono::milliseconds TickOf(std::chrono::seconds ttl) {
+  // In milliseconds before dividing: a 3 s TTL has a 500 ms sixth, not 0 s.
+  return std::min(std::chrono::milliseconds(250), std::chrono::duration_cast<std::chrono::milliseconds>(ttl) / 6);
+}
+
 int64_t SteadyNs() {
   return std::chrono::steady_clock::now().time_since_epoch().count();
 }
@@ -50,6 +55,7 @@ Result<std::unique_ptr<ClusterMember>> ClusterMember::Start(EtcdStore* store, Sy
                                             p->wake_.notify_all();
                                           });
   m->Campaign();
+  m->RefreshPeers();
   m->thread_ = std::thread([p = m.get()] { p->Run(); });
   return m;
 }
@@ -97,21 +103,46 @@ Status ClusterMember::Join() {
   return Status::Ok();
 }
 
+std::chrono::milliseconds ClusterMember::Tick() const {
+  return TickOf(options_.ttl);
+}
+
 void ClusterMember::MarkRenewed() {
-  const int64_t now = SteadyNs();
-  renewed_ns_.store(now);
-  if (options_.fence_deadline_ns != nullptr) {
-    const int64_t half_ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.ttl).count() / 2;
-    options_.fence_deadline_ns->store(now + half_ttl, std::memory_order_relaxed);
-  }
+  renewed_ns_.store(SteadyNs());
+  hold_until_ns_.store(0);
+  if (options_.fence_deadline_ns != nullptr) options_.fence_deadline_ns->store(WritesUntilNs(), std::memory_order_relaxed);
+}
+
+int64_t ClusterMember::WritesUntilNs() const {
+  const int64_t half_ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.ttl).count() / 2;
+  return std::max(renewed_ns_.load() + half_ttl, hold_until_ns_.load());
 }
 
 bool ClusterMember::fenced() const {
-  return lease_age_ms() * 2 > static_cast<uint64_t>(options_.ttl.count()) * 1000;
+  return SteadyNs() > WritesUntilNs();
+}
+
+bool ClusterMember::held() const {
+  const int64_t half_ttl = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.ttl).count() / 2;
+  const int64_t now = SteadyNs();
+  return now > renewed_ns_.load() + half_ttl && now <= hold_until_ns_.load();
 }
 
 uint64_t ClusterMember::lease_age_ms() const {
   return static_cast<uint64_t>(std::max<int64_t>(0, SteadyNs() - renewed_ns_.load())) / 1'000'000;
+}
+
+void ClusterMember::NoteEtcd(bool ok) {
+  etcd_ok_.store(ok);
+  etcd_attempt_ns_.store(SteadyNs());
+}
+
+void ClusterMember::DescribeLiveness(rpc::PeerLivenessBody* body) const {
+  body->set_engine_uuid(options_.engine.ToString());
+  body->set_etcd_reachable(etcd_ok_.load());
+  body->set_last_attempt_age_ms(static_cast<uint64_t>(std::max<int64_t>(0, SteadyNs() - etcd_attempt_ns_.load())) /
+                                1'000'000);
+  body->set_lease_age_ms(lease_age_ms());
 }
 
 std::string ClusterMember::leader_endpoint() const {
@@ -121,6 +152,7 @@ std::string ClusterMember::leader_endpoint() const {
 
 void ClusterMember::Renew() {
   auto ttl = store_->client().KeepAliveOnce(lease_.load());
+  NoteEtcd(ttl.ok());
   if (ttl.ok() && *ttl > 0) {
     MarkRenewed();
     if (fenced_logged_.exchange(false)) {
@@ -161,13 +193,15 @@ void ClusterMember::Campaign() {
   put->set_lease(lease_.load());
   txn.add_failure()->mutable_request_range()->set_key(key);
   auto resp = store_->client().Txn(txn);
-  if (!resp.ok()) return;  // keep the last view; fenced() covers a lost etcd
+  NoteEtcd(resp.ok());
+  if (!resp.ok()) return;  // keep the last view; the next tick renews (or holds, or fences)
   std::string holder = leader_value_;
   if (!resp->succeeded()) {
     const auto& range = resp->responses(0).response_range();
     holder = range.kvs_size() > 0 ? range.kvs(0).value() : std::string();
   }
   const bool mine = holder == leader_value_;
+  store_->SetLeaderGuard(std::string(kLeaderKey), mine ? std::optional<std::string>(leader_value_) : std::nullopt);
   if (mine != leader_.exchange(mine)) {
     ROS2_LOG_INFO("cluster: engine {} {} the leader", options_.engine.ToString(), mine ? "is now" : "is no longer");
   }
@@ -195,7 +229,8 @@ void ClusterMember::MarkExpiredDown() {
     guard.Put(std::string(kEngineStatePrefix) + e.uuid(), fmt::format("down {}", HybridClock::WallMillis()));
     auto version = map_->SetEngineState(*uuid, rpc::TARGET_DOWN, guard);
     if (version.ok()) {
-      ROS2_LOG_WARN("cluster: engine {}: lease expired; its targets are DOWN (map version {})", e.uuid(), *version);
+      ROS2_LOG_WARN("cluster: engine {}: lease expired; its targets are DOWN (map version {}) at wall ms {}", e.uuid(),
+                    *version, HybridClock::WallMillis());
     } else {
       ROS2_LOG_WARN("cluster: marking engine {} DOWN: {}", e.uuid(), version.status().ToString());
       if (version.status().code() == Status::Code::kBusy) leader_.store(false);
@@ -203,8 +238,97 @@ void ClusterMember::MarkExpiredDown() {
   }
 }
 
+void ClusterMember::RefreshPeers() {
+  auto members = store_->Scan(kMembersPrefix);
+  NoteEtcd(members.ok());
+  if (!members.ok()) return;
+  std::map<std::string, std::string> endpoints;
+  for (const auto& [key, value] : *members) {
+    rpc::EngineInfo info;
+    if (info.ParseFromString(value) && !info.address().empty()) endpoints[info.uuid()] = info.address();
+  }
+  std::lock_guard lock(mu_);
+  peer_endpoints_ = std::move(endpoints);
+}
+
+Status ClusterMember::PeersConfirmEtcdDown() {
+  if (!options_.peers) return Status::Busy("no peer to ask");
+  // The hold must end within a TTL of etcd's return (see docs/cluster.md):
+  // TTL/4 of hold, a tick between questions, two to ask, two of staleness.
+  if (std::chrono::duration_cast<std::chrono::milliseconds>(options_.ttl) / 4 + 5 * Tick() >= options_.ttl) {
+    return Status::Busy(fmt::format("a {} s TTL is too short to hold", options_.ttl.count()));
+  }
+  const std::string self = options_.engine.ToString();
+  const rpc::PoolMap sys = map_->Snapshot();
+  std::map<std::string, std::string> ask;  // every other engine the map has UP
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& e : sys.engines()) {
+      bool up = false;
+      for (const auto& t : sys.targets()) up |= t.engine_uuid() == e.uuid() && t.state() != rpc::TARGET_DOWN;
+      if (!up || e.uuid() == self) continue;
+      auto it = peer_endpoints_.find(e.uuid());
+      if (it == peer_endpoints_.end()) return Status::Busy(fmt::format("engine {} is UP, its endpoint unknown", e.uuid()));
+      ask[e.uuid()] = it->second;
+    }
+  }
+  const auto tick = Tick();
+  size_t agree = 1;  // this engine
+  for (const PeerAnswer& a : options_.peers->Ask(ask, 2 * tick)) {
+    if (!a.body.ok()) return Status::Busy(fmt::format("engine {} did not answer: {}", a.engine_uuid, a.body.status().ToString()));
+    // An answer counts only if the peer's last etcd call failed and is recent:
+    // a peer that reaches etcd (or whose view is stale) may see the map change.
+    if (a.body->etcd_reachable()) return Status::Busy(fmt::format("engine {} reaches etcd", a.engine_uuid));
+    if (a.body->last_attempt_age_ms() > static_cast<uint64_t>(2 * tick.count())) {
+      return Status::Busy(fmt::format("engine {} has not tried etcd for {} ms", a.engine_uuid,
+                                      a.body->last_attempt_age_ms()));
+    }
+    ++agree;
+  }
+  if (2 * agree <= static_cast<size_t>(std::max(sys.engines_size(), 1))) {
+    return Status::Busy(fmt::format("only {} of the map's {} engines answered", agree, sys.engines_size()));
+  }
+  return Status::Ok();
+}
+
+void ClusterMember::HoldOrFence() {
+  leader_.store(false);
+  Status confirmed = PeersConfirmEtcdDown();
+  if (confirmed.ok()) {
+    const int64_t quarter = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.ttl).count() / 4;
+    hold_until_ns_.store(SteadyNs() + quarter);
+    if (options_.fence_deadline_ns != nullptr) {
+      options_.fence_deadline_ns->store(WritesUntilNs(), std::memory_order_relaxed);
+    }
+    if (held() && !held_logged_.exchange(true)) {
+      ROS2_LOG_WARN("cluster: engine {}: etcd unreachable for {} ms, and from every engine the map has UP: HELD, "
+                    "acknowledging writes under the last map",
+                    options_.engine.ToString(), lease_age_ms());
+    }
+  } else {
+    std::lock_guard lock(mu_);
+    fence_reason_ = confirmed.message();
+  }
+  if (fenced() && !fenced_logged_.exchange(true)) {
+    held_logged_.store(false);
+    std::string reason;
+    {
+      std::lock_guard lock(mu_);
+      reason = fence_reason_;
+    }
+    // When writes stopped: the data path refuses them from WritesUntilNs() on,
+    // which may be earlier than this line (the thread waits on etcd calls).
+    const int64_t late_ms = std::max<int64_t>(0, SteadyNs() - WritesUntilNs()) / 1'000'000;
+    ROS2_LOG_ERROR(
+        "cluster: engine {}: lease not renewed for {} ms (over half its {} s TTL) and no hold ({}): FENCED, "
+        "refusing writes since wall ms {} until etcd answers again",
+        options_.engine.ToString(), lease_age_ms(), options_.ttl.count(), reason,
+        static_cast<int64_t>(HybridClock::WallMillis()) - late_ms);
+  }
+}
+
 void ClusterMember::Run() {
-  const auto tick = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(250), options_.ttl / 6);
+  const auto tick = Tick();
   const auto renew_every = std::chrono::duration_cast<std::chrono::milliseconds>(options_.ttl) / 3;
   auto last_renew = std::chrono::steady_clock::now();
   while (!stop_.load()) {
@@ -215,23 +339,23 @@ void ClusterMember::Run() {
     }
     if (stop_.load()) break;
     const auto now = std::chrono::steady_clock::now();
-    if (now - last_renew >= renew_every || fenced()) {
+    // While etcd fails, renew at every tick rather than every ttl/3.
+    if (now - last_renew >= renew_every || !etcd_ok_.load()) {
       Renew();
       last_renew = now;
     }
-    if (fenced()) {
-      if (!fenced_logged_.exchange(true)) {
-        ROS2_LOG_ERROR(
-            "cluster: engine {}: lease not renewed for {} ms (over half its {} s TTL): FENCED, refusing "
-            "writes until etcd answers again",
-            options_.engine.ToString(), lease_age_ms(), options_.ttl.count());
-      }
-      leader_.store(false);
+    if (!etcd_ok_.load()) {
+      HoldOrFence();
       continue;
     }
+    held_logged_.store(false);
+    // Each step stops the tick once etcd fails: on a cut link every call
+    // waits out its deadline on every endpoint, and the next tick must renew
+    // (or hold, or log the fence) rather than wait on more of them.
     Campaign();
-    MarkExpiredDown();
-    if (options_.on_tick) options_.on_tick();
+    if (etcd_ok_.load()) RefreshPeers();
+    if (etcd_ok_.load()) MarkExpiredDown();
+    if (etcd_ok_.load() && options_.on_tick) options_.on_tick();
   }
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/hlc.h"
 #include "common/log.h"
+#include "control/control_channel.h"
 #include "control/credentials.h"
 #include "control/etcd_store.h"
 #include "control/management_service.h"
@@ -164,6 +165,15 @@ Status ControlPlane::Init() {
   ROS2_RETURN_IF_ERROR(sessions_->LoadRevocations(NowMs()));
   management_ = std::make_unique<ManagementService>(this);
   session_ = std::make_unique<SessionService>(this);
+  if (etcd_) {
+    ROS2_ASSIGN_OR_RETURN(HmacSha256 peer_key, PeerLivenessKey(cluster_key_));
+    peer_service_ = std::make_unique<PeerLivenessService>(std::move(peer_key), [this](rpc::PeerLivenessBody* body) {
+      ClusterMember* member = joined_.load();
+      if (member == nullptr) return false;
+      member->DescribeLiveness(body);
+      return true;
+    });
+  }
   return Status::Ok();
 }
 
@@ -224,13 +234,36 @@ Status ControlPlane::JoinCluster(ClusterMemberOptions options) {
     }
     if (tick) tick();
   };
+  peer_tls_ca_ = options.peer_tls_ca;
+  if (!options.peers) {
+    ROS2_ASSIGN_OR_RETURN(HmacSha256 peer_key, PeerLivenessKey(cluster_key_));
+    options.peers = std::make_shared<PeerProber>(std::move(peer_key), options.peer_tls_ca);
+  }
   ROS2_ASSIGN_OR_RETURN(member_, ClusterMember::Start(etcd, system_map_.get(), std::move(options)));
+  joined_.store(member_.get());
   return Status::Ok();
+}
+
+Result<std::shared_ptr<grpc::Channel>> ControlPlane::LeaderChannel(const std::string& endpoint) {
+  std::lock_guard lock(leader_mu_);
+  if (leader_channel_ && leader_endpoint_ == endpoint) return leader_channel_;
+  const bool local = endpoint.starts_with("unix:") || endpoint.starts_with("/");
+  if (!local && peer_tls_ca_.empty()) {
+    // The caller's secret travels with the forwarded call: never in clear.
+    return Status::PermissionDenied(fmt::format(
+        "the leader's control endpoint {} is TCP and control.tls_ca is not set: writes are not forwarded in clear",
+        endpoint));
+  }
+  ROS2_ASSIGN_OR_RETURN(leader_channel_,
+                        MakeControlChannel({.address = endpoint, .tls_root_cert_path = local ? "" : peer_tls_ca_}));
+  leader_endpoint_ = endpoint;
+  return leader_channel_;
 }
 
 void ControlPlane::RegisterServices(grpc::ServerBuilder* builder) {
   builder->RegisterService(management_.get());
   builder->RegisterService(session_.get());
+  if (peer_service_) builder->RegisterService(peer_service_.get());
 }
 
 }  // namespace ros2::control

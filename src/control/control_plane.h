@@ -19,9 +19,11 @@
 // server its services are registered with. All methods are thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <grpcpp/server_builder.h>
@@ -33,6 +35,7 @@
 #include "control/crypto.h"
 #include "control/engine_hooks.h"
 #include "control/etcd_client.h"
+#include "control/peer_liveness.h"
 #include "control/session_table.h"
 #include "control/state_store.h"
 #include "control/system_map.h"
@@ -77,7 +80,8 @@ class ControlPlane {
   ControlPlane(const ControlPlane&) = delete;
   ControlPlane& operator=(const ControlPlane&) = delete;
 
-  // Adds the Management and Session services to a builder the caller owns.
+  // Adds the Management and Session services (and, with an etcd store, the
+  // engines' ClusterPeer service) to a builder the caller owns.
   void RegisterServices(grpc::ServerBuilder* builder);
 
   // Registers (or re-registers) an engine's targets without a gRPC round trip;
@@ -113,7 +117,11 @@ class ControlPlane {
   // revocations other engines stored. FailedPrecondition-like InvalidArgument
   // for the embedded store.
   Status JoinCluster(ClusterMemberOptions options);
-  ClusterMember* cluster() { return member_.get(); }
+  ClusterMember* cluster() { return joined_.load(); }
+  // A channel to the leader's control endpoint (kept while the leader stays),
+  // TLS with the cluster CA for a TCP endpoint: management writes are
+  // forwarded there by the engines that do not lead.
+  Result<std::shared_ptr<grpc::Channel>> LeaderChannel(const std::string& endpoint);
   // The etcd client of an etcd store (null for the embedded one).
   const std::shared_ptr<EtcdClient>& etcd() const { return etcd_; }
   TenantRegistry& tenants() { return *tenants_; }
@@ -144,6 +152,12 @@ class ControlPlane {
   std::unique_ptr<CapabilityVerifier> verifier_;
   std::unique_ptr<SessionTable> sessions_;
   std::unique_ptr<ClusterMember> member_;  // etcd store, after JoinCluster
+  std::atomic<ClusterMember*> joined_{nullptr};          // member_, for gRPC threads
+  std::unique_ptr<PeerLivenessService> peer_service_;   // etcd store
+  std::string peer_tls_ca_;                             // set by JoinCluster
+  std::mutex leader_mu_;
+  std::string leader_endpoint_;                   // GUARDED_BY(leader_mu_)
+  std::shared_ptr<grpc::Channel> leader_channel_;  // GUARDED_BY(leader_mu_)
   std::unique_ptr<ManagementService> management_;
   std::unique_ptr<SessionService> session_;
 };

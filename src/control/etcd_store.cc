@@ -1,5 +1,6 @@
 #include "control/etcd_store.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -45,10 +46,37 @@ void EtcdStore::BuildTxn(const StoreBatch& batch, etcdserverpb::TxnRequest* txn)
   }
 }
 
+void EtcdStore::SetLeaderGuard(std::string key, std::optional<std::string> value) {
+  std::lock_guard lock(guard_mu_);
+  guard_key_ = std::move(key);
+  guard_value_ = std::move(value);
+}
+
 Status EtcdStore::Write(const StoreBatch& batch) {
+  std::optional<StoreCompare> guard;
+  {
+    std::lock_guard lock(guard_mu_);
+    auto is_pool = [](std::string_view key) { return key.starts_with("pool/"); };
+    bool touches_pool = std::any_of(batch.deletes.begin(), batch.deletes.end(), is_pool);
+    for (const auto& [key, value] : batch.puts) touches_pool |= is_pool(key);
+    if (guard_value_ && touches_pool) guard = StoreCompare{guard_key_, guard_value_};
+  }
   etcdserverpb::TxnRequest txn;
-  BuildTxn(batch, &txn);
+  if (guard) {
+    StoreBatch guarded = batch;
+    guarded.Require(guard->key, guard->value);
+    BuildTxn(guarded, &txn);
+  } else {
+    BuildTxn(batch, &txn);
+  }
   ROS2_ASSIGN_OR_RETURN(auto resp, client_->Txn(txn));
+  if (!resp.succeeded() && guard) {
+    auto holder = Get(guard->key);
+    if (!holder.ok() || *holder != *guard->value) {
+      return Status::Disconnected(
+          fmt::format("state store: {}: this engine is no longer the leader; try again", client_->name()));
+    }
+  }
   if (!resp.succeeded()) {
     return Status::Busy(fmt::format("state store: {}: '{}' changed concurrently", client_->name(),
                                     batch.compares.empty() ? std::string() : batch.compares.front().key));

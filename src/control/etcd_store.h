@@ -13,6 +13,8 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 
 #include "control/etcd_client.h"
@@ -37,10 +39,18 @@ class EtcdStore final : public StateStore {
   const std::string& ns() const { return ns_; }
   // Fills `txn` from `batch` (the caller may add compares of its own).
   void BuildTxn(const StoreBatch& batch, etcdserverpb::TxnRequest* txn) const;
+  // While set (this engine leads), every batch that changes a pool record
+  // (its map) also compares that `key` still holds `value`, so a deposed
+  // leader cannot change a pool map; a batch refused for that fails with
+  // Disconnected ("no longer the leader"). nullopt clears it.
+  void SetLeaderGuard(std::string key, std::optional<std::string> value);
 
  private:
   std::shared_ptr<EtcdClient> client_;
   std::string ns_;
+  mutable std::mutex guard_mu_;
+  std::string guard_key_;                   // GUARDED_BY(guard_mu_)
+  std::optional<std::string> guard_value_;  // GUARDED_BY(guard_mu_)
 };
 
 }  // namespace ros2::control

@@ -26,10 +26,48 @@ Result<Uuid> ParseEngineUuid(const std::string& text) {
   return uuid;
 }
 
+constexpr std::string_view kForwardedMetadataKey = "ros2-forwarded";
+
+std::string Metadata(const grpc::ServerContext& ctx, std::string_view key) {
+  auto it = ctx.client_metadata().find(grpc::string_ref(key.data(), key.size()));
+  return it == ctx.client_metadata().end() ? std::string() : std::string(it->second.data(), it->second.size());
+}
+
 }  // namespace
+
+template <typename Request, typename Response>
+std::optional<grpc::Status> ManagementService::ForwardToLeader(
+    grpc::ServerContext* ctx, grpc::Status (rpc::Management::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                                            Response*),
+    const Request& req, Response* resp) {
+  ClusterMember* member = plane_->cluster();
+  if (member == nullptr || member->is_leader()) return std::nullopt;
+  const std::string leader = member->leader_endpoint();
+  // The last leader this engine knows is itself (it lost etcd meanwhile):
+  // serving here gives the caller etcd's own error.
+  if (leader == member->endpoint()) return std::nullopt;
+  if (!Metadata(*ctx, kForwardedMetadataKey).empty()) {
+    // Forwarded here by an engine that took this one for the leader: the
+    // caller's client moves on to another endpoint, which forwards afresh.
+    return ToGrpcStatus(Status::Disconnected("this engine is not the leader (leadership moved); try again"));
+  }
+  if (leader.empty()) {
+    return ToGrpcStatus(Status::Disconnected(fmt::format("no leader elected in {} yet", plane_->store().Describe())));
+  }
+  auto channel = plane_->LeaderChannel(leader);
+  if (!channel.ok()) return ToGrpcStatus(channel.status().WithContext("forwarding to the leader " + leader));
+  grpc::ClientContext fwd;
+  fwd.set_deadline(std::min(ctx->deadline(), std::chrono::system_clock::now() + std::chrono::seconds(30)));
+  for (std::string_view key : {kTenantMetadataKey, kSecretMetadataKey}) {
+    fwd.AddMetadata(std::string(key), Metadata(*ctx, key));
+  }
+  fwd.AddMetadata(std::string(kForwardedMetadataKey), "1");
+  return (rpc::Management::NewStub(*channel).get()->*method)(&fwd, req, resp);
+}
 
 grpc::Status ManagementService::CreatePool(grpc::ServerContext* ctx, const rpc::CreatePoolRequest* req,
                                            rpc::PoolInfo* resp) {
+  if (auto forwarded = ForwardToLeader(ctx, &rpc::Management::Stub::CreatePool, *req, resp)) return *forwarded;
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.CreatePool", [&](const Principal& who) -> Status {
     ROS2_ASSIGN_OR_RETURN(*resp,
                           plane_->catalog().CreatePool(who, req->label(), req->size_bytes(), req->target_count()));
@@ -55,7 +93,8 @@ grpc::Status ManagementService::QueryPool(grpc::ServerContext* ctx, const rpc::Q
 }
 
 grpc::Status ManagementService::DestroyPool(grpc::ServerContext* ctx, const rpc::DestroyPoolRequest* req,
-                                            rpc::DestroyPoolResponse* /*resp*/) {
+                                            rpc::DestroyPoolResponse* resp) {
+  if (auto forwarded = ForwardToLeader(ctx, &rpc::Management::Stub::DestroyPool, *req, resp)) return *forwarded;
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.DestroyPool", [&](const Principal& who) {
     return plane_->catalog().DestroyPool(who, req->pool(), req->force());
   });
@@ -63,6 +102,7 @@ grpc::Status ManagementService::DestroyPool(grpc::ServerContext* ctx, const rpc:
 
 grpc::Status ManagementService::CreateContainer(grpc::ServerContext* ctx, const rpc::CreateContainerRequest* req,
                                                 rpc::ContainerInfo* resp) {
+  if (auto forwarded = ForwardToLeader(ctx, &rpc::Management::Stub::CreateContainer, *req, resp)) return *forwarded;
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.CreateContainer", [&](const Principal& who) -> Status {
     std::map<std::string, std::string> props(req->properties().begin(), req->properties().end());
     ROS2_ASSIGN_OR_RETURN(*resp, plane_->catalog().CreateContainer(who, req->pool(), req->label(), props));
@@ -88,7 +128,8 @@ grpc::Status ManagementService::QueryContainer(grpc::ServerContext* ctx, const r
 }
 
 grpc::Status ManagementService::DestroyContainer(grpc::ServerContext* ctx, const rpc::DestroyContainerRequest* req,
-                                                 rpc::DestroyContainerResponse* /*resp*/) {
+                                                 rpc::DestroyContainerResponse* resp) {
+  if (auto forwarded = ForwardToLeader(ctx, &rpc::Management::Stub::DestroyContainer, *req, resp)) return *forwarded;
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.DestroyContainer", [&](const Principal& who) {
     return plane_->catalog().DestroyContainer(who, req->pool(), req->container());
   });
@@ -96,6 +137,7 @@ grpc::Status ManagementService::DestroyContainer(grpc::ServerContext* ctx, const
 
 grpc::Status ManagementService::CreateTenant(grpc::ServerContext* ctx, const rpc::CreateTenantRequest* req,
                                              rpc::CreateTenantResponse* resp) {
+  if (auto forwarded = ForwardToLeader(ctx, &rpc::Management::Stub::CreateTenant, *req, resp)) return *forwarded;
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.CreateTenant", [&](const Principal& who) -> Status {
     ROS2_RETURN_IF_ERROR(RequireAdmin(who, "create tenants"));
     ROS2_ASSIGN_OR_RETURN(std::string secret, plane_->tenants().CreateTenant(req->name(), req->secret()));
@@ -106,7 +148,8 @@ grpc::Status ManagementService::CreateTenant(grpc::ServerContext* ctx, const rpc
 }
 
 grpc::Status ManagementService::DeleteTenant(grpc::ServerContext* ctx, const rpc::DeleteTenantRequest* req,
-                                             rpc::DeleteTenantResponse* /*resp*/) {
+                                             rpc::DeleteTenantResponse* resp) {
+  if (auto forwarded = ForwardToLeader(ctx, &rpc::Management::Stub::DeleteTenant, *req, resp)) return *forwarded;
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.DeleteTenant", [&](const Principal& who) -> Status {
     ROS2_RETURN_IF_ERROR(RequireAdmin(who, "delete tenants"));
     // The record's deletion and the revocation are one atomic write (one etcd
@@ -133,6 +176,7 @@ grpc::Status ManagementService::ListTenants(grpc::ServerContext* ctx, const rpc:
 
 grpc::Status ManagementService::SetAcl(grpc::ServerContext* ctx, const rpc::SetAclRequest* req,
                                        rpc::SetAclResponse* resp) {
+  if (auto forwarded = ForwardToLeader(ctx, &rpc::Management::Stub::SetAcl, *req, resp)) return *forwarded;
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.SetAcl", [&](const Principal& who) -> Status {
     Catalog::AclChange change;
     ROS2_ASSIGN_OR_RETURN(
@@ -174,6 +218,7 @@ grpc::Status ManagementService::RegisterEngine(grpc::ServerContext* ctx, const r
 
 grpc::Status ManagementService::SetTargetState(grpc::ServerContext* ctx, const rpc::SetTargetStateRequest* req,
                                                rpc::SetTargetStateResponse* resp) {
+  if (auto forwarded = ForwardToLeader(ctx, &rpc::Management::Stub::SetTargetState, *req, resp)) return *forwarded;
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.SetTargetState", [&](const Principal& who) -> Status {
     ROS2_RETURN_IF_ERROR(RequireAdmin(who, "change target states"));
     ROS2_ASSIGN_OR_RETURN(Uuid engine, ParseEngineUuid(req->engine_uuid()));
@@ -200,6 +245,7 @@ grpc::Status ManagementService::GetEngineStatus(grpc::ServerContext* ctx, const 
     resp->set_store(plane_->store().Describe());
     if (ClusterMember* member = plane_->cluster(); member != nullptr) {
       resp->set_fenced(member->fenced());
+      resp->set_held(member->held());
       resp->set_lease_age_ms(member->lease_age_ms());
       resp->set_leader(member->leader_endpoint());
       ROS2_ASSIGN_OR_RETURN(auto members, member->Members());

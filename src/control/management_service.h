@@ -5,8 +5,15 @@
 // SystemMap, whose rules decide what the caller may do. Tenant management,
 // engine registration and status need the admin tenant.
 //
+// In a cluster on etcd every engine serves every call, and writes (pools,
+// containers, tenants, ACLs, target states) go through the leader: an engine
+// that is not the leader forwards them, with the caller's credentials, to the
+// leader's control endpoint (docs/cluster.md, "The leader").
+//
 // Owned by ControlPlane; gRPC calls its methods from any of its threads.
 #pragma once
+
+#include <optional>
 
 #include "ros2/mgmt.grpc.pb.h"
 
@@ -49,6 +56,14 @@ class ManagementService final : public rpc::Management::Service {
                                rpc::ListRevocationsResponse* resp) override;
 
  private:
+  // nullopt: serve the call here (no cluster, or this engine leads);
+  // otherwise the leader's answer to the forwarded call.
+  template <typename Request, typename Response>
+  std::optional<grpc::Status> ForwardToLeader(grpc::ServerContext* ctx,
+                                              grpc::Status (rpc::Management::Stub::*method)(grpc::ClientContext*,
+                                                                                            const Request&, Response*),
+                                              const Request& req, Response* resp);
+
   ControlPlane* plane_;
 };
 

@@ -9,13 +9,34 @@ namespace ros2::control {
 using Stub = rpc::Session::Stub;
 
 SessionClient::SessionClient(std::shared_ptr<grpc::Channel> channel, std::chrono::milliseconds timeout)
-    : stub_(rpc::Session::NewStub(channel)), timeout_(timeout) {}
+    : timeout_(timeout) {
+  stubs_.push_back(rpc::Session::NewStub(channel));
+}
+
+SessionClient::SessionClient(std::vector<std::shared_ptr<grpc::Channel>> channels, std::chrono::milliseconds timeout)
+    : timeout_(timeout) {
+  for (auto& c : channels) stubs_.push_back(rpc::Session::NewStub(c));
+}
+
+template <typename Request, typename Response>
+Result<Response> SessionClient::Invoke(grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                                       const Request& request, const Credentials& credentials, std::string_view rpc) {
+  Status last;
+  for (size_t tried = 0; tried < stubs_.size(); ++tried) {
+    size_t at = current_.load() % stubs_.size();
+    auto r = CallControl(stubs_[at].get(), method, request, credentials, timeout_, rpc);
+    if (r.ok() || stubs_.size() == 1 || r.status().code() != Status::Code::kDisconnected) return r;
+    last = r.status();
+    current_.compare_exchange_strong(at, (at + 1) % stubs_.size());
+  }
+  return last.WithContext(fmt::format("none of the {} control endpoints answered", stubs_.size()));
+}
 
 Result<PoolConnection> SessionClient::Connect(std::string_view pool, const Credentials& credentials) {
   rpc::ConnectRequest req;
   req.set_pool(std::string(pool));
   ROS2_ASSIGN_OR_RETURN(rpc::ConnectResponse resp,
-                        CallControl(stub_.get(), &Stub::Connect, req, credentials, timeout_, "Session.Connect"));
+                        Invoke(&Stub::Connect, req, credentials, "Session.Connect"));
   PoolConnection conn;
   conn.session_uuid = resp.session_uuid();
   conn.pool = std::move(*resp.mutable_pool());
@@ -37,8 +58,8 @@ Result<ContainerHandle> SessionClient::OpenContainer(const Credentials& credenti
   req.set_session_uuid(std::string(session_uuid));
   req.set_container(std::string(container));
   req.set_rights(rights);
-  ROS2_ASSIGN_OR_RETURN(rpc::OpenContainerResponse resp, CallControl(stub_.get(), &Stub::OpenContainer, req,
-                                                                     credentials, timeout_, "Session.OpenContainer"));
+  ROS2_ASSIGN_OR_RETURN(rpc::OpenContainerResponse resp, Invoke(&Stub::OpenContainer, req, credentials,
+                                                                "Session.OpenContainer"));
   ContainerHandle handle;
   handle.container = std::move(*resp.mutable_container());
   handle.capability = std::move(*resp.mutable_capability());
@@ -50,13 +71,13 @@ Result<ContainerHandle> SessionClient::OpenContainer(const Credentials& credenti
 Result<rpc::PoolMap> SessionClient::GetPoolMap(const Credentials& credentials, std::string_view session_uuid) {
   rpc::GetPoolMapRequest req;
   req.set_session_uuid(std::string(session_uuid));
-  return CallControl(stub_.get(), &Stub::GetPoolMap, req, credentials, timeout_, "Session.GetPoolMap");
+  return Invoke(&Stub::GetPoolMap, req, credentials, "Session.GetPoolMap");
 }
 
 Status SessionClient::Disconnect(const Credentials& credentials, std::string_view session_uuid) {
   rpc::DisconnectRequest req;
   req.set_session_uuid(std::string(session_uuid));
-  return CallControl(stub_.get(), &Stub::Disconnect, req, credentials, timeout_, "Session.Disconnect").status();
+  return Invoke(&Stub::Disconnect, req, credentials, "Session.Disconnect").status();
 }
 
 }  // namespace ros2::control

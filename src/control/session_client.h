@@ -5,10 +5,12 @@
 // Thread-safe: calls may run concurrently.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <grpcpp/channel.h>
 
@@ -43,6 +45,12 @@ class SessionClient {
  public:
   explicit SessionClient(std::shared_ptr<grpc::Channel> channel,
                          std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  // Several control endpoints of one cluster (engines sharing an etcd store):
+  // a call goes to the current one and, when that one cannot be reached
+  // (Disconnected), to the next, once around the list; the one that answered
+  // stays current. REQUIRES: channels is not empty.
+  explicit SessionClient(std::vector<std::shared_ptr<grpc::Channel>> channels,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   Result<PoolConnection> Connect(std::string_view pool, const Credentials& credentials);
   // `rights` 0 asks for every right the container's ACL grants the tenant.
@@ -52,10 +60,16 @@ class SessionClient {
   // Closes the session; the engines refuse its capabilities from then on.
   Status Disconnect(const Credentials& credentials, std::string_view session_uuid);
 
-  rpc::Session::Stub& stub() { return *stub_; }
+  // The stub of the current endpoint.
+  rpc::Session::Stub& stub() { return *stubs_[current_.load() % stubs_.size()]; }
 
  private:
-  std::unique_ptr<rpc::Session::Stub> stub_;
+  template <typename Request, typename Response>
+  Result<Response> Invoke(grpc::Status (rpc::Session::Stub::*method)(grpc::ClientContext*, const Request&, Response*),
+                          const Request& request, const Credentials& credentials, std::string_view rpc);
+
+  std::vector<std::unique_ptr<rpc::Session::Stub>> stubs_;
+  std::atomic<size_t> current_{0};
   std::chrono::milliseconds timeout_;
 };
 

@@ -275,6 +275,7 @@ Status Engine::JoinCluster() {
   o.ttl = std::chrono::duration_cast<std::chrono::seconds>(config_.control.lease_ttl);
   o.rejoin = [this] { return control_->RegisterLocalEngine(Registration()).status(); };
   o.fence_deadline_ns = &env_.writes_fenced_after_ns;
+  o.peer_tls_ca = config_.control.tls_ca;
   return control_->JoinCluster(std::move(o)).WithContext("engine: joining the cluster");
 }
 

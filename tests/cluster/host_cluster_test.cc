@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -262,6 +264,93 @@ TEST_F(HostClusterTest, EtcdMembersKeepQuorumUnderPartition) {
   const nlohmann::json hosts = c.info()["hosts"];
   const std::string bridge = c.info()["bridge"];
   for (int h = 1; h <= 3; ++h) EXPECT_GT(c.host(h)["etcd_pid"].get<int>(), 0);
+  ASSERT_TRUE(c.Down().ok());
+  ExpectNothingLeft(hosts, bridge);
+}
+
+// The wall-clock ms after `marker` in the first line of `log` that contains
+// both `marker` and `must` ("... wall ms 1234 ..."); -1 when there is none.
+long long WallMsAfter(const std::string& log, const std::string& must, const std::string& marker) {
+  std::istringstream in(ReadText(log));
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(must) == std::string::npos) continue;
+    const size_t at = line.find(marker);
+    if (at == std::string::npos) continue;
+    return std::atoll(line.c_str() + at + marker.size());
+  }
+  return -1;
+}
+
+long long WallMsNow() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// --etcd: every engine keeps the management state in the hosts' etcd members
+// and serves management itself; the demo runs across the hosts. Then host 2's
+// link goes down: its engine stops acknowledging writes (it cannot renew its
+// lease, and cannot hear from the other engines) before the others mark it
+// DOWN. Both times come from the engines' logs, on this machine's one clock.
+TEST_F(HostClusterTest, EtcdEnginesDemoAndPartitionFencesBeforeDown) {
+  if (!OnPath("etcd")) GTEST_SKIP() << "needs etcd (etcd-server)";
+  HostClusterOptions o = Options(3);
+  o.etcd = true;
+  auto up = HostCluster::Up(o);
+  ASSERT_TRUE(up.ok()) << up.status().ToString();
+  HostCluster& c = **up;
+  auto status = c.Ctl({"--json", "cluster", "status"}).Json();
+  const auto& es = status["engine_status"];
+  EXPECT_NE(es.value("store", "").find("etcd"), std::string::npos) << status.dump();
+  EXPECT_FALSE(es.value("leader", "").empty()) << status.dump();
+  std::string host2_uuid;
+  for (const auto& e : es["engines"]) {
+    if (e.value("address", "") == "host2") host2_uuid = e.value("uuid", "");
+  }
+  ASSERT_FALSE(host2_uuid.empty()) << status.dump();
+  // Every engine serves management: each host's own control socket answers.
+  for (int h = 1; h <= 3; ++h) {
+    const std::string socket = "unix:" + c.host(h)["data_dir"].get<std::string>() + "/control.sock";
+    CommandResult pools = RunCommand({c.ros2ctl(), "--control", socket, "--secret-file",
+                                      c.info()["admin_secret_file"].get<std::string>(), "pool", "list"},
+                                     c.data_dir());
+    EXPECT_EQ(pools.exit_code, 0) << "host " << h << ": " << pools.err;
+  }
+
+  CommandResult demo =
+      c.InHost(1, {c.ros2ctl(), "--json", "--data-dir", c.data_dir(), "cluster", "demo", "--mib", "2"});
+  ASSERT_EQ(demo.exit_code, 0) << demo.err << demo.out;
+  auto j = demo.Json();
+  ASSERT_TRUE(j.is_object()) << demo.out;
+  EXPECT_TRUE(j["ok"].get<bool>());
+  std::set<std::string> hosts_reached;
+  for (const auto& conn : j["connections"]) {
+    if (conn["connected"].get<bool>()) hosts_reached.insert(conn["host"].get<std::string>());
+  }
+  EXPECT_EQ(hosts_reached, (std::set<std::string>{"host1", "host2", "host3"})) << demo.out;
+
+  const long long cut = WallMsNow();
+  ASSERT_TRUE(c.Partition(2).ok());
+  const std::string log2 = c.host(2)["data_dir"].get<std::string>() + "/engine.log";
+  long long fenced = -1, down = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline && (fenced < 0 || down < 0)) {
+    if (fenced < 0) fenced = WallMsAfter(log2, "FENCED", "refusing writes since wall ms ");
+    for (int h : {1, 3}) {
+      const std::string log = c.host(h)["data_dir"].get<std::string>() + "/engine.log";
+      if (down < 0) down = WallMsAfter(log, host2_uuid + ": lease expired; its targets are DOWN", "at wall ms ");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::printf("cluster: host 2 partitioned -> its engine refuses writes after %lld ms, marked DOWN after %lld ms\n",
+              fenced < 0 ? -1 : fenced - cut, down < 0 ? -1 : down - cut);
+  ASSERT_GE(fenced, 0) << "host 2's engine never logged FENCED: " << ReadText(log2).substr(0, 4000);
+  ASSERT_GE(down, 0) << "the others never marked host 2 DOWN";
+  EXPECT_LT(fenced, down) << "host 2 acknowledged writes after the cluster counted it dead";
+  EXPECT_LT(down - cut, 4 * 3000);
+
+  ASSERT_TRUE(c.Heal(2).ok());
+  const nlohmann::json hosts = c.info()["hosts"];
+  const std::string bridge = c.info()["bridge"];
   ASSERT_TRUE(c.Down().ok());
   ExpectNothingLeft(hosts, bridge);
 }

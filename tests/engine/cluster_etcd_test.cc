@@ -7,9 +7,10 @@
 //   container and tenant intact, a capability revoked before the kill refused
 //   on a surviving engine after it; the killed engine's targets DOWN with a
 //   higher map version. The measured times are printed.
-// - etcd wholly down: reads on an open container go on, writes are fenced,
-//   management calls fail naming etcd; when etcd returns, management and writes
-//   resume with no manual step.
+// - etcd wholly down: reads and writes on an open container go on (every
+//   engine confirms to the others that none reaches etcd), management calls
+//   fail naming etcd; a peer killed meanwhile fences the survivor; when etcd
+//   returns, management and writes resume with no manual step.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -20,6 +21,7 @@
 
 #include "control/control_channel.h"
 #include "control/management_client.h"
+#include "ros2/client.h"
 #include "object_session.h"
 #include "testing/engine_process.h"
 #include "testing/etcd_process.h"
@@ -193,6 +195,52 @@ TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
   // Management writes go on: a pool created on the survivor.
   EXPECT_TRUE(m->CreatePool("p2", 16 << 20).ok());
 
+  // Clients given every engine, the dead leader first, move on to a live one:
+  // a tenant made, a pool and container opened through libros2, written, the
+  // tenant deleted (its capability revoked) and the write refused.
+  std::string all = c.engines[leader]->control();
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    if (static_cast<int>(i) != leader) all += "," + c.engines[i]->control();
+  }
+  for (const auto& e : {c.engines[leader].get(), c.engines[survivor].get()}) {
+    auto ch = control::MakeControlChannel({.address = e->control()});
+    ASSERT_TRUE(ch.ok());
+    channels.push_back(*ch);
+  }
+  control::ManagementClient any(channels, c.admin, std::chrono::seconds(5));
+  auto t3 = any.CreateTenant("t3");
+  ASSERT_TRUE(t3.ok()) << t3.status().ToString();
+  ASSERT_TRUE(any.SetAcl("p", "", "t3", control::kRightRead | control::kRightWrite).ok());
+  ASSERT_TRUE(any.SetAcl("p", "c", "t3", control::kRightRead | control::kRightWrite).ok());
+  {
+    client::ClientOptions o;
+    o.control = all;
+    o.tenant = "t3";
+    o.secret = *t3;
+    o.transport = "tcp";
+    o.reconnect_timeout = std::chrono::milliseconds(0);
+    auto client = client::Client::Connect(o);
+    ASSERT_TRUE(client.ok()) << client.status().ToString();
+    auto pool = (*client)->ConnectPool("p");
+    ASSERT_TRUE(pool.ok()) << "pool open through " << all << ": " << pool.status().ToString();
+    auto cont = (*pool)->OpenContainer("c");
+    ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+    // An S1 object whose one shard is on a live engine.
+    Result<client::Object> obj = Status::NotFound("no object tried");
+    Status put = Status::NotFound("no object tried");
+    for (uint64_t lo = 77; lo < 120 && !put.ok(); ++lo) {
+      obj = (*cont)->OpenObject(client::Container::MakeObjectId(ObjectClass::kS1, lo));
+      ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+      put = obj->Put("d", "a", Pattern(64, 5));
+    }
+    ROS2_ASSERT_OK(put);
+    ASSERT_TRUE(any.DeleteTenant("t3").ok());
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    Status after = obj->Put("d", "a", Pattern(64, 6));
+    ASSERT_FALSE(after.ok()) << "a capability revoked after the leader's kill was accepted";
+  }
+
   // A non-leader engine's kill -9: DOWN and a new map version within 2 x TTL.
   const int leader2 = c.LeaderIndex(survivor);
   ASSERT_GE(leader2, 0);
@@ -277,7 +325,16 @@ TEST(ClusterEtcdTest, CapabilityKeyIsSealedInEtcd) {
   EXPECT_NE(wrong.status().message().find("cluster_key_file"), std::string::npos) << wrong.status().ToString();
 }
 
-TEST(ClusterEtcdTest, EtcdDownFencesWritesKeepsReadsAndRecovers) {
+// A key of `oid` whose target is on engine `engine`.
+std::string DkeyOn(ObjectSession& session, const ObjectId& oid, const std::string& engine) {
+  for (int k = 0; k < 500; ++k) {
+    auto t = session.TargetOf(oid, "k" + std::to_string(k));
+    if (t.ok() && session.engine_of(*t) == engine) return "k" + std::to_string(k);
+  }
+  return {};
+}
+
+TEST(ClusterEtcdTest, EtcdDownKeepsDataIoUntilAPeerGoesAndRecovers) {
   EtcdEngines c;
   ASSERT_NO_FATAL_FAILURE(c.Start(1, 2));
   auto mgmt = c.Mgmt(1);
@@ -285,28 +342,62 @@ TEST(ClusterEtcdTest, EtcdDownFencesWritesKeepsReadsAndRecovers) {
   ASSERT_TRUE(mgmt->CreateContainer("p", "c").ok());
   auto s = ObjectSession::Open(c.engines[1]->control(), c.admin, "p", "c", transport::TransportKind::kTcp);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ObjectSession& session = **s;
   const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kSX, 12, 1);
-  ROS2_ASSERT_OK((*s)->UpdateSingle(oid, "d", "a", Pattern(100, 1)));
+  const std::string on0 = DkeyOn(session, oid, c.engines[0]->engine_id());
+  const std::string on1 = DkeyOn(session, oid, c.engines[1]->engine_id());
+  ASSERT_FALSE(on0.empty());
+  ASSERT_FALSE(on1.empty());
+  ROS2_ASSERT_OK(session.UpdateSingle(oid, on0, "a", Pattern(100, 1)));
+  ROS2_ASSERT_OK(session.UpdateSingle(oid, on1, "a", Pattern(100, 1)));
+  // Each engine learns the others' control endpoints at its ticks (250 ms).
+  std::this_thread::sleep_for(std::chrono::seconds(1));
 
   c.etcd->Kill(0);
   const auto down = Clock::now();
   auto failed = mgmt->CreatePool("q", 16 << 20);
   ASSERT_FALSE(failed.ok());
   EXPECT_NE(failed.status().message().find("etcd"), std::string::npos) << failed.status().ToString();
-  // Past half the TTL every engine is fenced: writes refused, reads served.
-  std::this_thread::sleep_for(std::chrono::milliseconds(kTtl) / 2 + std::chrono::milliseconds(800));
-  auto refused = (*s)->UpdateSingle(oid, "d", "a", Pattern(100, 2));
-  ASSERT_FALSE(refused.ok()) << "a write was acknowledged by an engine that cannot renew its lease";
-  EXPECT_NE(refused.status().message().find("fenced"), std::string::npos) << refused.status().ToString();
-  auto read = (*s)->FetchSingle(oid, "d", "a", 4096);
-  ASSERT_TRUE(read.ok()) << read.status().ToString();
-  EXPECT_EQ(read->data, Pattern(100, 1));
-  std::printf("cluster: etcd down %lld ms: management refused naming etcd, writes fenced, reads served\n",
+  // Past half the TTL, and past the whole TTL: no engine reaches etcd, every
+  // engine answers the others, so the map cannot change: writes and reads go
+  // on on both engines under the last map.
+  for (auto wait : {std::chrono::milliseconds(kTtl) / 2 + std::chrono::milliseconds(800),
+                    std::chrono::milliseconds(kTtl) + std::chrono::milliseconds(500)}) {
+    std::this_thread::sleep_for(wait - std::chrono::milliseconds(MsSince(down)));
+    const uint64_t seed = 2 + static_cast<uint64_t>(MsSince(down));
+    for (const std::string& dkey : {on0, on1}) {
+      auto written = session.UpdateSingle(oid, dkey, "a", Pattern(100, seed));
+      ASSERT_TRUE(written.ok()) << "etcd down " << MsSince(down) << " ms: " << written.status().ToString()
+                                << "\nengine 0:\n" << c.engines[0]->LogTail() << "\nengine 1:\n" << c.engines[1]->LogTail();
+      auto read = session.FetchSingle(oid, dkey, "a", 4096);
+      ASSERT_TRUE(read.ok()) << read.status().ToString();
+      EXPECT_EQ(read->data, Pattern(100, seed));
+    }
+    auto refused = mgmt->ListPools();
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("etcd"), std::string::npos) << refused.status().ToString();
+  }
+  std::printf("cluster: etcd down %lld ms: writes and reads go on on both engines, management refused naming etcd\n",
               MsSince(down));
 
-  // Longer than the TTL: the leases expire; when etcd returns the engines
-  // join again by themselves.
-  std::this_thread::sleep_for(kTtl);
+  // Engine 0 killed while etcd is down: engine 1 can no longer hear from every
+  // engine the map has UP, so it fences (engine 0 might reach etcd).
+  c.engines[0]->Kill();
+  const auto killed = Clock::now();
+  long long fenced_ms = -1;
+  Status last;
+  while (MsSince(killed) < 3 * 3000 && fenced_ms < 0) {
+    last = StatusOf(session.UpdateSingle(oid, on1, "a", Pattern(100, 9)));
+    if (!last.ok() && last.message().find("fenced") != std::string::npos) fenced_ms = MsSince(killed);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::printf("cluster: etcd down, a peer killed -9 -> the survivor fenced in %lld ms\n", fenced_ms);
+  ASSERT_GE(fenced_ms, 0) << "engine 1 kept acknowledging writes with a silent peer: " << last.ToString();
+  EXPECT_LT(fenced_ms, 1500);
+  auto read = session.FetchSingle(oid, on1, "a", 4096);
+  ASSERT_TRUE(read.ok()) << "a fenced engine serves reads: " << read.status().ToString();
+
+  // etcd back: management and writes resume with no manual step.
   ROS2_ASSERT_OK(c.etcd->Restart(0));
   const auto back = Clock::now();
   Status created = Status::IOError("never tried");
@@ -317,16 +408,17 @@ TEST(ClusterEtcdTest, EtcdDownFencesWritesKeepsReadsAndRecovers) {
   ASSERT_TRUE(created.ok()) << created.ToString();
   Status written = Status::IOError("never tried");
   while (MsSince(back) < 15000 && !written.ok()) {
-    written = StatusOf((*s)->UpdateSingle(oid, "d", "a", Pattern(100, 3)));
+    written = StatusOf(session.UpdateSingle(oid, on1, "a", Pattern(100, 10)));
     if (!written.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   ASSERT_TRUE(written.ok()) << written.ToString();
   std::printf("cluster: etcd back: management and writes again after %lld ms\n", MsSince(back));
   auto status = mgmt->GetEngineStatus();
   ASSERT_TRUE(status.ok()) << status.status().ToString();
-  ASSERT_EQ(status->members_size(), 2);
+  EXPECT_FALSE(status->fenced());
   for (const auto& m : status->members()) {
-    EXPECT_TRUE(m.up()) << m.engine_uuid();
+    if (m.engine_uuid() != c.engines[1]->engine_id()) continue;
+    EXPECT_TRUE(m.up());
     EXPECT_EQ(m.lease_ttl_s(), 3);
   }
 }

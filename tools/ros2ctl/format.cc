@@ -125,6 +125,7 @@ nlohmann::json EngineStatusToJson(const rpc::EngineStatus& s) {
     j["members"] = members;
     j["leader"] = s.leader();
     j["fenced"] = s.fenced();
+    j["held"] = s.held();
     j["lease_age_ms"] = s.lease_age_ms();
   }
   return j;
@@ -171,7 +172,9 @@ std::string EngineStatusToText(const rpc::EngineStatus& s) {
   out += Table({"ENGINE", "TARGET", "STATE", "CAPACITY"}, rows);
   if (s.members_size() == 0) return out;
   out += fmt::format("\nCluster ({}): leader {}{}\n", s.store(), s.leader().empty() ? "(none)" : s.leader(),
-                     s.fenced() ? "; THIS ENGINE IS FENCED (lease not renewed), refusing writes" : "");
+                     s.fenced() ? "; THIS ENGINE IS FENCED (lease not renewed), refusing writes"
+                     : s.held()  ? "; etcd unreachable from every engine: writes go on under the last map"
+                                 : "");
   std::vector<std::vector<std::string>> members;
   for (const auto& m : s.members()) {
     members.push_back(
