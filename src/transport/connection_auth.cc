@@ -9,6 +9,8 @@
 #include <sys/random.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -79,8 +81,41 @@ bool IntegrityKey::Tag(uint64_t seq, std::span<const uint8_t> a, std::span<const
 }
 
 // ---- Derivations ----------------------------------------------------------------
-bool IntegrityWanted(const Context& context, const EndpointInfo& info) {
-  return !info.same_host || context.resolved_kind() == TransportKind::kTcp;
+namespace {
+std::atomic<bool> same_host_integrity{false};
+}  // namespace
+
+Status ReadSameHostIntegrity() {
+  const char* v = std::getenv(kSameHostIntegrityEnv);
+  const std::string_view value = v == nullptr ? "0" : v;
+  if (value != "0" && value != "1" && !value.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "transport: {}={} is neither 1 (integrity tags on same-host tcp connections too) nor 0 (the default)",
+        kSameHostIntegrityEnv, value));
+  }
+  same_host_integrity.store(value == "1", std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+bool SameHostIntegrity() {
+  return same_host_integrity.load(std::memory_order_relaxed);
+}
+
+bool HostProofEnabled(const Context& context) {
+  return context.cma_enabled() || context.resolved_kind() == TransportKind::kTcp;
+}
+
+bool IntegrityWanted(const Context& context, const Connection& conn) {
+  if (!conn.info.same_host) return true;
+  // A same-host context of another kind resolves to shared memory, whose
+  // lanes never leave the host.
+  if (context.resolved_kind() != TransportKind::kTcp) return false;
+  if (SameHostIntegrity()) return true;
+  // The client trusts the host id of the address it was given (from the
+  // control plane); the server only what the kernel vouched for. Traffic
+  // between two processes of one host never reaches a wire: only root
+  // (out of scope) can read or alter it.
+  return !conn.client_side && !conn.host_proven;
 }
 
 std::array<uint8_t, 32> DeriveConnectionSecret(std::string_view label, const SessionKey& key,
@@ -113,7 +148,7 @@ Status WorkerImpl::PrepareServerAuth(Connection& conn, std::array<uint8_t, wire:
       static_cast<ssize_t>(conn.auth->challenge.size())) {
     return Status::FromErrno(errno, "transport: getrandom for a hello challenge");
   }
-  conn.auth->integrity_asked = IntegrityWanted(context_, conn.info);
+  conn.auth->integrity_asked = IntegrityWanted(context_, conn);
   ack_payload[0] = static_cast<uint8_t>((conn.cma ? wire::kHelloAckCmaAccepted : 0) |
                                         (conn.auth->integrity_asked ? wire::kHelloAckIntegrity : 0));
   std::memcpy(ack_payload.data() + 1, conn.auth->challenge.data(), wire::kNonceSize);
@@ -180,8 +215,9 @@ Status WorkerImpl::AuthenticateConnection(Connection& conn, const wire::Message&
   const bool integrity = (flags & kAuthFlagIntegrity) != 0;
   if (first && auth.integrity_asked && !integrity) {
     return Status::PermissionDenied(who +
-                                    ": the connection crosses hosts or runs over tcp, so its messages must carry "
-                                    "integrity tags, and the client did not turn them on");
+                                    ": the connection crosses hosts or runs over tcp without a proof that the "
+                                    "client is on this host, so its messages must carry integrity tags, and the "
+                                    "client did not turn them on");
   }
   if (auth.identity.empty()) ROS2_RETURN_IF_ERROR(ChargeIdentity(conn, "session " + SessionName(session)));
   if (first && integrity) {
@@ -209,8 +245,7 @@ Status WorkerImpl::AuthenticateSession(Connection& conn, const SessionCredential
                                     conn.peer_name, auth.sessions.size()));
   }
   const bool first = auth.sessions.empty() && !auth.keyed;
-  const uint8_t flags =
-      first && (auth.integrity_asked || IntegrityWanted(context_, conn.info)) ? kAuthFlagIntegrity : 0;
+  const uint8_t flags = first && (auth.integrity_asked || IntegrityWanted(context_, conn)) ? kAuthFlagIntegrity : 0;
   std::array<uint8_t, kAuthPayloadSize> payload{};
   std::memcpy(payload.data(), cred.id.data(), cred.id.size());
   payload[kSessionIdSize] = flags;

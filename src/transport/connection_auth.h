@@ -9,10 +9,12 @@
 // session key of the challenge, both connection ids, the session id and the
 // flags). The server records the session for the connection; the engine
 // accepts a capability only on a connection authenticated for its session.
-// The first authentication of a connection that crosses hosts (or runs over
-// tcp) also keys its integrity: from then on every message either side sends
-// on it carries a sequence number and an AES-256-GMAC tag under a key both
-// derive from the session key, the challenge and the connection ids.
+// The first authentication of a connection that crosses hosts, or runs over
+// tcp without a kernel-checked proof that both ends share this host
+// (IntegrityWanted), also keys its integrity: from then on every message
+// either side sends on it carries a sequence number and an AES-256-GMAC tag
+// under a key both derive from the session key, the challenge and the
+// connection ids.
 //
 // Not a public header; worker thread only.
 #pragma once
@@ -32,6 +34,8 @@ typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
 struct gcm128_context;
 
 namespace ros2::transport {
+
+struct Connection;  // worker_impl.h
 
 // Sessions one connection may be authenticated for at once.
 inline constexpr size_t kMaxSessionsPerConnection = 16;
@@ -89,9 +93,29 @@ struct ConnectionAuth {
   std::bitset<kReplayWindow> recv_window;
 };
 
-// Whether this side wants integrity on a connection to a peer (the peer not
-// on this host, or this context runs over tcp).
-bool IntegrityWanted(const Context& context, const EndpointInfo& info);
+// Whether this side wants integrity on `conn` (docs/security.md, "Sessions on
+// the data plane"): always when the peer is on another host; never over
+// same-host shared memory; over tcp to a peer on this host, on the server
+// unless the client's hello proved its pid (Connection::host_proven: a token
+// the server's listener issued to that pid, which the kernel named by
+// SO_PEERCRED), on the client never of its own accord (the server asks when
+// it lacks the proof), and on both when SameHostIntegrity() is on.
+bool IntegrityWanted(const Context& context, const Connection& conn);
+
+// Whether same-host clients may prove their pid in the hello (cma::Authority
+// tokens): for cma bulk over shared memory, and over tcp for the integrity
+// rule above.
+bool HostProofEnabled(const Context& context);
+
+// The environment variable that turns integrity on for same-host tcp
+// connections as well ("1"; "0" or unset: off), read by Context::Create:
+// for measuring what the tags cost, and for a host whose loopback traffic
+// is not private to root.
+inline constexpr const char* kSameHostIntegrityEnv = "ROS2_SAME_HOST_INTEGRITY";
+// Reads kSameHostIntegrityEnv into SameHostIntegrity(); InvalidArgument
+// naming the variable and its value when it is neither "0" nor "1".
+Status ReadSameHostIntegrity();
+bool SameHostIntegrity();
 
 // HMAC-SHA256(session key, label || challenge || server id || client id ||
 // session || flags): the proof (label "ros2 session auth") or the

@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "transport/cma.h"
+#include "transport/connection_auth.h"
 #include "transport/transport.h"
 #include "transport/ucx_util.h"
 
@@ -211,6 +212,7 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
     return Status::InvalidArgument("transport: max_outstanding_requests must be in 1 .. 16M");
   }
   ROS2_RETURN_IF_ERROR(ApplyTcpSegmentRule(options.tcp_seg_size));
+  ROS2_RETURN_IF_ERROR(ReadSameHostIntegrity());
   // A whole batch (TransportOptions::batch_limit) in one shared-memory segment:
   // above the segment size UCX splits an eager message into fragments and
   // copies them once more on the receiver (a 33 KB active message moved at

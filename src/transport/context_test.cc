@@ -102,6 +102,22 @@ TEST(TransportTcpSegmentsTest, UserSettingsAreKeptToWhatPeersReceive) {
   EXPECT_STREQ(std::getenv("UCX_TCP_TX_SEG_SIZE"), "262144");
 }
 
+TEST(TransportSelectionTest, SameHostIntegrityTakesOnlyZeroOrOne) {
+  TransportOptions o;
+  o.kind = TransportKind::kTcp;
+  setenv("ROS2_SAME_HOST_INTEGRITY", "yes", 1);
+  auto bad = Context::Create(o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("ROS2_SAME_HOST_INTEGRITY=yes"), std::string::npos) << bad.status().ToString();
+  for (const char* good : {"1", "0"}) {
+    setenv("ROS2_SAME_HOST_INTEGRITY", good, 1);
+    auto ctx = Context::Create(o);
+    EXPECT_TRUE(ctx.ok()) << good << ": " << ctx.status().ToString();
+  }
+  unsetenv("ROS2_SAME_HOST_INTEGRITY");
+}
+
 TEST(RegistrationCacheTest, HotBuffersAreRegisteredOnce) {
   TransportOptions o;
   o.kind = TransportKind::kShm;

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "transport/connection_auth.h"
 #include "transport/ucx_util.h"
 #include "transport/worker_impl.h"
 
@@ -746,10 +747,10 @@ Status WorkerImpl::RegisterHandler(uint16_t opcode, RequestHandler handler) {
   if (opcode > wire::kMaxUserOpcode) {
     return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
   }
-  // A serving worker: let same-host clients prove their pid for cma bulk
-  // (one attempt per process; a failure is logged by Start and leaves them on
-  // active messages).
-  if (context_.cma_enabled()) (void)context_.cma_authority().Start();
+  // A serving worker: let same-host clients prove their pid, for cma bulk or
+  // untagged tcp (one attempt per process; a failure is logged by Start and
+  // leaves them on active messages, or tagged).
+  if (HostProofEnabled(context_)) (void)context_.cma_authority().Start();
   if (handlers_.size() <= opcode) handlers_.resize(opcode + 1);
   handlers_[opcode] = std::move(handler);
   return Status::Ok();

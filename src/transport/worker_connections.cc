@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "transport/connection_auth.h"
 #include "transport/fault_injection.h"
 #include "transport/ucx_util.h"
 #include "transport/worker_impl.h"
@@ -131,11 +132,12 @@ Result<std::shared_ptr<Endpoint>> WorkerImpl::Connect(std::span<const uint8_t> p
   hello.kind = wire::Kind::kHello;
   hello.request_id = conn->local_id;
   hello.payload = address_;
-  // Same-host shm peer: offer cma bulk with a proof of who we are (a token the
-  // server's listener gave this process, and where the server can read it back).
+  // Same-host peer: prove who we are (a token the server's listener gave
+  // this process, and where the server can read it back), for cma bulk over
+  // shm and for untagged messages over tcp (HostProofEnabled).
   static_assert(wire::kHelloProofSize == cma::kTokenSize + sizeof(uint64_t));
   std::array<uint8_t, wire::kHelloProofSize> proof{};
-  if (context_.cma_enabled() && conn->info.same_host) {
+  if (HostProofEnabled(context_) && conn->info.same_host) {
     auto token = cma::RequestToken(conn->info.peer_pid, std::chrono::milliseconds(1000));
     if (token.ok()) {
       conn->cma_token_copy = std::make_unique<cma::Token>(*token);
@@ -200,13 +202,14 @@ void WorkerImpl::HandleHello(const wire::Message& msg, ucp_ep_h from) {
   conn.peer_ep = from;
   connection_by_peer_ep_[from] = conn.local_id;
   if (!msg.capability.empty()) {
-    conn.cma = CheckCmaProof(conn, msg.capability);
+    conn.host_proven = CheckCmaProof(conn, msg.capability);
+    conn.cma = conn.host_proven && context_.cma_enabled();
     UpdateBulkMode(conn);
   }
   std::array<uint8_t, wire::kHelloAckSize> ack_payload{};
   Status st = PrepareServerAuth(conn, ack_payload);
-  // A pid the kernel vouched for (the cma proof) is charged now; others once authenticated.
-  if (st.ok() && conn.cma) st = ChargeIdentity(conn, fmt::format("pid {}", conn.info.peer_pid));
+  // A pid the kernel vouched for (the hello's proof) is charged now; others once authenticated.
+  if (st.ok() && conn.host_proven) st = ChargeIdentity(conn, fmt::format("pid {}", conn.info.peer_pid));
   if (!st.ok()) {
     ++stats_.hellos_refused;
     return CloseWithReason(conn, st.message(), /*in_callback=*/true);
@@ -248,8 +251,8 @@ void WorkerImpl::HandleHelloAck(const wire::Message& msg, ucp_ep_h from) {
   conn->peer_ep = from;  // the server's messages arrive here from now on
   AcceptHelloAck(*conn, msg.payload);
   if ((msg.payload[0] & wire::kHelloAckCmaAccepted) != 0) {
-    if (conn->cma_token_copy == nullptr) {
-      ++stats_.malformed_messages;  // accepted cma we never offered: ignore it
+    if (conn->cma_token_copy == nullptr || !context_.cma_enabled()) {
+      ++stats_.malformed_messages;  // accepted cma we never offered (or over tcp): ignore it
     } else {
       conn->cma = true;
       UpdateBulkMode(*conn);
@@ -258,12 +261,13 @@ void WorkerImpl::HandleHelloAck(const wire::Message& msg, ucp_ep_h from) {
   conn->cma_token_copy.reset();
 }
 
-// The server's half of the cma handshake: the token must be one our listener
-// issued, to the pid the client's address blob names, and that process's
-// memory at the given address must hold the token (which also proves the
-// kernel lets us read it). Anything else: no cma, counted and logged.
+// The server's half of the hello's host proof: the token must be one our
+// listener issued, to the pid the client's address blob names, and that
+// process must be watched (its pidfd). For cma bulk (shm), the kernel must
+// also let this process take the client's descriptors. Anything else: not
+// proven, counted and logged.
 bool WorkerImpl::CheckCmaProof(const Connection& conn, std::span<const uint8_t> proof) {
-  if (!context_.cma_enabled() || !conn.info.same_host) return false;
+  if (!HostProofEnabled(context_) || !conn.info.same_host) return false;
   cma::Authority& authority = context_.cma_authority();
   if (!authority.running()) return false;
   cma::Token token{};
@@ -276,7 +280,7 @@ bool WorkerImpl::CheckCmaProof(const Connection& conn, std::span<const uint8_t> 
     why = fmt::format("token issued to pid {}", *pid);
   } else if (conn.pidfd < 0) {
     why = "the process is not watched (no pidfd)";
-  } else if (::syscall(SYS_pidfd_getfd, conn.pidfd, -1, 0) >= 0 || errno != EBADF) {
+  } else if (context_.cma_enabled() && (::syscall(SYS_pidfd_getfd, conn.pidfd, -1, 0) >= 0 || errno != EBADF)) {
     // The kernel's ptrace check for taking the client's descriptors (what
     // its segments need) comes before the descriptor lookup: EBADF for the
     // number no process has means access is granted. Nothing of the client
@@ -287,8 +291,8 @@ bool WorkerImpl::CheckCmaProof(const Connection& conn, std::span<const uint8_t> 
     return true;
   }
   ++stats_.cma_refused;
-  ROS2_LOG_WARN("transport: worker '{}': {} offered a cma proof that does not hold ({}); bulk uses active messages",
-                name_, conn.peer_name, why);
+  ROS2_LOG_WARN("transport: worker '{}': {} offered a host proof that does not hold ({}); {}", name_, conn.peer_name,
+                why, context_.cma_enabled() ? "bulk uses active messages" : "its messages carry integrity tags");
   return false;
 }
 

@@ -80,6 +80,12 @@ struct Connection {
   // Bulk by cross-memory attach (BulkMode::kCma): set on the server once the
   // client's hello proof checked out, on the client when the ack says so.
   bool cma = false;
+  // Server side: the client's hello proved its pid with a token this
+  // process's cma::Authority issued to that pid (the kernel's SO_PEERCRED),
+  // so it runs on this host. Over shm it allows cma bulk (`cma`); over tcp
+  // it spares the connection integrity tags (IntegrityWanted). Either way the
+  // per-peer limit counts it by that pid.
+  bool host_proven = false;
   // Client side, until the hello ack: the token the server reads back from us
   // (its address travels in the proof).
   std::unique_ptr<cma::Token> cma_token_copy;

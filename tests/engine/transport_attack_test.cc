@@ -7,6 +7,7 @@
 // attack table.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "testing/engine_process.h"
 #include "testing/pattern.h"
 #include "transport/cma.h"
+#include "transport/connection_auth.h"
 #include "transport/fault_injection.h"
 #include "transport/worker_impl.h"
 
@@ -297,10 +299,20 @@ TEST(TransportAttack, ManyClaimedPidsDoNotPassThePerPeerCap) {
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
 }
 
+// Sets an environment variable for one scope (the engine a test starts
+// inherits it; a transport Context reads ROS2_SAME_HOST_INTEGRITY when made).
+struct ScopedEnv {
+  const char* name;
+  ScopedEnv(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~ScopedEnv() { unsetenv(name); }
+};
+
 // Integrity over tcp (docs/security.md): a request altered in transit or
 // replayed is refused with an error naming the cause; the connection keeps
-// serving; nothing is sealed over shared memory.
+// serving; nothing is sealed over shared memory. Both processes run on this
+// host, so ROS2_SAME_HOST_INTEGRITY=1 stands in for a connection across hosts.
 TEST(TransportAttack, AlteredOrReplayedRequestsOverTcpAreRefused) {
+  std::optional<ScopedEnv> tags(std::in_place, "ROS2_SAME_HOST_INTEGRITY", "1");
   Arena a;
   a.kind = TransportKind::kTcp;
   ASSERT_NO_FATAL_FAILURE(a.Start());
@@ -362,6 +374,7 @@ TEST(TransportAttack, AlteredOrReplayedRequestsOverTcpAreRefused) {
   transport::SetFaultInjection(a.attacker->worker(), nullptr);
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
 
+  tags.reset();
   Arena shm;
   ASSERT_NO_FATAL_FAILURE(shm.Start());
   sealed = 0;
@@ -370,6 +383,85 @@ TEST(TransportAttack, AlteredOrReplayedRequestsOverTcpAreRefused) {
   ROS2_ASSERT_OK(shm.attacker->UpdateArray(shm.victim_oid, "d", "a", 0, Pattern(64, 3)));
   transport::SetFaultInjection(shm.attacker->worker(), nullptr);
   EXPECT_EQ(sealed, 0u) << "same-host shared memory pays for integrity it does not need";
+}
+
+// Messages of one ObjectSession call that were sealed (integrity tags).
+uint64_t SealedMessagesOfAnUpdate(ObjectSession& s, const ObjectId& oid) {
+  uint64_t sealed = 0;
+  transport::MessageRewriter rw;
+  rw.sequence = [&](uint64_t&) { ++sealed; };
+  transport::SetFaultInjection(s.worker(), &rw);
+  auto u = s.UpdateArray(oid, "d", "a", 0, Pattern(64, 3));
+  EXPECT_TRUE(u.ok()) << u.status().ToString();
+  transport::SetFaultInjection(s.worker(), nullptr);
+  return sealed;
+}
+
+// The flags of the first authenticate request on a new connection from `s`'s
+// worker to target 0, whose hello `hello` may rewrite: bit 0 is integrity,
+// which the client asks for when the server's ack asked for it.
+uint8_t AuthenticateFlags(Arena& a, ObjectSession& s, std::function<void(transport::wire::Message&)> hello) {
+  transport::MessageRewriter rw;
+  rw.hello = std::move(hello);
+  int flags = -1;
+  rw.authenticate = [&](std::span<uint8_t> p) { flags = p[transport::kSessionIdSize]; };
+  transport::SetFaultInjection(s.worker(), &rw);
+  const std::string address = a.TargetAddress();
+  auto ep =
+      s.worker().Connect(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(address.data()), address.size()));
+  EXPECT_TRUE(ep.ok()) << ep.status().ToString();
+  if (ep.ok()) {
+    EXPECT_TRUE((*ep)->AuthenticateSession(s.session()).ok());
+  }
+  transport::SetFaultInjection(s.worker(), nullptr);
+  EXPECT_GE(flags, 0) << "no authenticate request was sent";
+  return static_cast<uint8_t>(flags);
+}
+
+// Same-host tcp (docs/security.md, "Sessions on the data plane"): a client
+// whose hello proved its pid sends and receives untagged messages; one
+// without the proof is asked for tags by the engine; ROS2_SAME_HOST_INTEGRITY=1
+// on either side alone turns them on.
+TEST(TransportAttack, SameHostTcpGoesUntaggedOnlyWithAKernelCheckedProof) {
+  Arena a;
+  a.kind = TransportKind::kTcp;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  EXPECT_EQ(SealedMessagesOfAnUpdate(*a.attacker, a.victim_oid), 0u) << "a proven same-host tcp client pays for tags";
+  EXPECT_EQ(AuthenticateFlags(a, *a.attacker, nullptr) & transport::kAuthFlagIntegrity, 0);
+  // The same hello without its proof (a pid claimed, nothing the kernel
+  // vouched for): the engine asks for tags.
+  EXPECT_NE(AuthenticateFlags(a, *a.attacker, [](transport::wire::Message& m) { m.capability = {}; }) &
+                transport::kAuthFlagIntegrity,
+            0);
+  // A proof with a token the listener never issued: the same.
+  EXPECT_NE(AuthenticateFlags(a, *a.attacker,
+                              [](transport::wire::Message& m) {
+                                static std::array<uint8_t, transport::wire::kHelloProofSize> forged{};
+                                forged.fill(0x5a);
+                                m.capability = forged;
+                              }) &
+                transport::kAuthFlagIntegrity,
+            0);
+  {
+    // The client alone turns tags on.
+    ScopedEnv tags("ROS2_SAME_HOST_INTEGRITY", "1");
+    auto s = ObjectSession::Open(a.cluster.engine->control(), a.cluster.admin, "p", "attacker", a.kind);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    EXPECT_GT(SealedMessagesOfAnUpdate(**s, a.victim_oid), 0u);
+  }
+  ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
+
+  // The engine alone (it inherited the variable; this process's new
+  // context reads it unset).
+  std::optional<ScopedEnv> tags(std::in_place, "ROS2_SAME_HOST_INTEGRITY", "1");
+  Arena b;
+  b.kind = TransportKind::kTcp;
+  ASSERT_NO_FATAL_FAILURE(b.Start());
+  tags.reset();
+  auto s = ObjectSession::Open(b.cluster.engine->control(), b.cluster.admin, "p", "attacker", b.kind);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_GT(SealedMessagesOfAnUpdate(**s, b.victim_oid), 0u) << "the engine did not ask for tags";
+  ASSERT_NO_FATAL_FAILURE(b.ExpectVictimUnaffected());
 }
 
 }  // namespace
