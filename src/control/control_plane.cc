@@ -224,6 +224,7 @@ Status ControlPlane::JoinCluster(ClusterMemberOptions options) {
     }
     if (tick) tick();
   };
+  ROS2_ASSIGN_OR_RETURN(map_watch_, SystemMapWatch::Start(etcd, system_map_.get()));
   ROS2_ASSIGN_OR_RETURN(member_, ClusterMember::Start(etcd, system_map_.get(), std::move(options)));
   return Status::Ok();
 }
