@@ -191,6 +191,7 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
   auto channel = grpc::CreateCustomChannel(core->options_.control, grpc::InsecureChannelCredentials(), args);
   if (!channel)
     return Status::Internal("libros2 connect: cannot create a control channel to " + core->options_.control);
+  core->control_channel_ = channel;
   core->session_ = std::make_unique<control::SessionClient>(channel, options.control_timeout);
   core->management_ = std::make_unique<control::ManagementClient>(channel, core->credentials_, options.control_timeout);
   return core;
@@ -271,6 +272,7 @@ Result<std::unique_ptr<Pool>> Client::ConnectPool(std::string_view pool) {
   auto snapshot = MakeMapSnapshot(conn->map);
   if (!snapshot.ok()) return snapshot.status().WithContext(fmt::format("connect pool '{}'", pool));
   auto pc = std::make_shared<PoolCore>(core_, std::move(*conn), std::move(*snapshot));
+  pc->StartMapWatch();
   return std::unique_ptr<Pool>(new Pool(std::make_shared<DirectPool>(std::move(pc))));
 }
 
