@@ -183,8 +183,9 @@ TEST(ObjRpc, BadVersionFlagsAndEnumsAreRejected) {
   bad[1] = 0x80;  // flags
   EXPECT_EQ(DecodeUpdateRequest(bad).status().code(), Status::Code::kProtocol);
 
-  // value type lives after version, flags, 2 uuids, target, epoch, oid, 2 keys.
-  size_t type_off = 1 + 1 + 16 + 16 + 4 + 8 + 16 + 2 + 7 + 2 + 4;
+  // value type lives after version, flags, 2 uuids, target, epoch, map
+  // version, oid, 2 keys.
+  size_t type_off = 1 + 1 + 16 + 16 + 4 + 8 + 8 + 16 + 2 + 7 + 2 + 4;
   bad = bytes;
   ASSERT_EQ(bad[type_off], 2);
   bad[type_off] = 9;
