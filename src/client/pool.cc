@@ -108,8 +108,7 @@ Result<uint64_t> PoolCore::Refresh() {
 bool PoolCore::AdoptMap(std::shared_ptr<const MapSnapshot> snapshot) {
   std::lock_guard<std::mutex> lock(mu_);
   if (snapshot->map.version <= snapshot_->map.version) return false;
-  ROS2_LOG_DEBUG("libros2: pool {}: map v{} -> v{} (watch)", label(), snapshot_->map.version,
-                 snapshot->map.version);
+  ROS2_LOG_DEBUG("libros2: pool {}: map v{} -> v{} (watch)", label(), snapshot_->map.version, snapshot->map.version);
   snapshot_ = std::move(snapshot);
   return true;
 }

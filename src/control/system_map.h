@@ -102,8 +102,8 @@ class SystemMap {
   mutable rpc::PoolMap map_;  // GUARDED_BY(mu_): the last map read or written
   mutable std::mutex publish_mu_;
   mutable std::condition_variable published_cv_;
-  mutable uint64_t published_ = 0;  // GUARDED_BY(publish_mu_)
-  bool stopped_ = false;            // GUARDED_BY(publish_mu_)
+  mutable uint64_t published_ = 0;                        // GUARDED_BY(publish_mu_)
+  bool stopped_ = false;                                  // GUARDED_BY(publish_mu_)
   std::vector<std::function<void(uint64_t)>> listeners_;  // GUARDED_BY(publish_mu_)
 };
 

@@ -601,8 +601,8 @@ Result<StaleMapReply> DecodeStaleMapReply(std::span<const uint8_t> bytes) {
   ROS2_RETURN_IF_ERROR(r.U64("request version", &m.request_version));
   ROS2_RETURN_IF_ERROR(r.Done());
   if (m.engine_version <= m.request_version) {
-    return r.Fail(fmt::format("engine version {} is not newer than the request's {}", m.engine_version,
-                              m.request_version));
+    return r.Fail(
+        fmt::format("engine version {} is not newer than the request's {}", m.engine_version, m.request_version));
   }
   return m;
 }

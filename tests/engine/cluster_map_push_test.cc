@@ -217,9 +217,10 @@ TEST(ClusterMapPush, KilledEngineReachesWatchingAndStaleClients) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::printf("cluster: engine kill -9 -> targets DOWN in %lld ms, watching client on the new map in %lld ms "
-              "(TTL %lld s)\n",
-              down_ms, watch_ms, static_cast<long long>(kTtl.count()));
+  std::printf(
+      "cluster: engine kill -9 -> targets DOWN in %lld ms, watching client on the new map in %lld ms "
+      "(TTL %lld s)\n",
+      down_ms, watch_ms, static_cast<long long>(kTtl.count()));
   ASSERT_GE(down_ms, 0) << "the killed engine's targets were not marked DOWN";
   EXPECT_LT(down_ms, 2 * kTtlMs);
   ASSERT_GE(watch_ms, 0) << "the watching client never saw a newer map";
@@ -240,9 +241,10 @@ TEST(ClusterMapPush, KilledEngineReachesWatchingAndStaleClients) {
   const long long resent_ms = MsSince(resent);
   EXPECT_GE(c.StaleMapRefusals(), stale0 + 1) << "the stale client's write was not refused as stale";
   EXPECT_GE(blind.version(), down_version);
-  std::printf("cluster: client without a watch: StaleMap refusal, map refresh and resend in %lld ms (map v%llu -> "
-              "v%llu)\n",
-              resent_ms, static_cast<unsigned long long>(v0), static_cast<unsigned long long>(blind.version()));
+  std::printf(
+      "cluster: client without a watch: StaleMap refusal, map refresh and resend in %lld ms (map v%llu -> "
+      "v%llu)\n",
+      resent_ms, static_cast<unsigned long long>(v0), static_cast<unsigned long long>(blind.version()));
   auto read = watching.container->OpenObject(oid);
   ASSERT_TRUE(read.ok());
   auto value = read->Get(dkey, "a");
@@ -266,9 +268,10 @@ TEST(ClusterMapPush, KilledEngineReachesWatchingAndStaleClients) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::printf("cluster: kill -9 of the engine serving the watch -> DOWN in %lld ms, client on the new map (watch "
-              "moved to another engine) in %lld ms\n",
-              down0_ms, watch0_ms);
+  std::printf(
+      "cluster: kill -9 of the engine serving the watch -> DOWN in %lld ms, client on the new map (watch "
+      "moved to another engine) in %lld ms\n",
+      down0_ms, watch0_ms);
   ASSERT_GE(down0_ms, 0) << "engine 0 was not marked DOWN";
   ASSERT_GE(watch0_ms, 0) << "the watch did not move to another engine";
   EXPECT_LT(watch0_ms, 3 * kTtlMs);

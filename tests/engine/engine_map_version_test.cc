@@ -89,8 +89,7 @@ TEST(EngineMapVersion, OlderMapIsRefusedWithBothVersionsAndNewerIsServed) {
   fetch.oid = oid;
   fetch.dkey = "d";
   fetch.akey = "a";
-  EXPECT_EQ(session.CallRaw(*target, obj::Opcode::kFetch, obj::Encode(fetch)).status.code(),
-            Status::Code::kStaleMap);
+  EXPECT_EQ(session.CallRaw(*target, obj::Opcode::kFetch, obj::Encode(fetch)).status.code(), Status::Code::kStaleMap);
   obj::ListRequest list;
   list.header = session.Header(*target);
   list.kind = obj::ListKind::kObjects;
