@@ -57,7 +57,7 @@ void Run(std::span<const uint8_t> input, Decode decode, CheckFn check) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
-  const uint8_t selector = data[0] % 12;
+  const uint8_t selector = data[0] % 13;
   std::span<const uint8_t> input(data + 1, size - 1);
   switch (selector) {
     case 0: Run(input, DecodePingRequest, [](const PingRequest&) {}); break;
@@ -121,6 +121,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       });
       break;
     case 11: Run(input, DecodeQueryReply, [](const QueryReply& m) { CheckKey(m.max_dkey); }); break;
+    case 12:
+      Run(input, DecodeStaleMapReply, [](const StaleMapReply& m) { Check(m.engine_version > m.request_version); });
+      break;
   }
   return 0;
 }

@@ -73,6 +73,13 @@ struct ClientOptions {
   // Disconnected naming the pool. 0: no waiting, fail at once (the next call
   // tries again). docs/client.md, "Engine restarts".
   std::chrono::milliseconds reconnect_timeout{60000};
+  // Whether each connected pool keeps a watch on its map (a gRPC stream from
+  // the control plane, re-opened on another engine when one goes away), so a
+  // new map (an engine marked DOWN) reaches the client without a failed
+  // request. Off: the client learns a new map when an engine refuses a
+  // request made with the old one (StaleMap) and resends it. docs/cluster.md,
+  // "Map versions".
+  bool watch_pool_maps = true;
   // How long a thread waiting for a reply polls the data plane before it
   // sleeps on the worker's event fd (0..1 s). Polling catches a quick reply
   // without the cost of waking a sleeping thread; a process keeping many I/Os in flight

@@ -209,6 +209,7 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
     channels.push_back(std::move(channel));
   }
   if (channels.empty()) return Status::InvalidArgument("libros2 connect: no control endpoint in '" + options.control + "'");
+  core->control_channel_ = channels.front();
   core->session_ = std::make_unique<control::SessionClient>(channels, options.control_timeout);
   core->management_ =
       std::make_unique<control::ManagementClient>(channels, core->credentials_, options.control_timeout);
@@ -290,6 +291,7 @@ Result<std::unique_ptr<Pool>> Client::ConnectPool(std::string_view pool) {
   auto snapshot = MakeMapSnapshot(conn->map);
   if (!snapshot.ok()) return snapshot.status().WithContext(fmt::format("connect pool '{}'", pool));
   auto pc = std::make_shared<PoolCore>(core_, std::move(*conn), std::move(*snapshot));
+  pc->StartMapWatch();
   return std::unique_ptr<Pool>(new Pool(std::make_shared<DirectPool>(std::move(pc))));
 }
 

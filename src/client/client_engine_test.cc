@@ -332,6 +332,7 @@ TEST_P(ClientEngineTest, EngineRefusesAnUpdateWhoseChecksumsDoNotMatch) {
   req.header.pool = *Uuid::Parse(conn->pool.uuid());
   req.header.container = *Uuid::Parse(handle->container.uuid());
   req.header.target = conn->map.targets(static_cast<int>(*target)).index();
+  req.header.map_version = conn->map.version();
   req.oid = oid;
   req.dkey = "d";
   req.akey = "a";

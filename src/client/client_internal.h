@@ -151,9 +151,12 @@ class ClientCore {
   Result<std::shared_ptr<ThreadIo>> ThisThreadIo();
   // Offload mode: the agent session (null in direct mode).
   const std::shared_ptr<agent::HostSession>& agent() const { return agent_; }
+  // The channel to options().control (the session and management calls').
+  const std::shared_ptr<grpc::Channel>& control_channel() const { return control_channel_; }
 
  private:
   ClientOptions options_;
+  std::shared_ptr<grpc::Channel> control_channel_;
   std::shared_ptr<agent::HostSession> agent_;
   control::Credentials credentials_;
   std::unique_ptr<control::SessionClient> session_;
@@ -170,6 +173,8 @@ struct Route {
   const std::string& address() const { return snapshot->addresses[target]; }
   uint32_t engine_index() const { return snapshot->engine_index[target]; }
 };
+
+class PoolMapWatch;  // client/pool_map_watch.h
 
 class PoolCore {
  public:
@@ -199,6 +204,15 @@ class PoolCore {
   std::shared_ptr<const MapSnapshot> CurrentMap();
   // Fetches the current map now (Recover, waiting for the control plane).
   Result<uint64_t> Refresh();
+  // Installs `snapshot` when it is newer than the current map (a map the
+  // pool's watch received); returns whether it did. Requests in flight keep
+  // the snapshot they were placed with.
+  bool AdoptMap(std::shared_ptr<const MapSnapshot> snapshot);
+  // Starts the watch on this pool's map (pool_map_watch.h; direct mode, when
+  // ClientOptions::watch_pool_maps). The pool must be held by a shared_ptr.
+  void StartMapWatch();
+  // The pool's watch (null when not started).
+  const PoolMapWatch* map_watch() const { return watch_.get(); }
   void MarkMapStale() { map_stale_.store(true, std::memory_order_relaxed); }
   bool map_stale() const { return map_stale_.load(std::memory_order_relaxed); }
   // One attempt to bring the session and the map up to date, without
@@ -231,6 +245,7 @@ class PoolCore {
   std::string session_uuid_;                     // GUARDED_BY(mu_)
   transport::SessionCredential session_cred_;    // GUARDED_BY(mu_)
   std::shared_ptr<const MapSnapshot> snapshot_;  // GUARDED_BY(mu_)
+  std::unique_ptr<PoolMapWatch> watch_;          // stopped first in the destructor
 };
 
 // A container capability and the session it was issued in: a request sends

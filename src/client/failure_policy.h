@@ -8,7 +8,7 @@
 //                  capability (Unauthenticated) before running anything.
 //   kRefreshMap  — the pool map the request was placed with may be out of
 //                  date (the target's address no longer answers; an engine
-//                  answered StaleMap, reserved for versioned pool maps):
+//                  answered StaleMap: its map version is newer):
 //                  fetch the map, place the request again
 //                  and resend it, but only when the new map differs from the
 //                  one that failed (resending to the same place changes

@@ -10,6 +10,7 @@
 
 #include "client/client_internal.h"
 #include "client/handle_backends.h"
+#include "client/pool_map_watch.h"
 #include "common/log.h"
 
 namespace ros2::client {
@@ -73,6 +74,7 @@ PoolCore::PoolCore(std::shared_ptr<ClientCore> client, control::PoolConnection c
 }
 
 PoolCore::~PoolCore() {
+  watch_.reset();  // its thread installs maps here
   Status st = client_->session().Disconnect(client_->credentials(), session_uuid());
   if (!st.ok()) ROS2_LOG_DEBUG("libros2: disconnect of pool {} session: {}", label(), st.ToString());
 }
@@ -101,6 +103,28 @@ Result<uint64_t> PoolCore::Refresh() {
   MarkMapStale();
   ROS2_RETURN_IF_ERROR(Recover());
   return CurrentMap()->map.version;
+}
+
+bool PoolCore::AdoptMap(std::shared_ptr<const MapSnapshot> snapshot) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (snapshot->map.version <= snapshot_->map.version) return false;
+  ROS2_LOG_DEBUG("libros2: pool {}: map v{} -> v{} (watch)", label(), snapshot_->map.version, snapshot->map.version);
+  snapshot_ = std::move(snapshot);
+  return true;
+}
+
+void PoolCore::StartMapWatch() {
+  const ClientOptions& o = client_->options();
+  if (!o.watch_pool_maps || watch_ || uuid_.IsNil()) return;
+  PoolMapWatchOptions w;
+  w.pool = uuid_.ToString();
+  w.label = label();
+  w.credentials = client_->credentials();
+  w.control = o.control;
+  w.first = client_->control_channel();
+  w.known_version = [this] { return CurrentMap()->map.version; };
+  w.apply = [this](std::shared_ptr<const MapSnapshot> snapshot) { (void)AdoptMap(std::move(snapshot)); };
+  watch_ = std::make_unique<PoolMapWatch>(std::move(w));
 }
 
 namespace {
@@ -268,6 +292,7 @@ obj::RequestHeader ContainerCore::Header(const Route& route) const {
   h.container = uuid_;
   h.target = route.engine_index();
   h.epoch = 0;
+  h.map_version = route.snapshot->map.version;
   return h;
 }
 

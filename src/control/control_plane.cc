@@ -239,6 +239,7 @@ Status ControlPlane::JoinCluster(ClusterMemberOptions options) {
     ROS2_ASSIGN_OR_RETURN(HmacSha256 peer_key, PeerLivenessKey(cluster_key_));
     options.peers = std::make_shared<PeerProber>(std::move(peer_key), options.peer_tls_ca);
   }
+  ROS2_ASSIGN_OR_RETURN(map_watch_, SystemMapWatch::Start(etcd, system_map_.get()));
   ROS2_ASSIGN_OR_RETURN(member_, ClusterMember::Start(etcd, system_map_.get(), std::move(options)));
   joined_.store(member_.get());
   return Status::Ok();

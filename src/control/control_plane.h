@@ -39,6 +39,7 @@
 #include "control/session_table.h"
 #include "control/state_store.h"
 #include "control/system_map.h"
+#include "control/system_map_watch.h"
 #include "control/tenant_registry.h"
 
 namespace ros2::control {
@@ -114,7 +115,8 @@ class ControlPlane {
   StateStore& store() { return *store_; }
   // With an etcd store: joins the cluster (membership, leadership, liveness;
   // cluster_member.h). The plane owns the member; its on_tick reloads the
-  // revocations other engines stored. FailedPrecondition-like InvalidArgument
+  // revocations other engines stored. It also watches the system map in etcd
+  // (system_map_watch.h), so other engines' map changes are published here. FailedPrecondition-like InvalidArgument
   // for the embedded store.
   Status JoinCluster(ClusterMemberOptions options);
   ClusterMember* cluster() { return joined_.load(); }
@@ -158,6 +160,7 @@ class ControlPlane {
   std::mutex leader_mu_;
   std::string leader_endpoint_;                   // GUARDED_BY(leader_mu_)
   std::shared_ptr<grpc::Channel> leader_channel_;  // GUARDED_BY(leader_mu_)
+  std::unique_ptr<SystemMapWatch> map_watch_;  // etcd store, after JoinCluster: other engines' map changes
   std::unique_ptr<ManagementService> management_;
   std::unique_ptr<SessionService> session_;
 };

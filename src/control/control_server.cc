@@ -66,6 +66,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(ControlPlane* plane,
   int port = 0;
   ROS2_RETURN_IF_ERROR(AddControlListeningPort(&builder, options, &port));
   plane->RegisterServices(&builder);
+  server->plane_ = plane;
   server->server_ = builder.BuildAndStart();
   if (!server->server_) {
     return Status::IOError(fmt::format("control: gRPC server failed to listen on {}", options.address));
@@ -82,6 +83,8 @@ Result<std::unique_ptr<ControlServer>> ControlServer::Start(ControlPlane* plane,
 
 void ControlServer::Shutdown() {
   if (server_) {
+    // Pool map watch streams end now rather than at the shutdown deadline.
+    plane_->system_map().StopWaiters();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     server_->Wait();
     server_.reset();

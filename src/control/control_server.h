@@ -6,7 +6,8 @@
 // (grpc::SslServerCredentials) when a certificate and key path are given.
 // ControlServer is the small owner of a grpc::Server with the ControlPlane's
 // services, for processes with no other gRPC service (tests, tools); it shuts
-// the server down in its destructor. Thread-safe after Start().
+// the server down in its destructor (ending the plane's pool map watch streams
+// first, SystemMap::StopWaiters). Thread-safe after Start().
 #pragma once
 
 #include <memory>
@@ -49,6 +50,7 @@ class ControlServer {
   ControlServer() = default;
   std::string address_;
   std::unique_ptr<grpc::Server> server_;
+  ControlPlane* plane_ = nullptr;
 };
 
 }  // namespace ros2::control

@@ -140,7 +140,7 @@ Result<rpc::EngineStatus> ManagementClient::GetEngineStatus() {
                 "Management.GetEngineStatus");
 }
 
-Result<size_t> ManagementClient::SyncRevocations(CapabilityVerifier* verifier) {
+Result<size_t> ManagementClient::SyncRevocations(CapabilityVerifier* verifier, uint64_t* map_version) {
   ROS2_ASSIGN_OR_RETURN(rpc::ListRevocationsResponse resp,
                         Invoke(&Stub::ListRevocations, rpc::ListRevocationsRequest(), credentials_, timeout_,
                                "Management.ListRevocations"));
@@ -162,6 +162,7 @@ Result<size_t> ManagementClient::SyncRevocations(CapabilityVerifier* verifier) {
     verifier->Revoke(*session, r.until_ms());
   }
   verifier->PurgeExpiredRevocations();
+  if (map_version != nullptr) *map_version = resp.map_version();
   return static_cast<size_t>(resp.revocations_size());
 }
 

@@ -61,8 +61,9 @@ class ManagementClient {
   Result<rpc::EngineStatus> GetEngineStatus();
   // Fetches the endpoint's revocations and applies them to `verifier`: an
   // engine that is not the management endpoint calls this periodically so
-  // sessions closed elsewhere stop working on it too. Returns how many.
-  Result<size_t> SyncRevocations(CapabilityVerifier* verifier);
+  // sessions closed elsewhere stop working on it too. Returns how many;
+  // `map_version` (when given) receives the endpoint's pool map version.
+  Result<size_t> SyncRevocations(CapabilityVerifier* verifier, uint64_t* map_version = nullptr);
 
   // The raw stub of the current endpoint (tests send malformed requests through it).
   rpc::Management::Stub& stub() { return *stubs_[current_.load() % stubs_.size()]; }

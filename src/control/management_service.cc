@@ -279,6 +279,7 @@ grpc::Status ManagementService::ListRevocations(grpc::ServerContext* ctx, const 
       }
       r->set_until_ms(rec.until_ms);
     }
+    resp->set_map_version(plane_->system_map().known_version());
     return Status::Ok();
   });
 }

@@ -1,5 +1,8 @@
 #include "control/session_service.h"
 
+#include <algorithm>
+#include <chrono>
+
 #include <fmt/format.h>
 
 #include "common/log.h"
@@ -72,6 +75,53 @@ grpc::Status SessionService::Disconnect(grpc::ServerContext* ctx, const rpc::Dis
                                         rpc::DisconnectResponse* /*resp*/) {
   return ServeAuthenticated(plane_->tenants(), ctx, "Session.Disconnect",
                             [&](const Principal& who) { return plane_->sessions().Close(req->session_uuid(), who); });
+}
+
+namespace {
+
+// How often a watch stream looks at its cancellation while no map changes.
+constexpr std::chrono::milliseconds kWatchPoll{500};
+
+// The control endpoints of the live engines of a cluster (none for one engine).
+void AddEndpoints(ControlPlane* plane, rpc::PoolMapUpdate* update) {
+  ClusterMember* member = plane->cluster();
+  if (member == nullptr) return;
+  auto members = member->Members();
+  if (!members.ok()) return;
+  for (const auto& m : *members) {
+    if (m.up && !m.endpoint.empty()) update->add_control_endpoints(m.endpoint);
+  }
+}
+
+}  // namespace
+
+grpc::Status SessionService::WatchPoolMap(grpc::ServerContext* ctx, const rpc::WatchPoolMapRequest* req,
+                                          grpc::ServerWriter<rpc::PoolMapUpdate>* writer) {
+  return ServeAuthenticated(plane_->tenants(), ctx, "Session.WatchPoolMap", [&](const Principal& who) -> Status {
+    if (req->pool().empty()) return Status::InvalidArgument("watch pool map: no pool named");
+    SystemMap& sysmap = plane_->system_map();
+    uint64_t sent = req->known_version();
+    uint64_t known = sysmap.known_version();
+    bool first = true;  // the first update goes out at once: it lists the endpoints
+    while (!ctx->IsCancelled() && !sysmap.stopped()) {
+      if (first || known > sent) {
+        // The rights are checked again for every map sent: a tenant that lost
+        // its read right (or was deleted) stops getting maps.
+        ROS2_ASSIGN_OR_RETURN(Catalog::PoolAccess access, plane_->catalog().AccessPool(who, req->pool(), kRightRead));
+        if (first || access.map.version() > sent) {
+          first = false;
+          rpc::PoolMapUpdate update;
+          *update.mutable_map() = std::move(access.map);
+          AddEndpoints(plane_, &update);
+          sent = std::max(sent, update.map().version());
+          if (!writer->Write(update)) return Status::Ok();  // the client went away
+        }
+        known = std::max(known, sent);
+      }
+      known = sysmap.WaitNewer(known, kWatchPoll);
+    }
+    return Status::Ok();
+  });
 }
 
 }  // namespace ros2::control

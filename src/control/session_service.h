@@ -24,6 +24,9 @@ class SessionService final : public rpc::Session::Service {
   grpc::Status GetPoolMap(grpc::ServerContext* ctx, const rpc::GetPoolMapRequest* req, rpc::PoolMap* resp) override;
   grpc::Status Disconnect(grpc::ServerContext* ctx, const rpc::DisconnectRequest* req,
                           rpc::DisconnectResponse* resp) override;
+  // Holds one of the sync server's threads for the stream's lifetime.
+  grpc::Status WatchPoolMap(grpc::ServerContext* ctx, const rpc::WatchPoolMapRequest* req,
+                            grpc::ServerWriter<rpc::PoolMapUpdate>* writer) override;
 
  private:
   ControlPlane* plane_;

@@ -21,11 +21,12 @@ Result<std::unique_ptr<SystemMap>> SystemMap::Load(StateStore* store) {
   } else if (!raw.status().IsNotFound()) {
     return raw.status();
   }
+  m->published_ = m->map_.version();
   return m;
 }
 
 Result<uint64_t> SystemMap::Mutate(const std::function<Result<bool>(rpc::PoolMap*)>& change, const StoreBatch& guard) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   for (int attempt = 0;; ++attempt) {
     std::optional<std::string> raw;
     rpc::PoolMap current = map_;
@@ -62,7 +63,10 @@ Result<uint64_t> SystemMap::Mutate(const std::function<Result<bool>(rpc::PoolMap
     }
     ROS2_RETURN_IF_ERROR(st);
     map_ = std::move(next);
-    return map_.version();
+    const uint64_t version = map_.version();
+    lock.unlock();
+    Publish(version);
+    return version;
   }
 }
 
@@ -170,13 +174,68 @@ Result<uint64_t> SystemMap::SetEngineState(const Uuid& engine, rpc::TargetState 
 }
 
 rpc::PoolMap SystemMap::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (store_->shared()) {
-    auto stored = store_->Get(kSysmapKey);
-    rpc::PoolMap read;
-    if (stored.ok() && read.ParseFromString(*stored)) map_ = std::move(read);
+  rpc::PoolMap out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (store_->shared()) {
+      auto stored = store_->Get(kSysmapKey);
+      rpc::PoolMap read;
+      if (stored.ok() && read.ParseFromString(*stored)) map_ = std::move(read);
+    }
+    out = map_;
   }
-  return map_;
+  Publish(out.version());
+  return out;
+}
+
+void SystemMap::Observe(const rpc::PoolMap& map) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (map.version() <= map_.version()) return;
+    map_ = map;
+  }
+  Publish(map.version());
+}
+
+uint64_t SystemMap::known_version() const {
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  return published_;
+}
+
+void SystemMap::AddListener(std::function<void(uint64_t)> listener) {
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  listeners_.push_back(std::move(listener));
+}
+
+void SystemMap::Publish(uint64_t version) const {
+  std::vector<std::function<void(uint64_t)>> listeners;
+  {
+    std::lock_guard<std::mutex> lock(publish_mu_);
+    if (version <= published_) return;
+    published_ = version;
+    listeners = listeners_;
+  }
+  published_cv_.notify_all();
+  for (const auto& l : listeners) l(version);
+}
+
+uint64_t SystemMap::WaitNewer(uint64_t known, std::chrono::milliseconds max_wait) const {
+  std::unique_lock<std::mutex> lock(publish_mu_);
+  published_cv_.wait_for(lock, max_wait, [&] { return published_ > known || stopped_; });
+  return published_;
+}
+
+void SystemMap::StopWaiters() {
+  {
+    std::lock_guard<std::mutex> lock(publish_mu_);
+    stopped_ = true;
+  }
+  published_cv_.notify_all();
+}
+
+bool SystemMap::stopped() const {
+  std::lock_guard<std::mutex> lock(publish_mu_);
+  return stopped_;
 }
 
 uint64_t SystemMap::version() const {

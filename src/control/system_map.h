@@ -12,9 +12,17 @@
 // its value, retried), and Snapshot() re-reads it, falling back to the last
 // map read when the store cannot be reached (data I/O goes on under it).
 //
+// Watching the map (docs/cluster.md, "Map versions"): every map this object
+// writes or reads that is newer than the last one it knew is published —
+// listeners run (AddListener; the engine's targets learn the version there)
+// and WaitNewer returns. In a shared store another engine's changes arrive
+// through Observe, fed by an etcd watch of the record (system_map_watch.h).
+//
 // Owned by ControlPlane. Thread-safe.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -62,6 +70,22 @@ class SystemMap {
   rpc::PoolMap Snapshot() const;
   uint64_t version() const;
 
+  // Adopts `map` (read from the store elsewhere: an etcd watch) when it is
+  // newer than the one known, and publishes it.
+  void Observe(const rpc::PoolMap& map);
+  // The version of the last map known, without reading the store.
+  uint64_t known_version() const;
+  // Runs `listener(version)` after every newer map is known (on the thread
+  // that learned it; it must not call back into this object's writers).
+  // Listeners are never removed: they must outlive the map.
+  void AddListener(std::function<void(uint64_t version)> listener);
+  // Blocks until a map newer than `known` is known, at most `max_wait`, or
+  // until StopWaiters; returns the version known then.
+  uint64_t WaitNewer(uint64_t known, std::chrono::milliseconds max_wait) const;
+  // Wakes every WaitNewer for good (the services are stopping).
+  void StopWaiters();
+  bool stopped() const;
+
  private:
   explicit SystemMap(StateStore* store) : store_(store) {}
   // Reads the current record (shared store) or the cached one; applies
@@ -69,9 +93,18 @@ class SystemMap {
   // one higher, compared against the record read, with `guard`'s contents.
   Result<uint64_t> Mutate(const std::function<Result<bool>(rpc::PoolMap*)>& change, const StoreBatch& guard);
 
+  // Publishes `version` when it is newer than the last published one.
+  // REQUIRES: mu_ not held.
+  void Publish(uint64_t version) const;
+
   StateStore* store_;
   mutable std::mutex mu_;
   mutable rpc::PoolMap map_;  // GUARDED_BY(mu_): the last map read or written
+  mutable std::mutex publish_mu_;
+  mutable std::condition_variable published_cv_;
+  mutable uint64_t published_ = 0;                        // GUARDED_BY(publish_mu_)
+  bool stopped_ = false;                                  // GUARDED_BY(publish_mu_)
+  std::vector<std::function<void(uint64_t)>> listeners_;  // GUARDED_BY(publish_mu_)
 };
 
 }  // namespace ros2::control

@@ -159,6 +159,12 @@ Status Engine::StartEmbeddedControl() {
   if (!cp.ok()) return cp.status().WithContext("engine: control plane");
   control_ = std::move(*cp);
   env_.verifier.store(&control_->verifier(), std::memory_order_release);
+  // Every map the control plane knows (its own writes; in a cluster, the etcd
+  // watch of the map) reaches the targets' version check.
+  control::SystemMap& sysmap = control_->system_map();
+  sysmap.AddListener([this](uint64_t version) { env_.maps.Advance(version); });
+  env_.maps.Advance(sysmap.known_version());
+  env_.maps.StartRefresher([this]() -> Result<uint64_t> { return control_->system_map().Snapshot().version(); });
   env_.resolve_pool = [this](const Uuid& pool) -> Result<PoolLayout> {
     ROS2_ASSIGN_OR_RETURN(auto access, control_->catalog().PoolLayoutFor(pool.ToString()));
     return LayoutFromMap(access.info.size_bytes(), access.map, env_.engine_id);
@@ -324,6 +330,7 @@ Status Engine::JoinManagement() {
   control_address_ = config_.control.join;
   ROS2_LOG_INFO("engine {}: joined {} (map version {})", env_.engine_id.ToString(), config_.control.join,
                 reply->map_version());
+  env_.maps.Advance(reply->map_version());
 
   JoinedSyncOptions sync;
   sync.data_dir = config_.data_dir;
@@ -342,6 +349,7 @@ Status Engine::JoinManagement() {
   sync.on_container_destroyed = [this](const Uuid& pool, const Uuid& c) {
     if (!env_.IsDestroyed(pool, c)) (void)OnContainerDestroy(pool, c);
   };
+  sync.on_map_version = [this](uint64_t version) { env_.maps.Advance(version); };
   const control::Credentials creds{config_.control.join_tenant, *secret};
   joined_sync_ = std::make_unique<JoinedSync>(
       std::make_unique<control::ManagementClient>(*channel, creds),
@@ -397,6 +405,8 @@ void Engine::Shutdown() {
   std::filesystem::remove(ready_file(), ec);
   metrics_.reset();  // before the targets it reads
   if (joined_sync_) joined_sync_->Stop();
+  // Pool map watch streams end now rather than at the shutdown deadline.
+  if (control_) control_->system_map().StopWaiters();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   // Targets drain in parallel: each waits at most the shutdown grace.
   std::vector<std::thread> stoppers;
@@ -405,6 +415,7 @@ void Engine::Shutdown() {
   targets_.clear();
   grpc_.reset();
   env_.verifier.store(nullptr, std::memory_order_release);
+  env_.maps.Stop();  // its refresher reads the control plane
   control_.reset();
   joined_sync_.reset();
   joined_verifier_.reset();

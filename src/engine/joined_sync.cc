@@ -76,9 +76,11 @@ void JoinedSync::Loop(std::chrono::milliseconds interval, Status (JoinedSync::*r
 Status JoinedSync::SyncRevocationsOnce() {
   if (options_.verifier == nullptr || !revocations_) return Status::Ok();
   const auto sent = std::chrono::steady_clock::now();
-  auto synced = revocations_->SyncRevocations(options_.verifier);
+  uint64_t map_version = 0;
+  auto synced = revocations_->SyncRevocations(options_.verifier, &map_version);
   if (!synced.ok()) return synced.status().WithContext("revocations");
   options_.verifier->MarkFresh(sent);
+  if (options_.on_map_version) options_.on_map_version(map_version);
   return Status::Ok();
 }
 

@@ -18,6 +18,8 @@
 //      safe: a directory seen before the listing belongs to a container that
 //      existed before it, so only a destroyed one can be missing from it
 //      (UUIDs are never reused).
+//   3. Every revocation sync also brings the endpoint's pool map version
+//      (on_map_version): how a joined engine learns new maps.
 // Failures (endpoint unreachable) are logged and retried next round; nothing is
 // deleted on a failed listing.
 //
@@ -51,6 +53,8 @@ struct JoinedSyncOptions {
   std::function<std::vector<std::pair<Uuid, Uuid>>()> opened_shards;
   std::function<void(const Uuid& pool)> on_pool_destroyed;
   std::function<void(const Uuid& pool, const Uuid& container)> on_container_destroyed;
+  // After every revocation sync: the endpoint's pool map version.
+  std::function<void(uint64_t version)> on_map_version;
 };
 
 class JoinedSync {

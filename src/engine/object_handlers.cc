@@ -127,6 +127,18 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
         op, cap->session.ToString(), req.connection_id(), req.AuthenticatedSessions()));
   }
   req.MarkAuthenticated();  // a valid capability: the connection is no longer subject to the hello limits
+  // The map version: checked once the caller is known (a stranger learns
+  // nothing of the map) and before anything runs, so a refused request can be
+  // resent whatever it was.
+  const uint64_t known = env_->maps.current();
+  if (header.map_version < known) {
+    metrics_.Refuse(Refusal::kStaleMap);
+    return Status::StaleMap(
+        fmt::format("engine target {}: {} made with pool map version {}, this engine has version {}: refresh the "
+                    "pool map and resend",
+                    index_, op, header.map_version, known));
+  }
+  if (header.map_version > known) env_->maps.NoteNewer(header.map_version);
   if (cap->IsPoolCapability()) {
     metrics_.Refuse(Refusal::kCapability);
     return Status::PermissionDenied(
@@ -187,7 +199,7 @@ void Target::HandleUpdate(IncomingRequest req) {
   auto m = obj::DecodeUpdateRequest(req.payload());
   if (!m.ok()) return req.Reply(m.status());
   auto shard = Admit(req, m->header, control::kRightWrite);
-  if (!shard.ok()) return req.Reply(shard.status());
+  if (!shard.ok()) return ReplyRefused(req, shard.status(), m->header);
   if (*shard == nullptr) return Park(std::move(req), m->header);
   if (req.bulk_out_size() != m->length) {
     return req.Reply(Status::InvalidArgument(fmt::format(
@@ -289,7 +301,7 @@ void Target::HandleFetch(IncomingRequest req) {
   auto m = obj::DecodeFetchRequest(req.payload());
   if (!m.ok()) return req.Reply(m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
-  if (!shard.ok()) return req.Reply(shard.status());
+  if (!shard.ok()) return ReplyRefused(req, shard.status(), m->header);
   if (*shard == nullptr) return Park(std::move(req), m->header);
   const uint64_t capacity = req.bulk_in_capacity();
   uint64_t want = capacity;
@@ -413,7 +425,7 @@ void Target::HandlePunch(IncomingRequest req) {
   auto m = obj::DecodePunchRequest(req.payload());
   if (!m.ok()) return req.Reply(m.status());
   auto shard = Admit(req, m->header, control::kRightWrite);
-  if (!shard.ok()) return req.Reply(shard.status());
+  if (!shard.ok()) return ReplyRefused(req, shard.status(), m->header);
   if (*shard == nullptr) return Park(std::move(req), m->header);
   Epoch epoch = m->header.epoch;
   if (epoch != 0) {
@@ -466,16 +478,24 @@ void Target::HandlePunch(IncomingRequest req) {
   });
 }
 
-void Target::FailEnumerate(IncomingRequest& req, const Status& why) {
+void Target::FailEnumerate(IncomingRequest& req, const Status& why, const obj::RequestHeader* header) {
   metrics_.Of(OpKind::kEnumerate).failed.Add();
+  if (header != nullptr) return ReplyRefused(req, why, *header);
   req.Reply(why);
+}
+
+void Target::ReplyRefused(IncomingRequest& req, const Status& why, const obj::RequestHeader& header) {
+  if (why.code() != Status::Code::kStaleMap) return req.Reply(why);
+  // The version only goes up: still newer than the request's.
+  const obj::StaleMapReply stale{env_->maps.current(), header.map_version};
+  req.Reply(why, obj::Encode(stale));
 }
 
 void Target::HandleList(IncomingRequest req) {
   auto m = obj::DecodeListRequest(req.payload());
   if (!m.ok()) return FailEnumerate(req, m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
-  if (!shard.ok()) return FailEnumerate(req, shard.status());
+  if (!shard.ok()) return FailEnumerate(req, shard.status(), &m->header);
   if (*shard == nullptr) return Park(std::move(req), m->header);
   vos::Vos& vos = *(*shard)->vos;
   const Epoch epoch = ReadEpoch(m->header.epoch);
@@ -542,7 +562,7 @@ void Target::HandleQuery(IncomingRequest req) {
   auto m = obj::DecodeQueryRequest(req.payload());
   if (!m.ok()) return FailEnumerate(req, m.status());
   auto shard = Admit(req, m->header, control::kRightRead);
-  if (!shard.ok()) return FailEnumerate(req, shard.status());
+  if (!shard.ok()) return FailEnumerate(req, shard.status(), &m->header);
   if (*shard == nullptr) return Park(std::move(req), m->header);
   vos::Vos& vos = *(*shard)->vos;
   const Epoch epoch = ReadEpoch(m->header.epoch);

@@ -49,6 +49,7 @@
 #include "control/capability.h"
 #include "engine/buffer_pool.h"
 #include "engine/dkey_gate.h"
+#include "engine/map_versions.h"
 #include "engine/pool_space.h"
 #include "engine/request_budget.h"
 #include "engine/target_metrics.h"
@@ -95,6 +96,9 @@ struct TargetEnvironment {
   std::set<std::pair<Uuid, Uuid>> opened;  // GUARDED_BY(opened_mu)
   // Pool sizes, target sets and space budgets (pool_space.h).
   PoolSpaceTable pools;
+  // The newest pool map version this engine knows: requests made with an
+  // older map are refused with StaleMap (map_versions.h).
+  MapVersions maps;
   // Asks the control plane for a pool's size and target set (blocking; called
   // on shard-opener threads). Set before the targets are published; unset,
   // shards do not open (Busy).
@@ -213,11 +217,16 @@ class Target {
   void FetchDataReady(uint64_t handled, uint64_t* reaped);
   void FetchReplied(uint64_t arrived, uint64_t reaped);
   void HandlePunch(transport::IncomingRequest req);
-  // Replies `why` to a list or query and counts it as a failed enumerate.
-  void FailEnumerate(transport::IncomingRequest& req, const Status& why);
+  // Replies `why` to a list or query and counts it as a failed enumerate;
+  // with `header`, as ReplyRefused.
+  void FailEnumerate(transport::IncomingRequest& req, const Status& why, const obj::RequestHeader* header = nullptr);
+  // Replies an Admit refusal: a StaleMap one carries the StaleMapReply (this
+  // engine's map version and the request's).
+  void ReplyRefused(transport::IncomingRequest& req, const Status& why, const obj::RequestHeader& header);
   void HandleList(transport::IncomingRequest req);
   void HandleQuery(transport::IncomingRequest req);
-  // Shutdown, target, capability and shard checks shared by every handler. A
+  // Shutdown, target, capability, map version and shard checks shared by
+  // every handler (StaleMap for a request made with an older map). A
   // nullptr shard means it is being opened: the handler parks the request (Park).
   Result<Shard*> Admit(const transport::IncomingRequest& req, const obj::RequestHeader& header, control::Rights rights);
   // The container's open shard; nullptr while it is not open yet (then, with

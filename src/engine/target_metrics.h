@@ -28,7 +28,7 @@ enum class Refusal : uint8_t {
   kCapability = 0,  // no, a bad, an expired or a revoked capability, or too few rights
   kBudget,          // the in-flight budget (limits.*_in_flight) is spent: Busy
   kSpace,           // the pool's space on this engine is used up: NoSpace
-  kStaleMap,        // addressed to another target, or to a target outside the pool: the client's map is stale
+  kStaleMap,        // made with an older pool map version than the engine's (StaleMap), or addressed to another target
   kLimit,           // over limits.max_io_size or limits.max_epoch_drift
 };
 inline constexpr size_t kRefusals = 5;

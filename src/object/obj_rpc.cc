@@ -43,6 +43,7 @@ class Writer {
     Id(h.container);
     U32(h.target);
     U64(h.epoch);
+    U64(h.map_version);
   }
   void Csum(const Checksums& c) {
     U8(static_cast<uint8_t>(c.type));
@@ -129,7 +130,8 @@ class Reader {
     ROS2_RETURN_IF_ERROR(Id("pool", &h->pool));
     ROS2_RETURN_IF_ERROR(Id("container", &h->container));
     ROS2_RETURN_IF_ERROR(U32("target", &h->target));
-    return U64("epoch", &h->epoch);
+    ROS2_RETURN_IF_ERROR(U64("epoch", &h->epoch));
+    return U64("map version", &h->map_version);
   }
   Status Csum(Checksums* c) {
     uint8_t type = 0;
@@ -581,6 +583,27 @@ Result<QueryReply> DecodeQueryReply(std::span<const uint8_t> bytes) {
   if (m.kind != QueryKind::kArrayEnd) ROS2_RETURN_IF_ERROR(r.Key("max dkey", &m.max_dkey));
   if (m.kind != QueryKind::kMaxDkey) ROS2_RETURN_IF_ERROR(r.U64("array end", &m.array_end));
   ROS2_RETURN_IF_ERROR(r.Done());
+  return m;
+}
+
+// --- stale map refusal ---
+std::vector<uint8_t> Encode(const StaleMapReply& m) {
+  Writer w;
+  w.U64(m.engine_version);
+  w.U64(m.request_version);
+  return w.Take();
+}
+Result<StaleMapReply> DecodeStaleMapReply(std::span<const uint8_t> bytes) {
+  Reader r(bytes, "stale map reply");
+  StaleMapReply m;
+  ROS2_RETURN_IF_ERROR(r.Version());
+  ROS2_RETURN_IF_ERROR(r.U64("engine version", &m.engine_version));
+  ROS2_RETURN_IF_ERROR(r.U64("request version", &m.request_version));
+  ROS2_RETURN_IF_ERROR(r.Done());
+  if (m.engine_version <= m.request_version) {
+    return r.Fail(
+        fmt::format("engine version {} is not newer than the request's {}", m.engine_version, m.request_version));
+  }
   return m;
 }
 

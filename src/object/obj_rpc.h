@@ -44,7 +44,9 @@ namespace ros2::obj {
 
 // Version 2: request flags (conditional update and punch, fetch with the
 // array's end), the fetch reply's array end, and the array-tail query.
-inline constexpr uint8_t kProtocolVersion = 2;
+// Version 3: every request header carries the client's pool map version, and
+// a StaleMap refusal carries a StaleMapReply.
+inline constexpr uint8_t kProtocolVersion = 3;
 
 // Limits enforced by the decoders (and by the encoders' callers).
 inline constexpr size_t kMaxKeySize = 1024;                // dkey and akey bytes
@@ -103,7 +105,20 @@ struct RequestHeader {
   // that arrive at another target.
   uint32_t target = 0;
   Epoch epoch = 0;  // see the file comment for what 0 means
+  // The version of the pool map the client placed the request with. A target
+  // whose map is newer refuses the request with StaleMap and a StaleMapReply
+  // (docs/cluster.md, "Map versions").
+  uint64_t map_version = 0;
   friend bool operator==(const RequestHeader&, const RequestHeader&) = default;
+};
+
+// The payload of a StaleMap refusal (the only error reply with a payload):
+// the target's map version and the one the request was made with. The client
+// fetches a map at least as new as `engine_version` and resends.
+struct StaleMapReply {
+  uint64_t engine_version = 0;
+  uint64_t request_version = 0;
+  friend bool operator==(const StaleMapReply&, const StaleMapReply&) = default;
 };
 
 struct PingRequest {
@@ -231,6 +246,7 @@ std::vector<uint8_t> Encode(const ListRequest& m);
 std::vector<uint8_t> Encode(const ListReply& m);
 std::vector<uint8_t> Encode(const QueryRequest& m);
 std::vector<uint8_t> Encode(const QueryReply& m);
+std::vector<uint8_t> Encode(const StaleMapReply& m);
 
 // --- decoding: full validation, see the file comment ---
 Result<PingRequest> DecodePingRequest(std::span<const uint8_t> bytes);
@@ -245,6 +261,7 @@ Result<ListRequest> DecodeListRequest(std::span<const uint8_t> bytes);
 Result<ListReply> DecodeListReply(std::span<const uint8_t> bytes);
 Result<QueryRequest> DecodeQueryRequest(std::span<const uint8_t> bytes);
 Result<QueryReply> DecodeQueryReply(std::span<const uint8_t> bytes);
+Result<StaleMapReply> DecodeStaleMapReply(std::span<const uint8_t> bytes);
 
 // Encoded size of one list entry, for callers that budget a ListReply against
 // kMaxListReplyBytes (the fixed part of a reply is kListReplyOverhead plus the

@@ -17,6 +17,7 @@ RequestHeader SampleHeader() {
   h.container = Uuid::Generate();
   h.target = 3;
   h.epoch = 0x123456789abcULL;
+  h.map_version = 0x0102030405060708ULL;
   return h;
 }
 
@@ -182,8 +183,9 @@ TEST(ObjRpc, BadVersionFlagsAndEnumsAreRejected) {
   bad[1] = 0x80;  // flags
   EXPECT_EQ(DecodeUpdateRequest(bad).status().code(), Status::Code::kProtocol);
 
-  // value type lives after version, flags, 2 uuids, target, epoch, oid, 2 keys.
-  size_t type_off = 1 + 1 + 16 + 16 + 4 + 8 + 16 + 2 + 7 + 2 + 4;
+  // value type lives after version, flags, 2 uuids, target, epoch, map
+  // version, oid, 2 keys.
+  size_t type_off = 1 + 1 + 16 + 16 + 4 + 8 + 8 + 16 + 2 + 7 + 2 + 4;
   bad = bytes;
   ASSERT_EQ(bad[type_off], 2);
   bad[type_off] = 9;
@@ -387,6 +389,43 @@ TEST(ObjRpc, FetchReplyCarriesArrayEndAndTailQueryRoundTrips) {
   auto tb = DecodeQueryReply(Encode(t));
   ASSERT_TRUE(tb.ok()) << tb.status().ToString();
   EXPECT_EQ(*tb, t);
+}
+
+}  // namespace
+}  // namespace ros2::obj
+
+namespace ros2::obj {
+namespace {
+
+TEST(ObjRpc, MapVersionTravelsInEveryHeader) {
+  UpdateRequest m = SampleUpdate();
+  m.header.map_version = 41;
+  auto back = DecodeUpdateRequest(Encode(m));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->header.map_version, 41u);
+  QueryRequest q;
+  q.header = SampleHeader();
+  q.header.map_version = uint64_t{1} << 63;
+  q.kind = QueryKind::kMaxDkey;
+  q.oid = ObjectId{1, 2};
+  auto qb = DecodeQueryRequest(Encode(q));
+  ASSERT_TRUE(qb.ok()) << qb.status().ToString();
+  EXPECT_EQ(qb->header.map_version, uint64_t{1} << 63);
+}
+
+TEST(ObjRpc, StaleMapReplyRoundTripAndRules) {
+  StaleMapReply r{.engine_version = 9, .request_version = 7};
+  auto back = DecodeStaleMapReply(Encode(r));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, r);
+  // A refusal whose engine version is not newer than the request's makes no sense.
+  auto same = DecodeStaleMapReply(Encode(StaleMapReply{7, 7}));
+  ASSERT_FALSE(same.ok());
+  EXPECT_EQ(same.status().code(), Status::Code::kProtocol);
+  EXPECT_NE(same.status().message().find("not newer"), std::string::npos) << same.status().ToString();
+  auto bytes = Encode(r);
+  bytes.pop_back();
+  EXPECT_EQ(DecodeStaleMapReply(bytes).status().code(), Status::Code::kProtocol);
 }
 
 }  // namespace

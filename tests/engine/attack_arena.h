@@ -173,6 +173,7 @@ struct Arena {
                                      "pool=" + cont.pool_uuid(),
                                      "container=" + cont.uuid(),
                                      "target=0",
+                                     "map_version=" + std::to_string(attacker->map().version),
                                      "session=" + attacker->pool().session_uuid,
                                      "session_key=" + Hex(attacker->pool().session_key)};
     args.insert(args.end(), more.begin(), more.end());

@@ -27,6 +27,8 @@ Result<std::unique_ptr<ObjectSession>> ObjectSession::Open(const std::string& co
   if (!cont.ok()) return cont.status();
   s->cont_ = std::move(*cont);
   s->capability = s->cont_.capability;
+  s->control_ = control;
+  s->creds_ = creds;
 
   const rpc::PoolMap& m = s->conn_.map;
   s->map_.version = m.version();
@@ -78,7 +80,35 @@ obj::RequestHeader ObjectSession::Header(uint32_t global_target, Epoch epoch) co
   if (cont.ok()) h.container = *cont;
   h.target = map_.targets[global_target].engine_index;
   h.epoch = epoch;
+  h.map_version = map_.version;
   return h;
+}
+
+Result<uint64_t> ObjectSession::RefreshMapVersion() {
+  ROS2_ASSIGN_OR_RETURN(auto channel, control::MakeControlChannel({.address = control_}));
+  control::SessionClient session(channel);
+  ROS2_ASSIGN_OR_RETURN(rpc::PoolMap m, session.GetPoolMap(creds_, conn_.session_uuid));
+  map_.version = m.version();
+  return map_.version;
+}
+
+ObjectSession::RawReply ObjectSession::CallRaw(uint32_t global_target, obj::Opcode op,
+                                               std::span<const uint8_t> payload) {
+  transport::CallOptions options;
+  options.timeout = std::chrono::seconds(20);
+  options.capability = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(capability.data()), capability.size());
+  RawReply out;
+  bool done = false;
+  Status sent = endpoints_.at(global_target)
+                    ->Call(static_cast<uint16_t>(op), payload, options, [&](const transport::ReplyView& reply) {
+                      out.status = reply.status;
+                      out.payload.assign(reply.payload.begin(), reply.payload.end());
+                      done = true;
+                    });
+  if (!sent.ok()) return RawReply{sent, {}};
+  (void)worker_->RunUntil([&done] { return done; }, std::chrono::seconds(30));
+  if (!done) return RawReply{Status::TimedOut("object session: no reply within 30 s"), {}};
+  return out;
 }
 
 Result<transport::ReplyMessage> ObjectSession::Call(uint32_t global_target, obj::Opcode op,

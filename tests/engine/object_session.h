@@ -46,7 +46,21 @@ class ObjectSession {
   std::string capability;
 
   Result<uint32_t> TargetOf(const ObjectId& oid, const std::string& dkey) const;
+  // The header of a request to `global_target`, made with the session's map
+  // version (map().version; tests set map_version to send another).
   obj::RequestHeader Header(uint32_t global_target, Epoch epoch = 0) const;
+  // Fetches the pool's current map version (Session.GetPoolMap) into map();
+  // the targets and endpoints stay as they are. Returns the version.
+  Result<uint64_t> RefreshMapVersion();
+  void set_map_version(uint64_t version) { map_.version = version; }
+
+  // A raw call whose reply keeps its payload whatever its status (a StaleMap
+  // refusal carries one).
+  struct RawReply {
+    Status status;
+    std::vector<uint8_t> payload;
+  };
+  RawReply CallRaw(uint32_t global_target, obj::Opcode op, std::span<const uint8_t> payload);
 
   // Raw call to a global target.
   Result<transport::ReplyMessage> Call(uint32_t global_target, obj::Opcode op, std::span<const uint8_t> payload,
@@ -68,6 +82,8 @@ class ObjectSession {
   Result<obj::UpdateReply> Update(obj::UpdateRequest req, std::span<const std::byte> data);
   Result<FetchOutcome> Fetch(const obj::FetchRequest& req, size_t capacity);
 
+  std::string control_;
+  control::Credentials creds_;
   control::PoolConnection conn_;
   control::ContainerHandle cont_;
   PoolMap map_;

@@ -306,6 +306,7 @@ wire::Message UpdateMessage(const RawClient& c, uint64_t request_id, uint64_t le
   req.header.pool = *Uuid::Parse(Arg("pool"));
   req.header.container = *Uuid::Parse(Arg("container"));
   req.header.target = static_cast<uint32_t>(NumArg("target", 0));
+  req.header.map_version = NumArg("map_version", 0);  // the current map: the attack gets past the version check
   req.oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, 77);
   req.dkey = "d";
   req.akey = "stolen";

@@ -118,6 +118,7 @@ struct Attacker {
     h.pool = *Uuid::Parse(Arg("pool"));
     h.container = *Uuid::Parse(Arg("container"));
     h.target = static_cast<uint32_t>(NumArg("target", 0));
+    h.map_version = NumArg("map_version", 0);  // the current map: the attack gets past the version check
     return h;
   }
   ObjectId Oid() const { return ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, NumArg("oid", 77)); }

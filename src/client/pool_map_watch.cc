@@ -1,0 +1,124 @@
+#include "client/pool_map_watch.h"
+
+#include <algorithm>
+#include <condition_variable>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+
+namespace ros2::client {
+namespace {
+
+std::shared_ptr<grpc::Channel> MakeWatchChannel(const std::string& endpoint) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return grpc::CreateCustomChannel(endpoint, grpc::InsecureChannelCredentials(), args);
+}
+
+bool Refused(const grpc::Status& st) {
+  switch (st.error_code()) {
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::UNIMPLEMENTED: return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+PoolMapWatch::PoolMapWatch(PoolMapWatchOptions options) : options_(std::move(options)) {
+  endpoints_.push_back(options_.control);
+  channels_.push_back(options_.first);
+  thread_ = std::thread([this] { Run(); });
+}
+
+PoolMapWatch::~PoolMapWatch() {
+  Stop();
+}
+
+void PoolMapWatch::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+    if (ctx_ != nullptr) ctx_->TryCancel();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<grpc::Channel> PoolMapWatch::ChannelFor(size_t at) {
+  std::lock_guard lock(mu_);
+  at %= endpoints_.size();
+  if (!channels_[at]) channels_[at] = MakeWatchChannel(endpoints_[at]);
+  return channels_[at];
+}
+
+void PoolMapWatch::Learn(const rpc::PoolMapUpdate& update) {
+  std::lock_guard lock(mu_);
+  for (const auto& e : update.control_endpoints()) {
+    if (std::find(endpoints_.begin(), endpoints_.end(), e) != endpoints_.end()) continue;
+    endpoints_.push_back(e);
+    channels_.push_back(nullptr);
+  }
+}
+
+grpc::Status PoolMapWatch::StreamOnce(size_t at) {
+  auto stub = rpc::Session::NewStub(ChannelFor(at));
+  grpc::ClientContext ctx;
+  control::AttachCredentials(&ctx, options_.credentials);
+  {
+    std::lock_guard lock(mu_);
+    if (stop_) return grpc::Status::CANCELLED;
+    ctx_ = &ctx;
+  }
+  rpc::WatchPoolMapRequest req;
+  req.set_pool(options_.pool);
+  req.set_known_version(options_.known_version());
+  auto reader = stub->WatchPoolMap(&ctx, req);
+  opened_.fetch_add(1, std::memory_order_relaxed);
+  rpc::PoolMapUpdate update;
+  while (reader->Read(&update)) {
+    Learn(update);
+    auto snapshot = MakeMapSnapshot(update.map());
+    if (!snapshot.ok()) {
+      ROS2_LOG_WARN("libros2: pool {}: a watched map does not convert: {}", options_.label,
+                    snapshot.status().ToString());
+      continue;
+    }
+    received_.fetch_add(1, std::memory_order_relaxed);
+    options_.apply(std::move(*snapshot));
+  }
+  grpc::Status st = reader->Finish();
+  std::lock_guard lock(mu_);
+  ctx_ = nullptr;
+  return st;
+}
+
+void PoolMapWatch::Run() {
+  size_t at = 0;
+  std::chrono::milliseconds pause{100};
+  for (;;) {
+    const auto started = std::chrono::steady_clock::now();
+    grpc::Status st = StreamOnce(at);
+    std::unique_lock lock(mu_);
+    if (stop_) return;
+    // A stream that lived a while ended because its engine went away: try
+    // the next one soon. Quick failures back off.
+    if (std::chrono::steady_clock::now() - started > std::chrono::seconds(5)) pause = std::chrono::milliseconds(100);
+    const auto wait = Refused(st) ? std::chrono::milliseconds(5000) : pause;
+    ROS2_LOG_DEBUG("libros2: pool {}: map watch on {} ended ({}); next try in {} ms", options_.label,
+                   endpoints_[at % endpoints_.size()], st.error_message(), wait.count());
+    at = (at + 1) % endpoints_.size();
+    cv_.wait_for(lock, wait, [this] { return stop_; });
+    if (stop_) return;
+    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+  }
+}
+
+}  // namespace ros2::client

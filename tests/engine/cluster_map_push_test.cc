@@ -1,0 +1,281 @@
+// Pool maps pushed to clients (docs/cluster.md, "Map versions" and "Failure
+// detection"), all real processes: an etcd member, three ros2-engine processes
+// with control.store etcd://... and a 3 s lease TTL, and two libros2 clients of
+// one pool — one watching its pool's map (the default), one with the watch off
+// (ClientOptions::watch_pool_maps = false). Label `cluster`.
+//
+// An engine killed with -9: its targets DOWN and the map version up within
+// 2 x TTL; the watching client holds the new map without a failed request (no
+// engine counted a stale_map refusal for its next write); the other client's
+// next write is refused once (StaleMap), refreshes its map and is resent. Then
+// the engine serving the watch is killed too: the watch moves to another
+// engine and the client still learns the next map. The measured times are
+// printed (kill -> DOWN, kill -> client on the new map).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "control/control_channel.h"
+#include "control/management_client.h"
+#include "metrics/scrape.h"
+#include "object_session.h"
+#include "ros2/client.h"
+#include "testing/engine_process.h"
+#include "testing/etcd_process.h"
+#include "testing/pattern.h"
+#include "testing/status_assert.h"
+
+namespace ros2::testing {
+namespace {
+
+using client::Client;
+using client::ClientOptions;
+using client::Container;
+using client::Pool;
+using Clock = std::chrono::steady_clock;
+constexpr auto kTtl = std::chrono::seconds(3);
+constexpr long long kTtlMs = 3000;
+
+long long MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+struct Cluster {
+  TempDir dir;
+  std::unique_ptr<EtcdTestCluster> etcd;
+  std::vector<std::unique_ptr<EngineProcess>> engines;
+  std::vector<bool> alive;
+  control::Credentials admin;
+
+  void Start(int engine_count) {
+    auto e = EtcdTestCluster::Start(1);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    etcd = std::move(*e);
+    const std::string key_dir = dir.path() + "/keys";
+    ASSERT_EQ(::mkdir(key_dir.c_str(), 0700), 0);
+    const std::string key_file = key_dir + "/cluster.key";
+    {
+      std::ofstream out(key_file);
+      out << "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+    }
+    ::chmod(key_file.c_str(), 0600);
+    ROS2_ASSERT_OK(GiveToServiceUser(key_dir));
+    for (int i = 0; i < engine_count; ++i) {
+      EngineOptions o;
+      o.data_dir = dir.path() + "/engine" + std::to_string(i);
+      o.targets = 1;
+      o.metrics_listen = "127.0.0.1:0";
+      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + key_file,
+                         "lease_ttl: " + std::to_string(kTtl.count()) + "s"};
+      auto p = EngineProcess::Start(o);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      engines.push_back(std::move(*p));
+      alive.push_back(true);
+    }
+    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
+    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
+    admin = {"admin", *secret};
+  }
+
+  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) {
+    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
+    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
+    return std::make_unique<control::ManagementClient>(*channel, admin, std::chrono::seconds(5));
+  }
+
+  int LeaderIndex(size_t ask) {
+    auto st = Mgmt(ask)->GetEngineStatus();
+    if (!st.ok()) return -1;
+    for (size_t i = 0; i < engines.size(); ++i) {
+      if (st->leader() == engines[i]->control()) return static_cast<int>(i);
+    }
+    return -1;
+  }
+
+  void Kill(size_t i) {
+    engines[i]->Kill();
+    alive[i] = false;
+  }
+
+  // stale_map refusals counted by the live engines.
+  double StaleMapRefusals() {
+    double total = 0;
+    for (size_t i = 0; i < engines.size(); ++i) {
+      if (!alive[i]) continue;
+      auto body = metrics::HttpGet(engines[i]->metrics(), "/metrics");
+      if (!body.ok()) return -1;
+      auto samples = metrics::ParseExposition(*body);
+      if (!samples.ok()) return -1;
+      for (const auto& s : *samples) {
+        if (s.name == "ros2_engine_refusals_total" && s.Label("reason") == "stale_map") total += s.value;
+      }
+    }
+    return total;
+  }
+};
+
+bool AllTargetsDown(const rpc::EngineStatus& st, const std::string& engine) {
+  bool any = false;
+  for (const auto& t : st.targets()) {
+    if (t.engine_uuid() != engine) continue;
+    any = true;
+    if (t.state() != rpc::TARGET_DOWN) return false;
+  }
+  return any;
+}
+
+struct ClientOfPool {
+  std::unique_ptr<Client> client;
+  std::unique_ptr<Pool> pool;
+  std::unique_ptr<Container> container;
+
+  static ClientOfPool Open(const std::string& control, const control::Credentials& admin, bool watch) {
+    ClientOfPool c;
+    ClientOptions o;
+    o.control = control;
+    o.tenant = admin.tenant;
+    o.secret = admin.secret;
+    o.transport = "tcp";
+    o.watch_pool_maps = watch;
+    auto client = Client::Connect(o);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    if (!client.ok()) return c;
+    c.client = std::move(*client);
+    auto pool = c.client->ConnectPool("p");
+    EXPECT_TRUE(pool.ok()) << pool.status().ToString();
+    if (!pool.ok()) return c;
+    c.pool = std::move(*pool);
+    auto cont = c.pool->OpenContainer("c");
+    EXPECT_TRUE(cont.ok()) << cont.status().ToString();
+    if (cont.ok()) c.container = std::move(*cont);
+    return c;
+  }
+  uint64_t version() const { return pool->summary().map_version; }
+  Status Put(const ObjectId& oid, const std::string& dkey, uint8_t seed) const {
+    auto obj = container->OpenObject(oid);
+    if (!obj.ok()) return obj.status();
+    const auto data = Pattern(256, seed);
+    return obj->Put(dkey, "a", data);
+  }
+};
+
+TEST(ClusterMapPush, KilledEngineReachesWatchingAndStaleClients) {
+  Cluster c;
+  ASSERT_NO_FATAL_FAILURE(c.Start(3));
+  ASSERT_TRUE(c.Mgmt(0)->CreatePool("p", 64 << 20).ok());
+  ASSERT_TRUE(c.Mgmt(0)->CreateContainer("p", "c").ok());
+  int leader = -1;
+  for (int i = 0; i < 50 && leader < 0; ++i) {
+    leader = c.LeaderIndex(0);
+    if (leader < 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GE(leader, 0) << "no leader elected";
+  // The victim is neither the leader nor engine 0 (the clients' control endpoint).
+  size_t victim = 1;
+  if (leader == 1) victim = 2;
+
+  auto watching = ClientOfPool::Open(c.engines[0]->control(), c.admin, true);
+  auto blind = ClientOfPool::Open(c.engines[0]->control(), c.admin, false);
+  ASSERT_TRUE(watching.container && blind.container);
+  auto placement = ObjectSession::Open(c.engines[0]->control(), c.admin, "p", "c", transport::TransportKind::kTcp);
+  ASSERT_TRUE(placement.ok()) << placement.status().ToString();
+  const ObjectId oid = Container::MakeObjectId(ObjectClass::kSX, 21);
+  std::string dkey;  // a key whose target survives both kills below
+  for (int k = 0; k < 500 && dkey.empty(); ++k) {
+    auto t = (*placement)->TargetOf(oid, "k" + std::to_string(k));
+    ASSERT_TRUE(t.ok());
+    const std::string& engine = (*placement)->engine_of(*t);
+    if (engine != c.engines[victim]->engine_id() && engine != c.engines[0]->engine_id()) {
+      dkey = "k" + std::to_string(k);
+    }
+  }
+  ASSERT_FALSE(dkey.empty());
+  ROS2_ASSERT_OK(watching.Put(oid, dkey, 1));
+  ROS2_ASSERT_OK(blind.Put(oid, dkey, 2));
+  const uint64_t v0 = watching.version();
+  ASSERT_EQ(blind.version(), v0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the watch stream is open
+
+  const std::string victim_id = c.engines[victim]->engine_id();
+  const auto killed = Clock::now();
+  c.Kill(victim);
+  long long down_ms = -1, watch_ms = -1;
+  uint64_t down_version = 0;
+  auto mgmt = c.Mgmt(0);
+  while (MsSince(killed) < 4 * kTtlMs && (down_ms < 0 || watch_ms < 0)) {
+    if (watch_ms < 0 && watching.version() > v0) watch_ms = MsSince(killed);
+    if (down_ms < 0) {
+      auto st = mgmt->GetEngineStatus();
+      if (st.ok() && AllTargetsDown(*st, victim_id)) {
+        down_ms = MsSince(killed);
+        down_version = st->map_version();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::printf(
+      "cluster: engine kill -9 -> targets DOWN in %lld ms, watching client on the new map in %lld ms "
+      "(TTL %lld s)\n",
+      down_ms, watch_ms, static_cast<long long>(kTtl.count()));
+  ASSERT_GE(down_ms, 0) << "the killed engine's targets were not marked DOWN";
+  EXPECT_LT(down_ms, 2 * kTtlMs);
+  ASSERT_GE(watch_ms, 0) << "the watching client never saw a newer map";
+  EXPECT_LT(watch_ms, 2 * kTtlMs);
+  EXPECT_GT(down_version, v0);
+  EXPECT_GE(watching.version(), down_version);
+  EXPECT_EQ(blind.version(), v0) << "the client without a watch learned the map without a request";
+
+  // (a) The watching client's write: no engine refuses it as stale.
+  const double stale0 = c.StaleMapRefusals();
+  ASSERT_GE(stale0, 0);
+  ROS2_ASSERT_OK(watching.Put(oid, dkey, 3));
+  EXPECT_EQ(c.StaleMapRefusals(), stale0) << "the watching client's write was refused as stale";
+  // (b) The other client's write: refused once with StaleMap, the map
+  // refreshed, resent, acknowledged.
+  const auto resent = Clock::now();
+  ROS2_ASSERT_OK(blind.Put(oid, dkey, 4));
+  const long long resent_ms = MsSince(resent);
+  EXPECT_GE(c.StaleMapRefusals(), stale0 + 1) << "the stale client's write was not refused as stale";
+  EXPECT_GE(blind.version(), down_version);
+  std::printf(
+      "cluster: client without a watch: StaleMap refusal, map refresh and resend in %lld ms (map v%llu -> "
+      "v%llu)\n",
+      resent_ms, static_cast<unsigned long long>(v0), static_cast<unsigned long long>(blind.version()));
+  auto read = watching.container->OpenObject(oid);
+  ASSERT_TRUE(read.ok());
+  auto value = read->Get(dkey, "a");
+  ASSERT_TRUE(value.ok()) << value.status().ToString();
+  EXPECT_EQ(*value, Pattern(256, 4));
+
+  // The engine serving the watch (engine 0) dies: the watch moves to another
+  // engine and the client still learns the map that marks engine 0 DOWN.
+  const uint64_t v1 = watching.version();
+  const std::string first_id = c.engines[0]->engine_id();
+  const size_t last = 3 - victim;  // the engine that survives both kills
+  const auto killed0 = Clock::now();
+  c.Kill(0);
+  auto mgmt_last = c.Mgmt(last);
+  long long down0_ms = -1, watch0_ms = -1;
+  while (MsSince(killed0) < 5 * kTtlMs && (down0_ms < 0 || watch0_ms < 0)) {
+    if (watch0_ms < 0 && watching.version() > v1) watch0_ms = MsSince(killed0);
+    if (down0_ms < 0) {
+      auto st = mgmt_last->GetEngineStatus();
+      if (st.ok() && AllTargetsDown(*st, first_id)) down0_ms = MsSince(killed0);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::printf(
+      "cluster: kill -9 of the engine serving the watch -> DOWN in %lld ms, client on the new map (watch "
+      "moved to another engine) in %lld ms\n",
+      down0_ms, watch0_ms);
+  ASSERT_GE(down0_ms, 0) << "engine 0 was not marked DOWN";
+  ASSERT_GE(watch0_ms, 0) << "the watch did not move to another engine";
+  EXPECT_LT(watch0_ms, 3 * kTtlMs);
+}
+
+}  // namespace
+}  // namespace ros2::testing
