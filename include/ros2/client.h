@@ -253,6 +253,9 @@ struct ContainerSummary {
   // property is off; fetched data is then not verified).
   ChecksumType checksum = ChecksumType::kCrc32c;
   uint64_t chunk_size = 0;
+  // Redundancy factor (container property rd_fac, 0-2): the engine losses its
+  // objects must survive; OpenObject refuses a class that survives fewer.
+  uint32_t rd_fac = 0;
   Rights rights = 0;
   // Container property encryption=aes-256-gcm: file data is encrypted (DFS
   // needs the key to mount; docs/dfs.md, "Encrypted files"), and the name of

@@ -213,6 +213,20 @@ Result<std::shared_ptr<ThreadIo>> ClientCore::ThisThreadIo() {
   return io;
 }
 
+namespace {
+
+// The host of an engine, from its address in the map ("host:port", "[v6]:port"
+// or "unix:/path"): engines with the same host part share an index (the
+// replica placement's outer fault domain); an empty address is unknown.
+uint32_t HostIndex(const std::string& address, std::map<std::string, uint32_t>& hosts) {
+  if (address.empty()) return kUnknownHost;
+  std::string host = address.rfind("unix:", 0) == 0 ? std::string("local") : address;
+  if (auto colon = host.rfind(':'); colon != std::string::npos && host != "local") host.resize(colon);
+  return hosts.emplace(host, static_cast<uint32_t>(hosts.size())).first->second;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const MapSnapshot>> MakeMapSnapshot(const rpc::PoolMap& map) {
   auto snap = std::make_shared<MapSnapshot>();
   snap->map.version = map.version();
@@ -222,6 +236,7 @@ Result<std::shared_ptr<const MapSnapshot>> MakeMapSnapshot(const rpc::PoolMap& m
     snap->engine_uuids.push_back(e.uuid());
     snap->engine_addresses.push_back(e.address());
   }
+  std::map<std::string, uint32_t> hosts;
   for (int i = 0; i < map.targets_size(); ++i) {
     const auto& t = map.targets(i);
     auto [it, inserted] = ranks.emplace(t.engine_uuid(), static_cast<uint32_t>(ranks.size()));
@@ -231,6 +246,7 @@ Result<std::shared_ptr<const MapSnapshot>> MakeMapSnapshot(const rpc::PoolMap& m
     }
     TargetInfo info;
     info.engine_rank = it->second;
+    info.host = HostIndex(snap->engine_addresses[it->second], hosts);
     info.engine_index = t.index();
     switch (t.state()) {
       case rpc::TARGET_DOWN: info.state = TargetState::kDown; break;
