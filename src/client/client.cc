@@ -369,14 +369,7 @@ bool Client::offload() const {
 }
 
 Status CheckObjectClassSupported(ObjectClass oc) {
-  switch (oc) {
-    case ObjectClass::kS1:
-    case ObjectClass::kSX: return Status::Ok();
-    case ObjectClass::kRP2G1:
-    case ObjectClass::kRP3G1:
-      return Status::NotSupported(fmt::format(
-          "object class {} is reserved: replication is not implemented yet (use S1 or SX)", ObjectClassName(oc)));
-  }
+  if (ReplicaCount(oc) != 0) return Status::Ok();
   return Status::InvalidArgument(fmt::format("unknown object class {}", static_cast<int>(oc)));
 }
 
