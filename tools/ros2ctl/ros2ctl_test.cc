@@ -141,6 +141,7 @@ TEST(Ros2ctlClusterTest, EveryCommandGroupEndToEnd) {
   ASSERT_EQ(rp.exit_code, 0) << rp.err;
   EXPECT_EQ(rp.Json()["properties"]["oclass"], "RP_2GX");
   EXPECT_EQ(rp.Json()["properties"]["rd_fac"], 1u);
+  ASSERT_EQ(c->Ctl({"cont", "destroy", "data", "rp"}).exit_code, 0);
   EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "bad", "--oclass", "S1", "--rd-fac", "1"}), 1, "rd_fac=1");
   EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "bad", "--rd-fac", "3"}), 1, "rd_fac='3'");
   EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "bad", "--property", "noequals"}), 1, "KEY=VALUE");
