@@ -262,6 +262,9 @@ struct ContainerSummary {
   // property is off; fetched data is then not verified).
   ChecksumType checksum = ChecksumType::kCrc32c;
   uint64_t chunk_size = 0;
+  // Redundancy factor (container property rd_fac, 0-2): the engine losses its
+  // objects must survive; OpenObject refuses a class that survives fewer.
+  uint32_t rd_fac = 0;
   Rights rights = 0;
   // Container property encryption=aes-256-gcm: file data is encrypted (DFS
   // needs the key to mount; docs/dfs.md, "Encrypted files"), and the name of
@@ -281,9 +284,9 @@ class Container {
 
   const ContainerSummary& summary() const;
 
-  // Opens object `oid` (no RPC). NotSupported for classes this release does not
-  // implement (RP_2G1, RP_3G1: replication is reserved), InvalidArgument for an
-  // unknown class.
+  // Opens object `oid` (no RPC). InvalidArgument for an unknown class, and
+  // for a class that survives fewer engine losses than the container's
+  // redundancy factor (the message names both).
   Result<Object> OpenObject(const ObjectId& oid) const;
   // Convenience: the id of a key-value (or array) object of class `oc`.
   static ObjectId MakeObjectId(ObjectClass oc, uint64_t lo, uint64_t hi_user = 0,
@@ -466,8 +469,8 @@ class Client {
   std::shared_ptr<ClientCore> core_;
 };
 
-// Parses an ObjectClass name ("S1", "SX", ...) and refuses the reserved ones
-// with NotSupported: what OpenObject accepts.
+// InvalidArgument for a class number no ObjectClass has: what OpenObject
+// accepts (every named class, S1 to RP_3GX).
 Status CheckObjectClassSupported(ObjectClass oc);
 
 }  // namespace ros2::client

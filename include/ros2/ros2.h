@@ -36,8 +36,10 @@ typedef struct ros2_io_buffer ros2_io_buffer_t;
 enum ros2_oclass {
   ROS2_OC_S1 = 1,     /* one shard */
   ROS2_OC_SX = 2,     /* striped over every target */
-  ROS2_OC_RP_2G1 = 3, /* reserved: ros2_obj_open returns -ENOTSUP */
-  ROS2_OC_RP_3G1 = 4  /* reserved */
+  ROS2_OC_RP_2G1 = 3, /* two replicas on distinct engines, one group */
+  ROS2_OC_RP_3G1 = 4, /* three replicas, one group */
+  ROS2_OC_RP_2GX = 5, /* two replicas per group, groups over every target */
+  ROS2_OC_RP_3GX = 6  /* three replicas per group, groups over every target */
 };
 
 typedef struct ros2_client_options {

@@ -165,15 +165,50 @@ enum class ObjectType : uint8_t {
   kSuperblock = 3,
 };
 
+// Object classes, named as in DAOS: "S" classes have one copy of each shard,
+// "RP_<r>G<g>" classes keep r replicas of each of g groups (G1: one group,
+// GX: as many groups as fit on the pool's targets, the dkey picking the
+// group). A group's replicas sit on distinct engines (docs/replication.md).
+// The numbers are the object id's class byte: stored on disk, never reused.
 enum class ObjectClass : uint8_t {
   kS1 = 1,     // one shard on one target
   kSX = 2,     // striped over all targets of the pool: dkey picks the shard
-  kRP2G1 = 3,  // two replicas, one group (reserved: replication comes later)
-  kRP3G1 = 4,  // three replicas, one group (reserved)
+  kRP2G1 = 3,  // two replicas, one group
+  kRP3G1 = 4,  // three replicas, one group
+  kRP2GX = 5,  // two replicas per group, groups over all targets: dkey picks the group
+  kRP3GX = 6,  // three replicas per group, groups over all targets
 };
+inline constexpr ObjectClass kLastObjectClass = ObjectClass::kRP3GX;
+
+// Copies of each shard: 1 for S1/SX, 2 or 3 for the RP classes (0 for an
+// unknown class).
+inline constexpr uint32_t ReplicaCount(ObjectClass oc) {
+  switch (oc) {
+    case ObjectClass::kS1:
+    case ObjectClass::kSX: return 1;
+    case ObjectClass::kRP2G1:
+    case ObjectClass::kRP2GX: return 2;
+    case ObjectClass::kRP3G1:
+    case ObjectClass::kRP3GX: return 3;
+  }
+  return 0;
+}
+// Whether the class spreads its shards (or groups) over every target.
+inline constexpr bool SpreadsOverTargets(ObjectClass oc) {
+  return oc == ObjectClass::kSX || oc == ObjectClass::kRP2GX || oc == ObjectClass::kRP3GX;
+}
+// How many engine losses an object of the class survives (its replicas - 1):
+// compared with a container's redundancy factor (property rd_fac).
+inline constexpr uint32_t FailuresTolerated(ObjectClass oc) {
+  return ReplicaCount(oc) == 0 ? 0 : ReplicaCount(oc) - 1;
+}
 
 std::string_view ObjectClassName(ObjectClass oc);
-Result<ObjectClass> ParseObjectClass(std::string_view name);  // "S1", "SX", "RP_2G1", "RP_3G1"
+// "S1", "SX", "RP_2G1", "RP_3G1", "RP_2GX", "RP_3GX" (any case).
+Result<ObjectClass> ParseObjectClass(std::string_view name);
+// InvalidArgument naming both when objects of class `oc` survive fewer engine
+// losses than a container's redundancy factor `rd_fac` asks for.
+Status CheckRedundancy(ObjectClass oc, uint32_t rd_fac);
 
 struct ObjectId {
   uint64_t hi = 0;

@@ -229,7 +229,7 @@ def test_objects_key_value(container):
     obj.punch()
     assert obj.list_dkeys() == []
     with pytest.raises(OSError):
-        container.object(1, oclass="RP_2G1")
+        container.object(1, oclass="RP_9G1")
 
 
 def test_filesystem_pickles_as_its_origin(fs, tmpdir_fs):

@@ -209,7 +209,7 @@ int ros2_obj_open(ros2_cont_t* cont, int oclass, uint64_t hi, uint64_t lo, ros2_
   if (obj == nullptr) return Invalid("ros2_obj_open: obj is NULL");
   *obj = nullptr;
   if (!Valid(cont, kContMagic)) return Invalid("ros2_obj_open: invalid container handle");
-  if (oclass < ROS2_OC_S1 || oclass > ROS2_OC_RP_3G1) return Invalid("ros2_obj_open: unknown object class");
+  if (oclass < ROS2_OC_S1 || oclass > ROS2_OC_RP_3GX) return Invalid("ros2_obj_open: unknown object class");
   auto id = ros2::client::Container::MakeObjectId(static_cast<ros2::ObjectClass>(oclass), lo, hi);
   auto o = cont->impl->OpenObject(id);
   if (!o.ok()) return Fail(o.status());

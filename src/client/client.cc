@@ -233,6 +233,20 @@ Result<std::shared_ptr<ThreadIo>> ClientCore::ThisThreadIo() {
   return io;
 }
 
+namespace {
+
+// The host of an engine, from its address in the map ("host:port", "[v6]:port"
+// or "unix:/path"): engines with the same host part share an index (the
+// replica placement's outer fault domain); an empty address is unknown.
+uint32_t HostIndex(const std::string& address, std::map<std::string, uint32_t>& hosts) {
+  if (address.empty()) return kUnknownHost;
+  std::string host = address.rfind("unix:", 0) == 0 ? std::string("local") : address;
+  if (auto colon = host.rfind(':'); colon != std::string::npos && host != "local") host.resize(colon);
+  return hosts.emplace(host, static_cast<uint32_t>(hosts.size())).first->second;
+}
+
+}  // namespace
+
 Result<std::shared_ptr<const MapSnapshot>> MakeMapSnapshot(const rpc::PoolMap& map) {
   auto snap = std::make_shared<MapSnapshot>();
   snap->map.version = map.version();
@@ -242,6 +256,7 @@ Result<std::shared_ptr<const MapSnapshot>> MakeMapSnapshot(const rpc::PoolMap& m
     snap->engine_uuids.push_back(e.uuid());
     snap->engine_addresses.push_back(e.address());
   }
+  std::map<std::string, uint32_t> hosts;
   for (int i = 0; i < map.targets_size(); ++i) {
     const auto& t = map.targets(i);
     auto [it, inserted] = ranks.emplace(t.engine_uuid(), static_cast<uint32_t>(ranks.size()));
@@ -251,6 +266,7 @@ Result<std::shared_ptr<const MapSnapshot>> MakeMapSnapshot(const rpc::PoolMap& m
     }
     TargetInfo info;
     info.engine_rank = it->second;
+    info.host = HostIndex(snap->engine_addresses[it->second], hosts);
     info.engine_index = t.index();
     switch (t.state()) {
       case rpc::TARGET_DOWN: info.state = TargetState::kDown; break;
@@ -374,14 +390,7 @@ bool Client::offload() const {
 }
 
 Status CheckObjectClassSupported(ObjectClass oc) {
-  switch (oc) {
-    case ObjectClass::kS1:
-    case ObjectClass::kSX: return Status::Ok();
-    case ObjectClass::kRP2G1:
-    case ObjectClass::kRP3G1:
-      return Status::NotSupported(fmt::format(
-          "object class {} is reserved: replication is not implemented yet (use S1 or SX)", ObjectClassName(oc)));
-  }
+  if (ReplicaCount(oc) != 0) return Status::Ok();
   return Status::InvalidArgument(fmt::format("unknown object class {}", static_cast<int>(oc)));
 }
 

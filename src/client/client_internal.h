@@ -270,10 +270,15 @@ class ContainerCore {
   Result<std::shared_ptr<const Grant>> Capability();
   void MarkCapabilityStale() { capability_stale_.store(true, std::memory_order_relaxed); }
   ChecksumType checksum_type() const { return summary_.checksum; }
-  // The target that serves `dkey` of `oid` under the current map.
-  Result<Route> RouteFor(const ObjectId& oid, std::string_view dkey);
-  // Every distinct target holding a shard of `oid` (all targets when oid is nil).
-  Result<std::vector<Route>> ShardRoutes(const ObjectId* oid);
+  // The target that serves reads of `dkey` of `oid` under the current map:
+  // the `replica`-th readable copy (placement.h ReadTargets; 0 for an object
+  // without replicas). NotFound when there are not that many.
+  Result<Route> RouteFor(const ObjectId& oid, std::string_view dkey, uint32_t replica = 0);
+  // Every copy an update of `dkey` of `oid` must reach (WriteTargets).
+  Result<std::vector<Route>> WriteRoutes(const ObjectId& oid, std::string_view dkey);
+  // Every distinct target holding a shard of `oid` (all targets when oid is
+  // nil): per group one readable copy, or with `write` every live copy.
+  Result<std::vector<Route>> ShardRoutes(const ObjectId* oid, bool write = false);
   obj::RequestHeader Header(const Route& route) const;
 
  private:

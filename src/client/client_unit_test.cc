@@ -120,14 +120,31 @@ TEST(ClientOptionsTest, ConnectValidatesOptionsBeforeAnyNetworkCall) {
   EXPECT_NE(r.status().message().find("reconnect_timeout"), std::string::npos) << r.status().ToString();
 }
 
-TEST(ClientOptionsTest, ReservedObjectClassesAreNotSupported) {
-  EXPECT_TRUE(CheckObjectClassSupported(ObjectClass::kS1).ok());
-  EXPECT_TRUE(CheckObjectClassSupported(ObjectClass::kSX).ok());
-  Status rp = CheckObjectClassSupported(ObjectClass::kRP2G1);
-  EXPECT_EQ(rp.code(), Status::Code::kNotSupported);
-  EXPECT_NE(rp.message().find("RP_2G1"), std::string::npos) << rp.message();
-  EXPECT_NE(rp.message().find("reserved"), std::string::npos) << rp.message();
+TEST(ClientOptionsTest, EveryNamedObjectClassIsSupported) {
+  for (const char* name : {"S1", "SX", "RP_2G1", "RP_3G1", "RP_2GX", "rp_3gx"}) {
+    auto oc = ParseObjectClass(name);
+    ASSERT_TRUE(oc.ok()) << name;
+    EXPECT_TRUE(CheckObjectClassSupported(*oc).ok()) << name;
+    EXPECT_EQ(*ParseObjectClass(ObjectClassName(*oc)), *oc) << "names round-trip: " << name;
+  }
   EXPECT_TRUE(CheckObjectClassSupported(static_cast<ObjectClass>(77)).IsInvalidArgument());
+  Status bad = ParseObjectClass("RP_4G1").status();
+  EXPECT_TRUE(bad.IsInvalidArgument());
+  EXPECT_NE(bad.message().find("RP_3GX"), std::string::npos) << "the error lists the classes: " << bad.message();
+}
+
+TEST(ClientOptionsTest, RedundancyFactorRefusesClassesThatSurviveFewerLosses) {
+  EXPECT_EQ(FailuresTolerated(ObjectClass::kSX), 0u);
+  EXPECT_EQ(FailuresTolerated(ObjectClass::kRP2GX), 1u);
+  EXPECT_EQ(FailuresTolerated(ObjectClass::kRP3G1), 2u);
+  EXPECT_TRUE(CheckRedundancy(ObjectClass::kSX, 0).ok());
+  EXPECT_TRUE(CheckRedundancy(ObjectClass::kRP2G1, 1).ok());
+  EXPECT_TRUE(CheckRedundancy(ObjectClass::kRP3GX, 2).ok());
+  Status st = CheckRedundancy(ObjectClass::kRP2GX, 2);
+  ASSERT_TRUE(st.IsInvalidArgument());
+  EXPECT_NE(st.message().find("RP_2GX"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("rd_fac=2"), std::string::npos) << st.message();
+  EXPECT_TRUE(CheckRedundancy(ObjectClass::kS1, 1).IsInvalidArgument());
 }
 
 TEST(ClientOptionsTest, DescribeIoEscapesBinaryKeys) {

@@ -15,6 +15,7 @@
 #include "client/event_queue_impl.h"
 #include "client/handle_backends.h"
 #include "client/io_checksum.h"
+#include "client/replicated_update.h"
 #include "client/resend.h"
 #include "client/shard_call.h"
 #include "common/log.h"
@@ -88,6 +89,9 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   uint64_t count = 0;
   std::span<std::byte> buffer;
   uint64_t expected = 0;  // kArray: count * record_size
+  // fetch of a replicated object: which readable copy this attempt reads
+  // (ContainerCore::RouteFor); moves on when a copy's data fails its checksum.
+  uint32_t replica = 0;
   // resending
   int resends = 0;
   FailurePolicy policy{std::chrono::milliseconds(0)};
@@ -156,7 +160,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   // map (the failure that called for it is returned).
   Status SendOnce(CallPhase& phase, bool& unchanged) {
     phase = CallPhase::kConnecting;
-    ROS2_ASSIGN_OR_RETURN(Route route, cont->RouteFor(oid, dkey));
+    ROS2_ASSIGN_OR_RETURN(Route route, cont->RouteFor(oid, dkey, replica));
     if (refresh_from != nullptr) {
       auto base = std::exchange(refresh_from, nullptr);
       if (!MapChanged(*base, *route.snapshot)) {
@@ -297,6 +301,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   // The reply (SendToShard has already noted a disconnected target). A
   // failure is resent (a timer) rather than reported when the policy says so.
   void OnReply(const transport::ReplyView& reply) {
+    if (reply.status.IsCorruption() && TryAnotherCopy(reply.status)) return;
     if (!reply.status.ok()) {
       Status final = Recover(reply.status, PhaseOfReply(reply.status));
       if (final.ok()) return;
@@ -307,7 +312,25 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
         return;
       }
     }
-    Complete(Finish(reply));
+    IoResult r = Finish(reply);
+    if (r.status.IsCorruption() && TryAnotherCopy(r.status)) return;
+    Complete(r);
+  }
+
+  // A fetch of a replicated object whose copy failed its checksum: reported
+  // (a warning and the failover counter) and read from the next readable
+  // copy, when there is one.
+  bool TryAnotherCopy(const Status& corruption) {
+    if (!is_fetch || ReplicaCount(oid.object_class()) < 2) return false;
+    // The current map as it is: no recovery from inside a completion.
+    auto copies = ReadTargets(cont->pool().CurrentMap()->map, oid, dkey);
+    if (!copies.ok() || replica + 1 >= copies->size()) return false;
+    CountReplicaChecksumFailover();
+    ROS2_LOG_WARN("{}: copy {} on target {} failed its checksum ({}); reading copy {}", Name(), replica,
+                  shard.route.target, corruption.message(), replica + 1);
+    ++replica;
+    io().Schedule(std::chrono::milliseconds(0), [self = shared_from_this()] { self->Resend(); });
+    return true;
   }
 };
 
@@ -366,6 +389,9 @@ static Status SubmitUpdateTo(const std::shared_ptr<ContainerCore>& cont, const O
     case Condition::kAbsent: op->flags = obj::kFlagIfAbsent; break;
     case Condition::kPresent: op->flags = obj::kFlagIfPresent; break;
     default: return Status::InvalidArgument(op->What() + ": unknown condition");
+  }
+  if (ReplicaCount(oid.object_class()) > 1) {
+    return SubmitReplicatedUpdate(cont, oid, io, eq, args, op->flags, user_data, std::move(op->callback));
   }
   op->data = args.data;
   op->length = args.data.size();
@@ -479,7 +505,7 @@ Result<std::vector<Reply>> DecodeAll(std::vector<Result<std::vector<uint8_t>>> p
 }  // namespace
 
 static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, PunchScope scope, std::string_view dkey,
-                        std::string_view akey, Condition condition, CallPhase& phase) {
+                        std::string_view akey, Condition condition, Epoch epoch, CallPhase& phase) {
   ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
   const std::string what = "punch " + DescribeIo(oid, dkey, akey);
   if (scope != PunchScope::kObject) {
@@ -490,15 +516,15 @@ static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, PunchScope sco
   }
   std::vector<Route> routes;
   if (scope == PunchScope::kObject) {
-    ROS2_ASSIGN_OR_RETURN(routes, cont.ShardRoutes(&oid));
+    ROS2_ASSIGN_OR_RETURN(routes, cont.ShardRoutes(&oid, /*write=*/true));
   } else {
-    ROS2_ASSIGN_OR_RETURN(Route r, cont.RouteFor(oid, dkey));
-    routes.push_back(std::move(r));
+    ROS2_ASSIGN_OR_RETURN(routes, cont.WriteRoutes(oid, dkey));
   }
   std::vector<std::vector<uint8_t>> payloads;
   for (const Route& route : routes) {
     obj::PunchRequest req;
     req.header = cont.Header(route);
+    req.header.epoch = epoch;
     req.scope = scope;
     if (condition == Condition::kPresent) req.header.flags = obj::kFlagIfPresent;
     req.oid = oid;
@@ -513,11 +539,17 @@ static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, PunchScope sco
 }
 
 // A punch is not idempotent: resent only when none of its requests was sent
-// (or an engine refused it before running it).
+// (or an engine refused it before running it). A punch of a replicated
+// object goes to every live copy with one epoch the client stamps
+// (replicated_update.h): repeating it is harmless unless it is conditional.
 static Status Punch(ContainerCore& cont, const ObjectId& oid, PunchScope scope, std::string_view dkey,
                     std::string_view akey, Condition condition = Condition::kNone) {
-  return WithRetry(cont, Idempotency::kNotIdempotent, "punch " + DescribeIo(oid, dkey, akey),
-                   [&](CallPhase& phase) { return PunchOnce(cont, oid, scope, dkey, akey, condition, phase); });
+  const bool replicated = ReplicaCount(oid.object_class()) > 1;
+  const Epoch epoch = replicated ? ReplicaEpoch() : Epoch{0};
+  const Idempotency idempotency =
+      replicated && condition == Condition::kNone ? Idempotency::kIdempotent : Idempotency::kNotIdempotent;
+  return WithRetry(cont, idempotency, "punch " + DescribeIo(oid, dkey, akey),
+                   [&](CallPhase& phase) { return PunchOnce(cont, oid, scope, dkey, akey, condition, epoch, phase); });
 }
 
 Status Object::PunchObject() const {

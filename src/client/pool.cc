@@ -254,35 +254,65 @@ Status ContainerCore::Reopen() {
   }
 }
 
-Result<Route> ContainerCore::RouteFor(const ObjectId& oid, std::string_view dkey) {
+Result<Route> ContainerCore::RouteFor(const ObjectId& oid, std::string_view dkey, uint32_t replica) {
   ROS2_ASSIGN_OR_RETURN(auto snapshot, pool_->Map());
-  auto target = TargetForDkey(snapshot->map, oid, dkey);
-  if (!target.ok()) {
-    return target.status().WithContext(
+  auto targets = ReadTargets(snapshot->map, oid, dkey);
+  if (targets.ok() && replica >= targets->size()) {
+    targets = Status::NotFound(fmt::format("no replica left to read after {} tried", replica));
+  }
+  if (!targets.ok()) {
+    return targets.status().WithContext(
         fmt::format("place {} in pool {} (map v{})", DescribeIo(oid, dkey, {}), pool_->label(), snapshot->map.version));
   }
-  return Route{std::move(snapshot), *target};
+  return Route{std::move(snapshot), (*targets)[replica]};
 }
 
-Result<std::vector<Route>> ContainerCore::ShardRoutes(const ObjectId* oid) {
+Result<std::vector<Route>> ContainerCore::WriteRoutes(const ObjectId& oid, std::string_view dkey) {
   ROS2_ASSIGN_OR_RETURN(auto snapshot, pool_->Map());
-  std::vector<uint32_t> targets;
-  if (oid == nullptr) {
-    for (uint32_t t = 0; t < snapshot->map.size(); ++t) targets.push_back(t);
-  } else {
-    auto layout = ComputeLayout(snapshot->map, *oid);
-    if (!layout.ok()) return layout.status().WithContext("place " + DescribeIo(*oid, {}, {}));
-    std::set<uint32_t> distinct(layout->shards.begin(), layout->shards.end());
-    targets.assign(distinct.begin(), distinct.end());
+  auto targets = WriteTargets(snapshot->map, oid, dkey);
+  if (!targets.ok()) {
+    return targets.status().WithContext(
+        fmt::format("place {} in pool {} (map v{})", DescribeIo(oid, dkey, {}), pool_->label(), snapshot->map.version));
   }
   std::vector<Route> routes;
-  for (uint32_t t : targets) {
-    if (snapshot->map.targets[t].state == TargetState::kDown) {
-      return Status::NotFound(
-          fmt::format("target {} of pool {} is down (map v{})", t, pool_->label(), snapshot->map.version));
+  for (uint32_t t : *targets) routes.push_back(Route{snapshot, t});
+  return routes;
+}
+
+Result<std::vector<Route>> ContainerCore::ShardRoutes(const ObjectId* oid, bool write) {
+  ROS2_ASSIGN_OR_RETURN(auto snapshot, pool_->Map());
+  std::vector<Route> routes;
+  if (oid == nullptr) {
+    for (uint32_t t = 0; t < snapshot->map.size(); ++t) {
+      if (snapshot->map.targets[t].state == TargetState::kDown) {
+        return Status::NotFound(
+            fmt::format("target {} of pool {} is down (map v{})", t, pool_->label(), snapshot->map.version));
+      }
+      routes.push_back(Route{snapshot, t});
     }
-    routes.push_back(Route{snapshot, t});
+    return routes;
   }
+  auto layout = ComputeLayout(snapshot->map, *oid);
+  if (!layout.ok()) return layout.status().WithContext("place " + DescribeIo(*oid, {}, {}));
+  // Per group: every copy not DOWN for a write; for a read the first one that
+  // holds data. A group with none is unavailable.
+  std::set<uint32_t> distinct;
+  for (uint32_t g = 0; g < layout->groups; ++g) {
+    bool found = false;
+    for (uint32_t j = 0; j < layout->replicas; ++j) {
+      const ReplicaPlace& p = layout->places[size_t{g} * layout->replicas + j];
+      if (p.down || (!write && p.fallback)) continue;
+      distinct.insert(p.target);
+      found = true;
+      if (!write) break;
+    }
+    if (!found) {
+      const uint32_t t = layout->places[size_t{g} * layout->replicas].target;
+      return Status::NotFound(fmt::format("{}: target {} of pool {} is down and no copy of its shard is live (map v{})",
+                                          DescribeIo(*oid, {}, {}), t, pool_->label(), snapshot->map.version));
+    }
+  }
+  for (uint32_t t : distinct) routes.push_back(Route{snapshot, t});
   return routes;
 }
 
@@ -361,6 +391,7 @@ Result<std::unique_ptr<Container>> DirectPool::OpenContainer(std::string_view co
   summary.chunk_size = info.properties().chunk_size();
   summary.encryption = info.properties().encryption();
   summary.encryption_key_id = info.properties().encryption_key_id();
+  summary.rd_fac = info.properties().rd_fac();
   summary.rights = handle->rights;
   if (!info.properties().object_class().empty()) {
     auto oc = ParseObjectClass(info.properties().object_class());
@@ -385,6 +416,10 @@ const ContainerSummary& Container::summary() const {
   return backend_->summary();
 }
 Result<Object> Container::OpenObject(const ObjectId& oid) const {
+  Status redundant = CheckRedundancy(oid.object_class(), backend_->summary().rd_fac);
+  if (!redundant.ok()) {
+    return redundant.WithContext(fmt::format("open object {} in container '{}'", oid.ToString(), summary().label));
+  }
   return backend_->OpenObject(oid);
 }
 Result<std::vector<ObjectId>> Container::ListObjects() const {

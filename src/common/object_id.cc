@@ -11,6 +11,8 @@ std::string_view ObjectClassName(ObjectClass oc) {
     case ObjectClass::kSX: return "SX";
     case ObjectClass::kRP2G1: return "RP_2G1";
     case ObjectClass::kRP3G1: return "RP_3G1";
+    case ObjectClass::kRP2GX: return "RP_2GX";
+    case ObjectClass::kRP3GX: return "RP_3GX";
   }
   return "unknown";
 }
@@ -22,7 +24,18 @@ Result<ObjectClass> ParseObjectClass(std::string_view name) {
   if (up == "SX") return ObjectClass::kSX;
   if (up == "RP_2G1") return ObjectClass::kRP2G1;
   if (up == "RP_3G1") return ObjectClass::kRP3G1;
-  return Status::InvalidArgument(fmt::format("unknown object class '{}' (expected S1, SX, RP_2G1 or RP_3G1)", name));
+  if (up == "RP_2GX") return ObjectClass::kRP2GX;
+  if (up == "RP_3GX") return ObjectClass::kRP3GX;
+  return Status::InvalidArgument(
+      fmt::format("unknown object class '{}' (expected S1, SX, RP_2G1, RP_3G1, RP_2GX or RP_3GX)", name));
+}
+
+Status CheckRedundancy(ObjectClass oc, uint32_t rd_fac) {
+  const uint32_t survives = FailuresTolerated(oc);
+  if (survives >= rd_fac) return Status::Ok();
+  return Status::InvalidArgument(
+      fmt::format("object class {} survives {} engine loss{}, the container's redundancy factor rd_fac={} needs {}",
+                  ObjectClassName(oc), survives, survives == 1 ? "" : "es", rd_fac, rd_fac));
 }
 
 }  // namespace ros2

@@ -53,10 +53,16 @@ Result<rpc::ContainerProperties> ParseContainerProperties(const std::map<std::st
     if (key == "oclass") {
       auto oc = ParseObjectClass(value);
       if (!oc.ok()) {
-        return Status::InvalidArgument(
-            fmt::format("container property oclass='{}': expected S1, SX, RP_2G1 or RP_3G1", value));
+        return Status::InvalidArgument(fmt::format(
+            "container property oclass='{}': expected S1, SX, RP_2G1, RP_3G1, RP_2GX or RP_3GX", value));
       }
       p.set_object_class(std::string(ObjectClassName(*oc)));
+    } else if (key == "rd_fac") {
+      if (value != "0" && value != "1" && value != "2") {
+        return Status::InvalidArgument(fmt::format(
+            "container property rd_fac='{}': expected 0, 1 or 2 (engine losses the objects must survive)", value));
+      }
+      p.set_rd_fac(static_cast<uint32_t>(value[0] - '0'));
     } else if (key == "checksum") {
       ROS2_ASSIGN_OR_RETURN(bool on, ParseOnOff(key, value));
       p.set_checksum(on);
@@ -86,7 +92,7 @@ Result<rpc::ContainerProperties> ParseContainerProperties(const std::map<std::st
       }
     } else {
       return Status::InvalidArgument(
-          fmt::format("unknown container property '{}' (known: oclass, checksum, chunk_size, encryption, "
+          fmt::format("unknown container property '{}' (known: oclass, rd_fac, checksum, chunk_size, encryption, "
                       "encryption_key_id, layout)",
                       key));
     }
@@ -95,6 +101,8 @@ Result<rpc::ContainerProperties> ParseContainerProperties(const std::map<std::st
     return Status::InvalidArgument(
         fmt::format("container property encryption_key_id='{}' needs encryption=aes-256-gcm", p.encryption_key_id()));
   }
+  auto oc = ParseObjectClass(p.object_class());
+  if (oc.ok()) ROS2_RETURN_IF_ERROR(CheckRedundancy(*oc, p.rd_fac()).WithContext("container properties"));
   return p;
 }
 

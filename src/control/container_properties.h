@@ -1,7 +1,9 @@
 // Container properties: parsing the textual properties of a create request
 // into rpc::ContainerProperties, with defaults and validation.
 //
-// Keys (every one optional): "oclass" (S1, SX, RP_2G1, RP_3G1; default SX),
+// Keys (every one optional): "oclass" (S1, SX, RP_2G1, RP_3G1, RP_2GX,
+// RP_3GX; default SX), "rd_fac" (0, 1 or 2: the engine losses the container's
+// objects must survive; default 0; the default class must survive them),
 // "checksum" (on/off; default on), "chunk_size" (a size such as 1MiB, a
 // multiple of 4 KiB between 4 KiB and 64 MiB; default 1 MiB), "encryption"
 // (aes-256-gcm or off, "on" an alias of aes-256-gcm; default off),

@@ -39,3 +39,33 @@ TEST(ContainerPropertiesTest, EncryptionIsAes256GcmOrOffWithAKeyId) {
 
 }  // namespace
 }  // namespace ros2::control
+
+namespace ros2::control {
+namespace {
+
+TEST(ContainerPropertiesTest, RedundancyFactorMustBeMetByTheDefaultClass) {
+  auto none = ParseContainerProperties({});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->rd_fac(), 0u);
+  auto rp = ParseContainerProperties({{"oclass", "rp_3gx"}, {"rd_fac", "2"}});
+  ASSERT_TRUE(rp.ok()) << rp.status().ToString();
+  EXPECT_EQ(rp->object_class(), "RP_3GX");
+  EXPECT_EQ(rp->rd_fac(), 2u);
+  // The default class (SX) survives no loss: rd_fac 1 alone is refused, naming both.
+  auto weak = ParseContainerProperties({{"rd_fac", "1"}});
+  ASSERT_FALSE(weak.ok());
+  EXPECT_TRUE(weak.status().IsInvalidArgument());
+  EXPECT_NE(weak.status().message().find("SX"), std::string::npos) << weak.status().ToString();
+  EXPECT_NE(weak.status().message().find("rd_fac=1"), std::string::npos) << weak.status().ToString();
+  auto two = ParseContainerProperties({{"oclass", "RP_2G1"}, {"rd_fac", "2"}});
+  ASSERT_FALSE(two.ok());
+  EXPECT_NE(two.status().message().find("RP_2G1"), std::string::npos) << two.status().ToString();
+  for (const char* bad : {"3", "-1", "x", "", "01"}) {
+    auto r = ParseContainerProperties({{"oclass", "RP_3G1"}, {"rd_fac", bad}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("rd_fac="), std::string::npos) << r.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace ros2::control

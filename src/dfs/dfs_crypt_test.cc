@@ -260,7 +260,7 @@ TEST_P(DfsCryptTest, NoKeyOrAWrongKeyIsRefused) {
 // A file system formatted before encrypted files existed (encryption=on was a
 // flag only) has no key check record: refused, its data is plaintext.
 TEST_P(DfsCryptTest, AFileSystemFormattedWithoutEncryptionIsRefused) {
-  auto sb = cont_->OpenObject(SuperblockObjectId());
+  auto sb = cont_->OpenObject(SuperblockObjectId(cont_->summary()));
   ASSERT_TRUE(sb.ok());
   ASSERT_TRUE(sb->PunchAkey(kSuperblockDkey, kKeyCheckAkey).ok());
   auto old = Filesystem::Mount(*cont_, KeyOptions(1));

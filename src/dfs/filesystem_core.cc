@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include <fmt/format.h>
@@ -48,8 +49,10 @@ bool Later(const timespec& a, const timespec& b) {
 
 }  // namespace
 
-ObjectId SuperblockObjectId() {
-  return ObjectId::Make(ObjectType::kSuperblock, ObjectClass::kS1, 0, 0);
+ObjectId SuperblockObjectId(const client::ContainerSummary& cs) {
+  const uint32_t copies = std::max(ReplicaCount(cs.default_object_class), cs.rd_fac + 1);
+  const ObjectClass oc = copies >= 3 ? ObjectClass::kRP3G1 : copies == 2 ? ObjectClass::kRP2G1 : ObjectClass::kS1;
+  return ObjectId::Make(ObjectType::kSuperblock, oc, 0, 0);
 }
 ObjectId RootObjectId(ObjectClass dir_class) {
   return ObjectId::Make(ObjectType::kDirectory, dir_class, 0, 1);
@@ -119,7 +122,9 @@ Result<client::Object> FilesystemCore::OpenObject(const ObjectId& oid) const {
 }
 
 FilesystemCore::Location FilesystemCore::LocationOf(const Entry& entry) const {
-  if (entry.oid == superblock_.root && entry.name.empty()) return {SuperblockObjectId(), std::string(kRootDkey)};
+  if (entry.oid == superblock_.root && entry.name.empty()) {
+    return {SuperblockObjectId(container_.summary()), std::string(kRootDkey)};
+  }
   return {entry.parent, entry.name};
 }
 
@@ -153,7 +158,7 @@ Status FilesystemCore::StoreAttributes(const Entry& entry, const EntryRecord& re
 }
 
 Result<EntryRecord> FilesystemCore::FetchInode(const ObjectId& oid) const {
-  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId()));
+  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId(container_.summary())));
   const std::string dkey = InodeDkey(oid);
   ROS2_ASSIGN_OR_RETURN(auto value, sb.Get(dkey, kEntryAkey, 256));
   if (value.empty()) return Status::NotFound(fmt::format("dfs: no inode record of {}", oid.ToString()));
@@ -171,7 +176,7 @@ Status FilesystemCore::ReplaceInode(const EntryRecord& record) const {
 }
 
 Status FilesystemCore::WriteInode(const EntryRecord& record, client::Condition condition) const {
-  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId()));
+  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId(container_.summary())));
   auto bytes = EncodeInode(record);
   client::UpdateArgs args;
   args.dkey = InodeDkey(record.oid);
@@ -182,7 +187,7 @@ Status FilesystemCore::WriteInode(const EntryRecord& record, client::Condition c
 }
 
 Status FilesystemCore::RemoveInode(const ObjectId& oid) const {
-  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId()));
+  ROS2_ASSIGN_OR_RETURN(client::Object sb, OpenObject(SuperblockObjectId(container_.summary())));
   return sb.PunchDkey(InodeDkey(oid), client::Condition::kPresent);
 }
 
@@ -399,7 +404,7 @@ Status FilesystemCore::CheckOwner(const EntryRecord& r, std::string_view what) c
 Result<std::unique_ptr<DirectFilesystem>> DirectFilesystem::Mount(client::Container& container,
                                                                    const MountOptions& options) {
   const std::string what = fmt::format("dfs mount of container {}", container.summary().label);
-  ROS2_ASSIGN_OR_RETURN(client::Object sb_obj, container.OpenObject(SuperblockObjectId()));
+  ROS2_ASSIGN_OR_RETURN(client::Object sb_obj, container.OpenObject(SuperblockObjectId(container.summary())));
   // An encrypted container is refused before anything is written without its key.
   ROS2_ASSIGN_OR_RETURN(std::optional<FileCipher> cipher, SetUpEncryption(container, options, sb_obj, what));
   if (cipher && options.chunk_size % kCryptBlockSize != 0) {

@@ -42,8 +42,10 @@ inline constexpr std::string_view kSubdirAkeyPrefix = "d/";
 // inode record of a hard-linked entry.
 std::string InodeDkey(const ObjectId& oid);
 
-// The fixed object ids of a file system.
-ObjectId SuperblockObjectId();
+// The fixed object ids of a file system. The superblock (which also holds
+// the inode records) is S1, or RP_2G1 / RP_3G1 in a container whose default
+// class or redundancy factor asks for two or three copies.
+ObjectId SuperblockObjectId(const client::ContainerSummary& cs);
 ObjectId RootObjectId(ObjectClass dir_class);
 // The dkey of chunk `index` of a file: 8 bytes, big-endian.
 std::string ChunkDkey(uint64_t index);

@@ -45,66 +45,206 @@ uint64_t PlacementHash(std::string_view bytes) {
   return Mix64(h ^ bytes.size());
 }
 
-uint64_t PlacementHash(const ObjectId& oid) { return Mix64(oid.hi ^ Mix64(oid.lo)); }
-
-Result<ObjectLayout> ComputeLayout(const PoolMap& map, const ObjectId& oid) {
-  if (map.targets.empty()) {
-    return Status::InvalidArgument(fmt::format("placement of {}: pool map v{} has no targets", oid.ToString(), map.version));
-  }
-  const auto n = static_cast<uint32_t>(map.targets.size());
-  const uint32_t home = JumpConsistentHash(PlacementHash(oid), n);
-  ObjectLayout layout;
-  switch (oid.object_class()) {
-    case ObjectClass::kS1:
-      layout.shards.push_back(home);
-      return layout;
-    case ObjectClass::kSX:
-      layout.shards.reserve(n);
-      for (uint32_t i = 0; i < n; ++i) layout.shards.push_back((home + i) % n);
-      return layout;
-    case ObjectClass::kRP2G1:
-    case ObjectClass::kRP3G1: {
-      uint32_t replicas = oid.object_class() == ObjectClass::kRP2G1 ? 2 : 3;
-      if (replicas > n) {
-        return Status::InvalidArgument(fmt::format("placement of {}: class {} needs {} targets, pool has {}",
-                                                   oid.ToString(), ObjectClassName(oid.object_class()), replicas, n));
-      }
-      layout.replicated = true;
-      // First pass: walk from the home target, taking targets on engines not yet
-      // used; second pass fills up with any remaining targets (one engine pools).
-      std::vector<uint32_t> used_engines;
-      for (int pass = 0; pass < 2 && layout.shards.size() < replicas; ++pass) {
-        for (uint32_t i = 0; i < n && layout.shards.size() < replicas; ++i) {
-          uint32_t t = (home + i) % n;
-          if (std::find(layout.shards.begin(), layout.shards.end(), t) != layout.shards.end()) continue;
-          uint32_t engine = map.targets[t].engine_rank;
-          bool engine_used = std::find(used_engines.begin(), used_engines.end(), engine) != used_engines.end();
-          if (pass == 0 && engine_used) continue;
-          layout.shards.push_back(t);
-          used_engines.push_back(engine);
-        }
-      }
-      return layout;
-    }
-  }
-  return Status::InvalidArgument(fmt::format("placement of {}: unknown object class {}", oid.ToString(),
-                                             static_cast<int>(oid.object_class())));
+uint64_t PlacementHash(const ObjectId& oid) {
+  return Mix64(oid.hi ^ Mix64(oid.lo));
 }
 
-uint32_t ShardForDkey(const ObjectLayout& layout, std::string_view dkey) {
-  if (layout.replicated || layout.shards.size() <= 1) return 0;
-  return JumpConsistentHash(PlacementHash(dkey), static_cast<uint32_t>(layout.shards.size()));
+namespace {
+
+constexpr uint32_t kNoTarget = UINT32_MAX;
+
+// Groups of the class over n targets: SX one per target, GX as many as fit
+// (at least one), everything else one.
+uint32_t GroupCount(ObjectClass oc, uint32_t n, uint32_t replicas) {
+  if (oc == ObjectClass::kSX) return n;
+  if (SpreadsOverTargets(oc)) return std::max<uint32_t>(1, n / replicas);
+  return 1;
+}
+
+// The host of target t; an engine whose host is unknown is a host of its own.
+uint64_t HostOf(const PoolMap& map, uint32_t t) {
+  const TargetInfo& info = map.targets[t];
+  return info.host == kUnknownHost ? (uint64_t{1} << 32) | info.engine_rank : info.host;
+}
+
+bool Contains(const std::vector<uint32_t>& v, uint32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// The object's order of the pool's targets, rotated to start at group
+// `group`'s first slot (group * replicas): rendezvous order, the highest
+// Mix64(oid, target) score first, ties broken by the lower index. Groups
+// start `replicas` apart in one order, so the groups of a GX object cover the
+// targets rather than each landing at random.
+std::vector<uint32_t> RankTargets(const PoolMap& map, const ObjectId& oid, uint32_t group, uint32_t replicas) {
+  const uint64_t base = PlacementHash(oid);
+  const auto n = static_cast<uint32_t>(map.targets.size());
+  std::vector<std::pair<uint64_t, uint32_t>> scored(n);
+  for (uint32_t t = 0; t < n; ++t) scored[t] = {Mix64(base ^ Mix64(t)), t};
+  std::sort(scored.begin(), scored.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  const uint64_t start = uint64_t{group} * replicas % n;
+  std::vector<uint32_t> ranked(n);
+  for (uint32_t i = 0; i < n; ++i) ranked[i] = scored[(start + i) % n].second;
+  return ranked;
+}
+
+// The best-ranked target not in `taken` (and not DOWN with `skip_down`) whose
+// fault domain none of `members` uses: first a distinct host and engine, then
+// a distinct engine, then any distinct target. kNoTarget when none is left.
+uint32_t PickDistinct(const PoolMap& map, const std::vector<uint32_t>& ranked, const std::vector<uint32_t>& members,
+                      const std::vector<uint32_t>& taken, bool skip_down) {
+  for (int pass = 0; pass < 3; ++pass) {
+    for (uint32_t t : ranked) {
+      if (Contains(taken, t) || (skip_down && map.targets[t].state == TargetState::kDown)) continue;
+      bool distinct = true;
+      for (uint32_t m : members) {
+        bool same_engine = map.targets[m].engine_rank == map.targets[t].engine_rank;
+        if ((pass == 0 && (same_engine || HostOf(map, m) == HostOf(map, t))) || (pass == 1 && same_engine)) {
+          distinct = false;
+          break;
+        }
+      }
+      if (distinct) return t;
+    }
+  }
+  return kNoTarget;
+}
+
+// The r copies of one replicated group: the ideal members (states ignored),
+// then a fallback for each DOWN one (see the header).
+std::vector<ReplicaPlace> ReplicatedGroup(const PoolMap& map, const ObjectId& oid, uint32_t group, uint32_t r) {
+  const std::vector<uint32_t> ranked = RankTargets(map, oid, group, r);
+  std::vector<uint32_t> ideal;
+  for (uint32_t j = 0; j < r; ++j) ideal.push_back(PickDistinct(map, ranked, ideal, ideal, false));
+  std::vector<ReplicaPlace> places(r);
+  std::vector<uint32_t> live, taken = ideal;
+  for (uint32_t j = 0; j < r; ++j) {
+    places[j].target = ideal[j];
+    if (map.targets[ideal[j]].state != TargetState::kDown) live.push_back(ideal[j]);
+  }
+  for (uint32_t j = 0; j < r; ++j) {
+    if (map.targets[ideal[j]].state != TargetState::kDown) continue;
+    uint32_t f = PickDistinct(map, ranked, live, taken, true);
+    if (f == kNoTarget) {
+      places[j].down = true;
+      continue;
+    }
+    places[j] = ReplicaPlace{f, true, false};
+    live.push_back(f);
+    taken.push_back(f);
+  }
+  return places;
+}
+
+Status CheckPlaceable(const PoolMap& map, const ObjectId& oid) {
+  if (map.targets.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("placement of {}: pool map v{} has no targets", oid.ToString(), map.version));
+  }
+  const ObjectClass oc = oid.object_class();
+  if (ReplicaCount(oc) == 0) {
+    return Status::InvalidArgument(
+        fmt::format("placement of {}: unknown object class {}", oid.ToString(), static_cast<int>(oc)));
+  }
+  if (ReplicaCount(oc) > map.targets.size()) {
+    return Status::InvalidArgument(fmt::format("placement of {}: class {} needs {} targets, pool has {}",
+                                               oid.ToString(), ObjectClassName(oc), ReplicaCount(oc),
+                                               map.targets.size()));
+  }
+  return Status::Ok();
+}
+
+// The copies of group `group`. REQUIRES: CheckPlaceable(map, oid) is OK.
+std::vector<ReplicaPlace> GroupPlaces(const PoolMap& map, const ObjectId& oid, uint32_t group) {
+  const ObjectClass oc = oid.object_class();
+  const uint32_t r = ReplicaCount(oc);
+  if (r > 1) return ReplicatedGroup(map, oid, group, r);
+  const auto n = static_cast<uint32_t>(map.targets.size());
+  const uint32_t home = JumpConsistentHash(PlacementHash(oid), n);
+  const uint32_t t = (home + group) % n;
+  return {ReplicaPlace{t, false, map.targets[t].state == TargetState::kDown}};
+}
+
+uint32_t DkeyGroup(uint32_t groups, std::string_view dkey) {
+  return groups <= 1 ? 0 : JumpConsistentHash(PlacementHash(dkey), groups);
+}
+
+std::string DescribePlaces(const PoolMap& map, const std::vector<ReplicaPlace>& places) {
+  std::string out;
+  for (const auto& p : places) {
+    const TargetInfo& info = map.targets[p.target];
+    out += fmt::format("{}target {} (engine {}, index {}){}", out.empty() ? "" : ", ", p.target, info.engine_rank,
+                       info.engine_index,
+                       p.down       ? " DOWN"
+                       : p.fallback ? " fallback"
+                                    : "");
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ObjectLayout> ComputeLayout(const PoolMap& map, const ObjectId& oid) {
+  ROS2_RETURN_IF_ERROR(CheckPlaceable(map, oid));
+  const ObjectClass oc = oid.object_class();
+  ObjectLayout layout;
+  layout.replicas = ReplicaCount(oc);
+  layout.groups = GroupCount(oc, static_cast<uint32_t>(map.targets.size()), layout.replicas);
+  layout.places.reserve(size_t{layout.groups} * layout.replicas);
+  for (uint32_t g = 0; g < layout.groups; ++g) {
+    auto group = GroupPlaces(map, oid, g);
+    layout.places.insert(layout.places.end(), group.begin(), group.end());
+  }
+  return layout;
+}
+
+uint32_t GroupForDkey(const ObjectLayout& layout, std::string_view dkey) {
+  return DkeyGroup(layout.groups, dkey);
+}
+
+Result<std::vector<ReplicaPlace>> ReplicasForDkey(const PoolMap& map, const ObjectId& oid, std::string_view dkey) {
+  ROS2_RETURN_IF_ERROR(CheckPlaceable(map, oid));
+  const ObjectClass oc = oid.object_class();
+  const uint32_t groups = GroupCount(oc, static_cast<uint32_t>(map.targets.size()), ReplicaCount(oc));
+  return GroupPlaces(map, oid, DkeyGroup(groups, dkey));
+}
+
+Result<std::vector<uint32_t>> ReadTargets(const PoolMap& map, const ObjectId& oid, std::string_view dkey) {
+  ROS2_ASSIGN_OR_RETURN(auto places, ReplicasForDkey(map, oid, dkey));
+  std::vector<uint32_t> out;
+  for (const auto& p : places) {
+    if (!p.down && !p.fallback) out.push_back(p.target);
+  }
+  if (out.empty()) {
+    return Status::NotFound(fmt::format("object {}: no copy of the dkey's shard is readable in pool map v{} ({})",
+                                        oid.ToString(), map.version, DescribePlaces(map, places)));
+  }
+  return out;
+}
+
+Result<std::vector<uint32_t>> WriteTargets(const PoolMap& map, const ObjectId& oid, std::string_view dkey) {
+  ROS2_ASSIGN_OR_RETURN(auto places, ReplicasForDkey(map, oid, dkey));
+  std::vector<uint32_t> out;
+  for (const auto& p : places) {
+    if (!p.down) out.push_back(p.target);
+  }
+  if (out.empty()) {
+    return Status::NotFound(fmt::format("object {}: no copy of the dkey's shard is writable in pool map v{} ({})",
+                                        oid.ToString(), map.version, DescribePlaces(map, places)));
+  }
+  return out;
 }
 
 Result<uint32_t> TargetForDkey(const PoolMap& map, const ObjectId& oid, std::string_view dkey) {
-  ROS2_ASSIGN_OR_RETURN(ObjectLayout layout, ComputeLayout(map, oid));
-  uint32_t target = layout.shards[ShardForDkey(layout, dkey)];
-  if (map.targets[target].state == TargetState::kDown) {
-    return Status::NotFound(fmt::format("object {} dkey shard is on target {} (engine {}, index {}), which is DOWN in pool map v{}",
-                                        oid.ToString(), target, map.targets[target].engine_rank,
-                                        map.targets[target].engine_index, map.version));
+  ROS2_ASSIGN_OR_RETURN(auto places, ReplicasForDkey(map, oid, dkey));
+  for (const auto& p : places) {
+    if (!p.down && !p.fallback) return p.target;
   }
-  return target;
+  const TargetInfo& info = map.targets[places[0].target];
+  return Status::NotFound(
+      fmt::format("object {} dkey shard is on target {} (engine {}, index {}), which is DOWN in pool map v{}",
+                  oid.ToString(), places[0].target, info.engine_rank, info.engine_index, map.version));
 }
 
 }  // namespace ros2

@@ -1,16 +1,25 @@
 // Placement: which target holds which part of an object, computed from the pool
 // map and the object id alone — no metadata lookup on the data path.
 //
-// Algorithm (docs/placement.md): an object's "home" is chosen by Lamping and
-// Veach's jump consistent hash of the object id over the pool's targets, so
-// growing the pool by one target moves only about 1/(n+1) of the objects.
-//  - S1: one shard, on the home target.
-//  - SX: one shard per target, laid out round-robin from the home target; a dkey
-//    picks its shard by hash, so a file's chunks (one dkey each) spread out.
-//  - RP_2G1 / RP_3G1: two or three replicas on distinct targets starting at the
-//    home target, preferring distinct engines (replication itself comes later).
-// A shard whose target is DOWN is reported as unavailable (NotFound naming the
-// target) until rebuild exists; nothing silently moves to another target.
+// Algorithm (docs/placement.md):
+//  - S1: one shard on the object's "home" target, chosen by Lamping and
+//    Veach's jump consistent hash of the object id over the pool's targets (so
+//    growing the pool by one target moves only about 1/(n+1) of the objects).
+//  - SX: one shard per target, round-robin from the home target; a dkey picks
+//    its shard by hash, so a file's chunks (one dkey each) spread out.
+//  - RP_<r>G1 / RP_<r>GX: one group (G1) or max(1, n / r) groups (GX, the dkey
+//    picks the group by jump hash). The object orders the targets by
+//    rendezvous (highest-random-weight) hashing of (object, target); group g
+//    walks that order from position g * r and takes r replicas on distinct
+//    hosts when the map knows hosts, else on distinct engines, else (too few
+//    engines) on distinct targets.
+// The ideal layout ignores target states. A replica whose target is DOWN is
+// replaced by a fallback: the best-ranked target that is not DOWN, not in the
+// group yet, and in a fault domain the group's other members do not use. Only
+// the DOWN replicas move, so every client with the same map computes the same
+// group. A fallback holds no data until rebuild copies it there: writes go to
+// it, reads do not. A non-replicated shard on a DOWN target has no fallback
+// (its data exists nowhere else): it is reported unavailable (NotFound).
 // Pure functions of their inputs; safe from any thread.
 #pragma once
 
@@ -33,22 +42,43 @@ uint32_t JumpConsistentHash(uint64_t key, uint32_t buckets);
 uint64_t PlacementHash(std::string_view bytes);
 uint64_t PlacementHash(const ObjectId& oid);
 
-// The layout of one object: shard i lives on target `shards[i]`; a replicated
-// object has one group whose replicas are all in `shards`.
+// One copy of a group (a non-replicated shard is a group of one).
+struct ReplicaPlace {
+  uint32_t target = 0;    // global target index
+  bool fallback = false;  // stands in for a DOWN target: takes writes, holds no older data
+  bool down = false;      // the target is DOWN and no fallback could be found
+  friend bool operator==(const ReplicaPlace&, const ReplicaPlace&) = default;
+};
+
+// The layout of one object under one map: `groups` groups of `replicas`
+// copies; group g's copy j is places[g * replicas + j], in ideal-rank order.
 struct ObjectLayout {
-  std::vector<uint32_t> shards;  // global target indices
-  bool replicated = false;
+  uint32_t groups = 1;
+  uint32_t replicas = 1;
+  std::vector<ReplicaPlace> places;
+  bool replicated() const { return replicas > 1; }
 };
 
 // Layout of `oid` over `map`. InvalidArgument for an unknown class or an empty
-// map; InvalidArgument when replicas cannot fit on distinct targets.
+// map; InvalidArgument when a group needs more targets than the pool has.
 Result<ObjectLayout> ComputeLayout(const PoolMap& map, const ObjectId& oid);
 
-// The shard index a dkey of `oid` goes to (0 for S1 and replicated classes).
-uint32_t ShardForDkey(const ObjectLayout& layout, std::string_view dkey);
+// The group a dkey of `oid` goes to (0 for S1 and G1 classes).
+uint32_t GroupForDkey(const ObjectLayout& layout, std::string_view dkey);
 
-// The target that serves `dkey` of `oid`: ComputeLayout + ShardForDkey + a
-// state check. NotFound (naming the target) when that target is DOWN.
+// The copies of the group that serves `dkey` of `oid` (only that group is
+// computed). InvalidArgument as ComputeLayout.
+Result<std::vector<ReplicaPlace>> ReplicasForDkey(const PoolMap& map, const ObjectId& oid, std::string_view dkey);
+
+// The copies a read may use, in order of preference: the group's replicas that
+// are neither DOWN nor fallbacks. NotFound (naming the targets) when none is.
+Result<std::vector<uint32_t>> ReadTargets(const PoolMap& map, const ObjectId& oid, std::string_view dkey);
+// The copies an update must reach: every replica that is not DOWN, fallbacks
+// included. NotFound when none is, or when a non-replicated shard is DOWN.
+Result<std::vector<uint32_t>> WriteTargets(const PoolMap& map, const ObjectId& oid, std::string_view dkey);
+
+// The target that serves `dkey` of `oid`: the first of ReadTargets. NotFound
+// (naming the target) when it is DOWN.
 Result<uint32_t> TargetForDkey(const PoolMap& map, const ObjectId& oid, std::string_view dkey);
 
 }  // namespace ros2

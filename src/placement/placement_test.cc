@@ -60,8 +60,8 @@ TEST(PlacementTest, S1ObjectsSpreadEvenlyOverTargets) {
   for (uint64_t i = 0; i < 8000; ++i) {
     auto layout = ComputeLayout(map, ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, i));
     ASSERT_TRUE(layout.ok());
-    ASSERT_EQ(layout->shards.size(), 1u);
-    ++count[layout->shards[0]];
+    ASSERT_EQ(layout->places.size(), 1u);
+    ++count[layout->places[0].target];
   }
   ASSERT_EQ(count.size(), 8u);
   for (auto& [t, c] : count) EXPECT_NEAR(c, 1000, 200) << "target " << t;
@@ -90,24 +90,179 @@ TEST(PlacementTest, SameInputsSameAnswerInEveryProcess) {
   EXPECT_EQ(*a, *b);
 }
 
+// The engines of a group's places.
+std::set<uint32_t> EnginesOf(const PoolMap& map, const std::vector<ReplicaPlace>& places) {
+  std::set<uint32_t> engines;
+  for (const auto& p : places) engines.insert(map.targets[p.target].engine_rank);
+  return engines;
+}
+
 TEST(PlacementTest, ReplicasLandOnDistinctEngines) {
   PoolMap map = MakeMap(3, 4);
-  for (uint64_t i = 0; i < 200; ++i) {
-    auto layout = ComputeLayout(map, ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kRP3G1, 0, i));
-    ASSERT_TRUE(layout.ok());
-    ASSERT_EQ(layout->shards.size(), 3u);
-    std::set<uint32_t> engines;
-    for (uint32_t t : layout->shards) engines.insert(map.targets[t].engine_rank);
-    EXPECT_EQ(engines.size(), 3u);
+  for (ObjectClass oc : {ObjectClass::kRP2G1, ObjectClass::kRP3G1, ObjectClass::kRP2GX, ObjectClass::kRP3GX}) {
+    for (uint64_t i = 0; i < 200; ++i) {
+      auto layout = ComputeLayout(map, ObjectId::Make(ObjectType::kKeyValue, oc, 0, i));
+      ASSERT_TRUE(layout.ok());
+      const uint32_t r = ReplicaCount(oc);
+      ASSERT_EQ(layout->replicas, r);
+      ASSERT_EQ(layout->groups, SpreadsOverTargets(oc) ? 12u / r : 1u) << ObjectClassName(oc);
+      ASSERT_EQ(layout->places.size(), size_t{layout->groups} * r);
+      for (uint32_t g = 0; g < layout->groups; ++g) {
+        std::vector<ReplicaPlace> group(layout->places.begin() + g * r, layout->places.begin() + (g + 1) * r);
+        EXPECT_EQ(EnginesOf(map, group).size(), r) << ObjectClassName(oc) << " object " << i << " group " << g;
+        for (const auto& p : group) EXPECT_FALSE(p.fallback || p.down);
+      }
+    }
   }
+}
+
+TEST(PlacementTest, ReplicasGoToDistinctHostsWhenHostsAreKnown) {
+  // Four engines on two hosts (0, 1 on host 7; 2, 3 on host 9): the two
+  // replicas of every RP_2 group must sit on the two hosts, not just on two engines.
+  PoolMap map = MakeMap(4, 2);
+  for (auto& t : map.targets) t.host = t.engine_rank < 2 ? 7 : 9;
+  for (uint64_t i = 0; i < 300; ++i) {
+    auto places = ReplicasForDkey(map, ObjectId::Make(ObjectType::kArray, ObjectClass::kRP2GX, 0, i), ChunkDkey(i));
+    ASSERT_TRUE(places.ok());
+    ASSERT_EQ(places->size(), 2u);
+    EXPECT_NE(map.targets[(*places)[0].target].host, map.targets[(*places)[1].target].host) << "object " << i;
+  }
+  // Three replicas over two hosts: distinct engines still (the next domain down).
+  for (uint64_t i = 0; i < 100; ++i) {
+    auto places = ReplicasForDkey(map, ObjectId::Make(ObjectType::kArray, ObjectClass::kRP3G1, 0, i), "d");
+    ASSERT_TRUE(places.ok());
+    EXPECT_EQ(EnginesOf(map, *places).size(), 3u);
+  }
+}
+
+TEST(PlacementTest, ReplicatedLayoutIsAPureFunctionOfObjectAndMap) {
+  PoolMap map = MakeMap(3, 4);
+  map.targets[5].state = TargetState::kDown;
+  for (uint64_t i = 0; i < 100; ++i) {
+    ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kRP3GX, 3, i);
+    auto a = ComputeLayout(map, oid);
+    PoolMap copy = map;
+    auto b = ComputeLayout(copy, oid);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->places, b->places);
+    // The per-dkey form computes the same group as the whole layout.
+    auto group = ReplicasForDkey(map, oid, ChunkDkey(i));
+    ASSERT_TRUE(group.ok());
+    uint32_t g = GroupForDkey(*a, ChunkDkey(i));
+    EXPECT_EQ(*group, std::vector<ReplicaPlace>(a->places.begin() + g * 3, a->places.begin() + (g + 1) * 3));
+  }
+  // Pinned: the replica order is part of the on-disk layout.
+  auto pinned = ReplicasForDkey(MakeMap(3, 4), ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kRP3G1, 0, 1), "d");
+  ASSERT_TRUE(pinned.ok());
+  std::vector<uint32_t> targets;
+  for (const auto& p : *pinned) targets.push_back(p.target);
+  EXPECT_EQ(targets, (std::vector<uint32_t>{11, 5, 2}));
+}
+
+TEST(PlacementTest, DownReplicaMovesToAStableFallbackAndNothingElseMoves) {
+  PoolMap map = MakeMap(4, 3);
+  PoolMap down = map;
+  for (auto& t : down.targets) {
+    if (t.engine_rank == 1) t.state = TargetState::kDown;  // engine 1 died
+  }
+  down.version++;
+  int moved = 0;
+  for (uint64_t i = 0; i < 400; ++i) {
+    ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kRP2GX, 0, i);
+    auto before = ReplicasForDkey(map, oid, ChunkDkey(i));
+    auto after = ReplicasForDkey(down, oid, ChunkDkey(i));
+    ASSERT_TRUE(before.ok() && after.ok());
+    ASSERT_EQ(after->size(), 2u);
+    for (size_t j = 0; j < 2; ++j) {
+      const ReplicaPlace& b = (*before)[j];
+      const ReplicaPlace& a = (*after)[j];
+      if (map.targets[b.target].engine_rank != 1) {
+        EXPECT_EQ(a, b) << "a live replica must stay where it was (object " << i << ")";
+        continue;
+      }
+      ++moved;
+      EXPECT_TRUE(a.fallback) << "object " << i;
+      EXPECT_FALSE(a.down);
+      EXPECT_NE(down.targets[a.target].engine_rank, 1u);
+    }
+    EXPECT_EQ(EnginesOf(down, *after).size(), 2u) << "the fallback keeps the group on distinct engines";
+    // Reads skip the fallback (it holds nothing older than the failure); writes reach it.
+    auto reads = ReadTargets(down, oid, ChunkDkey(i));
+    auto writes = WriteTargets(down, oid, ChunkDkey(i));
+    ASSERT_TRUE(reads.ok() && writes.ok());
+    EXPECT_EQ(writes->size(), 2u);
+    for (uint32_t t : *reads) EXPECT_NE(down.targets[t].engine_rank, 1u);
+    // Every client computes the same fallback: the same map copied gives the same answer.
+    PoolMap copy = down;
+    EXPECT_EQ(*after, *ReplicasForDkey(copy, oid, ChunkDkey(i)));
+  }
+  EXPECT_GT(moved, 400 * 2 / 4 / 2) << "about a quarter of the replicas were on engine 1";
+}
+
+TEST(PlacementTest, FallbacksSpreadOverTheSurvivors) {
+  PoolMap map = MakeMap(4, 3);
+  for (auto& t : map.targets) {
+    if (t.engine_rank == 0) t.state = TargetState::kDown;
+  }
+  std::map<uint32_t, int> fallback_count;
+  for (uint64_t i = 0; i < 3000; ++i) {
+    auto places = ReplicasForDkey(map, ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kRP2G1, 0, i), "d");
+    ASSERT_TRUE(places.ok());
+    for (const auto& p : *places) {
+      if (p.fallback) ++fallback_count[p.target];
+    }
+  }
+  // The fallbacks of engine 0's replicas land on all 9 surviving targets, none
+  // taking more than twice its share.
+  ASSERT_EQ(fallback_count.size(), 9u);
+  int total = 0;
+  for (auto& [t, c] : fallback_count) total += c;
+  for (auto& [t, c] : fallback_count) EXPECT_LT(c, 2 * total / 9) << "target " << t;
+}
+
+TEST(PlacementTest, ReplicatedGroupsSpreadOverAllTargets) {
+  PoolMap map = MakeMap(3, 4);
+  std::map<uint32_t, int> count;
+  ObjectId file = ObjectId::Make(ObjectType::kArray, ObjectClass::kRP2GX, 0, 77);
+  for (uint64_t chunk = 0; chunk < 1200; ++chunk) {
+    auto places = ReplicasForDkey(map, file, ChunkDkey(chunk));
+    ASSERT_TRUE(places.ok());
+    for (const auto& p : *places) ++count[p.target];
+  }
+  // Six groups of two over 12 targets: the groups start two apart in one
+  // order of the targets, so they cover nearly all of them (a group skips a
+  // target on its first member's engine), and none takes much over its share.
+  EXPECT_GE(count.size(), 10u) << "the chunks of one RP_2GX file use (nearly) every target";
+  std::set<uint32_t> engines;
+  for (auto& [t, c] : count) {
+    engines.insert(map.targets[t].engine_rank);
+    EXPECT_LT(c, 2 * 200 + 100) << "target " << t;
+  }
+  EXPECT_EQ(engines.size(), 3u);
+}
+
+TEST(PlacementTest, AGroupWithEveryCopyDownIsUnavailable) {
+  PoolMap map = MakeMap(2, 1);
+  map.targets[0].state = map.targets[1].state = TargetState::kDown;
+  ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kRP2G1, 0, 9);
+  auto places = ReplicasForDkey(map, oid, "d");
+  ASSERT_TRUE(places.ok());
+  for (const auto& p : *places) EXPECT_TRUE(p.down);
+  EXPECT_TRUE(WriteTargets(map, oid, "d").status().IsNotFound());
+  EXPECT_TRUE(ReadTargets(map, oid, "d").status().IsNotFound());
+  // One survivor in a two-target pool: it is read and written; no fallback exists.
+  map.targets[1].state = TargetState::kUp;
+  auto writes = WriteTargets(map, oid, "d");
+  ASSERT_TRUE(writes.ok());
+  EXPECT_EQ(*writes, std::vector<uint32_t>{1});
 }
 
 TEST(PlacementTest, ReplicasOnOneEngineUseDistinctTargets) {
   PoolMap map = MakeMap(1, 2);
   auto layout = ComputeLayout(map, ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kRP2G1, 0, 5));
   ASSERT_TRUE(layout.ok());
-  ASSERT_EQ(layout->shards.size(), 2u);
-  EXPECT_NE(layout->shards[0], layout->shards[1]);
+  ASSERT_EQ(layout->places.size(), 2u);
+  EXPECT_NE(layout->places[0].target, layout->places[1].target);
   auto too_many = ComputeLayout(map, ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kRP3G1, 0, 5));
   EXPECT_TRUE(too_many.status().IsInvalidArgument());
 }
@@ -132,6 +287,7 @@ TEST(PlacementTest, BadInputsAreRejected) {
   PoolMap map = MakeMap(1, 1);
   ObjectId bad{uint64_t{0x7f} << 48, 1};  // class 0x7f does not exist
   EXPECT_TRUE(ComputeLayout(map, bad).status().IsInvalidArgument());
+  EXPECT_TRUE(ReplicasForDkey(map, bad, "d").status().IsInvalidArgument());
 }
 
 }  // namespace

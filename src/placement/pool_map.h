@@ -25,10 +25,17 @@ enum class TargetState : uint8_t {
 };
 std::string_view TargetStateName(TargetState s);
 
+// TargetInfo::host when the map does not say which host an engine runs on:
+// each engine is then its own host.
+inline constexpr uint32_t kUnknownHost = UINT32_MAX;
+
 struct TargetInfo {
   uint32_t engine_rank = 0;   // index of the engine in the pool's engine list
   uint32_t engine_index = 0;  // target number inside that engine
   TargetState state = TargetState::kUp;
+  // The host the engine runs on (an index shared by the engines of one host),
+  // the outer fault domain of replica placement; kUnknownHost: not known.
+  uint32_t host = kUnknownHost;
 };
 
 struct PoolMap {

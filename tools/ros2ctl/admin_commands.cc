@@ -27,6 +27,7 @@ struct ContArgs {
   std::string pool;
   std::string container;
   std::string oclass;
+  std::string rd_fac;
   std::string checksum;
   std::string chunk_size;
   std::vector<std::string> properties;
@@ -55,6 +56,7 @@ Result<std::map<std::string, std::string>> ContainerProperties(const ContArgs& a
     props[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
   if (!a.oclass.empty()) props["oclass"] = a.oclass;
+  if (!a.rd_fac.empty()) props["rd_fac"] = a.rd_fac;
   if (!a.checksum.empty()) props["checksum"] = a.checksum;
   if (!a.chunk_size.empty()) props["chunk_size"] = a.chunk_size;
   return props;
@@ -146,7 +148,9 @@ void AddContainerCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selecte
   CLI::App* create = cont->add_subcommand("create", "Create a container in a pool");
   create->add_option("pool", a->pool, "Pool label or UUID")->required();
   create->add_option("label", a->container, "Container label")->required();
-  create->add_option("--oclass", a->oclass, "Default object class: S1, SX (RP_2G1, RP_3G1 reserved)");
+  create->add_option("--oclass", a->oclass, "Default object class: S1, SX, RP_2G1, RP_3G1, RP_2GX, RP_3GX");
+  create->add_option("--rd-fac", a->rd_fac,
+                     "Redundancy factor: engine losses the objects must survive, 0-2 (default 0)");
   create->add_option("--checksum", a->checksum, "End-to-end checksums: on|off (default on)");
   create->add_option("--chunk-size", a->chunk_size, "Chunk size, e.g. 1MiB");
   create->add_option("--property,-p", a->properties, "Other properties as KEY=VALUE (encryption, encryption_key_id, layout)");

@@ -67,6 +67,7 @@ nlohmann::json ContainerToJson(const rpc::ContainerInfo& c) {
           {"created_ms", c.created_ms()},
           {"properties",
            {{"oclass", pr.object_class()},
+            {"rd_fac", pr.rd_fac()},
             {"checksum", pr.checksum()},
             {"chunk_size", pr.chunk_size()},
             {"encryption", pr.encryption() ? "aes-256-gcm" : "off"},
@@ -153,9 +154,10 @@ std::string PoolToText(const rpc::PoolInfo& p) {
 std::string ContainerToText(const rpc::ContainerInfo& c) {
   const auto& pr = c.properties();
   std::string out = fmt::format(
-      "Container {} ({}) in pool {}\n  oclass:      {}\n  checksum:    {}\n  chunk size:  {}\n"
+      "Container {} ({}) in pool {}\n  oclass:      {}\n  rd_fac:      {}\n  checksum:    {}\n  chunk size:  {}\n"
       "  encryption:  {}\n  layout:      {}\n  owner:       {}\n  acl:\n",
-      c.label(), c.uuid(), c.pool_uuid(), pr.object_class(), pr.checksum() ? "on" : "off", FormatSize(pr.chunk_size()),
+      c.label(), c.uuid(), c.pool_uuid(), pr.object_class(), pr.rd_fac(), pr.checksum() ? "on" : "off",
+      FormatSize(pr.chunk_size()),
       EncryptionText(pr), LayoutName(pr.layout()), c.owner());
   return out + AclToText(c.acl(), "    ");
 }

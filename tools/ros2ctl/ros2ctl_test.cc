@@ -137,6 +137,13 @@ TEST(Ros2ctlClusterTest, EveryCommandGroupEndToEnd) {
   EXPECT_EQ(cont.Json()["properties"]["chunk_size"], 4u << 20);
   EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "ckpt"}), 1, "ckpt");
   EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "bad", "--oclass", "S9"}), 1, "S9");
+  CommandResult rp = c->Ctl({"--json", "cont", "create", "data", "rp", "--oclass", "RP_2GX", "--rd-fac", "1"});
+  ASSERT_EQ(rp.exit_code, 0) << rp.err;
+  EXPECT_EQ(rp.Json()["properties"]["oclass"], "RP_2GX");
+  EXPECT_EQ(rp.Json()["properties"]["rd_fac"], 1u);
+  ASSERT_EQ(c->Ctl({"cont", "destroy", "data", "rp"}).exit_code, 0);
+  EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "bad", "--oclass", "S1", "--rd-fac", "1"}), 1, "rd_fac=1");
+  EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "bad", "--rd-fac", "3"}), 1, "rd_fac='3'");
   EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "data", "bad", "--property", "noequals"}), 1, "KEY=VALUE");
   EXPECT_FAILS_WITH(c->Ctl({"cont", "create", "nosuchpool", "x"}), 1, "nosuchpool");
   CommandResult cq = c->Ctl({"--json", "cont", "query", "data", "ckpt"});

@@ -1,0 +1,236 @@
+// Replicated updates (replicated_update.h).
+#include "client/replicated_update.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "client/event_queue_impl.h"
+#include "client/io_checksum.h"
+#include "client/resend.h"
+#include "client/shard_call.h"
+#include "common/log.h"
+
+namespace ros2::client {
+
+namespace {
+
+HybridClock& ReplicaClock() {
+  static HybridClock clock;
+  return clock;
+}
+
+std::atomic<uint64_t> checksum_failovers{0};
+
+// One update of a replicated object, from its submission to its completion:
+// attempts (one request to every live copy each) until every copy stored it
+// or the failure policy gives up.
+class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
+ public:
+  // One copy's request of the current attempt (SendToShard's owner).
+  struct Copy {
+    ShardTarget shard;
+    std::shared_ptr<ReplicatedUpdate> update;
+    void OnReply(const transport::ReplyView& reply) { update->OnCopyReply(shard.route.target, reply); }
+  };
+
+  std::shared_ptr<ContainerCore> cont;
+  ThreadIo* io = nullptr;
+  EventQueue::Impl* eq = nullptr;
+  bool counted = false;
+  uint64_t user_data = 0;
+  IoCallback callback;
+  ObjectId oid;
+  UpdateArgs args;
+  uint8_t flags = 0;
+  Epoch epoch = 0;
+  obj::Checksums csum;
+  FailurePolicy policy{std::chrono::milliseconds(0)};
+  // After kRefreshMap: the map the failed attempt was placed with.
+  std::shared_ptr<const MapSnapshot> refresh_from;
+  // The current attempt: replies outstanding (plus the sender's hold), the
+  // first failure and how far the furthest request got.
+  size_t remaining = 0;
+  Status failure;
+  CallPhase failure_phase = CallPhase::kConnecting;
+  bool reached_a_copy = false;
+
+  std::string Name() const { return "replicated update " + DescribeIo(oid, args.dkey, args.akey); }
+  Idempotency idempotency() const {
+    // The epoch makes a plain update harmless to repeat on a copy; a
+    // conditional one is only while no copy has seen it.
+    return flags == 0 || !reached_a_copy ? Idempotency::kIdempotent : Idempotency::kNotIdempotent;
+  }
+
+  void Count() {
+    if (eq != nullptr && !counted) {
+      ++eq->in_flight_;
+      counted = true;
+    }
+  }
+
+  void Complete(const IoResult& result) {
+    CompletionScope scope(*io);
+    if (eq != nullptr) {
+      counted = false;
+      eq->Complete(user_data, callback, result);
+    } else if (callback) {
+      callback(result);
+    }
+  }
+
+  void Fail(const Status& st, CallPhase phase) {
+    if (failure.ok()) {
+      failure = st;
+      failure_phase = phase;
+    }
+  }
+
+  // Sends the update to every copy of the current map. Outside completions.
+  void Attempt() {
+    failure = Status::Ok();
+    failure_phase = CallPhase::kConnecting;
+    remaining = 1;  // the sender's hold
+    auto routes = cont->WriteRoutes(oid, args.dkey);
+    if (!routes.ok()) {
+      Fail(routes.status(), CallPhase::kConnecting);
+      return Release();
+    }
+    if (refresh_from != nullptr) {
+      auto base = std::exchange(refresh_from, nullptr);
+      if (!MapChanged(*base, *routes->front().snapshot)) {
+        // The map that failed is still the map: placing again changes nothing.
+        Fail(failure_on_refresh, CallPhase::kAnswered);
+        give_up_now = true;
+        return Release();
+      }
+    }
+    for (Route& route : *routes) SendCopy(std::move(route));
+    Release();
+  }
+
+  void SendCopy(Route route) {
+    auto copy = std::make_shared<Copy>();
+    copy->shard = ShardTarget{io, cont.get(), std::move(route)};
+    copy->update = shared_from_this();
+    obj::UpdateRequest req;
+    req.header = cont->Header(copy->shard.route);
+    req.header.flags = flags;
+    req.header.epoch = epoch;
+    req.oid = oid;
+    req.dkey = args.dkey;
+    req.akey = args.akey;
+    req.type = args.kind;
+    req.index = args.kind == ValueType::kArray ? args.index : 0;
+    req.record_size = args.kind == ValueType::kArray ? args.record_size : 1;
+    req.length = args.data.size();
+    req.csum = csum;
+    transport::CallOptions options;
+    options.bulk_out = args.data;
+    if (args.data.size() > io->context().options().inline_limit) {
+      auto region = io->context().CachedRegistration(const_cast<std::byte*>(args.data.data()), args.data.size());
+      if (!region.ok())
+        return Fail(region.status().WithContext(Name() + ": register the data buffer"), CallPhase::kBeforeSend);
+      options.bulk_out_region = *region;
+    }
+    const auto payload = obj::Encode(req);
+    CallPhase phase = CallPhase::kConnecting;
+    ++remaining;
+    Status st = SendToShard(
+        copy, obj::Opcode::kUpdate, {payload.data(), payload.size()}, options, [this] { return Name(); }, phase);
+    if (phase == CallPhase::kSent) reached_a_copy = true;
+    if (!st.ok()) {
+      --remaining;
+      Fail(st, phase);
+    }
+  }
+
+  void OnCopyReply(uint32_t target, const transport::ReplyView& reply) {
+    CompletionScope scope(*io);
+    if (!reply.status.ok()) {
+      if (PhaseOfReply(reply.status) == CallPhase::kAnswered) reached_a_copy = true;
+      Fail(reply.status.WithContext(fmt::format("{}: copy on target {}", Name(), target)), PhaseOfReply(reply.status));
+    } else {
+      reached_a_copy = true;
+      auto decoded = obj::DecodeUpdateReply(reply.payload);
+      if (!decoded.ok()) Fail(decoded.status().WithContext(Name()), CallPhase::kAnswered);
+    }
+    Release();
+  }
+
+  // Drops one outstanding reply (or the sender's hold); after the last one
+  // the attempt is decided: OK when every copy stored the update.
+  void Release() {
+    if (--remaining > 0) return;
+    if (failure.ok()) {
+      IoResult r;
+      r.size = args.data.size();
+      r.epoch = epoch;
+      return Complete(r);
+    }
+    Status final = failure;
+    if (!give_up_now) {
+      auto d = policy.Decide(failure, failure_phase, idempotency(), Name());
+      LogRecovery(failure, failure_phase, d);
+      if (d.recovery != Recovery::kGiveUp) {
+        PrepareRecovery(d.recovery, *cont);
+        if (d.recovery == Recovery::kRefreshMap) {
+          refresh_from = cont->pool().CurrentMap();
+          failure_on_refresh = failure;
+        }
+        io->Schedule(d.pause, [self = shared_from_this()] { self->Attempt(); });
+        return;
+      }
+      final = d.final;
+    }
+    IoResult r;
+    r.status = final;
+    Complete(r);
+  }
+
+  Status failure_on_refresh;
+  bool give_up_now = false;
+};
+
+}  // namespace
+
+Epoch ReplicaEpoch() {
+  return ReplicaClock().Now();
+}
+
+uint64_t ReplicaChecksumFailovers() {
+  return checksum_failovers.load(std::memory_order_relaxed);
+}
+void CountReplicaChecksumFailover() {
+  checksum_failovers.fetch_add(1, std::memory_order_relaxed);
+}
+
+Status SubmitReplicatedUpdate(const std::shared_ptr<ContainerCore>& cont, const ObjectId& oid, ThreadIo& io,
+                              EventQueue::Impl* eq, const UpdateArgs& args, uint8_t flags, uint64_t user_data,
+                              IoCallback callback) {
+  auto op = std::make_shared<ReplicatedUpdate>();
+  op->cont = cont;
+  op->io = &io;
+  op->eq = eq;
+  op->user_data = user_data;
+  op->callback = std::move(callback);
+  op->oid = oid;
+  op->args = args;
+  op->flags = flags;
+  op->epoch = ReplicaEpoch();
+  op->csum = ChecksumsForUpdate(cont->checksum_type(), cont->pool().client().options().checksum_chunk_size, args.data);
+  op->policy = FailurePolicy(cont->pool().client().reconnect_timeout());
+  op->Count();
+  // From inside a completion (which may not connect or recover the map), or
+  // with a stale map, the first attempt is a timer of this thread.
+  if (io.in_completion() || cont->pool().map_stale()) {
+    io.Schedule(std::chrono::milliseconds(0), [op] { op->Attempt(); });
+  } else {
+    op->Attempt();
+  }
+  return Status::Ok();
+}
+
+}  // namespace ros2::client
