@@ -123,8 +123,8 @@ Status OfiWorker::StartCall(OfiConnection& conn, uint16_t opcode, std::span<cons
     d.length = options.bulk_out.size();
     d.transfer = out_am ? wire::BulkTransfer::kActiveMessage : wire::BulkTransfer::kInline;
     if (!out_am) {
-      m.inline_data = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(options.bulk_out.data()),
-                                               options.bulk_out.size());
+      m.inline_data =
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(options.bulk_out.data()), options.bulk_out.size());
     }
   }
   const bool in_am = options.bulk_in.size() > inline_limit;
@@ -140,10 +140,9 @@ Status OfiWorker::StartCall(OfiConnection& conn, uint16_t opcode, std::span<cons
   c.bulk_in = options.bulk_in;
   if (in_am) {
     // Posted before the request leaves: the pushed bytes land in place.
-    auto op = RecvTagged(conn.addr, TagOf(kTagPush, rid), options.bulk_in,
-                         [this, slot, generation](const Status& st, uint64_t len) {
-                           OnPushDone(slot, generation, st, len);
-                         });
+    auto op =
+        RecvTagged(conn.addr, TagOf(kTagPush, rid), options.bulk_in,
+                   [this, slot, generation](const Status& st, uint64_t len) { OnPushDone(slot, generation, st, len); });
     if (!op.ok()) {
       free_calls_.push_back(slot);
       return op.status();
@@ -191,8 +190,8 @@ void OfiWorker::HandleReply(OfiConnection& conn, const wire::Message& msg) {
   ++stats_.replies_received;
   OfiCall& c = calls_[slot];
   uint64_t pushed = msg.pushed_bytes;
-  Status status = msg.status_code == 0 ? Status::Ok()
-                                       : Status::FromCode(msg.status_code, std::string(msg.status_message));
+  Status status =
+      msg.status_code == 0 ? Status::Ok() : Status::FromCode(msg.status_code, std::string(msg.status_message));
   if (!msg.inline_data.empty()) {
     if (msg.inline_data.size() > c.bulk_in.size() || msg.inline_data.size() != pushed) {
       status = Status::Protocol("transport: reply pushes more bytes than the bulk-in buffer holds");
@@ -207,9 +206,10 @@ void OfiWorker::HandleReply(OfiConnection& conn, const wire::Message& msg) {
   const bool tagged_push = msg.inline_data.empty() && pushed > 0;
   if (tagged_push && c.push_recv == nullptr && status.ok() && (!c.push_ok || c.push_received != pushed)) {
     // The pushed bytes arrived (or failed) before the reply.
-    status = c.push_ok ? Status::Protocol(fmt::format("transport: {} bytes pushed, the reply says {}",
-                                                      c.push_received, pushed))
-                       : Status::IOError("transport: the pushed bulk did not arrive");
+    status =
+        c.push_ok
+            ? Status::Protocol(fmt::format("transport: {} bytes pushed, the reply says {}", c.push_received, pushed))
+            : Status::IOError("transport: the pushed bulk did not arrive");
   }
   CompleteCall(slot, status, msg.payload, pushed);
 }
@@ -242,8 +242,8 @@ void OfiWorker::OnPushDone(uint32_t slot, uint32_t generation, const Status& st,
   c.push_received = st.ok() ? len : 0;
   if (!c.finished) return;  // before the reply: the reply finishes the call
   if (c.status.ok() && c.pushed > 0 && (!st.ok() || len != c.pushed)) {
-    c.status = st.ok() ? Status::Protocol(fmt::format("transport: {} bytes pushed, the reply says {}", len, c.pushed))
-                       : st;
+    c.status =
+        st.ok() ? Status::Protocol(fmt::format("transport: {} bytes pushed, the reply says {}", len, c.pushed)) : st;
   }
   FinishCall(slot);
 }

@@ -6,10 +6,10 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
 
+#include <sys/mman.h>
 #include <cstdlib>
 #include <cstring>
 #include <set>
-#include <sys/mman.h>
 
 #include <fmt/format.h>
 
@@ -138,9 +138,10 @@ Result<std::unique_ptr<Fabric>> Fabric::Open(const TransportOptions& options) {
     break;
   }
   if (fabric->info_ == nullptr) {
-    return Status::NotSupported(fmt::format("transport ofi: no usable libfabric provider for RDM messages: {} "
-                                            "(offered: {})",
-                                            tried, Offered()));
+    return Status::NotSupported(
+        fmt::format("transport ofi: no usable libfabric provider for RDM messages: {} "
+                    "(offered: {})",
+                    tried, Offered()));
   }
   int rc = fi_fabric(fabric->info_->fabric_attr, &fabric->fabric_, nullptr);
   if (rc != 0) return Status::Internal(FiError("transport ofi: fi_fabric", rc));

@@ -86,8 +86,8 @@ TEST_P(ProviderTest, RoundTripAndHandlerErrors) {
 TEST_P(ProviderTest, BulkIsByteExactInBothDirections) {
   const uint64_t limit = ctx_->options().inline_limit;
   uint32_t seed = 1;
-  for (uint64_t size : {uint64_t{0}, uint64_t{1}, uint64_t{4096}, limit, limit + 1, uint64_t{1} << 20,
-                        uint64_t{16} << 20}) {
+  for (uint64_t size :
+       {uint64_t{0}, uint64_t{1}, uint64_t{4096}, limit, limit + 1, uint64_t{1} << 20, uint64_t{16} << 20}) {
     SCOPED_TRACE("size " + std::to_string(size));
     std::vector<std::byte> out = Pattern(size, seed++);
     std::vector<std::byte> in(size, std::byte{0xEE});
@@ -119,11 +119,13 @@ TEST_P(ProviderTest, ThousandOutstandingRequests) {
   int done = 0, ok = 0;
   for (uint32_t i = 0; i < 1000; ++i) {
     std::string p = std::to_string(i);
-    ASSERT_TRUE(ep_->Call(testing::kOpEcho, Bytes(p), {}, [&, p](const ReplyView& r) {
-                      ++done;
-                      ok += r.status.ok() && r.payload.size() == 4 + p.size() &&
-                            std::memcmp(r.payload.data() + 4, p.data(), p.size()) == 0;
-                    }).ok());
+    ASSERT_TRUE(ep_->Call(testing::kOpEcho, Bytes(p), {},
+                          [&, p](const ReplyView& r) {
+                            ++done;
+                            ok += r.status.ok() && r.payload.size() == 4 + p.size() &&
+                                  std::memcmp(r.payload.data() + 4, p.data(), p.size()) == 0;
+                          })
+                    .ok());
   }
   ASSERT_TRUE(worker_->RunUntil([&] { return done == 1000; }, 30000ms).ok());
   EXPECT_EQ(ok, 1000);
@@ -161,10 +163,12 @@ TEST_P(ProviderTest, PeerKilledFailsOutstandingRequests) {
   for (int i = 0; i < 4; ++i) {
     CallOptions co;
     co.timeout = 3000ms;
-    ASSERT_TRUE(ep_->Call(testing::kOpHold, {}, co, [&](const ReplyView& r) {
-                      ++done;
-                      failed += !r.status.ok();
-                    }).ok());
+    ASSERT_TRUE(ep_->Call(testing::kOpHold, {}, co,
+                          [&](const ReplyView& r) {
+                            ++done;
+                            failed += !r.status.ok();
+                          })
+                    .ok());
   }
   worker_->Progress();
   peer_.Kill();

@@ -63,8 +63,8 @@ Status OfiWorker::AdmitHello() {
 
 void OfiWorker::HandleHello(const wire::Message& msg, fi_addr_t from) {
   auto peer = wire::DecodeAddress(msg.payload);
-  Status st = peer.ok() ? wire::CheckPeerWireVersion(peer->wire_version, fmt::format("peer pid {}", peer->pid))
-                        : peer.status();
+  Status st =
+      peer.ok() ? wire::CheckPeerWireVersion(peer->wire_version, fmt::format("peer pid {}", peer->pid)) : peer.status();
   if (st.ok()) st = CheckPeerProvider(peer->ucx_address, Provider::kOfi, fmt::format("peer pid {}", peer->pid));
   if (!st.ok() || peer->ucx_address.size() <= sizeof(kAddressTag)) {
     ++stats_.malformed_messages;
@@ -107,9 +107,10 @@ void OfiWorker::HandleHello(const wire::Message& msg, fi_addr_t from) {
   uint32_t from_peer = 0;
   for (const auto& [id, c] : connections_) from_peer += !c->client_side && c->addr == addr && !c->authenticated;
   if (from_peer >= options().max_connections_per_peer) {
-    return refuse(Status::Busy(fmt::format("transport: refused: {} unauthenticated connections from pid {} "
-                                           "(max_connections_per_peer)",
-                                           from_peer, peer->pid)));
+    return refuse(
+        Status::Busy(fmt::format("transport: refused: {} unauthenticated connections from pid {} "
+                                 "(max_connections_per_peer)",
+                                 from_peer, peer->pid)));
   }
   if (Status admitted = AdmitHello(); !admitted.ok()) return refuse(admitted);
 
@@ -156,10 +157,9 @@ void OfiWorker::ExpireUnauthenticated(Clock::time_point now) {
   }
   for (uint64_t id : expired) {
     ++stats_.connections_evicted;
-    FailConnection(id,
-                   Status::Disconnected(fmt::format("transport: closed: no valid capability within {} ms",
-                                                    timeout.count())),
-                   false, true);
+    FailConnection(
+        id, Status::Disconnected(fmt::format("transport: closed: no valid capability within {} ms", timeout.count())),
+        false, true);
   }
 }
 
@@ -402,8 +402,9 @@ Status OfiWorker::AuthenticateConnection(OfiConnection& conn, const wire::Messag
   const bool first = auth.sessions.empty() && !auth.keyed;
   const bool integrity = (flags & kAuthFlagIntegrity) != 0;
   if (first && auth.integrity_asked && !integrity) {
-    return Status::PermissionDenied(who + ": the connection crosses hosts or runs over tcp, so its messages must carry "
-                                          "integrity tags, and the client did not turn them on");
+    return Status::PermissionDenied(who +
+                                    ": the connection crosses hosts or runs over tcp, so its messages must carry "
+                                    "integrity tags, and the client did not turn them on");
   }
   if (auth.identity.empty()) {
     const std::string identity = "session " + SessionName(session);
@@ -412,9 +413,10 @@ Status OfiWorker::AuthenticateConnection(OfiConnection& conn, const wire::Messag
       same += c.get() != &conn && !c->client_side && c->auth && c->auth->identity == identity;
     }
     if (same >= options().max_connections_per_peer) {
-      return Status::Busy(fmt::format("transport: refused: {} already has {} connections to worker '{}' "
-                                      "(max_connections_per_peer)",
-                                      identity, same, name_));
+      return Status::Busy(
+          fmt::format("transport: refused: {} already has {} connections to worker '{}' "
+                      "(max_connections_per_peer)",
+                      identity, same, name_));
     }
     auth.identity = identity;
   }
@@ -457,9 +459,9 @@ Status OfiWorker::AuthenticateSession(OfiConnection& conn, const SessionCredenti
     OfiConnection* c = FindConnection(id);
     if (c == nullptr || c->auth == nullptr) return;
     if (first) {
-      deferred_failures_.emplace_back(id, Status::Disconnected(fmt::format(
-                                              "transport: {} refused this connection's session: {}", c->peer_name,
-                                              reply.status.ToString())));
+      deferred_failures_.emplace_back(
+          id, Status::Disconnected(fmt::format("transport: {} refused this connection's session: {}", c->peer_name,
+                                               reply.status.ToString())));
       return;
     }
     auto& s = c->auth->sessions;

@@ -129,7 +129,8 @@ OfiWorker::~OfiWorker() {
   in_destructor_ = true;
   std::vector<std::shared_ptr<OfiConnection>> conns;
   for (auto& [id, conn] : connections_) conns.push_back(conn);
-  for (auto& conn : conns) FailConnection(conn->local_id, Status::Cancelled("transport: worker destroyed"), false, true);
+  for (auto& conn : conns)
+    FailConnection(conn->local_id, Status::Cancelled("transport: worker destroyed"), false, true);
   for (auto& conn : conns) conn->detached = true;
   for (uint32_t slot = 0; slot < calls_.size(); ++slot) {
     if (calls_[slot].done) CompleteCall(slot, Status::Cancelled("transport: worker destroyed"), {}, 0);
@@ -251,12 +252,28 @@ Result<Op*> OfiWorker::RecvTagged(fi_addr_t from, uint64_t tag, std::span<std::b
 
 Status OfiWorker::SendMessage(OfiConnection& conn, const wire::Message& msg,
                               std::function<void(const Status&, uint64_t)> done) {
-  if (conn.addr == FI_ADDR_UNSPEC) return conn.status.ok() ? Status::Disconnected("transport ofi: no peer") : conn.status;
+  if (conn.addr == FI_ADDR_UNSPEC)
+    return conn.status.ok() ? Status::Disconnected("transport ofi: no peer") : conn.status;
   std::vector<uint8_t> bytes(wire::EncodedSize(msg));
   ROS2_ASSIGN_OR_RETURN(size_t n, wire::Encode(msg, bytes));
   bytes.resize(n);
   if (conn.auth != nullptr && conn.auth->keyed) ROS2_RETURN_IF_ERROR(Seal(conn, bytes));
-  return SendBytes(conn.addr, std::move(bytes), std::move(done));
+  // A send the provider fails (the peer is gone: rxm reports it on the
+  // completion, or keeps answering EAGAIN) fails the connection, so its
+  // calls end and nothing more is tried on it.
+  const uint64_t id = conn.local_id;
+  auto wrapped = [this, id, done = std::move(done)](const Status& st, uint64_t len) {
+    if (!st.ok() && st.code() != Status::Code::kCancelled) {
+      deferred_failures_.emplace_back(
+          id, Status::Disconnected(fmt::format("transport ofi: send failed: {}", st.message())));
+    }
+    if (done) done(st, len);
+  };
+  Status st = SendBytes(conn.addr, std::move(bytes), std::move(wrapped));
+  if (!st.ok() && st.code() != Status::Code::kInvalidArgument) {
+    deferred_failures_.emplace_back(id, Status::Disconnected(fmt::format("transport ofi: {}", st.message())));
+  }
+  return st;
 }
 
 int OfiWorker::DrainCompletions() {
@@ -270,10 +287,10 @@ int OfiWorker::DrainCompletions() {
       fi_cq_err_entry err{};
       if (fi_cq_readerr(cq_, &err, 0) <= 0) break;
       auto* op = static_cast<Op*>(err.op_context);
-      const Status st = err.err == FI_ECANCELED
-                            ? Status::Cancelled("transport ofi: cancelled")
-                            : Status::IOError(fmt::format("transport ofi: {} (provider: {})", fi_strerror(err.err),
-                                                          err.prov_errno));
+      const Status st =
+          err.err == FI_ECANCELED
+              ? Status::Cancelled("transport ofi: cancelled")
+              : Status::IOError(fmt::format("transport ofi: {} (provider: {})", fi_strerror(err.err), err.prov_errno));
       if (op != nullptr) OnCompletion(op, st, err.len, FI_ADDR_NOTAVAIL);
       ++handled;
       continue;
@@ -294,7 +311,11 @@ int OfiWorker::DrainCompletions() {
 void OfiWorker::OnCompletion(Op* op, const Status& st, uint64_t len, fi_addr_t from) {
   if (op->kind == Op::Kind::kRecv) {
     const size_t index = op->index;
-    if (st.ok()) OnMessage(std::span<const uint8_t>(recv_buffers_[index].data(), len), from);
+    if (st.ok()) {
+      OnMessage(std::span<const uint8_t>(recv_buffers_[index].data(), len), from);
+    } else if (!in_destructor_ && st.code() != Status::Code::kCancelled) {
+      ++stats_.malformed_messages;  // truncated: longer than a posted receive
+    }
     if (!in_destructor_ || st.ok()) PostRecv(index);
     return;
   }
@@ -395,11 +416,11 @@ void OfiWorker::OnWireMessage(std::span<const uint8_t> bytes, fi_addr_t from) {
       if (!conn->client_side) break;
       return HandleReply(*conn, msg);
     case wire::Kind::kBye: {
-      const std::string why = msg.payload.empty() ? std::string("closed by the peer")
-                                                  : std::string(reinterpret_cast<const char*>(msg.payload.data()),
-                                                                msg.payload.size());
-      deferred_failures_.emplace_back(
-          conn->local_id, Status::Disconnected(fmt::format("transport: {}: {}", conn->peer_name, why)));
+      const std::string why = msg.payload.empty()
+                                  ? std::string("closed by the peer")
+                                  : std::string(reinterpret_cast<const char*>(msg.payload.data()), msg.payload.size());
+      deferred_failures_.emplace_back(conn->local_id,
+                                      Status::Disconnected(fmt::format("transport: {}: {}", conn->peer_name, why)));
       return;
     }
     default: break;

@@ -168,7 +168,7 @@ class OfiWorker final : public Worker, public RequestBackend {
   void PostRecv(size_t index);
   // After an EAGAIN: progress, and whether to try again (within send_patience_ of `start`).
   bool Retry(Clock::time_point start);
-  std::chrono::milliseconds send_patience_{2000};
+  std::chrono::milliseconds send_patience_{500};
   int DrainCompletions();
   void OnCompletion(Op* op, const Status& st, uint64_t len, fi_addr_t from);
   void OnMessage(std::span<const uint8_t> bytes, fi_addr_t from);
