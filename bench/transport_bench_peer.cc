@@ -86,12 +86,14 @@ int Serve(const std::string& kind_name, const std::string& address_file, int cpu
       return 2;
     }
   }
-  auto kind = ParseTransportKind(kind_name);
+  const auto [ofi, kind_only] = SplitProvider(kind_name);
+  auto kind = ParseTransportKind(kind_only);
   if (!kind.ok()) {
     std::fprintf(stderr, "peer: %s\n", kind.status().ToString().c_str());
     return 2;
   }
   TransportOptions options;
+  options.provider = ofi ? Provider::kOfi : Provider::kUcx;
   options.kind = *kind;
   // The bench's requests carry no capability (there is no engine here): its
   // connection stays open however long the ucx_perftest baselines between
@@ -167,7 +169,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ros2-bench transport peer (spawned by ros2-bench transport)"};
   std::string kind = "tcp", address_file, log_level = "warn";
   int cpu = -1;
-  app.add_option("--transport", kind, "tcp | shm | rdma | auto");
+  app.add_option("--transport", kind, "tcp | shm | rdma | auto, or ofi-<kind> (libfabric)");
   app.add_option("--address-file", address_file, "where to publish the worker address (hex)")->required();
   app.add_option("--log-level", log_level, "log level");
   app.add_option("--cpu", cpu, "pin the serving thread to this CPU (default: not pinned)");

@@ -18,8 +18,17 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <utility>
 
 namespace ros2::bench::transport_peer {
+
+// A transport name of the bench: "tcp", "shm", "rdma", "auto" on UCX, or
+// "ofi-<kind>" for that kind on libfabric: the provider, and the kind's name.
+inline std::pair<bool, std::string> SplitProvider(const std::string& name) {
+  if (name.rfind("ofi-", 0) == 0) return {true, name.substr(4)};
+  return {false, name};
+}
 
 inline constexpr uint16_t kOpNoop = 0x0B00;
 inline constexpr uint16_t kOpWrite = 0x0B01;

@@ -69,6 +69,9 @@ struct TransportSuiteOptions {
   double idle_s = 5;
   int rounds = 1;
   bool perftest = true;
+  // ucx, ofi or both: each transport of `transports` on that fabric library
+  // ("ofi-<kind>" names one directly).
+  std::string provider = "ucx";
   std::string bulk_buffers = "shared";    // shared | per-call (see the top of this file)
   bool batch = true;                      // bulk mode: each burst of calls corked (Endpoint::Cork)
   std::string client_memory = "segment";  // segment (a SharedBuffer, as libros2's IoBuffer) | heap
@@ -135,8 +138,10 @@ struct Connection {
 
 Result<std::unique_ptr<Connection>> Connect(const std::string& kind_name) {
   auto conn = std::make_unique<Connection>();
-  ROS2_ASSIGN_OR_RETURN(TransportKind kind, ParseTransportKind(kind_name));
+  const auto [ofi, kind_only] = transport_peer::SplitProvider(kind_name);
+  ROS2_ASSIGN_OR_RETURN(TransportKind kind, ParseTransportKind(kind_only));
   TransportOptions options;
+  options.provider = ofi ? Provider::kOfi : Provider::kUcx;
   options.kind = kind;
   ROS2_ASSIGN_OR_RETURN(conn->ctx, Context::Create(options));
   ROS2_ASSIGN_OR_RETURN(conn->worker, conn->ctx->CreateWorker("bench-client"));
@@ -181,7 +186,7 @@ std::vector<std::pair<std::string, std::string>> PerftestEnv(const Context& ctx)
 }
 
 std::optional<PerftestResult> Perftest(const Context& ctx, const std::string& test, uint64_t bs) {
-  if (!g_opts.perftest) return std::nullopt;
+  if (!g_opts.perftest || ctx.ofi() != nullptr) return std::nullopt;  // ucx_perftest measures UCX only
   PerftestJob job;
   job.test = test;
   job.size = bs;
@@ -406,7 +411,13 @@ int RunTransportSuite(Reporter& rep) {
         g_opts.pin[0], g_opts.pin[1]);
   }
   std::map<std::string, double> write4k_p50;  // transport -> p50 of the 4 KiB write RPC
-  for (const auto& kind : g_opts.transports) {
+  std::vector<std::string> kinds;
+  for (const auto& k : g_opts.transports) {
+    const bool named = k.rfind("ofi-", 0) == 0;
+    if (named || g_opts.provider != "ofi") kinds.push_back(k);
+    if (!named && g_opts.provider != "ucx") kinds.push_back("ofi-" + k);
+  }
+  for (const auto& kind : kinds) {
     auto conn_r = Connect(kind);
     if (!conn_r.ok()) {
       std::fprintf(stderr, "transport bench: %s: %s\n", kind.c_str(), conn_r.status().ToString().c_str());
@@ -519,6 +530,9 @@ const bool registered = RegisterSuite(Suite{
           ->check(CLI::Range(1, 100));
       app.add_option("--idle", g_opts.idle_s, "seconds of the idle CPU measurement");
       app.add_flag("!--no-perftest", g_opts.perftest, "skip the ucx_perftest baselines");
+      app.add_option("--provider", g_opts.provider,
+                     "ucx, ofi (libfabric) or both: the fabric library of every transport measured")
+          ->check(CLI::IsMember({"ucx", "ofi", "both"}));
       app.add_option("--pin", g_opts.pin,
                      "CLIENT,SERVER CPUs: pin the client thread and the bench peer, and ucx_perftest's client and "
                      "server (taskset) the same way")

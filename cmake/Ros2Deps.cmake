@@ -18,6 +18,7 @@ find_package(prometheus-cpp CONFIG REQUIRED)  # metrics endpoints (pull exposer)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 pkg_check_modules(FUSE3 REQUIRED IMPORTED_TARGET fuse3)
+pkg_check_modules(LIBFABRIC REQUIRED IMPORTED_TARGET libfabric)
 
 if(ROS2_BUILD_TESTS)
   find_package(GTest CONFIG REQUIRED)

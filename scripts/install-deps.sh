@@ -15,6 +15,9 @@ PACKAGES=(
   # data plane; autoconf, automake and libtool rebuild UCX's libuct and libucp from
   # Debian's source with third_party/ucx-patches (scripts/install-ucx-patch.sh)
   libucx-dev ucx-utils autoconf automake libtool
+  # the second data-plane provider (transport.provider: ofi): libfabric, and
+  # fi_info / fi_pingpong, which the tests and ros2-bench transport run
+  libfabric-dev libfabric-bin
   # control plane
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc
   # cluster state store (docs/cluster.md): etcd and etcdctl, which the cluster

@@ -60,8 +60,12 @@ struct ClientOptions {
   std::string secret;       // the tenant's secret, or
   std::string secret_file;  // a file whose first line is the secret
   // Data-plane transport: "auto", "tcp", "shm" or "rdma"; `net_devices` is
-  // UCX_NET_DEVICES for tcp/rdma ("lo" for a local cluster).
+  // UCX_NET_DEVICES for tcp/rdma ("lo" for a local cluster). "ofi-tcp",
+  // "ofi-shm" (...) is short for provider "ofi" with that transport.
   std::string transport = "auto";
+  // The fabric library of the data plane: "ucx" or "ofi" (libfabric); the
+  // engines' transport.provider must be the same.
+  std::string provider = "ucx";
   std::string net_devices = "lo";
   std::chrono::milliseconds control_timeout{10000};  // each gRPC call
   std::chrono::milliseconds io_timeout{30000};       // each data-plane request

@@ -266,6 +266,7 @@ Result<std::shared_ptr<TenantClient>> Agent::AcquireTenant(const TenantMapping& 
   o.tenant = t.name;
   o.secret_file = t.secret_file;
   o.transport = config_.transport;
+  o.provider = config_.provider;
   o.net_devices = config_.net_devices;
   o.io_timeout = config_.io_timeout;
   o.spin_budget = config_.client_spin;

@@ -42,7 +42,7 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
   if (!root || root.IsNull()) return Status::Ok();
   ROS2_RETURN_IF_ERROR(CheckKnownKeys(
       root, where,
-      {"socket", "socket_mode", "control", "transport", "net_devices", "log_level", "spin", "client_spin", "io_timeout",
+      {"socket", "socket_mode", "control", "transport", "provider", "net_devices", "log_level", "spin", "client_spin", "io_timeout",
        "max_sessions", "max_sessions_per_tenant", "max_ring_entries", "max_arena", "tenants", "metrics",
        "process"}));
   ROS2_RETURN_IF_ERROR(ApplyProcessConfig(root, where, &config->process));
@@ -64,6 +64,10 @@ Status ApplyAgentConfig(const YAML::Node& root, std::string_view origin, AgentCo
       config->transport != "rdma") {
     return Status::InvalidArgument(
         fmt::format("{}.transport: expected auto, shm, tcp or rdma, got '{}'", where, config->transport));
+  }
+  ROS2_RETURN_IF_ERROR(ReadString(root, where, "provider", &config->provider));
+  if (config->provider != "ucx" && config->provider != "ofi") {
+    return Status::InvalidArgument(fmt::format("{}.provider: expected ucx or ofi, got '{}'", where, config->provider));
   }
   ROS2_RETURN_IF_ERROR(ReadString(root, where, "net_devices", &config->net_devices));
   ROS2_RETURN_IF_ERROR(ReadString(root, where, "log_level", &config->log_level));

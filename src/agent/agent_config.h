@@ -5,6 +5,7 @@
 //   socket_mode: 0666                # its permission bits (callers are told apart by SO_PEERCRED)
 //   control: unix:/path/control.sock # the engine's control endpoint
 //   transport: auto                  # auto | shm | tcp | rdma, agent <-> engine
+//   provider: ucx                    # ucx | ofi (libfabric), as the engines' transport.provider
 //   net_devices: lo
 //   log_level: info
 //   spin: 50us                       # how long a session thread polls its ring before it sleeps
@@ -63,6 +64,8 @@ struct AgentConfig {
   uint32_t socket_mode = 0666;
   std::string control;
   std::string transport = "auto";
+  std::string provider = "ucx";  // ucx | ofi: the data plane's fabric library, as the engines'
+
   std::string net_devices = "lo";
   std::string log_level = "info";
   std::chrono::microseconds spin{50};

@@ -79,6 +79,10 @@ TEST(AgentConfigTest, RefusesBadSettingsNamingTheKey) {
   EXPECT_NE(st.message().find("tenants[0].uids[0]"), std::string::npos) << st.ToString();
   Parse("transport: carrier-pigeon", &st);
   EXPECT_NE(st.message().find("transport"), std::string::npos) << st.ToString();
+  Parse("provider: psm9", &st);
+  EXPECT_NE(st.message().find("provider: expected ucx or ofi, got 'psm9'"), std::string::npos) << st.ToString();
+  EXPECT_EQ(Parse("provider: ofi", &st).provider, "ofi");
+  EXPECT_TRUE(st.ok()) << st.ToString();
   Parse("max_ring_entries: 1000", &st);
   EXPECT_NE(st.message().find("max_ring_entries"), std::string::npos) << st.ToString();
   Parse("max_sessions_per_tenant: 0", &st);

@@ -28,7 +28,8 @@ namespace {
 Result<std::shared_ptr<transport::Context>> SharedContext(const transport::TransportOptions& options) {
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<transport::Context>> contexts;
-  std::string key = fmt::format("{}|{}|{}", transport::TransportKindName(options.kind), options.net_devices,
+  std::string key = fmt::format("{}|{}|{}|{}", transport::ProviderName(options.provider),
+                                transport::TransportKindName(options.kind), options.net_devices,
                                 options.spin_budget.count());
   std::lock_guard<std::mutex> lock(mu);
   if (auto existing = contexts[key].lock()) return existing;
@@ -172,13 +173,21 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
         fmt::format("libros2 connect: no secret for tenant '{}' (set secret or secret_file)", options.tenant));
   }
 
-  auto kind = transport::ParseTransportKind(options.transport);
+  auto provider = transport::ParseProvider(options.provider);
+  if (!provider.ok()) return provider.status().WithContext("libros2 connect: provider");
+  std::string_view kind_name = options.transport;
+  if (kind_name.rfind("ofi-", 0) == 0) {
+    kind_name.remove_prefix(4);
+    *provider = transport::Provider::kOfi;
+  }
+  auto kind = transport::ParseTransportKind(kind_name);
   if (!kind.ok()) return kind.status().WithContext("libros2 connect: transport");
   if (options.spin_budget < std::chrono::microseconds(0) || options.spin_budget > std::chrono::seconds(1)) {
     return Status::InvalidArgument(
         fmt::format("libros2 connect: spin_budget {} us is not within 0..1000000", options.spin_budget.count()));
   }
   transport::TransportOptions topts;
+  topts.provider = *provider;
   topts.kind = *kind;
   topts.spin_budget = options.spin_budget;
   topts.net_devices = options.net_devices;

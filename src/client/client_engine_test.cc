@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -69,7 +70,10 @@ class ClientEngineTest : public ::testing::TestWithParam<std::string> {
 
 TEST_P(ClientEngineTest, UsesTheRequestedTransport) {
   std::string d = client_->DescribeTransport();
-  if (GetParam() == "tcp") {
+  if (GetParam().starts_with("ofi-")) {
+    EXPECT_NE(d.find("transport=ofi"), std::string::npos) << d;
+    EXPECT_NE(d.find(GetParam() == "ofi-tcp" ? "provider=tcp;ofi_rxm" : "provider=shm"), std::string::npos) << d;
+  } else if (GetParam() == "tcp") {
     EXPECT_NE(d.find("transport=tcp"), std::string::npos) << d;
   } else {
     EXPECT_NE(d.find("transport=shm"), std::string::npos) << d;
@@ -310,7 +314,9 @@ TEST_P(ClientEngineTest, EngineRefusesAnUpdateWhoseChecksumsDoNotMatch) {
   ASSERT_TRUE(target.ok());
 
   transport::TransportOptions to;
-  to.kind = *transport::ParseTransportKind(GetParam());
+  const bool ofi = GetParam().starts_with("ofi-");
+  to.provider = ofi ? transport::Provider::kOfi : transport::Provider::kUcx;
+  to.kind = *transport::ParseTransportKind(ofi ? GetParam().substr(4) : GetParam());
   auto ctx = transport::Context::Create(to);
   ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
   auto worker = (*ctx)->CreateWorker("csum-test");
@@ -517,8 +523,13 @@ TEST_P(ClientEngineTest, CApiRoundTripWithEventQueue) {
   ros2_client_close(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ClientEngineTest, ::testing::Values("tcp", "shm"),
-                         [](const auto& info) { return info.param; });
+// ofi-tcp: the engine and the client on libfabric's tcp;ofi_rxm.
+INSTANTIATE_TEST_SUITE_P(Transports, ClientEngineTest, ::testing::Values("tcp", "shm", "ofi-tcp"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace ros2::client

@@ -447,7 +447,8 @@ INSTANTIATE_TEST_SUITE_P(Shm, DfsTest, ::testing::Values("shm"), [](const auto& 
 INSTANTIATE_TEST_SUITE_P(Offload, DfsTest, ::testing::Values("offload-shm"), [](const auto&) {
   return std::string("offload_shm");
 });
-INSTANTIATE_TEST_SUITE_P(Transports, DfsDataTest, ::testing::Values("tcp", "shm", "offload-tcp", "offload-shm"),
+INSTANTIATE_TEST_SUITE_P(Transports, DfsDataTest,
+                         ::testing::Values("tcp", "shm", "offload-tcp", "offload-shm", "ofi-tcp"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -24,9 +24,15 @@ constexpr uint32_t kMaxTargets = 64;
 Status ApplyTransport(const YAML::Node& node, const std::string& where, transport::TransportOptions* t) {
   ROS2_RETURN_IF_ERROR(
       CheckKnownKeys(node, where,
-                     {"kind", "inline_limit", "batch_flush", "net_devices", "tcp_seg_size", "spin", "timeout",
+                     {"provider", "ofi_provider", "kind", "inline_limit", "batch_flush", "net_devices", "tcp_seg_size", "spin", "timeout",
                       "keepalive", "max_connections", "max_connections_per_peer", "unauthenticated_timeout",
                       "max_segment_size", "max_segment_bytes_per_connection", "cma_tokens_per_process"}));
+  std::string provider(transport::ProviderName(t->provider));
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "provider", &provider));
+  auto parsed_provider = transport::ParseProvider(provider);
+  if (!parsed_provider.ok()) return parsed_provider.status().WithContext(where + ".provider");
+  t->provider = *parsed_provider;
+  ROS2_RETURN_IF_ERROR(ReadString(node, where, "ofi_provider", &t->ofi_provider));
   std::string kind(transport::TransportKindName(t->kind));
   ROS2_RETURN_IF_ERROR(ReadString(node, where, "kind", &kind));
   auto parsed = transport::ParseTransportKind(kind);

@@ -8,6 +8,7 @@
 //   target_cpus: [0, 1]              # optional: target i runs on CPU target_cpus[i % n]
 //   vos: { class: nvme, ... }   # every container shard (vos_config.h); pools size them
 //   transport: { kind: auto, inline_limit: 16KiB, net_devices: lo, spin: 50us, keepalive: 2s }
+//              (provider: ucx | ofi, ofi_provider: "tcp;ofi_rxm" | shm | ...: the fabric library)
 //   control:
 //     socket: <data_dir>/control.sock  # Unix socket of the embedded control plane
 //     listen: 127.0.0.1:0              # optional extra TCP listener

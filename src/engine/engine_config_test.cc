@@ -66,6 +66,18 @@ limits: { max_epoch_drift: 5s, max_io_size: 16MiB, connection_bytes_in_flight: 6
   EXPECT_EQ(c.limits.target_requests_in_flight, 400u);
 }
 
+TEST(EngineConfig, ReadsTheTransportProvider) {
+  EngineConfig c = DefaultEngineConfig();
+  EXPECT_EQ(c.transport.provider, transport::Provider::kUcx);
+  ASSERT_TRUE(Apply("data_dir: /d\ntransport: { provider: ofi, ofi_provider: shm, kind: shm }\n", &c).ok());
+  EXPECT_EQ(c.transport.provider, transport::Provider::kOfi);
+  EXPECT_EQ(c.transport.ofi_provider, "shm");
+  auto bad = Apply("data_dir: /d\ntransport: { provider: psm9 }\n", &c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("transport.provider"), std::string::npos) << bad.ToString();
+  EXPECT_NE(bad.message().find("'psm9'"), std::string::npos) << bad.ToString();
+}
+
 // The limits a client cannot push a target past (docs/transport.md, "Limits").
 TEST(EngineConfig, ReadsTransportLimits) {
   EngineConfig c = DefaultEngineConfig();

@@ -61,6 +61,7 @@ ros2::Result<std::string> LeaveRoot(const ros2::engine::EngineConfig& config) {
 
 int main(int argc, char** argv) {
   CLI::App app{"ros2-engine: the ROS2 storage server"};
+  std::string provider;
   std::string config_path, data_dir, storage_class, transport_kind, listen, join, join_secret, log_level;
   uint32_t targets = 0;
   app.add_option("-c,--config", config_path, "YAML configuration file")->check(CLI::ExistingFile);
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
   app.add_option("-t,--targets", targets, "number of targets (overrides targets)");
   app.add_option("--class", storage_class, "storage class of container shards: nvme | ram (overrides vos.class)");
   app.add_option("--transport", transport_kind, "auto | tcp | shm | rdma (overrides transport.kind)");
+  app.add_option("--provider", provider, "ucx | ofi (overrides transport.provider)");
   app.add_option("--listen", listen, "extra TCP control listener host:port (overrides control.listen)");
   app.add_option("--join", join, "management endpoint to register with (overrides control.join)");
   app.add_option("--join-secret-file", join_secret, "admin secret of the joined endpoint");
@@ -91,6 +93,11 @@ int main(int argc, char** argv) {
     auto k = ros2::transport::ParseTransportKind(transport_kind);
     if (!k.ok()) return Fail(k.status().WithContext("--transport"));
     config.transport.kind = *k;
+  }
+  if (!provider.empty()) {
+    auto p = ros2::transport::ParseProvider(provider);
+    if (!p.ok()) return Fail(p.status().WithContext("--provider"));
+    config.transport.provider = *p;
   }
   if (!listen.empty()) config.control.listen = listen;
   if (!join.empty()) config.control.join = join;

@@ -135,9 +135,11 @@ Result<ros2::client::ClientOptions> ClientOptionsFrom(const ros2_fio_mount_optio
         "ros2 fio engine: no cluster given: set data_dir= (a `ros2ctl cluster up` directory) or control= and "
         "secret_file= (or $ROS2_DATA_DIR)");
   }
-  if (co.transport != "auto" && co.transport != "tcp" && co.transport != "shm" && co.transport != "rdma") {
-    return Status::InvalidArgument(
-        fmt::format("ros2 fio engine: transport={} is not one of auto, tcp, shm, rdma", co.transport));
+  // "ofi-<kind>": that kind on the libfabric provider (ClientOptions::transport).
+  const std::string kind = co.transport.rfind("ofi-", 0) == 0 ? co.transport.substr(4) : co.transport;
+  if (kind != "auto" && kind != "tcp" && kind != "shm" && kind != "rdma") {
+    return Status::InvalidArgument(fmt::format(
+        "ros2 fio engine: transport={} is not one of auto, tcp, shm, rdma (or ofi-<one of those>)", co.transport));
   }
   return co;
 }

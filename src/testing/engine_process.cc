@@ -52,7 +52,12 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
     y << "log_level: " << (level != nullptr && *level != '\0' ? level : "info") << "\n";
     y << "shutdown_grace: " << options.shutdown_grace << "\n";
     y << "vos: { class: " << options.storage_class << ", data_size: " << options.data_size << " }\n";
-    y << "transport: { kind: " << options.transport;
+    // "ofi-<kind>": the libfabric provider with that kind.
+    if (options.transport.rfind("ofi-", 0) == 0) {
+      y << "transport: { provider: ofi, kind: " << options.transport.substr(4);
+    } else {
+      y << "transport: { kind: " << options.transport;
+    }
     if (!options.keepalive.empty()) y << ", keepalive: " << options.keepalive;
     if (!options.transport_extra.empty()) y << ", " << options.transport_extra;
     y << " }\n";

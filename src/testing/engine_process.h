@@ -26,7 +26,7 @@ namespace ros2::testing {
 
 struct EngineOptions {
   std::string data_dir;
-  std::string transport = "tcp";      // engine transport kind
+  std::string transport = "tcp";      // engine transport kind; "ofi-tcp", "ofi-shm": on libfabric
   std::string storage_class = "ram";  // vos.class of container shards
   std::string data_size = "16MiB";    // per container shard
   uint32_t targets = 2;

@@ -37,10 +37,12 @@ Result<std::unique_ptr<LocalCluster>> LocalCluster::Up(const std::string& scratc
 
 std::vector<std::string> LocalCluster::UpArgs() const {
   const LocalClusterOptions& o = options_;
+  const bool ofi = o.transport.rfind("ofi-", 0) == 0;
   std::vector<std::string> args = {"--json",       "cluster",   "up",        "--class",
-                                   o.storage_class, "--transport", o.transport, "--targets",
+                                   o.storage_class, "--transport", ofi ? o.transport.substr(4) : o.transport, "--targets",
                                    std::to_string(o.targets), "--shard-size", o.shard_size, "--timeout",
                                    std::to_string(o.timeout_s)};
+  if (ofi) args.insert(args.end(), {"--provider", "ofi"});
   if (!o.engine.empty()) args.insert(args.end(), {"--engine", o.engine});
   if (!o.target_cpus.empty()) args.insert(args.end(), {"--target-cpus", fmt::format("{}", fmt::join(o.target_cpus, ","))});
   if (o.agent) args.push_back("--agent");

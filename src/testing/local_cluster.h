@@ -29,7 +29,7 @@ struct LocalClusterOptions {
   std::string ros2ctl;  // the ros2ctl binary
   std::string engine;   // empty: ros2ctl's default
   std::string storage_class = "nvme";
-  std::string transport = "shm";
+  std::string transport = "shm";  // "ofi-tcp", "ofi-shm": that kind on the libfabric provider
   int targets = 2;
   std::string shard_size = "256MiB";
   std::string name = "cluster";  // Up(): the data directory is <scratch>/<name>

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "transport/cma.h"
 #include "transport/connection_auth.h"
+#include "transport/ofi/fabric.h"
 #include "transport/transport.h"
 #include "transport/ucx_util.h"
 
@@ -202,6 +203,12 @@ constexpr const char* kTlsAutoRdma = "rc,dc,posix,sysv,cma,self";
 }  // namespace
 
 Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options) {
+  if (options.provider == Provider::kOfi) {
+    std::unique_ptr<Context> ctx(new Context());
+    ctx->cache_ = std::make_unique<Cache>();
+    ROS2_RETURN_IF_ERROR(ctx->InitOfi(options));  // ofi/fabric.cc
+    return ctx;
+  }
   if (options.inline_limit > (1u << 20)) {
     return Status::InvalidArgument(fmt::format("transport: inline_limit {} above 1 MiB", options.inline_limit));
   }
@@ -306,6 +313,7 @@ bool Context::cma_enabled() const {
 }
 
 std::string Context::Describe() const {
+  if (ofi_) return ofi_->Describe();
   return fmt::format("transport={} (asked {}) tls={} net_devices={} devices=[{}]", TransportKindName(resolved_kind_),
                      TransportKindName(options_.kind), ucx_tls_, options_.net_devices, Join(devices_));
 }
@@ -323,6 +331,7 @@ Result<std::shared_ptr<const MemoryRegion>> Context::AllocateMemory(uint64_t len
 }
 
 Result<std::shared_ptr<const MemoryRegion>> Context::MapMemory(void* addr, uint64_t length, bool allocate) {
+  if (ofi_) return ofi_->MapMemory(addr, length, allocate);
   auto* ucp_ctx = static_cast<ucp_context_h>(context_);
   ucp_mem_map_params_t params{};
   params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_PROT;

@@ -22,7 +22,9 @@ void Ref(State* s) {
   ++s->refs;
 }
 void Unref(State* s) {
-  if (--s->refs == 0) s->worker->ReleaseState(s);
+  if (--s->refs != 0) return;
+  if (s->backend != nullptr) return s->backend->Release(s);
+  s->worker->ReleaseState(s);
 }
 
 void IssueRma(State* s);
@@ -489,6 +491,7 @@ bool IncomingRequest::replied() const {
 void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
   State* s = state_;
   if (s == nullptr) return;
+  if (s->backend != nullptr) return s->backend->Pull(s, dst, std::move(done));
   const wire::BulkDescriptor* d = s->msg.FindBulk(wire::BulkDirection::kOut);
   // Completes the Pull/Push now, with success or the failure (the paths that
   // finish later hand `done` on instead).
@@ -548,7 +551,7 @@ void IncomingRequest::Pull(std::span<std::byte> dst, Completion done) {
 
 std::span<std::byte> IncomingRequest::DirectBulkIn() {
   State* s = state_;
-  if (s == nullptr || s->pushed || s->replied) return {};
+  if (s == nullptr || s->backend != nullptr || s->pushed || s->replied) return {};
   const wire::BulkDescriptor* d = s->msg.FindBulk(wire::BulkDirection::kIn);
   if (d == nullptr || d->transfer != wire::BulkTransfer::kSegment) return {};
   auto range = SegmentRange(s, *d, d->length);
@@ -567,6 +570,7 @@ void IncomingRequest::PushedDirect(uint64_t bytes) {
 void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
   State* s = state_;
   if (s == nullptr) return;
+  if (s->backend != nullptr) return s->backend->Push(s, src, std::move(done));
   const wire::BulkDescriptor* d = s->msg.FindBulk(wire::BulkDirection::kIn);
   // Completes the Pull/Push now, with success or the failure (the paths that
   // finish later hand `done` on instead).
@@ -626,6 +630,7 @@ void IncomingRequest::Push(std::span<const std::byte> src, Completion done) {
 void IncomingRequest::Reply(const Status& status, std::span<const uint8_t> payload) {
   State* s = state_;
   if (s == nullptr || s->replied) return;
+  if (s->backend != nullptr) return s->backend->Reply(s, status, payload);
   s->replied = true;
   Connection* conn = s->conn.get();
   if (conn == nullptr || conn->ep == nullptr) return;  // the client is gone; nothing to answer

@@ -25,6 +25,16 @@ Result<TransportKind> ParseTransportKind(std::string_view name) {
   return Status::InvalidArgument(fmt::format("transport: unknown kind '{}' (expected auto, tcp, shm or rdma)", name));
 }
 
+std::string_view ProviderName(Provider p) {
+  return p == Provider::kOfi ? "ofi" : "ucx";
+}
+
+Result<Provider> ParseProvider(std::string_view name) {
+  if (name == "ucx") return Provider::kUcx;
+  if (name == "ofi") return Provider::kOfi;
+  return Status::InvalidArgument(fmt::format("transport: unknown provider '{}' (expected ucx or ofi)", name));
+}
+
 std::string_view BulkModeName(BulkMode mode) {
   switch (mode) {
     case BulkMode::kRma: return "rma";

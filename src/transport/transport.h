@@ -66,6 +66,15 @@ enum class TransportKind : uint8_t {
 std::string_view TransportKindName(TransportKind kind);           // "auto", "tcp", ...
 Result<TransportKind> ParseTransportKind(std::string_view name);  // InvalidArgument names the text
 
+// The fabric library under Context, Worker, Endpoint and MemoryRegion
+// (docs/transport.md, "Providers"). Configuration names: "ucx", "ofi".
+enum class Provider : uint8_t {
+  kUcx = 0,  // UCX 1.13 (context.cc, worker*.cc, client_call.cc, incoming_request.cc)
+  kOfi = 1,  // libfabric (ofi/*.cc): FI_EP_RDM messages, tagged bulk
+};
+std::string_view ProviderName(Provider p);
+Result<Provider> ParseProvider(std::string_view name);  // InvalidArgument names the text
+
 // How bulk data (above the inline limit) moves on an endpoint.
 enum class BulkMode : uint8_t {
   kRma = 0,            // server RMA GET (pull) / PUT (push) against the client's registered buffer
@@ -102,6 +111,13 @@ Status SetCurrentThreadCpus(const std::vector<int>& cpus);
 inline constexpr uint64_t kTcpSegmentSize = 256 * 1024;
 
 struct TransportOptions {
+  // Which library carries the data plane. Both ends of a connection must use
+  // the same one: Connect refuses a peer address of the other at once.
+  Provider provider = Provider::kUcx;
+  // libfabric only: the fi_getinfo provider name ("tcp;ofi_rxm", "shm",
+  // "verbs;ofi_rxm"). Empty: from `kind` (tcp: "tcp;ofi_rxm", shm: "shm",
+  // rdma: "verbs;ofi_rxm", auto: fi_getinfo's preference among those).
+  std::string ofi_provider;
   TransportKind kind = TransportKind::kAuto;
   // UCX_NET_DEVICES for the tcp (and verbs) transports. "lo" keeps loopback traffic
   // on one device (UCX would otherwise stripe it over lo and eth0); multi-host
@@ -223,6 +239,10 @@ struct SessionCredential {
 // not (unknown, revoked, ...). Runs on the worker thread.
 using SessionKeyLookup = std::function<Result<SessionKey>(const SessionId& session)>;
 
+namespace ofi {
+class Fabric;
+}
+
 // A registered memory range (ucp_mem_map without allocation) and its packed
 // remote key. Created by Context::RegisterMemory or the registration cache;
 // unregistered when the last reference is dropped. The memory must stay mapped
@@ -245,7 +265,9 @@ class MemoryRegion {
 
  private:
   friend class Context;
+  friend class ofi::Fabric;
   MemoryRegion() = default;
+  std::shared_ptr<void> provider_handle_;  // libfabric: the registration (fi_close on release)
   void* context_ = nullptr;  // ucp_context_h
   void* memh_ = nullptr;     // ucp_mem_h
   std::byte* base_ = nullptr;
@@ -316,8 +338,10 @@ class Context {
   };
   RegistrationStats registration_stats() const;
 
-  // Internal: the ucp_context_h.
+  // Internal: the ucp_context_h (null on libfabric).
   void* ucp_handle() const { return context_; }
+  // Internal: the libfabric fabric and domain (null on UCX).
+  ofi::Fabric* ofi() const { return ofi_.get(); }
   // Internal: whether same-host peers may negotiate cma bulk with this context
   // (TransportOptions::same_host_cma, shm selected, RMA not forced).
   bool cma_enabled() const;
@@ -336,6 +360,8 @@ class Context {
  private:
   Context() = default;
   Result<std::shared_ptr<const MemoryRegion>> MapMemory(void* addr, uint64_t length, bool allocate);
+  // Create() for Provider::kOfi, after the cache (ofi/fabric.cc).
+  Status InitOfi(const TransportOptions& options);
 
  public:
   struct Cache;  // internal (context.cc)
@@ -348,6 +374,7 @@ class Context {
   void* context_ = nullptr;  // ucp_context_h
   std::unique_ptr<Cache> cache_;
   std::unique_ptr<cma::Authority> cma_;
+  std::unique_ptr<ofi::Fabric> ofi_;
   bool rma_ = false;
 };
 

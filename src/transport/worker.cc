@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "transport/connection_auth.h"
+#include "transport/ofi/fabric.h"
 #include "transport/ucx_util.h"
 #include "transport/worker_impl.h"
 
@@ -41,6 +42,7 @@ void SendCallback(void* request, ucs_status_t status, void* user_data) {
 WorkerImpl::WorkerImpl(Context& context, std::string name) : context_(context), name_(std::move(name)) {}
 
 Result<std::unique_ptr<Worker>> Context::CreateWorker(std::string_view name) {
+  if (ofi_) return ofi::CreateWorker(*this, name);  // ofi/worker.cc
   auto w = std::make_unique<WorkerImpl>(*this, std::string(name));
   ROS2_RETURN_IF_ERROR(w->Init());
   return std::unique_ptr<Worker>(std::move(w));

@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "transport/connection_auth.h"
+#include "transport/ofi/fabric.h"
 #include "transport/fault_injection.h"
 #include "transport/ucx_util.h"
 #include "transport/worker_impl.h"
@@ -77,6 +78,7 @@ Result<std::shared_ptr<Connection>> WorkerImpl::CreateConnection(std::span<const
   // A peer of another wire version would drop our hello (and we its
   // messages): refuse at once, naming both versions, instead of timing out.
   ROS2_RETURN_IF_ERROR(wire::CheckPeerWireVersion(peer.wire_version, fmt::format("peer pid {}", peer.pid)));
+  ROS2_RETURN_IF_ERROR(ofi::CheckPeerProvider(peer.ucx_address, Provider::kUcx, fmt::format("peer pid {}", peer.pid)));
   auto conn = std::make_shared<Connection>();
   conn->worker = this;
   conn->client_side = client_side;

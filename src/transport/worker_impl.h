@@ -156,9 +156,23 @@ struct PendingCall {
   std::unique_ptr<SharedBuffer> bounce_out, bounce_in;
 };
 
+// The server side of a request on another provider (libfabric, ofi/): when
+// State::backend is set, Pull, Push, Reply and the release of the last handle
+// go to it; `worker` is then null. The accessors read `msg` and `conn` as on
+// UCX.
+class RequestBackend {
+ public:
+  virtual ~RequestBackend() = default;
+  virtual void Pull(IncomingRequest::State* s, std::span<std::byte> dst, Completion done) = 0;
+  virtual void Push(IncomingRequest::State* s, std::span<const std::byte> src, Completion done) = 0;
+  virtual void Reply(IncomingRequest::State* s, const Status& status, std::span<const uint8_t> payload) = 0;
+  virtual void Release(IncomingRequest::State* s) = 0;
+};
+
 // The server-side state behind IncomingRequest handles (pooled).
 struct IncomingRequest::State {
   WorkerImpl* worker = nullptr;
+  RequestBackend* backend = nullptr;  // another provider's (see RequestBackend)
   uint32_t refs = 0;
   std::shared_ptr<Connection> conn;
   wire::Message msg;          // views into `copy`

@@ -92,6 +92,9 @@ void AddClusterCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected)
   up->add_option("--transport", a->up.transport, "Data-plane transport: tcp, shm or auto")
       ->check(CLI::IsMember({"tcp", "shm", "auto"}))
       ->capture_default_str();
+  up->add_option("--provider", a->up.provider, "Data-plane fabric library: ucx or ofi (libfabric)")
+      ->check(CLI::IsMember({"ucx", "ofi"}))
+      ->capture_default_str();
   // Accepted for old scripts and ignored: capacity comes from each pool's size.
   up->add_option("--shard-size", a->up.shard_size, "Ignored (a pool's size is its capacity)")->group("");
   up->add_option("--target-cpus", a->up.target_cpus,

@@ -328,13 +328,15 @@ std::string EngineConfigYaml(const ClusterUpOptions& o) {
       "vos:\n"
       "  class: {cls}\n"
       "transport:\n"
+      "  provider: {provider}\n"
       "  kind: {transport}\n"
       "  net_devices: lo\n"
       "{metrics}"
       "control:\n"
       "  socket: unix:{dir}/control.sock\n"
       "{listen}",
-      fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("targets", o.targets),
+      fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("provider", o.provider),
+      fmt::arg("targets", o.targets),
       fmt::arg("cls", o.storage_class), fmt::arg("metrics", MetricsYaml(o)),
       fmt::arg("listen", o.listen.empty()
                              ? std::string()
@@ -352,12 +354,14 @@ std::string AgentConfigYaml(const ClusterUpOptions& o) {
       "socket_mode: \"0600\"\n"
       "control: unix:{dir}/control.sock\n"
       "transport: {transport}\n"
+      "provider: {provider}\n"
       "net_devices: lo\n"
       "log_level: info\n"
       "{metrics}"
       "tenants:\n"
       "  - {{ name: admin, secret_file: {dir}/admin.secret, uids: [{uids}] }}\n",
-      fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("metrics", MetricsYaml(o)),
+      fmt::arg("dir", o.data_dir), fmt::arg("transport", o.transport), fmt::arg("provider", o.provider),
+      fmt::arg("metrics", MetricsYaml(o)),
       fmt::arg("uids", me == 0 ? std::string("0") : fmt::format("0, {}", me)));
 }
 
@@ -411,6 +415,9 @@ Result<ClusterInfo> ClusterUp(const ClusterUpOptions& options) {
   if (options.storage_class != "nvme" && options.storage_class != "ram") {
     return Status::InvalidArgument(
         fmt::format("cluster up: --class '{}' (expected nvme or ram)", options.storage_class));
+  }
+  if (options.provider != "ucx" && options.provider != "ofi") {
+    return Status::InvalidArgument(fmt::format("cluster up: --provider '{}' (expected ucx or ofi)", options.provider));
   }
   if (options.transport != "tcp" && options.transport != "shm" && options.transport != "auto") {
     return Status::InvalidArgument(

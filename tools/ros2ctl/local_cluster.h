@@ -26,6 +26,7 @@ struct ClusterUpOptions {
   uint32_t targets = 2;
   std::string storage_class = "nvme";  // nvme | ram
   std::string transport = "auto";      // tcp | shm | auto
+  std::string provider = "ucx";        // ucx | ofi: transport.provider of the engine (and agent)
   std::string shard_size;        // ignored (old --shard-size): a pool's size is its capacity, shards grow on demand
   std::vector<int> target_cpus;  // engine target_cpus (target i on target_cpus[i % n]); empty: unpinned
   std::string engine_binary;     // empty: ROS2_ENGINE, the build tree, next to ros2ctl, PATH

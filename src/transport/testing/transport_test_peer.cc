@@ -26,16 +26,19 @@ int main(int argc, char** argv) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   signal(SIGPIPE, SIG_IGN);  // as a daemon: a closed stdout must not kill the server
   if (argc < 2) {
-    fprintf(stderr, "usage: %s <tcp|shm|auto>\n", argv[0]);
+    fprintf(stderr, "usage: %s <tcp|shm|auto|ofi-tcp|ofi-shm>\n", argv[0]);
     return 2;
   }
-  auto kind = ParseTransportKind(argv[1]);
+  // "ofi-<kind>": the libfabric provider with that kind.
+  const bool ofi = std::string_view(argv[1]).rfind("ofi-", 0) == 0;
+  auto kind = ParseTransportKind(ofi ? argv[1] + 4 : argv[1]);
   if (!kind.ok()) {
     fprintf(stderr, "%s\n", kind.status().ToString().c_str());
     return 2;
   }
   TransportOptions opts;
   opts.kind = *kind;
+  if (ofi) opts.provider = Provider::kOfi;
   if (const char* spin = getenv("ROS2_TRANSPORT_SPIN_US")) opts.spin_budget = std::chrono::microseconds(atoi(spin));
   // The RMA path's test: this server needs the RMA feature to GET and PUT.
   if (getenv("ROS2_TRANSPORT_FORCE_RMA") != nullptr) opts.force_rma_bulk = true;

@@ -1,0 +1,321 @@
+// The client side of the libfabric worker: Connect and the hello, calls,
+// replies, pushed bulk and deadlines; the Endpoint handle.
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "transport/ofi/worker.h"
+
+namespace ros2::transport::ofi {
+namespace {
+
+uint64_t MakeRequestId(uint32_t slot, uint32_t generation) {
+  return (static_cast<uint64_t>(generation) << 32) | (slot + 1);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Endpoint>> OfiWorker::Connect(std::span<const uint8_t> peer_address) {
+  ROS2_ASSIGN_OR_RETURN(wire::WorkerAddress peer, wire::DecodeAddress(peer_address));
+  const std::string who = fmt::format("peer pid {}", peer.pid);
+  ROS2_RETURN_IF_ERROR(wire::CheckPeerWireVersion(peer.wire_version, who));
+  ROS2_RETURN_IF_ERROR(CheckPeerProvider(peer.ucx_address, Provider::kOfi, who));
+  if (peer.ucx_address.size() <= sizeof(kAddressTag)) {
+    return Status::InvalidArgument(fmt::format("transport ofi: {}: empty libfabric address", who));
+  }
+  const auto inner = peer.ucx_address.subspan(sizeof(kAddressTag));
+  auto conn = std::make_shared<OfiConnection>();
+  if (fi_av_insert(av_, inner.data(), 1, &conn->addr, 0, nullptr) != 1) {
+    return Status::InvalidArgument(fmt::format("transport ofi: {}: fi_av_insert refused its address", who));
+  }
+  conn->client_side = true;
+  conn->local_id = ++last_connection_id_;
+  const bool same_host = peer.boot_id == boot_id_;
+  conn->peer_name = fmt::format("{}pid {}", same_host ? "" : "remote ", peer.pid);
+  conn->info.same_host = same_host;
+  conn->info.peer_pid = peer.pid;
+  conn->info.am_transport = context_.ofi()->provider();
+  conn->info.lanes = {context_.ofi()->provider()};
+  conn->info.bulk_mode = BulkMode::kActiveMessage;
+  connections_[conn->local_id] = conn;
+  wire::Message hello;
+  hello.kind = wire::Kind::kHello;
+  hello.request_id = conn->local_id;
+  hello.payload = address_;
+  if (Status st = SendMessage(*conn, hello); !st.ok()) {
+    FailConnection(conn->local_id, st, false, false);
+    return st;
+  }
+  Status waited = RunUntil([&] { return conn->remote_id != 0 || !conn->status.ok(); }, options().connect_timeout);
+  if (!conn->status.ok()) return conn->status;
+  if (!waited.ok()) {
+    const Status why = Status::TimedOut(fmt::format("transport ofi: {} did not acknowledge the hello within {} ms",
+                                                    conn->peer_name, options().connect_timeout.count()));
+    FailConnection(conn->local_id, why, false, false);
+    return why;
+  }
+  return std::shared_ptr<Endpoint>(std::make_shared<OfiEndpoint>(this, conn));
+}
+
+void OfiWorker::HandleHelloAck(const wire::Message& msg, fi_addr_t from) {
+  OfiConnection* conn = FindConnection(msg.connection_id);
+  if (conn == nullptr || !conn->client_side || conn->remote_id != 0 || conn->addr != from ||
+      msg.payload.size() != wire::kHelloAckSize || msg.request_id == 0) {
+    ++stats_.malformed_messages;
+    if (conn != nullptr && conn->addr != from) ++stats_.misdirected_messages;
+    return;
+  }
+  conn->remote_id = msg.request_id;
+  conn->auth = std::make_shared<ConnectionAuth>();
+  conn->auth->integrity_asked = (msg.payload[0] & wire::kHelloAckIntegrity) != 0;
+  std::memcpy(conn->auth->challenge.data(), msg.payload.data() + 1, wire::kNonceSize);
+}
+
+uint64_t OfiWorker::max_payload() const {
+  return wire::kMaxPayload;
+}
+
+Status OfiWorker::StartCall(OfiConnection& conn, uint16_t opcode, std::span<const uint8_t> payload,
+                            const CallOptions& options, ReplyCallback done) {
+  if (!conn.status.ok()) return conn.status;
+  if (conn.remote_id == 0) return Status::Disconnected("transport ofi: connection not established");
+  if (opcode > wire::kMaxUserOpcode && opcode != wire::kAuthenticateOpcode) {
+    return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
+  }
+  if (payload.size() > max_payload()) {
+    return Status::InvalidArgument(
+        fmt::format("transport: payload of {} bytes exceeds the maximum of {}", payload.size(), max_payload()));
+  }
+  if (options.capability.size() > wire::kMaxCapability) {
+    return Status::InvalidArgument(fmt::format("transport: capability of {} bytes", options.capability.size()));
+  }
+  if (live_calls_ >= this->options().max_outstanding_requests) {
+    return Status::Busy(fmt::format("transport: worker '{}' has {} outstanding requests", name_, live_calls_));
+  }
+  uint32_t slot;
+  if (!free_calls_.empty()) {
+    slot = free_calls_.back();
+    free_calls_.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(calls_.size());
+    calls_.emplace_back();
+  }
+  OfiCall& c = calls_[slot];
+  const uint32_t generation = c.generation;
+  const uint64_t rid = MakeRequestId(slot, generation);
+  const uint64_t inline_limit = this->options().inline_limit;
+  wire::Message m;
+  m.kind = wire::Kind::kRequest;
+  m.opcode = opcode;
+  m.request_id = rid;
+  m.connection_id = conn.remote_id;
+  m.capability = options.capability;
+  m.payload = payload;
+  const bool out_am = options.bulk_out.size() > inline_limit;
+  if (!options.bulk_out.empty()) {
+    wire::BulkDescriptor& d = m.bulk[m.bulk_count++];
+    d.direction = wire::BulkDirection::kOut;
+    d.length = options.bulk_out.size();
+    d.transfer = out_am ? wire::BulkTransfer::kActiveMessage : wire::BulkTransfer::kInline;
+    if (!out_am) {
+      m.inline_data =
+          std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(options.bulk_out.data()), options.bulk_out.size());
+    }
+  }
+  const bool in_am = options.bulk_in.size() > inline_limit;
+  if (!options.bulk_in.empty()) {
+    wire::BulkDescriptor& d = m.bulk[m.bulk_count++];
+    d.direction = wire::BulkDirection::kIn;
+    d.length = options.bulk_in.size();
+    d.transfer = in_am ? wire::BulkTransfer::kActiveMessage : wire::BulkTransfer::kInline;
+  }
+  c = OfiCall{};
+  c.generation = generation;
+  c.connection_id = conn.local_id;
+  c.bulk_in = options.bulk_in;
+  if (in_am) {
+    // Posted before the request leaves: the pushed bytes land in place.
+    auto op =
+        RecvTagged(conn.addr, TagOf(kTagPush, rid), options.bulk_in,
+                   [this, slot, generation](const Status& st, uint64_t len) { OnPushDone(slot, generation, st, len); });
+    if (!op.ok()) {
+      free_calls_.push_back(slot);
+      return op.status();
+    }
+    c.push_recv = *op;
+  }
+  if (Status st = SendMessage(conn, m); !st.ok()) {
+    if (c.push_recv != nullptr) {
+      // The receive completes (cancelled) later: the slot stays taken until then.
+      c.finished = true;
+      c.status = st;
+      c.done = [](const ReplyView&) {};
+      ++live_calls_;
+      fi_cancel(&ep_->fid, &c.push_recv->ctx);
+      return st;
+    }
+    free_calls_.push_back(slot);
+    return st;
+  }
+  if (out_am) {
+    ROS2_RETURN_IF_ERROR(SendTagged(conn.addr, TagOf(kTagBulkOut, rid), options.bulk_out, nullptr));
+    stats_.bulk_am_bytes += options.bulk_out.size();
+  } else {
+    stats_.bulk_inline_bytes += options.bulk_out.size();
+  }
+  c.done = std::move(done);
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : this->options().default_timeout;
+  c.deadline = Clock::now() + timeout;
+  deadlines_.emplace(c.deadline, rid);
+  ++live_calls_;
+  ++conn.outstanding;
+  ++stats_.requests_sent;
+  return Status::Ok();
+}
+
+void OfiWorker::HandleReply(OfiConnection& conn, const wire::Message& msg) {
+  const uint64_t low = msg.request_id & 0xffffffffu;
+  const uint32_t slot = static_cast<uint32_t>(low - 1);
+  const uint32_t generation = static_cast<uint32_t>(msg.request_id >> 32);
+  if (low == 0 || slot >= calls_.size() || calls_[slot].generation != generation || !calls_[slot].done ||
+      calls_[slot].finished || calls_[slot].connection_id != conn.local_id) {
+    ++stats_.stale_replies;
+    return;
+  }
+  ++stats_.replies_received;
+  OfiCall& c = calls_[slot];
+  uint64_t pushed = msg.pushed_bytes;
+  Status status =
+      msg.status_code == 0 ? Status::Ok() : Status::FromCode(msg.status_code, std::string(msg.status_message));
+  if (!msg.inline_data.empty()) {
+    if (msg.inline_data.size() > c.bulk_in.size() || msg.inline_data.size() != pushed) {
+      status = Status::Protocol("transport: reply pushes more bytes than the bulk-in buffer holds");
+      pushed = 0;
+    } else {
+      std::memcpy(c.bulk_in.data(), msg.inline_data.data(), msg.inline_data.size());
+    }
+  } else if (pushed > c.bulk_in.size()) {
+    status = Status::Protocol("transport: reply claims more pushed bytes than the bulk-in buffer holds");
+    pushed = 0;
+  }
+  const bool tagged_push = msg.inline_data.empty() && pushed > 0;
+  if (tagged_push && c.push_recv == nullptr && status.ok() && (!c.push_ok || c.push_received != pushed)) {
+    // The pushed bytes arrived (or failed) before the reply.
+    status =
+        c.push_ok
+            ? Status::Protocol(fmt::format("transport: {} bytes pushed, the reply says {}", c.push_received, pushed))
+            : Status::IOError("transport: the pushed bulk did not arrive");
+  }
+  CompleteCall(slot, status, msg.payload, pushed);
+}
+
+void OfiWorker::CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed) {
+  OfiCall& c = calls_[slot];
+  c.finished = true;
+  c.status = status;
+  c.reply_payload.assign(payload.begin(), payload.end());
+  c.pushed = pushed;
+  c.reply_arrived = true;
+  if (c.push_recv != nullptr) {
+    // Pushed bytes still to come: OnPushDone finishes the call. Otherwise the
+    // receive is cancelled, and the call finishes when the cancellation
+    // completes: the buffer is the caller's again only once no receive is
+    // posted on it.
+    const bool expected = status.ok() && pushed > 0 && !in_destructor_;
+    if (!expected) fi_cancel(&ep_->fid, &c.push_recv->ctx);
+    if (!in_destructor_) return;
+    c.push_recv = nullptr;  // the endpoint closes with the worker
+  }
+  FinishCall(slot);
+}
+
+void OfiWorker::OnPushDone(uint32_t slot, uint32_t generation, const Status& st, uint64_t len) {
+  if (slot >= calls_.size() || calls_[slot].generation != generation) return;
+  OfiCall& c = calls_[slot];
+  c.push_recv = nullptr;
+  c.push_ok = st.ok();
+  c.push_received = st.ok() ? len : 0;
+  if (!c.finished) return;  // before the reply: the reply finishes the call
+  if (c.status.ok() && c.pushed > 0 && (!st.ok() || len != c.pushed)) {
+    c.status =
+        st.ok() ? Status::Protocol(fmt::format("transport: {} bytes pushed, the reply says {}", len, c.pushed)) : st;
+  }
+  FinishCall(slot);
+}
+
+void OfiWorker::FinishCall(uint32_t slot) {
+  OfiCall& c = calls_[slot];
+  if (!c.done) return;
+  ReplyCallback done = std::move(c.done);
+  c.done = nullptr;
+  if (OfiConnection* conn = FindConnection(c.connection_id); conn != nullptr && conn->outstanding > 0) {
+    --conn->outstanding;
+  }
+  if (c.status.code() == Status::Code::kTimedOut) ++stats_.requests_timed_out;
+  if (c.status.code() == Status::Code::kDisconnected) ++stats_.requests_failed_disconnect;
+  ReplyView view;
+  view.status = c.status;
+  view.payload = c.reply_payload;
+  view.bulk_in_bytes = c.status.ok() ? c.pushed : 0;
+  --live_calls_;
+  ++c.generation;
+  c.finished = false;
+  done(view);
+  free_calls_.push_back(slot);
+}
+
+void OfiWorker::ExpireDeadlines(Clock::time_point now) {
+  while (!deadlines_.empty() && deadlines_.top().first <= now) {
+    const uint64_t rid = deadlines_.top().second;
+    deadlines_.pop();
+    const uint32_t slot = static_cast<uint32_t>((rid & 0xffffffffu) - 1);
+    if (slot >= calls_.size()) continue;
+    OfiCall& c = calls_[slot];
+    if (c.generation != static_cast<uint32_t>(rid >> 32) || !c.done || c.finished) continue;
+    CompleteCall(slot, Status::TimedOut(fmt::format("transport: request {:#x} timed out", rid)), {}, 0);
+  }
+}
+
+// ---- Endpoint -------------------------------------------------------------------
+Status OfiEndpoint::Call(uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
+                         ReplyCallback done) {
+  if (conn_->detached) return conn_->status;
+  if (!done) return Status::InvalidArgument("transport: Call without a reply callback");
+  return worker_->StartCall(*conn_, opcode, payload, options, std::move(done));
+}
+
+Result<ReplyMessage> OfiEndpoint::CallSync(uint16_t opcode, std::span<const uint8_t> payload,
+                                           const CallOptions& options) {
+  if (conn_->detached) return conn_->status;
+  bool finished = false;
+  Status status;
+  ReplyMessage out;
+  ROS2_RETURN_IF_ERROR(Call(opcode, payload, options, [&](const ReplyView& reply) {
+    finished = true;
+    status = reply.status;
+    out.payload.assign(reply.payload.begin(), reply.payload.end());
+    out.bulk_in_bytes = reply.bulk_in_bytes;
+  }));
+  const auto timeout = options.timeout.count() > 0 ? options.timeout : worker_->options().default_timeout;
+  Status waited = worker_->RunUntil([&] { return finished; }, timeout + std::chrono::seconds(5));
+  if (!waited.ok()) return waited;
+  if (!status.ok()) return status;
+  return out;
+}
+
+Status OfiEndpoint::AuthenticateSession(const SessionCredential& session) {
+  if (conn_->detached) return conn_->status;
+  return worker_->AuthenticateSession(*conn_, session);
+}
+
+void OfiEndpoint::Close() {
+  if (conn_->detached) return;
+  worker_->FailConnection(conn_->local_id, Status::Cancelled("transport: endpoint closed"), false, true);
+}
+
+}  // namespace ros2::transport::ofi

@@ -1,0 +1,223 @@
+// The data-plane contract on both providers: this process is the client, a
+// real transport_test_peer process is the server, over UCX ("tcp", "shm") or
+// libfabric ("ofi-tcp": tcp;ofi_rxm, "ofi-shm": shm). And a client of one
+// provider is refused at once by a server of the other.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "common/checksum.h"
+#include "testing/pattern.h"
+#include "transport/testing/peer_process.h"
+#include "transport/testing/test_protocol.h"
+#include "transport/transport.h"
+
+namespace ros2::transport {
+namespace {
+
+using namespace std::chrono_literals;
+using ros2::testing::Pattern;
+
+TransportOptions OptionsFor(const std::string& param) {
+  TransportOptions o;
+  const bool ofi = param.rfind("ofi-", 0) == 0;
+  o.provider = ofi ? Provider::kOfi : Provider::kUcx;
+  o.kind = ParseTransportKind(ofi ? param.substr(4) : param).value();
+  o.default_timeout = 20s;
+  return o;
+}
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+}
+
+class ProviderTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(peer_.Start(TRANSPORT_TEST_PEER_PATH, GetParam()).ok());
+    auto ctx = Context::Create(OptionsFor(GetParam()));
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    ctx_ = std::move(*ctx);
+    worker_ = ctx_->CreateWorker("provider-test").value();
+    auto ep = worker_->Connect(peer_.address());
+    ASSERT_TRUE(ep.ok()) << ep.status().ToString();
+    ep_ = std::move(*ep);
+  }
+  void TearDown() override {
+    ep_.reset();
+    worker_.reset();
+    ctx_.reset();
+  }
+  bool IsOfi() const { return GetParam().rfind("ofi-", 0) == 0; }
+
+  testing::PeerProcess peer_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<Worker> worker_;
+  std::shared_ptr<Endpoint> ep_;
+};
+
+TEST_P(ProviderTest, ContextNamesItsProvider) {
+  const std::string d = ctx_->Describe();
+  if (IsOfi()) {
+    EXPECT_NE(d.find("transport=ofi"), std::string::npos) << d;
+    EXPECT_NE(d.find(GetParam() == "ofi-shm" ? "provider=shm" : "provider=tcp;ofi_rxm"), std::string::npos) << d;
+    EXPECT_EQ(ep_->info().am_transport, GetParam() == "ofi-shm" ? "shm" : "tcp;ofi_rxm");
+  } else {
+    EXPECT_EQ(d.find("transport=ofi"), std::string::npos) << d;
+  }
+}
+
+TEST_P(ProviderTest, RoundTripAndHandlerErrors) {
+  const std::string hello = "hello, engine";
+  auto reply = ep_->CallSync(testing::kOpEcho, Bytes(hello));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->payload.size(), 4 + hello.size());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(reply->payload.data()) + 4, hello.size()), hello);
+  auto failed = ep_->CallSync(testing::kOpFail, {});
+  EXPECT_EQ(failed.status().code(), Status::Code::kNotFound);
+  EXPECT_NE(failed.status().message().find("no such thing"), std::string::npos);
+  EXPECT_EQ(ep_->CallSync(777, {}).status().code(), Status::Code::kNotSupported);
+  EXPECT_EQ(ep_->CallSync(testing::kOpDrop, {}).status().code(), Status::Code::kInternal);
+}
+
+// Every size through the peer and back (Pull, then Push), byte for byte:
+// inline sizes, around the inline limit, and 1 MiB and 16 MiB tagged bulk.
+TEST_P(ProviderTest, BulkIsByteExactInBothDirections) {
+  const uint64_t limit = ctx_->options().inline_limit;
+  uint32_t seed = 1;
+  for (uint64_t size :
+       {uint64_t{0}, uint64_t{1}, uint64_t{4096}, limit, limit + 1, uint64_t{1} << 20, uint64_t{16} << 20}) {
+    SCOPED_TRACE("size " + std::to_string(size));
+    std::vector<std::byte> out = Pattern(size, seed++);
+    std::vector<std::byte> in(size, std::byte{0xEE});
+    CallOptions co;
+    co.bulk_out = out;
+    co.bulk_in = in;
+    auto reply = ep_->CallSync(testing::kOpEcho, {}, co);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    ASSERT_EQ(reply->payload.size(), 4u);
+    uint32_t crc;
+    std::memcpy(&crc, reply->payload.data(), 4);
+    EXPECT_EQ(crc, Crc32c(out.data(), out.size()));
+    EXPECT_EQ(reply->bulk_in_bytes, size);
+    EXPECT_TRUE(in == out) << "server -> client bytes differ";
+  }
+}
+
+// A large reply payload (above one posted receive on ofi) arrives whole.
+TEST_P(ProviderTest, LargePayloadsRoundTrip) {
+  std::string big(200 * 1024, 'x');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>('a' + i % 26);
+  auto reply = ep_->CallSync(testing::kOpEcho, Bytes(big));
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  ASSERT_EQ(reply->payload.size(), 4 + big.size());
+  EXPECT_EQ(0, std::memcmp(reply->payload.data() + 4, big.data(), big.size()));
+}
+
+TEST_P(ProviderTest, ThousandOutstandingRequests) {
+  int done = 0, ok = 0;
+  for (uint32_t i = 0; i < 1000; ++i) {
+    std::string p = std::to_string(i);
+    ASSERT_TRUE(ep_->Call(testing::kOpEcho, Bytes(p), {},
+                          [&, p](const ReplyView& r) {
+                            ++done;
+                            ok += r.status.ok() && r.payload.size() == 4 + p.size() &&
+                                  std::memcmp(r.payload.data() + 4, p.data(), p.size()) == 0;
+                          })
+                    .ok());
+  }
+  ASSERT_TRUE(worker_->RunUntil([&] { return done == 1000; }, 30000ms).ok());
+  EXPECT_EQ(ok, 1000);
+  EXPECT_EQ(ep_->outstanding(), 0u);
+}
+
+TEST_P(ProviderTest, RequestTimesOutAndTheEndpointStillWorks) {
+  CallOptions co;
+  co.timeout = 200ms;
+  const auto start = std::chrono::steady_clock::now();
+  auto r = ep_->CallSync(testing::kOpHold, {}, co);
+  EXPECT_EQ(r.status().code(), Status::Code::kTimedOut) << r.status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_EQ(worker_->stats().requests_timed_out, 1u);
+  EXPECT_TRUE(ep_->CallSync(testing::kOpEcho, {}).ok());
+}
+
+// A held request's tagged bulk-in receive is cancelled when the call times
+// out: the buffer is the caller's again, and nothing lands in it later.
+TEST_P(ProviderTest, TimedOutCallReleasesItsBulkInBuffer) {
+  std::vector<std::byte> in(1 << 20, std::byte{0x11});
+  CallOptions co;
+  co.timeout = 200ms;
+  co.bulk_in = in;
+  auto r = ep_->CallSync(testing::kOpHold, {}, co);
+  EXPECT_EQ(r.status().code(), Status::Code::kTimedOut);
+  EXPECT_TRUE(ep_->CallSync(testing::kOpEcho, {}).ok());
+  EXPECT_EQ(in[0], std::byte{0x11});
+}
+
+// The peer's death fails outstanding calls (the peer is killed while it
+// holds them) within the deadline, not never.
+TEST_P(ProviderTest, PeerKilledFailsOutstandingRequests) {
+  int done = 0, failed = 0;
+  for (int i = 0; i < 4; ++i) {
+    CallOptions co;
+    co.timeout = 3000ms;
+    ASSERT_TRUE(ep_->Call(testing::kOpHold, {}, co,
+                          [&](const ReplyView& r) {
+                            ++done;
+                            failed += !r.status.ok();
+                          })
+                    .ok());
+  }
+  worker_->Progress();
+  peer_.Kill();
+  ASSERT_TRUE(worker_->RunUntil([&] { return done == 4; }, 15000ms).ok());
+  EXPECT_EQ(failed, 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Providers, ProviderTest, ::testing::Values("tcp", "shm", "ofi-tcp", "ofi-shm"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& c : n) c = c == '-' ? '_' : c;
+                           return n;
+                         });
+
+// A client of one provider given the address of a server of the other is
+// refused at Connect, at once, naming both providers.
+TEST(ProviderMixTest, MixedProvidersAreRefusedClearly) {
+  for (const auto& [server, client] : {std::pair<std::string, std::string>{"tcp", "ofi-tcp"}, {"ofi-tcp", "tcp"}}) {
+    SCOPED_TRACE(server + " server, " + client + " client");
+    testing::PeerProcess peer;
+    ASSERT_TRUE(peer.Start(TRANSPORT_TEST_PEER_PATH, server).ok());
+    auto ctx = Context::Create(OptionsFor(client)).value();
+    auto worker = ctx->CreateWorker("mixed").value();
+    const auto start = std::chrono::steady_clock::now();
+    auto ep = worker->Connect(peer.address());
+    ASSERT_FALSE(ep.ok());
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+    EXPECT_EQ(ep.status().code(), Status::Code::kNotSupported) << ep.status().ToString();
+    const std::string msg = ep.status().message();
+    EXPECT_NE(msg.find("'ofi'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("'ucx'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("transport.provider"), std::string::npos) << msg;
+  }
+}
+
+TEST(ProviderConfigTest, NamesAreParsedAndBadOnesNamed) {
+  EXPECT_EQ(ParseProvider("ucx").value(), Provider::kUcx);
+  EXPECT_EQ(ParseProvider("ofi").value(), Provider::kOfi);
+  auto bad = ParseProvider("verbs");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'verbs'"), std::string::npos);
+  TransportOptions o;
+  o.provider = Provider::kOfi;
+  o.ofi_provider = "no-such-provider";
+  auto ctx = Context::Create(o);
+  ASSERT_FALSE(ctx.ok());
+  EXPECT_EQ(ctx.status().code(), Status::Code::kNotSupported);
+  EXPECT_NE(ctx.status().message().find("no-such-provider"), std::string::npos) << ctx.status().ToString();
+}
+
+}  // namespace
+}  // namespace ros2::transport

@@ -1,0 +1,563 @@
+// The libfabric worker: endpoint, address vector and completion queue;
+// posted receives, sends, completions, progress and sleeping.
+#include "transport/ofi/worker.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+
+namespace ros2::transport::ofi {
+namespace {
+
+Status FiStatus(std::string_view what, ssize_t rc) {
+  return Status::IOError(fmt::format("transport ofi: {}: {} ({})", what, fi_strerror(static_cast<int>(-rc)), rc));
+}
+
+void PutLe32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+void PutLe64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint32_t GetLe32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+uint64_t GetLe64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Worker>> CreateWorker(Context& context, std::string_view name) {
+  auto w = std::make_unique<OfiWorker>(context, std::string(name));
+  ROS2_RETURN_IF_ERROR(w->Init());
+  return std::unique_ptr<Worker>(std::move(w));
+}
+
+OfiWorker::OfiWorker(Context& context, std::string name) : context_(context), name_(std::move(name)) {}
+
+Status OfiWorker::Init() {
+  Fabric& fabric = *context_.ofi();
+  const std::string where = fmt::format("worker '{}'", name_);
+  int rc = fi_domain(fabric.fabric(), fabric.info(), &domain_, nullptr);
+  if (rc != 0) return FiStatus(where + ": fi_domain", rc);
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  rc = fi_av_open(domain_, &av_attr, &av_, nullptr);
+  if (rc != 0) return FiStatus(where + ": fi_av_open", rc);
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.wait_obj = FI_WAIT_FD;
+  cq_attr.size = 4096;
+  rc = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
+  if (rc == -FI_ENOSYS) {
+    // No wait fd (libfabric 1.17's shm): poll, and nap between polls when
+    // idle (NextDeadline bounds each sleep by the nap).
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    rc = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
+    cq_fd_ = -1;
+    poll_only_ = true;
+  }
+  if (rc != 0) return FiStatus(where + ": fi_cq_open", rc);
+  rc = fi_endpoint(domain_, fabric.info(), &ep_, nullptr);
+  if (rc != 0) return FiStatus(where + ": fi_endpoint", rc);
+  if ((rc = fi_ep_bind(ep_, &av_->fid, 0)) != 0) return FiStatus(where + ": bind av", rc);
+  if ((rc = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV)) != 0) return FiStatus(where + ": bind cq", rc);
+  if ((rc = fi_enable(ep_)) != 0) return FiStatus(where + ": fi_enable", rc);
+  if (!poll_only_ && (rc = fi_control(&cq_->fid, FI_GETWAIT, &cq_fd_)) != 0) {
+    return FiStatus(where + ": FI_GETWAIT", rc);
+  }
+
+  std::vector<uint8_t> name(256);
+  size_t len = name.size();
+  rc = fi_getname(&ep_->fid, name.data(), &len);
+  if (rc == -FI_ETOOSMALL) {
+    name.resize(len);
+    rc = fi_getname(&ep_->fid, name.data(), &len);
+  }
+  if (rc != 0) return FiStatus(where + ": fi_getname", rc);
+  name.resize(len);
+  std::vector<uint8_t> inner(kAddressTag, kAddressTag + sizeof(kAddressTag));
+  inner.insert(inner.end(), name.begin(), name.end());
+  boot_id_ = wire::LocalHostId();
+  wire::WorkerAddress a;
+  a.boot_id = boot_id_;
+  a.pid = static_cast<int32_t>(getpid());
+  a.ucx_address = inner;
+  address_.resize(wire::EncodedAddressSize(a));
+  ROS2_RETURN_IF_ERROR(wire::EncodeAddress(a, address_).status());
+
+  signal_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (signal_fd_ < 0 || epoll_fd_ < 0) return Status::FromErrno(errno, where + ": eventfd/epoll");
+  for (int fd : {cq_fd_, signal_fd_}) {
+    if (fd < 0) continue;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) return Status::FromErrno(errno, where + ": epoll_ctl");
+  }
+  recv_buffers_.resize(kRecvBuffers);
+  recv_ops_.resize(kRecvBuffers);
+  for (size_t i = 0; i < kRecvBuffers; ++i) {
+    recv_buffers_[i].resize(kRecvSize);
+    recv_ops_[i].kind = Op::Kind::kRecv;
+    recv_ops_[i].index = i;
+    PostRecv(i);
+  }
+  next_housekeeping_ = Clock::now();
+  return Status::Ok();
+}
+
+OfiWorker::~OfiWorker() {
+  in_destructor_ = true;
+  std::vector<std::shared_ptr<OfiConnection>> conns;
+  for (auto& [id, conn] : connections_) conns.push_back(conn);
+  for (auto& conn : conns)
+    FailConnection(conn->local_id, Status::Cancelled("transport: worker destroyed"), false, true);
+  for (auto& conn : conns) conn->detached = true;
+  for (uint32_t slot = 0; slot < calls_.size(); ++slot) {
+    if (calls_[slot].done) CompleteCall(slot, Status::Cancelled("transport: worker destroyed"), {}, 0);
+  }
+  // Let the byes and cancellations leave (bounded).
+  const auto end = Clock::now() + std::chrono::milliseconds(100);
+  while (ops_in_flight_ > 0 && Clock::now() < end) DrainCompletions();
+  if (ep_ != nullptr) fi_close(&ep_->fid);
+  if (av_ != nullptr) fi_close(&av_->fid);
+  if (cq_ != nullptr) fi_close(&cq_->fid);
+  if (domain_ != nullptr) fi_close(&domain_->fid);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (signal_fd_ >= 0) close(signal_fd_);
+  // Ops still in flight were owned by the provider's queues; with the
+  // endpoint closed they never complete.
+}
+
+void OfiWorker::PostRecv(size_t index) {
+  Op& op = recv_ops_[index];
+  op.ctx = fi_context{};
+  for (;;) {
+    ssize_t rc = fi_recv(ep_, recv_buffers_[index].data(), kRecvSize, nullptr, FI_ADDR_UNSPEC, &op.ctx);
+    if (rc == 0) return;
+    if (rc != -FI_EAGAIN) {
+      ROS2_LOG_ERROR("transport ofi: worker '{}': fi_recv: {}", name_, fi_strerror(static_cast<int>(-rc)));
+      return;
+    }
+    fi_cq_read(cq_, nullptr, 0);  // progress
+  }
+}
+
+bool OfiWorker::Retry(Clock::time_point start) {
+  // EAGAIN: the provider's queues are full, or it cannot reach the peer
+  // (rxm reconnecting to a dead one). Progress and try again, for a while.
+  DrainCompletions();
+  return Clock::now() - start < send_patience_;
+}
+
+Status OfiWorker::SendBytes(fi_addr_t to, std::vector<uint8_t> bytes,
+                            std::function<void(const Status&, uint64_t)> done) {
+  const Clock::time_point retry_start = Clock::now();
+  if (bytes.size() > kRecvSize) {
+    // Announce, then send tagged: the receiver posts a receive of this length.
+    if (bytes.size() > kMaxLarge) {
+      return Status::InvalidArgument(fmt::format("transport ofi: message of {} bytes", bytes.size()));
+    }
+    const uint64_t tag = TagOf(kTagLarge, ++next_large_tag_);
+    std::vector<uint8_t> frame(kFrameSize);
+    PutLe32(frame.data(), kFrameMagic);
+    PutLe32(frame.data() + 4, static_cast<uint32_t>(bytes.size()));
+    PutLe64(frame.data() + 8, tag);
+    ROS2_RETURN_IF_ERROR(SendBytes(to, std::move(frame), nullptr));
+    auto* op = new Op();
+    op->kind = Op::Kind::kBulkSend;
+    op->bytes = std::move(bytes);
+    op->done = std::move(done);
+    for (;;) {
+      ssize_t rc = fi_tsend(ep_, op->bytes.data(), op->bytes.size(), nullptr, to, tag, &op->ctx);
+      if (rc == 0) break;
+      if (rc != -FI_EAGAIN || !Retry(retry_start)) {
+        delete op;
+        return FiStatus("fi_tsend (large message)", rc);
+      }
+    }
+    ++ops_in_flight_;
+    return Status::Ok();
+  }
+  auto* op = new Op();
+  op->kind = Op::Kind::kSend;
+  op->bytes = std::move(bytes);
+  op->done = std::move(done);
+  for (;;) {
+    ssize_t rc = fi_send(ep_, op->bytes.data(), op->bytes.size(), nullptr, to, &op->ctx);
+    if (rc == 0) break;
+    if (rc != -FI_EAGAIN || !Retry(retry_start)) {
+      delete op;
+      return FiStatus("fi_send", rc);
+    }
+  }
+  ++ops_in_flight_;
+  return Status::Ok();
+}
+
+Status OfiWorker::SendTagged(fi_addr_t to, uint64_t tag, std::span<const std::byte> data,
+                             std::function<void(const Status&, uint64_t)> done) {
+  const Clock::time_point retry_start = Clock::now();
+  auto* op = new Op();
+  op->kind = Op::Kind::kBulkSend;
+  op->done = std::move(done);
+  for (;;) {
+    ssize_t rc = fi_tsend(ep_, data.data(), data.size(), nullptr, to, tag, &op->ctx);
+    if (rc == 0) break;
+    if (rc != -FI_EAGAIN || !Retry(retry_start)) {
+      delete op;
+      return FiStatus("fi_tsend", rc);
+    }
+  }
+  ++ops_in_flight_;
+  return Status::Ok();
+}
+
+Result<Op*> OfiWorker::RecvTagged(fi_addr_t from, uint64_t tag, std::span<std::byte> dst,
+                                  std::function<void(const Status&, uint64_t)> done) {
+  const Clock::time_point retry_start = Clock::now();
+  auto* op = new Op();
+  op->kind = Op::Kind::kBulkRecv;
+  op->done = std::move(done);
+  for (;;) {
+    ssize_t rc = fi_trecv(ep_, dst.data(), dst.size(), nullptr, from, tag, 0, &op->ctx);
+    if (rc == 0) break;
+    if (rc != -FI_EAGAIN || !Retry(retry_start)) {
+      delete op;
+      return FiStatus("fi_trecv", rc);
+    }
+  }
+  ++ops_in_flight_;
+  return op;
+}
+
+Status OfiWorker::SendMessage(OfiConnection& conn, const wire::Message& msg,
+                              std::function<void(const Status&, uint64_t)> done) {
+  if (conn.addr == FI_ADDR_UNSPEC)
+    return conn.status.ok() ? Status::Disconnected("transport ofi: no peer") : conn.status;
+  std::vector<uint8_t> bytes(wire::EncodedSize(msg));
+  ROS2_ASSIGN_OR_RETURN(size_t n, wire::Encode(msg, bytes));
+  bytes.resize(n);
+  if (conn.auth != nullptr && conn.auth->keyed) ROS2_RETURN_IF_ERROR(Seal(conn, bytes));
+  // A send the provider fails (the peer is gone: rxm reports it on the
+  // completion, or keeps answering EAGAIN) fails the connection, so its
+  // calls end and nothing more is tried on it.
+  const uint64_t id = conn.local_id;
+  auto wrapped = [this, id, done = std::move(done)](const Status& st, uint64_t len) {
+    if (!st.ok() && st.code() != Status::Code::kCancelled) {
+      deferred_failures_.emplace_back(
+          id, Status::Disconnected(fmt::format("transport ofi: send failed: {}", st.message())));
+    }
+    if (done) done(st, len);
+  };
+  Status st = SendBytes(conn.addr, std::move(bytes), std::move(wrapped));
+  if (!st.ok() && st.code() != Status::Code::kInvalidArgument) {
+    deferred_failures_.emplace_back(id, Status::Disconnected(fmt::format("transport ofi: {}", st.message())));
+  }
+  return st;
+}
+
+int OfiWorker::DrainCompletions() {
+  fi_cq_tagged_entry entries[16];
+  fi_addr_t from[16];
+  int handled = 0;
+  for (;;) {
+    ssize_t n = fi_cq_readfrom(cq_, entries, 16, from);
+    if (n == -FI_EAGAIN) break;
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(cq_, &err, 0) <= 0) break;
+      auto* op = static_cast<Op*>(err.op_context);
+      const Status st =
+          err.err == FI_ECANCELED
+              ? Status::Cancelled("transport ofi: cancelled")
+              : Status::IOError(fmt::format("transport ofi: {} (provider: {})", fi_strerror(err.err), err.prov_errno));
+      if (op != nullptr) OnCompletion(op, st, err.len, FI_ADDR_NOTAVAIL);
+      ++handled;
+      continue;
+    }
+    if (n < 0) {
+      ROS2_LOG_WARN("transport ofi: worker '{}': fi_cq_readfrom: {}", name_, fi_strerror(static_cast<int>(-n)));
+      break;
+    }
+    for (ssize_t i = 0; i < n; ++i) {
+      OnCompletion(static_cast<Op*>(entries[i].op_context), Status::Ok(), entries[i].len, from[i]);
+    }
+    handled += static_cast<int>(n);
+    if (n < 16) break;
+  }
+  return handled;
+}
+
+void OfiWorker::OnCompletion(Op* op, const Status& st, uint64_t len, fi_addr_t from) {
+  if (op->kind == Op::Kind::kRecv) {
+    const size_t index = op->index;
+    if (st.ok()) {
+      OnMessage(std::span<const uint8_t>(recv_buffers_[index].data(), len), from);
+    } else if (!in_destructor_ && st.code() != Status::Code::kCancelled) {
+      ++stats_.malformed_messages;  // truncated: longer than a posted receive
+    }
+    if (!in_destructor_ || st.ok()) PostRecv(index);
+    return;
+  }
+  --ops_in_flight_;
+  std::unique_ptr<Op> owned(op);
+  if (op->kind == Op::Kind::kLargeRecv) {
+    if (st.ok() && len == op->bytes.size()) {
+      OnWireMessage(op->bytes, op->from);
+    } else {
+      ++stats_.malformed_messages;
+    }
+    return;
+  }
+  if (op->done) op->done(st, len);
+}
+
+void OfiWorker::OnMessage(std::span<const uint8_t> bytes, fi_addr_t from) {
+  if (bytes.size() == kFrameSize && GetLe32(bytes.data()) == kFrameMagic) {
+    // A large message follows, tagged, from the same peer. Only a known peer
+    // (a connection's address) may send one: an unknown source could make
+    // this worker hold receives of up to kMaxLarge bytes.
+    const uint32_t length = GetLe32(bytes.data() + 4);
+    const uint64_t tag = GetLe64(bytes.data() + 8);
+    bool known = false;
+    for (const auto& [id, conn] : connections_) known = known || conn->addr == from;
+    if (!known || from == FI_ADDR_NOTAVAIL || length <= kRecvSize || length > kMaxLarge ||
+        (tag & kTagKindMask) != kTagLarge) {
+      ++stats_.malformed_messages;
+      return;
+    }
+    auto* op = new Op();
+    op->kind = Op::Kind::kLargeRecv;
+    op->bytes.resize(length);
+    op->from = from;
+    for (;;) {
+      ssize_t rc = fi_trecv(ep_, op->bytes.data(), length, nullptr, from, tag, 0, &op->ctx);
+      if (rc == 0) break;
+      if (rc != -FI_EAGAIN) {
+        delete op;
+        ++stats_.malformed_messages;
+        return;
+      }
+      fi_cq_read(cq_, nullptr, 0);
+    }
+    ++ops_in_flight_;
+    return;
+  }
+  OnWireMessage(bytes, from);
+}
+
+void OfiWorker::OnWireMessage(std::span<const uint8_t> bytes, fi_addr_t from) {
+  wire::Message msg;
+  if (Status st = wire::Decode(bytes, msg); !st.ok()) {
+    ++stats_.malformed_messages;
+    const uint8_t v = wire::PeekVersion(bytes);
+    if (v != 0 && v != wire::kVersion) ++stats_.wire_version_mismatches;
+    return;
+  }
+  if (msg.kind == wire::Kind::kHello) return HandleHello(msg, from);
+  if (msg.kind == wire::Kind::kHelloAck) return HandleHelloAck(msg, from);
+  OfiConnection* conn = FindConnection(msg.connection_id);
+  if (conn == nullptr || from == FI_ADDR_NOTAVAIL || conn->addr != from) {
+    // Unknown, or naming a connection of another peer: refused. A request
+    // is answered on the sender's own connection when it has one.
+    ++stats_.malformed_messages;
+    if (conn != nullptr) ++stats_.misdirected_messages;
+    if (msg.kind == wire::Kind::kRequest && from != FI_ADDR_NOTAVAIL) {
+      for (auto& [id, c] : connections_) {
+        if (c->addr == from && !c->client_side) {
+          ReplyError(*c, msg.request_id,
+                     Status::PermissionDenied(fmt::format(
+                         "transport: worker '{}' refused a request naming connection {:#x}, not this peer's", name_,
+                         msg.connection_id)));
+          break;
+        }
+      }
+    }
+    return;
+  }
+  if (Status st = CheckIntegrity(*conn, msg, bytes); !st.ok()) {
+    ++stats_.integrity_refused;
+    ++stats_.malformed_messages;
+    const std::string why = fmt::format("transport: worker '{}' refused a message on connection {:#x} ({}): {}", name_,
+                                        conn->local_id, conn->peer_name, st.message());
+    ROS2_LOG_WARN("{}", why);
+    if (conn->client_side) {
+      deferred_failures_.emplace_back(conn->local_id, Status::Disconnected(why));
+    } else if (msg.kind == wire::Kind::kRequest) {
+      ReplyError(*conn, msg.request_id, Status::PermissionDenied(why));
+    }
+    return;
+  }
+  switch (msg.kind) {
+    case wire::Kind::kRequest:
+      if (conn->client_side) break;
+      return HandleRequest(*conn, msg, bytes);
+    case wire::Kind::kReply:
+      if (!conn->client_side) break;
+      return HandleReply(*conn, msg);
+    case wire::Kind::kBye: {
+      const std::string why = msg.payload.empty()
+                                  ? std::string("closed by the peer")
+                                  : std::string(reinterpret_cast<const char*>(msg.payload.data()), msg.payload.size());
+      deferred_failures_.emplace_back(conn->local_id,
+                                      Status::Disconnected(fmt::format("transport: {}: {}", conn->peer_name, why)));
+      return;
+    }
+    default: break;
+  }
+  ++stats_.malformed_messages;  // a kind this side of the connection never receives
+}
+
+OfiConnection* OfiWorker::FindConnection(uint64_t id) {
+  auto it = connections_.find(id);
+  return it == connections_.end() ? nullptr : it->second.get();
+}
+
+void OfiWorker::FailConnection(uint64_t id, const Status& why, bool count_as_lost, bool send_bye) {
+  auto it = connections_.find(id);
+  if (it == connections_.end()) return;
+  std::shared_ptr<OfiConnection> conn = it->second;
+  connections_.erase(it);
+  if (conn->served_slot >= 0) {
+    served_[conn->served_slot].fetch_sub(1, std::memory_order_relaxed);
+    conn->served_slot = -1;
+  }
+  if (send_bye && conn->remote_id != 0 && conn->status.ok()) {
+    wire::Message bye;
+    bye.kind = wire::Kind::kBye;
+    bye.connection_id = conn->remote_id;
+    const auto patience = send_patience_;
+    send_patience_ = std::chrono::milliseconds(5);  // best effort: the peer may be gone
+    (void)SendMessage(*conn, bye);
+    send_patience_ = patience;
+  }
+  if (conn->status.ok()) conn->status = why;
+  for (uint32_t slot = 0; slot < calls_.size(); ++slot) {
+    OfiCall& c = calls_[slot];
+    if (c.done && !c.finished && c.connection_id == id) CompleteCall(slot, why, {}, 0);
+  }
+  if (count_as_lost) ++stats_.peers_lost;
+  if (peer_lost_handler_ && !in_destructor_) peer_lost_handler_(id, why);
+}
+
+int OfiWorker::Progress() {
+  int n = DrainCompletions();
+  if (poll_only_) nap_ = n > 0 ? kMinNap : std::min(nap_ * 2, kMaxNap);
+  if (!deferred_failures_.empty()) {
+    auto failures = std::move(deferred_failures_);
+    deferred_failures_.clear();
+    for (auto& [id, why] : failures) FailConnection(id, why, true, false);
+    n += static_cast<int>(failures.size());
+  }
+  const Clock::time_point now = Clock::now();
+  if (now >= next_housekeeping_) Housekeeping(now);
+  return n;
+}
+
+void OfiWorker::Housekeeping(Clock::time_point now) {
+  next_housekeeping_ = now + std::chrono::milliseconds(1);
+  ExpireDeadlines(now);
+  ExpireUnauthenticated(now);
+}
+
+bool OfiWorker::PrepareSleep() {
+  if (!deferred_failures_.empty()) return false;
+  uint64_t v = 0;
+  while (read(signal_fd_, &v, sizeof(v)) > 0) {
+  }
+  if (poll_only_) return true;
+  fid* fids[1] = {&cq_->fid};
+  return fi_trywait(context_.ofi()->fabric(), fids, 1) == FI_SUCCESS;
+}
+
+std::chrono::microseconds OfiWorker::NextDeadline(std::chrono::microseconds max_wait) const {
+  std::chrono::microseconds wait = max_wait;
+  if (!deadlines_.empty()) {
+    auto until = std::chrono::duration_cast<std::chrono::microseconds>(deadlines_.top().first - Clock::now());
+    wait = std::min(wait, std::max(until, std::chrono::microseconds(0)));
+  }
+  // Expiry checks (calls and unauthenticated connections) run every ms.
+  if (live_calls_ > 0 || !connections_.empty()) wait = std::min(wait, std::chrono::microseconds(100000));
+  if (poll_only_) wait = std::min(wait, nap_);
+  return wait;
+}
+
+int OfiWorker::Wait(std::chrono::microseconds max_wait) {
+  const Clock::time_point start = Clock::now();
+  const auto spin = std::min(options().spin_budget, max_wait);
+  for (;;) {
+    if (int n = Progress(); n > 0) return n;
+    if (Clock::now() - start >= spin) break;
+    std::this_thread::yield();
+  }
+  if (!PrepareSleep()) return Progress();
+  auto left = max_wait - std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
+  left = NextDeadline(std::max(left, std::chrono::microseconds(0)));
+  ++stats_.sleeps;
+  if (poll_only_) {
+    // No fd to sleep on: a nap (Signal() is not seen until it ends).
+    std::this_thread::sleep_for(left);
+    return Progress();
+  }
+  epoll_event ev[2];
+  const int ms = static_cast<int>((left.count() + 999) / 1000);
+  (void)epoll_wait(epoll_fd_, ev, 2, ms);
+  return Progress();
+}
+
+Status OfiWorker::RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const Clock::time_point end = Clock::now() + timeout;
+  while (!done()) {
+    const Clock::time_point now = Clock::now();
+    if (now >= end) {
+      if (done()) break;
+      return Status::TimedOut(fmt::format("transport: worker '{}': wait of {} ms expired", name_, timeout.count()));
+    }
+    Wait(std::chrono::duration_cast<std::chrono::microseconds>(end - now));
+  }
+  return Status::Ok();
+}
+
+void OfiWorker::Signal() {
+  uint64_t one = 1;
+  (void)write(signal_fd_, &one, sizeof(one));
+}
+
+Status OfiWorker::RegisterHandler(uint16_t opcode, RequestHandler handler) {
+  if (opcode > wire::kMaxUserOpcode) {
+    return Status::InvalidArgument(fmt::format("transport: opcode {:#x} is reserved", opcode));
+  }
+  if (handlers_.size() <= opcode) handlers_.resize(opcode + 1);
+  handlers_[opcode] = std::move(handler);
+  return Status::Ok();
+}
+
+ServedConnections OfiWorker::served_connections() const {
+  ServedConnections s;
+  s.shm = served_[0].load(std::memory_order_relaxed);
+  s.tcp = served_[1].load(std::memory_order_relaxed);
+  s.rdma = served_[2].load(std::memory_order_relaxed);
+  return s;
+}
+
+}  // namespace ros2::transport::ofi

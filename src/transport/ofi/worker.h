@@ -1,0 +1,265 @@
+// Internal: the libfabric Worker and Endpoint (Provider::kOfi). Not a public
+// header; everything runs on the worker's owning thread except Signal().
+//
+// One FI_EP_RDM endpoint per worker, with its own domain, address vector and
+// completion queue (FI_WAIT_FD: the queue's fd is in the worker's epoll set,
+// so Worker::event_fd / PrepareSleep work as on UCX).
+//
+// Messages are the wire format of wire.h, one per fi_send into receive
+// buffers of kRecvSize bytes the worker keeps posted. A message longer than
+// that is announced by a kLargeFrame (16 bytes, not a wire message) and then
+// sent tagged; the receiver posts a directed tagged receive of the announced
+// length (at most kMaxLarge). Bulk above the inline limit rides tagged
+// messages matched by directed receives on the destination buffer:
+//   bulk out (client -> server): the client sends its buffer tagged
+//     kTagBulkOut | request id after the request; the server's Pull posts the
+//     receive into its buffer (or, when the handler replies without pulling,
+//     into a scratch buffer, so the client's send completes);
+//   bulk in (server -> client): the client posts the receive on its bulk-in
+//     buffer before it sends the request; the server's Push sends tagged
+//     kTagPush | request id.
+// A directed receive matches only messages from the connection's address, so
+// one peer cannot place bytes into a buffer offered to another.
+#pragma once
+
+#include <rdma/fabric.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/connection_auth.h"
+#include "transport/ofi/fabric.h"
+#include "transport/transport.h"
+#include "transport/wire.h"
+#include "transport/worker_impl.h"
+
+struct fid_domain;
+struct fid_ep;
+struct fid_av;
+struct fid_cq;
+
+namespace ros2::transport::ofi {
+
+inline constexpr size_t kRecvSize = 64 * 1024;  // one posted receive buffer
+inline constexpr size_t kRecvBuffers = 64;
+// The longest message: header, capability, descriptors, status, the largest
+// payload and inline section, and a trailer.
+inline constexpr size_t kMaxLarge = wire::kHeaderSize + wire::kMaxCapability + 2 * (wire::kBulkDescriptorSize + 64) +
+                                    wire::kMaxStatusMessage + wire::kMaxPayload + wire::kMaxInline +
+                                    wire::kIntegrityTrailerSize;
+inline constexpr uint32_t kFrameMagic = 0x4c49464f;  // "OFIL": a large-message announcement
+inline constexpr size_t kFrameSize = 16;             // magic u32, length u32, tag u64
+inline constexpr uint64_t kTagKindMask = uint64_t{3} << 62;
+inline constexpr uint64_t kTagLarge = uint64_t{1} << 62;
+inline constexpr uint64_t kTagBulkOut = uint64_t{2} << 62;
+inline constexpr uint64_t kTagPush = uint64_t{3} << 62;
+inline uint64_t TagOf(uint64_t kind, uint64_t id) {
+  return kind | (id & ~kTagKindMask);
+}
+
+class OfiWorker;
+
+// A connection: the transport's Connection (what IncomingRequest reads) and
+// the peer's address in this worker's address vector.
+struct OfiConnection : Connection {
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  bool detached = false;  // the worker is gone: the endpoint only reports its status
+};
+
+// One libfabric operation in flight; `ctx` first, so a completion's
+// op_context is the Op.
+struct Op {
+  fi_context ctx{};
+  enum class Kind : uint8_t { kRecv, kSend, kLargeRecv, kBulkSend, kBulkRecv } kind = Kind::kSend;
+  size_t index = 0;            // kRecv: which posted buffer
+  std::vector<uint8_t> bytes;  // kSend, kLargeRecv: the message; kBulkRecv discard: scratch
+  fi_addr_t from = FI_ADDR_UNSPEC;
+  // Runs with the result (and bytes received); kBulkSend, kBulkRecv, kSend.
+  std::function<void(const Status&, uint64_t)> done;
+  bool cancelled = false;
+};
+
+// A client call (a slot in OfiWorker::calls_).
+struct OfiCall {
+  uint32_t generation = 0;
+  ReplyCallback done;  // set while live
+  uint64_t connection_id = 0;
+  Clock::time_point deadline;
+  std::span<std::byte> bulk_in;
+  Op* push_recv = nullptr;  // the tagged receive posted on bulk_in, until it completes
+  uint64_t push_received = 0;
+  bool push_ok = false;
+  bool bulk_out_sending = false;  // the tagged bulk-out send has not completed
+  bool reply_arrived = false;
+  bool finished = false;  // the result is decided; waiting for the receive / send above
+  Status status;
+  std::vector<uint8_t> reply_payload;
+  uint64_t pushed = 0;
+};
+
+class OfiEndpoint;
+
+class OfiWorker final : public Worker, public RequestBackend {
+ public:
+  OfiWorker(Context& context, std::string name);
+  ~OfiWorker() override;
+  Status Init();
+
+  // Worker.
+  std::span<const uint8_t> address() const override { return address_; }
+  Result<std::shared_ptr<Endpoint>> Connect(std::span<const uint8_t> peer_address) override;
+  Status RegisterHandler(uint16_t opcode, RequestHandler handler) override;
+  void SetPeerLostHandler(std::function<void(uint64_t, const Status&)> handler) override {
+    peer_lost_handler_ = std::move(handler);
+  }
+  void SetSessionKeyLookup(SessionKeyLookup lookup) override { session_key_lookup_ = std::move(lookup); }
+  int Progress() override;
+  int Wait(std::chrono::microseconds max_wait) override;
+  Status RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) override;
+  int event_fd() const override { return epoll_fd_; }
+  bool PrepareSleep() override;
+  std::chrono::microseconds NextDeadline(std::chrono::microseconds max_wait) const override;
+  void Signal() override;
+  void SetReplyBatching(bool) override {}
+  void FlushBatches() override {}
+  const WorkerStats& stats() const override { return stats_; }
+  ServedConnections served_connections() const override;
+  const std::string& name() const override { return name_; }
+  Context& context() const override { return context_; }
+
+  // RequestBackend (server.cc).
+  void Pull(IncomingRequest::State* s, std::span<std::byte> dst, Completion done) override;
+  void Push(IncomingRequest::State* s, std::span<const std::byte> src, Completion done) override;
+  void Reply(IncomingRequest::State* s, const Status& status, std::span<const uint8_t> payload) override;
+  void Release(IncomingRequest::State* s) override;
+
+  // ---- shared by the ofi implementation files ----
+  const TransportOptions& options() const { return context_.options(); }
+  OfiConnection* FindConnection(uint64_t id);
+  // Encodes `msg`, seals it on a keyed connection, sends it (framed as a
+  // large message when longer than kRecvSize). `done` (optional) runs when
+  // the send completed.
+  Status SendMessage(OfiConnection& conn, const wire::Message& msg,
+                     std::function<void(const Status&, uint64_t)> done = nullptr);
+  Status SendBytes(fi_addr_t to, std::vector<uint8_t> bytes, std::function<void(const Status&, uint64_t)> done);
+  // Tagged send of `data` / directed tagged receive into `dst`.
+  Status SendTagged(fi_addr_t to, uint64_t tag, std::span<const std::byte> data,
+                    std::function<void(const Status&, uint64_t)> done);
+  Result<Op*> RecvTagged(fi_addr_t from, uint64_t tag, std::span<std::byte> dst,
+                         std::function<void(const Status&, uint64_t)> done);
+  void FailConnection(uint64_t id, const Status& why, bool count_as_lost, bool send_bye);
+
+  // Client (client.cc).
+  Status StartCall(OfiConnection& conn, uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
+                   ReplyCallback done);
+  Status AuthenticateSession(OfiConnection& conn, const SessionCredential& cred);
+  uint64_t max_payload() const;
+
+ private:
+  friend class OfiEndpoint;
+  void PostRecv(size_t index);
+  // After an EAGAIN: progress, and whether to try again (within send_patience_ of `start`).
+  bool Retry(Clock::time_point start);
+  std::chrono::milliseconds send_patience_{500};
+  int DrainCompletions();
+  void OnCompletion(Op* op, const Status& st, uint64_t len, fi_addr_t from);
+  void OnMessage(std::span<const uint8_t> bytes, fi_addr_t from);
+  void OnWireMessage(std::span<const uint8_t> bytes, fi_addr_t from);
+  void Housekeeping(Clock::time_point now);
+
+  // Server (server.cc).
+  void HandleHello(const wire::Message& msg, fi_addr_t from);
+  Status AdmitHello();
+  void HandleRequest(OfiConnection& conn, const wire::Message& msg, std::span<const uint8_t> bytes);
+  void HandleAuthenticate(OfiConnection& conn, const wire::Message& msg);
+  Status AuthenticateConnection(OfiConnection& conn, const wire::Message& msg);
+  void ReplyError(OfiConnection& conn, uint64_t request_id, const Status& why);
+  void ExpireUnauthenticated(Clock::time_point now);
+  IncomingRequest::State* AcquireState();
+
+  // Integrity (server.cc): as connection_auth.cc does for UCX connections.
+  Status Seal(OfiConnection& conn, std::vector<uint8_t>& bytes);
+  Status CheckIntegrity(OfiConnection& conn, const wire::Message& msg, std::span<const uint8_t> bytes);
+
+  // Client (client.cc).
+  void HandleHelloAck(const wire::Message& msg, fi_addr_t from);
+  void HandleReply(OfiConnection& conn, const wire::Message& msg);
+  void FinishCall(uint32_t slot);
+  void CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed);
+  void ExpireDeadlines(Clock::time_point now);
+  void OnPushDone(uint32_t slot, uint32_t generation, const Status& st, uint64_t len);
+  void OnBulkOutSent(uint32_t slot, uint32_t generation, const Status& st);
+
+  Context& context_;
+  std::string name_;
+  fid_domain* domain_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  int cq_fd_ = -1;
+  // The provider has no wait fd for the queue (shm in libfabric 1.17): the
+  // worker polls, napping between polls for `nap_` (doubling while idle from
+  // kMinNap to kMaxNap); an epoll loop on event_fd() is woken only by
+  // Signal(), so NextDeadline() is at most the nap.
+  bool poll_only_ = false;
+  static constexpr std::chrono::microseconds kMinNap{20};
+  static constexpr std::chrono::microseconds kMaxNap{1000};
+  std::chrono::microseconds nap_{kMinNap};
+  int epoll_fd_ = -1;
+  int signal_fd_ = -1;  // eventfd for Signal()
+  std::vector<uint8_t> address_;
+  std::array<uint8_t, 16> boot_id_{};
+  std::vector<std::vector<uint8_t>> recv_buffers_;
+  std::vector<Op> recv_ops_;
+  uint64_t ops_in_flight_ = 0;
+  uint64_t next_large_tag_ = 0;
+  uint64_t last_connection_id_ = 0;
+  std::vector<uint8_t> scratch_;  // discarded bulk-out bytes land here
+  WorkerStats stats_;
+  std::array<std::atomic<uint64_t>, 3> served_{};
+  std::unordered_map<uint64_t, std::shared_ptr<OfiConnection>> connections_;
+  std::vector<RequestHandler> handlers_;
+  std::function<void(uint64_t, const Status&)> peer_lost_handler_;
+  SessionKeyLookup session_key_lookup_;
+  std::vector<std::unique_ptr<IncomingRequest::State>> state_pool_;
+  std::deque<OfiCall> calls_;
+  std::vector<uint32_t> free_calls_;
+  uint32_t live_calls_ = 0;
+  using DeadlineEntry = std::pair<Clock::time_point, uint64_t>;
+  std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
+  std::vector<std::pair<uint64_t, Status>> deferred_failures_;
+  Clock::time_point next_housekeeping_{};
+  bool in_destructor_ = false;
+};
+
+// Client-facing handle of a client-side OfiConnection.
+class OfiEndpoint final : public Endpoint {
+ public:
+  OfiEndpoint(OfiWorker* worker, std::shared_ptr<OfiConnection> conn) : worker_(worker), conn_(std::move(conn)) {}
+  ~OfiEndpoint() override { Close(); }
+  Status Call(uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
+              ReplyCallback done) override;
+  Result<ReplyMessage> CallSync(uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options) override;
+  Status status() const override { return conn_->status; }
+  const EndpointInfo& info() const override { return conn_->info; }
+  uint64_t max_payload() const override { return worker_->max_payload(); }
+  uint32_t outstanding() const override { return conn_->outstanding; }
+  void Cork() override {}  // calls leave at once on libfabric (no batches)
+  void Uncork() override {}
+  Status AuthenticateSession(const SessionCredential& session) override;
+  void Close() override;
+
+ private:
+  OfiWorker* worker_;
+  std::shared_ptr<OfiConnection> conn_;
+};
+
+}  // namespace ros2::transport::ofi
