@@ -114,7 +114,7 @@ ObjectId JobObject(int job) {
   const auto targets = static_cast<uint32_t>(std::max(g_opts.targets, 1));
   const auto want = static_cast<uint32_t>(JobTarget(job));
   for (uint64_t lo = static_cast<uint64_t>(job) * 1000 + 1;; ++lo) {
-    ObjectId oid = client::Container::MakeObjectId(ObjectClass::kS1, lo, 0xbe7c, ObjectType::kArray);
+    ObjectId oid = client::Container::MakeObjectId(ObjectClass::kS1, 0xbe7c, lo, ObjectType::kArray);
     if (JumpConsistentHash(PlacementHash(oid), targets) == want) return oid;
   }
 }

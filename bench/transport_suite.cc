@@ -428,7 +428,7 @@ int RunTransportSuite(Reporter& rep) {
     const EndpointInfo& info = c.ep->info();
     std::fprintf(stderr, "transport bench: %s; endpoint am=%s rma=%s lanes=%s bulk=%s failure=%s\n",
                  c.ctx->Describe().c_str(), info.am_transport.c_str(), info.rma_transport.c_str(), Lanes(info).c_str(),
-                 std::string(BulkModeName(info.bulk_mode)).c_str(),
+                 std::string(BulkTransferName(info.bulk_mode)).c_str(),
                  std::string(FailureDetectionName(info.failure_detection)).c_str());
     if ((kind == "shm" && !info.IsSharedMemoryOnly()) || (kind == "tcp" && !info.UsesTcp())) {
       std::fprintf(stderr, "transport bench: WARNING: %s selected but the endpoint's lanes are %s\n", kind.c_str(),

@@ -860,13 +860,13 @@ PYBIND11_MODULE(_ros2, m) {
           py::arg("create") = true, py::arg("chunk_size") = 0, py::arg("key_file") = "")
       .def(
           "object",
-          [](const std::shared_ptr<ContainerHandle>& c, uint64_t lo, uint64_t hi, const std::string& oclass) {
+          [](const std::shared_ptr<ContainerHandle>& c, const std::string& oclass, uint64_t hi, uint64_t lo) {
             auto oc = ParseObjectClass(oclass);
             if (!oc.ok()) Raise(oc.status());
             Check(client::CheckObjectClassSupported(*oc));
-            return PyObjectHandle(c, client::Container::MakeObjectId(*oc, lo, hi));
+            return PyObjectHandle(c, client::Container::MakeObjectId(*oc, hi, lo));
           },
-          py::arg("lo"), py::arg("hi") = 0, py::arg("oclass") = "SX");
+          py::arg("oclass"), py::arg("hi"), py::arg("lo"));
 
   py::class_<PyObjectHandle>(m, "Object")
       .def_property_readonly("id", &PyObjectHandle::Id)

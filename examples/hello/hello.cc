@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   if (!container.ok()) return Fail("open container " + container_name, container.status());
 
   // --- an object: one single value and one array extent ---
-  ros2::ObjectId oid = ros2::client::Container::MakeObjectId(ros2::ObjectClass::kSX, 42);
+  ros2::ObjectId oid = ros2::client::Container::MakeObjectId(ros2::ObjectClass::kSX, 0, 42);
   auto object = (*container)->OpenObject(oid);
   if (!object.ok()) return Fail("open object", object.status());
   const std::string_view value = "hello, ros2";

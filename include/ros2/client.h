@@ -38,18 +38,7 @@
 
 #include "ros2/types.h"
 
-namespace ros2::transport {
-class SharedBuffer;  // internal (src/transport/shared_segment.h)
-}  // namespace ros2::transport
-
 namespace ros2::client {
-
-class ClientCore;        // internal (src/client)
-struct OffloadAccess;    // internal: what the agent-backed DFS may do with a queue or container
-class ContainerCore;     // internal
-class DirectContainer;   // internal: a Container's direct-mode backend
-class PoolBackend;       // internal (src/client/handle_backends.h): direct, or through ros2-agent
-class ContainerBackend;  // internal: likewise
 
 struct ClientOptions {
   // Control endpoint: "unix:/path/control.sock", "/path/control.sock" or "host:port";
@@ -224,8 +213,8 @@ class EventQueue {
   // Completed events not yet returned by Poll/Wait.
   size_t ready() const;
 
-  // libros2's state of the queue (src/client/event_queue_impl.h): opaque
-  // here. Queues are made by Client::CreateEventQueue and
+  // libros2's state of the queue (src/client/event_queue_impl.h), opaque
+  // here: queues are made by Client::CreateEventQueue and
   // Container::CreateEventQueue.
   class Impl;
   explicit EventQueue(std::unique_ptr<Impl> impl);
@@ -292,10 +281,12 @@ class Container {
   // for a class that survives fewer engine losses than the container's
   // redundancy factor (the message names both).
   Result<Object> OpenObject(const ObjectId& oid) const;
-  // Convenience: the id of a key-value (or array) object of class `oc`.
-  static ObjectId MakeObjectId(ObjectClass oc, uint64_t lo, uint64_t hi_user = 0,
-                               ObjectType type = ObjectType::kKeyValue) {
-    return ObjectId::Make(type, oc, hi_user, lo);
+  // Convenience: the id of a key-value (or array) object of class `oc` with
+  // the user bits `hi` (the low 48 bits are kept) and `lo`. The order is the
+  // one of the id's printed form ("<hi>.<lo>") and the same in the C API
+  // (ros2_obj_open) and the Python package (Container.object).
+  static ObjectId MakeObjectId(ObjectClass oc, uint64_t hi, uint64_t lo, ObjectType type = ObjectType::kKeyValue) {
+    return ObjectId::Make(type, oc, hi, lo);
   }
 
   // Enumerates the container's objects across every target (blocking).
@@ -309,11 +300,14 @@ class Container {
   // API reaches it.
   bool offload() const;
 
+  // libros2's state of the container (src/client/handle_backends.h: direct,
+  // or the agent's), opaque here: containers are made by Pool::OpenContainer.
+  class Impl;
+  explicit Container(std::shared_ptr<Impl> impl);
+  Impl& impl() const { return *impl_; }
+
  private:
-  friend class PoolBackend;
-  friend struct OffloadAccess;
-  explicit Container(std::shared_ptr<ContainerBackend> backend);
-  std::shared_ptr<ContainerBackend> backend_;  // chosen when opened: direct, or the agent's
+  std::shared_ptr<Impl> impl_;
 };
 
 // A connected pool (one session). Thread-safe; created by Client::ConnectPool.
@@ -338,10 +332,13 @@ class Pool {
   // in offload mode (the agent holds the connections).
   Result<std::vector<TargetConnection>> Connections() const;
 
+  // libros2's state of the pool (src/client/handle_backends.h: direct, or
+  // the agent's), opaque here: pools are made by Client::ConnectPool.
+  class Impl;
+  explicit Pool(std::shared_ptr<Impl> impl);
+
  private:
-  friend class Client;
-  explicit Pool(std::shared_ptr<PoolBackend> backend);
-  std::shared_ptr<PoolBackend> backend_;  // chosen at ConnectPool: direct, or the agent's
+  std::shared_ptr<Impl> impl_;
 };
 
 // An object of an open container: a cheap, copyable handle (no state on the
@@ -350,7 +347,7 @@ class Pool {
 // worker until their reply arrives (bounded by ClientOptions::io_timeout).
 class Object {
  public:
-  const ObjectId& id() const { return oid_; }
+  const ObjectId& id() const;
 
   // --- blocking ---
   Status Update(const UpdateArgs& args) const;
@@ -401,13 +398,14 @@ class Object {
   // every shard answered (it counts as one operation in flight).
   Status SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, ArrayTailCallback callback) const;
 
- private:
-  friend class Container;
-  friend class DirectContainer;
-  Object(std::shared_ptr<ContainerCore> cont, ObjectId oid) : cont_(std::move(cont)), oid_(oid) {}
+  // libros2's state of the object (its id and its container's;
+  // src/client/client_internal.h), opaque here: objects are made by
+  // Container::OpenObject.
+  class Impl;
+  explicit Object(std::shared_ptr<const Impl> impl);
 
-  std::shared_ptr<ContainerCore> cont_;
-  ObjectId oid_;
+ private:
+  std::shared_ptr<const Impl> impl_;
 };
 
 // Memory for I/O buffers that an engine on the same host reaches directly: a
@@ -428,15 +426,13 @@ class IoBuffer {
   uint64_t size() const;  // the length asked for, rounded up to whole pages
   std::span<std::byte> span() const { return {data(), size()}; }
 
+  // libros2's state of the buffer (src/client/client_internal.h), opaque
+  // here: buffers are made by Client::AllocateIoBuffer.
+  class Impl;
+  explicit IoBuffer(std::unique_ptr<Impl> impl);
+
  private:
-  friend class Client;
-  void Release();
-  std::unique_ptr<transport::SharedBuffer> impl_;
-  // Offload mode: a piece of the agent session's arena (I/O on it is not
-  // copied by the host), given back by release_ when the buffer goes.
-  std::byte* arena_data_ = nullptr;
-  uint64_t arena_size_ = 0;
-  std::function<void()> release_;
+  std::unique_ptr<Impl> impl_;
 };
 
 // A connection to a ROS2 control endpoint plus the process's data-plane
@@ -468,9 +464,13 @@ class Client {
   // the engines.
   bool offload() const;
 
+  // libros2's state of the client (src/client/handle_backends.h: direct, or
+  // through ros2-agent), opaque here: clients are made by Connect.
+  class Impl;
+  explicit Client(std::shared_ptr<Impl> impl);
+
  private:
-  explicit Client(std::shared_ptr<ClientCore> core);
-  std::shared_ptr<ClientCore> core_;
+  std::shared_ptr<Impl> impl_;
 };
 
 // InvalidArgument for a class number no ObjectClass has: what OpenObject

@@ -116,9 +116,11 @@ class Container:
         fs._origin = (self, {"create": create, "chunk_size": chunk_size, "key_file": key_file})
         return fs
 
-    def object(self, lo, hi=0, oclass="SX"):
-        """A key-value object of the container by id (lo, hi) and class ("S1", "SX")."""
-        return Object(self._c.object(lo, hi, oclass))
+    def object(self, oclass, hi, lo):
+        """A key-value object of the container by class ("S1", "SX") and id:
+        the user bits `hi` (48 bits) and `lo`, in the order of the id's printed
+        form ("<hi>.<lo>") and of the C and C++ APIs."""
+        return Object(self._c.object(oclass, hi, lo))
 
 
 class Object:

@@ -213,7 +213,7 @@ def test_connecting_to_a_missing_agent_names_its_socket(cluster):
 
 
 def test_objects_key_value(container):
-    obj = container.object(0x5151, oclass="SX")
+    obj = container.object("SX", 0, 0x5151)
     obj.put("k1", "a", b"v1")
     obj.put(b"k2", "a", bytearray(b"v2"))
     obj.put("k2", "b", np.arange(3, dtype=np.uint8))
@@ -229,7 +229,7 @@ def test_objects_key_value(container):
     obj.punch()
     assert obj.list_dkeys() == []
     with pytest.raises(OSError):
-        container.object(1, oclass="RP_9G1")
+        container.object("RP_9G1", 0, 1)
 
 
 def test_filesystem_pickles_as_its_origin(fs, tmpdir_fs):

@@ -44,7 +44,7 @@ def test_object_api_is_not_offered(cluster):
     client = ros2.connect(agent_socket=cluster["agent_socket"])
     cont = client.pool(cluster["pool"]).container(cluster["container"])
     with pytest.raises(OSError):
-        cont.object(1).put("d", "a", b"x")
+        cont.object("SX", 0, 1).put("d", "a", b"x")
 
 
 def test_dataloader_workers_reconnect_to_the_agent(offload_fs):

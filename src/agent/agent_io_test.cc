@@ -14,7 +14,7 @@ void BatchReads(HostSession& h, uint32_t mi, const dfs::Entry& file, const std::
   ASSERT_TRUE(batch.ok());
   for (uint64_t i = 0; i < 32; ++i) {
     IoRequest q;
-    q.kind = IoKind::kRead;
+    q.kind = RingOp::kRead;
     q.mount = mi;
     q.file = &file;
     q.offset = i * 13'001;

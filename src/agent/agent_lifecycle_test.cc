@@ -29,7 +29,7 @@ TEST_P(AgentTest, KilledHostIsReclaimed) {
     (void)!::write(ready[1], "x", 1);
     for (uint64_t off = 0;; off += buf->size) {  // until killed
       std::vector<IoRequest> q(1);
-      q[0] = {IoKind::kWrite, m->index, &*f, off % (64 << 20), buf->span(), off};
+      q[0] = {RingOp::kWrite, m->index, &*f, off % (64 << 20), buf->span(), off};
       if (!(*s)->Submit(q).ok()) ::_exit(5);
       std::vector<IoCompletion> c(1);
       (void)(*s)->Reap(c, 0, std::chrono::milliseconds(0));

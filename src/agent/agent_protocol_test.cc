@@ -101,7 +101,7 @@ TEST_P(AgentTest, GarbageEntriesAreRefused) {
     SubmitEntry sqe;
     int errno_expected;
   };
-  auto base = [&](Opcode op) {
+  auto base = [&](RingOp op) {
     SubmitEntry s{};
     s.opcode = static_cast<uint8_t>(op);
     s.mount = static_cast<uint16_t>(m->index);
@@ -110,33 +110,33 @@ TEST_P(AgentTest, GarbageEntriesAreRefused) {
   };
   std::vector<Case> cases;
   {
-    SubmitEntry s = base(Opcode::kRead);
+    SubmitEntry s = base(RingOp::kRead);
     s.buf_off = h.arena_size() - 10;
     s.buf_len = 4096;  // runs past the arena
     cases.push_back({"buffer past the arena", s, EFAULT});
     s.buf_off = ~uint64_t{0} - 5;  // wraps around
     s.buf_len = 4096;
     cases.push_back({"buffer offset wrapping", s, EFAULT});
-    SubmitEntry a = base(Opcode::kStat);
+    SubmitEntry a = base(RingOp::kStat);
     a.args_off = h.arena_size();
     a.args_len = 16;
     a.args_cap = 16;
     cases.push_back({"arguments past the arena", a, EFAULT});
-    SubmitEntry big = base(Opcode::kStat);
+    SubmitEntry big = base(RingOp::kStat);
     big.args_len = 100;
     big.args_cap = 10;  // len > cap
     cases.push_back({"argument length over its capacity", big, EFAULT});
-    SubmitEntry tiny = base(Opcode::kRead);
+    SubmitEntry tiny = base(RingOp::kRead);
     tiny.entry.chunk_size = 1;  // a forged chunk size: 65536 pieces
     tiny.buf_len = 65536;
     cases.push_back({"read spanning too many chunks", tiny, EINVAL});
     SubmitEntry op{};
     op.opcode = 200;
     cases.push_back({"unknown opcode", op, EOPNOTSUPP});
-    SubmitEntry mount = base(Opcode::kStat);
+    SubmitEntry mount = base(RingOp::kStat);
     mount.mount = 77;
     cases.push_back({"unknown mount", mount, EBADF});
-    SubmitEntry malformed = base(Opcode::kLookup);
+    SubmitEntry malformed = base(RingOp::kLookup);
     auto args = h.Allocate(64);
     ASSERT_TRUE(args.ok());
     uint32_t huge = 1u << 30;

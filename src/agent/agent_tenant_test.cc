@@ -107,7 +107,7 @@ TEST_P(AgentTest, TenantQosLimitsBandwidthAndChangesLive) {
     }
     uint64_t off = 0;
     auto submit = [&](size_t slot) {
-      IoRequest r{IoKind::kRead, m->index, &*f, off, bufs[slot].span(), slot};
+      IoRequest r{RingOp::kRead, m->index, &*f, off, bufs[slot].span(), slot};
       off = (off + kMiB) % kFile;
       return h.Submit({&r, 1});
     };

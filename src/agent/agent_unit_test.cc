@@ -192,7 +192,7 @@ TEST(WireTest, RoundTripsEntriesAttrsAndRefusesTruncation) {
 // forged ring index closes the session with the host told.
 TEST(OpTableTest, EveryOpcodeHasOneRowAndNoOtherHas) {
   std::set<std::string> names;
-  for (unsigned op = 0; op <= kLastOpcode; ++op) {
+  for (unsigned op = 0; op <= kLastRingOp; ++op) {
     const OpSpec* spec = FindOp(static_cast<uint8_t>(op));
     ASSERT_NE(spec, nullptr) << "opcode " << op;
     EXPECT_EQ(static_cast<unsigned>(spec->op), op);
@@ -200,15 +200,15 @@ TEST(OpTableTest, EveryOpcodeHasOneRowAndNoOtherHas) {
     EXPECT_TRUE(names.insert(spec->name).second) << "two rows named " << spec->name;
     EXPECT_STREQ(OpName(static_cast<uint8_t>(op)), spec->name);
   }
-  for (unsigned op = kLastOpcode + 1; op < 256; ++op) {
+  for (unsigned op = kLastRingOp + 1; op < 256; ++op) {
     EXPECT_EQ(FindOp(static_cast<uint8_t>(op)), nullptr) << "opcode " << op;
   }
-  EXPECT_STREQ(OpName(kLastOpcode + 1), "unknown");
+  EXPECT_STREQ(OpName(kLastRingOp + 1), "unknown");
   // The data opcodes carry a payload; the ones without an entry name need no entry.
-  EXPECT_EQ(FindOp(static_cast<uint8_t>(Opcode::kRead))->layout, ArgLayout::kEntryData);
-  EXPECT_EQ(FindOp(static_cast<uint8_t>(Opcode::kWrite))->layout, ArgLayout::kEntryData);
-  EXPECT_EQ(FindOp(static_cast<uint8_t>(Opcode::kMount))->layout, ArgLayout::kSession);
-  EXPECT_EQ(FindOp(static_cast<uint8_t>(Opcode::kLookupPath))->layout, ArgLayout::kMount);
+  EXPECT_EQ(FindOp(static_cast<uint8_t>(RingOp::kRead))->layout, ArgLayout::kEntryData);
+  EXPECT_EQ(FindOp(static_cast<uint8_t>(RingOp::kWrite))->layout, ArgLayout::kEntryData);
+  EXPECT_EQ(FindOp(static_cast<uint8_t>(RingOp::kMount))->layout, ArgLayout::kSession);
+  EXPECT_EQ(FindOp(static_cast<uint8_t>(RingOp::kLookupPath))->layout, ArgLayout::kMount);
 }
 
 TEST(InProcessAgentTest, RandomEntriesGetErrorCompletions) {
@@ -250,7 +250,7 @@ TEST(InProcessAgentTest, RandomEntriesGetErrorCompletions) {
     SubmitEntry e{};
     do {
       e.opcode = static_cast<uint8_t>(rng() % 40);               // known and unknown
-    } while (e.opcode == static_cast<uint8_t>(Opcode::kMount));  // would dial the missing engine
+    } while (e.opcode == static_cast<uint8_t>(RingOp::kMount));  // would dial the missing engine
     e.flags = rng() % 8 == 0 ? 1 : 0;
     e.mount = static_cast<uint16_t>(rng());
     e.op_flags = static_cast<uint32_t>(rng());

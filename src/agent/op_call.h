@@ -64,7 +64,7 @@ struct OpCall {
 using OpHandler = void (*)(OpCall&);
 
 struct OpSpec {
-  Opcode op;
+  RingOp op;
   const char* name;
   ArgLayout layout;
   OpHandler handler;

@@ -199,36 +199,36 @@ void Sync(OpCall& c) {
 
 // Indexed by opcode.
 constexpr OpSpec kOps[] = {
-    {Opcode::kNop, "nop", ArgLayout::kSession, &Nop},
-    {Opcode::kMount, "mount", ArgLayout::kSession, &Mount},
-    {Opcode::kUnmount, "unmount", ArgLayout::kMount, &Unmount},
-    {Opcode::kLookup, "lookup", ArgLayout::kEntry, &Lookup},
-    {Opcode::kLookupPath, "lookup_path", ArgLayout::kMount, &LookupPath},
-    {Opcode::kLookupWithAttr, "lookup_attr", ArgLayout::kEntry, &LookupWithAttr},
-    {Opcode::kOpen, "open", ArgLayout::kEntry, &Open},
-    {Opcode::kMkdir, "mkdir", ArgLayout::kEntry, &Mkdir},
-    {Opcode::kMkdirAll, "mkdir_all", ArgLayout::kMount, &MkdirAll},
-    {Opcode::kSymlink, "symlink", ArgLayout::kEntry, &Symlink},
-    {Opcode::kMknod, "mknod", ArgLayout::kEntry, &Mknod},
-    {Opcode::kLink, "link", ArgLayout::kEntry, &Link},
-    {Opcode::kReadlink, "readlink", ArgLayout::kEntry, &Readlink},
-    {Opcode::kUnlink, "unlink", ArgLayout::kEntry, &Unlink},
-    {Opcode::kRmdir, "rmdir", ArgLayout::kEntry, &Rmdir},
-    {Opcode::kRename, "rename", ArgLayout::kEntry, &Rename},
-    {Opcode::kStat, "stat", ArgLayout::kEntry, &Stat},
-    {Opcode::kSetAttr, "setattr", ArgLayout::kEntry, &SetAttr},
-    {Opcode::kTruncate, "truncate", ArgLayout::kEntry, &Truncate},
-    {Opcode::kStatfs, "statfs", ArgLayout::kMount, &Statfs},
-    {Opcode::kReaddir, "readdir", ArgLayout::kEntry, &Readdir},
-    {Opcode::kRead, "read", ArgLayout::kEntryData, &Read},
-    {Opcode::kWrite, "write", ArgLayout::kEntryData, &Write},
-    {Opcode::kSync, "sync", ArgLayout::kEntry, &Sync},
+    {RingOp::kNop, "nop", ArgLayout::kSession, &Nop},
+    {RingOp::kMount, "mount", ArgLayout::kSession, &Mount},
+    {RingOp::kUnmount, "unmount", ArgLayout::kMount, &Unmount},
+    {RingOp::kLookup, "lookup", ArgLayout::kEntry, &Lookup},
+    {RingOp::kLookupPath, "lookup_path", ArgLayout::kMount, &LookupPath},
+    {RingOp::kLookupWithAttr, "lookup_attr", ArgLayout::kEntry, &LookupWithAttr},
+    {RingOp::kOpen, "open", ArgLayout::kEntry, &Open},
+    {RingOp::kMkdir, "mkdir", ArgLayout::kEntry, &Mkdir},
+    {RingOp::kMkdirAll, "mkdir_all", ArgLayout::kMount, &MkdirAll},
+    {RingOp::kSymlink, "symlink", ArgLayout::kEntry, &Symlink},
+    {RingOp::kMknod, "mknod", ArgLayout::kEntry, &Mknod},
+    {RingOp::kLink, "link", ArgLayout::kEntry, &Link},
+    {RingOp::kReadlink, "readlink", ArgLayout::kEntry, &Readlink},
+    {RingOp::kUnlink, "unlink", ArgLayout::kEntry, &Unlink},
+    {RingOp::kRmdir, "rmdir", ArgLayout::kEntry, &Rmdir},
+    {RingOp::kRename, "rename", ArgLayout::kEntry, &Rename},
+    {RingOp::kStat, "stat", ArgLayout::kEntry, &Stat},
+    {RingOp::kSetAttr, "setattr", ArgLayout::kEntry, &SetAttr},
+    {RingOp::kTruncate, "truncate", ArgLayout::kEntry, &Truncate},
+    {RingOp::kStatfs, "statfs", ArgLayout::kMount, &Statfs},
+    {RingOp::kReaddir, "readdir", ArgLayout::kEntry, &Readdir},
+    {RingOp::kRead, "read", ArgLayout::kEntryData, &Read},
+    {RingOp::kWrite, "write", ArgLayout::kEntryData, &Write},
+    {RingOp::kSync, "sync", ArgLayout::kEntry, &Sync},
 };
 constexpr bool RowsMatchOpcodes() {
   for (size_t i = 0; i < std::size(kOps); ++i) {
     if (static_cast<size_t>(kOps[i].op) != i) return false;
   }
-  return std::size(kOps) == size_t{kLastOpcode} + 1;
+  return std::size(kOps) == size_t{kLastRingOp} + 1;
 }
 static_assert(RowsMatchOpcodes(), "kOps has one row per opcode, in opcode order");
 

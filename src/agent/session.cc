@@ -283,7 +283,7 @@ void Session::TakeSubmissions(uint32_t pending) {
     SubmitEntry sqe;
     std::memcpy(&sqe, &sq[sq_head_ & (g.sq_entries - 1)], sizeof sqe);  // private copy: the host may change it
     const bool data =
-        sqe.opcode == static_cast<uint8_t>(Opcode::kRead) || sqe.opcode == static_cast<uint8_t>(Opcode::kWrite);
+        sqe.opcode == static_cast<uint8_t>(RingOp::kRead) || sqe.opcode == static_cast<uint8_t>(RingOp::kWrite);
     // The tenant's QoS: a read or write costs its bytes and one I/O, any
     // other entry one I/O. Short of tokens, the entry stays in the ring
     // (this copy is dropped; the next look copies it again and charges
@@ -396,8 +396,8 @@ void Session::ExecuteMount(const SubmitEntry& sqe, ArgReader& r, CompleteEntry& 
 }
 
 bool Session::Execute(const SubmitEntry& sqe, CompleteEntry& cqe) {
-  (sqe.opcode == static_cast<uint8_t>(Opcode::kRead)    ? metrics_.reads
-   : sqe.opcode == static_cast<uint8_t>(Opcode::kWrite) ? metrics_.writes
+  (sqe.opcode == static_cast<uint8_t>(RingOp::kRead)    ? metrics_.reads
+   : sqe.opcode == static_cast<uint8_t>(RingOp::kWrite) ? metrics_.writes
                                                         : metrics_.other_ops)
       .Add();
   went_async_ = false;

@@ -210,7 +210,7 @@ int ros2_obj_open(ros2_cont_t* cont, int oclass, uint64_t hi, uint64_t lo, ros2_
   *obj = nullptr;
   if (!Valid(cont, kContMagic)) return Invalid("ros2_obj_open: invalid container handle");
   if (oclass < ROS2_OC_S1 || oclass > ROS2_OC_RP_3GX) return Invalid("ros2_obj_open: unknown object class");
-  auto id = ros2::client::Container::MakeObjectId(static_cast<ros2::ObjectClass>(oclass), lo, hi);
+  auto id = ros2::client::Container::MakeObjectId(static_cast<ros2::ObjectClass>(oclass), hi, lo);
   auto o = cont->impl->OpenObject(id);
   if (!o.ok()) return Fail(o.status());
   *obj = new ros2_obj{kObjMagic, std::move(*o)};

@@ -14,7 +14,6 @@
 #include "client/event_queue_impl.h"
 #include "client/handle_backends.h"
 #include "client/offload/agent_handles.h"
-#include "client/offload/agent_queue.h"
 #include "common/library_logging.h"
 #include "transport/shared_segment.h"
 
@@ -121,30 +120,6 @@ void ThreadIo::DropEndpoint(const std::string& address) {
 }
 
 Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& options) {
-  std::string agent_socket = options.agent_socket;
-  if (agent_socket.empty()) {
-    if (const char* env = std::getenv("ROS2_AGENT_SOCKET"); env != nullptr) agent_socket = env;
-  }
-  if (!agent_socket.empty()) {
-    // Offload mode: the agent holds the credentials and runs the data plane.
-    if (options.io_timeout.count() <= 0) return Status::InvalidArgument("libros2 connect: io_timeout must be positive");
-    if (options.offload_spin_budget < std::chrono::microseconds(0) ||
-        options.offload_spin_budget > std::chrono::seconds(1)) {
-      return Status::InvalidArgument(fmt::format("libros2 connect: offload_spin_budget {} us is not within 0..1000000",
-                                                 options.offload_spin_budget.count()));
-    }
-    agent::HostOptions host;
-    host.socket = agent_socket;
-    host.timeout = options.io_timeout;
-    host.spin = options.offload_spin_budget;
-    auto session = agent::HostSession::Connect(host);
-    if (!session.ok()) return session.status().WithContext("libros2 connect (offload mode)");
-    auto core = std::make_shared<ClientCore>();
-    core->options_ = options;
-    core->options_.agent_socket = agent_socket;
-    core->agent_ = std::move(*session);
-    return core;
-  }
   if (options.control.empty()) {
     return Status::InvalidArgument("libros2 connect: no control endpoint (ClientOptions::control is empty)");
   }
@@ -226,11 +201,6 @@ Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& opti
 }
 
 Result<std::shared_ptr<ThreadIo>> ClientCore::ThisThreadIo() {
-  if (agent_) {
-    return Status::NotSupported(fmt::format(
-        "libros2: offload mode (agent {}) carries the DFS API only; the object API needs direct mode",
-        options_.agent_socket));
-  }
   std::thread::id self = std::this_thread::get_id();
   std::lock_guard<std::mutex> lock(mu_);
   auto it = threads_.find(self);
@@ -297,105 +267,105 @@ Result<std::shared_ptr<const MapSnapshot>> MakeMapSnapshot(const rpc::PoolMap& m
 
 // --- Client ---
 
-Client::Client(std::shared_ptr<ClientCore> core) : core_(std::move(core)) {}
+Client::Client(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
   InitLibraryLogging();  // warn unless the process or ROS2_LOG chose otherwise
+  std::string agent_socket = options.agent_socket;
+  if (agent_socket.empty()) {
+    if (const char* env = std::getenv("ROS2_AGENT_SOCKET"); env != nullptr) agent_socket = env;
+  }
+  if (!agent_socket.empty()) {
+    // Offload mode: the agent holds the credentials and runs the data plane.
+    ROS2_ASSIGN_OR_RETURN(auto agent, AgentClient::Create(options, agent_socket));
+    return std::make_unique<Client>(std::move(agent));
+  }
   ROS2_ASSIGN_OR_RETURN(auto core, ClientCore::Create(options));
-  return std::unique_ptr<Client>(new Client(std::move(core)));
+  return std::make_unique<Client>(std::make_shared<DirectClient>(std::move(core)));
 }
 
 Result<std::unique_ptr<Pool>> Client::ConnectPool(std::string_view pool) {
   if (pool.empty()) return Status::InvalidArgument("connect pool: empty pool label");
-  if (core_->agent()) {  // offload: the agent connects when the DFS mounts
-    return std::unique_ptr<Pool>(new Pool(std::make_shared<AgentPool>(core_->agent(), pool)));
-  }
+  return impl_->ConnectPool(pool);
+}
+Result<std::unique_ptr<EventQueue>> Client::CreateEventQueue() {
+  return impl_->CreateEventQueue();
+}
+Status Client::RegisterBuffer(void* addr, uint64_t length) {
+  if (addr == nullptr || length == 0) return Status::InvalidArgument("register buffer: null address or zero length");
+  return impl_->RegisterBuffer(addr, length);
+}
+Result<IoBuffer> Client::AllocateIoBuffer(uint64_t length) {
+  return impl_->AllocateIoBuffer(length);
+}
+std::string Client::DescribeTransport() const {
+  return impl_->DescribeTransport();
+}
+const ClientOptions& Client::options() const {
+  return impl_->options();
+}
+bool Client::offload() const {
+  return impl_->offload();
+}
+
+// --- DirectClient ---
+
+Result<std::unique_ptr<Pool>> DirectClient::ConnectPool(std::string_view pool) {
   auto conn = core_->session().Connect(pool, core_->credentials());
   if (!conn.ok()) return conn.status().WithContext(fmt::format("connect pool '{}'", pool));
   auto snapshot = MakeMapSnapshot(conn->map);
   if (!snapshot.ok()) return snapshot.status().WithContext(fmt::format("connect pool '{}'", pool));
   auto pc = std::make_shared<PoolCore>(core_, std::move(*conn), std::move(*snapshot));
   pc->StartMapWatch();
-  return std::unique_ptr<Pool>(new Pool(std::make_shared<DirectPool>(std::move(pc))));
+  return std::make_unique<Pool>(std::make_shared<DirectPool>(std::move(pc)));
 }
 
-Result<std::unique_ptr<EventQueue>> Client::CreateEventQueue() {
-  if (core_->agent()) return OffloadAccess::MakeQueue(core_->agent());
+Result<std::unique_ptr<EventQueue>> DirectClient::CreateEventQueue() {
   ROS2_ASSIGN_OR_RETURN(auto io, core_->ThisThreadIo());
-  return MakeEventQueue(std::make_unique<EventQueue::Impl>(std::move(io)));
+  return MakeEventQueue(std::make_unique<DirectQueue>(std::move(io)));
 }
 
-Status Client::RegisterBuffer(void* addr, uint64_t length) {
-  if (addr == nullptr || length == 0) return Status::InvalidArgument("register buffer: null address or zero length");
-  if (core_->agent()) return Status::Ok();  // offload: the agent's arena is the registered memory
+Status DirectClient::RegisterBuffer(void* addr, uint64_t length) {
   auto region = core_->context().CachedRegistration(addr, length);
   return region.ok() ? Status::Ok() : region.status().WithContext("register buffer");
 }
 
-IoBuffer::IoBuffer() = default;
-IoBuffer::IoBuffer(IoBuffer&& other) noexcept
-    : impl_(std::move(other.impl_)),
-      arena_data_(std::exchange(other.arena_data_, nullptr)),
-      arena_size_(std::exchange(other.arena_size_, 0)),
-      release_(std::exchange(other.release_, nullptr)) {}
-IoBuffer& IoBuffer::operator=(IoBuffer&& other) noexcept {
-  if (this != &other) {
-    Release();
-    impl_ = std::move(other.impl_);
-    arena_data_ = std::exchange(other.arena_data_, nullptr);
-    arena_size_ = std::exchange(other.arena_size_, 0);
-    release_ = std::exchange(other.release_, nullptr);
-  }
-  return *this;
-}
-IoBuffer::~IoBuffer() {
-  Release();
-}
-void IoBuffer::Release() {
-  if (release_) release_();
-  release_ = nullptr;
-  arena_data_ = nullptr;
-  arena_size_ = 0;
-}
-std::byte* IoBuffer::data() const {
-  return impl_ ? impl_->data() : arena_data_;
-}
-uint64_t IoBuffer::size() const {
-  return impl_ ? impl_->size() : arena_size_;
-}
-
-Result<IoBuffer> Client::AllocateIoBuffer(uint64_t length) {
-  if (core_->agent() && length > 0) {
-    // Offload mode: arena memory, which the agent reads and writes in place.
-    // A full arena falls back to ordinary memory (copied through the arena).
-    const uint64_t rounded = (length + 4095) / 4096 * 4096;
-    auto piece = core_->agent()->Allocate(rounded);
-    if (piece.ok()) {
-      std::memset(piece->data, 0, rounded);
-      IoBuffer b;
-      b.arena_data_ = piece->data;
-      b.arena_size_ = rounded;
-      b.release_ = [session = core_->agent(), p = *piece] { session->Free(p); };
-      return b;
-    }
-  }
+Result<IoBuffer> DirectClient::AllocateIoBuffer(uint64_t length) {
   auto shared = transport::SharedBuffer::Create(length);
   if (!shared.ok()) return shared.status().WithContext("allocate I/O buffer");
-  IoBuffer b;
-  b.impl_ = std::move(*shared);
-  return b;
+  return IoBuffer(std::make_unique<IoBuffer::Impl>(std::move(*shared)));
 }
 
-std::string Client::DescribeTransport() const {
-  if (core_->agent()) return "offload agent=" + core_->options().agent_socket;
+std::string DirectClient::DescribeTransport() const {
   return core_->context().Describe();
 }
-const ClientOptions& Client::options() const {
+const ClientOptions& DirectClient::options() const {
   return core_->options();
 }
-bool Client::offload() const {
-  return core_->agent() != nullptr;
+
+// --- IoBuffer ---
+
+IoBuffer::IoBuffer() = default;
+IoBuffer::IoBuffer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+IoBuffer::IoBuffer(IoBuffer&& other) noexcept = default;
+IoBuffer& IoBuffer::operator=(IoBuffer&& other) noexcept = default;
+IoBuffer::~IoBuffer() = default;
+std::byte* IoBuffer::data() const {
+  return impl_ ? impl_->data() : nullptr;
+}
+uint64_t IoBuffer::size() const {
+  return impl_ ? impl_->size() : 0;
+}
+
+IoBuffer::Impl::~Impl() {
+  if (release_) release_();
+}
+std::byte* IoBuffer::Impl::data() const {
+  return shared_ ? shared_->data() : arena_data_;
+}
+uint64_t IoBuffer::Impl::size() const {
+  return shared_ ? shared_->size() : arena_size_;
 }
 
 Status CheckObjectClassSupported(ObjectClass oc) {

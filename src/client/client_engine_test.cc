@@ -56,7 +56,7 @@ class ClientEngineTest : public ::testing::TestWithParam<std::string> {
   }
 
   Object Open(ObjectClass oc, uint64_t lo) {
-    auto o = cont_->OpenObject(Container::MakeObjectId(oc, lo));
+    auto o = cont_->OpenObject(Container::MakeObjectId(oc, 0, lo));
     EXPECT_TRUE(o.ok()) << o.status().ToString();
     return *o;
   }
@@ -299,7 +299,7 @@ TEST_P(ClientEngineTest, WaitAnyReturnsWhenACallbackRan) {
 // The engine verifies the client's checksums before it stores: an update whose
 // checksums do not match its data is refused and nothing is stored.
 TEST_P(ClientEngineTest, EngineRefusesAnUpdateWhoseChecksumsDoNotMatch) {
-  ObjectId oid = Container::MakeObjectId(ObjectClass::kS1, 300);
+  ObjectId oid = Container::MakeObjectId(ObjectClass::kS1, 0, 300);
   auto channel = control::MakeControlChannel({.address = cluster_->control()});
   ASSERT_TRUE(channel.ok());
   control::SessionClient session(*channel);

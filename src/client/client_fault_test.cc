@@ -218,7 +218,7 @@ class ClientFaultTest : public ::testing::Test {
   }
 
   Object Open(ObjectClass oc, uint64_t lo) {
-    auto o = cont_->OpenObject(Container::MakeObjectId(oc, lo));
+    auto o = cont_->OpenObject(Container::MakeObjectId(oc, 0, lo));
     EXPECT_TRUE(o.ok()) << o.status().ToString();
     return *o;
   }
@@ -301,7 +301,7 @@ TEST_F(ClientFaultTest, FetchWithoutChecksumsIsRefusedWhenTheContainerHasThem) {
   auto nocsum = pool_->OpenContainer("nocsum");
   ASSERT_TRUE(nocsum.ok()) << nocsum.status().ToString();
   EXPECT_EQ((*nocsum)->summary().checksum, ChecksumType::kNone);
-  auto o2 = (*nocsum)->OpenObject(Container::MakeObjectId(ObjectClass::kS1, 4));
+  auto o2 = (*nocsum)->OpenObject(Container::MakeObjectId(ObjectClass::kS1, 0, 4));
   ASSERT_TRUE(o2.ok());
   int without_before = targets_[0]->updates_without_checksums + targets_[1]->updates_without_checksums;
   ASSERT_TRUE(o2->Put("d", "a", Pattern(128, 6)).ok());
@@ -383,7 +383,7 @@ TEST_F(ClientFaultTest, BadArgumentsFailAtSubmissionAndQueueNothing) {
   EXPECT_TRUE(obj.SubmitUpdate(**eq, UpdateArgs{std::string(2000, 'k'), "a"}, 1).IsInvalidArgument());
   EXPECT_EQ((*eq)->in_flight(), 0u);
 
-  auto unknown = cont_->OpenObject(Container::MakeObjectId(static_cast<ObjectClass>(77), 1));
+  auto unknown = cont_->OpenObject(Container::MakeObjectId(static_cast<ObjectClass>(77), 0, 1));
   ASSERT_FALSE(unknown.ok());
   EXPECT_TRUE(unknown.status().IsInvalidArgument()) << unknown.status().ToString();
 }

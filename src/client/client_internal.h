@@ -40,10 +40,6 @@
 #include "ros2/client.h"
 #include "transport/transport.h"
 
-namespace ros2::agent {
-class HostSession;  // client/offload/host_session.h
-}  // namespace ros2::agent
-
 namespace ros2::client {
 
 // One version of a pool's map as the client places with it: the placement
@@ -149,15 +145,12 @@ class ClientCore {
   transport::Context& context() { return *context_; }
   // The calling thread's I/O state, created on first use.
   Result<std::shared_ptr<ThreadIo>> ThisThreadIo();
-  // Offload mode: the agent session (null in direct mode).
-  const std::shared_ptr<agent::HostSession>& agent() const { return agent_; }
-  // The channel to options().control (the session and management calls').
+  // The channel to the first of options().control (the map watches' first endpoint).
   const std::shared_ptr<grpc::Channel>& control_channel() const { return control_channel_; }
 
  private:
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> control_channel_;
-  std::shared_ptr<agent::HostSession> agent_;
   control::Credentials credentials_;
   std::unique_ptr<control::SessionClient> session_;
   std::unique_ptr<control::ManagementClient> management_;
@@ -292,6 +285,14 @@ class ContainerCore {
   std::shared_ptr<const Grant> capability_;  // GUARDED_BY(mu_)
   uint64_t generation_ = 0;                  // GUARDED_BY(mu_): the pool session it was issued in
   int64_t renew_at_ms_ = 0;                  // GUARDED_BY(mu_): system clock ms; 0 = never
+};
+
+// An Object handle's state: its id and its container's.
+class Object::Impl {
+ public:
+  Impl(std::shared_ptr<ContainerCore> cont, const ObjectId& oid) : cont(std::move(cont)), oid(oid) {}
+  std::shared_ptr<ContainerCore> cont;
+  ObjectId oid;
 };
 
 // This thread's endpoint to the route's target. When connecting fails, the

@@ -92,7 +92,7 @@ Handles Open(const ClientOptions& o) {
   h.client = std::move(connected->client);
   h.pool = std::move(connected->pool);
   h.cont = std::move(connected->cont);
-  auto obj = h.cont->OpenObject(Container::MakeObjectId(ObjectClass::kSX, 7));  // dkeys over both targets
+  auto obj = h.cont->OpenObject(Container::MakeObjectId(ObjectClass::kSX, 0, 7));  // dkeys over both targets
   EXPECT_TRUE(obj.ok()) << obj.status().ToString();
   if (obj.ok()) h.obj = *obj;
   return h;

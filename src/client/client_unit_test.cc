@@ -148,7 +148,7 @@ TEST(ClientOptionsTest, RedundancyFactorRefusesClassesThatSurviveFewerLosses) {
 }
 
 TEST(ClientOptionsTest, DescribeIoEscapesBinaryKeys) {
-  ObjectId oid = Container::MakeObjectId(ObjectClass::kSX, 7);
+  ObjectId oid = Container::MakeObjectId(ObjectClass::kSX, 0, 7);
   std::string d = DescribeIo(oid, std::string("a\0b", 3), "akey");
   EXPECT_NE(d.find("oid=" + oid.ToString()), std::string::npos);
   EXPECT_NE(d.find("dkey='a\\x00b'"), std::string::npos) << d;
@@ -189,7 +189,7 @@ TEST(ClientMapTest, SnapshotKeepsOrderEnginesAndAddresses) {
   EXPECT_EQ(s.addresses[2], "addr-1-0");
   EXPECT_EQ(s.map.targets[3].state, TargetState::kDown);
   // Every dkey of an S1 object lands on one target; placement needs no lookup.
-  ObjectId s1 = Container::MakeObjectId(ObjectClass::kS1, 42);
+  ObjectId s1 = Container::MakeObjectId(ObjectClass::kS1, 0, 42);
   auto a = TargetForDkey(s.map, s1, "a");
   auto b = TargetForDkey(s.map, s1, "b");
   ASSERT_TRUE(a.ok() && b.ok());

@@ -428,34 +428,43 @@ static Status SubmitFetchTo(const std::shared_ptr<ContainerCore>& cont, const Ob
   return op->Start();
 }
 
+Object::Object(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+const ObjectId& Object::id() const {
+  return impl_->oid;
+}
+
 // --- asynchronous entry points ---
 
 Status Object::SubmitUpdate(EventQueue& eq, const UpdateArgs& args, uint64_t user_data) const {
-  return SubmitUpdateTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, user_data, nullptr);
+  ROS2_ASSIGN_OR_RETURN(ThreadIo * io, DirectIoOf(eq, "submit update"));
+  return SubmitUpdateTo(impl_->cont, impl_->oid, *io, &eq.impl(), args, user_data, nullptr);
 }
 Status Object::SubmitUpdate(EventQueue& eq, const UpdateArgs& args, IoCallback callback) const {
   if (!callback) return Status::InvalidArgument("submit update: empty callback");
-  return SubmitUpdateTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, 0, std::move(callback));
+  ROS2_ASSIGN_OR_RETURN(ThreadIo * io, DirectIoOf(eq, "submit update"));
+  return SubmitUpdateTo(impl_->cont, impl_->oid, *io, &eq.impl(), args, 0, std::move(callback));
 }
 Status Object::SubmitFetch(EventQueue& eq, const FetchArgs& args, uint64_t user_data) const {
-  return SubmitFetchTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, user_data, nullptr);
+  ROS2_ASSIGN_OR_RETURN(ThreadIo * io, DirectIoOf(eq, "submit fetch"));
+  return SubmitFetchTo(impl_->cont, impl_->oid, *io, &eq.impl(), args, user_data, nullptr);
 }
 Status Object::SubmitFetch(EventQueue& eq, const FetchArgs& args, IoCallback callback) const {
   if (!callback) return Status::InvalidArgument("submit fetch: empty callback");
-  return SubmitFetchTo(cont_, oid_, *eq.impl().io_, &eq.impl(), args, 0, std::move(callback));
+  ROS2_ASSIGN_OR_RETURN(ThreadIo * io, DirectIoOf(eq, "submit fetch"));
+  return SubmitFetchTo(impl_->cont, impl_->oid, *io, &eq.impl(), args, 0, std::move(callback));
 }
 
 // --- blocking wrappers ---
 
 Status Object::Update(const UpdateArgs& args) const {
-  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  auto r = RunBlocking(*io, [&](IoCallback cb) { return SubmitUpdateTo(cont_, oid_, *io, nullptr, args, 0, std::move(cb)); });
+  ROS2_ASSIGN_OR_RETURN(auto io, impl_->cont->pool().client().ThisThreadIo());
+  auto r = RunBlocking(*io, [&](IoCallback cb) { return SubmitUpdateTo(impl_->cont, impl_->oid, *io, nullptr, args, 0, std::move(cb)); });
   return r.status();
 }
 
 Result<IoResult> Object::Fetch(const FetchArgs& args) const {
-  ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-  return RunBlocking(*io, [&](IoCallback cb) { return SubmitFetchTo(cont_, oid_, *io, nullptr, args, 0, std::move(cb)); });
+  ROS2_ASSIGN_OR_RETURN(auto io, impl_->cont->pool().client().ThisThreadIo());
+  return RunBlocking(*io, [&](IoCallback cb) { return SubmitFetchTo(impl_->cont, impl_->oid, *io, nullptr, args, 0, std::move(cb)); });
 }
 
 Status Object::Put(std::string_view dkey, std::string_view akey, std::span<const std::byte> value) const {
@@ -480,7 +489,7 @@ Result<std::vector<std::byte>> Object::Get(std::string_view dkey, std::string_vi
     }
     value.resize(r.size);  // the value is larger than the buffer: fetch it whole
   }
-  return Status::Busy(fmt::format("get {}: the value kept growing while being read", DescribeIo(oid_, dkey, akey)));
+  return Status::Busy(fmt::format("get {}: the value kept growing while being read", DescribeIo(impl_->oid, dkey, akey)));
 }
 
 // --- punch, list, query: blocking control of one or all shards ---
@@ -553,19 +562,19 @@ static Status Punch(ContainerCore& cont, const ObjectId& oid, PunchScope scope, 
 }
 
 Status Object::PunchObject() const {
-  return Punch(*cont_, oid_, PunchScope::kObject, {}, {});
+  return Punch(*impl_->cont, impl_->oid, PunchScope::kObject, {}, {});
 }
 Status Object::PunchDkey(std::string_view dkey) const {
-  return Punch(*cont_, oid_, PunchScope::kDkey, dkey, {});
+  return Punch(*impl_->cont, impl_->oid, PunchScope::kDkey, dkey, {});
 }
 Status Object::PunchAkey(std::string_view dkey, std::string_view akey) const {
-  return Punch(*cont_, oid_, PunchScope::kAkey, dkey, akey);
+  return Punch(*impl_->cont, impl_->oid, PunchScope::kAkey, dkey, akey);
 }
 Status Object::PunchDkey(std::string_view dkey, Condition condition) const {
-  return Punch(*cont_, oid_, PunchScope::kDkey, dkey, {}, condition);
+  return Punch(*impl_->cont, impl_->oid, PunchScope::kDkey, dkey, {}, condition);
 }
 Status Object::PunchAkey(std::string_view dkey, std::string_view akey, Condition condition) const {
-  return Punch(*cont_, oid_, PunchScope::kAkey, dkey, akey, condition);
+  return Punch(*impl_->cont, impl_->oid, PunchScope::kAkey, dkey, akey, condition);
 }
 
 // Pages through one list on every route until each reports eof: each round
@@ -644,10 +653,10 @@ static Result<std::vector<std::string>> ListKeys(ContainerCore& cont, const Obje
 }
 
 Result<std::vector<std::string>> Object::ListDkeys() const {
-  return ListKeys(*cont_, oid_, obj::ListKind::kDkeys, {});
+  return ListKeys(*impl_->cont, impl_->oid, obj::ListKind::kDkeys, {});
 }
 Result<std::vector<std::string>> Object::ListAkeys(std::string_view dkey) const {
-  return ListKeys(*cont_, oid_, obj::ListKind::kAkeys, dkey);
+  return ListKeys(*impl_->cont, impl_->oid, obj::ListKind::kAkeys, dkey);
 }
 
 Result<std::vector<ObjectId>> DirectContainer::ListObjects() const {
@@ -668,14 +677,14 @@ Result<std::vector<ObjectId>> DirectContainer::ListObjects() const {
 }
 
 Result<std::optional<std::string>> Object::QueryMaxDkey() const {
-  const std::string what = "query max dkey of " + DescribeIo(oid_, {}, {});
-  return WithRetry(*cont_, Idempotency::kIdempotent, what, [&, this](CallPhase& phase) -> Result<std::optional<std::string>> {
-    ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-    ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
-    const auto payloads = QueryPayloads(*cont_, routes, oid_, obj::QueryKind::kMaxDkey, {});
+  const std::string what = "query max dkey of " + DescribeIo(impl_->oid, {}, {});
+  return WithRetry(*impl_->cont, Idempotency::kIdempotent, what, [&, this](CallPhase& phase) -> Result<std::optional<std::string>> {
+    ROS2_ASSIGN_OR_RETURN(auto io, impl_->cont->pool().client().ThisThreadIo());
+    ROS2_ASSIGN_OR_RETURN(auto routes, impl_->cont->ShardRoutes(&impl_->oid));
+    const auto payloads = QueryPayloads(*impl_->cont, routes, impl_->oid, obj::QueryKind::kMaxDkey, {});
     // Every shard at once.
     ROS2_ASSIGN_OR_RETURN(auto replies,
-                          DecodeAll(CallShards(*io, *cont_, what, std::move(routes), obj::Opcode::kQuery, payloads, &phase),
+                          DecodeAll(CallShards(*io, *impl_->cont, what, std::move(routes), obj::Opcode::kQuery, payloads, &phase),
                                     &obj::DecodeQueryReply, what));
     std::optional<std::string> best;
     for (auto& reply : replies) {
@@ -686,18 +695,18 @@ Result<std::optional<std::string>> Object::QueryMaxDkey() const {
 }
 
 Result<std::optional<uint64_t>> Object::QueryArrayEnd(std::string_view dkey, std::string_view akey) const {
-  const std::string what = "query array end of " + DescribeIo(oid_, dkey, akey);
-  return WithRetry(*cont_, Idempotency::kIdempotent, what, [&, this](CallPhase& phase) -> Result<std::optional<uint64_t>> {
-    ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
+  const std::string what = "query array end of " + DescribeIo(impl_->oid, dkey, akey);
+  return WithRetry(*impl_->cont, Idempotency::kIdempotent, what, [&, this](CallPhase& phase) -> Result<std::optional<uint64_t>> {
+    ROS2_ASSIGN_OR_RETURN(auto io, impl_->cont->pool().client().ThisThreadIo());
     ROS2_RETURN_IF_ERROR(ValidateKeys(dkey, akey, true, what));
-    ROS2_ASSIGN_OR_RETURN(Route route, cont_->RouteFor(oid_, dkey));
+    ROS2_ASSIGN_OR_RETURN(Route route, impl_->cont->RouteFor(impl_->oid, dkey));
     obj::QueryRequest req;
-    req.header = cont_->Header(route);
+    req.header = impl_->cont->Header(route);
     req.kind = obj::QueryKind::kArrayEnd;
-    req.oid = oid_;
+    req.oid = impl_->oid;
     req.dkey = dkey;
     req.akey = akey;
-    ROS2_ASSIGN_OR_RETURN(auto payload, CallShard(*io, *cont_, what, route, obj::Opcode::kQuery, obj::Encode(req), &phase));
+    ROS2_ASSIGN_OR_RETURN(auto payload, CallShard(*io, *impl_->cont, what, route, obj::Opcode::kQuery, obj::Encode(req), &phase));
     auto decoded = obj::DecodeQueryReply(payload);
     if (!decoded.ok()) return decoded.status().WithContext(what);
     if (!decoded->found) return std::optional<uint64_t>();

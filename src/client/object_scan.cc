@@ -110,10 +110,10 @@ static Result<std::shared_ptr<TailQuery>> NewTailQuery(const std::shared_ptr<Con
 }
 
 Result<std::optional<ArrayTail>> Object::QueryArrayTail(std::string_view akey) const {
-  return WithRetry(*cont_, Idempotency::kIdempotent, "query array tail of " + DescribeIo(oid_, {}, akey),
+  return WithRetry(*impl_->cont, Idempotency::kIdempotent, "query array tail of " + DescribeIo(impl_->oid, {}, akey),
                    [&, this](CallPhase& phase) -> Result<std::optional<ArrayTail>> {
-    ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-    ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(cont_, io.get(), oid_, akey));
+    ROS2_ASSIGN_OR_RETURN(auto io, impl_->cont->pool().client().ThisThreadIo());
+    ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(impl_->cont, io.get(), impl_->oid, akey));
     bool finished = false;
     q->done = [&finished] { finished = true; };
     // A failed submission is tried again whole, by WithRetry.
@@ -131,7 +131,8 @@ Result<std::optional<ArrayTail>> Object::QueryArrayTail(std::string_view akey) c
 Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, ArrayTailCallback callback) const {
   if (!callback) return Status::InvalidArgument("submit array tail query: empty callback");
   EventQueue::Impl& queue_state = eq.impl();
-  ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(cont_, queue_state.io_.get(), oid_, akey));
+  ROS2_ASSIGN_OR_RETURN(ThreadIo * io, DirectIoOf(eq, "submit array tail query"));
+  ROS2_ASSIGN_OR_RETURN(auto q, NewTailQuery(impl_->cont, io, impl_->oid, akey));
   // `done` holds the query only weakly (the query owns `done`); the fan-out's
   // functions hold it strongly until the last reply ran.
   q->done = [weak = std::weak_ptr<TailQuery>(q), queue = &queue_state, callback = std::move(callback)]() mutable {
@@ -152,15 +153,15 @@ Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, Array
 }
 
 Status Object::ConnectShards() const {
-  return WithRetry(*cont_, Idempotency::kIdempotent, "connect to the shards of " + DescribeIo(oid_, {}, {}),
+  return WithRetry(*impl_->cont, Idempotency::kIdempotent, "connect to the shards of " + DescribeIo(impl_->oid, {}, {}),
                    [this](CallPhase&) -> Status {  // every failure here is kConnecting
-                     ROS2_ASSIGN_OR_RETURN(auto io, cont_->pool().client().ThisThreadIo());
-                     ROS2_ASSIGN_OR_RETURN(auto routes, cont_->ShardRoutes(&oid_));
+                     ROS2_ASSIGN_OR_RETURN(auto io, impl_->cont->pool().client().ThisThreadIo());
+                     ROS2_ASSIGN_OR_RETURN(auto routes, impl_->cont->ShardRoutes(&impl_->oid));
                      for (const Route& route : routes) {
-                       auto ep = ConnectTarget(*io, *cont_, route);
+                       auto ep = ConnectTarget(*io, *impl_->cont, route);
                        if (!ep.ok()) {
                          return ep.status().WithContext(
-                             fmt::format("connect to target {} for {}", route.target, DescribeIo(oid_, {}, {})));
+                             fmt::format("connect to target {} for {}", route.target, DescribeIo(impl_->oid, {}, {})));
                        }
                      }
                      return Status::Ok();
@@ -208,16 +209,16 @@ static Result<std::vector<std::string>> ListDkeysPageOnce(ContainerCore& cont, c
 Result<std::vector<std::string>> Object::ListDkeysPage(KeyAnchor& anchor, size_t max) const {
   // A read: an attempt that failed is made again from the same anchor.
   const KeyAnchor start = anchor;
-  return WithRetry(*cont_, Idempotency::kIdempotent, "list dkeys of " + DescribeIo(oid_, {}, {}),
+  return WithRetry(*impl_->cont, Idempotency::kIdempotent, "list dkeys of " + DescribeIo(impl_->oid, {}, {}),
                    [&, this](CallPhase& phase) {
                      anchor = start;
-                     return ListDkeysPageOnce(*cont_, oid_, anchor, max, phase);
+                     return ListDkeysPageOnce(*impl_->cont, impl_->oid, anchor, max, phase);
                    });
 }
 
 Result<std::unique_ptr<EventQueue>> DirectContainer::CreateEventQueue() const {
   ROS2_ASSIGN_OR_RETURN(auto io, core_->pool().client().ThisThreadIo());
-  return MakeEventQueue(std::make_unique<EventQueue::Impl>(std::move(io)));
+  return MakeEventQueue(std::make_unique<DirectQueue>(std::move(io)));
 }
 
 Result<PoolSpace> DirectContainer::QueryPoolSpace() const {

@@ -334,18 +334,18 @@ Result<std::shared_ptr<transport::Endpoint>> ConnectTarget(ThreadIo& io, Contain
 
 // --- Pool ---
 
-Pool::Pool(std::shared_ptr<PoolBackend> backend) : backend_(std::move(backend)) {}
+Pool::Pool(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Pool::~Pool() = default;
 
 PoolSummary Pool::summary() const {
-  return backend_->summary();
+  return impl_->summary();
 }
 Result<uint64_t> Pool::RefreshMap() {
-  return backend_->RefreshMap();
+  return impl_->RefreshMap();
 }
 Result<std::unique_ptr<Container>> Pool::OpenContainer(std::string_view container, Rights rights) {
   if (container.empty()) return Status::InvalidArgument("open container: empty label");
-  return backend_->OpenContainer(container, rights);
+  return impl_->OpenContainer(container, rights);
 }
 
 // --- DirectPool ---
@@ -409,30 +409,30 @@ Result<std::unique_ptr<Container>> DirectPool::OpenContainer(std::string_view co
 
 // --- Container ---
 
-Container::Container(std::shared_ptr<ContainerBackend> backend) : backend_(std::move(backend)) {}
+Container::Container(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Container::~Container() = default;
 
 const ContainerSummary& Container::summary() const {
-  return backend_->summary();
+  return impl_->summary();
 }
 Result<Object> Container::OpenObject(const ObjectId& oid) const {
-  Status redundant = CheckRedundancy(oid.object_class(), backend_->summary().rd_fac);
+  Status redundant = CheckRedundancy(oid.object_class(), impl_->summary().rd_fac);
   if (!redundant.ok()) {
     return redundant.WithContext(fmt::format("open object {} in container '{}'", oid.ToString(), summary().label));
   }
-  return backend_->OpenObject(oid);
+  return impl_->OpenObject(oid);
 }
 Result<std::vector<ObjectId>> Container::ListObjects() const {
-  return backend_->ListObjects();
+  return impl_->ListObjects();
 }
 Result<std::unique_ptr<EventQueue>> Container::CreateEventQueue() const {
-  return backend_->CreateEventQueue();
+  return impl_->CreateEventQueue();
 }
 Result<PoolSpace> Container::QueryPoolSpace() const {
-  return backend_->QueryPoolSpace();
+  return impl_->QueryPoolSpace();
 }
 bool Container::offload() const {
-  return backend_->offload_link() != nullptr;
+  return impl_->offload_link() != nullptr;
 }
 
 // --- DirectContainer ---
@@ -444,7 +444,7 @@ const ContainerSummary& DirectContainer::summary() const {
 Result<Object> DirectContainer::OpenObject(const ObjectId& oid) const {
   Status supported = CheckObjectClassSupported(oid.object_class());
   if (!supported.ok()) return supported.WithContext(fmt::format("open object {}", oid.ToString()));
-  return Object(core_, oid);
+  return Object(std::make_shared<const Object::Impl>(core_, oid));
 }
 
 }  // namespace ros2::client

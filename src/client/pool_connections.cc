@@ -5,7 +5,7 @@
 namespace ros2::client {
 
 Result<std::vector<TargetConnection>> Pool::Connections() const {
-  return backend_->Connections();
+  return impl_->Connections();
 }
 
 Result<std::vector<TargetConnection>> DirectPool::Connections() const {

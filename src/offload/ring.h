@@ -116,7 +116,10 @@ struct WireEntry {
 };
 static_assert(sizeof(WireEntry) == 56);
 
-enum class Opcode : uint8_t {
+// An operation of the submission ring (SubmitEntry::opcode): named RingOp,
+// apart from obj::Opcode, the object protocol's RPCs the agent's client
+// sends to the engines.
+enum class RingOp : uint8_t {
   kNop = 0,
   kMount = 1,
   kUnmount = 2,
@@ -142,13 +145,13 @@ enum class Opcode : uint8_t {
   kWrite = 22,
   kSync = 23,
 };
-inline constexpr uint8_t kLastOpcode = 23;
+inline constexpr uint8_t kLastRingOp = 23;
 
 // One submission: 128 bytes. Fields an opcode does not use must be zero
 // (docs/agent.md lists each opcode's use).
 struct SubmitEntry {
   uint64_t user_data;  // returned in the completion as is
-  uint8_t opcode;      // Opcode
+  uint8_t opcode;      // RingOp
   uint8_t flags;       // reserved, 0
   uint16_t mount;      // mount index from kMount
   uint32_t op_flags;   // open(2) flags, rename flags, setattr mask, readdir max

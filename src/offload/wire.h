@@ -46,7 +46,7 @@ inline dfs::Entry FromWire(const WireEntry& w, std::string name) {
 }
 
 // A submission of `op` on entry `e` of mount `mount` (the other fields zero).
-inline SubmitEntry MakeEntry(Opcode op, uint32_t mount, const dfs::Entry& e) {
+inline SubmitEntry MakeEntry(RingOp op, uint32_t mount, const dfs::Entry& e) {
   SubmitEntry s{};
   s.opcode = static_cast<uint8_t>(op);
   s.mount = static_cast<uint16_t>(mount);

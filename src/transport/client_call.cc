@@ -70,7 +70,7 @@ Status WorkerImpl::ChooseBulk(const Connection& conn, std::byte* addr,
     return Status::Ok();
   }
   // 5. RMA when the lanes are one-sided for this buffer (see FillEndpointInfo).
-  if (conn.info.bulk_mode == BulkMode::kRma &&
+  if (conn.info.bulk_mode == BulkTransfer::kRma &&
       (conn.info.rma_any_memory || (caller_region && caller_region->Contains(addr, length)))) {
     plan.region = caller_region;
     if (!plan.region || !plan.region->Contains(addr, length)) {

@@ -475,8 +475,8 @@ bool IncomingRequest::bulk_out_inline() const {
   const wire::BulkDescriptor* d = state_ ? state_->msg.FindBulk(wire::BulkDirection::kOut) : nullptr;
   return d != nullptr && d->transfer == wire::BulkTransfer::kInline;
 }
-BulkMode IncomingRequest::bulk_mode() const {
-  return state_ && state_->conn ? state_->conn->info.bulk_mode : BulkMode::kActiveMessage;
+BulkTransfer IncomingRequest::bulk_mode() const {
+  return state_ && state_->conn ? state_->conn->info.bulk_mode : BulkTransfer::kActiveMessage;
 }
 uint64_t IncomingRequest::connection_id() const {
   return state_ && state_->conn ? state_->conn->local_id : 0;

@@ -35,11 +35,13 @@ Result<Provider> ParseProvider(std::string_view name) {
   return Status::InvalidArgument(fmt::format("transport: unknown provider '{}' (expected ucx or ofi)", name));
 }
 
-std::string_view BulkModeName(BulkMode mode) {
-  switch (mode) {
-    case BulkMode::kRma: return "rma";
-    case BulkMode::kCma: return "cma";
-    case BulkMode::kActiveMessage: break;
+std::string_view BulkTransferName(BulkTransfer transfer) {
+  switch (transfer) {
+    case BulkTransfer::kInline: return "inline";
+    case BulkTransfer::kRma: return "rma";
+    case BulkTransfer::kCma: return "cma";
+    case BulkTransfer::kSegment: return "segment";
+    case BulkTransfer::kActiveMessage: break;
   }
   return "am";
 }

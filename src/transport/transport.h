@@ -26,7 +26,7 @@
 // moved by the server: IncomingRequest::Pull copies the client's bulk-out bytes
 // into a server buffer, IncomingRequest::Push copies server bytes into the
 // client's bulk-in buffer, then the handler replies. The path is chosen per
-// endpoint from the transport UCX actually uses (see BulkMode): one-sided RMA
+// endpoint from the transport UCX actually uses (see BulkTransfer): one-sided RMA
 // GET/PUT against the client's registered buffer (rc/dc verbs), or UCX
 // active-message rendezvous over tcp and shared memory, where UCX 1.13 only
 // emulates RMA and rendezvous measured faster.
@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "transport/wire.h"
 
 namespace ros2::transport {
 
@@ -75,13 +76,12 @@ enum class Provider : uint8_t {
 std::string_view ProviderName(Provider p);
 Result<Provider> ParseProvider(std::string_view name);  // InvalidArgument names the text
 
-// How bulk data (above the inline limit) moves on an endpoint.
-enum class BulkMode : uint8_t {
-  kRma = 0,            // server RMA GET (pull) / PUT (push) against the client's registered buffer
-  kActiveMessage = 1,  // data rides UCX active messages (rendezvous for large sizes), received in place
-  kCma = 2,            // same host: the server reads / writes the client's memory (process_vm_readv/writev)
-};
-std::string_view BulkModeName(BulkMode mode);  // "rma", "am", "cma"
+// How bulk data moves is one concept, wire::BulkTransfer (transport/wire.h):
+// the tag every bulk descriptor carries. A buffer inside a shared segment
+// travels as kSegment and one within the inline limit as kInline; any other
+// takes its endpoint's EndpointInfo::bulk_mode (kRma, kActiveMessage or kCma).
+using wire::BulkTransfer;
+std::string_view BulkTransferName(BulkTransfer transfer);  // "inline", "rma", "am", "cma", "segment"
 
 // How the death of a peer is noticed on an endpoint.
 enum class FailureDetection : uint8_t {
@@ -388,7 +388,7 @@ struct EndpointInfo {
   // proved its pid (TransportOptions::same_host_cma); kActiveMessage
   // (rendezvous) otherwise: over tcp, and shm where UCX 1.13 only emulates RMA.
   // TransportOptions::force_rma_bulk overrides it to kRma.
-  BulkMode bulk_mode = BulkMode::kActiveMessage;
+  BulkTransfer bulk_mode = BulkTransfer::kActiveMessage;
   bool rma_any_memory = false;  // RMA also works on ordinary registered memory (verbs)
   FailureDetection failure_detection = FailureDetection::kUcxPeer;
   bool same_host = false;  // the peer's address blob names this host (boot id)
@@ -526,9 +526,9 @@ class IncomingRequest {
   // Bytes the client offers for Pull (0: none) and accepts from Push (0: none).
   uint64_t bulk_out_size() const;
   uint64_t bulk_in_capacity() const;
-  // How the bulk of this request moves: inline, or the endpoint's BulkMode.
+  // How the bulk of this request moves: inline, or the endpoint's bulk_mode.
   bool bulk_out_inline() const;
-  BulkMode bulk_mode() const;
+  BulkTransfer bulk_mode() const;
   // An id of the client connection (stable while it lasts), for per-client state.
   uint64_t connection_id() const;
   // Whether the client proved `session` on this request's connection

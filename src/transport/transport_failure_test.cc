@@ -340,7 +340,7 @@ TEST_P(TransportFailureTest, UnprovenCmaDescriptorsAreRefused) {
   LyingClient liar(/*claim_cma=*/true, LyingClient::Damage::kNone);
   Client client = ConnectWith(o, "liar", &liar);
   Endpoint* ep = client.ep.get();
-  ASSERT_NE(ep->info().bulk_mode, BulkMode::kCma);
+  ASSERT_NE(ep->info().bulk_mode, BulkTransfer::kCma);
   const PeerStats before = GetPeerStats(*ep);
   std::vector<std::byte> out(1 << 20, std::byte{9}), in(1 << 20);
   CallOptions co;

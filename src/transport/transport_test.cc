@@ -28,7 +28,7 @@ TEST_P(TransportTest, UsesTheSelectedTransport) {
   // No verbs here: over shm, bulk moves by cross-memory attach (the hello
   // proved our pid); over tcp it rides rendezvous. A same-host peer is watched
   // by pidfd on top of UCX's error mode PEER.
-  EXPECT_EQ(info.bulk_mode, IsShm() ? BulkMode::kCma : BulkMode::kActiveMessage);
+  EXPECT_EQ(info.bulk_mode, IsShm() ? BulkTransfer::kCma : BulkTransfer::kActiveMessage);
   EXPECT_FALSE(info.rma_any_memory);
   EXPECT_EQ(info.failure_detection, FailureDetection::kPidWatch);
   EXPECT_TRUE(info.same_host);
@@ -81,7 +81,7 @@ TEST_P(TransportTest, ActiveMessagePathWithoutCma) {
   Client client = ConnectWith(o, "am-client");
   Context* ctx = client.ctx.get();
   Endpoint* ep = client.ep.get();
-  EXPECT_EQ(ep->info().bulk_mode, BulkMode::kActiveMessage);
+  EXPECT_EQ(ep->info().bulk_mode, BulkTransfer::kActiveMessage);
   const PeerStats before = GetPeerStats(*ep);
   EchoAllSizes(*ctx, *ep, /*arena=*/false);
   const PeerStats after = GetPeerStats(*ep);
@@ -111,7 +111,7 @@ TEST_P(TransportTest, RmaPathIsByteExact) {
   client.ep = client.worker->Connect(rma_peer.address()).value();
   Context* ctx = client.ctx.get();
   Endpoint* ep = client.ep.get();
-  EXPECT_EQ(ep->info().bulk_mode, BulkMode::kRma);
+  EXPECT_EQ(ep->info().bulk_mode, BulkTransfer::kRma);
   if (IsShm()) {
     std::vector<std::byte> out = Pattern(1 << 20, 3), in(1 << 20);
     CallOptions co;

@@ -73,6 +73,9 @@ enum class BulkDirection : uint8_t {
   kIn = 1,   // client buffer the server writes (Push)
 };
 
+// How one bulk buffer moves: the tag of its descriptor, and (re-exported as
+// transport::BulkTransfer) the one name the transport uses for how bulk moves,
+// an endpoint's default (EndpointInfo::bulk_mode) included.
 enum class BulkTransfer : uint8_t {
   kInline = 0,         // bytes inside this message (out only)
   kRma = 1,            // remote address + packed rkey: server GETs / PUTs

@@ -163,7 +163,7 @@ Result<std::shared_ptr<Endpoint>> WorkerImpl::Connect(std::span<const uint8_t> p
   }
   FillEndpointInfo(*conn);  // lanes are final once wireup completed
   ROS2_LOG_DEBUG("transport: worker '{}' connected to {}: am={} rma={} bulk={} failure={}", name_, conn->peer_name,
-                 conn->info.am_transport, conn->info.rma_transport, BulkModeName(conn->info.bulk_mode),
+                 conn->info.am_transport, conn->info.rma_transport, BulkTransferName(conn->info.bulk_mode),
                  FailureDetectionName(conn->info.failure_detection));
   return std::shared_ptr<Endpoint>(std::make_shared<EndpointImpl>(this, conn));
 }
@@ -413,9 +413,9 @@ void WorkerImpl::FillEndpointInfo(Connection& conn) {
 
 void WorkerImpl::UpdateBulkMode(Connection& conn) {
   // rma_any_memory is true exactly for verbs lanes or forced RMA (above).
-  conn.info.bulk_mode = conn.info.rma_any_memory ? BulkMode::kRma
-                        : conn.cma               ? BulkMode::kCma
-                                                 : BulkMode::kActiveMessage;
+  conn.info.bulk_mode = conn.info.rma_any_memory ? BulkTransfer::kRma
+                        : conn.cma               ? BulkTransfer::kCma
+                                                 : BulkTransfer::kActiveMessage;
 }
 
 }  // namespace ros2::transport

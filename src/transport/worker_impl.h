@@ -77,7 +77,7 @@ struct Connection {
   bool closing = false;   // CloseWithReason deferred its close: no longer counted
   int8_t served_slot = -1;  // server side: its slot in WorkerImpl::served_ (-1: not counted)
   std::string peer_name;  // "pid 123 on this host" / "remote pid 123"
-  // Bulk by cross-memory attach (BulkMode::kCma): set on the server once the
+  // Bulk by cross-memory attach (BulkTransfer::kCma): set on the server once the
   // client's hello proof checked out, on the client when the ack says so.
   bool cma = false;
   // Server side: the client's hello proved its pid with a token this

@@ -159,7 +159,7 @@ struct Arena {
     victim = std::move(*v);
     attacker = std::move(*a);
     if (kind == TransportKind::kShm) {
-      ASSERT_EQ(victim->endpoint(0).info().bulk_mode, transport::BulkMode::kCma);
+      ASSERT_EQ(victim->endpoint(0).info().bulk_mode, transport::BulkTransfer::kCma);
     }
     ROS2_ASSERT_OK(victim->UpdateArray(victim_oid, "d", "a", 0, victim_data));
   }

@@ -230,7 +230,7 @@ TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
     Result<client::Object> obj = Status::NotFound("no object tried");
     Status put = Status::NotFound("no object tried");
     for (uint64_t lo = 77; lo < 120 && !put.ok(); ++lo) {
-      obj = (*cont)->OpenObject(client::Container::MakeObjectId(ObjectClass::kS1, lo));
+      obj = (*cont)->OpenObject(client::Container::MakeObjectId(ObjectClass::kS1, 0, lo));
       ASSERT_TRUE(obj.ok()) << obj.status().ToString();
       put = obj->Put("d", "a", Pattern(64, 5));
     }

@@ -183,7 +183,7 @@ TEST(ClusterMapPush, KilledEngineReachesWatchingAndStaleClients) {
   ASSERT_TRUE(watching.container && blind.container);
   auto placement = ObjectSession::Open(c.engines[0]->control(), c.admin, "p", "c", transport::TransportKind::kTcp);
   ASSERT_TRUE(placement.ok()) << placement.status().ToString();
-  const ObjectId oid = Container::MakeObjectId(ObjectClass::kSX, 21);
+  const ObjectId oid = Container::MakeObjectId(ObjectClass::kSX, 0, 21);
   std::string dkey;  // a key whose target survives both kills below
   for (int k = 0; k < 500 && dkey.empty(); ++k) {
     auto t = (*placement)->TargetOf(oid, "k" + std::to_string(k));

@@ -35,7 +35,7 @@ void RunIoScenario(const char* transport, TransportKind kind, bool expect_shm) {
   const auto& info = session.endpoint(0).info();
   // Over shm the engine proved our pid at the hello and moves bulk by
   // cross-memory attach; over tcp it is active-message rendezvous.
-  EXPECT_EQ(info.bulk_mode, expect_shm ? transport::BulkMode::kCma : transport::BulkMode::kActiveMessage);
+  EXPECT_EQ(info.bulk_mode, expect_shm ? transport::BulkTransfer::kCma : transport::BulkTransfer::kActiveMessage);
   if (expect_shm) {
     EXPECT_TRUE(info.IsSharedMemoryOnly()) << info.ucx_report;
   } else {

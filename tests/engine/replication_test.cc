@@ -158,7 +158,7 @@ TEST(ReplicationTest, KillOneEngineLosesNoAcknowledgedWrite) {
   ASSERT_TRUE(cont2.ok() && cont3.ok());
   EXPECT_EQ((*cont2)->summary().rd_fac, 1u);
   // Opening an object whose class survives fewer losses than rd_fac: refused.
-  auto s1 = (*cont2)->OpenObject(client::Container::MakeObjectId(ObjectClass::kS1, 1));
+  auto s1 = (*cont2)->OpenObject(client::Container::MakeObjectId(ObjectClass::kS1, 0, 1));
   ASSERT_FALSE(s1.ok());
   EXPECT_TRUE(s1.status().IsInvalidArgument());
   EXPECT_NE(s1.status().message().find("S1"), std::string::npos) << s1.status().ToString();
@@ -166,8 +166,8 @@ TEST(ReplicationTest, KillOneEngineLosesNoAcknowledgedWrite) {
 
   std::vector<std::unique_ptr<client::Object>> objects;
   for (uint64_t i = 0; i < 3; ++i) {
-    auto o2 = (*cont2)->OpenObject(client::Container::MakeObjectId(ObjectClass::kRP2GX, 100 + i));
-    auto o3 = (*cont3)->OpenObject(client::Container::MakeObjectId(ObjectClass::kRP3G1, 200 + i));
+    auto o2 = (*cont2)->OpenObject(client::Container::MakeObjectId(ObjectClass::kRP2GX, 0, 100 + i));
+    auto o3 = (*cont3)->OpenObject(client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, 200 + i));
     ASSERT_TRUE(o2.ok() && o3.ok());
     objects.push_back(std::make_unique<client::Object>(std::move(*o2)));
     objects.push_back(std::make_unique<client::Object>(std::move(*o3)));
@@ -292,7 +292,7 @@ TEST(ReplicationTest, BitFlipInOneReplicaIsServedFromAnother) {
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
   auto cont = (*pool)->OpenContainer("rp3");
   ASSERT_TRUE(cont.ok()) << cont.status().ToString();
-  auto obj = (*cont)->OpenObject(client::Container::MakeObjectId(ObjectClass::kRP3G1, 7));
+  auto obj = (*cont)->OpenObject(client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, 7));
   ASSERT_TRUE(obj.ok());
   const auto value = Pattern(64 * 1024, 4242);
   ROS2_ASSERT_OK(obj->Put("d", "a", Bytes(value)));

@@ -230,7 +230,7 @@ int Run(const std::string& attack) {
 
   auto ep = a.Connect();
   if (!ep.ok()) return Report("connect", ep.status()), 1;
-  Value("bulk_mode", std::string(transport::BulkModeName((*ep)->info().bulk_mode)));
+  Value("bulk_mode", std::string(transport::BulkTransferName((*ep)->info().bulk_mode)));
   const uint64_t len = NumArg("len", 64 * 1024);
 
   if (attack == "replay") {

@@ -169,7 +169,7 @@ TEST(TransportAttack, CmaTokenFloodDoesNotEvictOtherClientsTokens) {
   auto ep = w.Connect(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(target.data()), target.size()));
   transport::SetFaultInjection(w, nullptr);
   ROS2_ASSERT_OK(ep);
-  EXPECT_EQ((*ep)->info().bulk_mode, transport::BulkMode::kCma) << "the victim's token was evicted by the flood";
+  EXPECT_EQ((*ep)->info().bulk_mode, transport::BulkTransfer::kCma) << "the victim's token was evicted by the flood";
   ep->reset();
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
 }

@@ -68,7 +68,7 @@ class DemoRun {
 
   Status RunClass(ObjectClass oc, uint64_t object_lo) {
     std::string cls(ObjectClassName(oc));
-    ROS2_ASSIGN_OR_RETURN(Object obj, cont_.OpenObject(client::Container::MakeObjectId(oc, object_lo)));
+    ROS2_ASSIGN_OR_RETURN(Object obj, cont_.OpenObject(client::Container::MakeObjectId(oc, 0, object_lo)));
     ROS2_ASSIGN_OR_RETURN(auto eq, client_.CreateEventQueue());
     uint64_t seed_base = object_lo * 1000003 + static_cast<uint64_t>(oc);
 

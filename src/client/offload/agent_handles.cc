@@ -1,8 +1,60 @@
 #include "client/offload/agent_handles.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 namespace ros2::client {
+
+Result<std::shared_ptr<AgentClient>> AgentClient::Create(const ClientOptions& options, const std::string& socket) {
+  if (options.io_timeout.count() <= 0) return Status::InvalidArgument("libros2 connect: io_timeout must be positive");
+  if (options.offload_spin_budget < std::chrono::microseconds(0) ||
+      options.offload_spin_budget > std::chrono::seconds(1)) {
+    return Status::InvalidArgument(fmt::format("libros2 connect: offload_spin_budget {} us is not within 0..1000000",
+                                               options.offload_spin_budget.count()));
+  }
+  agent::HostOptions host;
+  host.socket = socket;
+  host.timeout = options.io_timeout;
+  host.spin = options.offload_spin_budget;
+  auto session = agent::HostSession::Connect(host);
+  if (!session.ok()) return session.status().WithContext("libros2 connect (offload mode)");
+  ClientOptions kept = options;
+  kept.agent_socket = socket;
+  return std::make_shared<AgentClient>(std::move(kept), std::move(*session));
+}
+
+Result<std::unique_ptr<Pool>> AgentClient::ConnectPool(std::string_view pool) {
+  // The agent connects when the DFS mounts.
+  return std::make_unique<Pool>(std::make_shared<AgentPool>(session_, pool));
+}
+
+Result<std::unique_ptr<EventQueue>> AgentClient::CreateEventQueue() {
+  return OffloadAccess::MakeQueue(session_);
+}
+
+Status AgentClient::RegisterBuffer(void*, uint64_t) {
+  return Status::Ok();
+}
+
+Result<IoBuffer> AgentClient::AllocateIoBuffer(uint64_t length) {
+  if (length > 0) {
+    const uint64_t rounded = (length + 4095) / 4096 * 4096;
+    auto piece = session_->Allocate(rounded);
+    if (piece.ok()) {
+      std::memset(piece->data, 0, rounded);
+      return IoBuffer(std::make_unique<IoBuffer::Impl>(piece->data, rounded,
+                                                       [session = session_, p = *piece] { session->Free(p); }));
+    }
+  }
+  auto shared = transport::SharedBuffer::Create(length);
+  if (!shared.ok()) return shared.status().WithContext("allocate I/O buffer");
+  return IoBuffer(std::make_unique<IoBuffer::Impl>(std::move(*shared)));
+}
+
+std::string AgentClient::DescribeTransport() const {
+  return "offload agent=" + options_.agent_socket;
+}
 
 AgentContainer::AgentContainer(OffloadLink link) : link_(std::move(link)) {
   summary_.label = link_.container;

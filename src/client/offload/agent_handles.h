@@ -1,5 +1,6 @@
-// Offload mode's Pool and Container handles (client/handle_backends.h): the
-// labels the application opened; ros2-agent opens the pool and container,
+// Offload mode's Client, Pool and Container handles
+// (client/handle_backends.h): the client's one agent session and the labels
+// the application opened; ros2-agent opens the pool and container,
 // with its tenant's rights, when the DFS mounts the container
 // (dfs/offload/agent_filesystem.h). The object API answers NotSupported: the
 // agent offers the DFS, not raw objects.
@@ -13,6 +14,30 @@
 #include "client/offload/agent_queue.h"
 
 namespace ros2::client {
+
+class AgentClient final : public ClientBackend {
+ public:
+  // Connects to the agent at `socket` (what ClientOptions::agent_socket or
+  // ROS2_AGENT_SOCKET names); the rest of `options` that offload mode uses
+  // is checked here.
+  static Result<std::shared_ptr<AgentClient>> Create(const ClientOptions& options, const std::string& socket);
+  AgentClient(ClientOptions options, std::shared_ptr<agent::HostSession> session)
+      : options_(std::move(options)), session_(std::move(session)) {}
+  Result<std::unique_ptr<Pool>> ConnectPool(std::string_view pool) override;
+  Result<std::unique_ptr<EventQueue>> CreateEventQueue() override;
+  // The agent's arena is the registered memory: nothing to do.
+  Status RegisterBuffer(void* addr, uint64_t length) override;
+  // Arena memory, which the agent reads and writes in place; a full arena
+  // falls back to ordinary memory (copied through the arena).
+  Result<IoBuffer> AllocateIoBuffer(uint64_t length) override;
+  std::string DescribeTransport() const override;
+  const ClientOptions& options() const override { return options_; }
+  bool offload() const override { return true; }
+
+ private:
+  ClientOptions options_;
+  std::shared_ptr<agent::HostSession> session_;
+};
 
 class AgentContainer final : public ContainerBackend {
  public:

@@ -8,12 +8,14 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "client/event_queue_impl.h"
 #include "client/offload/host_session.h"
 #include "ros2/client.h"
 
@@ -95,6 +97,39 @@ struct OffloadQueue {
     io->prev = io->next = nullptr;
     --pending_count;
   }
+};
+
+// An offload-mode queue's backend (event_queue_impl.h): its I/O in flight at
+// the agent, and the operations that already ran, completed in its next
+// Poll/Wait/WaitAny.
+class AgentQueue final : public QueueBackend {
+ public:
+  explicit AgentQueue(std::shared_ptr<agent::HostSession> session);
+  size_t Poll(EventQueue::Impl& q, std::span<Event> out) override;
+  Result<size_t> Wait(EventQueue::Impl& q, std::span<Event> out, size_t min_events,
+                      std::chrono::milliseconds timeout) override;
+  size_t WaitAny(EventQueue::Impl& q, std::chrono::microseconds timeout) override;
+  // The agent completes every entry or the session fails them all; bounded
+  // in case the agent hangs (then what is left is never run: its callbacks
+  // may reference what the caller is destroying).
+  void Quiesce(EventQueue::Impl& q) override;
+  AgentQueue* agent() override { return this; }
+
+  // An operation that already ran: it completes (its callback runs, or its
+  // event is queued) in the next Poll/Wait/WaitAny.
+  void Defer(EventQueue::Impl& q, IoCallback callback, const IoResult& result);
+  // Queues `request` at the agent as an operation of `q` (SubmitIo).
+  Status Submit(EventQueue::Impl& q, agent::IoRequest& request, const agent::ArenaBuffer& bounce, std::byte* user,
+                IoCallback callback);
+
+ private:
+  size_t RunDeferred(EventQueue::Impl& q);
+  // Reaps the agent's completions (waiting up to `wait` for one when none is
+  // ready) and completes this queue's; returns how many.
+  size_t Progress(EventQueue::Impl& q, std::chrono::microseconds wait);
+
+  std::shared_ptr<OffloadQueue> queue_;
+  std::deque<std::pair<IoCallback, IoResult>> deferred_;
 };
 
 // What the agent-backed DFS needs of the client's handles.

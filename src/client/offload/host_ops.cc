@@ -42,7 +42,7 @@ Result<OffloadMount> HostSession::Mount(std::string_view pool, std::string_view 
   w.U32(static_cast<uint32_t>(options.file_class));
   w.U32(static_cast<uint32_t>(options.dir_class));
   SubmitEntry s{};
-  s.opcode = static_cast<uint8_t>(Opcode::kMount);
+  s.opcode = static_cast<uint8_t>(RingOp::kMount);
   std::vector<std::byte> out;
   ROS2_ASSIGN_OR_RETURN(CompleteEntry c, Call(s, w.bytes(), kEntryResult + 8, &out));
   ArgReader r(out);
@@ -55,13 +55,13 @@ Result<OffloadMount> HostSession::Mount(std::string_view pool, std::string_view 
 Status HostSession::Unmount(uint32_t mount) {
   ROS2_RETURN_IF_ERROR(CheckMount(mount));
   SubmitEntry s{};
-  s.opcode = static_cast<uint8_t>(Opcode::kUnmount);
+  s.opcode = static_cast<uint8_t>(RingOp::kUnmount);
   s.mount = static_cast<uint16_t>(mount);
   auto c = Call(s, {}, 0, nullptr);
   return c.ok() ? Status::Ok() : c.status();
 }
 
-Result<dfs::Entry> HostSession::EntryCall(Opcode op, uint32_t mount, const dfs::Entry& entry,
+Result<dfs::Entry> HostSession::EntryCall(RingOp op, uint32_t mount, const dfs::Entry& entry,
                                           const std::vector<std::byte>& args, uint32_t op_flags, uint32_t mode,
                                           uint64_t offset, int64_t* value) {
   ROS2_RETURN_IF_ERROR(CheckMount(mount));
@@ -78,7 +78,7 @@ Result<dfs::Entry> HostSession::EntryCall(Opcode op, uint32_t mount, const dfs::
   return e;
 }
 
-Status HostSession::SimpleCall(Opcode op, uint32_t mount, const dfs::Entry& entry, const std::vector<std::byte>& args,
+Status HostSession::SimpleCall(RingOp op, uint32_t mount, const dfs::Entry& entry, const std::vector<std::byte>& args,
                                uint32_t op_flags, uint64_t offset) {
   ROS2_RETURN_IF_ERROR(CheckMount(mount));
   SubmitEntry s = MakeEntry(op, mount, entry);
@@ -89,7 +89,7 @@ Status HostSession::SimpleCall(Opcode op, uint32_t mount, const dfs::Entry& entr
 }
 
 Result<dfs::Entry> HostSession::Lookup(uint32_t mount, const dfs::Entry& parent, std::string_view name) {
-  return EntryCall(Opcode::kLookup, mount, parent, NameArgs(parent, {name}));
+  return EntryCall(RingOp::kLookup, mount, parent, NameArgs(parent, {name}));
 }
 
 namespace {
@@ -108,14 +108,14 @@ Result<dfs::Entry> HostSession::LookupPath(uint32_t mount, std::string_view path
   ROS2_RETURN_IF_ERROR(CheckPathLength(path));
   ArgWriter w;
   w.Str(path);
-  return EntryCall(Opcode::kLookupPath, mount, dfs::Entry{}, w.bytes());
+  return EntryCall(RingOp::kLookupPath, mount, dfs::Entry{}, w.bytes());
 }
 
 Result<std::pair<dfs::Entry, dfs::Attr>> HostSession::LookupWithAttr(uint32_t mount, const dfs::Entry& parent,
                                                                      std::string_view name) {
   ROS2_RETURN_IF_ERROR(CheckMount(mount));
   std::vector<std::byte> out;
-  ROS2_RETURN_IF_ERROR(Call(MakeEntry(Opcode::kLookupWithAttr, mount, parent), NameArgs(parent, {name}),
+  ROS2_RETURN_IF_ERROR(Call(MakeEntry(RingOp::kLookupWithAttr, mount, parent), NameArgs(parent, {name}),
                             kEntryResult + kAttrResult, &out)
                            .status());
   ArgReader r(out);
@@ -127,13 +127,13 @@ Result<std::pair<dfs::Entry, dfs::Attr>> HostSession::LookupWithAttr(uint32_t mo
 Result<dfs::Entry> HostSession::Open(uint32_t mount, const dfs::Entry& parent, std::string_view name, int flags,
                                      mode_t mode, bool* created) {
   int64_t v = 0;
-  auto e = EntryCall(Opcode::kOpen, mount, parent, NameArgs(parent, {name}), static_cast<uint32_t>(flags), mode, 0, &v);
+  auto e = EntryCall(RingOp::kOpen, mount, parent, NameArgs(parent, {name}), static_cast<uint32_t>(flags), mode, 0, &v);
   if (e.ok() && created != nullptr) *created = v == 1;
   return e;
 }
 
 Result<dfs::Entry> HostSession::Mkdir(uint32_t mount, const dfs::Entry& parent, std::string_view name, mode_t mode) {
-  return EntryCall(Opcode::kMkdir, mount, parent, NameArgs(parent, {name}), 0, mode);
+  return EntryCall(RingOp::kMkdir, mount, parent, NameArgs(parent, {name}), 0, mode);
 }
 
 Result<dfs::Entry> HostSession::MkdirAll(uint32_t mount, std::string_view path, mode_t mode, uint64_t* created) {
@@ -141,19 +141,19 @@ Result<dfs::Entry> HostSession::MkdirAll(uint32_t mount, std::string_view path, 
   ArgWriter w;
   w.Str(path);
   int64_t v = 0;
-  auto e = EntryCall(Opcode::kMkdirAll, mount, dfs::Entry{}, w.bytes(), 0, mode, 0, &v);
+  auto e = EntryCall(RingOp::kMkdirAll, mount, dfs::Entry{}, w.bytes(), 0, mode, 0, &v);
   if (e.ok() && created != nullptr) *created = static_cast<uint64_t>(v);
   return e;
 }
 
 Result<dfs::Entry> HostSession::Symlink(uint32_t mount, const dfs::Entry& parent, std::string_view name,
                                         std::string_view target) {
-  return EntryCall(Opcode::kSymlink, mount, parent, NameArgs(parent, {name, target}));
+  return EntryCall(RingOp::kSymlink, mount, parent, NameArgs(parent, {name, target}));
 }
 
 Result<dfs::Entry> HostSession::Mknod(uint32_t mount, const dfs::Entry& parent, std::string_view name, mode_t mode,
                                       uint64_t rdev) {
-  return EntryCall(Opcode::kMknod, mount, parent, NameArgs(parent, {name}), 0, mode, rdev);
+  return EntryCall(RingOp::kMknod, mount, parent, NameArgs(parent, {name}), 0, mode, rdev);
 }
 
 Result<dfs::Entry> HostSession::Link(uint32_t mount, const dfs::Entry& target, const dfs::Entry& new_parent,
@@ -162,23 +162,23 @@ Result<dfs::Entry> HostSession::Link(uint32_t mount, const dfs::Entry& target, c
   w.Str(target.name);
   w.Entry(new_parent);
   w.Str(new_name);
-  return EntryCall(Opcode::kLink, mount, target, w.bytes());
+  return EntryCall(RingOp::kLink, mount, target, w.bytes());
 }
 
 Result<std::string> HostSession::Readlink(uint32_t mount, const dfs::Entry& link) {
   ROS2_RETURN_IF_ERROR(CheckMount(mount));
   std::vector<std::byte> out;
   ROS2_RETURN_IF_ERROR(
-      Call(MakeEntry(Opcode::kReadlink, mount, link), NameArgs(link), dfs::kMaxPathLength + 64, &out).status());
+      Call(MakeEntry(RingOp::kReadlink, mount, link), NameArgs(link), dfs::kMaxPathLength + 64, &out).status());
   return std::string(reinterpret_cast<const char*>(out.data()), out.size());
 }
 
 Status HostSession::Unlink(uint32_t mount, const dfs::Entry& parent, std::string_view name) {
-  return SimpleCall(Opcode::kUnlink, mount, parent, NameArgs(parent, {name}));
+  return SimpleCall(RingOp::kUnlink, mount, parent, NameArgs(parent, {name}));
 }
 
 Status HostSession::Rmdir(uint32_t mount, const dfs::Entry& parent, std::string_view name) {
-  return SimpleCall(Opcode::kRmdir, mount, parent, NameArgs(parent, {name}));
+  return SimpleCall(RingOp::kRmdir, mount, parent, NameArgs(parent, {name}));
 }
 
 Status HostSession::Rename(uint32_t mount, const dfs::Entry& parent, std::string_view name,
@@ -188,13 +188,13 @@ Status HostSession::Rename(uint32_t mount, const dfs::Entry& parent, std::string
   w.Str(name);
   w.Entry(new_parent);
   w.Str(new_name);
-  return SimpleCall(Opcode::kRename, mount, parent, w.bytes(), flags);
+  return SimpleCall(RingOp::kRename, mount, parent, w.bytes(), flags);
 }
 
 Result<dfs::Attr> HostSession::Stat(uint32_t mount, const dfs::Entry& entry) {
   ROS2_RETURN_IF_ERROR(CheckMount(mount));
   std::vector<std::byte> out;
-  ROS2_RETURN_IF_ERROR(Call(MakeEntry(Opcode::kStat, mount, entry), NameArgs(entry), kAttrResult, &out).status());
+  ROS2_RETURN_IF_ERROR(Call(MakeEntry(RingOp::kStat, mount, entry), NameArgs(entry), kAttrResult, &out).status());
   ArgReader r(out);
   dfs::Attr a;
   if (!r.Attr(&a)) return Status::Protocol("offload: malformed stat result");
@@ -213,7 +213,7 @@ Result<dfs::Attr> HostSession::SetAttr(uint32_t mount, const dfs::Entry& entry, 
   w.I64(args.atime.tv_nsec);
   w.I64(args.mtime.tv_sec);
   w.I64(args.mtime.tv_nsec);
-  SubmitEntry s = MakeEntry(Opcode::kSetAttr, mount, entry);
+  SubmitEntry s = MakeEntry(RingOp::kSetAttr, mount, entry);
   s.op_flags = args.mask;
   std::vector<std::byte> out;
   ROS2_RETURN_IF_ERROR(Call(s, w.bytes(), kAttrResult, &out).status());
@@ -224,13 +224,13 @@ Result<dfs::Attr> HostSession::SetAttr(uint32_t mount, const dfs::Entry& entry, 
 }
 
 Status HostSession::Truncate(uint32_t mount, const dfs::Entry& file, uint64_t size) {
-  return SimpleCall(Opcode::kTruncate, mount, file, NameArgs(file), 0, size);
+  return SimpleCall(RingOp::kTruncate, mount, file, NameArgs(file), 0, size);
 }
 
 Result<dfs::StatFs> HostSession::Statfs(uint32_t mount) {
   ROS2_RETURN_IF_ERROR(CheckMount(mount));
   std::vector<std::byte> out;
-  ROS2_RETURN_IF_ERROR(Call(MakeEntry(Opcode::kStatfs, mount, dfs::Entry{}), {}, 6 * 8, &out).status());
+  ROS2_RETURN_IF_ERROR(Call(MakeEntry(RingOp::kStatfs, mount, dfs::Entry{}), {}, 6 * 8, &out).status());
   ArgReader r(out);
   dfs::StatFs s;
   uint64_t name_max = 0;
@@ -252,7 +252,7 @@ Result<std::vector<dfs::DirEntry>> HostSession::Readdir(uint32_t mount, const df
   w.U32(anchor.shard);
   w.U32(anchor.eof ? 1 : 0);
   w.Str(anchor.position);
-  SubmitEntry s = MakeEntry(Opcode::kReaddir, mount, dir);
+  SubmitEntry s = MakeEntry(RingOp::kReaddir, mount, dir);
   s.op_flags = static_cast<uint32_t>(max);
   std::vector<std::byte> out;
   ROS2_RETURN_IF_ERROR(
@@ -279,7 +279,7 @@ Result<std::vector<dfs::DirEntry>> HostSession::Readdir(uint32_t mount, const df
   return list;
 }
 
-Result<uint64_t> HostSession::DataCall(Opcode op, uint32_t mount, const dfs::Entry& file, uint64_t offset,
+Result<uint64_t> HostSession::DataCall(RingOp op, uint32_t mount, const dfs::Entry& file, uint64_t offset,
                                        const ArenaBuffer& buf) {
   ROS2_RETURN_IF_ERROR(CheckMount(mount));
   SubmitEntry s = MakeEntry(op, mount, file);
@@ -302,18 +302,18 @@ uint64_t PieceLimit(const dfs::Entry& file) {
 
 Result<uint64_t> HostSession::Read(uint32_t mount, const dfs::Entry& file, uint64_t offset,
                                    std::span<std::byte> buffer) {
-  return Transfer(Opcode::kRead, mount, file, offset, buffer.data(), buffer.size());
+  return Transfer(RingOp::kRead, mount, file, offset, buffer.data(), buffer.size());
 }
 
 Result<uint64_t> HostSession::Write(uint32_t mount, const dfs::Entry& file, uint64_t offset,
                                     std::span<const std::byte> data) {
-  return Transfer(Opcode::kWrite, mount, file, offset, const_cast<std::byte*>(data.data()), data.size());
+  return Transfer(RingOp::kWrite, mount, file, offset, const_cast<std::byte*>(data.data()), data.size());
 }
 
-Result<uint64_t> HostSession::Transfer(Opcode op, uint32_t mount, const dfs::Entry& file, uint64_t offset,
+Result<uint64_t> HostSession::Transfer(RingOp op, uint32_t mount, const dfs::Entry& file, uint64_t offset,
                                        std::byte* data, uint64_t size) {
   if (size == 0) return uint64_t{0};
-  const bool read = op == Opcode::kRead;
+  const bool read = op == RingOp::kRead;
   const bool in_arena = InArena(data, size);
   const uint64_t piece = std::min<uint64_t>({size, PieceLimit(file), in_arena ? ~uint64_t{0} : kBounceMax,
                                              in_arena ? ~uint64_t{0} : geometry_.arena_size / 2});
@@ -344,7 +344,7 @@ Result<uint64_t> HostSession::Transfer(Opcode op, uint32_t mount, const dfs::Ent
 }
 
 Status HostSession::Sync(uint32_t mount, const dfs::Entry& entry) {
-  return SimpleCall(Opcode::kSync, mount, entry, NameArgs(entry));
+  return SimpleCall(RingOp::kSync, mount, entry, NameArgs(entry));
 }
 
 }  // namespace ros2::agent

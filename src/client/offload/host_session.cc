@@ -15,6 +15,8 @@
 #include <cstring>
 #include <ctime>
 
+#include <fmt/format.h>
+
 #include "offload/wire.h"
 #include "common/segment_name.h"
 
@@ -508,6 +510,11 @@ Status HostSession::Submit(std::span<const IoRequest> requests) {
       st = Status::InvalidArgument("offload: a batched I/O names no file");
       break;
     }
+    if (r.kind != RingOp::kRead && r.kind != RingOp::kWrite) {
+      st = Status::InvalidArgument(fmt::format("offload: a batched I/O is a read or a write, not ring op {}",
+                                               static_cast<unsigned>(r.kind)));
+      break;
+    }
     if (r.buffer.empty() || !InArena(r.buffer.data(), r.buffer.size())) {
       st = Status::InvalidArgument("offload: a batched I/O buffer must lie inside the arena (Allocate)");
       break;
@@ -521,7 +528,7 @@ Status HostSession::Submit(std::span<const IoRequest> requests) {
     }
     const ArenaBuffer& args = batch_slots_[static_cast<uint32_t>(*token)].args;
     PutStr(args.data, r.file->name);
-    SubmitEntry e = MakeEntry(r.kind == IoKind::kRead ? Opcode::kRead : Opcode::kWrite, r.mount, *r.file);
+    SubmitEntry e = MakeEntry(r.kind, r.mount, *r.file);
     e.user_data = *token;
     e.offset = r.offset;
     e.buf_off = static_cast<uint64_t>(r.buffer.data() - arena());

@@ -73,14 +73,12 @@ struct OffloadMount {
   uint64_t chunk_size = 0;
 };
 
-enum class IoKind : uint8_t { kRead = 1, kWrite = 2 };
-
 // One batched I/O: `buffer` must lie inside the arena (InvalidArgument
 // otherwise) and span at most kMaxChunksPerIo chunks of file.chunk_size (an
 // EINVAL completion otherwise; Read/Write split for themselves); user_data is
 // returned as is.
 struct IoRequest {
-  IoKind kind = IoKind::kRead;
+  RingOp kind = RingOp::kRead;  // kRead or kWrite (InvalidArgument otherwise)
   uint32_t mount = 0;
   const dfs::Entry* file = nullptr;  // read by Submit (not kept)
   uint64_t offset = 0;
@@ -186,14 +184,14 @@ class HostSession {
   // True when the agent's end of the socket hung up (it exited or was killed).
   bool PeerHungUp() const;
   Status CompletionStatus(const CompleteEntry& cqe, std::string_view message) const;
-  Result<dfs::Entry> EntryCall(Opcode op, uint32_t mount, const dfs::Entry& entry, const std::vector<std::byte>& args,
+  Result<dfs::Entry> EntryCall(RingOp op, uint32_t mount, const dfs::Entry& entry, const std::vector<std::byte>& args,
                                uint32_t op_flags = 0, uint32_t mode = 0, uint64_t offset = 0, int64_t* value = nullptr);
-  Status SimpleCall(Opcode op, uint32_t mount, const dfs::Entry& entry, const std::vector<std::byte>& args,
+  Status SimpleCall(RingOp op, uint32_t mount, const dfs::Entry& entry, const std::vector<std::byte>& args,
                     uint32_t op_flags = 0, uint64_t offset = 0);
-  Result<uint64_t> DataCall(Opcode op, uint32_t mount, const dfs::Entry& file, uint64_t offset, const ArenaBuffer& buf);
+  Result<uint64_t> DataCall(RingOp op, uint32_t mount, const dfs::Entry& file, uint64_t offset, const ArenaBuffer& buf);
   // Read or Write: in pieces an entry can carry, bounced through the arena
   // when `data` lies outside it.
-  Result<uint64_t> Transfer(Opcode op, uint32_t mount, const dfs::Entry& file, uint64_t offset, std::byte* data,
+  Result<uint64_t> Transfer(RingOp op, uint32_t mount, const dfs::Entry& file, uint64_t offset, std::byte* data,
                             uint64_t size);
 
   RingHeader* header() const { return static_cast<RingHeader*>(map_); }

@@ -119,7 +119,7 @@ Status AgentFilesystem::SubmitIo(client::EventQueue& eq, const Entry& file, uint
   }
   // In flight at the agent: the queue's Poll/Wait reaps the completion.
   agent::IoRequest req;
-  req.kind = read ? agent::IoKind::kRead : agent::IoKind::kWrite;
+  req.kind = read ? agent::RingOp::kRead : agent::RingOp::kWrite;
   req.mount = index_;
   req.file = &file;
   req.offset = offset;

@@ -41,7 +41,7 @@ Result<std::shared_ptr<Endpoint>> OfiWorker::Connect(std::span<const uint8_t> pe
   conn->info.peer_pid = peer.pid;
   conn->info.am_transport = context_.ofi()->provider();
   conn->info.lanes = {context_.ofi()->provider()};
-  conn->info.bulk_mode = BulkMode::kActiveMessage;
+  conn->info.bulk_mode = BulkTransfer::kActiveMessage;
   connections_[conn->local_id] = conn;
   wire::Message hello;
   hello.kind = wire::Kind::kHello;

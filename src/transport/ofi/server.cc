@@ -126,7 +126,7 @@ void OfiWorker::HandleHello(const wire::Message& msg, fi_addr_t from) {
   conn->info.peer_pid = peer->pid;
   conn->info.am_transport = context_.ofi()->provider();
   conn->info.lanes = {context_.ofi()->provider()};
-  conn->info.bulk_mode = BulkMode::kActiveMessage;
+  conn->info.bulk_mode = BulkTransfer::kActiveMessage;
   conn->auth = std::make_shared<ConnectionAuth>();
   if (getrandom(conn->auth->challenge.data(), conn->auth->challenge.size(), 0) !=
       static_cast<ssize_t>(conn->auth->challenge.size())) {

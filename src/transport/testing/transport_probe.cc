@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   auto worker = ctx->CreateWorker("probe").value();
   auto ep = worker->Connect(peer.address()).value();
   printf("%s\nendpoint: am=%s rma=%s bulk=%s failure=%s\n", ctx->Describe().c_str(), ep->info().am_transport.c_str(),
-         ep->info().rma_transport.c_str(), std::string(BulkModeName(ep->info().bulk_mode)).c_str(),
+         ep->info().rma_transport.c_str(), std::string(BulkTransferName(ep->info().bulk_mode)).c_str(),
          std::string(FailureDetectionName(ep->info().failure_detection)).c_str());
 
   for (size_t size : {size_t{8}, size_t{4096}}) {
