@@ -125,7 +125,7 @@ Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::strin
   // address its put request names, registered or not. A process that is no
   // RMA target turns it off: its address then offers no put, so no peer's ucp
   // chooses put rendezvous into it, and the patched libuct closes a
-  // connection that sends a put request anyway (docs/security.md). A
+  // connection that sends a put request with data anyway (docs/security.md). A
   // transport-level key: ucp keeps it for the tcp interface, and warns of it
   // when a worker opens no tcp interface, hence only with tcp in the list.
   if (ms.ok() && !o.remote_rma_target && tls.find("tcp") != std::string::npos) ms = modify("PUT_ENABLE", "n");
