@@ -14,7 +14,12 @@
 # is fixed: the patched receiver logs an error naming the sizes and closes that
 # one connection. The second patch adds UCX_RMA_SW_TARGET to libucp: with n
 # (the engine sets it) the software emulation of put and get no longer writes
-# or reads whatever address a peer names.
+# or reads whatever address a peer names. The third makes a tcp interface
+# with put disabled (UCX_TCP_PUT_ENABLE=n, which the engine sets) close a
+# connection that sends a transport-level put request with data (UCX 1.13
+# copies it to the address the request names even when put is disabled), and
+# any endpoint close one that acknowledges a put it did not send (an assertion
+# in UCX 1.13).
 #
 # Steps: `apt-get source ucx` at the installed libucx0 version (deb-src from
 # scripts/ensure-deb-src.sh), apply the patches, configure with the options

