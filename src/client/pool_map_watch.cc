@@ -1,5 +1,9 @@
 #include "client/pool_map_watch.h"
 
+#include <pthread.h>
+
+#include <csignal>
+
 #include <algorithm>
 #include <condition_variable>
 
@@ -35,7 +39,14 @@ bool Refused(const grpc::Status& st) {
 PoolMapWatch::PoolMapWatch(PoolMapWatchOptions options) : options_(std::move(options)) {
   endpoints_.push_back(options_.control);
   channels_.push_back(options_.first);
+  // The watch's thread (and the gRPC threads it starts) takes no
+  // process-directed signal: those belong to the application's own threads
+  // (a FUSE mount ends on SIGTERM only when one of its workers takes it).
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
   thread_ = std::thread([this] { Run(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 PoolMapWatch::~PoolMapWatch() {

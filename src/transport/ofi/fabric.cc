@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "transport/ofi/fabric_library.h"
 #include "transport/cma.h"
 
 namespace ros2::transport::ofi {
@@ -22,11 +23,11 @@ namespace {
 constexpr uint32_t kFiVersion = FI_VERSION(1, 17);
 
 std::string FiError(std::string_view what, int rc) {
-  return fmt::format("{}: {} ({})", what, fi_strerror(-rc), rc);
+  return fmt::format("{}: {} ({})", what, Fi().strerror(-rc), rc);
 }
 
 fi_info* Hints(const std::string& provider, const TransportOptions& options) {
-  fi_info* hints = fi_allocinfo();
+  fi_info* hints = Fi().dupinfo(nullptr);
   if (hints == nullptr) return nullptr;
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV;
@@ -46,17 +47,17 @@ fi_info* Hints(const std::string& provider, const TransportOptions& options) {
 
 // Every provider fi_getinfo offers for RDM endpoints, for error messages.
 std::string Offered() {
-  fi_info* hints = fi_allocinfo();
+  fi_info* hints = Fi().dupinfo(nullptr);
   hints->ep_attr->type = FI_EP_RDM;
   fi_info* list = nullptr;
   std::set<std::string> names;
-  if (fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list) == 0) {
+  if (Fi().getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list) == 0) {
     for (fi_info* i = list; i != nullptr; i = i->next) {
       names.insert(fmt::format("{}/{}", i->fabric_attr->prov_name, i->domain_attr->name));
     }
-    fi_freeinfo(list);
+    Fi().freeinfo(list);
   }
-  fi_freeinfo(hints);
+  Fi().freeinfo(hints);
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : " ") + n;
   return out.empty() ? "none" : out;
@@ -92,6 +93,7 @@ std::string ProviderNameFor(const TransportOptions& options) {
 }
 
 Result<std::unique_ptr<Fabric>> Fabric::Open(const TransportOptions& options) {
+  ROS2_RETURN_IF_ERROR(LoadFabricLibrary().status());
   // The shm provider moves large messages by cross-memory attach to the pid
   // its peer announced, or through a file the sender names: either way the
   // receiver (an engine) would read or map what a client names. Segmented
@@ -110,10 +112,10 @@ Result<std::unique_ptr<Fabric>> Fabric::Open(const TransportOptions& options) {
     fi_info* hints = Hints(prov, options);
     if (hints == nullptr) return Status::Internal("transport: fi_allocinfo failed");
     fi_info* list = nullptr;
-    int rc = fi_getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
-    fi_freeinfo(hints);
+    int rc = Fi().getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
+    Fi().freeinfo(hints);
     if (rc != 0 || list == nullptr) {
-      tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", prov, fi_strerror(-rc));
+      tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", prov, Fi().strerror(-rc));
       continue;
     }
     // fi_getinfo matches a provider name by its first part too ("tcp" offers
@@ -127,12 +129,12 @@ Result<std::unique_ptr<Fabric>> Fabric::Open(const TransportOptions& options) {
       if (named) break;
     }
     if (pick == nullptr) {
-      fi_freeinfo(list);
+      Fi().freeinfo(list);
       tried += fmt::format("{}{} (offered only as part of a layered provider)", tried.empty() ? "" : ", ", prov);
       continue;
     }
-    fabric->info_ = fi_dupinfo(pick);
-    fi_freeinfo(list);
+    fabric->info_ = Fi().dupinfo(pick);
+    Fi().freeinfo(list);
     fabric->provider_ = prov;
     fabric->kind_ = KindOf(prov);
     break;
@@ -143,14 +145,14 @@ Result<std::unique_ptr<Fabric>> Fabric::Open(const TransportOptions& options) {
                     "(offered: {})",
                     tried, Offered()));
   }
-  int rc = fi_fabric(fabric->info_->fabric_attr, &fabric->fabric_, nullptr);
+  int rc = Fi().fabric(fabric->info_->fabric_attr, &fabric->fabric_, nullptr);
   if (rc != 0) return Status::Internal(FiError("transport ofi: fi_fabric", rc));
   return fabric;
 }
 
 Fabric::~Fabric() {
   if (fabric_ != nullptr) fi_close(&fabric_->fid);
-  if (info_ != nullptr) fi_freeinfo(info_);
+  if (info_ != nullptr) Fi().freeinfo(info_);
 }
 
 std::string Fabric::Describe() const {

@@ -17,12 +17,13 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "transport/ofi/fabric_library.h"
 
 namespace ros2::transport::ofi {
 namespace {
 
 Status FiStatus(std::string_view what, ssize_t rc) {
-  return Status::IOError(fmt::format("transport ofi: {}: {} ({})", what, fi_strerror(static_cast<int>(-rc)), rc));
+  return Status::IOError(fmt::format("transport ofi: {}: {} ({})", what, Fi().strerror(static_cast<int>(-rc)), rc));
 }
 
 void PutLe32(uint8_t* p, uint32_t v) {
@@ -155,7 +156,7 @@ void OfiWorker::PostRecv(size_t index) {
     ssize_t rc = fi_recv(ep_, recv_buffers_[index].data(), kRecvSize, nullptr, FI_ADDR_UNSPEC, &op.ctx);
     if (rc == 0) return;
     if (rc != -FI_EAGAIN) {
-      ROS2_LOG_ERROR("transport ofi: worker '{}': fi_recv: {}", name_, fi_strerror(static_cast<int>(-rc)));
+      ROS2_LOG_ERROR("transport ofi: worker '{}': fi_recv: {}", name_, Fi().strerror(static_cast<int>(-rc)));
       return;
     }
     fi_cq_read(cq_, nullptr, 0);  // progress
@@ -290,13 +291,13 @@ int OfiWorker::DrainCompletions() {
       const Status st =
           err.err == FI_ECANCELED
               ? Status::Cancelled("transport ofi: cancelled")
-              : Status::IOError(fmt::format("transport ofi: {} (provider: {})", fi_strerror(err.err), err.prov_errno));
+              : Status::IOError(fmt::format("transport ofi: {} (provider: {})", Fi().strerror(err.err), err.prov_errno));
       if (op != nullptr) OnCompletion(op, st, err.len, FI_ADDR_NOTAVAIL);
       ++handled;
       continue;
     }
     if (n < 0) {
-      ROS2_LOG_WARN("transport ofi: worker '{}': fi_cq_readfrom: {}", name_, fi_strerror(static_cast<int>(-n)));
+      ROS2_LOG_WARN("transport ofi: worker '{}': fi_cq_readfrom: {}", name_, Fi().strerror(static_cast<int>(-n)));
       break;
     }
     for (ssize_t i = 0; i < n; ++i) {
