@@ -184,26 +184,24 @@ void WorkerImpl::HandleAuthenticate(Connection& conn, const wire::Message& msg) 
   }
 }
 
-Status WorkerImpl::AuthenticateConnection(Connection& conn, const wire::Message& msg) {
-  const std::string where = fmt::format("transport: worker '{}' refused to authenticate connection {:#x} ({})", name_,
-                                        conn.local_id, conn.peer_name);
-  if (conn.client_side || conn.auth == nullptr) return Status::PermissionDenied(where + ": not a served connection");
-  if (msg.payload.size() != kAuthPayloadSize) {
+Status AcceptSessionProof(ConnectionAuth& auth, const std::string& where, uint64_t local_id, uint64_t remote_id,
+                          std::span<const uint8_t> payload, const SessionKeyLookup& lookup,
+                          const std::function<Status(std::string identity)>& charge) {
+  if (payload.size() != kAuthPayloadSize) {
     return Status::InvalidArgument(
-        fmt::format("{}: payload of {} bytes (expected {})", where, msg.payload.size(), kAuthPayloadSize));
+        fmt::format("{}: payload of {} bytes (expected {})", where, payload.size(), kAuthPayloadSize));
   }
-  if (!session_key_lookup_) return Status::NotSupported(where + ": this worker authenticates no sessions");
-  ConnectionAuth& auth = *conn.auth;
+  if (!lookup) return Status::NotSupported(where + ": this worker authenticates no sessions");
   SessionId session;
-  std::memcpy(session.data(), msg.payload.data(), session.size());
-  const uint8_t flags = msg.payload[kSessionIdSize];
-  const auto proof = msg.payload.subspan(kSessionIdSize + 1);
+  std::memcpy(session.data(), payload.data(), session.size());
+  const uint8_t flags = payload[kSessionIdSize];
+  const auto proof = payload.subspan(kSessionIdSize + 1);
   const std::string who = fmt::format("{} for session {}", where, SessionName(session));
   if ((flags & ~kAuthFlagIntegrity) != 0) return Status::InvalidArgument(fmt::format("{}: flags {:#x}", who, flags));
-  auto key = session_key_lookup_(session);
+  auto key = lookup(session);
   if (!key.ok()) return Status::PermissionDenied(fmt::format("{}: {}", who, key.status().message()));
   const auto expected =
-      DeriveConnectionSecret("ros2 session auth", *key, auth.challenge, conn.local_id, conn.remote_id, session, flags);
+      DeriveConnectionSecret("ros2 session auth", *key, auth.challenge, local_id, remote_id, session, flags);
   if (CRYPTO_memcmp(expected.data(), proof.data(), expected.size()) != 0) {
     return Status::PermissionDenied(who + ": the proof does not match (the client does not hold the session's key)");
   }
@@ -219,15 +217,25 @@ Status WorkerImpl::AuthenticateConnection(Connection& conn, const wire::Message&
                                     "client is on this host, so its messages must carry integrity tags, and the "
                                     "client did not turn them on");
   }
-  if (auth.identity.empty()) ROS2_RETURN_IF_ERROR(ChargeIdentity(conn, "session " + SessionName(session)));
+  if (auth.identity.empty()) ROS2_RETURN_IF_ERROR(charge("session " + SessionName(session)));
   if (first && integrity) {
-    const auto secret = DeriveConnectionSecret("ros2 connection key", *key, auth.challenge, conn.local_id,
-                                               conn.remote_id, session, flags);
+    const auto secret =
+        DeriveConnectionSecret("ros2 connection key", *key, auth.challenge, local_id, remote_id, session, flags);
     ROS2_ASSIGN_OR_RETURN(auth.send, IntegrityKey::Create(secret, kServerToClient));
     ROS2_ASSIGN_OR_RETURN(auth.recv, IntegrityKey::Create(secret, kClientToServer));
     auth.keyed = true;
   }
   auth.sessions.push_back(session);
+  return Status::Ok();
+}
+
+Status WorkerImpl::AuthenticateConnection(Connection& conn, const wire::Message& msg) {
+  const std::string where = fmt::format("transport: worker '{}' refused to authenticate connection {:#x} ({})", name_,
+                                        conn.local_id, conn.peer_name);
+  if (conn.client_side || conn.auth == nullptr) return Status::PermissionDenied(where + ": not a served connection");
+  ROS2_RETURN_IF_ERROR(AcceptSessionProof(*conn.auth, where, conn.local_id, conn.remote_id, msg.payload,
+                                          session_key_lookup_,
+                                          [&](std::string identity) { return ChargeIdentity(conn, std::move(identity)); }));
   conn.authenticated = true;
   return Status::Ok();
 }

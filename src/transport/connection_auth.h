@@ -22,6 +22,7 @@
 #include <array>
 #include <bitset>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -92,6 +93,17 @@ struct ConnectionAuth {
   uint64_t recv_seq = 0;
   std::bitset<kReplayWindow> recv_window;
 };
+
+// The server's check of a session proof (the payload of an authenticate
+// message) on a served connection, shared by every provider: its size and
+// flags, the session's key from `lookup`, the proof, the cap of sessions per
+// connection and the integrity the connection must carry; then the session is
+// recorded and, with the first, the integrity keys derived. `charge` gives a
+// connection without an identity its per-peer one (it refuses with Busy over
+// max_connections_per_peer). `where` starts every error's message.
+Status AcceptSessionProof(ConnectionAuth& auth, const std::string& where, uint64_t local_id, uint64_t remote_id,
+                          std::span<const uint8_t> payload, const SessionKeyLookup& lookup,
+                          const std::function<Status(std::string identity)>& charge);
 
 // Whether this side wants integrity on `conn` (docs/security.md, "Sessions on
 // the data plane"): always when the peer is on another host; never over

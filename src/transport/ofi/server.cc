@@ -376,38 +376,7 @@ Status OfiWorker::AuthenticateConnection(OfiConnection& conn, const wire::Messag
   const std::string where = fmt::format("transport: worker '{}' refused to authenticate connection {:#x} ({})", name_,
                                         conn.local_id, conn.peer_name);
   if (conn.client_side || conn.auth == nullptr) return Status::PermissionDenied(where + ": not a served connection");
-  if (msg.payload.size() != kAuthPayloadSize) {
-    return Status::InvalidArgument(
-        fmt::format("{}: payload of {} bytes (expected {})", where, msg.payload.size(), kAuthPayloadSize));
-  }
-  if (!session_key_lookup_) return Status::NotSupported(where + ": this worker authenticates no sessions");
-  ConnectionAuth& auth = *conn.auth;
-  SessionId session;
-  std::memcpy(session.data(), msg.payload.data(), session.size());
-  const uint8_t flags = msg.payload[kSessionIdSize];
-  const auto proof = msg.payload.subspan(kSessionIdSize + 1);
-  const std::string who = fmt::format("{} for session {}", where, SessionName(session));
-  if ((flags & ~kAuthFlagIntegrity) != 0) return Status::InvalidArgument(fmt::format("{}: flags {:#x}", who, flags));
-  auto key = session_key_lookup_(session);
-  if (!key.ok()) return Status::PermissionDenied(fmt::format("{}: {}", who, key.status().message()));
-  const auto expected =
-      DeriveConnectionSecret("ros2 session auth", *key, auth.challenge, conn.local_id, conn.remote_id, session, flags);
-  if (CRYPTO_memcmp(expected.data(), proof.data(), expected.size()) != 0) {
-    return Status::PermissionDenied(who + ": the proof does not match (the client does not hold the session's key)");
-  }
-  if (std::find(auth.sessions.begin(), auth.sessions.end(), session) != auth.sessions.end()) return Status::Ok();
-  if (auth.sessions.size() >= kMaxSessionsPerConnection) {
-    return Status::Busy(fmt::format("{}: the connection holds {} sessions already", who, auth.sessions.size()));
-  }
-  const bool first = auth.sessions.empty() && !auth.keyed;
-  const bool integrity = (flags & kAuthFlagIntegrity) != 0;
-  if (first && auth.integrity_asked && !integrity) {
-    return Status::PermissionDenied(who +
-                                    ": the connection crosses hosts or runs over tcp, so its messages must carry "
-                                    "integrity tags, and the client did not turn them on");
-  }
-  if (auth.identity.empty()) {
-    const std::string identity = "session " + SessionName(session);
+  auto charge = [&](std::string identity) -> Status {
     uint32_t same = 0;
     for (const auto& [id, c] : connections_) {
       same += c.get() != &conn && !c->client_side && c->auth && c->auth->identity == identity;
@@ -418,16 +387,11 @@ Status OfiWorker::AuthenticateConnection(OfiConnection& conn, const wire::Messag
                       "(max_connections_per_peer)",
                       identity, same, name_));
     }
-    auth.identity = identity;
-  }
-  if (first && integrity) {
-    const auto secret = DeriveConnectionSecret("ros2 connection key", *key, auth.challenge, conn.local_id,
-                                               conn.remote_id, session, flags);
-    ROS2_ASSIGN_OR_RETURN(auth.send, IntegrityKey::Create(secret, kServerToClient));
-    ROS2_ASSIGN_OR_RETURN(auth.recv, IntegrityKey::Create(secret, kClientToServer));
-    auth.keyed = true;
-  }
-  auth.sessions.push_back(session);
+    conn.auth->identity = std::move(identity);
+    return Status::Ok();
+  };
+  ROS2_RETURN_IF_ERROR(
+      AcceptSessionProof(*conn.auth, where, conn.local_id, conn.remote_id, msg.payload, session_key_lookup_, charge));
   conn.authenticated = true;
   return Status::Ok();
 }
