@@ -15,6 +15,7 @@
 #include "control/control_server.h"
 #include "control/management_client.h"
 #include "control/session_client.h"
+#include "control/session_service.h"
 #include "testing/temp_dir.h"
 
 namespace ros2::control {
@@ -440,6 +441,56 @@ TEST(ControlListenTest, TlsNeedsBothCertificateAndKey) {
   st = AddControlListeningPort(&builder, opts, nullptr);
   EXPECT_EQ(st.code(), Status::Code::kNotFound);
   EXPECT_NE(st.message().find("/nonexistent/cert.pem"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ros2::control
+
+namespace ros2::control {
+namespace {
+
+// A pool-map watch holds a server thread for its lifetime: one tenant cannot
+// open more than kMaxWatchesPerTenant, and a closed watch gives its place back.
+TEST_F(ControlServiceTest, PoolMapWatchesPerTenantAreCapped) {
+  ASSERT_TRUE(mgmt_->CreatePool("watched", 64 << 20).ok());
+  auto stub = rpc::Session::NewStub(channel_);
+  struct Watch {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<rpc::PoolMapUpdate>> reader;
+  };
+  auto open = [&](Watch& w) {
+    AttachCredentials(&w.ctx, admin_);
+    rpc::WatchPoolMapRequest req;
+    req.set_pool("watched");
+    w.reader = stub->WatchPoolMap(&w.ctx, req);
+    rpc::PoolMapUpdate first;
+    return w.reader->Read(&first);  // the first map comes at once to an admitted watch
+  };
+  std::vector<std::unique_ptr<Watch>> watches;
+  for (uint32_t i = 0; i < SessionService::kMaxWatchesPerTenant; ++i) {
+    watches.push_back(std::make_unique<Watch>());
+    ASSERT_TRUE(open(*watches.back())) << "watch " << i;
+  }
+  Watch over;
+  EXPECT_FALSE(open(over));
+  grpc::Status refused = over.reader->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_NE(refused.error_message().find("limits 32 a tenant"), std::string::npos) << refused.error_message();
+
+  watches.back()->ctx.TryCancel();
+  (void)watches.back()->reader->Finish();
+  watches.pop_back();
+  bool admitted = false;
+  for (int attempt = 0; attempt < 50 && !admitted; ++attempt) {  // the server sees the cancel shortly
+    Watch again;
+    admitted = open(again);
+    again.ctx.TryCancel();
+    (void)again.reader->Finish();
+    if (!admitted) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(admitted) << "a closed watch did not give its place back";
+  for (auto& w : watches) w->ctx.TryCancel();
+  for (auto& w : watches) (void)w->reader->Finish();
 }
 
 }  // namespace

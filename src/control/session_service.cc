@@ -99,6 +99,27 @@ grpc::Status SessionService::WatchPoolMap(grpc::ServerContext* ctx, const rpc::W
                                           grpc::ServerWriter<rpc::PoolMapUpdate>* writer) {
   return ServeAuthenticated(plane_->tenants(), ctx, "Session.WatchPoolMap", [&](const Principal& who) -> Status {
     if (req->pool().empty()) return Status::InvalidArgument("watch pool map: no pool named");
+    {
+      std::lock_guard lock(watch_mu_);
+      uint32_t& mine = watches_[who.name];
+      if (mine >= kMaxWatchesPerTenant || watch_total_ >= kMaxWatches) {
+        if (mine == 0) watches_.erase(who.name);
+        return Status::Busy(
+            fmt::format("watch pool map: tenant '{}' holds {} watches and this engine {} (limits {} a tenant, {} in all)",
+                        who.name, mine, watch_total_, kMaxWatchesPerTenant, kMaxWatches));
+      }
+      ++mine;
+      ++watch_total_;
+    }
+    struct Release {
+      SessionService* self;
+      std::string tenant;
+      ~Release() {
+        std::lock_guard lock(self->watch_mu_);
+        --self->watch_total_;
+        if (--self->watches_[tenant] == 0) self->watches_.erase(tenant);
+      }
+    } release{this, who.name};
     SystemMap& sysmap = plane_->system_map();
     uint64_t sent = req->known_version();
     uint64_t known = sysmap.known_version();

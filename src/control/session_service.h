@@ -8,6 +8,11 @@
 // Owned by ControlPlane; gRPC calls its methods from any of its threads.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+
 #include "ros2/session.grpc.pb.h"
 
 namespace ros2::control {
@@ -24,12 +29,19 @@ class SessionService final : public rpc::Session::Service {
   grpc::Status GetPoolMap(grpc::ServerContext* ctx, const rpc::GetPoolMapRequest* req, rpc::PoolMap* resp) override;
   grpc::Status Disconnect(grpc::ServerContext* ctx, const rpc::DisconnectRequest* req,
                           rpc::DisconnectResponse* resp) override;
-  // Holds one of the sync server's threads for the stream's lifetime.
+  // Holds one of the sync server's threads for the stream's lifetime, so
+  // watches are capped: kMaxWatchesPerTenant a tenant, kMaxWatches in all;
+  // one over either is refused with Busy (gRPC UNAVAILABLE) naming the limit.
+  static constexpr uint32_t kMaxWatchesPerTenant = 32;
+  static constexpr uint32_t kMaxWatches = 256;
   grpc::Status WatchPoolMap(grpc::ServerContext* ctx, const rpc::WatchPoolMapRequest* req,
                             grpc::ServerWriter<rpc::PoolMapUpdate>* writer) override;
 
  private:
   ControlPlane* plane_;
+  std::mutex watch_mu_;
+  std::map<std::string, uint32_t> watches_;  // GUARDED_BY(watch_mu_): open watches by tenant name
+  uint32_t watch_total_ = 0;                 // GUARDED_BY(watch_mu_)
 };
 
 }  // namespace ros2::control
