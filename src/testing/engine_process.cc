@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -19,6 +21,20 @@
 #include "common/privileges.h"
 
 namespace ros2::testing {
+
+Result<std::string> WriteTestClusterKey(const std::string& dir) {
+  const std::string key_dir = dir + "/keys";
+  if (::mkdir(key_dir.c_str(), 0700) != 0) return Status::IOError(fmt::format("mkdir {}: {}", key_dir, std::strerror(errno)));
+  const std::string key_file = key_dir + "/cluster.key";
+  {
+    std::ofstream out(key_file);
+    out << "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+    if (!out) return Status::IOError("cannot write " + key_file);
+  }
+  if (::chmod(key_file.c_str(), 0600) != 0) return Status::IOError(fmt::format("chmod {}: {}", key_file, std::strerror(errno)));
+  ROS2_RETURN_IF_ERROR(GiveToServiceUser(key_dir));
+  return key_file;
+}
 
 Status GiveToServiceUser(const std::string& path) {
   if (::geteuid() != 0) return Status::Ok();

@@ -55,6 +55,11 @@ struct EngineOptions {
 // secret files, a directory for its socket. Does nothing when the test does not run as root.
 Status GiveToServiceUser(const std::string& path);
 
+// The cluster key engines on one etcd store share (`control.cluster_key_file`):
+// a fixed test key written to <dir>/keys/cluster.key, mode 0600 in a 0700
+// directory given to the service user. Returns the file's path.
+Result<std::string> WriteTestClusterKey(const std::string& dir);
+
 class EngineProcess {
  public:
   // Starts the engine and waits (up to 30 s) for its ready file. The error

@@ -48,15 +48,9 @@ struct EtcdEngines {
     auto e = EtcdTestCluster::Start(etcd_members);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     etcd = std::move(*e);
-    const std::string key_dir = dir.path() + "/keys";
-    ASSERT_EQ(::mkdir(key_dir.c_str(), 0700), 0);
-    const std::string key_file = key_dir + "/cluster.key";
-    {
-      std::ofstream out(key_file);
-      out << "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
-    }
-    ::chmod(key_file.c_str(), 0600);
-    ROS2_ASSERT_OK(GiveToServiceUser(key_dir));
+    auto key = WriteTestClusterKey(dir.path());
+    ASSERT_TRUE(key.ok()) << key.status().ToString();
+    const std::string key_file = *key;
     for (int i = 0; i < engine_count; ++i) {
       EngineOptions o;
       o.data_dir = dir.path() + "/engine" + std::to_string(i);
