@@ -20,11 +20,10 @@
 #include <thread>
 
 #include "control/control_channel.h"
-#include "control/management_client.h"
 #include "ros2/client.h"
 #include "object_session.h"
 #include "testing/engine_process.h"
-#include "testing/etcd_process.h"
+#include "testing/etcd_cluster.h"
 #include "testing/pattern.h"
 #include "testing/status_assert.h"
 
@@ -38,66 +37,9 @@ long long MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-struct EtcdEngines {
-  TempDir dir;
-  std::unique_ptr<EtcdTestCluster> etcd;
-  std::vector<std::unique_ptr<EngineProcess>> engines;
-  control::Credentials admin;
-
-  void Start(int etcd_members, int engine_count) {
-    auto e = EtcdTestCluster::Start(etcd_members);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    etcd = std::move(*e);
-    auto key = WriteTestClusterKey(dir.path());
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
-    const std::string key_file = *key;
-    for (int i = 0; i < engine_count; ++i) {
-      EngineOptions o;
-      o.data_dir = dir.path() + "/engine" + std::to_string(i);
-      o.targets = 1;
-      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + key_file, "lease_ttl: 3s"};
-      auto p = EngineProcess::Start(o);
-      ASSERT_TRUE(p.ok()) << p.status().ToString();
-      engines.push_back(std::move(*p));
-    }
-    // The first engine created the admin tenant and holds its secret.
-    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
-    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
-    admin = {"admin", *secret};
-  }
-
-  std::unique_ptr<control::ManagementClient> Mgmt(size_t i, const control::Credentials& creds) {
-    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
-    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
-    return std::make_unique<control::ManagementClient>(*channel, creds, std::chrono::seconds(5));
-  }
-  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) { return Mgmt(i, admin); }
-
-  // The index of the engine whose control endpoint is the leader's.
-  int LeaderIndex(size_t ask) {
-    auto st = Mgmt(ask)->GetEngineStatus();
-    if (!st.ok()) return -1;
-    for (size_t i = 0; i < engines.size(); ++i) {
-      if (engines[i] && st->leader() == engines[i]->control()) return static_cast<int>(i);
-    }
-    return -1;
-  }
-};
-
-// The target states of `engine` in the status from engine `ask`.
-bool AllTargetsDown(const rpc::EngineStatus& st, const std::string& engine) {
-  bool any = false;
-  for (const auto& t : st.targets()) {
-    if (t.engine_uuid() != engine) continue;
-    any = true;
-    if (t.state() != rpc::TARGET_DOWN) return false;
-  }
-  return any;
-}
-
 TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
-  EtcdEngines c;
-  ASSERT_NO_FATAL_FAILURE(c.Start(1, 3));
+  EtcdEngineCluster c;
+  ROS2_ASSERT_OK(c.Start({.etcd_members = 1, .engines = 3}));
   auto mgmt0 = c.Mgmt(0);
   ASSERT_TRUE(mgmt0->CreatePool("p", 64 << 20).ok());
   ASSERT_TRUE(mgmt0->CreateContainer("p", "c").ok());
@@ -114,11 +56,7 @@ TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
     ASSERT_TRUE(pools.ok()) << pools.status().ToString();
     ASSERT_EQ(pools->size(), 1u) << "engine " << i;
   }
-  int leader = -1;
-  for (int i = 0; i < 50 && leader < 0; ++i) {
-    leader = c.LeaderIndex(0);
-    if (leader < 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const int leader = c.LeaderIndex(0);
   ASSERT_GE(leader, 0) << "no leader elected";
   const size_t survivor = leader == 0 ? 1 : 0;
 
@@ -143,7 +81,7 @@ TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
   ASSERT_TRUE(before.ok()) << before.status().ToString();
   const std::string dead = c.engines[leader]->engine_id();
   const auto killed = Clock::now();
-  c.engines[leader]->Kill();
+  c.Kill(leader);
   long long new_leader_ms = -1, down_ms = -1;
   uint64_t down_version = 0;
   while (MsSince(killed) < 4 * 3000 && (new_leader_ms < 0 || down_ms < 0)) {
@@ -247,7 +185,7 @@ TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
   auto before2 = c.Mgmt(leader2)->GetEngineStatus();
   ASSERT_TRUE(before2.ok());
   const auto killed2 = Clock::now();
-  c.engines[victim]->Kill();
+  c.Kill(victim);
   long long down2_ms = -1;
   while (MsSince(killed2) < 4 * 3000 && down2_ms < 0) {
     auto st = c.Mgmt(leader2)->GetEngineStatus();
@@ -269,8 +207,8 @@ TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
 }
 
 TEST(ClusterEtcdTest, ThreeEtcdMembersServeWithOneKilled) {
-  EtcdEngines c;
-  ASSERT_NO_FATAL_FAILURE(c.Start(3, 2));
+  EtcdEngineCluster c;
+  ROS2_ASSERT_OK(c.Start({.etcd_members = 3, .engines = 2}));
   auto mgmt = c.Mgmt(1);
   ASSERT_TRUE(mgmt->CreatePool("p", 16 << 20).ok());
   c.etcd->Kill(0);  // the member every engine talks to first
@@ -293,8 +231,8 @@ TEST(ClusterEtcdTest, ThreeEtcdMembersServeWithOneKilled) {
 }
 
 TEST(ClusterEtcdTest, CapabilityKeyIsSealedInEtcd) {
-  EtcdEngines c;
-  ASSERT_NO_FATAL_FAILURE(c.Start(1, 1));
+  EtcdEngineCluster c;
+  ROS2_ASSERT_OK(c.Start({.etcd_members = 1, .engines = 1}));
   // etcd holds nonce + sealed key + tag, never the 32 raw bytes.
   auto sealed = c.etcd->Etcdctl({"get", "--print-value-only", "ros2/meta/capability-key"});
   ASSERT_TRUE(sealed.ok()) << sealed.status().ToString();
@@ -329,8 +267,8 @@ std::string DkeyOn(ObjectSession& session, const ObjectId& oid, const std::strin
 }
 
 TEST(ClusterEtcdTest, EtcdDownKeepsDataIoUntilAPeerGoesAndRecovers) {
-  EtcdEngines c;
-  ASSERT_NO_FATAL_FAILURE(c.Start(1, 2));
+  EtcdEngineCluster c;
+  ROS2_ASSERT_OK(c.Start({.etcd_members = 1, .engines = 2}));
   auto mgmt = c.Mgmt(1);
   ASSERT_TRUE(mgmt->CreatePool("p", 64 << 20).ok());
   ASSERT_TRUE(mgmt->CreateContainer("p", "c").ok());
@@ -376,7 +314,7 @@ TEST(ClusterEtcdTest, EtcdDownKeepsDataIoUntilAPeerGoesAndRecovers) {
 
   // Engine 0 killed while etcd is down: engine 1 can no longer hear from every
   // engine the map has UP, so it fences (engine 0 might reach etcd).
-  c.engines[0]->Kill();
+  c.Kill(0);
   const auto killed = Clock::now();
   long long fenced_ms = -1;
   Status last;

@@ -19,13 +19,10 @@
 #include <fstream>
 #include <thread>
 
-#include "control/control_channel.h"
-#include "control/management_client.h"
 #include "metrics/scrape.h"
 #include "object_session.h"
 #include "ros2/client.h"
-#include "testing/engine_process.h"
-#include "testing/etcd_process.h"
+#include "testing/etcd_cluster.h"
 #include "testing/pattern.h"
 #include "testing/status_assert.h"
 
@@ -44,82 +41,20 @@ long long MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-struct Cluster {
-  TempDir dir;
-  std::unique_ptr<EtcdTestCluster> etcd;
-  std::vector<std::unique_ptr<EngineProcess>> engines;
-  std::vector<bool> alive;
-  control::Credentials admin;
-
-  void Start(int engine_count) {
-    auto e = EtcdTestCluster::Start(1);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    etcd = std::move(*e);
-    auto key = WriteTestClusterKey(dir.path());
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
-    const std::string key_file = *key;
-    for (int i = 0; i < engine_count; ++i) {
-      EngineOptions o;
-      o.data_dir = dir.path() + "/engine" + std::to_string(i);
-      o.targets = 1;
-      o.metrics_listen = "127.0.0.1:0";
-      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + key_file,
-                         "lease_ttl: " + std::to_string(kTtl.count()) + "s"};
-      auto p = EngineProcess::Start(o);
-      ASSERT_TRUE(p.ok()) << p.status().ToString();
-      engines.push_back(std::move(*p));
-      alive.push_back(true);
+// stale_map refusals counted by the live engines.
+double StaleMapRefusals(EtcdEngineCluster& c) {
+  double total = 0;
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    if (!c.alive(i)) continue;
+    auto body = metrics::HttpGet(c.engines[i]->metrics(), "/metrics");
+    if (!body.ok()) return -1;
+    auto samples = metrics::ParseExposition(*body);
+    if (!samples.ok()) return -1;
+    for (const auto& s : *samples) {
+      if (s.name == "ros2_engine_refusals_total" && s.Label("reason") == "stale_map") total += s.value;
     }
-    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
-    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
-    admin = {"admin", *secret};
   }
-
-  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) {
-    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
-    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
-    return std::make_unique<control::ManagementClient>(*channel, admin, std::chrono::seconds(5));
-  }
-
-  int LeaderIndex(size_t ask) {
-    auto st = Mgmt(ask)->GetEngineStatus();
-    if (!st.ok()) return -1;
-    for (size_t i = 0; i < engines.size(); ++i) {
-      if (st->leader() == engines[i]->control()) return static_cast<int>(i);
-    }
-    return -1;
-  }
-
-  void Kill(size_t i) {
-    engines[i]->Kill();
-    alive[i] = false;
-  }
-
-  // stale_map refusals counted by the live engines.
-  double StaleMapRefusals() {
-    double total = 0;
-    for (size_t i = 0; i < engines.size(); ++i) {
-      if (!alive[i]) continue;
-      auto body = metrics::HttpGet(engines[i]->metrics(), "/metrics");
-      if (!body.ok()) return -1;
-      auto samples = metrics::ParseExposition(*body);
-      if (!samples.ok()) return -1;
-      for (const auto& s : *samples) {
-        if (s.name == "ros2_engine_refusals_total" && s.Label("reason") == "stale_map") total += s.value;
-      }
-    }
-    return total;
-  }
-};
-
-bool AllTargetsDown(const rpc::EngineStatus& st, const std::string& engine) {
-  bool any = false;
-  for (const auto& t : st.targets()) {
-    if (t.engine_uuid() != engine) continue;
-    any = true;
-    if (t.state() != rpc::TARGET_DOWN) return false;
-  }
-  return any;
+  return total;
 }
 
 struct ClientOfPool {
@@ -127,13 +62,8 @@ struct ClientOfPool {
   std::unique_ptr<Pool> pool;
   std::unique_ptr<Container> container;
 
-  static ClientOfPool Open(const std::string& control, const control::Credentials& admin, bool watch) {
+  static ClientOfPool Open(ClientOptions o, bool watch) {
     ClientOfPool c;
-    ClientOptions o;
-    o.control = control;
-    o.tenant = admin.tenant;
-    o.secret = admin.secret;
-    o.transport = "tcp";
     o.watch_pool_maps = watch;
     auto client = Client::Connect(o);
     EXPECT_TRUE(client.ok()) << client.status().ToString();
@@ -158,22 +88,18 @@ struct ClientOfPool {
 };
 
 TEST(ClusterMapPush, KilledEngineReachesWatchingAndStaleClients) {
-  Cluster c;
-  ASSERT_NO_FATAL_FAILURE(c.Start(3));
+  EtcdEngineCluster c;
+  ROS2_ASSERT_OK(c.Start({.engines = 3, .lease_ttl = kTtl, .metrics = true}));
   ASSERT_TRUE(c.Mgmt(0)->CreatePool("p", 64 << 20).ok());
   ASSERT_TRUE(c.Mgmt(0)->CreateContainer("p", "c").ok());
-  int leader = -1;
-  for (int i = 0; i < 50 && leader < 0; ++i) {
-    leader = c.LeaderIndex(0);
-    if (leader < 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const int leader = c.LeaderIndex(0);
   ASSERT_GE(leader, 0) << "no leader elected";
   // The victim is neither the leader nor engine 0 (the clients' control endpoint).
   size_t victim = 1;
   if (leader == 1) victim = 2;
 
-  auto watching = ClientOfPool::Open(c.engines[0]->control(), c.admin, true);
-  auto blind = ClientOfPool::Open(c.engines[0]->control(), c.admin, false);
+  auto watching = ClientOfPool::Open(c.ClientOptionsFor(0), true);
+  auto blind = ClientOfPool::Open(c.ClientOptionsFor(0), false);
   ASSERT_TRUE(watching.container && blind.container);
   auto placement = ObjectSession::Open(c.engines[0]->control(), c.admin, "p", "c", transport::TransportKind::kTcp);
   ASSERT_TRUE(placement.ok()) << placement.status().ToString();
@@ -224,16 +150,16 @@ TEST(ClusterMapPush, KilledEngineReachesWatchingAndStaleClients) {
   EXPECT_EQ(blind.version(), v0) << "the client without a watch learned the map without a request";
 
   // (a) The watching client's write: no engine refuses it as stale.
-  const double stale0 = c.StaleMapRefusals();
+  const double stale0 = StaleMapRefusals(c);
   ASSERT_GE(stale0, 0);
   ROS2_ASSERT_OK(watching.Put(oid, dkey, 3));
-  EXPECT_EQ(c.StaleMapRefusals(), stale0) << "the watching client's write was refused as stale";
+  EXPECT_EQ(StaleMapRefusals(c), stale0) << "the watching client's write was refused as stale";
   // (b) The other client's write: refused once with StaleMap, the map
   // refreshed, resent, acknowledged.
   const auto resent = Clock::now();
   ROS2_ASSERT_OK(blind.Put(oid, dkey, 4));
   const long long resent_ms = MsSince(resent);
-  EXPECT_GE(c.StaleMapRefusals(), stale0 + 1) << "the stale client's write was not refused as stale";
+  EXPECT_GE(StaleMapRefusals(c), stale0 + 1) << "the stale client's write was not refused as stale";
   EXPECT_GE(blind.version(), down_version);
   std::printf(
       "cluster: client without a watch: StaleMap refusal, map refresh and resend in %lld ms (map v%llu -> "

@@ -26,12 +26,9 @@
 #include <thread>
 
 #include "client/replicated_update.h"
-#include "control/control_channel.h"
-#include "control/management_client.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
-#include "testing/engine_process.h"
-#include "testing/etcd_process.h"
+#include "testing/etcd_cluster.h"
 #include "testing/pattern.h"
 #include "testing/status_assert.h"
 
@@ -45,69 +42,23 @@ long long MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-struct ReplicatedCluster {
-  TempDir dir;
-  std::unique_ptr<EtcdTestCluster> etcd;
-  std::vector<std::unique_ptr<EngineProcess>> engines;
-  std::vector<std::string> data_dirs;
-  control::Credentials admin;
+// A libros2 client of engine i that waits out an engine's loss.
+Result<std::unique_ptr<client::Client>> ConnectClient(const EtcdEngineCluster& c, size_t i) {
+  client::ClientOptions o = c.ClientOptionsFor(i);
+  o.reconnect_timeout = std::chrono::seconds(30);
+  o.io_timeout = std::chrono::seconds(10);
+  return client::Client::Connect(o);
+}
 
-  void Start(int engine_count, uint32_t targets) {
-    auto e = EtcdTestCluster::Start(1);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    etcd = std::move(*e);
-    auto key = WriteTestClusterKey(dir.path());
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
-    const std::string key_file = *key;
-    for (int i = 0; i < engine_count; ++i) {
-      EngineOptions o;
-      o.data_dir = dir.path() + "/engine" + std::to_string(i);
-      o.targets = targets;
-      o.storage_class = "nvme";  // extents in a data file (the bit-flip test edits it)
-      o.data_size = "32MiB";
-      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + key_file,
-                         "lease_ttl: " + std::to_string(kTtlSeconds) + "s"};
-      auto p = EngineProcess::Start(o);
-      ASSERT_TRUE(p.ok()) << p.status().ToString();
-      engines.push_back(std::move(*p));
-      data_dirs.push_back(o.data_dir);
-    }
-    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
-    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
-    admin = {"admin", *secret};
-  }
-
-  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) {
-    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
-    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
-    return std::make_unique<control::ManagementClient>(*channel, admin, std::chrono::seconds(5));
-  }
-
-  // The index of the leader engine, asking engine `ask` (-1 when none yet).
-  int LeaderIndex(size_t ask) {
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      auto st = Mgmt(ask)->GetEngineStatus();
-      if (st.ok()) {
-        for (size_t i = 0; i < engines.size(); ++i) {
-          if (engines[i] && st->leader() == engines[i]->control()) return static_cast<int>(i);
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return -1;
-  }
-
-  Result<std::unique_ptr<client::Client>> Client(size_t i) {
-    client::ClientOptions o;
-    o.control = engines[i]->control();
-    o.tenant = admin.tenant;
-    o.secret = admin.secret;
-    o.transport = "tcp";
-    o.reconnect_timeout = std::chrono::seconds(30);
-    o.io_timeout = std::chrono::seconds(10);
-    return client::Client::Connect(o);
-  }
-};
+// Three engines of `targets` targets each; extents in a data file (the
+// bit-flip test edits it).
+EtcdEngineClusterOptions ReplicatedClusterOptions(uint32_t targets) {
+  return {.engines = 3,
+          .targets = targets,
+          .storage_class = "nvme",
+          .data_size = "32MiB",
+          .lease_ttl = std::chrono::seconds(kTtlSeconds)};
+}
 
 struct Written {
   client::Object* object;
@@ -120,8 +71,8 @@ std::span<const std::byte> Bytes(const std::vector<std::byte>& v) {
 }
 
 TEST(ReplicationTest, KillOneEngineLosesNoAcknowledgedWrite) {
-  ReplicatedCluster c;
-  ASSERT_NO_FATAL_FAILURE(c.Start(3, 2));
+  EtcdEngineCluster c;
+  ROS2_ASSERT_OK(c.Start(ReplicatedClusterOptions(2)));
   auto mgmt = c.Mgmt(0);
   ASSERT_TRUE(mgmt->CreatePool("p", 512 << 20).ok());
   auto rp2 = mgmt->CreateContainer("p", "rp2", {{"oclass", "RP_2GX"}, {"rd_fac", "1"}});
@@ -143,7 +94,7 @@ TEST(ReplicationTest, KillOneEngineLosesNoAcknowledgedWrite) {
   size_t victim = 0;
   while (victim == home || static_cast<int>(victim) == leader) ++victim;
 
-  auto cl = c.Client(home);
+  auto cl = ConnectClient(c, home);
   ASSERT_TRUE(cl.ok()) << cl.status().ToString();
   auto pool = (*cl)->ConnectPool("p");
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
@@ -196,7 +147,7 @@ TEST(ReplicationTest, KillOneEngineLosesNoAcknowledgedWrite) {
   ASSERT_TRUE(wrote.ok()) << wrote.status().ToString();
 
   const auto killed = Clock::now();
-  c.engines[victim]->Kill();
+  c.Kill(victim);
   long long longest_ms = 0;
   ASSERT_NO_FATAL_FAILURE(write_round(60, 120, &longest_ms));
   std::printf(
@@ -230,7 +181,7 @@ TEST(ReplicationTest, KillOneEngineLosesNoAcknowledgedWrite) {
   size_t second = 0;
   while (second == home || second == victim) ++second;
   const auto killed2 = Clock::now();
-  c.engines[second]->Kill();
+  c.Kill(second);
   size_t rp3_read = 0;
   for (size_t i = 0; i < acked.size(); ++i) {
     if (i % objects.size() % 2 == 0 || i == 1) continue;  // RP_2GX objects; the punched key
@@ -275,12 +226,12 @@ void FlipBit(const std::string& path, off_t offset) {
 }
 
 TEST(ReplicationTest, BitFlipInOneReplicaIsServedFromAnother) {
-  ReplicatedCluster c;
-  ASSERT_NO_FATAL_FAILURE(c.Start(3, 1));
+  EtcdEngineCluster c;
+  ROS2_ASSERT_OK(c.Start(ReplicatedClusterOptions(1)));
   auto mgmt = c.Mgmt(0);
   ASSERT_TRUE(mgmt->CreatePool("p", 256 << 20).ok());
   ASSERT_TRUE(mgmt->CreateContainer("p", "rp3", {{"oclass", "RP_3G1"}}).ok());
-  auto cl = c.Client(0);
+  auto cl = ConnectClient(c, 0);
   ASSERT_TRUE(cl.ok()) << cl.status().ToString();
   auto pool = (*cl)->ConnectPool("p");
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
@@ -294,7 +245,8 @@ TEST(ReplicationTest, BitFlipInOneReplicaIsServedFromAnother) {
   // One extent file per engine holds the value.
   const std::vector<std::byte> marker(value.begin() + 8192, value.begin() + 8192 + 64);
   std::vector<std::pair<std::string, off_t>> copies;
-  for (const auto& dir : c.data_dirs) {
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    const std::string& dir = c.data_dir(i);
     auto found = FilesHolding(dir, marker);
     ASSERT_EQ(found.size(), 1u) << "engine data directory " << dir;
     copies.push_back(found.front());
