@@ -6,27 +6,20 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
-#include <vector>
 
-#include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include "agent/agent.h"
+#include "common/daemon.h"
 #include "common/log.h"
-#include "common/privileges.h"
 
 namespace {
 
-int Fail(const ros2::Status& st) {
-  std::cerr << "ros2-agent: " << st.ToString() << std::endl;
-  return 1;
-}
+int Fail(const ros2::Status& st) { return ros2::StartupFailure("ros2-agent", st); }
 
 // Started as root: makes the socket's directory when missing (for
 // process.user), switches to that user keeping process.capabilities, and
@@ -34,22 +27,17 @@ int Fail(const ros2::Status& st) {
 // tenants' secret and key files are checked afterwards, as that user, by
 // FinalizeAgentConfig. Runs before any thread starts; returns what happened.
 ros2::Result<std::string> LeaveRoot(const ros2::agent::AgentConfig& config) {
-  if (!ros2::SwitchesUser(config.process)) {
-    return ::geteuid() == 0 ? std::string("runs as root (process.user: root)") : std::string();
-  }
-  ROS2_ASSIGN_OR_RETURN(ros2::ServiceUser user, ros2::LookUpServiceUser(config.process, "ros2-agent"));
   const std::string dir = std::filesystem::path(config.socket).parent_path().string();
-  if (!dir.empty() && !std::filesystem::exists(dir)) {
-    ROS2_RETURN_IF_ERROR(ros2::GiveDirectoryTo(dir, 0755, user).WithContext("agent: socket"));
-  }
-  ROS2_RETURN_IF_ERROR(ros2::SwitchToUser(user, config.process.capabilities));
-  if (!dir.empty()) {
-    ROS2_RETURN_IF_ERROR(ros2::CheckAccessAsUser(dir, W_OK | X_OK, "agent: socket's directory", user));
-  }
-  std::vector<std::string> names;
-  for (int cap : config.process.capabilities) names.push_back(ros2::CapabilityName(cap));
-  return fmt::format("switched to user {} (uid {}, gid {}) keeping capabilities [{}]", user.name, user.uid, user.gid,
-                     fmt::join(names, ", "));
+  return ros2::LeaveRoot(
+      config.process, "ros2-agent",
+      [&](const ros2::ServiceUser& user) {
+        if (dir.empty() || std::filesystem::exists(dir)) return ros2::Status::Ok();
+        return ros2::GiveDirectoryTo(dir, 0755, user).WithContext("agent: socket");
+      },
+      [&](const ros2::ServiceUser& user) {
+        if (dir.empty()) return ros2::Status::Ok();
+        return ros2::CheckAccessAsUser(dir, W_OK | X_OK, "agent: socket's directory", user);
+      });
 }
 
 }  // namespace
@@ -76,12 +64,7 @@ int main(int argc, char** argv) {
   if (auto st = ros2::InitLogging("ros2-agent", config.log_level); !st.ok()) return Fail(st);
   if (!identity->empty()) ROS2_LOG_INFO("ros2-agent: {}", *identity);
 
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals = ros2::BlockStopSignals();
   int stop_fd = ::signalfd(-1, &stop_signals, SFD_CLOEXEC);
   if (stop_fd < 0) return Fail(ros2::Status::FromErrno(errno, "ros2-agent: signalfd"));
 

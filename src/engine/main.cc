@@ -5,56 +5,50 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <utility>
-#include <vector>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
+#include "common/daemon.h"
 #include "common/log.h"
-#include "common/privileges.h"
 #include "engine/engine.h"
 
 namespace {
 
-int Fail(const ros2::Status& st) {
-  std::cerr << "ros2-engine: " << st.ToString() << std::endl;
-  return 1;
-}
+int Fail(const ros2::Status& st) { return ros2::StartupFailure("ros2-engine", st); }
 
 // Started as root: hands the data directory to process.user, switches to it
 // keeping process.capabilities, and checks that user reaches every path the
 // engine opens later (docs/security.md, "Privileges"). Runs before any thread
 // starts. Returns what happened, for the log.
 ros2::Result<std::string> LeaveRoot(const ros2::engine::EngineConfig& config) {
-  if (!ros2::SwitchesUser(config.process)) {
-    return ::geteuid() == 0 ? std::string("runs as root (process.user: root)") : std::string();
-  }
-  ROS2_ASSIGN_OR_RETURN(ros2::ServiceUser user, ros2::LookUpServiceUser(config.process, "ros2-engine"));
-  ROS2_RETURN_IF_ERROR(ros2::GiveDirectoryTo(config.data_dir, 0700, user).WithContext("engine: data_dir"));
-  ROS2_RETURN_IF_ERROR(ros2::SwitchToUser(user, config.process.capabilities));
-  ROS2_RETURN_IF_ERROR(ros2::CheckAccessAsUser(config.data_dir, R_OK | W_OK | X_OK, "engine: data_dir", user));
-  if (config.control.join.empty()) {
-    const std::string socket = ros2::engine::ControlSocketAddress(config).substr(5);  // after "unix:"
-    ROS2_RETURN_IF_ERROR(ros2::CheckAccessAsUser(std::filesystem::path(socket).parent_path().string(), W_OK | X_OK,
-                                                 "engine: control.socket's directory", user));
-  }
-  const auto& c = config.control;
-  for (const auto& [key, path] :
-       {std::pair<const char*, const std::string&>{"control.join_secret_file", c.join_secret_file},
-        {"control.tls_cert", c.tls_cert},
-        {"control.tls_key", c.tls_key},
-        {"control.tls_ca", c.tls_ca}}) {
-    if (!path.empty()) ROS2_RETURN_IF_ERROR(ros2::CheckAccessAsUser(path, R_OK, fmt::format("engine: {}", key), user));
-  }
-  std::vector<std::string> names;
-  for (int cap : config.process.capabilities) names.push_back(ros2::CapabilityName(cap));
-  return fmt::format("switched to user {} (uid {}, gid {}) keeping capabilities [{}]", user.name, user.uid, user.gid,
-                     fmt::join(names, ", "));
+  return ros2::LeaveRoot(
+      config.process, "ros2-engine",
+      [&](const ros2::ServiceUser& user) {
+        return ros2::GiveDirectoryTo(config.data_dir, 0700, user).WithContext("engine: data_dir");
+      },
+      [&](const ros2::ServiceUser& user) -> ros2::Status {
+        ROS2_RETURN_IF_ERROR(ros2::CheckAccessAsUser(config.data_dir, R_OK | W_OK | X_OK, "engine: data_dir", user));
+        if (config.control.join.empty()) {
+          const std::string socket = ros2::engine::ControlSocketAddress(config).substr(5);  // after "unix:"
+          ROS2_RETURN_IF_ERROR(ros2::CheckAccessAsUser(std::filesystem::path(socket).parent_path().string(),
+                                                       W_OK | X_OK, "engine: control.socket's directory", user));
+        }
+        const auto& c = config.control;
+        for (const auto& [key, path] :
+             {std::pair<const char*, const std::string&>{"control.join_secret_file", c.join_secret_file},
+              {"control.tls_cert", c.tls_cert},
+              {"control.tls_key", c.tls_key},
+              {"control.tls_ca", c.tls_ca}}) {
+          if (!path.empty()) {
+            ROS2_RETURN_IF_ERROR(ros2::CheckAccessAsUser(path, R_OK, fmt::format("engine: {}", key), user));
+          }
+        }
+        return ros2::Status::Ok();
+      });
 }
 
 }  // namespace
@@ -110,12 +104,7 @@ int main(int argc, char** argv) {
   if (!identity->empty()) ROS2_LOG_INFO("ros2-engine: {}", *identity);
 
   // Block the stop signals in every thread; main waits for them with sigwait.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  sigset_t stop_signals = ros2::BlockStopSignals();
 
   auto engine = ros2::engine::Engine::Start(config);
   if (!engine.ok()) return Fail(engine.status());
