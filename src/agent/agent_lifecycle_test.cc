@@ -12,29 +12,30 @@ TEST_P(AgentTest, KilledHostIsReclaimed) {
   ASSERT_EQ(::pipe(ready), 0);
   const std::string sock = setup_->agent->socket();
   const std::string name = fmt::format("victim-{}", GetParam());
-  pid_t pid = ::fork();
-  if (pid == 0) {
+  auto child = ros2::testing::ChildProcess::Fork([&]() -> int {
     ::close(ready[0]);
     HostOptions o;
     o.socket = sock;
     o.arena_size = 8 << 20;
     auto s = HostSession::Connect(o);
-    if (!s.ok()) ::_exit(1);
+    if (!s.ok()) return 1;
     auto m = (*s)->Mount("p", "adminc");
-    if (!m.ok()) ::_exit(2);
+    if (!m.ok()) return 2;
     auto f = (*s)->Open(m->index, m->root, name, O_CREAT | O_RDWR);
-    if (!f.ok()) ::_exit(3);
+    if (!f.ok()) return 3;
     auto buf = (*s)->Allocate(4 << 20);
-    if (!buf.ok()) ::_exit(4);
+    if (!buf.ok()) return 4;
     (void)!::write(ready[1], "x", 1);
     for (uint64_t off = 0;; off += buf->size) {  // until killed
       std::vector<IoRequest> q(1);
       q[0] = {RingOp::kWrite, m->index, &*f, off % (64 << 20), buf->span(), off};
-      if (!(*s)->Submit(q).ok()) ::_exit(5);
+      if (!(*s)->Submit(q).ok()) return 5;
       std::vector<IoCompletion> c(1);
       (void)(*s)->Reap(c, 0, std::chrono::milliseconds(0));
     }
-  }
+  });
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
+  const pid_t pid = child->pid();
   ::close(ready[1]);
   char c;
   ASSERT_EQ(::read(ready[0], &c, 1), 1) << "the child host did not start";
@@ -48,9 +49,7 @@ TEST_P(AgentTest, KilledHostIsReclaimed) {
   };
   ASSERT_TRUE(has_pid(pid)) << "child " << pid << " not in " << AgentStatus().dump() << setup_->agent->Log();
   ::usleep(100'000);  // in the middle of its writes
-  ::kill(pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  child->Kill();
   const auto killed = Clock::now();
   bool present = true;
   while (present && Clock::now() - killed < std::chrono::seconds(10)) {

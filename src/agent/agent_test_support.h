@@ -17,7 +17,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,6 +34,7 @@
 #include "offload/wire.h"
 #include "testing/engine_process.h"
 #include "testing/pattern.h"
+#include "testing/subprocess.h"
 #include "testing/test_cluster.h"
 
 namespace ros2::agent::test {
@@ -58,60 +58,38 @@ class AgentProcess {
     const std::string config_path = dir + "/" + name + ".yaml";
     std::ofstream(config_path) << "socket: " << a->socket_ << "\n" << config;
     ::unlink(a->log_.c_str());  // a restart must not see the last run's ready line
-    a->pid_ = ::fork();
-    if (a->pid_ == 0) {
-      int fd = ::open(a->log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-      ::execl(ROS2_AGENT_PATH, ROS2_AGENT_PATH, "--config", config_path.c_str(), "--log-level", "info", nullptr);
-      ::_exit(127);
+    ros2::testing::SpawnOptions so;
+    so.argv = {ROS2_AGENT_PATH, "--config", config_path, "--log-level", "info"};
+    so.stdout_path = a->log_;
+    so.stderr_path = a->log_;
+    auto child = ros2::testing::ChildProcess::Spawn(so);
+    if (!child.ok()) {
+      *error = "ros2-agent did not start: " + child.status().ToString();
+      return nullptr;
     }
+    a->process_ = std::move(*child);
     for (int i = 0; i < 3000; ++i) {
       if (a->Log().find("ros2-agent ready") != std::string::npos) return a;
-      int status = 0;
-      if (::waitpid(a->pid_, &status, WNOHANG) == a->pid_) {
-        a->pid_ = -1;
-        break;
-      }
+      if (a->process_.Wait(std::chrono::milliseconds(0)).ok()) break;  // exited (reaped)
       ::usleep(10'000);
     }
     *error = "ros2-agent did not start: " + a->Log();
     return nullptr;
   }
-  ~AgentProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      int status = 0;
-      for (int i = 0; i < 1000 && ::waitpid(pid_, &status, WNOHANG) == 0; ++i) ::usleep(10'000);
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, &status, 0);
-    }
-  }
+  ~AgentProcess() { process_.Stop(std::chrono::seconds(10)); }
   // SIGTERM; the exit status (or -1 when it did not exit within `timeout`).
   int Stop(std::chrono::seconds timeout) {
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    for (auto until = Clock::now() + timeout; Clock::now() < until;) {
-      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      ::usleep(10'000);
-    }
-    return -1;
+    process_.Signal(SIGTERM);
+    auto code = process_.Wait(timeout);
+    return code.ok() ? *code : -1;
   }
-  void Kill() {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-  }
+  void Kill() { process_.Kill(); }
   std::string Log() const { return ReadWholeFile(log_); }
   const std::string& socket() const { return socket_; }
 
  private:
   AgentProcess() = default;
-  pid_t pid_ = -1;
+  ros2::testing::ChildProcess process_;
   std::string socket_;
   std::string log_;
 };
@@ -195,8 +173,7 @@ class AgentTest : public ::testing::TestWithParam<std::string> {
 inline std::pair<int, std::string> RunChild(uid_t uid, const std::function<int(std::string*)>& body) {
   int pipefd[2];
   if (::pipe(pipefd) != 0) return {-1, "pipe"};
-  pid_t pid = ::fork();
-  if (pid == 0) {
+  auto child = ros2::testing::ChildProcess::Fork([&]() {
     ::close(pipefd[0]);
     std::string out;
     int code = 0;
@@ -207,17 +184,20 @@ inline std::pair<int, std::string> RunChild(uid_t uid, const std::function<int(s
       code = body(&out);
     }
     (void)!::write(pipefd[1], out.data(), out.size());
-    ::_exit(code);
-  }
+    return code;
+  });
   ::close(pipefd[1]);
+  if (!child.ok()) {
+    ::close(pipefd[0]);
+    return {-1, child.status().ToString()};
+  }
   std::string out;
   char buf[4096];
   ssize_t n;
   while ((n = ::read(pipefd[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
   ::close(pipefd[0]);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+  auto code = child->Wait(std::chrono::hours(24));
+  return {code.ok() ? *code : -1, out};
 }
 
 }  // namespace ros2::agent::test

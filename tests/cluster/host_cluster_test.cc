@@ -4,7 +4,6 @@
 // from the kernel's and UCX's own view, and that nothing is left behind.
 #include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "testing/host_cluster.h"
+#include "testing/subprocess.h"
 #include "testing/temp_dir.h"
 
 namespace ros2::testing {
@@ -199,13 +199,12 @@ TEST_F(HostClusterTest, FailedStartLeavesNothing) {
 TEST_F(HostClusterTest, DownAfterInterruptedStart) {
   HostClusterOptions o = Options(2);
   fs::create_directories(o.data_dir);
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execl(ROS2CTL_PATH, ROS2CTL_PATH, "--data-dir", o.data_dir.c_str(), "cluster", "up", "--hosts", "2", "--targets",
-            "1", "--class", "ram", "--engine", ROS2_ENGINE_PATH, static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  ASSERT_GT(pid, 0);
+  SpawnOptions up;
+  up.argv = {ROS2CTL_PATH, "--data-dir", o.data_dir, "cluster", "up", "--hosts", "2", "--targets", "1", "--class", "ram",
+             "--engine", ROS2_ENGINE_PATH};
+  up.inherit_output = true;
+  auto child = ChildProcess::Spawn(up);
+  ASSERT_TRUE(child.ok()) << child.status().ToString();
   nlohmann::json state;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline) {
@@ -213,8 +212,7 @@ TEST_F(HostClusterTest, DownAfterInterruptedStart) {
     if (state.is_object() && !state["hosts"].empty() && state["hosts"][0].value("init_pid", 0) > 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
+  child->Kill();
   state = nlohmann::json::parse(ReadText(o.data_dir + "/hosts.json"), nullptr, false);
   ASSERT_TRUE(state.is_object() && state["hosts"][0].value("init_pid", 0) > 0) << state.dump();
   EXPECT_TRUE(fs::exists("/run/netns/" + state["hosts"][0]["netns"].get<std::string>()));

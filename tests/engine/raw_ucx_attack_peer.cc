@@ -19,7 +19,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +29,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -44,6 +44,8 @@
 #include "attack_peer_args.h"
 #include "common/uuid.h"
 #include "object/obj_rpc.h"
+#include "testing/subprocess.h"
+#include "testing/temp_dir.h"
 #include "transport/cma.h"
 #include "transport/connection_auth.h"
 #include "transport/wire.h"
@@ -376,22 +378,21 @@ int TokenFloodFromUser() {
     return Report("setuid", Status::FromErrno(errno, "dropping to the flooding user")), 1;
   }
   const uint64_t procs = NumArg("procs", 8), per_proc = NumArg("per_proc", 64);
-  std::vector<pid_t> children;
+  std::vector<testing::ChildProcess> children;
   for (uint64_t i = 0; i < procs; ++i) {
-    const pid_t child = fork();
-    if (child == 0) {
+    auto child = testing::ChildProcess::Fork([&] {
       int got = 0;
       for (uint64_t k = 0; k < per_proc; ++k) {
         if (transport::cma::RequestToken(target->pid, std::chrono::milliseconds(2000)).ok()) ++got;
       }
-      _exit(got);
-    }
-    if (child > 0) children.push_back(child);
+      return got;
+    });
+    if (child.ok()) children.push_back(std::move(*child));
   }
   uint64_t issued = 0;
-  for (pid_t child : children) {
-    int status = 0;
-    if (waitpid(child, &status, 0) == child && WIFEXITED(status)) issued += static_cast<uint64_t>(WEXITSTATUS(status));
+  for (auto& child : children) {
+    auto got = child.Wait(std::chrono::hours(1));
+    if (got.ok() && *got < 128) issued += static_cast<uint64_t>(*got);  // 128 + n: killed by signal n
   }
   Value("tokens_issued", std::to_string(issued));
   return 0;
@@ -404,6 +405,7 @@ int TokenFloodFromUser() {
 struct StallingFuse {
   static std::atomic<bool> stall;
   static std::atomic<bool> released;
+  std::unique_ptr<testing::TempDir> dir;
   std::string mountpoint;
   struct fuse* fs = nullptr;
   std::thread loop;
@@ -436,9 +438,10 @@ struct StallingFuse {
   }
 
   Status Mount() {
-    char tmpl[] = "/tmp/ros2-stall-fuse-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return Status::FromErrno(errno, "mkdtemp");
-    mountpoint = tmpl;
+    auto made = testing::TempDir::Create("/tmp", "ros2-stall-fuse-");
+    if (!made.ok()) return made.status();
+    dir = std::make_unique<testing::TempDir>(std::move(*made));
+    mountpoint = dir->path();
     static fuse_operations ops{};
     ops.getattr = GetAttr;
     ops.open = Open;
@@ -462,7 +465,7 @@ struct StallingFuse {
       if (loop.joinable()) loop.join();
       fuse_destroy(fs);
     }
-    if (!mountpoint.empty()) rmdir(mountpoint.c_str());
+    dir.reset();  // unmounted: removes the mount point
   }
 };
 std::atomic<bool> StallingFuse::stall{false};

@@ -39,6 +39,7 @@
 #include "object/obj_rpc.h"
 #include "testing/pattern.h"
 #include "testing/proc_status.h"
+#include "testing/subprocess.h"
 #include "transport/cma.h"
 #include "transport/fault_injection.h"
 #include "transport/shared_segment.h"
@@ -91,6 +92,7 @@ struct Attacker {
   }
 
   std::vector<uint8_t> claimed_address;  // the hello payload while claiming a pid
+  std::vector<testing::ChildProcess> claimed_children;  // the live processes whose pids were claimed
   // Arg claim_pid=N claims pid N; claim_pid=children claims, at every
   // Connect, the pid of a new child of ours (each a live process, so the
   // server can watch it), never our own.
@@ -99,12 +101,13 @@ struct Attacker {
     if (claim.empty()) return;
     int32_t pid = 0;
     if (claim == "children") {
-      pid = fork();
-      if (pid == 0) {
+      auto child = testing::ChildProcess::Fork([] {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         pause();
-        _exit(0);
-      }
+        return 0;
+      });
+      pid = child.ok() ? child->pid() : -1;
+      if (child.ok()) claimed_children.push_back(std::move(*child));
     } else {
       pid = static_cast<int32_t>(std::stol(claim));
     }
