@@ -1,10 +1,12 @@
 #include "common/privileges.h"
 
 #include <linux/capability.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include "common/config.h"
+#include "common/daemon.h"
 
 namespace ros2 {
 namespace {
@@ -62,6 +64,30 @@ TEST(PrivilegesTest, MissingUserNamesItAndHowToCreateIt) {
   EXPECT_NE(m.find("'ros2-test-no-such-user'"), std::string::npos) << m;
   EXPECT_NE(m.find("useradd --system"), std::string::npos) << m;
   EXPECT_NE(m.find("process.user: root"), std::string::npos) << m;
+}
+
+// LeaveRoot (common/daemon.h) without a switch: process.user root keeps root,
+// a user that does not exist stops before anything is handed over; in both,
+// neither step runs. (The switch itself runs in every root-started engine
+// of the integration tests.)
+TEST(PrivilegesTest, LeaveRootWithoutASwitchRunsNeitherStep) {
+  int steps = 0;
+  auto step = [&](const ServiceUser&) {
+    ++steps;
+    return Status::Ok();
+  };
+  auto kept = LeaveRoot(ProcessConfig{.user = "root"}, "ros2-test", step, step);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_EQ(*kept, ::geteuid() == 0 ? "runs as root (process.user: root)" : "");
+  auto missing = LeaveRoot(ProcessConfig{.user = "ros2-test-no-such-user"}, "ros2-test", step, step);
+  if (::geteuid() == 0) {
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.status().message().find("ros2-test runs as root"), std::string::npos) << missing.status().ToString();
+  } else {
+    ASSERT_TRUE(missing.ok()) << missing.status().ToString();
+    EXPECT_EQ(*missing, "");
+  }
+  EXPECT_EQ(steps, 0);
 }
 
 }  // namespace
