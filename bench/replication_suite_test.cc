@@ -1,0 +1,76 @@
+// `ros2-bench replication` end to end on a small scale: etcd and three
+// engines, S1 against RP_2G1 and RP_3G1 for one write and one read case, one
+// engine killed under the RP writers, the disk's copy rate through fio. Every
+// record parses; the RP records carry S1's same-run figure and the ratio; the
+// kill case reports its stall against the bound and no lost write.
+#include <unistd.h>
+
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "testing/subprocess.h"
+#include "testing/temp_dir.h"
+
+namespace ros2::bench {
+namespace {
+
+TEST(ReplicationSuiteTest, RpAgainstS1AndTheKillCase) {
+  ros2::testing::TempDir tmp{"repl-suite"};
+  const std::vector<std::string> argv = {
+      ROS2_BENCH_PATH, "--json",  "replication", "--dir",        tmp.path(), "--cases", "write:1048576,read:1048576",
+      "--rounds",      "1",       "--runtime",   "0.3",          "--size",   "4194304", "--shard-size",
+      "64MiB",         "--ttl",   "2",           "--kill-after", "0.5",      "--post-kill", "0.5",
+      "--copy-size",   "8388608"};
+  ros2::testing::CommandResult r = ros2::testing::RunCommand(argv, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::map<std::string, nlohmann::json>> records;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << "not JSON: " << line;
+    EXPECT_EQ(j["bench"], "replication");
+    records[j["case"].get<std::string>()][j["metric"].get<std::string>()] = j;
+  }
+  for (const char* op : {"write", "read"}) {
+    for (const char* oc : {"S1", "RP_2G1", "RP_3G1"}) {
+      const std::string c = fmt::format("op={} bs=1048576 qd=8 oclass={} engines=3", op, oc);
+      ASSERT_TRUE(records.contains(c)) << c << " missing:\n" << r.out;
+      for (const char* m : {"iops", "mib_s", "lat_us_p99", "cpu_us_per_io"}) {
+        ASSERT_TRUE(records[c].contains(m)) << c << " has no " << m;
+        const auto& j = records[c][m];
+        EXPECT_GT(j["value"].get<double>(), 0) << j.dump();
+        if (std::string(oc) == "S1") {
+          EXPECT_FALSE(j.contains("baseline")) << j.dump();
+          continue;
+        }
+        EXPECT_EQ(j["baseline"], "S1") << j.dump();
+        EXPECT_EQ(j["baseline_value"].get<double>(),
+                  records[fmt::format("op={} bs=1048576 qd=8 oclass=S1 engines=3", op)][m]["value"].get<double>());
+        EXPECT_NEAR(j["ratio"].get<double>(), j["value"].get<double>() / j["baseline_value"].get<double>(), 1e-6);
+      }
+    }
+  }
+  for (const char* oc : {"RP_2G1", "RP_3G1"}) {
+    const std::string c = fmt::format("op=write bs=65536 qd=1 oclass={} engines=3 event=kill", oc);
+    ASSERT_TRUE(records.contains(c)) << c << " missing:\n" << r.out;
+    const auto& stall = records[c]["stall_ms_max"];
+    EXPECT_EQ(stall["baseline"], "bound-2xttl+1s");
+    EXPECT_EQ(stall["baseline_value"].get<double>(), 5000.0);
+    EXPECT_GT(stall["value"].get<double>(), 0);
+    EXPECT_EQ(records[c]["lost_writes"]["value"].get<double>(), 0) << records[c]["lost_writes"].dump();
+    EXPECT_EQ(records[c]["lat_us_p99"]["baseline"], "before-kill");
+  }
+  const std::string copy = "op=copy bs=1048576 oclass=fio-disk";
+  ASSERT_TRUE(records.contains(copy)) << r.out;
+  EXPECT_GT(records[copy]["mib_s"]["value"].get<double>(), 0);
+}
+
+}  // namespace
+}  // namespace ros2::bench
