@@ -22,7 +22,8 @@
 //    the rate a rebuild that reads one copy and writes another can reach here.
 //    A rebuild case measures against it once rebuild exists.
 // 3. Engine kill (event=kill): one writer thread per RP class puts 64 KiB
-//    values one at a time; after --kill-after seconds one engine (neither the
+//    values one at a time, in turn on six objects (one has a copy on the
+//    killed engine but with odds 1/729); after --kill-after seconds one engine (neither the
 //    client's control engine nor the management leader) gets SIGKILL; the
 //    writers go on for --post-kill seconds more. Reported per class: the
 //    longest single write (stall_ms_max) against the bound 2 x lease TTL +
@@ -71,7 +72,7 @@ struct ReplSuiteOptions {
   double runtime_s = 2;
   int qd = 8;
   uint64_t size = 64 * kMiB;  // read set per class
-  std::string shard_size = "1GiB";
+  std::string shard_size = "4GiB";  // grows on demand; the kill writers write on after the cases
   int ttl_s = 3;
   double kill_after_s = 2;
   double post_kill_s = -1;  // < 0: 2 x TTL + 2 s
@@ -401,7 +402,10 @@ Status RunThroughput(Reporter& rep, EngineSet& set, const std::vector<Case>& cas
 // One RP class's writer across the kill: 64 KiB puts, one at a time.
 struct KillWriter {
   std::string oclass;
-  Target target;
+  // Six objects, written in turn: each RP object misses a given engine with
+  // odds 1/3 (RP_2 on three engines), so one of them almost surely has a
+  // copy on the engine killed.
+  std::vector<Target> targets;
   std::vector<std::pair<std::string, uint64_t>> acked;  // dkey, pattern seed
   std::vector<double> lat_ms;
   size_t before_kill = 0;  // writes acknowledged before the kill
@@ -416,7 +420,8 @@ void RunKillWriter(KillWriter& w, const std::atomic<int64_t>& kill_ns, const std
     const uint64_t seed = 5000 + i;
     const auto value = testing::Pattern(kKillValue, seed);
     const auto t0 = Clock::now();
-    w.status = w.target.object->Put(dkey, "a", std::span<const std::byte>(value.data(), value.size()));
+    const Target& t = w.targets[i % w.targets.size()];
+    w.status = t.object->Put(dkey, "a", std::span<const std::byte>(value.data(), value.size()));
     if (!w.status.ok()) return;
     w.lat_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     w.acked.emplace_back(dkey, seed);
@@ -435,7 +440,10 @@ Status RunKill(Reporter& rep, EngineSet& set, bool* lost) {
     ROS2_RETURN_IF_ERROR(mgmt->CreateContainer("bench", "k-" + name, {{"oclass", name}}).status());
     auto w = std::make_unique<KillWriter>();
     w->oclass = name;
-    ROS2_ASSIGN_OR_RETURN(w->target, OpenTarget(set, "k-" + name, oc, 9));
+    for (uint64_t lo = 9; lo < 15; ++lo) {
+      ROS2_ASSIGN_OR_RETURN(Target t, OpenTarget(set, "k-" + name, oc, lo));
+      w->targets.push_back(std::move(t));
+    }
     writers.push_back(std::move(w));
   }
   if (writers.empty()) return Status::Ok();
@@ -460,8 +468,9 @@ Status RunKill(Reporter& rep, EngineSet& set, bool* lost) {
   for (auto& w : writers) {
     if (!w->status.ok()) return w->status.WithContext(fmt::format("{} writer after {} writes", w->oclass, w->acked.size()));
     size_t bad = 0;
-    for (const auto& [dkey, seed] : w->acked) {
-      auto got = w->target.object->Get(dkey, "a", kKillValue);
+    for (size_t k = 0; k < w->acked.size(); ++k) {
+      const auto& [dkey, seed] = w->acked[k];
+      auto got = w->targets[k % w->targets.size()].object->Get(dkey, "a", kKillValue);
       if (!got.ok() || *got != testing::Pattern(kKillValue, seed)) ++bad;
     }
     std::vector<double> before(w->lat_ms.begin(), w->lat_ms.begin() + static_cast<std::ptrdiff_t>(w->before_kill));
@@ -544,7 +553,7 @@ int RunReplicationSuite(Reporter& rep) {
     return rc;
   }
   auto mgmt = (*set)->Mgmt(0);
-  if (Status st = mgmt ? mgmt->CreatePool("bench", uint64_t{3} << 30).status() : Status::Disconnected("no channel"); !st.ok()) {
+  if (Status st = mgmt ? mgmt->CreatePool("bench", uint64_t{64} << 30).status() : Status::Disconnected("no channel"); !st.ok()) {
     fail("pool create", st);
     return rc;
   }

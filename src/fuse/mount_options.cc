@@ -46,6 +46,8 @@ Result<MountConfig> ParseCommandLine(int argc, char** argv, std::string* help) {
   app.add_option("--transport", c.transport, "Data-plane transport")
       ->check(CLI::IsMember({"auto", "shm", "tcp"}))
       ->capture_default_str();
+  app.add_option("--net-devices", c.net_devices, "Network devices of the data plane (UCX_NET_DEVICES), e.g. veth0")
+      ->capture_default_str();
   app.add_option("--key-file", c.key_file, "Key file of an encrypted container (ros2ctl key create)");
   app.add_option("--reconnect-timeout", c.reconnect_timeout_s,
                  "Seconds a call waits for a restarting engine before failing (0: fail at once)")
@@ -101,6 +103,7 @@ Result<client::ClientOptions> ResolveClientOptions(const MountConfig& config) {
   client::ClientOptions o;
   o.tenant = config.tenant;
   o.transport = config.transport;
+  o.net_devices = config.net_devices;
   o.control = config.control;
   o.secret_file = config.secret_file;
   o.reconnect_timeout = std::chrono::milliseconds(static_cast<int64_t>(config.reconnect_timeout_s * 1000));

@@ -31,6 +31,7 @@ struct MountConfig {
   std::string tenant = "admin";
   std::string secret_file;
   std::string transport = "auto";  // auto | shm | tcp
+  std::string net_devices = "lo";  // UCX_NET_DEVICES of the client (tcp)
   std::string key_file;            // encrypted containers: dfs::MountOptions::encryption_key_file
   // Seconds a call waits for an engine that went away (restarting) before it
   // fails with ENOTCONN (ClientOptions::reconnect_timeout; docs/fuse.md).
