@@ -1,6 +1,6 @@
 // A FUSE mount over a replicated container across one engine's kill -9
 // (docs/replication.md), label `replication`: one etcd member and three
-// ros2-engine processes sharing it (as replication_test), a ros2-fuse mount of
+// ros2-engine processes sharing it (EtcdEngineCluster), a ros2-fuse mount of
 // an RP_2GX container (page cache off: every read reaches an engine), a
 // writer writing whole files through the mount and logging each one whose
 // fsync and close returned 0, and a reader reading logged files back all the
@@ -24,13 +24,10 @@
 
 #include <fmt/format.h>
 
-#include "control/control_channel.h"
-#include "control/credentials.h"
-#include "control/management_client.h"
-#include "testing/engine_process.h"
-#include "testing/etcd_process.h"
+#include "testing/etcd_cluster.h"
 #include "testing/fuse_mount.h"
 #include "testing/pattern.h"
+#include "testing/status_assert.h"
 
 namespace ros2::testing {
 namespace {
@@ -42,57 +39,6 @@ constexpr size_t kFileSize = 192 * 1024;
 double MsSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
-
-// etcd and three engines on it. The same set-up as replication_test's, kept
-// to what this test needs.
-struct Engines {
-  TempDir dir;
-  std::unique_ptr<EtcdTestCluster> etcd;
-  std::vector<std::unique_ptr<EngineProcess>> engines;
-  control::Credentials admin;
-
-  void Start() {
-    auto e = EtcdTestCluster::Start(1);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    etcd = std::move(*e);
-    auto key = WriteTestClusterKey(dir.path());
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
-    for (int i = 0; i < 3; ++i) {
-      EngineOptions o;
-      o.data_dir = dir.path() + "/engine" + std::to_string(i);
-      o.targets = 1;
-      o.storage_class = "nvme";
-      o.data_size = "64MiB";
-      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + *key,
-                         "lease_ttl: " + std::to_string(kTtlSeconds) + "s"};
-      auto p = EngineProcess::Start(o);
-      ASSERT_TRUE(p.ok()) << p.status().ToString();
-      engines.push_back(std::move(*p));
-    }
-    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
-    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
-    admin = {"admin", *secret};
-  }
-
-  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) {
-    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
-    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
-    return std::make_unique<control::ManagementClient>(*channel, admin, std::chrono::seconds(5));
-  }
-
-  int LeaderIndex() {
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      auto st = Mgmt(0)->GetEngineStatus();
-      if (st.ok()) {
-        for (size_t i = 0; i < engines.size(); ++i) {
-          if (st->leader() == engines[i]->control()) return static_cast<int>(i);
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return -1;
-  }
-};
 
 // Writes `data` to a new file `path` (open, write, fsync, close); the longest
 // call's duration in *longest_ms. An error names the call.
@@ -140,13 +86,14 @@ std::vector<std::byte> ReadFile(const std::string& path, std::string* error) {
 }
 
 TEST(ReplicationMountTest, KillOneEngineUnderAMountLosesNoAcknowledgedFile) {
-  Engines c;
-  ASSERT_NO_FATAL_FAILURE(c.Start());
+  EtcdEngineCluster c;
+  ROS2_ASSERT_OK(
+      c.Start({.storage_class = "nvme", .data_size = "64MiB", .lease_ttl = std::chrono::seconds(kTtlSeconds)}));
   auto mgmt = c.Mgmt(0);
   ASSERT_TRUE(mgmt->CreatePool("p", 512 << 20).ok());
   auto cont = mgmt->CreateContainer("p", "rp2", {{"oclass", "RP_2GX"}, {"rd_fac", "1"}});
   ASSERT_TRUE(cont.ok()) << cont.status().ToString();
-  const int leader = c.LeaderIndex();
+  const int leader = c.LeaderIndex(0);
   ASSERT_GE(leader, 0);
   const size_t home = leader == 0 ? 1 : 0;
   size_t victim = 0;
@@ -214,7 +161,7 @@ TEST(ReplicationMountTest, KillOneEngineUnderAMountLosesNoAcknowledgedFile) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   const auto killed = Clock::now();
   acked_after_kill.store(0);
-  c.engines[victim]->Kill();
+  c.Kill(victim);
   std::this_thread::sleep_for(std::chrono::seconds(2 * kTtlSeconds + 2));
   stop.store(true);
   writer.join();
