@@ -71,7 +71,7 @@ struct ReplSuiteOptions {
   int rounds = 3;
   double runtime_s = 2;
   int qd = 8;
-  uint64_t size = 64 * kMiB;  // read set per class
+  uint64_t size = 64 * kMiB;        // read set per class
   std::string shard_size = "4GiB";  // grows on demand; the kill writers write on after the cases
   int ttl_s = 3;
   double kill_after_s = 2;
@@ -207,7 +207,8 @@ Result<Target> OpenTarget(const EngineSet& set, const std::string& cont, ObjectC
   ROS2_ASSIGN_OR_RETURN(t.client, set.Connect(0));
   ROS2_ASSIGN_OR_RETURN(t.pool, t.client->ConnectPool("bench"));
   ROS2_ASSIGN_OR_RETURN(t.container, t.pool->OpenContainer(cont));
-  ROS2_ASSIGN_OR_RETURN(auto obj, t.container->OpenObject(client::Container::MakeObjectId(oc, 0xbe7c, lo, ObjectType::kArray)));
+  ROS2_ASSIGN_OR_RETURN(auto obj,
+                        t.container->OpenObject(client::Container::MakeObjectId(oc, 0xbe7c, lo, ObjectType::kArray)));
   t.object = std::make_unique<client::Object>(std::move(obj));
   return t;
 }
@@ -269,7 +270,8 @@ Result<Figures> Drive(const EngineSet& set, Target& t, const Case& c, double run
     for (size_t i = 0; i < n; ++i) {
       if (!events[i].result.status.ok()) return events[i].result.status.WithContext(c.op);
       const int slot = static_cast<int>(events[i].user_data);
-      lat_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - started[static_cast<size_t>(slot)]).count());
+      lat_us.push_back(
+          std::chrono::duration<double, std::micro>(Clock::now() - started[static_cast<size_t>(slot)]).count());
       ++ops;
       free_slots.push_back(slot);
     }
@@ -287,8 +289,11 @@ Result<Figures> Drive(const EngineSet& set, Target& t, const Case& c, double run
 }
 
 std::string CaseDesc(const Case& c, const std::string& oclass) {
-  return CaseString({{"op", c.op}, {"bs", std::to_string(c.bs)}, {"qd", std::to_string(g_opts.qd)},
-                     {"oclass", oclass}, {"engines", "3"}});
+  return CaseString({{"op", c.op},
+                     {"bs", std::to_string(c.bs)},
+                     {"qd", std::to_string(g_opts.qd)},
+                     {"oclass", oclass},
+                     {"engines", "3"}});
 }
 
 double Median(std::vector<double> v) {
@@ -466,7 +471,8 @@ Status RunKill(Reporter& rep, EngineSet& set, bool* lost) {
   }
   const double bound_ms = 2000.0 * g_opts.ttl_s + 1000;
   for (auto& w : writers) {
-    if (!w->status.ok()) return w->status.WithContext(fmt::format("{} writer after {} writes", w->oclass, w->acked.size()));
+    if (!w->status.ok())
+      return w->status.WithContext(fmt::format("{} writer after {} writes", w->oclass, w->acked.size()));
     size_t bad = 0;
     for (size_t k = 0; k < w->acked.size(); ++k) {
       const auto& [dkey, seed] = w->acked[k];
@@ -478,8 +484,12 @@ Status RunKill(Reporter& rep, EngineSet& set, bool* lost) {
     for (double ms : w->lat_ms) all_us.push_back(ms * 1000);
     for (double ms : before) before_us.push_back(ms * 1000);
     const double stall = w->lat_ms.empty() ? 0 : *std::max_element(w->lat_ms.begin(), w->lat_ms.end());
-    const std::string desc = CaseString({{"op", "write"}, {"bs", std::to_string(kKillValue)}, {"qd", "1"},
-                                         {"oclass", w->oclass}, {"engines", "3"}, {"event", "kill"}});
+    const std::string desc = CaseString({{"op", "write"},
+                                         {"bs", std::to_string(kKillValue)},
+                                         {"qd", "1"},
+                                         {"oclass", w->oclass},
+                                         {"engines", "3"},
+                                         {"event", "kill"}});
     std::fprintf(stderr,
                  "replication bench: kill %s: %zu writes acknowledged (%zu before the kill), longest %.0f ms "
                  "(bound %.0f ms), %zu did not read back\n",
@@ -553,7 +563,8 @@ int RunReplicationSuite(Reporter& rep) {
     return rc;
   }
   auto mgmt = (*set)->Mgmt(0);
-  if (Status st = mgmt ? mgmt->CreatePool("bench", uint64_t{64} << 30).status() : Status::Disconnected("no channel"); !st.ok()) {
+  if (Status st = mgmt ? mgmt->CreatePool("bench", uint64_t{64} << 30).status() : Status::Disconnected("no channel");
+      !st.ok()) {
     fail("pool create", st);
     return rc;
   }
@@ -574,8 +585,7 @@ const bool registered = RegisterSuite(Suite{
     "client stall across an engine's kill -9",
     [](CLI::App& app) {
       app.add_option("--dir", g_opts.dir, "parent directory for the scratch dir (etcd, engines, fio file)");
-      app.add_option("--cases", g_opts.cases, "op:bs cases, op one of write randwrite read randread")
-          ->delimiter(',');
+      app.add_option("--cases", g_opts.cases, "op:bs cases, op one of write randwrite read randread")->delimiter(',');
       app.add_option("--oclasses", g_opts.oclasses, "object classes; S1 is the baseline")->delimiter(',');
       app.add_option("--rounds", g_opts.rounds, "rounds; in each every class runs once (the median is reported)")
           ->check(CLI::Range(1, 100));

@@ -24,9 +24,9 @@ namespace {
 TEST(ReplicationSuiteTest, RpAgainstS1AndTheKillCase) {
   ros2::testing::TempDir tmp{"repl-suite"};
   const std::vector<std::string> argv = {
-      ROS2_BENCH_PATH, "--json",  "replication", "--dir",        tmp.path(), "--cases", "write:1048576,read:1048576",
-      "--rounds",      "1",       "--runtime",   "0.3",          "--size",   "4194304", "--shard-size",
-      "64MiB",         "--ttl",   "2",           "--kill-after", "0.5",      "--post-kill", "0.5",
+      ROS2_BENCH_PATH, "--json", "replication", "--dir",        tmp.path(), "--cases",     "write:1048576,read:1048576",
+      "--rounds",      "1",      "--runtime",   "0.3",          "--size",   "4194304",     "--shard-size",
+      "64MiB",         "--ttl",  "2",           "--kill-after", "0.5",      "--post-kill", "0.5",
       "--copy-size",   "8388608"};
   ros2::testing::CommandResult r = ros2::testing::RunCommand(argv, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -78,23 +78,22 @@ TEST(HostReplicationTest, DISABLED_LinkOfOneHostDownLosesNoAcknowledgedFile) {
   auto up = HostCluster::Up(o);
   ASSERT_TRUE(up.ok()) << up.status().ToString();
   HostCluster& c = **up;
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"pool", "create", "p", "--size", "1GiB"},
-        {"cont", "create", "p", "rp2", "--oclass", "RP_2GX", "--rd-fac", "1"}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"pool", "create", "p", "--size", "1GiB"},
+                                               {"cont", "create", "p", "rp2", "--oclass", "RP_2GX", "--rd-fac", "1"}}) {
     CommandResult r = c.Ctl(args);
     ASSERT_EQ(r.exit_code, 0) << args[0] << " " << args[1] << ": " << r.err << r.out;
   }
   // The mount in host 1 talks to host 1's engine for control.
   const std::string client_dir = dir.path() + "/client";
   std::filesystem::create_directories(client_dir);
-  std::ofstream(client_dir + "/cluster.json") << fmt::format(
-      R"({{"control": "unix:{}/control.sock", "admin_secret_file": "{}"}})", c.host(1)["data_dir"].get<std::string>(),
-      c.info()["admin_secret_file"].get<std::string>());
+  std::ofstream(client_dir + "/cluster.json")
+      << fmt::format(R"({{"control": "unix:{}/control.sock", "admin_secret_file": "{}"}})",
+                     c.host(1)["data_dir"].get<std::string>(), c.info()["admin_secret_file"].get<std::string>());
   const std::string mnt = dir.path() + "/mnt";
   std::filesystem::create_directories(mnt);
-  CommandResult mounted = c.InHost(1, {ROS2_FUSE_BINARY, "--data-dir", client_dir, "--net-devices",
-                                       c.info()["net_devices"].get<std::string>(), "--data-cache", "off",
-                                       "--reconnect-timeout", "30", "--log-level", "info", "p", "rp2", mnt});
+  CommandResult mounted = c.InHost(
+      1, {ROS2_FUSE_BINARY, "--data-dir", client_dir, "--net-devices", c.info()["net_devices"].get<std::string>(),
+          "--data-cache", "off", "--reconnect-timeout", "30", "--log-level", "info", "p", "rp2", mnt});
   ASSERT_EQ(mounted.exit_code, 0) << mounted.err << mounted.out;
 
   CommandResult written;
@@ -115,8 +114,8 @@ TEST(HostReplicationTest, DISABLED_LinkOfOneHostDownLosesNoAcknowledgedFile) {
       cut_s, log.acked.size(), log.reads, log.longest_write_ms, log.longest_read_ms, log.write_errors.size(),
       kTtlSeconds);
   for (const auto& e : log.write_errors) std::printf("cluster replication: write error%s\n", e.c_str());
-  EXPECT_TRUE(log.read_errors.empty()) << log.read_errors.size() << " reads failed, the first:"
-                                       << log.read_errors.front();
+  EXPECT_TRUE(log.read_errors.empty()) << log.read_errors.size()
+                                       << " reads failed, the first:" << log.read_errors.front();
   ASSERT_FALSE(log.acked.empty()) << written.out;
   ASSERT_GE(log.longest_write_ms, 0) << written.out;
   const double bound_ms = 2000.0 * kTtlSeconds + 1000;

@@ -102,9 +102,9 @@ TEST(ReplicationMountTest, KillOneEngineUnderAMountLosesNoAcknowledgedFile) {
   // The mount finds its control engine and secret in a cluster.json of its own.
   const std::string client_dir = c.dir.path() + "/client";
   std::filesystem::create_directories(client_dir);
-  std::ofstream(client_dir + "/cluster.json") << fmt::format(R"({{"control": "{}", "admin_secret_file": "{}"}})",
-                                                             c.engines[home]->control(),
-                                                             c.engines[0]->admin_secret_file());
+  std::ofstream(client_dir + "/cluster.json")
+      << fmt::format(R"({{"control": "{}", "admin_secret_file": "{}"}})", c.engines[home]->control(),
+                     c.engines[0]->admin_secret_file());
   FuseMountOptions mo;
   mo.binary = ROS2_FUSE_BINARY;
   mo.data_dir = client_dir;
@@ -168,7 +168,8 @@ TEST(ReplicationMountTest, KillOneEngineUnderAMountLosesNoAcknowledgedFile) {
   reader.join();
   std::printf(
       "replication: mount over RP_2GX, engine kill -9: %zu files acknowledged (%d after the kill), %zu reads, "
-      "longest write call %.0f ms, longest read %.0f ms, %zu write errors (lease TTL %d s, %.1f s run after the kill)\n",
+      "longest write call %.0f ms, longest read %.0f ms, %zu write errors (lease TTL %d s, %.1f s run after the "
+      "kill)\n",
       acked.size(), acked_after_kill.load(), reads, write_longest_ms, read_longest_ms, write_errors.size(), kTtlSeconds,
       MsSince(killed) / 1000);
   for (const auto& e : write_errors) std::printf("replication: write error %s\n", e.c_str());
@@ -182,8 +183,8 @@ TEST(ReplicationMountTest, KillOneEngineUnderAMountLosesNoAcknowledgedFile) {
     std::string error;
     const auto got = ReadFile(fmt::format("{}/f{}", root, file), &error);
     ASSERT_TRUE(error.empty()) << error;
-    ASSERT_TRUE(got == Pattern(kFileSize, static_cast<uint64_t>(file))) << "acknowledged file f" << file
-                                                                        << " read back different";
+    ASSERT_TRUE(got == Pattern(kFileSize, static_cast<uint64_t>(file)))
+        << "acknowledged file f" << file << " read back different";
   }
   EXPECT_EQ((*mount)->Stop(), 0) << (*mount)->log().substr(0, 4000);
 }
