@@ -212,6 +212,12 @@ Result<std::shared_ptr<ThreadIo>> ClientCore::ThisThreadIo() {
   return io;
 }
 
+void ClientCore::AbandonPeers(const std::vector<std::string>& addresses) {
+  if (addresses.empty()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, io] : threads_) io->AbandonPeers(addresses);
+}
+
 namespace {
 
 // The host of an engine, from its address in the map ("host:port", "[v6]:port"

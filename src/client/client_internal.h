@@ -95,6 +95,13 @@ class ThreadIo {
   void RunDueTimers();
   bool has_timers() const { return !timers_.empty(); }
 
+  // Any thread: the pool map marked the targets at `addresses` DOWN. The
+  // owner closes its endpoints to them at its next wait (RunDueTimers), so
+  // calls in flight there fail at once (kCancelled: the failure policy
+  // resends them under the new map) instead of waiting out io_timeout on a
+  // peer that a partition keeps from ever answering or closing.
+  void AbandonPeers(const std::vector<std::string>& addresses);
+
   // Completions (the client's, with the caller's callback inside) nest on
   // this thread's worker: while one runs nothing may progress the worker,
   // connect, or run timers (CompletionScope).
@@ -119,6 +126,10 @@ class ThreadIo {
   uint64_t timer_seq_ = 0;
   int completion_depth_ = 0;
   std::thread::id owner_;
+  void CloseAbandoned();
+  std::mutex abandon_mu_;
+  std::vector<std::string> abandoned_;  // GUARDED_BY(abandon_mu_)
+  std::atomic<bool> has_abandoned_{false};
 };
 
 // Marks `io`'s thread as inside a completion for the scope's lifetime.
@@ -145,6 +156,9 @@ class ClientCore {
   transport::Context& context() { return *context_; }
   // The calling thread's I/O state, created on first use.
   Result<std::shared_ptr<ThreadIo>> ThisThreadIo();
+  // Every thread's endpoints to `addresses` close at its next wait
+  // (ThreadIo::AbandonPeers); any thread may call it.
+  void AbandonPeers(const std::vector<std::string>& addresses);
   // The channel to the first of options().control (the map watches' first endpoint).
   const std::shared_ptr<grpc::Channel>& control_channel() const { return control_channel_; }
 

@@ -106,10 +106,23 @@ Result<uint64_t> PoolCore::Refresh() {
 }
 
 bool PoolCore::AdoptMap(std::shared_ptr<const MapSnapshot> snapshot) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (snapshot->map.version <= snapshot_->map.version) return false;
-  ROS2_LOG_DEBUG("libros2: pool {}: map v{} -> v{} (watch)", label(), snapshot_->map.version, snapshot->map.version);
-  snapshot_ = std::move(snapshot);
+  std::vector<std::string> gone;  // addresses of targets this map takes DOWN
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (snapshot->map.version <= snapshot_->map.version) return false;
+    ROS2_LOG_DEBUG("libros2: pool {}: map v{} -> v{} (watch)", label(), snapshot_->map.version,
+                   snapshot->map.version);
+    const auto& before = snapshot_->map.targets;
+    const auto& after = snapshot->map.targets;
+    for (size_t i = 0; i < after.size() && i < before.size() && i < snapshot->addresses.size(); ++i) {
+      if (after[i].state == TargetState::kDown && before[i].state != TargetState::kDown) {
+        gone.push_back(snapshot->addresses[i]);
+      }
+    }
+    snapshot_ = std::move(snapshot);
+  }
+  // Outside mu_: a thread closing its endpoints may resend, which reads the map.
+  client_->AbandonPeers(gone);
   return true;
 }
 

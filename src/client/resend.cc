@@ -45,10 +45,12 @@ void ThreadIo::Schedule(std::chrono::milliseconds delay, std::function<void()> r
 }
 
 bool ThreadIo::TimerDue() const {
+  if (has_abandoned_.load(std::memory_order_acquire)) return true;
   return !timers_.empty() && timers_.front().due <= std::chrono::steady_clock::now();
 }
 
 std::chrono::microseconds ThreadIo::UntilNextTimer(std::chrono::microseconds cap) const {
+  if (has_abandoned_.load(std::memory_order_acquire)) return std::chrono::microseconds(0);
   if (timers_.empty()) return cap;
   const auto left = timers_.front().due - std::chrono::steady_clock::now();
   if (left <= std::chrono::steady_clock::duration::zero()) return std::chrono::microseconds(0);
@@ -56,8 +58,38 @@ std::chrono::microseconds ThreadIo::UntilNextTimer(std::chrono::microseconds cap
   return std::min(cap, std::chrono::ceil<std::chrono::microseconds>(left));
 }
 
+void ThreadIo::AbandonPeers(const std::vector<std::string>& addresses) {
+  {
+    std::lock_guard<std::mutex> lock(abandon_mu_);
+    abandoned_.insert(abandoned_.end(), addresses.begin(), addresses.end());
+  }
+  has_abandoned_.store(true, std::memory_order_release);
+  worker_->Signal();  // wakes a wait of the owner thread
+}
+
+void ThreadIo::CloseAbandoned() {
+  std::vector<std::string> addresses;
+  {
+    std::lock_guard<std::mutex> lock(abandon_mu_);
+    addresses.swap(abandoned_);
+    has_abandoned_.store(false, std::memory_order_release);
+  }
+  for (const std::string& address : addresses) {
+    auto it = endpoints_.find(address);
+    if (it == endpoints_.end()) continue;
+    std::shared_ptr<transport::Endpoint> ep = std::move(it->second.ep);
+    endpoints_.erase(it);
+    if (ep->outstanding() > 0) {
+      ROS2_LOG_INFO("libros2: {} call(s) to {} abandoned: the pool map marks its target DOWN", ep->outstanding(),
+                    address);
+    }
+    ep->Close();  // fails the calls in flight with kCancelled; their resends go by the new map
+  }
+}
+
 void ThreadIo::RunDueTimers() {
   if (in_completion()) return;
+  if (has_abandoned_.load(std::memory_order_acquire)) CloseAbandoned();
   // Only the timers due on entry: a resend that schedules itself again (with
   // a pause of 0) runs at the next wait, not in this loop.
   const auto now = std::chrono::steady_clock::now();
