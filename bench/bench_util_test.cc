@@ -146,6 +146,40 @@ TEST(Stages, SamplesTheNamedThreadsOfAProcess) {
   EXPECT_TRUE(SampleThreads(::getpid(), "no-such-thread").empty());
 }
 
+TEST(Stages, MachineCpuSampleCountsThisProcessesBusyTime) {
+  auto before = SampleMachineCpu();
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  EXPECT_GT(before->cpus, 0);
+  EXPECT_GE(before->busy_s, before->irq_s);
+  // Spin for 50 ms of wall time: the machine's busy time must grow by about that.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+  volatile uint64_t n = 0;
+  while (std::chrono::steady_clock::now() < until) n = n + 1;
+  auto after = SampleMachineCpu();
+  ASSERT_TRUE(after.ok());
+  EXPECT_GT(after->busy_s, before->busy_s);
+}
+
+TEST(Stages, CpuOfRunSplitsOwnAndOtherProcesses) {
+  MachineCpu before{.busy_s = 100, .irq_s = 1, .cpus = 2, .at = std::chrono::steady_clock::time_point{}};
+  MachineCpu after = before;
+  after.at = before.at + std::chrono::seconds(4);
+  after.busy_s = 106;  // 1.5 CPUs busy over 4 s
+  after.irq_s = 1.2;
+  const RunCpu r = CpuOfRun(before, after, /*own_s=*/2.0, /*ios=*/100000);
+  EXPECT_DOUBLE_EQ(r.wall_s, 4);
+  EXPECT_DOUBLE_EQ(r.busy_cpus, 1.5);
+  EXPECT_DOUBLE_EQ(r.other_cpus, 1.0);  // 1.5 busy - 2 s / 4 s own
+  EXPECT_NEAR(r.irq_us_per_io, 2.0, 1e-9);  // 0.2 s over 100,000 I/Os
+  // The arithmetic: 20 + 10 us a read on 2 idle CPUs is 66.7 K IOPS, 2.22 x
+  // local's 30 K; the 1.0 CPU the other load left allows half of that.
+  const std::string line = FormatCpuArithmetic(20, 10, 4, 30000, r);
+  EXPECT_NE(line.find("engine 20.0 + client 10.0 = 30.0 us a read (7.5x local fio's 4.0)"), std::string::npos) << line;
+  EXPECT_NE(line.find("2 idle CPUs allow 66.7 K IOPS (2.22 x local's 30.0 K)"), std::string::npos) << line;
+  EXPECT_NE(line.find("left 1.00 CPUs: 33.3 K (1.11 x local)"), std::string::npos) << line;
+  EXPECT_EQ(FormatCpuArithmetic(0, 0, 4, 30000, r), "");  // nothing measured: no line
+}
+
 TEST(PerftestParse, TakesTheFinalNumericLine) {
   const std::string out =
       "+------+\n|  Test  | # iterations | 50.0%ile | average |\n+------+\n"

@@ -172,6 +172,7 @@ class CaseRunner {
       Result<FioResult> r = Status::Cancelled("not run");
       std::optional<EngineCpu> engine_cpu;
       auto start_engine_cpu = [&] { engine_cpu = EngineCpu::Start(cluster_); };
+      const auto machine_before = SampleMachineCpu();
       if (mode == "local") {
         const std::string dir = scratch_ + (IsReadOp(k.op) ? "/local-read" : "/local-write");
         std::filesystem::create_directories(dir);
@@ -251,12 +252,33 @@ class CaseRunner {
       if (mode != "mount" && ios > 0) f.client_cpu_us_per_io = r->cpu_s * 1e6 / static_cast<double>(ios);
       std::fprintf(stderr, "posix bench:   %-6s %10.0f IOPS %9.1f MiB/s  engine %6.2f us/io  client %6.2f us/io\n",
                    mode.c_str(), f.iops, f.mib_s, f.cpu_us_per_io, f.client_cpu_us_per_io);
+      PrintMachineCpu(k, mode, f, machine_before, static_cast<double>(ios), out);
       out[mode].push_back(f);
     }
     return Status::Ok();
   }
 
  private:
+  // The machine's CPU over the run (busy, other processes', interrupts per
+  // I/O) and, for a 4 KiB random read after this round's local run, the CPU
+  // arithmetic of the engine run against local fio (docs/engine.md).
+  static void PrintMachineCpu(const CaseKey& k, const std::string& mode, const Figures& f,
+                              const Result<MachineCpu>& before, double ios,
+                              const std::map<std::string, std::vector<Figures>>& out) {
+    const auto after = SampleMachineCpu();
+    if (!before.ok() || !after.ok() || ios <= 0) return;
+    const double own_s = (f.cpu_us_per_io + f.client_cpu_us_per_io) * ios / 1e6;
+    const RunCpu run = CpuOfRun(*before, *after, own_s, ios);
+    std::fprintf(stderr, "posix bench:   %-6s machine: %.2f of %d CPUs busy, %.2f by other processes; "
+                 "irq+softirq %.2f us/io\n", mode.c_str(), run.busy_cpus, run.cpus, run.other_cpus, run.irq_us_per_io);
+    auto local = out.find("local");
+    if (mode != "engine" || k.bs != 4096 || k.op != "randread" || local == out.end() || local->second.empty()) return;
+    const Figures& l = local->second.back();
+    std::fputs(FormatCpuArithmetic(f.cpu_us_per_io, f.client_cpu_us_per_io, l.client_cpu_us_per_io, l.iops, run)
+                   .c_str(),
+               stderr);
+  }
+
   // Where the fio engine's queues write their own timings (ROS2_FIO_STAGES).
   std::string ClientStagesFile() const { return scratch_ + "/fio-stages.txt"; }
 

@@ -1,5 +1,8 @@
 #include "bench/stages_bench_util.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -108,6 +111,49 @@ std::string FormatThreads(const std::map<pid_t, ThreadSched>& before, const std:
                        run / wall / 1e7, wait / wall / 1e7, waits > 0 ? wait / waits / 1e3 : 0);
   }
   return out.str();
+}
+
+Result<MachineCpu> SampleMachineCpu() {
+  std::ifstream in("/proc/stat");
+  std::string cpu;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") {
+    return Status::IOError("/proc/stat: no cpu line");
+  }
+  const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  MachineCpu m;
+  m.busy_s = (user + nice + system + irq + softirq + steal) / tick;
+  m.irq_s = (irq + softirq) / tick;
+  m.cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  m.at = std::chrono::steady_clock::now();
+  return m;
+}
+
+RunCpu CpuOfRun(const MachineCpu& before, const MachineCpu& after, double own_s, double ios) {
+  RunCpu r;
+  r.cpus = after.cpus;
+  r.wall_s = std::chrono::duration<double>(after.at - before.at).count();
+  if (r.wall_s <= 0) return r;
+  r.busy_cpus = (after.busy_s - before.busy_s) / r.wall_s;
+  r.other_cpus = std::max(0.0, r.busy_cpus - own_s / r.wall_s);
+  if (ios > 0) r.irq_us_per_io = (after.irq_s - before.irq_s) * 1e6 / ios;
+  return r;
+}
+
+std::string FormatCpuArithmetic(double engine_us, double client_us, double local_us, double local_iops,
+                                const RunCpu& engine_run) {
+  const double sum = engine_us + client_us;
+  if (sum <= 0 || local_iops <= 0 || engine_run.cpus <= 0) return "";
+  const double idle_ceiling = engine_run.cpus * 1e6 / sum;
+  const double left = std::max(0.0, engine_run.cpus - engine_run.other_cpus);
+  const double left_ceiling = left * 1e6 / sum;
+  return fmt::format(
+      "  cpu arithmetic: engine {:.1f} + client {:.1f} = {:.1f} us a read ({:.1f}x local fio's {:.1f}); "
+      "{} idle CPUs allow {:.1f} K IOPS ({:.2f} x local's {:.1f} K); the other load left {:.2f} CPUs: "
+      "{:.1f} K ({:.2f} x local)\n",
+      engine_us, client_us, sum, local_us > 0 ? sum / local_us : 0.0, local_us, engine_run.cpus,
+      idle_ceiling / 1e3, idle_ceiling / local_iops, local_iops / 1e3, left, left_ceiling / 1e3,
+      left_ceiling / local_iops);
 }
 
 }  // namespace ros2::bench

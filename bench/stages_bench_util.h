@@ -68,4 +68,38 @@ std::map<pid_t, ThreadSched> SampleThreads(pid_t pid, const std::string& prefix)
 std::string FormatThreads(const std::map<pid_t, ThreadSched>& before, const std::map<pid_t, ThreadSched>& after,
                           double wall);
 
+// The whole machine's CPU time (/proc/stat's "cpu" line) at one moment:
+// seconds busy (user, nice, system, irq, softirq, steal; iowait counts as
+// idle), of which interrupt handling (irq, softirq), over `cpus` CPUs.
+struct MachineCpu {
+  double busy_s = 0;
+  double irq_s = 0;
+  int cpus = 0;
+  std::chrono::steady_clock::time_point at;
+};
+Result<MachineCpu> SampleMachineCpu();
+
+// Where the CPU of a run went, from two machine samples and the CPU seconds
+// of the run's own processes (`own_s`: the engine's and fio's): the mean
+// CPUs busy, those used by other processes (the machine's other load), and
+// the interrupt time per I/O (interrupts are charged to whichever process
+// runs, so it is counted apart; on a busy machine it includes other
+// processes' interrupts).
+struct RunCpu {
+  double wall_s = 0;
+  double busy_cpus = 0;
+  double other_cpus = 0;  // busy minus the run's own processes
+  double irq_us_per_io = 0;
+  int cpus = 0;
+};
+RunCpu CpuOfRun(const MachineCpu& before, const MachineCpu& after, double own_s, double ios);
+
+// The CPU arithmetic of one small-read case: per read, the engine's CPU, the
+// client's (fio and libros2) and local fio's, and the rate those costs allow
+// on the machine's CPUs when nothing else runs (cpus / (engine + client)) and
+// on the CPUs the other load left the engine run (cpus - other_cpus), each
+// against local fio's measured rate. One line, "  cpu arithmetic ...".
+std::string FormatCpuArithmetic(double engine_us, double client_us, double local_us, double local_iops,
+                                const RunCpu& engine_run);
+
 }  // namespace ros2::bench

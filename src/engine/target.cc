@@ -256,16 +256,17 @@ void Target::Loop() {
       continue;
     }
     const auto quiet = now - last_event;
-    const bool armed = quiet >= env_->spin && worker_->PrepareSleep();
+    // A short poll first, without yielding (kSpinWithoutYield): a request or
+    // a completion that follows at once is taken without a sleep and a wake.
+    if (quiet < std::min<std::chrono::steady_clock::duration>(env_->spin, kSpinWithoutYield)) continue;
+    const bool armed = worker_->PrepareSleep();
     if (!armed && quiet < kBusyArmLimit) {
-      // Spinning (or not allowed to sleep yet: UCX has work pending, see
+      // Not allowed to sleep yet (UCX has work pending, see
       // Worker::PrepareSleep): let the threads we wait for run. On 2 vCPUs
-      // the clients and the other target share our core, and a spin without
-      // yielding holds it for a whole time slice. A target pinned to a CPU
-      // (target_cpus) yields too: the engine cannot tell whether clients or
-      // other targets were placed on the same CPU (a job pinned beside its
-      // target ran 0.64 of vos-only without the yield, 0.70 with it), and
-      // with nothing else runnable the yield returns at once.
+      // the clients and the other target share our core. A target pinned to
+      // a CPU (target_cpus) yields too: the engine cannot tell whether
+      // clients or other targets were placed on the same CPU, and with
+      // nothing else runnable the yield returns at once.
       sched_yield();
       continue;
     }

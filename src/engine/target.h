@@ -15,9 +15,9 @@
 // for another target is refused with PermissionDenied), charging the pool's
 // space budget on this engine (pool_space.h).
 //
-// The loop: Progress() the worker, every Vos and the mailbox until idle, spin
-// for `spin` without events (yielding the CPU between passes unless the thread
-// is pinned to one CPU), then PrepareSleep() and sleep in epoll on the
+// The loop: Progress() the worker, every Vos and the mailbox until idle, poll
+// for `spin` (at most kSpinWithoutYield) without events and without yielding
+// the CPU, then PrepareSleep() and sleep in epoll on the
 // worker's event fd, every Vos event fd and the mailbox eventfd (at most until
 // the worker's next request deadline).
 //
@@ -182,6 +182,12 @@ class Target {
   void NapWhileBusy(std::chrono::steady_clock::duration quiet);
   // How long the loop spins while the worker refuses to arm before napping.
   static constexpr std::chrono::milliseconds kBusyArmLimit{2};
+  // The longest poll without events before the target sleeps (transport.spin
+  // when shorter). It does not yield: on a kernel whose scheduler is EEVDF
+  // (Linux 6.6 and later) every sched_yield pushes the thread's deadline a
+  // slice later, so a target that yielded between passes waited behind every
+  // other runnable thread once it had work (docs/engine.md, "The spin").
+  static constexpr std::chrono::microseconds kSpinWithoutYield{10};
   void AddToEpoll(int fd);
   void RemoveFromEpoll(int fd);
   void RefreshUsage();
