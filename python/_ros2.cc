@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "client/local_cluster.h"
+#include "client/pool_map_watch.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 #include "ros2/types.h"
@@ -753,6 +754,15 @@ void RegisterEpollForkHandler() {
   ::pthread_atfork(nullptr, nullptr, [] { EpollsOfClient::ReplaceInChild(); });
 }
 
+// The pool map watches' threads are always inside a gRPC call, and gRPC's
+// fork handlers do nothing while any thread is: these stop them before fork()
+// and start them again in the parent after it. Registered after gRPC's, so the
+// prepare handler runs before gRPC's and the parent handler after it.
+void RegisterMapWatchForkHandlers() {
+  ::pthread_atfork(client::PoolMapWatchesBeforeFork, client::PoolMapWatchesAfterForkParent,
+                   client::PoolMapWatchesAfterForkChild);
+}
+
 void RegisterGrpcForkHandlers() {
   const char* v = std::getenv("GRPC_ENABLE_FORK_SUPPORT");
   if (v == nullptr || (std::string_view(v) != "true" && std::string_view(v) != "1")) return;
@@ -783,7 +793,13 @@ PYBIND11_MODULE(_ros2, m) {
   using namespace ros2::python;
   m.doc() = "ROS2 native client (direct mode); use the `ros2` package";
   RegisterGrpcForkHandlers();
+  RegisterMapWatchForkHandlers();
   RegisterEpollForkHandler();
+
+  m.def("map_watches", [] {
+    client::PoolMapWatchCounts c = client::PoolMapWatchesOfProcess();
+    return py::make_tuple(c.live, c.streams_opened);
+  }, "(watches live, streams they opened): the pool map watches of this process (docs/cluster.md)");
 
   py::class_<dfs::Entry>(m, "Entry")
       .def_property_readonly("is_dir", &dfs::Entry::is_dir)
@@ -808,12 +824,6 @@ PYBIND11_MODULE(_ros2, m) {
              o.io_timeout = Millis(io_timeout);
              o.reconnect_timeout = Millis(reconnect_timeout);
              o.spin_budget = std::chrono::microseconds(static_cast<int64_t>(spin_budget * 1e6));
-             // No background map watch: its thread would always be inside a
-             // gRPC call, and gRPC skips its fork handlers while one is, so a
-             // DataLoader worker forked from this process could hang. The
-             // client learns a new pool map from the first request an engine
-             // refuses as stale (docs/cluster.md, "Map versions").
-             o.watch_pool_maps = false;
              Check(local_cluster::CompleteClientOptions(o, data_dir), data_dir);
              auto h = std::make_shared<ClientHandle>(std::move(o));
              Unlocked(data_dir, [&] { h->Get(); });

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -34,11 +35,55 @@ bool Refused(const grpc::Status& st) {
   }
 }
 
+// Every live watch of the process, for the fork handlers. Leaked: usable
+// until the process ends, and in a forked child.
+struct Registry {
+  std::mutex mu;
+  std::set<PoolMapWatch*> watches;  // GUARDED_BY(mu)
+  std::atomic<uint64_t> streams_opened{0};
+};
+Registry& Watches() {
+  static auto* registry = new Registry;
+  return *registry;
+}
+
 }  // namespace
+
+PoolMapWatchCounts PoolMapWatchesOfProcess() {
+  Registry& r = Watches();
+  std::lock_guard lock(r.mu);
+  return {r.watches.size(), r.streams_opened.load()};
+}
+
+void PoolMapWatchesBeforeFork() {
+  Registry& r = Watches();
+  r.mu.lock();  // held across fork(): no watch starts or goes meanwhile
+  for (auto* w : r.watches) w->Suspend();
+}
+
+void PoolMapWatchesAfterForkParent() {
+  Registry& r = Watches();
+  for (auto* w : r.watches) w->Resume();
+  r.mu.unlock();
+}
+
+void PoolMapWatchesAfterForkChild() {
+  Registry& r = Watches();
+  // The watches stay suspended: their pools belong to the parent, and the
+  // child never destroys them (ros2._ros2 abandons the parent's handles).
+  r.watches.clear();
+  r.mu.unlock();  // locked by this thread's copy in the parent
+}
 
 PoolMapWatch::PoolMapWatch(PoolMapWatchOptions options) : options_(std::move(options)) {
   endpoints_.push_back(options_.control);
   channels_.push_back(options_.first);
+  std::lock_guard registered(Watches().mu);
+  Watches().watches.insert(this);
+  StartThread();
+}
+
+void PoolMapWatch::StartThread() {
   // The watch's thread (and the gRPC threads it starts) takes no
   // process-directed signal: those belong to the application's own threads
   // (a FUSE mount ends on SIGTERM only when one of its workers takes it).
@@ -55,12 +100,36 @@ PoolMapWatch::~PoolMapWatch() {
 
 void PoolMapWatch::Stop() {
   {
+    std::lock_guard registered(Watches().mu);
+    Watches().watches.erase(this);
+  }
+  {
     std::lock_guard lock(mu_);
     stop_ = true;
     if (ctx_ != nullptr) ctx_->TryCancel();
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+void PoolMapWatch::Suspend() {
+  {
+    std::lock_guard lock(mu_);
+    suspended_ = true;
+    if (ctx_ != nullptr) ctx_->TryCancel();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PoolMapWatch::Resume() {
+  {
+    std::lock_guard lock(mu_);
+    suspended_ = false;
+    if (stop_) return;
+  }
+  if (thread_.joinable()) thread_.join();
+  StartThread();
 }
 
 std::shared_ptr<grpc::Channel> PoolMapWatch::ChannelFor(size_t at) {
@@ -85,7 +154,7 @@ grpc::Status PoolMapWatch::StreamOnce(size_t at) {
   control::AttachCredentials(&ctx, options_.credentials);
   {
     std::lock_guard lock(mu_);
-    if (stop_) return grpc::Status::CANCELLED;
+    if (stop_ || suspended_) return grpc::Status::CANCELLED;
     ctx_ = &ctx;
   }
   rpc::WatchPoolMapRequest req;
@@ -93,6 +162,7 @@ grpc::Status PoolMapWatch::StreamOnce(size_t at) {
   req.set_known_version(options_.known_version());
   auto reader = stub->WatchPoolMap(&ctx, req);
   opened_.fetch_add(1, std::memory_order_relaxed);
+  Watches().streams_opened.fetch_add(1, std::memory_order_relaxed);
   rpc::PoolMapUpdate update;
   while (reader->Read(&update)) {
     Learn(update);
@@ -118,7 +188,7 @@ void PoolMapWatch::Run() {
     const auto started = std::chrono::steady_clock::now();
     grpc::Status st = StreamOnce(at);
     std::unique_lock lock(mu_);
-    if (stop_) return;
+    if (stop_ || suspended_) return;
     // A stream that lived a while ended because its engine went away: try
     // the next one soon. Quick failures back off.
     if (std::chrono::steady_clock::now() - started > std::chrono::seconds(5)) pause = std::chrono::milliseconds(100);
@@ -126,8 +196,8 @@ void PoolMapWatch::Run() {
     ROS2_LOG_DEBUG("libros2: pool {}: map watch on {} ended ({}); next try in {} ms", options_.label,
                    endpoints_[at % endpoints_.size()], st.error_message(), wait.count());
     at = (at + 1) % endpoints_.size();
-    cv_.wait_for(lock, wait, [this] { return stop_; });
-    if (stop_) return;
+    cv_.wait_for(lock, wait, [this] { return stop_ || suspended_; });
+    if (stop_ || suspended_) return;
     pause = std::min(pause * 2, std::chrono::milliseconds(1000));
   }
 }

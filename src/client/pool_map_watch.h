@@ -14,6 +14,16 @@
 //
 // Owned by the PoolCore it feeds; Stop() (or the destructor) cancels the
 // stream and joins the thread, after which `apply` never runs again.
+//
+// fork(): gRPC's fork handlers (registered by a process that enables gRPC's
+// fork support: the Python package) do nothing while any thread is inside a
+// gRPC call, and a watch's thread always is. PoolMapWatchesBeforeFork, run as
+// a pthread_atfork prepare handler that runs before gRPC's (registered after
+// them: prepare handlers run in reverse order), cancels every watch's stream
+// and joins its thread; PoolMapWatchesAfterForkParent starts them again (each
+// new stream asks from the pool's version, so nothing is missed), and
+// PoolMapWatchesAfterForkChild leaves them stopped in the child (the parent's
+// pools are not the child's to watch; a child opens its own).
 #pragma once
 
 #include <atomic>
@@ -47,6 +57,18 @@ struct PoolMapWatchOptions {
   std::function<void(std::shared_ptr<const MapSnapshot>)> apply;
 };
 
+// The watches of this process now, and the streams they opened in all (a
+// watch resumed after fork() opens a new one).
+struct PoolMapWatchCounts {
+  size_t live = 0;
+  uint64_t streams_opened = 0;
+};
+PoolMapWatchCounts PoolMapWatchesOfProcess();
+
+void PoolMapWatchesBeforeFork();
+void PoolMapWatchesAfterForkParent();
+void PoolMapWatchesAfterForkChild();
+
 class PoolMapWatch {
  public:
   // Starts the thread.
@@ -61,7 +83,13 @@ class PoolMapWatch {
   // Streams opened so far (more than one: the watch moved to another endpoint).
   uint64_t streams_opened() const { return opened_.load(std::memory_order_relaxed); }
 
+  // Around fork() (PoolMapWatchesBeforeFork...): Suspend cancels the stream and
+  // joins the thread; Resume starts a thread again unless stopped.
+  void Suspend();
+  void Resume();
+
  private:
+  void StartThread();  // with every signal blocked
   void Run();
   // One stream on endpoint `at` until it ends; its final status.
   grpc::Status StreamOnce(size_t at);
@@ -73,6 +101,7 @@ class PoolMapWatch {
   std::atomic<uint64_t> opened_{0};
   std::mutex mu_;
   bool stop_ = false;                                     // GUARDED_BY(mu_)
+  bool suspended_ = false;                                // GUARDED_BY(mu_)
   grpc::ClientContext* ctx_ = nullptr;                    // GUARDED_BY(mu_): the open stream's
   std::vector<std::string> endpoints_;                    // GUARDED_BY(mu_): [0] is options_.control
   std::vector<std::shared_ptr<grpc::Channel>> channels_;  // GUARDED_BY(mu_): made on first use

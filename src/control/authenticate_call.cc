@@ -5,7 +5,7 @@
 
 namespace ros2::control {
 
-Result<Principal> AuthenticateCall(const grpc::ServerContext& context, TenantRegistry& tenants) {
+Result<Principal> AuthenticateCall(const grpc::ServerContextBase& context, TenantRegistry& tenants) {
   const auto& md = context.client_metadata();
   auto tenant = md.find(grpc::string_ref(kTenantMetadataKey.data(), kTenantMetadataKey.size()));
   auto secret = md.find(grpc::string_ref(kSecretMetadataKey.data(), kSecretMetadataKey.size()));

@@ -298,11 +298,23 @@ Status Catalog::DestroyPool(const Principal& who, std::string_view pool, bool fo
   b.Delete(PoolLabelKey(rec.info().label()));
   ROS2_RETURN_IF_ERROR(store_->Write(b));
   ROS2_LOG_INFO("control: destroyed pool {} ({})", rec.info().label(), uuid);
-  if (auto u = Uuid::Parse(uuid); u.ok()) {
-    Status st = hooks_->OnPoolDestroy(*u);
-    if (!st.ok()) ROS2_LOG_WARN("control: engine hook for destroyed pool {}: {}", uuid, st.ToString());
-  }
+  if (auto u = Uuid::Parse(uuid); u.ok()) TellDestroyedLocked(*u, Uuid());
   return Status::Ok();
+}
+
+void Catalog::TellDestroyedLocked(const Uuid& pool, const Uuid& container) {
+  const bool whole = container.IsNil();
+  const std::string key = whole ? pool.ToString() : pool.ToString() + "/" + container.ToString();
+  if (!destroyed_.insert(key).second) return;
+  if (!whole && destroyed_.contains(pool.ToString())) return;  // its pool went first
+  Status st = whole ? hooks_->OnPoolDestroy(pool) : hooks_->OnContainerDestroy(pool, container);
+  if (!st.ok()) ROS2_LOG_WARN("control: engine hook for destroyed {} {}: {}", whole ? "pool" : "container", key,
+                              st.ToString());
+}
+
+void Catalog::ObserveDestroyed(const Uuid& pool, const Uuid& container) {
+  std::lock_guard<std::mutex> lock(mu_);
+  TellDestroyedLocked(pool, container);
 }
 
 Result<rpc::ContainerInfo> Catalog::CreateContainer(const Principal& who, std::string_view pool, std::string_view label,
@@ -382,10 +394,7 @@ Status Catalog::DestroyContainer(const Principal& who, std::string_view pool, st
   ROS2_RETURN_IF_ERROR(store_->Write(b));
   auto pu = Uuid::Parse(rec.info().uuid());
   auto cu = Uuid::Parse(info.uuid());
-  if (pu.ok() && cu.ok()) {
-    Status st = hooks_->OnContainerDestroy(*pu, *cu);
-    if (!st.ok()) ROS2_LOG_WARN("control: engine hook for destroyed container {}: {}", info.uuid(), st.ToString());
-  }
+  if (pu.ok() && cu.ok()) TellDestroyedLocked(*pu, *cu);
   return Status::Ok();
 }
 

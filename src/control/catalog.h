@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,9 @@ class Catalog {
   Result<rpc::PoolInfo> QueryPool(const Principal& who, std::string_view pool);
   // NotEmpty when containers remain and !force.
   Status DestroyPool(const Principal& who, std::string_view pool, bool force);
+  // A pool (container nil) or container destroyed through another engine of
+  // a shared store (CatalogWatch): the hooks drop it here too, once.
+  void ObserveDestroyed(const Uuid& pool, const Uuid& container);
 
   Result<rpc::ContainerInfo> CreateContainer(const Principal& who, std::string_view pool, std::string_view label,
                                              const std::map<std::string, std::string>& properties);
@@ -104,6 +108,12 @@ class Catalog {
   EngineHooks* hooks_;
   EngineHooks no_hooks_;
   std::mutex mu_;
+  // Pools ("<pool>") and containers ("<pool>/<container>") whose destruction
+  // the hooks were told of: each is told once, whichever engine destroyed it.
+  std::set<std::string> destroyed_;  // GUARDED_BY(mu_)
+  // Tells the hooks of a destroyed pool (container nil) or container, once.
+  // REQUIRES: mu_ held.
+  void TellDestroyedLocked(const Uuid& pool, const Uuid& container);
 };
 
 // The rights `who` holds on an object with this owner (tenant UUID text) and

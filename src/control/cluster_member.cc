@@ -260,16 +260,25 @@ Status ClusterMember::PeersConfirmEtcdDown() {
   }
   const std::string self = options_.engine.ToString();
   const rpc::PoolMap sys = map_->Snapshot();
-  std::map<std::string, std::string> ask;  // every other engine the map has UP
+  // Every other engine that could act on the map once etcd serves it: each the
+  // map has UP, and each that held a membership lease at the last read of
+  // members/ (an engine the map has DOWN that joined again, or a new one).
+  std::map<std::string, std::string> ask;
+  std::set<std::string> engines;  // the map's and the members', for the majority
   {
     std::lock_guard lock(mu_);
     for (const auto& e : sys.engines()) {
+      engines.insert(e.uuid());
       bool up = false;
       for (const auto& t : sys.targets()) up |= t.engine_uuid() == e.uuid() && t.state() != rpc::TARGET_DOWN;
       if (!up || e.uuid() == self) continue;
       auto it = peer_endpoints_.find(e.uuid());
       if (it == peer_endpoints_.end()) return Status::Busy(fmt::format("engine {} is UP, its endpoint unknown", e.uuid()));
       ask[e.uuid()] = it->second;
+    }
+    for (const auto& [uuid, endpoint] : peer_endpoints_) {
+      engines.insert(uuid);
+      if (uuid != self) ask[uuid] = endpoint;
     }
   }
   const auto tick = Tick();
@@ -285,8 +294,8 @@ Status ClusterMember::PeersConfirmEtcdDown() {
     }
     ++agree;
   }
-  if (2 * agree <= static_cast<size_t>(std::max(sys.engines_size(), 1))) {
-    return Status::Busy(fmt::format("only {} of the map's {} engines answered", agree, sys.engines_size()));
+  if (2 * agree <= std::max<size_t>(engines.size(), 1)) {
+    return Status::Busy(fmt::format("only {} of the cluster's {} engines answered", agree, engines.size()));
   }
   return Status::Ok();
 }

@@ -240,6 +240,7 @@ Status ControlPlane::JoinCluster(ClusterMemberOptions options) {
     options.peers = std::make_shared<PeerProber>(std::move(peer_key), options.peer_tls_ca);
   }
   ROS2_ASSIGN_OR_RETURN(map_watch_, SystemMapWatch::Start(etcd, system_map_.get()));
+  ROS2_ASSIGN_OR_RETURN(catalog_watch_, CatalogWatch::Start(etcd, catalog_.get()));
   ROS2_ASSIGN_OR_RETURN(member_, ClusterMember::Start(etcd, system_map_.get(), std::move(options)));
   joined_.store(member_.get());
   return Status::Ok();

@@ -31,6 +31,7 @@
 #include "common/status.h"
 #include "control/capability.h"
 #include "control/catalog.h"
+#include "control/catalog_watch.h"
 #include "control/cluster_member.h"
 #include "control/crypto.h"
 #include "control/engine_hooks.h"
@@ -161,6 +162,7 @@ class ControlPlane {
   std::string leader_endpoint_;                   // GUARDED_BY(leader_mu_)
   std::shared_ptr<grpc::Channel> leader_channel_;  // GUARDED_BY(leader_mu_)
   std::unique_ptr<SystemMapWatch> map_watch_;  // etcd store, after JoinCluster: other engines' map changes
+  std::unique_ptr<CatalogWatch> catalog_watch_;  // etcd store, after JoinCluster: pools destroyed elsewhere
   std::unique_ptr<ManagementService> management_;
   std::unique_ptr<SessionService> session_;
 };

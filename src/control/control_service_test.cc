@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <grpcpp/client_context.h>
 
 #include "common/hlc.h"
@@ -449,14 +452,23 @@ TEST(ControlListenTest, TlsNeedsBothCertificateAndKey) {
 namespace ros2::control {
 namespace {
 
-// A pool-map watch holds a server thread for its lifetime: one tenant cannot
-// open more than kMaxWatchesPerTenant, and a closed watch gives its place back.
+size_t ThreadsOfThisProcess() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// Pool-map watches run on gRPC's callback API: as many open watches as one
+// tenant may hold cost no thread each, a map change reaches every one of
+// them, one watch over the tenant's limit is refused naming the limits, and a
+// closed watch gives its place back.
 TEST_F(ControlServiceTest, PoolMapWatchesPerTenantAreCapped) {
   ASSERT_TRUE(mgmt_->CreatePool("watched", 64 << 20).ok());
   auto stub = rpc::Session::NewStub(channel_);
   struct Watch {
     grpc::ClientContext ctx;
     std::unique_ptr<grpc::ClientReader<rpc::PoolMapUpdate>> reader;
+    uint64_t version = 0;
   };
   auto open = [&](Watch& w) {
     AttachCredentials(&w.ctx, admin_);
@@ -464,18 +476,46 @@ TEST_F(ControlServiceTest, PoolMapWatchesPerTenantAreCapped) {
     req.set_pool("watched");
     w.reader = stub->WatchPoolMap(&w.ctx, req);
     rpc::PoolMapUpdate first;
-    return w.reader->Read(&first);  // the first map comes at once to an admitted watch
+    bool ok = w.reader->Read(&first);  // the first map comes at once to an admitted watch
+    w.version = first.map().version();
+    return ok;
   };
+  {  // one watch first: the server's and the channel's threads exist from then on
+    Watch warm;
+    ASSERT_TRUE(open(warm));
+    warm.ctx.TryCancel();
+    (void)warm.reader->Finish();
+  }
+  const size_t threads_before = ThreadsOfThisProcess();
   std::vector<std::unique_ptr<Watch>> watches;
   for (uint32_t i = 0; i < SessionService::kMaxWatchesPerTenant; ++i) {
     watches.push_back(std::make_unique<Watch>());
     ASSERT_TRUE(open(*watches.back())) << "watch " << i;
   }
+  const size_t threads_open = ThreadsOfThisProcess();
+  std::printf("threads: %zu before, %zu with %u watches open\n", threads_before, threads_open,
+              SessionService::kMaxWatchesPerTenant);
+  EXPECT_LT(threads_open, threads_before + SessionService::kMaxWatchesPerTenant / 8)
+      << "open watches hold threads";
+
   Watch over;
   EXPECT_FALSE(open(over));
   grpc::Status refused = over.reader->Finish();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
-  EXPECT_NE(refused.error_message().find("limits 32 a tenant"), std::string::npos) << refused.error_message();
+  EXPECT_NE(refused.error_message().find(fmt::format("limits {} a tenant, {} in all",
+                                                     SessionService::kMaxWatchesPerTenant,
+                                                     SessionService::kMaxWatches)),
+            std::string::npos)
+      << refused.error_message();
+
+  // A new engine changes the map: every open watch gets the new version.
+  auto version = mgmt_->RegisterEngine(MakeEngine(1));
+  ASSERT_TRUE(version.ok()) << version.status().ToString();
+  for (auto& w : watches) {
+    rpc::PoolMapUpdate next;
+    ASSERT_TRUE(w->reader->Read(&next));
+    EXPECT_GT(next.map().version(), w->version);
+  }
 
   watches.back()->ctx.TryCancel();
   (void)watches.back()->reader->Finish();
@@ -491,6 +531,39 @@ TEST_F(ControlServiceTest, PoolMapWatchesPerTenantAreCapped) {
   EXPECT_TRUE(admitted) << "a closed watch did not give its place back";
   for (auto& w : watches) w->ctx.TryCancel();
   for (auto& w : watches) (void)w->reader->Finish();
+}
+
+// A watch ends with the tenant's error once it loses its read right, and
+// with OK when the engine stops serving (its clients move elsewhere).
+TEST_F(ControlServiceTest, PoolMapWatchEndsOnLostRightAndOnStop) {
+  ASSERT_TRUE(mgmt_->CreatePool("shared", 64 << 20).ok());
+  Credentials bob = AddTenant("bob");
+  ASSERT_TRUE(mgmt_->SetAcl("shared", "", "bob", kRightRead).ok());
+  auto stub = rpc::Session::NewStub(channel_);
+  grpc::ClientContext bob_ctx;
+  AttachCredentials(&bob_ctx, bob);
+  rpc::WatchPoolMapRequest req;
+  req.set_pool("shared");
+  auto bob_reader = stub->WatchPoolMap(&bob_ctx, req);
+  rpc::PoolMapUpdate update;
+  ASSERT_TRUE(bob_reader->Read(&update));
+  grpc::ClientContext admin_ctx;
+  AttachCredentials(&admin_ctx, admin_);
+  auto admin_reader = stub->WatchPoolMap(&admin_ctx, req);
+  ASSERT_TRUE(admin_reader->Read(&update));
+
+  ASSERT_TRUE(mgmt_->SetAcl("shared", "", "bob", 0).ok());
+  ASSERT_TRUE(mgmt_->RegisterEngine(MakeEngine(1)).ok());  // a new map: rights are checked again
+  EXPECT_FALSE(bob_reader->Read(&update));
+  grpc::Status bob_end = bob_reader->Finish();
+  EXPECT_EQ(bob_end.error_code(), grpc::StatusCode::PERMISSION_DENIED) << bob_end.error_message();
+  ASSERT_TRUE(admin_reader->Read(&update));  // the admin's watch goes on
+
+  const auto stopping = std::chrono::steady_clock::now();
+  plane_->system_map().StopWaiters();
+  EXPECT_FALSE(admin_reader->Read(&update));
+  EXPECT_TRUE(admin_reader->Finish().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, std::chrono::seconds(1));
 }
 
 }  // namespace

@@ -31,6 +31,6 @@ Result<std::string> ReadSecretFile(const std::string& path);
 void AttachCredentials(grpc::ClientContext* context, const Credentials& credentials);
 
 // Unauthenticated when the metadata is missing or does not match a tenant.
-Result<Principal> AuthenticateCall(const grpc::ServerContext& context, TenantRegistry& tenants);
+Result<Principal> AuthenticateCall(const grpc::ServerContextBase& context, TenantRegistry& tenants);
 
 }  // namespace ros2::control

@@ -1,8 +1,5 @@
 #include "control/session_service.h"
 
-#include <algorithm>
-#include <chrono>
-
 #include <fmt/format.h>
 
 #include "common/log.h"
@@ -10,6 +7,12 @@
 #include "control/service_call.h"
 
 namespace ros2::control {
+
+SessionService::SessionService(ControlPlane* plane)
+    : plane_(plane), watchers_(std::make_unique<PoolMapWatchers>(plane)) {}
+
+SessionService::~SessionService() = default;
+
 grpc::Status SessionService::Connect(grpc::ServerContext* ctx, const rpc::ConnectRequest* req,
                                      rpc::ConnectResponse* resp) {
   return ServeAuthenticated(plane_->tenants(), ctx, "Session.Connect", [&](const Principal& who) -> Status {
@@ -77,72 +80,9 @@ grpc::Status SessionService::Disconnect(grpc::ServerContext* ctx, const rpc::Dis
                             [&](const Principal& who) { return plane_->sessions().Close(req->session_uuid(), who); });
 }
 
-namespace {
-
-// How often a watch stream looks at its cancellation while no map changes.
-constexpr std::chrono::milliseconds kWatchPoll{500};
-
-// The control endpoints of the live engines of a cluster (none for one engine).
-void AddEndpoints(ControlPlane* plane, rpc::PoolMapUpdate* update) {
-  ClusterMember* member = plane->cluster();
-  if (member == nullptr) return;
-  auto members = member->Members();
-  if (!members.ok()) return;
-  for (const auto& m : *members) {
-    if (m.up && !m.endpoint.empty()) update->add_control_endpoints(m.endpoint);
-  }
-}
-
-}  // namespace
-
-grpc::Status SessionService::WatchPoolMap(grpc::ServerContext* ctx, const rpc::WatchPoolMapRequest* req,
-                                          grpc::ServerWriter<rpc::PoolMapUpdate>* writer) {
-  return ServeAuthenticated(plane_->tenants(), ctx, "Session.WatchPoolMap", [&](const Principal& who) -> Status {
-    if (req->pool().empty()) return Status::InvalidArgument("watch pool map: no pool named");
-    {
-      std::lock_guard lock(watch_mu_);
-      uint32_t& mine = watches_[who.name];
-      if (mine >= kMaxWatchesPerTenant || watch_total_ >= kMaxWatches) {
-        if (mine == 0) watches_.erase(who.name);
-        return Status::Busy(
-            fmt::format("watch pool map: tenant '{}' holds {} watches and this engine {} (limits {} a tenant, {} in all)",
-                        who.name, mine, watch_total_, kMaxWatchesPerTenant, kMaxWatches));
-      }
-      ++mine;
-      ++watch_total_;
-    }
-    struct Release {
-      SessionService* self;
-      std::string tenant;
-      ~Release() {
-        std::lock_guard lock(self->watch_mu_);
-        --self->watch_total_;
-        if (--self->watches_[tenant] == 0) self->watches_.erase(tenant);
-      }
-    } release{this, who.name};
-    SystemMap& sysmap = plane_->system_map();
-    uint64_t sent = req->known_version();
-    uint64_t known = sysmap.known_version();
-    bool first = true;  // the first update goes out at once: it lists the endpoints
-    while (!ctx->IsCancelled() && !sysmap.stopped()) {
-      if (first || known > sent) {
-        // The rights are checked again for every map sent: a tenant that lost
-        // its read right (or was deleted) stops getting maps.
-        ROS2_ASSIGN_OR_RETURN(Catalog::PoolAccess access, plane_->catalog().AccessPool(who, req->pool(), kRightRead));
-        if (first || access.map.version() > sent) {
-          first = false;
-          rpc::PoolMapUpdate update;
-          *update.mutable_map() = std::move(access.map);
-          AddEndpoints(plane_, &update);
-          sent = std::max(sent, update.map().version());
-          if (!writer->Write(update)) return Status::Ok();  // the client went away
-        }
-        known = std::max(known, sent);
-      }
-      known = sysmap.WaitNewer(known, kWatchPoll);
-    }
-    return Status::Ok();
-  });
+grpc::ServerWriteReactor<rpc::PoolMapUpdate>* SessionService::WatchPoolMap(grpc::CallbackServerContext* ctx,
+                                                                            const rpc::WatchPoolMapRequest* req) {
+  return watchers_->Open(ctx, req);
 }
 
 }  // namespace ros2::control

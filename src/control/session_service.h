@@ -5,23 +5,26 @@
 // container capability with the rights the container's ACL grants (or the
 // requested subset); Disconnect revokes every capability of the session.
 //
+// WatchPoolMap is served on gRPC's callback API (PoolMapWatchers): an open
+// watch holds no thread.
+//
 // Owned by ControlPlane; gRPC calls its methods from any of its threads.
 #pragma once
 
 #include <cstdint>
-#include <map>
-#include <mutex>
-#include <string>
+#include <memory>
 
+#include "control/pool_map_watchers.h"
 #include "ros2/session.grpc.pb.h"
 
 namespace ros2::control {
 
 class ControlPlane;
 
-class SessionService final : public rpc::Session::Service {
+class SessionService final : public rpc::Session::WithCallbackMethod_WatchPoolMap<rpc::Session::Service> {
  public:
-  explicit SessionService(ControlPlane* plane) : plane_(plane) {}
+  explicit SessionService(ControlPlane* plane);
+  ~SessionService() override;
 
   grpc::Status Connect(grpc::ServerContext* ctx, const rpc::ConnectRequest* req, rpc::ConnectResponse* resp) override;
   grpc::Status OpenContainer(grpc::ServerContext* ctx, const rpc::OpenContainerRequest* req,
@@ -29,19 +32,18 @@ class SessionService final : public rpc::Session::Service {
   grpc::Status GetPoolMap(grpc::ServerContext* ctx, const rpc::GetPoolMapRequest* req, rpc::PoolMap* resp) override;
   grpc::Status Disconnect(grpc::ServerContext* ctx, const rpc::DisconnectRequest* req,
                           rpc::DisconnectResponse* resp) override;
-  // Holds one of the sync server's threads for the stream's lifetime, so
-  // watches are capped: kMaxWatchesPerTenant a tenant, kMaxWatches in all;
-  // one over either is refused with Busy (gRPC UNAVAILABLE) naming the limit.
-  static constexpr uint32_t kMaxWatchesPerTenant = 32;
-  static constexpr uint32_t kMaxWatches = 256;
-  grpc::Status WatchPoolMap(grpc::ServerContext* ctx, const rpc::WatchPoolMapRequest* req,
-                            grpc::ServerWriter<rpc::PoolMapUpdate>* writer) override;
+  // Watches are capped (PoolMapWatchers): kMaxWatchesPerTenant a tenant,
+  // kMaxWatches in all; one over either is refused with Busy (gRPC
+  // UNAVAILABLE) naming the limits.
+  static constexpr uint32_t kMaxWatchesPerTenant = PoolMapWatchers::kMaxWatchesPerTenant;
+  static constexpr uint32_t kMaxWatches = PoolMapWatchers::kMaxWatches;
+  grpc::ServerWriteReactor<rpc::PoolMapUpdate>* WatchPoolMap(grpc::CallbackServerContext* ctx,
+                                                             const rpc::WatchPoolMapRequest* req) override;
+  const PoolMapWatchers& watchers() const { return *watchers_; }
 
  private:
   ControlPlane* plane_;
-  std::mutex watch_mu_;
-  std::map<std::string, uint32_t> watches_;  // GUARDED_BY(watch_mu_): open watches by tenant name
-  uint32_t watch_total_ = 0;                 // GUARDED_BY(watch_mu_)
+  std::unique_ptr<PoolMapWatchers> watchers_;
 };
 
 }  // namespace ros2::control

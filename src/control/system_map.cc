@@ -225,12 +225,26 @@ uint64_t SystemMap::WaitNewer(uint64_t known, std::chrono::milliseconds max_wait
   return published_;
 }
 
-void SystemMap::StopWaiters() {
+void SystemMap::AddStopListener(std::function<void()> listener) {
   {
     std::lock_guard<std::mutex> lock(publish_mu_);
+    if (!stopped_) {
+      stop_listeners_.push_back(std::move(listener));
+      return;
+    }
+  }
+  listener();
+}
+
+void SystemMap::StopWaiters() {
+  std::vector<std::function<void()>> listeners;
+  {
+    std::lock_guard<std::mutex> lock(publish_mu_);
+    if (!stopped_) listeners = stop_listeners_;
     stopped_ = true;
   }
   published_cv_.notify_all();
+  for (const auto& l : listeners) l();
 }
 
 bool SystemMap::stopped() const {

@@ -82,6 +82,9 @@ class SystemMap {
   // Blocks until a map newer than `known` is known, at most `max_wait`, or
   // until StopWaiters; returns the version known then.
   uint64_t WaitNewer(uint64_t known, std::chrono::milliseconds max_wait) const;
+  // Runs `listener()` once StopWaiters is called (at once if it was). Never
+  // removed, like AddListener's.
+  void AddStopListener(std::function<void()> listener);
   // Wakes every WaitNewer for good (the services are stopping).
   void StopWaiters();
   bool stopped() const;
@@ -105,6 +108,7 @@ class SystemMap {
   mutable uint64_t published_ = 0;                        // GUARDED_BY(publish_mu_)
   bool stopped_ = false;                                  // GUARDED_BY(publish_mu_)
   std::vector<std::function<void(uint64_t)>> listeners_;  // GUARDED_BY(publish_mu_)
+  std::vector<std::function<void()>> stop_listeners_;     // GUARDED_BY(publish_mu_)
 };
 
 }  // namespace ros2::control

@@ -1,0 +1,186 @@
+// Pools and containers destroyed through one engine of an etcd cluster are
+// dropped by every engine (docs/cluster.md, "Destroyed pools"), all real
+// processes: an etcd member, three ros2-engine processes with control.store
+// etcd://..., and a libros2 client that opened the pool through another
+// engine than the one the destruction goes through. Label `cluster`.
+//
+// A container destroyed through engine 2: a write the client places on each
+// engine's target is refused with NotFound naming the destroyed container
+// (each engine learned it from its etcd watch, not from a restart). Then the
+// pool, destroyed (force) through engine 2: every engine removes the pool's
+// directory under each target, and the client's writes to each engine are
+// refused the same way. The time from the destroy call's return to the last
+// engine dropping the pool is printed.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "control/control_channel.h"
+#include "control/management_client.h"
+#include "object_session.h"
+#include "ros2/client.h"
+#include "testing/engine_process.h"
+#include "testing/etcd_process.h"
+#include "testing/pattern.h"
+#include "testing/status_assert.h"
+
+namespace ros2::testing {
+namespace {
+
+using client::Client;
+using client::ClientOptions;
+using client::Container;
+using Clock = std::chrono::steady_clock;
+
+long long MsSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+struct DestroyCluster {
+  TempDir dir;
+  std::unique_ptr<EtcdTestCluster> etcd;
+  std::vector<std::unique_ptr<EngineProcess>> engines;
+  std::vector<std::string> data_dirs;
+  control::Credentials admin;
+
+  void Start(int engine_count) {
+    auto e = EtcdTestCluster::Start(1);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    etcd = std::move(*e);
+    auto key = WriteTestClusterKey(dir.path());
+    ASSERT_TRUE(key.ok()) << key.status().ToString();
+    for (int i = 0; i < engine_count; ++i) {
+      EngineOptions o;
+      o.data_dir = dir.path() + "/engine" + std::to_string(i);
+      o.targets = 1;
+      o.storage_class = "nvme";  // shards with files: their removal shows
+      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + *key, "lease_ttl: 3s"};
+      auto p = EngineProcess::Start(o);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      engines.push_back(std::move(*p));
+      data_dirs.push_back(o.data_dir);
+    }
+    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
+    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
+    admin = {"admin", *secret};
+  }
+
+  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) {
+    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
+    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
+    return std::make_unique<control::ManagementClient>(*channel, admin, std::chrono::seconds(5));
+  }
+
+  // Writes through the management call until it is served: a write needs a
+  // leader, elected within a tick or two of the engines' start.
+  template <typename Call>
+  Status UntilLeader(Call&& call) {
+    Status st;
+    for (int i = 0; i < 100; ++i) {
+      st = call();
+      if (st.code() != Status::Code::kDisconnected) return st;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return st;
+  }
+};
+
+// For each engine, a dkey of `oid` whose target is that engine's.
+std::vector<std::string> KeyPerEngine(ObjectSession& placement, const DestroyCluster& c, const ObjectId& oid) {
+  std::vector<std::string> keys(c.engines.size());
+  for (int k = 0; k < 2000; ++k) {
+    const std::string dkey = "k" + std::to_string(k);
+    auto t = placement.TargetOf(oid, dkey);
+    if (!t.ok()) continue;
+    for (size_t e = 0; e < c.engines.size(); ++e) {
+      if (keys[e].empty() && placement.engine_of(*t) == c.engines[e]->engine_id()) keys[e] = dkey;
+    }
+  }
+  return keys;
+}
+
+Status PutOnce(Container& container, const ObjectId& oid, const std::string& dkey, uint8_t seed) {
+  auto obj = container.OpenObject(oid);
+  if (!obj.ok()) return obj.status();
+  return obj->Put(dkey, "a", Pattern(256, seed));
+}
+
+TEST(ClusterPoolDestroy, DestroyedThroughOneEngineIsDroppedByEvery) {
+  DestroyCluster c;
+  ASSERT_NO_FATAL_FAILURE(c.Start(3));
+  auto mgmt0 = c.Mgmt(0);
+  ROS2_ASSERT_OK(c.UntilLeader([&] { return mgmt0->CreatePool("p", 64 << 20).status(); }));
+  ROS2_ASSERT_OK(mgmt0->CreateContainer("p", "c").status());
+  ROS2_ASSERT_OK(mgmt0->CreateContainer("p", "gone").status());
+
+  ClientOptions o;
+  o.control = c.engines[1]->control();
+  o.tenant = c.admin.tenant;
+  o.secret = c.admin.secret;
+  o.transport = "tcp";
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto pool = (*client)->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto kept = (*pool)->OpenContainer("c");
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  auto doomed = (*pool)->OpenContainer("gone");
+  ASSERT_TRUE(doomed.ok()) << doomed.status().ToString();
+  const std::string pool_uuid = (*pool)->summary().uuid;
+
+  auto placement = ObjectSession::Open(c.engines[1]->control(), c.admin, "p", "c", transport::TransportKind::kTcp);
+  ASSERT_TRUE(placement.ok()) << placement.status().ToString();
+  const ObjectId oid = Container::MakeObjectId(ObjectClass::kSX, 0, 38);
+  const std::vector<std::string> keys = KeyPerEngine(**placement, c, oid);
+  for (size_t e = 0; e < keys.size(); ++e) {
+    ASSERT_FALSE(keys[e].empty()) << "no key placed on engine " << e;
+    ROS2_ASSERT_OK(PutOnce(**kept, oid, keys[e], 1));
+    ROS2_ASSERT_OK(PutOnce(**doomed, oid, keys[e], 1));
+  }
+  for (const auto& d : c.data_dirs) ASSERT_TRUE(std::filesystem::exists(d + "/targets/0/" + pool_uuid)) << d;
+
+  // A container destroyed through engine 2 (it forwards to the leader).
+  auto mgmt2 = c.Mgmt(2);
+  ROS2_ASSERT_OK(mgmt2->DestroyContainer("p", "gone"));
+  for (size_t e = 0; e < keys.size(); ++e) {
+    Status st;
+    const auto t = Clock::now();
+    do {  // each engine learns it from its etcd watch within milliseconds
+      st = PutOnce(**doomed, oid, keys[e], 2);
+      if (!st.ok()) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } while (MsSince(t) < 3000);
+    EXPECT_EQ(st.code(), Status::Code::kNotFound) << "engine " << e << ": " << st.ToString();
+    EXPECT_NE(st.message().find("destroyed"), std::string::npos) << st.ToString();
+    ROS2_ASSERT_OK(PutOnce(**kept, oid, keys[e], 2));  // the pool's other container is served on
+  }
+
+  // The pool, destroyed (force) through engine 2.
+  ROS2_ASSERT_OK(mgmt2->DestroyPool("p", true));
+  const auto destroyed = Clock::now();
+  long long dropped_ms = -1;
+  while (MsSince(destroyed) < 5000) {
+    bool all_gone = true;
+    for (const auto& d : c.data_dirs) all_gone = all_gone && !std::filesystem::exists(d + "/targets/0/" + pool_uuid);
+    if (all_gone) {
+      dropped_ms = MsSince(destroyed);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::printf("cluster: pool destroyed through engine 2 -> every engine dropped its directories in %lld ms\n",
+              dropped_ms);
+  ASSERT_GE(dropped_ms, 0) << "an engine kept the destroyed pool's directory";
+  for (size_t e = 0; e < keys.size(); ++e) {
+    Status st = PutOnce(**kept, oid, keys[e], 3);
+    EXPECT_EQ(st.code(), Status::Code::kNotFound) << "engine " << e << ": " << st.ToString();
+    EXPECT_NE(st.message().find("destroyed"), std::string::npos) << st.ToString();
+  }
+  EXPECT_EQ(mgmt0->QueryPool("p").status().code(), Status::Code::kNotFound);
+}
+
+}  // namespace
+}  // namespace ros2::testing
