@@ -23,7 +23,7 @@
 #include "object_session.h"
 #include "ros2/client.h"
 #include "testing/engine_process.h"
-#include "testing/etcd_process.h"
+#include "testing/etcd_cluster.h"
 #include "testing/pattern.h"
 #include "testing/status_assert.h"
 
@@ -31,7 +31,6 @@ namespace ros2::testing {
 namespace {
 
 using client::Client;
-using client::ClientOptions;
 using client::Container;
 using Clock = std::chrono::steady_clock;
 
@@ -39,57 +38,8 @@ long long MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-struct DestroyCluster {
-  TempDir dir;
-  std::unique_ptr<EtcdTestCluster> etcd;
-  std::vector<std::unique_ptr<EngineProcess>> engines;
-  std::vector<std::string> data_dirs;
-  control::Credentials admin;
-
-  void Start(int engine_count) {
-    auto e = EtcdTestCluster::Start(1);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    etcd = std::move(*e);
-    auto key = WriteTestClusterKey(dir.path());
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
-    for (int i = 0; i < engine_count; ++i) {
-      EngineOptions o;
-      o.data_dir = dir.path() + "/engine" + std::to_string(i);
-      o.targets = 1;
-      o.storage_class = "nvme";  // shards with files: their removal shows
-      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + *key, "lease_ttl: 3s"};
-      auto p = EngineProcess::Start(o);
-      ASSERT_TRUE(p.ok()) << p.status().ToString();
-      engines.push_back(std::move(*p));
-      data_dirs.push_back(o.data_dir);
-    }
-    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
-    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
-    admin = {"admin", *secret};
-  }
-
-  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) {
-    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
-    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
-    return std::make_unique<control::ManagementClient>(*channel, admin, std::chrono::seconds(5));
-  }
-
-  // Writes through the management call until it is served: a write needs a
-  // leader, elected within a tick or two of the engines' start.
-  template <typename Call>
-  Status UntilLeader(Call&& call) {
-    Status st;
-    for (int i = 0; i < 100; ++i) {
-      st = call();
-      if (st.code() != Status::Code::kDisconnected) return st;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return st;
-  }
-};
-
 // For each engine, a dkey of `oid` whose target is that engine's.
-std::vector<std::string> KeyPerEngine(ObjectSession& placement, const DestroyCluster& c, const ObjectId& oid) {
+std::vector<std::string> KeyPerEngine(ObjectSession& placement, const EtcdEngineCluster& c, const ObjectId& oid) {
   std::vector<std::string> keys(c.engines.size());
   for (int k = 0; k < 2000; ++k) {
     const std::string dkey = "k" + std::to_string(k);
@@ -109,19 +59,16 @@ Status PutOnce(Container& container, const ObjectId& oid, const std::string& dke
 }
 
 TEST(ClusterPoolDestroy, DestroyedThroughOneEngineIsDroppedByEvery) {
-  DestroyCluster c;
-  ASSERT_NO_FATAL_FAILURE(c.Start(3));
+  EtcdEngineCluster c;
+  ROS2_ASSERT_OK(c.Start({.storage_class = "nvme"}));  // shards with files: their removal shows
+  std::vector<std::string> data_dirs;
+  for (size_t e = 0; e < c.engines.size(); ++e) data_dirs.push_back(c.data_dir(e));
   auto mgmt0 = c.Mgmt(0);
-  ROS2_ASSERT_OK(c.UntilLeader([&] { return mgmt0->CreatePool("p", 64 << 20).status(); }));
+  ROS2_ASSERT_OK(mgmt0->CreatePool("p", 64 << 20).status());
   ROS2_ASSERT_OK(mgmt0->CreateContainer("p", "c").status());
   ROS2_ASSERT_OK(mgmt0->CreateContainer("p", "gone").status());
 
-  ClientOptions o;
-  o.control = c.engines[1]->control();
-  o.tenant = c.admin.tenant;
-  o.secret = c.admin.secret;
-  o.transport = "tcp";
-  auto client = Client::Connect(o);
+  auto client = Client::Connect(c.ClientOptionsFor(1));
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   auto pool = (*client)->ConnectPool("p");
   ASSERT_TRUE(pool.ok()) << pool.status().ToString();
@@ -140,7 +87,7 @@ TEST(ClusterPoolDestroy, DestroyedThroughOneEngineIsDroppedByEvery) {
     ROS2_ASSERT_OK(PutOnce(**kept, oid, keys[e], 1));
     ROS2_ASSERT_OK(PutOnce(**doomed, oid, keys[e], 1));
   }
-  for (const auto& d : c.data_dirs) ASSERT_TRUE(std::filesystem::exists(d + "/targets/0/" + pool_uuid)) << d;
+  for (const auto& d : data_dirs) ASSERT_TRUE(std::filesystem::exists(d + "/targets/0/" + pool_uuid)) << d;
 
   // A container destroyed through engine 2 (it forwards to the leader).
   auto mgmt2 = c.Mgmt(2);
@@ -164,7 +111,7 @@ TEST(ClusterPoolDestroy, DestroyedThroughOneEngineIsDroppedByEvery) {
   long long dropped_ms = -1;
   while (MsSince(destroyed) < 5000) {
     bool all_gone = true;
-    for (const auto& d : c.data_dirs) all_gone = all_gone && !std::filesystem::exists(d + "/targets/0/" + pool_uuid);
+    for (const auto& d : data_dirs) all_gone = all_gone && !std::filesystem::exists(d + "/targets/0/" + pool_uuid);
     if (all_gone) {
       dropped_ms = MsSince(destroyed);
       break;
