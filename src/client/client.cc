@@ -69,6 +69,7 @@ ThreadIo::~ThreadIo() {
   // will never answer.
   if (NothingInFlight()) (void)worker_->Progress();
   for (auto& [address, cached] : endpoints_) cached.ep->Close();
+  last_endpoint_ = nullptr;
   endpoints_.clear();
 }
 
@@ -79,9 +80,13 @@ const transport::EndpointInfo* ThreadIo::ConnectedInfo(const std::string& addres
 
 Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::string& address) {
   const auto now = std::chrono::steady_clock::now();
-  auto it = endpoints_.find(address);
-  if (it != endpoints_.end()) {
-    CachedEndpoint& cached = it->second;
+  auto* entry = last_endpoint_;
+  if (entry == nullptr || entry->first != address) {
+    auto it = endpoints_.find(address);
+    entry = it != endpoints_.end() ? &*it : nullptr;
+  }
+  if (entry != nullptr) {
+    CachedEndpoint& cached = entry->second;
     // An endpoint this thread has not used for a while may lead to an engine that died meanwhile (the transport notices
     // a dead peer only while the worker progresses): one progress pass
     // reports it, so the request is not sent into the void (where its
@@ -92,9 +97,11 @@ Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::st
     }
     if (cached.ep->status().ok()) {
       cached.last_used = now;
+      last_endpoint_ = entry;
       return cached.ep;
     }
-    endpoints_.erase(it);
+    last_endpoint_ = nullptr;
+    endpoints_.erase(endpoints_.find(entry->first));
   }
   auto ep =
       worker_->Connect(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(address.data()), address.size()));
@@ -104,7 +111,8 @@ Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::st
   // every wait for a reply progresses the worker, which sends them
   // (docs/transport.md, "Batches").
   (*ep)->Cork();
-  endpoints_[address] = CachedEndpoint{*ep, now};
+  auto it = endpoints_.insert_or_assign(address, CachedEndpoint{*ep, now}).first;
+  last_endpoint_ = &*it;
   return *ep;
 }
 
@@ -116,6 +124,7 @@ bool ThreadIo::NothingInFlight() const {
 }
 
 void ThreadIo::DropEndpoint(const std::string& address) {
+  last_endpoint_ = nullptr;
   endpoints_.erase(address);
 }
 

@@ -122,6 +122,11 @@ class ThreadIo {
   std::shared_ptr<transport::Context> context_;
   std::unique_ptr<transport::Worker> worker_;  // destroyed after the endpoints
   std::unordered_map<std::string, CachedEndpoint> endpoints_;
+  // The entry EndpointFor returned last (nodes of endpoints_ do not move):
+  // consecutive I/Os to one target compare the address instead of hashing it
+  // (an address is a UCX worker address of a few hundred bytes). Null after
+  // any erase.
+  std::pair<const std::string, CachedEndpoint>* last_endpoint_ = nullptr;
   std::vector<Timer> timers_;  // a min-heap on (due, seq)
   uint64_t timer_seq_ = 0;
   int completion_depth_ = 0;

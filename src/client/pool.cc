@@ -269,15 +269,12 @@ Status ContainerCore::Reopen() {
 
 Result<Route> ContainerCore::RouteFor(const ObjectId& oid, std::string_view dkey, uint32_t replica) {
   ROS2_ASSIGN_OR_RETURN(auto snapshot, pool_->Map());
-  auto targets = ReadTargets(snapshot->map, oid, dkey);
-  if (targets.ok() && replica >= targets->size()) {
-    targets = Status::NotFound(fmt::format("no replica left to read after {} tried", replica));
-  }
-  if (!targets.ok()) {
-    return targets.status().WithContext(
+  auto target = ReadTarget(snapshot->map, oid, dkey, replica);
+  if (!target.ok()) {
+    return target.status().WithContext(
         fmt::format("place {} in pool {} (map v{})", DescribeIo(oid, dkey, {}), pool_->label(), snapshot->map.version));
   }
-  return Route{std::move(snapshot), (*targets)[replica]};
+  return Route{std::move(snapshot), *target};
 }
 
 Result<std::vector<Route>> ContainerCore::WriteRoutes(const ObjectId& oid, std::string_view dkey) {

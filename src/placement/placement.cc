@@ -236,6 +236,31 @@ Result<std::vector<uint32_t>> WriteTargets(const PoolMap& map, const ObjectId& o
   return out;
 }
 
+Result<uint32_t> ReadTarget(const PoolMap& map, const ObjectId& oid, std::string_view dkey, uint32_t replica) {
+  const ObjectClass oc = oid.object_class();
+  if (ReplicaCount(oc) != 1) {
+    ROS2_ASSIGN_OR_RETURN(auto targets, ReadTargets(map, oid, dkey));
+    if (replica >= targets.size()) {
+      return Status::NotFound(fmt::format("object {}: no replica left to read after {} tried", oid.ToString(), replica));
+    }
+    return targets[replica];
+  }
+  // A group of one, as GroupPlaces computes it, without the vectors.
+  ROS2_RETURN_IF_ERROR(CheckPlaceable(map, oid));
+  const auto n = static_cast<uint32_t>(map.targets.size());
+  const uint32_t group = DkeyGroup(GroupCount(oc, n, 1), dkey);
+  const uint32_t t = (JumpConsistentHash(PlacementHash(oid), n) + group) % n;
+  if (map.targets[t].state == TargetState::kDown) {
+    return Status::NotFound(fmt::format("object {}: no copy of the dkey's shard is readable in pool map v{} ({})",
+                                        oid.ToString(), map.version,
+                                        DescribePlaces(map, {ReplicaPlace{t, false, true}})));
+  }
+  if (replica > 0) {
+    return Status::NotFound(fmt::format("object {}: no replica left to read after {} tried", oid.ToString(), replica));
+  }
+  return t;
+}
+
 Result<uint32_t> TargetForDkey(const PoolMap& map, const ObjectId& oid, std::string_view dkey) {
   ROS2_ASSIGN_OR_RETURN(auto places, ReplicasForDkey(map, oid, dkey));
   for (const auto& p : places) {

@@ -77,6 +77,11 @@ Result<std::vector<uint32_t>> ReadTargets(const PoolMap& map, const ObjectId& oi
 // included. NotFound when none is, or when a non-replicated shard is DOWN.
 Result<std::vector<uint32_t>> WriteTargets(const PoolMap& map, const ObjectId& oid, std::string_view dkey);
 
+// ReadTargets(map, oid, dkey)[replica], with the same errors, and NotFound
+// when `replica` is past the last readable copy. A non-replicated class is
+// placed without building the lists (the per-I/O routing of a client).
+Result<uint32_t> ReadTarget(const PoolMap& map, const ObjectId& oid, std::string_view dkey, uint32_t replica);
+
 // The target that serves `dkey` of `oid`: the first of ReadTargets. NotFound
 // (naming the target) when it is DOWN.
 Result<uint32_t> TargetForDkey(const PoolMap& map, const ObjectId& oid, std::string_view dkey);

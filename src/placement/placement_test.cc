@@ -280,6 +280,42 @@ TEST(PlacementTest, DownTargetIsReportedNotSilentlyRemapped) {
   EXPECT_NE(down.status().message().find("DOWN"), std::string::npos);
 }
 
+// ReadTarget (the client's per-I/O routing, which skips the lists for a
+// non-replicated class) answers what ReadTargets does, target and error alike.
+TEST(PlacementTest, ReadTargetIsReadTargetsIndexed) {
+  PoolMap map = MakeMap(3, 4);
+  map.targets[2].state = TargetState::kDown;
+  map.targets[7].state = TargetState::kDown;
+  int down_seen = 0;
+  for (ObjectClass oc : {ObjectClass::kS1, ObjectClass::kSX, ObjectClass::kRP2G1, ObjectClass::kRP3GX}) {
+    for (uint64_t lo = 0; lo < 64; ++lo) {
+      const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, oc, 0, lo);
+      for (uint64_t chunk = 0; chunk < 4; ++chunk) {
+        const std::string dkey = ChunkDkey(chunk);
+        auto all = ReadTargets(map, oid, dkey);
+        for (uint32_t replica = 0; replica < 4; ++replica) {
+          auto one = ReadTarget(map, oid, dkey, replica);
+          if (!all.ok()) {
+            ASSERT_FALSE(one.ok());
+            EXPECT_EQ(one.status().code(), all.status().code());
+            EXPECT_EQ(one.status().message(), all.status().message());
+            ++down_seen;
+          } else if (replica < all->size()) {
+            ASSERT_TRUE(one.ok()) << one.status().ToString();
+            EXPECT_EQ(*one, (*all)[replica]);
+          } else {
+            ASSERT_FALSE(one.ok());
+            EXPECT_TRUE(one.status().IsNotFound());
+            EXPECT_NE(one.status().message().find("no replica left"), std::string::npos);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(down_seen, 0);  // the DOWN targets were met by some non-replicated shard
+  EXPECT_FALSE(ReadTarget(PoolMap{}, ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, 1), "d", 0).ok());
+}
+
 TEST(PlacementTest, BadInputsAreRejected) {
   PoolMap empty;
   EXPECT_TRUE(ComputeLayout(empty, ObjectId{}).status().IsInvalidArgument());
