@@ -428,6 +428,7 @@ void Target::FinishShutdown() {
   shards_.clear();
   retiring_.clear();
   pending_.clear();
+  replica_.reset();  // its endpoints before their worker
   worker_.reset();
   ::close(epoll_fd_);
   ::close(mailbox_fd_);
