@@ -10,9 +10,10 @@
 // - A forward sent by a client (on its own authenticated connection, or after
 //   trying to authenticate for the engines' forward session) is refused,
 //   naming why, and stores nothing.
-// - The engine of a group's leader killed -9 while writers run: every write is
-//   acknowledged once the map marks it DOWN (resent whole to the next leader),
-//   and every acknowledged write reads back from each surviving copy.
+// - The engine of a group's leader, or of another copy, killed -9 while a
+//   writer runs: every write is acknowledged once the map marks it DOWN
+//   (resent whole, to the next leader or the same one), and every
+//   acknowledged write reads back from each surviving copy.
 //
 // The cluster set-up is a minimal copy of replication_test.cc's.
 #include <gtest/gtest.h>
@@ -267,7 +268,10 @@ TEST_F(ReplicationForwardTest, ForwardFromAClientIsRefused) {
   }
 }
 
-TEST_F(ReplicationForwardTest, KillTheLeaderMidWritesEveryAckedWriteReadsBack) {
+// Kills -9 the engine of copy `copy` of the group (0: the leader) while one
+// client writes; every write must be acknowledged and read back from every
+// surviving copy and through the client.
+void KillACopyMidWrites(ForwardCluster& c_, size_t copy) {
   const int mgmt_leader = c_.LeaderIndex(0);
   ASSERT_GE(mgmt_leader, 0);
   const size_t home = mgmt_leader == 0 ? 1 : 0;
@@ -281,11 +285,11 @@ TEST_F(ReplicationForwardTest, KillTheLeaderMidWritesEveryAckedWriteReadsBack) {
     oid = client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, lo);
     auto copies = WriteTargets(raw->map(), oid, "k0");
     ASSERT_TRUE(copies.ok());
-    const std::string& engine = raw->engine_of(copies->front());
+    const std::string& engine = raw->engine_of((*copies)[copy]);
     bool ok = true;
     for (size_t i : {home, static_cast<size_t>(mgmt_leader)}) ok = ok && engine != c_.engines[i]->engine_id();
     if (ok) {
-      victim_target = copies->front();
+      victim_target = (*copies)[copy];
       break;
     }
   }
@@ -328,6 +332,16 @@ TEST_F(ReplicationForwardTest, KillTheLeaderMidWritesEveryAckedWriteReadsBack) {
     ASSERT_TRUE(back.ok()) << dkey << ": " << back.status().ToString();
     EXPECT_EQ(*back, Pattern(size, 500 + i)) << dkey;
   }
+}
+
+TEST_F(ReplicationForwardTest, KillTheLeaderMidWritesEveryAckedWriteReadsBack) {
+  KillACopyMidWrites(c_, 0);
+}
+
+// The leader finds the copy gone and answers Disconnected; the client resends
+// to the same leader once the map marks the copy DOWN.
+TEST_F(ReplicationForwardTest, KillACopyMidWritesEveryAckedWriteReadsBack) {
+  KillACopyMidWrites(c_, 2);
 }
 
 }  // namespace
