@@ -26,15 +26,15 @@ HybridClock& ReplicaClock() {
 std::atomic<uint64_t> checksum_failovers{0};
 
 // One update of a replicated object, from its submission to its completion:
-// attempts (one request to every live copy each) until every copy stored it
+// attempts (one request to the group's leader each) until every copy stored it
 // or the failure policy gives up.
 class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
  public:
-  // One copy's request of the current attempt (SendToShard's owner).
+  // The leader's request of the current attempt (SendToShard's owner).
   struct Copy {
     ShardTarget shard;
     std::shared_ptr<ReplicatedUpdate> update;
-    void OnReply(const transport::ReplyView& reply) { update->OnCopyReply(shard.route.target, reply); }
+    void OnReply(const transport::ReplyView& reply) { update->OnLeaderReply(shard.route.target, reply); }
   };
 
   std::shared_ptr<ContainerCore> cont;
@@ -87,7 +87,7 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
     }
   }
 
-  // Sends the update to every copy of the current map. Outside completions.
+  // Sends the update to the leader of the current map. Outside completions.
   void Attempt() {
     failure = Status::Ok();
     failure_phase = CallPhase::kConnecting;
@@ -151,10 +151,11 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
     }
   }
 
-  void OnCopyReply(uint32_t target, const transport::ReplyView& reply) {
+  void OnLeaderReply(uint32_t target, const transport::ReplyView& reply) {
     CompletionScope scope(*io);
     if (!reply.status.ok()) {
-      Fail(reply.status.WithContext(fmt::format("{}: leader on target {}", Name(), target)), PhaseOfReply(reply.status));
+      Fail(reply.status.WithContext(fmt::format("{}: leader on target {}", Name(), target)),
+           PhaseOfReply(reply.status));
     } else {
       auto decoded = obj::DecodeUpdateReply(reply.payload);
       if (!decoded.ok()) Fail(decoded.status().WithContext(Name()), CallPhase::kAnswered);

@@ -33,7 +33,8 @@ class In {
     return Status::Ok();
   }
   Status Raw(std::string_view field, size_t n, std::span<const uint8_t>* out) {
-    if (bytes_.size() - pos_ < n) return Fail(field, fmt::format("{} bytes announced, {} left", n, bytes_.size() - pos_));
+    if (bytes_.size() - pos_ < n)
+      return Fail(field, fmt::format("{} bytes announced, {} left", n, bytes_.size() - pos_));
     *out = bytes_.subspan(pos_, n);
     pos_ += n;
     return Status::Ok();

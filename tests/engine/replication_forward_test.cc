@@ -110,8 +110,8 @@ std::span<const std::byte> Bytes(const std::vector<std::byte>& v) {
 
 // The single value of (dkey, "a") as the copy on `target` holds it (NotFound
 // when it holds none).
-Result<std::vector<std::byte>> ReadCopy(ObjectSession& s, uint32_t target, const ObjectId& oid,
-                                        const std::string& dkey, size_t capacity) {
+Result<std::vector<std::byte>> ReadCopy(ObjectSession& s, uint32_t target, const ObjectId& oid, const std::string& dkey,
+                                        size_t capacity) {
   obj::FetchRequest req;
   req.header = s.Header(target);
   req.oid = oid;
