@@ -523,6 +523,10 @@ static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, PunchScope sco
   if (condition != Condition::kNone && condition != Condition::kPresent) {
     return Status::InvalidArgument(what + ": a punch can only be conditional on the key being present");
   }
+  if (scope != PunchScope::kObject && ReplicaCount(oid.object_class()) > 1) {
+    const uint8_t flags = condition == Condition::kPresent ? obj::kFlagIfPresent : 0;
+    return ReplicatedPunchOnce(cont, oid, scope, dkey, akey, flags, epoch, phase);
+  }
   std::vector<Route> routes;
   if (scope == PunchScope::kObject) {
     ROS2_ASSIGN_OR_RETURN(routes, cont.ShardRoutes(&oid, /*write=*/true));
@@ -549,14 +553,16 @@ static Status PunchOnce(ContainerCore& cont, const ObjectId& oid, PunchScope sco
 
 // A punch is not idempotent: resent only when none of its requests was sent
 // (or an engine refused it before running it). A punch of a replicated
-// object goes to every live copy with one epoch the client stamps
-// (replicated_update.h): repeating it is harmless unless it is conditional.
+// object carries one epoch the client stamps (replicated_update.h): repeating
+// it is harmless, conditional or not (its leader and copies remember the
+// transaction they decided).
 static Status Punch(ContainerCore& cont, const ObjectId& oid, PunchScope scope, std::string_view dkey,
                     std::string_view akey, Condition condition = Condition::kNone) {
   const bool replicated = ReplicaCount(oid.object_class()) > 1;
   const Epoch epoch = replicated ? ReplicaEpoch() : Epoch{0};
   const Idempotency idempotency =
-      replicated && condition == Condition::kNone ? Idempotency::kIdempotent : Idempotency::kNotIdempotent;
+      replicated && (condition == Condition::kNone || scope != PunchScope::kObject) ? Idempotency::kIdempotent
+                                                                                    : Idempotency::kNotIdempotent;
   return WithRetry(cont, idempotency, "punch " + DescribeIo(oid, dkey, akey),
                    [&](CallPhase& phase) { return PunchOnce(cont, oid, scope, dkey, akey, condition, epoch, phase); });
 }

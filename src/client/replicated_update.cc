@@ -12,6 +12,7 @@
 #include "client/resend.h"
 #include "client/shard_call.h"
 #include "common/log.h"
+#include "object/replica_rpc.h"
 
 namespace ros2::client {
 
@@ -25,15 +26,15 @@ HybridClock& ReplicaClock() {
 std::atomic<uint64_t> checksum_failovers{0};
 
 // One update of a replicated object, from its submission to its completion:
-// attempts (one request to every live copy each) until every copy stored it
+// attempts (one request to the group's leader each) until every copy stored it
 // or the failure policy gives up.
 class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
  public:
-  // One copy's request of the current attempt (SendToShard's owner).
+  // The leader's request of the current attempt (SendToShard's owner).
   struct Copy {
     ShardTarget shard;
     std::shared_ptr<ReplicatedUpdate> update;
-    void OnReply(const transport::ReplyView& reply) { update->OnCopyReply(shard.route.target, reply); }
+    void OnReply(const transport::ReplyView& reply) { update->OnLeaderReply(shard.route.target, reply); }
   };
 
   std::shared_ptr<ContainerCore> cont;
@@ -55,14 +56,12 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
   size_t remaining = 0;
   Status failure;
   CallPhase failure_phase = CallPhase::kConnecting;
-  bool reached_a_copy = false;
 
   std::string Name() const { return "replicated update " + DescribeIo(oid, args.dkey, args.akey); }
-  Idempotency idempotency() const {
-    // The epoch makes a plain update harmless to repeat on a copy; a
-    // conditional one is only while no copy has seen it.
-    return flags == 0 || !reached_a_copy ? Idempotency::kIdempotent : Idempotency::kNotIdempotent;
-  }
+  // The epoch makes an update harmless to repeat on a copy; a conditional
+  // one too, since the copies remember the transaction they decided
+  // (docs/replication.md, "Update protocol").
+  Idempotency idempotency() const { return Idempotency::kIdempotent; }
 
   void Count() {
     if (eq != nullptr && !counted) {
@@ -88,7 +87,7 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
     }
   }
 
-  // Sends the update to every copy of the current map. Outside completions.
+  // Sends the update to the leader of the current map. Outside completions.
   void Attempt() {
     failure = Status::Ok();
     failure_phase = CallPhase::kConnecting;
@@ -107,13 +106,15 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
         return Release();
       }
     }
-    for (Route& route : *routes) SendCopy(std::move(route));
+    SendToLeader(std::move(*routes));
     Release();
   }
 
-  void SendCopy(Route route) {
+  // The update goes to the group's leader (the first copy of the map), which
+  // forwards it to the others (LeaderPeers).
+  void SendToLeader(std::vector<Route> routes) {
     auto copy = std::make_shared<Copy>();
-    copy->shard = ShardTarget{io, cont.get(), std::move(route)};
+    copy->shard = ShardTarget{io, cont.get(), routes.front()};
     copy->update = shared_from_this();
     obj::UpdateRequest req;
     req.header = cont->Header(copy->shard.route);
@@ -135,25 +136,27 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
         return Fail(region.status().WithContext(Name() + ": register the data buffer"), CallPhase::kBeforeSend);
       options.bulk_out_region = *region;
     }
-    const auto payload = obj::Encode(req);
+    obj::LeaderRequest lead;
+    lead.op = obj::Opcode::kUpdate;
+    lead.body = obj::Encode(req);
+    lead.peers = LeaderPeers(routes);
+    const auto payload = obj::Encode(lead);
     CallPhase phase = CallPhase::kConnecting;
     ++remaining;
     Status st = SendToShard(
-        copy, obj::Opcode::kUpdate, {payload.data(), payload.size()}, options, [this] { return Name(); }, phase);
-    if (phase == CallPhase::kSent) reached_a_copy = true;
+        copy, obj::Opcode::kLeader, {payload.data(), payload.size()}, options, [this] { return Name(); }, phase);
     if (!st.ok()) {
       --remaining;
       Fail(st, phase);
     }
   }
 
-  void OnCopyReply(uint32_t target, const transport::ReplyView& reply) {
+  void OnLeaderReply(uint32_t target, const transport::ReplyView& reply) {
     CompletionScope scope(*io);
     if (!reply.status.ok()) {
-      if (PhaseOfReply(reply.status) == CallPhase::kAnswered) reached_a_copy = true;
-      Fail(reply.status.WithContext(fmt::format("{}: copy on target {}", Name(), target)), PhaseOfReply(reply.status));
+      Fail(reply.status.WithContext(fmt::format("{}: leader on target {}", Name(), target)),
+           PhaseOfReply(reply.status));
     } else {
-      reached_a_copy = true;
       auto decoded = obj::DecodeUpdateReply(reply.payload);
       if (!decoded.ok()) Fail(decoded.status().WithContext(Name()), CallPhase::kAnswered);
     }
@@ -195,6 +198,36 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
 };
 
 }  // namespace
+
+std::vector<obj::ReplicaPeer> LeaderPeers(const std::vector<Route>& routes) {
+  std::vector<obj::ReplicaPeer> peers;
+  for (size_t i = 1; i < routes.size(); ++i) peers.push_back({routes[i].engine_index(), routes[i].address()});
+  return peers;
+}
+
+Status ReplicatedPunchOnce(ContainerCore& cont, const ObjectId& oid, PunchScope scope, std::string_view dkey,
+                           std::string_view akey, uint8_t flags, Epoch epoch, CallPhase& phase) {
+  ROS2_ASSIGN_OR_RETURN(auto io, cont.pool().client().ThisThreadIo());
+  const std::string what = "punch " + DescribeIo(oid, dkey, akey);
+  ROS2_ASSIGN_OR_RETURN(auto routes, cont.WriteRoutes(oid, dkey));
+  obj::PunchRequest req;
+  req.header = cont.Header(routes.front());
+  req.header.epoch = epoch;
+  req.header.flags = flags;
+  req.scope = scope;
+  req.oid = oid;
+  req.dkey = dkey;
+  req.akey = akey;
+  obj::LeaderRequest lead;
+  lead.op = obj::Opcode::kPunch;
+  lead.body = obj::Encode(req);
+  lead.peers = LeaderPeers(routes);
+  std::vector<std::vector<uint8_t>> payloads{obj::Encode(lead)};
+  routes.resize(1);
+  auto replies = CallShards(*io, cont, what, std::move(routes), obj::Opcode::kLeader, payloads, &phase);
+  if (!replies.front().ok()) return replies.front().status();
+  return obj::DecodePunchReply(*replies.front()).status().WithContext(what);
+}
 
 Epoch ReplicaEpoch() {
   return ReplicaClock().Now();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "engine/conditions.h"
 #include "engine/target.h"
 
 namespace ros2::engine {
@@ -24,6 +25,8 @@ vos::PunchOp ToVos(const obj::PunchRequest& m, Epoch epoch) {
 Epoch ReadEpoch(Epoch e) {
   return e == 0 ? kEpochMax : e;
 }
+
+}  // namespace
 
 // Whether `akey` of `dkey` has a visible value now (punched keys do not).
 Result<bool> AkeyVisible(vos::Vos& vos, const ObjectId& oid, const std::string& dkey, const std::string& akey) {
@@ -55,8 +58,6 @@ Status CheckCondition(uint8_t flags, Result<bool> visible, std::string_view what
   }
   return Status::Ok();
 }
-
-}  // namespace
 
 void Target::RegisterHandlers() {
   auto reg = [this](Opcode op, void (Target::*fn)(IncomingRequest)) {
@@ -93,10 +94,12 @@ void Target::RegisterHandlers() {
   reg(Opcode::kPunch, &Target::HandlePunch);
   reg(Opcode::kList, &Target::HandleList);
   reg(Opcode::kQuery, &Target::HandleQuery);
+  reg(Opcode::kLeader, &Target::HandleLeader);    // replica_forward.cc
+  reg(Opcode::kForward, &Target::HandleForward);  // replica_forward.cc
 }
 
 Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::RequestHeader& header,
-                                     control::Rights rights) {
+                                     control::Rights rights, bool forwarded) {
   const auto op = obj::OpcodeName(req.opcode());
   if (stopping_) return Status::Cancelled(fmt::format("engine target {}: shutting down, {} refused", index_, op));
   if (header.target != index_) {
@@ -118,7 +121,9 @@ Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::Requ
     metrics_.Refuse(Refusal::kCapability);
     return cap.status().WithContext(fmt::format("engine target {}: {}", index_, op));
   }
-  if (!req.SessionAuthenticated(cap->session.bytes())) {
+  // A forward (replica_forward.cc) comes from the leader's engine, on a
+  // connection HandleForward checked; it carries the client's capability.
+  if (!forwarded && !req.SessionAuthenticated(cap->session.bytes())) {
     // A capability works only on a connection that proved its session's key:
     // one captured on the wire and replayed elsewhere does nothing.
     metrics_.Refuse(Refusal::kCapability);

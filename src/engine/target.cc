@@ -429,6 +429,7 @@ void Target::FinishShutdown() {
   shards_.clear();
   retiring_.clear();
   pending_.clear();
+  replica_.reset();  // its endpoints before their worker
   worker_.reset();
   ::close(epoll_fd_);
   ::close(mailbox_fd_);
@@ -643,9 +644,15 @@ Result<uint64_t> Target::Track(const transport::IncomingRequest& req, uint64_t b
   uint64_t ticket = next_ticket_++;
   pending_.emplace(ticket, req);
   const uint16_t opcode = req.opcode();
+  // A replicated update or punch (leader or forward, replica_forward.cc)
+  // counts as what it wraps: an update carries data, a punch none.
+  const bool replica = opcode == static_cast<uint16_t>(obj::Opcode::kLeader) ||
+                       opcode == static_cast<uint16_t>(obj::Opcode::kForward);
+  const OpKind replica_kind = bytes > 0 ? OpKind::kUpdate : OpKind::kPunch;
   const OpKind kind = opcode == static_cast<uint16_t>(obj::Opcode::kUpdate)  ? OpKind::kUpdate
                       : opcode == static_cast<uint16_t>(obj::Opcode::kFetch) ? OpKind::kFetch
                       : opcode == static_cast<uint16_t>(obj::Opcode::kPunch) ? OpKind::kPunch
+                      : replica                                              ? replica_kind
                                                                              : OpKind::kEnumerate;
   reserved_.emplace(ticket, Reservation{connection, bytes, kind, kind == OpKind::kUpdate ? bytes : 0,
                                         std::chrono::steady_clock::now()});

@@ -54,10 +54,14 @@
 #include "engine/request_budget.h"
 #include "engine/target_metrics.h"
 #include "object/obj_rpc.h"
+#include "object/replica_rpc.h"
 #include "transport/transport.h"
 #include "vos/vos.h"
 
 namespace ros2::engine {
+
+struct LeaderOp;      // replica_forward.h
+struct ReplicaState;  // replica_forward.h
 
 // What every target of an engine shares; owned by the Engine, which outlives
 // its targets.
@@ -234,7 +238,29 @@ class Target {
   // Shutdown, target, capability, map version and shard checks shared by
   // every handler (StaleMap for a request made with an older map). A
   // nullptr shard means it is being opened: the handler parks the request (Park).
-  Result<Shard*> Admit(const transport::IncomingRequest& req, const obj::RequestHeader& header, control::Rights rights);
+  // `forwarded`: a leader's forward (replica_forward.cc), whose connection
+  // HandleForward authenticated as an engine's: the client's capability is
+  // checked, not that this connection proved the client's session.
+  Result<Shard*> Admit(const transport::IncomingRequest& req, const obj::RequestHeader& header, control::Rights rights,
+                       bool forwarded = false);
+
+  // --- replicated objects (replica_forward.cc, docs/replication.md) ---
+  // A client's update or punch to the leader of its group: decided here,
+  // forwarded to the other copies, answered once every copy has it durable.
+  void HandleLeader(transport::IncomingRequest req);
+  // A leader's forward: stored as the leader decided it.
+  void HandleForward(transport::IncomingRequest req);
+  void LeadUpdate(transport::IncomingRequest& req, obj::LeaderRequest& m);
+  void LeadPunch(transport::IncomingRequest& req, obj::LeaderRequest& m);
+  // Checks a conditional operation under its dkey's gate, then (from the
+  // loop, not a completion) Replicate.
+  void Decide(const std::shared_ptr<LeaderOp>& op);
+  void Replicate(const std::shared_ptr<LeaderOp>& op);
+  void SendForward(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPeer& peer);
+  void CopyDone(const std::shared_ptr<LeaderOp>& op, const Status& st);
+  void StoreForwardedUpdate(transport::IncomingRequest& req, obj::UpdateRequest m, uint8_t flags);
+  void StoreForwardedPunch(transport::IncomingRequest& req, obj::PunchRequest m, uint8_t flags);
+  ReplicaState& replica();
   // The container's open shard; nullptr while it is not open yet (then, with
   // `open`, its opening has been started). Destroyed containers are NotFound.
   Result<Shard*> ShardFor(const Uuid& pool, const Uuid& container, bool open);
@@ -298,6 +324,10 @@ class Target {
   std::chrono::steady_clock::time_point next_aggregate_check_{};
   std::vector<std::function<void()>> deferred_;
   DkeyGate conditional_gate_;  // conditional operations, serialised per dkey (dkey_gate.h)
+  // Replicated objects (replica_forward.h): the forward key, the endpoints to
+  // other engines' targets, the decided conditional operations. Made on
+  // first use; dropped before the worker.
+  std::shared_ptr<ReplicaState> replica_;
   InFlightBudget budget_;      // tracked requests and their buffers, per connection and in total
   struct Reservation {
     uint64_t connection = 0;

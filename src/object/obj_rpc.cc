@@ -234,6 +234,8 @@ std::string_view OpcodeName(uint16_t opcode) {
     case Opcode::kPunch: return "punch";
     case Opcode::kList: return "list";
     case Opcode::kQuery: return "query";
+    case Opcode::kLeader: return "leader";
+    case Opcode::kForward: return "forward";
   }
   return "unknown";
 }

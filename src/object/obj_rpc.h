@@ -66,6 +66,10 @@ enum class Opcode : uint16_t {
   kPunch = 0x0103,   // remove an object, a dkey or an akey at an epoch
   kList = 0x0104,    // enumerate objects, dkeys, akeys or array extents
   kQuery = 0x0105,   // largest dkey of an object, end of an array akey
+  // Replicated objects (replica_rpc.h): a client's update or punch to the
+  // leader of its group, and the leader's forward of it to another replica.
+  kLeader = 0x0106,
+  kForward = 0x0107,
 };
 std::string_view OpcodeName(uint16_t opcode);  // "update", ...; "unknown" otherwise
 

@@ -1,0 +1,407 @@
+// The leader of a replica group and the copies it forwards to
+// (replica_forward.h, docs/replication.md "Update protocol").
+//
+// Leader: admits the client's request as any update or punch (capability on a
+// connection that proved its session, map version, fencing, limits), pulls the
+// data once, decides a conditional operation under the dkey's gate, then at
+// once stores its own copy and forwards the decided, unconditional request to
+// every other copy the client named, each copy pulling the data from the
+// leader's buffer. It answers when every copy answered: OK only when all have
+// it durable, else the first failure (a copy that cannot be reached or died is
+// reported as Disconnected, so the client refreshes its map and resends the
+// whole operation with the same epoch).
+//
+// Copy: accepts a forward only on a connection authenticated for
+// kForwardSession and with a MAC that verifies, then stores it as any update
+// or punch of the client whose capability it carries.
+#include "engine/replica_forward.h"
+
+#include <fmt/format.h>
+
+#include "engine/conditions.h"
+#include "engine/target.h"
+
+namespace ros2::engine {
+
+using transport::IncomingRequest;
+
+std::string DecidedTable::Key(const Uuid& pool, const Uuid& container, const ObjectId& oid, const std::string& dkey,
+                              const std::string& akey) {
+  std::string k = DkeyGate::Key(pool, container, oid, {});
+  k.push_back(static_cast<char>(dkey.size() & 0xff));
+  k.push_back(static_cast<char>(dkey.size() >> 8));
+  k.append(dkey);
+  k.append(akey);
+  return k;
+}
+
+void DecidedTable::Record(const std::string& key, Epoch txid) {
+  auto [it, inserted] = by_key_.insert_or_assign(key, txid);
+  if (!inserted) return;
+  order_.push_back(key);
+  if (order_.size() > kCapacity) {
+    by_key_.erase(order_.front());
+    order_.pop_front();
+  }
+}
+
+bool DecidedTable::Decided(const std::string& key, Epoch txid) const {
+  auto it = by_key_.find(key);
+  return it != by_key_.end() && it->second == txid;
+}
+
+namespace {
+
+// A copy that could not be reached, or whose connection failed: the client
+// resends once its map changes (its failure policy's answer to Disconnected).
+Status CopyFailure(const Status& st, uint32_t leader, uint32_t copy) {
+  const std::string what = fmt::format("engine target {}: copy on target {}", leader, copy);
+  switch (st.code()) {
+    case Status::Code::kDisconnected:
+    case Status::Code::kTimedOut:
+    case Status::Code::kCancelled:
+    case Status::Code::kNotSupported:
+    case Status::Code::kProtocol: return Status::Disconnected(fmt::format("{}: {}", what, st.message()));
+    default: return st.WithContext(what);
+  }
+}
+
+std::span<const uint8_t> AsBytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+// The forward key, once the capability verifier exists.
+Status EnsureForwardKey(ReplicaState& rs, control::CapabilityVerifier* verifier, uint32_t target) {
+  if (rs.mac.has_value()) return Status::Ok();
+  if (verifier == nullptr) return Status::Busy(fmt::format("engine target {}: still starting", target));
+  ROS2_ASSIGN_OR_RETURN(auto key, verifier->SessionKeyFor(Uuid::FromBytes(kForwardSession)));
+  ROS2_ASSIGN_OR_RETURN(auto mac, control::HmacSha256::Create(key));
+  rs.mac.emplace(std::move(mac));
+  rs.credential.id = kForwardSession;
+  rs.credential.key = key;
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<transport::Endpoint>> PeerEndpoint(ReplicaState& rs, transport::Worker& worker,
+                                                          const std::string& address) {
+  auto it = rs.peers.find(address);
+  if (it != rs.peers.end()) {
+    if (it->second->status().ok()) return it->second;
+    rs.peers.erase(it);
+  }
+  if (rs.peers.size() >= ReplicaState::kMaxPeers) {
+    std::erase_if(rs.peers, [](const auto& p) { return p.second->outstanding() == 0; });
+  }
+  // Blocks this target's loop for the hello's round trip (its worker keeps
+  // serving meanwhile): once per peer, the endpoint is kept.
+  ROS2_ASSIGN_OR_RETURN(auto ep, worker.Connect(AsBytes(address)));
+  ROS2_RETURN_IF_ERROR(ep->AuthenticateSession(rs.credential));
+  rs.peers[address] = ep;
+  return ep;
+}
+
+}  // namespace
+
+ReplicaState& Target::replica() {
+  if (replica_ == nullptr) replica_ = std::make_shared<ReplicaState>();
+  return *replica_;
+}
+
+void Target::HandleLeader(IncomingRequest req) {
+  auto m = obj::DecodeLeaderRequest(req.payload());
+  if (!m.ok()) return req.Reply(m.status());
+  if (m->op == obj::Opcode::kUpdate) return LeadUpdate(req, *m);
+  LeadPunch(req, *m);
+}
+
+void Target::LeadUpdate(IncomingRequest& req, obj::LeaderRequest& m) {
+  auto u = obj::DecodeUpdateRequest(m.body);
+  if (!u.ok()) return req.Reply(u.status().WithContext("leader request"));
+  auto shard = Admit(req, u->header, control::kRightWrite);
+  if (!shard.ok()) return ReplyRefused(req, shard.status(), u->header);
+  if (*shard == nullptr) return Park(std::move(req), u->header);
+  if (u->header.epoch == 0) {
+    return req.Reply(Status::InvalidArgument(fmt::format(
+        "engine target {}: a replicated update needs the client's epoch (its transaction id), got 0", index_)));
+  }
+  if (Status st = CheckClientEpoch(u->header.epoch, "replicated update"); !st.ok()) return req.Reply(st);
+  if (req.bulk_out_size() != u->length) {
+    return req.Reply(Status::InvalidArgument(fmt::format(
+        "engine target {}: update of {} bytes carries {} bytes of data", index_, u->length, req.bulk_out_size())));
+  }
+  if (u->length > env_->limits.max_io_size) {
+    metrics_.Refuse(Refusal::kLimit);
+    return req.Reply(Status::InvalidArgument(
+        fmt::format("engine target {}: update of {} bytes exceeds limits.max_io_size ({} bytes)", index_, u->length,
+                    env_->limits.max_io_size)));
+  }
+  auto ticket = Track(req, u->length);
+  if (!ticket.ok()) return req.Reply(ticket.status());
+  auto buffer = buffers_.Get(u->length);
+  if (!buffer.ok()) return Finish(*ticket, buffer.status());
+  auto op = std::make_shared<LeaderOp>();
+  op->ticket = *ticket;
+  op->op = obj::Opcode::kUpdate;
+  op->peers = std::move(m.peers);
+  op->capability.assign(req.capability().begin(), req.capability().end());
+  op->buffer = std::move(*buffer);
+  op->condition = u->header.flags & obj::kUpdateFlags;
+  op->epoch = u->header.epoch;
+  env_->clock->Update(op->epoch);
+  op->store = vos::UpdateOp{};
+  op->store.oid = u->oid;
+  op->store.dkey = u->dkey;
+  op->store.akey = u->akey;
+  op->store.epoch = op->epoch;
+  op->store.type = u->type;
+  op->store.index = u->index;
+  op->store.record_size = u->record_size;
+  op->store.data = op->buffer.span();
+  op->store.csum = u->csum;
+  op->update = std::move(*u);
+  auto decide = [this, op](const Status& pulled) {
+    if (!pulled.ok()) {
+      return Finish(op->ticket, pulled.WithContext(fmt::format("engine target {}: pulling update data", index_)));
+    }
+    Decide(op);
+  };
+  if (op->update.length == 0) return decide(Status::Ok());
+  req.Pull(op->buffer.span(), decide);
+}
+
+void Target::LeadPunch(IncomingRequest& req, obj::LeaderRequest& m) {
+  auto p = obj::DecodePunchRequest(m.body);
+  if (!p.ok()) return req.Reply(p.status().WithContext("leader request"));
+  if (p->scope == obj::PunchScope::kObject) {
+    return req.Reply(Status::InvalidArgument(
+        fmt::format("engine target {}: an object punch goes to every shard, not through a group's leader", index_)));
+  }
+  auto shard = Admit(req, p->header, control::kRightWrite);
+  if (!shard.ok()) return ReplyRefused(req, shard.status(), p->header);
+  if (*shard == nullptr) return Park(std::move(req), p->header);
+  if (p->header.epoch == 0) {
+    return req.Reply(Status::InvalidArgument(fmt::format(
+        "engine target {}: a replicated punch needs the client's epoch (its transaction id), got 0", index_)));
+  }
+  if (Status st = CheckClientEpoch(p->header.epoch, "replicated punch"); !st.ok()) return req.Reply(st);
+  auto ticket = Track(req);
+  if (!ticket.ok()) return req.Reply(ticket.status());
+  auto op = std::make_shared<LeaderOp>();
+  op->ticket = *ticket;
+  op->op = obj::Opcode::kPunch;
+  op->peers = std::move(m.peers);
+  op->capability.assign(req.capability().begin(), req.capability().end());
+  op->condition = p->header.flags & obj::kPunchFlags;
+  op->epoch = p->header.epoch;
+  env_->clock->Update(op->epoch);
+  op->punch = std::move(*p);
+  Decide(op);
+}
+
+void Target::Decide(const std::shared_ptr<LeaderOp>& op) {
+  // Forwarding may connect (a blocking round trip that progresses the
+  // worker): never inside a completion, always from the loop.
+  auto replicate = [this, op] { deferred_.push_back([this, op] { Replicate(op); }); };
+  if (op->condition == 0) return replicate();
+  const obj::RequestHeader& h = op->op == obj::Opcode::kUpdate ? op->update.header : op->punch.header;
+  const ObjectId& oid = op->op == obj::Opcode::kUpdate ? op->update.oid : op->punch.oid;
+  const std::string& dkey = op->op == obj::Opcode::kUpdate ? op->update.dkey : op->punch.dkey;
+  op->gate_key = DkeyGate::Key(h.pool, h.container, oid, dkey);
+  // Held until every copy answered: the next conditional operation on the
+  // dkey is decided after this one is stored everywhere (or failed).
+  conditional_gate_.Acquire(op->gate_key, [this, op, replicate] {
+    const bool update = op->op == obj::Opcode::kUpdate;
+    const obj::RequestHeader& h = update ? op->update.header : op->punch.header;
+    const std::string& dkey = update ? op->update.dkey : op->punch.dkey;
+    const std::string& akey = update ? op->update.akey : op->punch.akey;
+    const ObjectId& oid = update ? op->update.oid : op->punch.oid;
+    const std::string key = DecidedTable::Key(h.pool, h.container, oid, dkey, akey);
+    Status st;
+    if (!replica().decided.Decided(key, op->epoch)) {
+      auto shard = OpenShard(h.pool, h.container);
+      const std::string what = fmt::format("engine target {}: {}", index_, update ? "update" : "punch");
+      if (!shard.ok()) {
+        st = shard.status();
+      } else if (!update && op->punch.scope == obj::PunchScope::kDkey) {
+        st = CheckCondition(op->condition, DkeyVisible(*(*shard)->vos, oid, dkey), what);
+      } else {
+        st = CheckCondition(op->condition, AkeyVisible(*(*shard)->vos, oid, dkey, akey), what);
+      }
+    }
+    if (!st.ok()) {
+      Finish(op->ticket, st);
+      return conditional_gate_.Release(op->gate_key);
+    }
+    replica().decided.Record(key, op->epoch);
+    replicate();
+  });
+}
+
+void Target::Replicate(const std::shared_ptr<LeaderOp>& op) {
+  op->remaining = op->peers.size() + 1;  // the copies and the leader's own
+  for (const auto& peer : op->peers) SendForward(op, peer);
+  const obj::RequestHeader& h = op->op == obj::Opcode::kUpdate ? op->update.header : op->punch.header;
+  auto mine = [this, op](Status st) {
+    usage_dirty_ = true;
+    CopyDone(op, st.ok() ? st : st.WithContext(fmt::format("engine target {}: the leader's copy", index_)));
+  };
+  if (op->op == obj::Opcode::kUpdate) return SubmitUpdateWithRetry(h.pool, h.container, &op->store, mine);
+  auto shard = OpenShard(h.pool, h.container);
+  if (!shard.ok()) return CopyDone(op, shard.status());
+  const obj::PunchRequest& p = op->punch;
+  (*shard)->vos->SubmitPunch(vos::PunchOp{p.scope, p.oid, p.dkey, p.akey, op->epoch}, mine);
+}
+
+void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPeer& peer) {
+  ReplicaState& rs = replica();
+  auto fail = [&](const Status& st) { CopyDone(op, CopyFailure(st, index_, peer.target)); };
+  if (Status st = EnsureForwardKey(rs, env_->verifier.load(std::memory_order_acquire), index_); !st.ok()) {
+    return fail(st);
+  }
+  auto ep = PeerEndpoint(rs, *worker_, peer.address);
+  if (!ep.ok()) return fail(ep.status());
+  obj::ForwardRequest fwd;
+  fwd.op = op->op;
+  fwd.flags = op->condition != 0 ? obj::kForwardDecided : 0;
+  if (op->op == obj::Opcode::kUpdate) {
+    obj::UpdateRequest r = op->update;
+    r.header.target = peer.target;
+    r.header.flags = 0;  // decided here
+    fwd.body = obj::Encode(r);
+  } else {
+    obj::PunchRequest r = op->punch;
+    r.header.target = peer.target;
+    r.header.flags = 0;
+    fwd.body = obj::Encode(r);
+  }
+  auto mac = rs.mac->Compute(obj::ForwardMacInput(fwd, op->capability));
+  if (!mac.ok()) return fail(mac.status());
+  fwd.mac = *mac;
+  transport::CallOptions options;
+  options.capability = op->capability;
+  if (op->op == obj::Opcode::kUpdate) options.bulk_out = op->buffer.span();
+  const auto payload = obj::Encode(fwd);
+  Status st = (*ep)->Call(static_cast<uint16_t>(obj::Opcode::kForward), payload, options,
+                          [this, op, copy = peer.target](const transport::ReplyView& reply) {
+                            CopyDone(op, reply.status.ok() ? Status::Ok() : CopyFailure(reply.status, index_, copy));
+                          });
+  if (!st.ok()) fail(st);
+}
+
+void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const Status& st) {
+  if (!st.ok() && op->failure.ok()) op->failure = st;
+  if (--op->remaining > 0) return;
+  op->buffer = PooledBuffer();
+  if (!op->gate_key.empty()) conditional_gate_.Release(op->gate_key);
+  if (!op->failure.ok()) return Finish(op->ticket, op->failure);
+  if (op->op == obj::Opcode::kUpdate) return Finish(op->ticket, Status::Ok(), obj::Encode(obj::UpdateReply{op->epoch}));
+  Finish(op->ticket, Status::Ok(), obj::Encode(obj::PunchReply{op->epoch}));
+}
+
+void Target::HandleForward(IncomingRequest req) {
+  auto m = obj::DecodeForwardRequest(req.payload());
+  if (!m.ok()) return req.Reply(m.status());
+  // Only an engine holds the forward session's key: a client's connection
+  // never proved it, whatever it sends.
+  if (!req.SessionAuthenticated(kForwardSession)) {
+    metrics_.Refuse(Refusal::kCapability);
+    return req.Reply(Status::PermissionDenied(
+        fmt::format("engine target {}: forward refused: connection {:#x} did not authenticate as an engine (the "
+                    "replica forward session); only the leader of a replica group forwards updates",
+                    index_, req.connection_id())));
+  }
+  ReplicaState& rs = replica();
+  if (Status st = EnsureForwardKey(rs, env_->verifier.load(std::memory_order_acquire), index_); !st.ok()) {
+    return req.Reply(st);
+  }
+  auto mac = rs.mac->Compute(obj::ForwardMacInput(*m, req.capability()));
+  if (!mac.ok()) return req.Reply(mac.status());
+  if (!control::ConstantTimeEqual(*mac, m->mac)) {
+    metrics_.Refuse(Refusal::kCapability);
+    return req.Reply(Status::Unauthenticated(fmt::format(
+        "engine target {}: forward refused: its MAC does not verify under the engines' forward key", index_)));
+  }
+  if (m->op == obj::Opcode::kUpdate) {
+    auto u = obj::DecodeUpdateRequest(m->body);
+    if (!u.ok()) return req.Reply(u.status().WithContext("forward request"));
+    return StoreForwardedUpdate(req, std::move(*u), m->flags);
+  }
+  auto p = obj::DecodePunchRequest(m->body);
+  if (!p.ok()) return req.Reply(p.status().WithContext("forward request"));
+  StoreForwardedPunch(req, std::move(*p), m->flags);
+}
+
+void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, uint8_t flags) {
+  if (u.header.flags != 0 || u.header.epoch == 0) {
+    return req.Reply(Status::InvalidArgument(fmt::format(
+        "engine target {}: a forward must carry a decided (unconditional) update at the leader's epoch", index_)));
+  }
+  auto shard = Admit(req, u.header, control::kRightWrite, /*forwarded=*/true);
+  if (!shard.ok()) return ReplyRefused(req, shard.status(), u.header);
+  if (*shard == nullptr) return Park(std::move(req), u.header);
+  if (Status st = CheckClientEpoch(u.header.epoch, "forwarded update"); !st.ok()) return req.Reply(st);
+  if (req.bulk_out_size() != u.length || u.length > env_->limits.max_io_size) {
+    return req.Reply(Status::InvalidArgument(fmt::format("engine target {}: forwarded update of {} bytes carries {}",
+                                                         index_, u.length, req.bulk_out_size())));
+  }
+  auto ticket = Track(req, u.length);
+  if (!ticket.ok()) return req.Reply(ticket.status());
+  auto buffer = buffers_.Get(u.length);
+  if (!buffer.ok()) return Finish(*ticket, buffer.status());
+  auto op = std::make_shared<LeaderOp>();
+  op->ticket = *ticket;
+  op->buffer = std::move(*buffer);
+  op->epoch = u.header.epoch;
+  env_->clock->Update(op->epoch);
+  if ((flags & obj::kForwardDecided) != 0) {
+    replica().decided.Record(DecidedTable::Key(u.header.pool, u.header.container, u.oid, u.dkey, u.akey), op->epoch);
+  }
+  op->store.oid = u.oid;
+  op->store.dkey = std::move(u.dkey);
+  op->store.akey = std::move(u.akey);
+  op->store.epoch = op->epoch;
+  op->store.type = u.type;
+  op->store.index = u.index;
+  op->store.record_size = u.record_size;
+  op->store.data = op->buffer.span();
+  op->store.csum = std::move(u.csum);
+  op->update.header = u.header;
+  auto store = [this, op](const Status& pulled) {
+    if (!pulled.ok()) {
+      return Finish(op->ticket, pulled.WithContext(fmt::format("engine target {}: pulling forwarded data", index_)));
+    }
+    const obj::RequestHeader& h = op->update.header;
+    SubmitUpdateWithRetry(h.pool, h.container, &op->store, [this, op](Status st) {
+      usage_dirty_ = true;
+      op->buffer = PooledBuffer();
+      Finish(op->ticket, st, obj::Encode(obj::UpdateReply{op->epoch}));
+    });
+  };
+  if (u.length == 0) return store(Status::Ok());
+  req.Pull(op->buffer.span(), store);
+}
+
+void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint8_t flags) {
+  if (p.header.flags != 0 || p.header.epoch == 0 || p.scope == obj::PunchScope::kObject) {
+    return req.Reply(Status::InvalidArgument(fmt::format(
+        "engine target {}: a forward must carry a decided dkey or akey punch at the leader's epoch", index_)));
+  }
+  auto shard = Admit(req, p.header, control::kRightWrite, /*forwarded=*/true);
+  if (!shard.ok()) return ReplyRefused(req, shard.status(), p.header);
+  if (*shard == nullptr) return Park(std::move(req), p.header);
+  if (Status st = CheckClientEpoch(p.header.epoch, "forwarded punch"); !st.ok()) return req.Reply(st);
+  auto ticket = Track(req);
+  if (!ticket.ok()) return req.Reply(ticket.status());
+  const Epoch epoch = p.header.epoch;
+  env_->clock->Update(epoch);
+  if ((flags & obj::kForwardDecided) != 0) {
+    replica().decided.Record(DecidedTable::Key(p.header.pool, p.header.container, p.oid, p.dkey, p.akey), epoch);
+  }
+  (*shard)->vos->SubmitPunch(vos::PunchOp{p.scope, p.oid, p.dkey, p.akey, epoch},
+                             [this, t = *ticket, epoch](Status st) {
+                               usage_dirty_ = true;
+                               Finish(t, st, obj::Encode(obj::PunchReply{epoch}));
+                             });
+}
+
+}  // namespace ros2::engine

@@ -1,0 +1,93 @@
+// Replicated objects on the engine (docs/replication.md, "Update protocol"):
+// the state a target keeps to lead updates and punches of a replica group
+// and to store the forwards of other leaders.
+//
+// The forward key. Engines prove to each other that they are engines with the
+// key of a reserved session, kForwardSession: its key is derived from the
+// capability key like any session's (CapabilityVerifier::SessionKeyFor), which
+// every engine of the cluster holds and no client does; the control plane
+// only issues random (version 4) session ids, and kForwardSession is not one,
+// so no client is ever given its key. A leader authenticates its connection
+// to a copy for that session (the transport's challenge proof), and signs
+// every forward with an HMAC-SHA256 under the same key over the decided
+// request and the client's capability (obj::ForwardMacInput): a copy refuses
+// a forward on a connection that did not prove the session, or whose MAC does
+// not verify (docs/security.md, "Replica forwards").
+//
+// Target thread only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/uuid.h"
+#include "control/crypto.h"
+#include "engine/buffer_pool.h"
+#include "object/obj_rpc.h"
+#include "object/replica_rpc.h"
+#include "transport/transport.h"
+#include "vos/vos.h"
+
+namespace ros2::engine {
+
+// "ros2-replica-fwd": byte 6 ('e') is not a version-4 uuid's.
+inline constexpr std::array<uint8_t, 16> kForwardSession = {'r', 'o', 's', '2', '-', 'r', 'e', 'p',
+                                                            'l', 'i', 'c', 'a', '-', 'f', 'w', 'd'};
+
+// Conditional operations a leader decided (or a copy received decided), by
+// (pool, container, object, dkey, akey): their transaction id. A resend of the
+// same transaction (same epoch) after a failure proceeds without checking the
+// condition again (it was this very operation that made the key exist or
+// vanish), so every copy ends with one answer. Bounded: the oldest entries go
+// first (a resend comes within the client's reconnect window).
+class DecidedTable {
+ public:
+  static constexpr size_t kCapacity = 4096;
+  static std::string Key(const Uuid& pool, const Uuid& container, const ObjectId& oid, const std::string& dkey,
+                         const std::string& akey);
+  void Record(const std::string& key, Epoch txid);
+  bool Decided(const std::string& key, Epoch txid) const;
+
+ private:
+  std::unordered_map<std::string, Epoch> by_key_;
+  std::deque<std::string> order_;
+};
+
+// Per target: see the file comment.
+struct ReplicaState {
+  // HMAC-SHA256 under kForwardSession's key (made once the verifier exists).
+  std::optional<control::HmacSha256> mac;
+  transport::SessionCredential credential;
+  // Endpoints to other targets, by worker address. A client names the
+  // addresses (from its pool map), so the table is bounded: past
+  // kMaxPeers the idle ones are dropped.
+  std::map<std::string, std::shared_ptr<transport::Endpoint>> peers;
+  static constexpr size_t kMaxPeers = 256;
+  DecidedTable decided;
+};
+
+// One update or punch this target leads, from its admission to its reply.
+struct LeaderOp {
+  uint64_t ticket = 0;
+  obj::Opcode op = obj::Opcode::kUpdate;
+  obj::UpdateRequest update;  // kUpdate: the client's request (its flags checked here)
+  obj::PunchRequest punch;    // kPunch
+  std::vector<obj::ReplicaPeer> peers;
+  std::vector<uint8_t> capability;  // the client's, carried to every copy
+  PooledBuffer buffer;              // kUpdate: the data, pulled from the client once
+  vos::UpdateOp store;              // kUpdate: the local copy
+  uint8_t condition = 0;            // the client's condition flags
+  std::string gate_key;             // held while a conditional one runs (DkeyGate)
+  size_t remaining = 0;             // copies (the leader's included) not yet answered
+  Status failure;                   // the first copy's failure
+  Epoch epoch = 0;                  // the transaction id
+};
+
+}  // namespace ros2::engine

@@ -1,0 +1,348 @@
+// The leader-forwarded replicated update (docs/replication.md, "Update
+// protocol"), label `replication`: one etcd member and three ros2-engine
+// processes (one target each), libros2 clients, and a raw object session
+// (object_session.h) that reads each copy's target directly.
+//
+// - Updates, large and small, and punches through the group's leader land on
+//   every copy.
+// - Conditional create-if-absent from two clients racing on the same keys:
+//   one answer per key, and every copy holds the winner's value.
+// - A forward sent by a client (on its own authenticated connection, or after
+//   trying to authenticate for the engines' forward session) is refused,
+//   naming why, and stores nothing.
+// - The engine of a group's leader, or of another copy, killed -9 while a
+//   writer runs: every write is acknowledged once the map marks it DOWN
+//   (resent whole, to the next leader or the same one), and every
+//   acknowledged write reads back from each surviving copy.
+//
+// The cluster set-up is a minimal copy of replication_test.cc's.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "control/control_channel.h"
+#include "control/management_client.h"
+#include "object/replica_rpc.h"
+#include "placement/placement.h"
+#include "ros2/client.h"
+#include "testing/engine_process.h"
+#include "testing/etcd_process.h"
+#include "testing/pattern.h"
+#include "testing/status_assert.h"
+
+#include "object_session.h"
+
+namespace ros2::testing {
+namespace {
+
+constexpr int kTtlSeconds = 3;
+
+struct ForwardCluster {
+  TempDir dir;
+  std::unique_ptr<EtcdTestCluster> etcd;
+  std::vector<std::unique_ptr<EngineProcess>> engines;
+  control::Credentials admin;
+
+  void Start(int engine_count) {
+    auto e = EtcdTestCluster::Start(1);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    etcd = std::move(*e);
+    auto key = WriteTestClusterKey(dir.path());
+    ASSERT_TRUE(key.ok()) << key.status().ToString();
+    for (int i = 0; i < engine_count; ++i) {
+      EngineOptions o;
+      o.data_dir = dir.path() + "/engine" + std::to_string(i);
+      o.targets = 1;
+      o.data_size = "32MiB";
+      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + *key,
+                         "lease_ttl: " + std::to_string(kTtlSeconds) + "s"};
+      auto p = EngineProcess::Start(o);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      engines.push_back(std::move(*p));
+    }
+    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
+    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
+    admin = {"admin", *secret};
+  }
+
+  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) {
+    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
+    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
+    return std::make_unique<control::ManagementClient>(*channel, admin, std::chrono::seconds(5));
+  }
+
+  int LeaderIndex(size_t ask) {
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      auto st = Mgmt(ask)->GetEngineStatus();
+      if (st.ok()) {
+        for (size_t i = 0; i < engines.size(); ++i) {
+          if (engines[i] && st->leader() == engines[i]->control()) return static_cast<int>(i);
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return -1;
+  }
+
+  Result<std::unique_ptr<client::Client>> Client(size_t i) {
+    client::ClientOptions o;
+    o.control = engines[i]->control();
+    o.tenant = admin.tenant;
+    o.secret = admin.secret;
+    o.transport = "tcp";
+    o.reconnect_timeout = std::chrono::seconds(30);
+    o.io_timeout = std::chrono::seconds(10);
+    return client::Client::Connect(o);
+  }
+
+  // A raw session on container `cont` of pool "p", to read copies directly.
+  std::unique_ptr<ObjectSession> Raw(size_t i, const std::string& cont) {
+    auto s = ObjectSession::Open(engines[i]->control(), admin, "p", cont, transport::TransportKind::kTcp);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return s.ok() ? std::move(*s) : nullptr;
+  }
+};
+
+std::span<const std::byte> Bytes(const std::vector<std::byte>& v) {
+  return {v.data(), v.size()};
+}
+
+// The single value of (dkey, "a") as the copy on `target` holds it (NotFound
+// when it holds none).
+Result<std::vector<std::byte>> ReadCopy(ObjectSession& s, uint32_t target, const ObjectId& oid, const std::string& dkey,
+                                        size_t capacity) {
+  obj::FetchRequest req;
+  req.header = s.Header(target);
+  req.oid = oid;
+  req.dkey = dkey;
+  req.akey = "a";
+  std::vector<std::byte> data(capacity);
+  const auto payload = obj::Encode(req);
+  ROS2_ASSIGN_OR_RETURN(auto reply, s.Call(target, obj::Opcode::kFetch, payload, {}, data));
+  ROS2_ASSIGN_OR_RETURN(auto decoded, obj::DecodeFetchReply(reply.payload));
+  if (decoded.size == 0) return Status::NotFound("no value");
+  data.resize(reply.bulk_in_bytes);
+  return data;
+}
+
+class ReplicationForwardTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NO_FATAL_FAILURE(c_.Start(3));
+    auto mgmt = c_.Mgmt(0);
+    ASSERT_TRUE(mgmt->CreatePool("p", 256 << 20).ok());
+    ASSERT_TRUE(mgmt->CreateContainer("p", "rp3", {{"oclass", "RP_3G1"}, {"rd_fac", "2"}}).ok());
+  }
+  ForwardCluster c_;
+};
+
+TEST_F(ReplicationForwardTest, LeaderForwardedWritesLandOnEveryCopy) {
+  auto cl = c_.Client(0);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  auto pool = (*cl)->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto cont = (*pool)->OpenContainer("rp3");
+  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+  const ObjectId oid = client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, 7);
+  auto obj = (*cont)->OpenObject(oid);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  // Inline (1000 bytes), an extent pulled by RMA from the client and then
+  // from the leader (256 KiB), and one that is punched afterwards.
+  const std::vector<std::pair<std::string, size_t>> values = {{"small", 1000}, {"large", 256 << 10}, {"gone", 64}};
+  for (size_t i = 0; i < values.size(); ++i) {
+    ROS2_ASSERT_OK(obj->Put(values[i].first, "a", Bytes(Pattern(values[i].second, 10 + i))));
+  }
+  ROS2_ASSERT_OK(obj->PunchDkey("gone"));
+
+  auto raw = c_.Raw(1, "rp3");
+  ASSERT_NE(raw, nullptr);
+  auto copies = WriteTargets(raw->map(), oid, "small");
+  ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+  ASSERT_EQ(copies->size(), 3u);
+  for (uint32_t target : *copies) {
+    for (size_t i = 0; i < 2; ++i) {
+      auto got = ReadCopy(*raw, target, oid, values[i].first, values[i].second);
+      ASSERT_TRUE(got.ok()) << "target " << target << " " << values[i].first << ": " << got.status().ToString();
+      EXPECT_EQ(*got, Pattern(values[i].second, 10 + i)) << "target " << target << " " << values[i].first;
+    }
+    auto gone = ReadCopy(*raw, target, oid, "gone", 64);
+    EXPECT_TRUE(gone.status().IsNotFound()) << "target " << target << ": the punch did not reach it";
+  }
+}
+
+TEST_F(ReplicationForwardTest, ConditionalCreateGivesOneAnswerOnEveryCopy) {
+  constexpr int kKeys = 20;
+  const ObjectId oid = client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, 9);
+  // Two clients (through different engines' control planes) race to create
+  // the same keys, each with its own value.
+  std::vector<std::vector<Status>> answers(2, std::vector<Status>(kKeys));
+  std::vector<std::thread> racers;
+  for (int w = 0; w < 2; ++w) {
+    racers.emplace_back([&, w] {
+      auto cl = c_.Client(static_cast<size_t>(w));
+      ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+      auto pool = (*cl)->ConnectPool("p");
+      ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+      auto cont = (*pool)->OpenContainer("rp3");
+      ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+      auto obj = (*cont)->OpenObject(oid);
+      ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+      for (int k = 0; k < kKeys; ++k) {
+        const auto value = Pattern(2000, static_cast<uint64_t>(100 * w + k));
+        client::UpdateArgs args;
+        args.dkey = "k" + std::to_string(k);
+        args.akey = "a";
+        args.data = Bytes(value);
+        args.condition = client::Condition::kAbsent;
+        answers[w][k] = obj->Update(args);
+      }
+    });
+  }
+  for (auto& t : racers) t.join();
+  auto raw = c_.Raw(2, "rp3");
+  ASSERT_NE(raw, nullptr);
+  for (int k = 0; k < kKeys; ++k) {
+    const std::string dkey = "k" + std::to_string(k);
+    const bool first = answers[0][k].ok();
+    ASSERT_NE(first, answers[1][k].ok()) << dkey << ": " << answers[0][k].ToString() << " / "
+                                         << answers[1][k].ToString();
+    const Status& loser = first ? answers[1][k] : answers[0][k];
+    EXPECT_TRUE(loser.code() == Status::Code::kAlreadyExists) << dkey << ": " << loser.ToString();
+    const auto winner = Pattern(2000, static_cast<uint64_t>(100 * (first ? 0 : 1) + k));
+    auto copies = WriteTargets(raw->map(), oid, dkey);
+    ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+    for (uint32_t target : *copies) {
+      auto got = ReadCopy(*raw, target, oid, dkey, 2000);
+      ASSERT_TRUE(got.ok()) << dkey << " on target " << target << ": " << got.status().ToString();
+      EXPECT_EQ(*got, winner) << dkey << " on target " << target << " holds the loser's value";
+    }
+  }
+}
+
+TEST_F(ReplicationForwardTest, ForwardFromAClientIsRefused) {
+  auto raw = c_.Raw(0, "rp3");
+  ASSERT_NE(raw, nullptr);
+  const ObjectId oid = client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, 11);
+  auto copies = WriteTargets(raw->map(), oid, "forged");
+  ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+  const uint32_t target = copies->back();  // a copy, not the leader
+  const auto data = Pattern(100, 5);
+  obj::UpdateRequest u;
+  u.header = raw->Header(target, /*epoch=*/HybridClock().Now());
+  u.oid = oid;
+  u.dkey = "forged";
+  u.akey = "a";
+  u.length = data.size();
+  obj::ForwardRequest fwd;
+  fwd.body = obj::Encode(u);
+  fwd.mac.fill(0x5a);
+  const auto payload = obj::Encode(fwd);
+  // On the client's own connection (authenticated for its session, with a
+  // valid capability): refused, naming the missing engine authentication.
+  auto forged = raw->Call(target, obj::Opcode::kForward, payload, Bytes(data));
+  ASSERT_FALSE(forged.ok());
+  EXPECT_TRUE(forged.status().code() == Status::Code::kPermissionDenied) << forged.status().ToString();
+  EXPECT_NE(forged.status().message().find("did not authenticate as an engine"), std::string::npos)
+      << forged.status().ToString();
+  // Claiming the forward session without its key: the proof is refused and
+  // the connection with it.
+  transport::SessionCredential guess;
+  const std::array<uint8_t, 16> forward_session = {'r', 'o', 's', '2', '-', 'r', 'e', 'p',
+                                                   'l', 'i', 'c', 'a', '-', 'f', 'w', 'd'};
+  guess.id = forward_session;
+  guess.key.fill(0x11);
+  transport::Endpoint& ep = raw->endpoint(target);
+  Status proof = ep.AuthenticateSession(guess);
+  if (proof.ok()) {
+    auto after = raw->Call(target, obj::Opcode::kForward, payload, Bytes(data));
+    ASSERT_FALSE(after.ok());
+    EXPECT_TRUE(after.status().code() == Status::Code::kPermissionDenied) << after.status().ToString();
+  }
+  // Nothing was stored on any copy.
+  auto fresh = c_.Raw(1, "rp3");
+  ASSERT_NE(fresh, nullptr);
+  for (uint32_t t : *copies) {
+    auto got = ReadCopy(*fresh, t, oid, "forged", 100);
+    EXPECT_TRUE(got.status().IsNotFound()) << "target " << t << ": " << got.status().ToString();
+  }
+}
+
+// Kills -9 the engine of copy `copy` of the group (0: the leader) while one
+// client writes; every write must be acknowledged and read back from every
+// surviving copy and through the client.
+void KillACopyMidWrites(ForwardCluster& c_, size_t copy) {
+  const int mgmt_leader = c_.LeaderIndex(0);
+  ASSERT_GE(mgmt_leader, 0);
+  const size_t home = mgmt_leader == 0 ? 1 : 0;
+  auto raw = c_.Raw(home, "rp3");
+  ASSERT_NE(raw, nullptr);
+  // An object whose group leader (the first copy) is on an engine that is
+  // neither the client's control plane nor the management leader.
+  ObjectId oid;
+  uint32_t victim_target = 0;
+  for (uint64_t lo = 1; lo < 1000; ++lo) {
+    oid = client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, lo);
+    auto copies = WriteTargets(raw->map(), oid, "k0");
+    ASSERT_TRUE(copies.ok());
+    const std::string& engine = raw->engine_of((*copies)[copy]);
+    bool ok = true;
+    for (size_t i : {home, static_cast<size_t>(mgmt_leader)}) ok = ok && engine != c_.engines[i]->engine_id();
+    if (ok) {
+      victim_target = (*copies)[copy];
+      break;
+    }
+  }
+  size_t victim = 0;
+  while (c_.engines[victim]->engine_id() != raw->engine_of(victim_target)) ++victim;
+  ASSERT_NE(victim, home);
+
+  auto cl = c_.Client(home);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  auto pool = (*cl)->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto cont = (*pool)->OpenContainer("rp3");
+  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+  auto obj = (*cont)->OpenObject(oid);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  constexpr int kWrites = 40;
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    c_.engines[victim]->Kill();
+  });
+  for (int i = 0; i < kWrites; ++i) {
+    const size_t size = i % 2 == 0 ? 900 : 40 << 10;
+    Status st = obj->Put("k" + std::to_string(i), "a", Bytes(Pattern(size, 500 + i)));
+    ASSERT_TRUE(st.ok()) << "write " << i << ": " << st.ToString();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  killer.join();
+  ROS2_ASSERT_OK(raw->RefreshMapVersion());
+  // Every acknowledged write is on every surviving copy of its key.
+  for (int i = 0; i < kWrites; ++i) {
+    const std::string dkey = "k" + std::to_string(i);
+    const size_t size = i % 2 == 0 ? 900 : 40 << 10;
+    for (uint32_t t = 0; t < raw->target_count(); ++t) {
+      if (t == victim_target) continue;
+      auto got = ReadCopy(*raw, t, oid, dkey, size);
+      ASSERT_TRUE(got.ok()) << dkey << " on target " << t << ": " << got.status().ToString();
+      EXPECT_EQ(*got, Pattern(size, 500 + i)) << dkey << " on target " << t;
+    }
+    auto back = obj->Get(dkey, "a", size);
+    ASSERT_TRUE(back.ok()) << dkey << ": " << back.status().ToString();
+    EXPECT_EQ(*back, Pattern(size, 500 + i)) << dkey;
+  }
+}
+
+TEST_F(ReplicationForwardTest, KillTheLeaderMidWritesEveryAckedWriteReadsBack) {
+  KillACopyMidWrites(c_, 0);
+}
+
+// The leader finds the copy gone and answers Disconnected; the client resends
+// to the same leader once the map marks the copy DOWN.
+TEST_F(ReplicationForwardTest, KillACopyMidWritesEveryAckedWriteReadsBack) {
+  KillACopyMidWrites(c_, 2);
+}
+
+}  // namespace
+}  // namespace ros2::testing
