@@ -96,7 +96,7 @@ uint32_t PickDistinct(const PoolMap& map, const std::vector<uint32_t>& ranked, c
                       const std::vector<uint32_t>& taken, bool skip_down) {
   for (int pass = 0; pass < 3; ++pass) {
     for (uint32_t t : ranked) {
-      if (Contains(taken, t) || (skip_down && map.targets[t].state == TargetState::kDown)) continue;
+      if (Contains(taken, t) || (skip_down && IsOut(map.targets[t].state))) continue;
       bool distinct = true;
       for (uint32_t m : members) {
         bool same_engine = map.targets[m].engine_rank == map.targets[t].engine_rank;
@@ -121,16 +121,18 @@ std::vector<ReplicaPlace> ReplicatedGroup(const PoolMap& map, const ObjectId& oi
   std::vector<uint32_t> live, taken = ideal;
   for (uint32_t j = 0; j < r; ++j) {
     places[j].target = ideal[j];
-    if (map.targets[ideal[j]].state != TargetState::kDown) live.push_back(ideal[j]);
+    if (!IsOut(map.targets[ideal[j]].state)) live.push_back(ideal[j]);
   }
   for (uint32_t j = 0; j < r; ++j) {
-    if (map.targets[ideal[j]].state != TargetState::kDown) continue;
+    const TargetState state = map.targets[ideal[j]].state;
+    if (!IsOut(state)) continue;
     uint32_t f = PickDistinct(map, ranked, live, taken, true);
     if (f == kNoTarget) {
       places[j].down = true;
       continue;
     }
-    places[j] = ReplicaPlace{f, true, false};
+    // A DOWNOUT replica's fallback holds the rebuilt data: a full copy.
+    places[j] = ReplicaPlace{f, state == TargetState::kDown, false};
     live.push_back(f);
     taken.push_back(f);
   }
@@ -163,7 +165,7 @@ std::vector<ReplicaPlace> GroupPlaces(const PoolMap& map, const ObjectId& oid, u
   const auto n = static_cast<uint32_t>(map.targets.size());
   const uint32_t home = JumpConsistentHash(PlacementHash(oid), n);
   const uint32_t t = (home + group) % n;
-  return {ReplicaPlace{t, false, map.targets[t].state == TargetState::kDown}};
+  return {ReplicaPlace{t, false, IsOut(map.targets[t].state)}};
 }
 
 uint32_t DkeyGroup(uint32_t groups, std::string_view dkey) {

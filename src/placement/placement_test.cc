@@ -199,6 +199,40 @@ TEST(PlacementTest, DownReplicaMovesToAStableFallbackAndNothingElseMoves) {
   EXPECT_GT(moved, 400 * 2 / 4 / 2) << "about a quarter of the replicas were on engine 1";
 }
 
+TEST(PlacementTest, DownOutKeepsTheFallbackAndMakesItReadable) {
+  PoolMap map = MakeMap(4, 3);
+  PoolMap down = map, out = map;
+  for (size_t t = 0; t < map.targets.size(); ++t) {
+    if (map.targets[t].engine_rank != 1) continue;
+    down.targets[t].state = TargetState::kDown;
+    out.targets[t].state = TargetState::kDownOut;  // rebuilt: its data is whole on the fallbacks
+  }
+  for (uint64_t i = 0; i < 400; ++i) {
+    ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kRP2GX, 0, i);
+    auto d = ReplicasForDkey(down, oid, ChunkDkey(i));
+    auto o = ReplicasForDkey(out, oid, ChunkDkey(i));
+    ASSERT_TRUE(d.ok() && o.ok());
+    for (size_t j = 0; j < d->size(); ++j) {
+      EXPECT_EQ((*d)[j].target, (*o)[j].target) << "DOWN and DOWNOUT choose the same fallback (object " << i << ")";
+      EXPECT_FALSE((*o)[j].fallback) << "a DOWNOUT replica's fallback is a full copy";
+      EXPECT_FALSE((*o)[j].down);
+    }
+    // Both copies are read again, the rebuilt one included.
+    auto reads = ReadTargets(out, oid, ChunkDkey(i));
+    ASSERT_TRUE(reads.ok());
+    EXPECT_EQ(reads->size(), 2u);
+  }
+  // A non-replicated shard on a DOWNOUT target stays unavailable.
+  for (uint64_t i = 0; i < 50; ++i) {
+    ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kS1, 0, i);
+    auto t = TargetForDkey(map, oid, "d");
+    ASSERT_TRUE(t.ok());
+    if (map.targets[*t].engine_rank == 1) {
+      EXPECT_TRUE(TargetForDkey(out, oid, "d").status().IsNotFound());
+    }
+  }
+}
+
 TEST(PlacementTest, FallbacksSpreadOverTheSurvivors) {
   PoolMap map = MakeMap(4, 3);
   for (auto& t : map.targets) {
