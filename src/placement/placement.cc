@@ -89,14 +89,15 @@ std::vector<uint32_t> RankTargets(const PoolMap& map, const ObjectId& oid, uint3
   return ranked;
 }
 
-// The best-ranked target not in `taken` (and not DOWN with `skip_down`) whose
-// fault domain none of `members` uses: first a distinct host and engine, then
-// a distinct engine, then any distinct target. kNoTarget when none is left.
+// The best-ranked target not in `taken` and not `out` whose fault domain none
+// of `members` uses: first a distinct host and engine, then a distinct
+// engine, then any distinct target. kNoTarget when none is left.
+template <typename Out>
 uint32_t PickDistinct(const PoolMap& map, const std::vector<uint32_t>& ranked, const std::vector<uint32_t>& members,
-                      const std::vector<uint32_t>& taken, bool skip_down) {
+                      const std::vector<uint32_t>& taken, Out out) {
   for (int pass = 0; pass < 3; ++pass) {
     for (uint32_t t : ranked) {
-      if (Contains(taken, t) || (skip_down && IsOut(map.targets[t].state))) continue;
+      if (Contains(taken, t) || out(t)) continue;
       bool distinct = true;
       for (uint32_t m : members) {
         bool same_engine = map.targets[m].engine_rank == map.targets[t].engine_rank;
@@ -111,30 +112,52 @@ uint32_t PickDistinct(const PoolMap& map, const std::vector<uint32_t>& ranked, c
   return kNoTarget;
 }
 
-// The r copies of one replicated group: the ideal members (states ignored),
-// then a fallback for each DOWN one (see the header).
-std::vector<ReplicaPlace> ReplicatedGroup(const PoolMap& map, const ObjectId& oid, uint32_t group, uint32_t r) {
-  const std::vector<uint32_t> ranked = RankTargets(map, oid, group, r);
-  std::vector<uint32_t> ideal;
-  for (uint32_t j = 0; j < r; ++j) ideal.push_back(PickDistinct(map, ranked, ideal, ideal, false));
-  std::vector<ReplicaPlace> places(r);
+// The ideal members with a fallback for each one that is `out` (every
+// fallback flagged; `down` when none is left).
+template <typename Out>
+std::vector<ReplicaPlace> WithFallbacks(const PoolMap& map, const std::vector<uint32_t>& ranked,
+                                        const std::vector<uint32_t>& ideal, Out out) {
+  std::vector<ReplicaPlace> places(ideal.size());
   std::vector<uint32_t> live, taken = ideal;
-  for (uint32_t j = 0; j < r; ++j) {
+  for (size_t j = 0; j < ideal.size(); ++j) {
     places[j].target = ideal[j];
-    if (!IsOut(map.targets[ideal[j]].state)) live.push_back(ideal[j]);
+    if (!out(ideal[j])) live.push_back(ideal[j]);
   }
-  for (uint32_t j = 0; j < r; ++j) {
-    const TargetState state = map.targets[ideal[j]].state;
-    if (!IsOut(state)) continue;
-    uint32_t f = PickDistinct(map, ranked, live, taken, true);
+  for (size_t j = 0; j < ideal.size(); ++j) {
+    if (!out(ideal[j])) continue;
+    uint32_t f = PickDistinct(map, ranked, live, taken, out);
     if (f == kNoTarget) {
       places[j].down = true;
       continue;
     }
-    // A DOWNOUT replica's fallback holds the rebuilt data: a full copy.
-    places[j] = ReplicaPlace{f, state == TargetState::kDown, false};
+    places[j] = ReplicaPlace{f, true, false};
     live.push_back(f);
     taken.push_back(f);
+  }
+  return places;
+}
+
+// The r copies of one replicated group: the ideal members (states ignored),
+// then a fallback for each DOWN or DOWNOUT one (see the header). A DOWNOUT
+// replica's fallback is a full copy (not flagged) when it is the target the
+// rebuild filled: the one chosen with only the DOWNOUT targets out (the map
+// as it was when the rebuild ended). When a later failure moved it elsewhere,
+// the new one is a plain fallback until its own rebuild ends.
+std::vector<ReplicaPlace> ReplicatedGroup(const PoolMap& map, const ObjectId& oid, uint32_t group, uint32_t r) {
+  const std::vector<uint32_t> ranked = RankTargets(map, oid, group, r);
+  std::vector<uint32_t> ideal;
+  auto none = [](uint32_t) { return false; };
+  for (uint32_t j = 0; j < r; ++j) ideal.push_back(PickDistinct(map, ranked, ideal, ideal, none));
+  std::vector<ReplicaPlace> places =
+      WithFallbacks(map, ranked, ideal, [&map](uint32_t t) { return IsOut(map.targets[t].state); });
+  std::vector<ReplicaPlace> rebuilt;
+  for (uint32_t j = 0; j < r; ++j) {
+    if (map.targets[ideal[j]].state != TargetState::kDownOut || places[j].down) continue;
+    if (rebuilt.empty()) {
+      rebuilt = WithFallbacks(map, ranked, ideal,
+                              [&map](uint32_t t) { return map.targets[t].state == TargetState::kDownOut; });
+    }
+    places[j].fallback = rebuilt[j].down || rebuilt[j].target != places[j].target;
   }
   return places;
 }

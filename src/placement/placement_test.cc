@@ -222,6 +222,32 @@ TEST(PlacementTest, DownOutKeepsTheFallbackAndMakesItReadable) {
     ASSERT_TRUE(reads.ok());
     EXPECT_EQ(reads->size(), 2u);
   }
+  // A later failure of the engine holding a rebuilt copy: where the DOWNOUT
+  // replica's fallback moves, the new one is a plain fallback (not read)
+  // until its own rebuild; where it stays, it is still read.
+  PoolMap later = out;
+  for (auto& t : later.targets) {
+    if (t.engine_rank == 2) t.state = TargetState::kDown;
+  }
+  int moved = 0;
+  for (uint64_t i = 0; i < 400; ++i) {
+    ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kRP2GX, 0, i);
+    auto o = ReplicasForDkey(out, oid, ChunkDkey(i));
+    auto l = ReplicasForDkey(later, oid, ChunkDkey(i));
+    ASSERT_TRUE(o.ok() && l.ok());
+    for (size_t j = 0; j < l->size(); ++j) {
+      if (later.targets[(*l)[j].target].state != TargetState::kUp) continue;
+      // A rebuilt copy: the fallback of a DOWNOUT replica (it differs from the ideal member).
+      const bool was_rebuilt_copy = (*o)[j].target != ReplicasForDkey(map, oid, ChunkDkey(i))->at(j).target;
+      if (was_rebuilt_copy && (*l)[j].target != (*o)[j].target) {
+        ++moved;
+        EXPECT_TRUE((*l)[j].fallback) << "a moved fallback holds nothing yet (object " << i << ")";
+      } else if (was_rebuilt_copy) {
+        EXPECT_FALSE((*l)[j].fallback) << "an unmoved rebuilt copy is still read (object " << i << ")";
+      }
+    }
+  }
+  EXPECT_GT(moved, 0) << "some rebuilt copies were on engine 2";
   // A non-replicated shard on a DOWNOUT target stays unavailable.
   for (uint64_t i = 0; i < 50; ++i) {
     ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kS1, 0, i);
