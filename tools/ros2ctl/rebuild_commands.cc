@@ -49,7 +49,9 @@ Result<CommandOutput> ChangeTargets(CtlContext& ctx, const TargetArgs& a, rpc::T
     if (indexes.empty()) return Status::NotFound(fmt::format("engine {} has no targets in the system map", a.engine));
   }
   uint64_t version = 0;
-  for (uint32_t i : indexes) ROS2_ASSIGN_OR_RETURN(version, mgmt->SetTargetState(*engine, i, state, a.pool));
+  for (uint32_t i : indexes) {
+    ROS2_ASSIGN_OR_RETURN(version, mgmt->SetTargetState(*engine, i, state, a.pool));
+  }
   return CommandOutput{fmt::format("{} {} target(s) of engine {} in pool {} (map version {})\n", verb, indexes.size(),
                                    a.engine, a.pool, version),
                        {{"engine", a.engine}, {"targets", indexes}, {"map_version", version}}};
@@ -68,7 +70,7 @@ bool AnyDown(control::ManagementClient* mgmt) {
 Result<CommandOutput> WaitRebuild(CtlContext& ctx, const TargetArgs& a) {
   ROS2_ASSIGN_OR_RETURN(auto* mgmt, ctx.Management());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(a.timeout_s);
-  const bool bar = !ctx.json && ::isatty(STDERR_FILENO) != 0;
+  const bool bar = !ctx.options().json && ::isatty(STDERR_FILENO) != 0;
   rpc::PoolInfo info;
   while (true) {
     ROS2_ASSIGN_OR_RETURN(info, mgmt->QueryPool(a.pool));
