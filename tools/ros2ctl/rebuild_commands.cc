@@ -150,7 +150,7 @@ void AddPoolRebuildCommands(CLI::App* pool, CtlContext& ctx, CommandRunner* sele
   };
   for (const Verb& v : {Verb{"exclude", "Take an engine's targets (or one) out: DOWN, then rebuilt elsewhere",
                              rpc::TARGET_DOWN, "Excluded"},
-                        Verb{"drain", "Mark an engine's targets DRAIN (served as UP; moving their data is not built yet)",
+                        Verb{"drain", "Mark an engine's targets DRAIN (served as UP; no data moves yet)",
                              rpc::TARGET_DRAIN, "Draining"},
                         Verb{"reintegrate", "Bring a repaired engine's targets back (UP)", rpc::TARGET_UP,
                              "Reintegrated"}}) {
