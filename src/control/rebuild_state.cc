@@ -4,7 +4,9 @@
 
 namespace ros2::control {
 
-std::string RebuildJobKey(std::string_view pool_uuid) { return fmt::format("rebuild/{}", pool_uuid); }
+std::string RebuildJobKey(std::string_view pool_uuid) {
+  return fmt::format("rebuild/{}", pool_uuid);
+}
 
 std::string RebuildProgressKey(std::string_view pool_uuid, std::string_view engine_uuid) {
   return fmt::format("rebuild-progress/{}/{}", pool_uuid, engine_uuid);
@@ -82,7 +84,8 @@ rpc::RebuildStatus SummarizeRebuild(const std::optional<rpc::RebuildJob>& job,
     s.set_bytes_total(0);
   }
   const uint64_t end = job->finished_ms() != 0 ? job->finished_ms() : now_ms;
-  if (end > job->started_ms()) s.set_bytes_per_second(double(s.bytes_done()) * 1000.0 / double(end - job->started_ms()));
+  if (end > job->started_ms())
+    s.set_bytes_per_second(double(s.bytes_done()) * 1000.0 / double(end - job->started_ms()));
   if (job->state() == kRebuildBusy && all_counted && s.bytes_per_second() > 0 && s.bytes_total() > s.bytes_done()) {
     s.set_eta_ms(uint64_t(double(s.bytes_total() - s.bytes_done()) * 1000.0 / s.bytes_per_second()));
   }
@@ -101,9 +104,10 @@ Result<rpc::RebuildStatus> LoadRebuildStatus(const StateStore& store, std::strin
 Status RefuseWhileRebuilding(const StateStore& store, std::string_view pool_uuid, std::string_view what) {
   ROS2_ASSIGN_OR_RETURN(auto job, LoadRebuildJob(store, pool_uuid));
   if (job && job->state() == kRebuildBusy) {
-    return Status::Busy(fmt::format("{} refused: a rebuild of pool {} runs (map version {}); wait for it "
-                                    "(ros2ctl pool rebuild wait)",
-                                    what, pool_uuid, job->map_version()));
+    return Status::Busy(
+        fmt::format("{} refused: a rebuild of pool {} runs (map version {}); wait for it "
+                    "(ros2ctl pool rebuild wait)",
+                    what, pool_uuid, job->map_version()));
   }
   return Status::Ok();
 }

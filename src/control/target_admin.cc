@@ -10,9 +10,8 @@ namespace ros2::control {
 Status CheckTargetStateChange(ControlPlane* plane, const Principal& who, const rpc::SetTargetStateRequest& req) {
   const std::string target = fmt::format("target {} of engine {}", req.index(), req.engine_uuid());
   if (req.state() == rpc::TARGET_DOWNOUT) {
-    return Status::InvalidArgument(
-        fmt::format("{}: DOWNOUT is set by rebuild once the target's data is whole elsewhere; exclude with DOWN",
-                    target));
+    return Status::InvalidArgument(fmt::format(
+        "{}: DOWNOUT is set by rebuild once the target's data is whole elsewhere; exclude with DOWN", target));
   }
   const char* what = req.state() == rpc::TARGET_DOWN    ? "exclude"
                      : req.state() == rpc::TARGET_DRAIN ? "drain"

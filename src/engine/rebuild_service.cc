@@ -17,7 +17,9 @@ constexpr size_t kNonceSize = 16;
 constexpr uint64_t kSkewMs = 30'000;
 constexpr int kMaxAnswerBytes = 64 << 20;
 
-std::span<const uint8_t> Bytes(std::string_view s) { return {reinterpret_cast<const uint8_t*>(s.data()), s.size()}; }
+std::span<const uint8_t> Bytes(std::string_view s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
 
 Result<std::string> MacOf(const control::HmacSha256& key, std::string_view label, std::string_view nonce,
                           std::string_view body) {
@@ -44,8 +46,8 @@ Result<rpc::RebuildPullBody> RebuildPullService::Authenticate(const rpc::Rebuild
   rpc::RebuildPullBody body;
   if (!body.ParseFromString(req.body())) return Status::Protocol("rebuild pull: the request body does not parse");
   if (body.nonce().size() != kNonceSize) {
-    return Status::InvalidArgument(fmt::format("rebuild pull: nonce of {} bytes, expected {}", body.nonce().size(),
-                                               kNonceSize));
+    return Status::InvalidArgument(
+        fmt::format("rebuild pull: nonce of {} bytes, expected {}", body.nonce().size(), kNonceSize));
   }
   const uint64_t now = HybridClock::WallMillis();
   const uint64_t skew = now > body.wall_ms() ? now - body.wall_ms() : body.wall_ms() - now;

@@ -39,7 +39,8 @@ ObjectId OidFrom(const std::string& bytes) {
 std::vector<uint32_t> FallbacksFor(std::span<const ReplicaPlace> places, uint32_t self,
                                    const std::set<uint32_t>& requester) {
   std::vector<uint32_t> out;
-  auto source = std::find_if(places.begin(), places.end(), [](const ReplicaPlace& p) { return !p.down && !p.fallback; });
+  auto source =
+      std::find_if(places.begin(), places.end(), [](const ReplicaPlace& p) { return !p.down && !p.fallback; });
   if (source == places.end() || source->target != self) return out;
   for (const auto& p : places) {
     if (p.fallback && requester.contains(p.target)) out.push_back(p.target);
@@ -97,8 +98,10 @@ void SubmitRead(vos::Vos* v, const std::shared_ptr<Batch>& b, size_t i) {
       rpc::RebuildRecord& rec = b->records[i];
       b->sizes[i] = r->size;
       if (!rec.array() && r->size > b->buffers[i].size()) {
-        if (b->count_only) b->bytes += r->size;
-        else b->refetch.push_back(i);
+        if (b->count_only)
+          b->bytes += r->size;
+        else
+          b->refetch.push_back(i);
       } else {
         if (!rec.array()) b->bytes += r->size;
         rec.set_csum_type(static_cast<uint32_t>(r->csum.type));
@@ -241,9 +244,8 @@ std::vector<std::pair<uint32_t, uint32_t>> LocalTargets(const ConvertedPoolMap& 
   return out;
 }
 
-Status RebuildSource::ScanBatch(const RebuildScan& scan, uint32_t engine_index, uint32_t global,
-                                const Uuid& container, rpc::RebuildCursor* cursor, rpc::RebuildPullBodyOut* out,
-                                bool* container_done) {
+Status RebuildSource::ScanBatch(const RebuildScan& scan, uint32_t engine_index, uint32_t global, const Uuid& container,
+                                rpc::RebuildCursor* cursor, rpc::RebuildPullBodyOut* out, bool* container_done) {
   auto b = std::make_shared<Batch>();
   b->count_only = scan.count_only;
   BatchScope scope{&scan, global, scan.requester_targets};

@@ -46,7 +46,9 @@ std::unique_ptr<Rebuilder> Rebuilder::Start(RebuilderOptions options) {
   return r;
 }
 
-Rebuilder::~Rebuilder() { Stop(); }
+Rebuilder::~Rebuilder() {
+  Stop();
+}
 
 void Rebuilder::Stop() {
   {
@@ -189,20 +191,22 @@ Status Rebuilder::PullJob(const std::string& pool, const rpc::RebuildJob& job) {
     st = PullAll(pool, job, *map, false, &progress);
   }
   if (st.code() == Status::Code::kCancelled) return st;  // a newer job replaces this one
-  if (st.ok()) progress.set_done(true);
-  else progress.set_error(st.ToString());
+  if (st.ok())
+    progress.set_done(true);
+  else
+    progress.set_error(st.ToString());
   progress.set_updated_ms(HybridClock::WallMillis());
   Report(pool, progress, true);
   return st;
 }
 
-Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, const rpc::PoolMap& map,
-                          bool count_only, rpc::RebuildProgress* progress) {
+Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, const rpc::PoolMap& map, bool count_only,
+                          rpc::RebuildProgress* progress) {
   ROS2_ASSIGN_OR_RETURN(ConvertedPoolMap converted, PoolMapFromProto(map));
   ROS2_ASSIGN_OR_RETURN(Uuid pool_id, Uuid::Parse(pool));
   const std::string self = o_.engine.ToString();
   if (LocalTargets(converted, self).empty()) return Status::Ok();  // no fallback here
-  std::map<std::string, std::string> endpoints;  // member engine -> control endpoint
+  std::map<std::string, std::string> endpoints;                    // member engine -> control endpoint
   ROS2_ASSIGN_OR_RETURN(auto members, o_.plane->store().Scan("members/"));
   for (const auto& [key, value] : members) {
     rpc::EngineInfo info;

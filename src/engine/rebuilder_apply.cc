@@ -82,9 +82,8 @@ Status Rebuilder::ApplyGroup(Target* target, const Uuid& pool, const Uuid& conta
     Status st = done.get();
     if (st.code() != Status::Code::kBusy || st.message() != "opening") return st;
     if (std::chrono::steady_clock::now() > deadline) {
-      return Status::TimedOut(
-          fmt::format("rebuild: the shard of container {} on target {} did not open", container.ToString(),
-                      target->index()));
+      return Status::TimedOut(fmt::format("rebuild: the shard of container {} on target {} did not open",
+                                          container.ToString(), target->index()));
     }
     if (!Pause(std::chrono::milliseconds(20))) return Status::Cancelled("rebuild: the engine is stopping");
   }
@@ -97,8 +96,8 @@ Status Rebuilder::StillCurrent(const std::string& pool, const rpc::RebuildJob& j
   auto current = control::LoadRebuildJob(o_.plane->store(), pool);
   if (!current.ok()) return Status::Ok();  // the store is away: go on, the next check decides
   if (!*current || (*current)->state() != control::kRebuildBusy || (*current)->map_version() != job.map_version()) {
-    return Status::Cancelled(fmt::format("rebuild: pool {}: the job for map version {} was replaced", pool,
-                                         job.map_version()));
+    return Status::Cancelled(
+        fmt::format("rebuild: pool {}: the job for map version {} was replaced", pool, job.map_version()));
   }
   return Status::Ok();
 }

@@ -6,8 +6,7 @@
 
 namespace ros2::engine {
 
-void Target::WithShard(const Uuid& pool, const Uuid& container, bool open,
-                       std::function<void(Result<vos::Vos*>)> fn) {
+void Target::WithShard(const Uuid& pool, const Uuid& container, bool open, std::function<void(Result<vos::Vos*>)> fn) {
   Post([this, pool, container, open, fn = std::move(fn)] {
     auto shard = ShardFor(pool, container, open);
     if (!shard.ok()) {

@@ -27,8 +27,8 @@
 
 #include "control/control_channel.h"
 #include "control/crypto.h"
-#include "engine/rebuild_service.h"
 #include "control/management_client.h"
+#include "engine/rebuild_service.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 #include "testing/engine_process.h"
@@ -138,7 +138,9 @@ struct Written {
   size_t size;
 };
 
-std::span<const std::byte> Bytes(const std::vector<std::byte>& v) { return {v.data(), v.size()}; }
+std::span<const std::byte> Bytes(const std::vector<std::byte>& v) {
+  return {v.data(), v.size()};
+}
 
 bool All(const std::vector<rpc::TargetState>& states, rpc::TargetState s) {
   if (states.empty()) return false;

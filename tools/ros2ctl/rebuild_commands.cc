@@ -7,13 +7,13 @@
 #include <memory>
 #include <thread>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
+#include "commands.h"
 #include "common/config.h"
 #include "control/management_client.h"
-#include "commands.h"
 #include "ctl_context.h"
 #include "format.h"
 
@@ -87,8 +87,7 @@ Result<CommandOutput> WaitRebuild(CtlContext& ctx, const TargetArgs& a) {
   if (bar) std::fprintf(stderr, "\n");
   const rpc::RebuildStatus& r = info.rebuild();
   if (r.state() == "failed") return Status::IOError(fmt::format("pool {}: rebuild failed: {}", a.pool, r.error()));
-  return CommandOutput{fmt::format("Pool {}: rebuild {}\n{}", a.pool, r.state(), RebuildToText(r)),
-                       RebuildToJson(r)};
+  return CommandOutput{fmt::format("Pool {}: rebuild {}\n{}", a.pool, r.state(), RebuildToText(r)), RebuildToJson(r)};
 }
 
 }  // namespace
@@ -123,7 +122,8 @@ std::string RebuildToText(const rpc::RebuildStatus& r) {
   out += fmt::format("    rate:      {}/s\n", FormatSize(uint64_t(r.bytes_per_second())));
   out += fmt::format("    engines:   {} of {} done\n", r.engines_done(), r.engines_total());
   if (state == "busy") out += fmt::format("    eta:       {}\n", r.eta_ms() ? Duration(r.eta_ms()) : "unknown");
-  if (r.finished_ms() > r.started_ms()) out += fmt::format("    took:      {}\n", Duration(r.finished_ms() - r.started_ms()));
+  if (r.finished_ms() > r.started_ms())
+    out += fmt::format("    took:      {}\n", Duration(r.finished_ms() - r.started_ms()));
   if (!r.error().empty()) out += fmt::format("    error:     {}\n", r.error());
   return out;
 }
@@ -148,19 +148,18 @@ void AddPoolRebuildCommands(CLI::App* pool, CtlContext& ctx, CommandRunner* sele
     rpc::TargetState state;
     const char* done;
   };
-  for (const Verb& v : {Verb{"exclude", "Take an engine's targets (or one) out: DOWN, then rebuilt elsewhere",
-                             rpc::TARGET_DOWN, "Excluded"},
-                        Verb{"drain", "Mark an engine's targets DRAIN (served as UP; no data moves yet)",
-                             rpc::TARGET_DRAIN, "Draining"},
-                        Verb{"reintegrate", "Bring a repaired engine's targets back (UP)", rpc::TARGET_UP,
-                             "Reintegrated"}}) {
+  for (const Verb& v :
+       {Verb{"exclude", "Take an engine's targets (or one) out: DOWN, then rebuilt elsewhere", rpc::TARGET_DOWN,
+             "Excluded"},
+        Verb{"drain", "Mark an engine's targets DRAIN (served as UP; no data moves yet)", rpc::TARGET_DRAIN,
+             "Draining"},
+        Verb{"reintegrate", "Bring a repaired engine's targets back (UP)", rpc::TARGET_UP, "Reintegrated"}}) {
     CLI::App* cmd = pool->add_subcommand(v.name, v.help);
     cmd->add_option("pool", a->pool, "Pool label or UUID")->required();
     cmd->add_option("engine", a->engine, "Engine UUID (ros2ctl cluster status)")->required();
     cmd->add_option("--target,-t", a->target, "One target index of the engine (default: all of them)");
-    cmd->callback([&ctx, a, selected, v] {
-      *selected = [&ctx, a, v]() { return ChangeTargets(ctx, *a, v.state, v.done); };
-    });
+    cmd->callback(
+        [&ctx, a, selected, v] { *selected = [&ctx, a, v]() { return ChangeTargets(ctx, *a, v.state, v.done); }; });
   }
   CLI::App* rebuild = pool->add_subcommand("rebuild", "Follow a pool's rebuild");
   rebuild->require_subcommand(1);
