@@ -15,6 +15,7 @@
 #include "client/handle_backends.h"
 #include "client/offload/agent_handles.h"
 #include "common/library_logging.h"
+#include "placement/pool_map_proto.h"
 #include "transport/shared_segment.h"
 
 namespace ros2::client {
@@ -227,56 +228,16 @@ void ClientCore::AbandonPeers(const std::vector<std::string>& addresses) {
   for (auto& [id, io] : threads_) io->AbandonPeers(addresses);
 }
 
-namespace {
-
-// The host of an engine, from its address in the map ("host:port", "[v6]:port"
-// or "unix:/path"): engines with the same host part share an index (the
-// replica placement's outer fault domain); an empty address is unknown.
-uint32_t HostIndex(const std::string& address, std::map<std::string, uint32_t>& hosts) {
-  if (address.empty()) return kUnknownHost;
-  std::string host = address.rfind("unix:", 0) == 0 ? std::string("local") : address;
-  if (auto colon = host.rfind(':'); colon != std::string::npos && host != "local") host.resize(colon);
-  return hosts.emplace(host, static_cast<uint32_t>(hosts.size())).first->second;
-}
-
-}  // namespace
-
 Result<std::shared_ptr<const MapSnapshot>> MakeMapSnapshot(const rpc::PoolMap& map) {
+  ROS2_ASSIGN_OR_RETURN(ConvertedPoolMap converted, PoolMapFromProto(map));
   auto snap = std::make_shared<MapSnapshot>();
-  snap->map.version = map.version();
-  std::map<std::string, uint32_t> ranks;
-  for (const auto& e : map.engines()) {
-    if (!ranks.emplace(e.uuid(), static_cast<uint32_t>(ranks.size())).second) continue;
-    snap->engine_uuids.push_back(e.uuid());
-    snap->engine_addresses.push_back(e.address());
-  }
-  std::map<std::string, uint32_t> hosts;
-  for (int i = 0; i < map.targets_size(); ++i) {
-    const auto& t = map.targets(i);
-    auto [it, inserted] = ranks.emplace(t.engine_uuid(), static_cast<uint32_t>(ranks.size()));
-    if (inserted) {
-      snap->engine_uuids.push_back(t.engine_uuid());
-      snap->engine_addresses.emplace_back();
-    }
-    TargetInfo info;
-    info.engine_rank = it->second;
-    info.host = HostIndex(snap->engine_addresses[it->second], hosts);
-    info.engine_index = t.index();
-    switch (t.state()) {
-      case rpc::TARGET_DOWN: info.state = TargetState::kDown; break;
-      case rpc::TARGET_DRAIN: info.state = TargetState::kDrain; break;
-      default: info.state = TargetState::kUp; break;
-    }
-    if (t.worker_address().empty() && info.state != TargetState::kDown) {
-      return Status::InvalidArgument(fmt::format("pool map v{}: target {} (engine {} index {}) has no worker address",
-                                                 map.version(), i, t.engine_uuid(), t.index()));
-    }
-    snap->map.targets.push_back(info);
+  snap->map = std::move(converted.map);
+  snap->engine_uuids = std::move(converted.engine_uuids);
+  snap->engine_addresses = std::move(converted.engine_addresses);
+  for (const auto& t : map.targets()) {
     snap->addresses.push_back(t.worker_address());
     snap->engine_index.push_back(t.index());
   }
-  Status valid = snap->map.Validate();
-  if (!valid.ok()) return valid.WithContext(fmt::format("pool {} map", map.pool_uuid()));
   return std::shared_ptr<const MapSnapshot>(std::move(snap));
 }
 

@@ -294,7 +294,7 @@ Result<std::vector<Route>> ContainerCore::ShardRoutes(const ObjectId* oid, bool 
   std::vector<Route> routes;
   if (oid == nullptr) {
     for (uint32_t t = 0; t < snapshot->map.size(); ++t) {
-      if (snapshot->map.targets[t].state == TargetState::kDown) {
+      if (IsOut(snapshot->map.targets[t].state)) {
         return Status::NotFound(
             fmt::format("target {} of pool {} is down (map v{})", t, pool_->label(), snapshot->map.version));
       }

@@ -118,6 +118,12 @@ int64_t ClusterMember::WritesUntilNs() const {
   return std::max(renewed_ns_.load() + half_ttl, hold_until_ns_.load());
 }
 
+StoreBatch ClusterMember::LeaderGuard() const {
+  StoreBatch guard;
+  guard.Require(std::string(kLeaderKey), leader_value_);
+  return guard;
+}
+
 bool ClusterMember::fenced() const {
   return SteadyNs() > WritesUntilNs();
 }
@@ -220,7 +226,7 @@ void ClusterMember::MarkExpiredDown() {
   for (const auto& e : sys.engines()) {
     if (alive.count(e.uuid()) != 0) continue;
     bool any_up = false;
-    for (const auto& t : sys.targets()) any_up |= t.engine_uuid() == e.uuid() && t.state() != rpc::TARGET_DOWN;
+    for (const auto& t : sys.targets()) any_up |= t.engine_uuid() == e.uuid() && t.state() != rpc::TARGET_DOWN && t.state() != rpc::TARGET_DOWNOUT;
     if (!any_up) continue;
     auto uuid = Uuid::Parse(e.uuid());
     if (!uuid.ok()) continue;
@@ -270,7 +276,7 @@ Status ClusterMember::PeersConfirmEtcdDown() {
     for (const auto& e : sys.engines()) {
       engines.insert(e.uuid());
       bool up = false;
-      for (const auto& t : sys.targets()) up |= t.engine_uuid() == e.uuid() && t.state() != rpc::TARGET_DOWN;
+      for (const auto& t : sys.targets()) up |= t.engine_uuid() == e.uuid() && t.state() != rpc::TARGET_DOWN && t.state() != rpc::TARGET_DOWNOUT;
       if (!up || e.uuid() == self) continue;
       auto it = peer_endpoints_.find(e.uuid());
       if (it == peer_endpoints_.end()) return Status::Busy(fmt::format("engine {} is UP, its endpoint unknown", e.uuid()));

@@ -85,6 +85,9 @@ class ClusterMember {
   void Stop();
 
   bool is_leader() const { return leader_.load(); }
+  // A compare that the leader key still holds this engine: a batch carrying
+  // it is refused once this engine no longer leads.
+  StoreBatch LeaderGuard() const;
   // True while the lease has not been renewed for more than ttl/2 and no hold
   // (the other engines confirming that none reaches etcd) is in force.
   bool fenced() const;

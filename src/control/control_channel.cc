@@ -18,6 +18,7 @@ Result<std::shared_ptr<grpc::Channel>> MakeControlChannel(const ChannelOptions& 
   // grows to tens of seconds and left callers waiting long after it was up.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  if (options.max_receive_bytes > 0) args.SetMaxReceiveMessageSize(options.max_receive_bytes);
   std::shared_ptr<grpc::ChannelCredentials> creds;
   if (!options.tls_root_cert_path.empty()) {
     std::ifstream in(options.tls_root_cert_path);

@@ -22,6 +22,7 @@ struct ChannelOptions {
   std::string address;             // "unix:/path" or "host:port"
   std::string tls_root_cert_path;  // PEM roots; TLS when set, insecure otherwise
   std::string tls_server_name;     // overrides the name checked in the certificate
+  int max_receive_bytes = 0;       // largest answer accepted; 0: gRPC's default (4 MiB)
 };
 
 Result<std::shared_ptr<grpc::Channel>> MakeControlChannel(const ChannelOptions& options);

@@ -125,6 +125,9 @@ class ControlPlane {
   // TLS with the cluster CA for a TCP endpoint: management writes are
   // forwarded there by the engines that do not lead.
   Result<std::shared_ptr<grpc::Channel>> LeaderChannel(const std::string& endpoint);
+  // The cluster key (cluster_key_file) of an etcd store: engine-to-engine
+  // calls derive their MAC keys from it. All zero for the embedded store.
+  const Aes256Key& cluster_key() const { return cluster_key_; }
   // The etcd client of an etcd store (null for the embedded one).
   const std::shared_ptr<EtcdClient>& etcd() const { return etcd_; }
   TenantRegistry& tenants() { return *tenants_; }

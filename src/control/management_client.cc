@@ -125,8 +125,10 @@ Result<rpc::RegisterEngineResponse> ManagementClient::RegisterEngine(const Engin
   return Invoke(&Stub::RegisterEngine, req, credentials_, timeout_, "Management.RegisterEngine");
 }
 
-Result<uint64_t> ManagementClient::SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state) {
+Result<uint64_t> ManagementClient::SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state,
+                                                  std::string_view pool) {
   rpc::SetTargetStateRequest req;
+  req.set_pool(std::string(pool));
   req.set_engine_uuid(engine.ToString());
   req.set_index(index);
   req.set_state(state);

@@ -57,7 +57,9 @@ class ManagementClient {
                                             Rights rights);
 
   Result<rpc::RegisterEngineResponse> RegisterEngine(const EngineRegistration& registration);
-  Result<uint64_t> SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state);
+  // With `pool`: refused (Busy) while that pool rebuilds; empty: while any does.
+  Result<uint64_t> SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state,
+                                  std::string_view pool = {});
   Result<rpc::EngineStatus> GetEngineStatus();
   // Fetches the endpoint's revocations and applies them to `verifier`: an
   // engine that is not the management endpoint calls this periodically so

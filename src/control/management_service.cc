@@ -6,7 +6,9 @@
 
 #include "common/log.h"
 #include "control/control_plane.h"
+#include "control/rebuild_state.h"
 #include "control/service_call.h"
+#include "control/target_admin.h"
 
 namespace ros2::control {
 namespace {
@@ -88,6 +90,7 @@ grpc::Status ManagementService::QueryPool(grpc::ServerContext* ctx, const rpc::Q
                                           rpc::PoolInfo* resp) {
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.QueryPool", [&](const Principal& who) -> Status {
     ROS2_ASSIGN_OR_RETURN(*resp, plane_->catalog().QueryPool(who, req->pool()));
+    ROS2_ASSIGN_OR_RETURN(*resp->mutable_rebuild(), LoadRebuildStatus(plane_->store(), resp->uuid(), plane_->NowMs()));
     return Status::Ok();
   });
 }
@@ -222,6 +225,7 @@ grpc::Status ManagementService::SetTargetState(grpc::ServerContext* ctx, const r
   return ServeAuthenticated(plane_->tenants(), ctx, "Management.SetTargetState", [&](const Principal& who) -> Status {
     ROS2_RETURN_IF_ERROR(RequireAdmin(who, "change target states"));
     ROS2_ASSIGN_OR_RETURN(Uuid engine, ParseEngineUuid(req->engine_uuid()));
+    ROS2_RETURN_IF_ERROR(CheckTargetStateChange(plane_, who, *req));
     ROS2_ASSIGN_OR_RETURN(uint64_t version, plane_->system_map().SetTargetState(engine, req->index(), req->state()));
     resp->set_map_version(version);
     return Status::Ok();

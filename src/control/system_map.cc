@@ -173,6 +173,25 @@ Result<uint64_t> SystemMap::SetEngineState(const Uuid& engine, rpc::TargetState 
       guard);
 }
 
+Result<uint64_t> SystemMap::MarkDownOut(const std::vector<std::pair<std::string, uint32_t>>& targets,
+                                        const StoreBatch& guard) {
+  return Mutate(
+      [&](rpc::PoolMap* next) -> Result<bool> {
+        bool changed = false;
+        for (auto& t : *next->mutable_targets()) {
+          if (t.state() != rpc::TARGET_DOWN) continue;
+          for (const auto& [engine, index] : targets) {
+            if (t.engine_uuid() == engine && t.index() == index) {
+              t.set_state(rpc::TARGET_DOWNOUT);
+              changed = true;
+            }
+          }
+        }
+        return changed;
+      },
+      guard);
+}
+
 rpc::PoolMap SystemMap::Snapshot() const {
   rpc::PoolMap out;
   {

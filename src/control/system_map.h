@@ -28,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -66,6 +67,10 @@ class SystemMap {
   // record). Returns the new version, or the current one when nothing changed.
   Result<uint64_t> SetEngineState(const Uuid& engine, rpc::TargetState state, const StoreBatch& guard);
 
+  // Rebuild done (docs/replication.md): each of `targets` (engine uuid,
+  // index) that is still DOWN becomes DOWNOUT, in one write carrying `guard`.
+  // Returns the new version, or the current one when nothing changed.
+  Result<uint64_t> MarkDownOut(const std::vector<std::pair<std::string, uint32_t>>& targets, const StoreBatch& guard);
   // A copy of the map (pool_uuid empty).
   rpc::PoolMap Snapshot() const;
   uint64_t version() const;

@@ -257,6 +257,7 @@ Status Engine::RegisterEmbedded() {
         &builder, {config_.control.listen, config_.control.tls_cert, config_.control.tls_key}, &tcp_port));
   }
   control_->RegisterServices(&builder);
+  if (clustered) ROS2_RETURN_IF_ERROR(PrepareRebuild(&builder));
   grpc_ = builder.BuildAndStart();
   if (!grpc_) return Status::IOError(fmt::format("engine: cannot start the control plane on {}", control_address_));
   if (!config_.control.listen.empty()) {
@@ -268,6 +269,7 @@ Status Engine::RegisterEmbedded() {
     ROS2_RETURN_IF_ERROR(JoinCluster());
     version = control_->RegisterLocalEngine(Registration());
     if (!version.ok()) return version.status().WithContext("engine: registering the local targets");
+    ROS2_RETURN_IF_ERROR(StartRebuilder());
   }
   ROS2_LOG_INFO("engine {}: control plane on {}{}{} (map version {})", env_.engine_id.ToString(), control_address_,
                 tcp_address_.empty() ? "" : " and ", tcp_address_, *version);
@@ -283,6 +285,31 @@ Status Engine::JoinCluster() {
   o.fence_deadline_ns = &env_.writes_fenced_after_ns;
   o.peer_tls_ca = config_.control.tls_ca;
   return control_->JoinCluster(std::move(o)).WithContext("engine: joining the cluster");
+}
+
+Status Engine::PrepareRebuild(grpc::ServerBuilder* builder) {
+  std::vector<Target*> targets;
+  for (auto& t : targets_) targets.push_back(t.get());
+  rebuild_source_ = std::make_unique<RebuildSource>(env_.engine_id, std::move(targets));
+  auto key = RebuildPullKey(control_->cluster_key());
+  if (!key.ok()) return key.status().WithContext("engine: rebuild pull key");
+  rebuild_service_ = std::make_unique<RebuildPullService>(std::move(*key), rebuild_source_.get());
+  builder->RegisterService(rebuild_service_.get());
+  return Status::Ok();
+}
+
+Status Engine::StartRebuilder() {
+  RebuilderOptions o;
+  o.engine = env_.engine_id;
+  o.plane = control_.get();
+  for (auto& t : targets_) o.targets.push_back(t.get());
+  o.config = config_.rebuild;
+  o.source = rebuild_source_.get();
+  auto key = RebuildPullKey(control_->cluster_key());
+  if (!key.ok()) return key.status().WithContext("engine: rebuild pull key");
+  o.peers = std::make_unique<RebuildPeers>(std::move(*key), config_.control.tls_ca);
+  rebuilder_ = Rebuilder::Start(std::move(o));
+  return Status::Ok();
 }
 
 Status Engine::JoinManagement() {
@@ -405,6 +432,7 @@ void Engine::Shutdown() {
   std::filesystem::remove(ready_file(), ec);
   metrics_.reset();  // before the targets it reads
   if (joined_sync_) joined_sync_->Stop();
+  if (rebuilder_) rebuilder_->Stop();  // its pulls use the targets and the control plane
   // Pool map watch streams end now rather than at the shutdown deadline.
   if (control_) control_->system_map().StopWaiters();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -414,6 +442,9 @@ void Engine::Shutdown() {
   for (auto& s : stoppers) s.join();
   targets_.clear();
   grpc_.reset();
+  rebuilder_.reset();
+  rebuild_service_.reset();
+  rebuild_source_.reset();
   env_.verifier.store(nullptr, std::memory_order_release);
   env_.maps.Stop();  // its refresher reads the control plane
   control_.reset();

@@ -32,6 +32,9 @@
 #include "control/engine_hooks.h"
 #include "engine/engine_config.h"
 #include "engine/joined_sync.h"
+#include "engine/rebuild_service.h"
+#include "engine/rebuild_source.h"
+#include "engine/rebuilder.h"
 #include "engine/target.h"
 #include "engine/tombstones.h"
 #include "metrics/exporter.h"
@@ -86,6 +89,10 @@ class Engine : public control::EngineHooks {
   Status RegisterEmbedded();
   Status JoinManagement();
   Status JoinCluster();
+  // Cluster on etcd: the ClusterRebuild service on `builder`, before it starts.
+  Status PrepareRebuild(grpc::ServerBuilder* builder);
+  // Cluster on etcd, once joined: the rebuild thread.
+  Status StartRebuilder();
   Status WriteReadyFile() const;
   // Serves the Prometheus endpoint when metrics.listen is set (engine_metrics.h).
   Status StartMetrics();
@@ -99,6 +106,10 @@ class Engine : public control::EngineHooks {
   std::unique_ptr<JoinedSync> joined_sync_;   // joined mode: revocations and destructions
   std::unique_ptr<TombstoneLog> tombstones_;  // <data_dir>/destroyed.log
   std::vector<std::unique_ptr<Target>> targets_;
+  // In a cluster on etcd: rebuild of replicated objects (rebuilder.h).
+  std::unique_ptr<RebuildSource> rebuild_source_;
+  std::unique_ptr<RebuildPullService> rebuild_service_;
+  std::unique_ptr<Rebuilder> rebuilder_;
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<metrics::MetricsExporter> metrics_;  // with metrics.listen
   std::string control_address_;                        // embedded: the Unix socket; joined: the joined endpoint

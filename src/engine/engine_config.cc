@@ -215,6 +215,19 @@ Status ApplyLimits(const YAML::Node& node, const std::string& where, EngineLimit
   return Status::Ok();
 }
 
+Status ApplyRebuild(const YAML::Node& node, const std::string& where, RebuildConfig* r) {
+  ROS2_RETURN_IF_ERROR(CheckKnownKeys(node, where, {"delay", "client_share"}));
+  ROS2_RETURN_IF_ERROR(ReadDuration(node, where, "delay", &r->delay));
+  uint64_t share = r->client_share_percent;
+  ROS2_RETURN_IF_ERROR(ReadUint(node, where, "client_share", &share));
+  if (share > 95) {
+    return Status::InvalidArgument(
+        fmt::format("{}.client_share: {} percent; at most 95 (rebuild must keep some of the engine)", where, share));
+  }
+  r->client_share_percent = static_cast<uint32_t>(share);
+  return Status::Ok();
+}
+
 }  // namespace
 
 EngineConfig DefaultEngineConfig() {
@@ -229,7 +242,7 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
   const std::string where(origin);
   ROS2_RETURN_IF_ERROR(CheckKnownKeys(root, where,
                                       {"data_dir", "log_level", "targets", "target_cpus", "vos", "transport", "control",
-                                       "shutdown_grace", "limits", "metrics", "process"}));
+                                       "shutdown_grace", "limits", "metrics", "process", "rebuild"}));
   try {
     ROS2_RETURN_IF_ERROR(ReadString(root, where, "data_dir", &config->data_dir));
     ROS2_RETURN_IF_ERROR(ReadString(root, where, "log_level", &config->log_level));
@@ -270,6 +283,7 @@ Status ApplyEngineConfig(const YAML::Node& root, std::string_view origin, Engine
         ROS2_RETURN_IF_ERROR(metrics::CheckListenAddress(config->metrics.listen, where + ": metrics.listen"));
       }
     }
+    if (const YAML::Node r = root["rebuild"]) ROS2_RETURN_IF_ERROR(ApplyRebuild(r, where + ": rebuild", &config->rebuild));
     ROS2_RETURN_IF_ERROR(ApplyProcessConfig(root, where, &config->process));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(fmt::format("{}: {}", where, e.what()));

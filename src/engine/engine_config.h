@@ -104,6 +104,17 @@ struct MetricsConfig {
   std::string listen;  // "host:port", port 0: any free port (the ready file says which)
 };
 
+// Rebuild of replicated objects (docs/replication.md, "Rebuild"), in a
+// cluster on etcd.
+struct RebuildConfig {
+  // How long a target stays DOWN before the leader starts its rebuild (an
+  // engine back within it rebuilds nothing).
+  std::chrono::milliseconds delay{5000};
+  // The share of the engine's time, in percent, that rebuild leaves to client
+  // I/O: after a batch that took t, the puller pauses t x share / (100 - share).
+  uint32_t client_share_percent = 50;
+};
+
 struct EngineConfig {
   std::string data_dir;
   std::string log_level = "info";
@@ -117,6 +128,7 @@ struct EngineConfig {
   std::chrono::milliseconds shutdown_grace{5000};
   EngineLimits limits;
   MetricsConfig metrics;
+  RebuildConfig rebuild;
   // The user and capabilities to keep when started as root.
   ProcessConfig process{.capabilities = EngineCapabilities()};
   // Where the config came from, for error messages ("engine.yaml", "defaults").

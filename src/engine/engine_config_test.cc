@@ -104,6 +104,15 @@ transport: { max_connections: 100, max_connections_per_peer: 4, unauthenticated_
   }
 }
 
+TEST(EngineConfig, ReadsRebuild) {
+  EngineConfig c = DefaultEngineConfig();
+  EXPECT_EQ(c.rebuild.delay, std::chrono::seconds(5));
+  EXPECT_EQ(c.rebuild.client_share_percent, 50u);
+  ASSERT_TRUE(Apply("rebuild: { delay: 1s, client_share: 20 }", &c).ok());
+  EXPECT_EQ(c.rebuild.delay, std::chrono::seconds(1));
+  EXPECT_EQ(c.rebuild.client_share_percent, 20u);
+}
+
 TEST(EngineConfig, ErrorsNameTheKey) {
   struct Case {
     const char* yaml;
@@ -120,6 +129,8 @@ TEST(EngineConfig, ErrorsNameTheKey) {
       {"transport: { batch_flush: 0 }", "batch_flush"},
       {"transport: { keepalive: 1ms }", "transport.keepalive"},
       {"target_cpus: 1", "target_cpus"},
+      {"rebuild: { client_share: 96 }", "rebuild.client_share: 96 percent"},
+      {"rebuild: { pace: 1 }", "rebuild.pace"},
       {"target_cpus: []", "target_cpus"},
       {"target_cpus: [0, x]", "target_cpus[1]: 'x'"},
       {"target_cpus: [-1]", "target_cpus[0]: '-1'"},

@@ -150,6 +150,16 @@ class Target {
   // Thread-safe; the engine calls it once at start.
   std::future<void> ReopenShards();
 
+  // --- rebuild (target_rebuild.cc; docs/replication.md, "Rebuild") ---
+  // Runs `fn` on the target thread with the open shard of (pool, container):
+  // nullptr while it is being opened (its opening is started when `open`),
+  // the error when it cannot be. `fn` may submit VOS operations whose
+  // callbacks run later on this thread. Thread-safe.
+  void WithShard(const Uuid& pool, const Uuid& container, bool open, std::function<void(Result<vos::Vos*>)> fn);
+  // The containers of `pool` whose shards are open here, waiting at most
+  // `wait` for the target thread (empty when it does not answer). Thread-safe.
+  std::vector<Uuid> OpenContainers(const Uuid& pool, std::chrono::milliseconds wait);
+
  private:
   struct Shard {
     Uuid pool;

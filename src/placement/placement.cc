@@ -89,14 +89,15 @@ std::vector<uint32_t> RankTargets(const PoolMap& map, const ObjectId& oid, uint3
   return ranked;
 }
 
-// The best-ranked target not in `taken` (and not DOWN with `skip_down`) whose
-// fault domain none of `members` uses: first a distinct host and engine, then
-// a distinct engine, then any distinct target. kNoTarget when none is left.
+// The best-ranked target not in `taken` and not `out` whose fault domain none
+// of `members` uses: first a distinct host and engine, then a distinct
+// engine, then any distinct target. kNoTarget when none is left.
+template <typename Out>
 uint32_t PickDistinct(const PoolMap& map, const std::vector<uint32_t>& ranked, const std::vector<uint32_t>& members,
-                      const std::vector<uint32_t>& taken, bool skip_down) {
+                      const std::vector<uint32_t>& taken, Out out) {
   for (int pass = 0; pass < 3; ++pass) {
     for (uint32_t t : ranked) {
-      if (Contains(taken, t) || (skip_down && map.targets[t].state == TargetState::kDown)) continue;
+      if (Contains(taken, t) || out(t)) continue;
       bool distinct = true;
       for (uint32_t m : members) {
         bool same_engine = map.targets[m].engine_rank == map.targets[t].engine_rank;
@@ -111,27 +112,70 @@ uint32_t PickDistinct(const PoolMap& map, const std::vector<uint32_t>& ranked, c
   return kNoTarget;
 }
 
+// Fallbacks for the DOWNOUT members of `ideal` (into `places`), chosen as
+// when their rebuild ended: against the fault domains of the members that are
+// not DOWNOUT, skipping the targets `out` says; each chosen one joins
+// `members` and `taken`.
+template <typename Out>
+void DownOutFallbacks(const PoolMap& map, const std::vector<uint32_t>& ranked, const std::vector<uint32_t>& ideal,
+                      Out out, std::vector<ReplicaPlace>* places, std::vector<uint32_t>* members,
+                      std::vector<uint32_t>* taken) {
+  for (size_t j = 0; j < ideal.size(); ++j) {
+    if (map.targets[ideal[j]].state != TargetState::kDownOut) continue;
+    uint32_t f = PickDistinct(map, ranked, *members, *taken, out);
+    if (f == kNoTarget) {
+      (*places)[j] = ReplicaPlace{ideal[j], false, true};
+      continue;
+    }
+    (*places)[j] = ReplicaPlace{f, false, false};
+    members->push_back(f);
+    taken->push_back(f);
+  }
+}
+
 // The r copies of one replicated group: the ideal members (states ignored),
-// then a fallback for each DOWN one (see the header).
+// then a fallback for each DOWNOUT one and then for each DOWN one (see the
+// header). A DOWNOUT replica's fallback is a full copy (not flagged) when it
+// is the target its rebuild filled: the one chosen with only the DOWNOUT
+// targets out (the map as it was when the rebuild ended). When a later
+// failure took that target, the new one is a plain fallback until its own
+// rebuild ends.
 std::vector<ReplicaPlace> ReplicatedGroup(const PoolMap& map, const ObjectId& oid, uint32_t group, uint32_t r) {
   const std::vector<uint32_t> ranked = RankTargets(map, oid, group, r);
   std::vector<uint32_t> ideal;
-  for (uint32_t j = 0; j < r; ++j) ideal.push_back(PickDistinct(map, ranked, ideal, ideal, false));
+  auto none = [](uint32_t) { return false; };
+  for (uint32_t j = 0; j < r; ++j) ideal.push_back(PickDistinct(map, ranked, ideal, ideal, none));
   std::vector<ReplicaPlace> places(r);
-  std::vector<uint32_t> live, taken = ideal;
+  std::vector<uint32_t> members, taken = ideal;
+  bool any_downout = false;
   for (uint32_t j = 0; j < r; ++j) {
     places[j].target = ideal[j];
-    if (map.targets[ideal[j]].state != TargetState::kDown) live.push_back(ideal[j]);
+    any_downout |= map.targets[ideal[j]].state == TargetState::kDownOut;
+    if (map.targets[ideal[j]].state != TargetState::kDownOut) members.push_back(ideal[j]);
   }
+  auto now_out = [&map](uint32_t t) { return IsOut(map.targets[t].state); };
+  if (any_downout) {
+    std::vector<ReplicaPlace> rebuilt = places;
+    std::vector<uint32_t> rebuilt_members = members, rebuilt_taken = taken;
+    DownOutFallbacks(map, ranked, ideal, [&map](uint32_t t) { return map.targets[t].state == TargetState::kDownOut; },
+                     &rebuilt, &rebuilt_members, &rebuilt_taken);
+    DownOutFallbacks(map, ranked, ideal, now_out, &places, &members, &taken);
+    for (uint32_t j = 0; j < r; ++j) {
+      if (map.targets[ideal[j]].state != TargetState::kDownOut || places[j].down) continue;
+      places[j].fallback = rebuilt[j].down || rebuilt[j].target != places[j].target;
+    }
+  }
+  // DOWN members: against every member not out and the DOWNOUT fallbacks.
+  std::erase_if(members, [&](uint32_t t) { return now_out(t); });
   for (uint32_t j = 0; j < r; ++j) {
     if (map.targets[ideal[j]].state != TargetState::kDown) continue;
-    uint32_t f = PickDistinct(map, ranked, live, taken, true);
+    uint32_t f = PickDistinct(map, ranked, members, taken, now_out);
     if (f == kNoTarget) {
       places[j].down = true;
       continue;
     }
     places[j] = ReplicaPlace{f, true, false};
-    live.push_back(f);
+    members.push_back(f);
     taken.push_back(f);
   }
   return places;
@@ -163,7 +207,7 @@ std::vector<ReplicaPlace> GroupPlaces(const PoolMap& map, const ObjectId& oid, u
   const auto n = static_cast<uint32_t>(map.targets.size());
   const uint32_t home = JumpConsistentHash(PlacementHash(oid), n);
   const uint32_t t = (home + group) % n;
-  return {ReplicaPlace{t, false, map.targets[t].state == TargetState::kDown}};
+  return {ReplicaPlace{t, false, IsOut(map.targets[t].state)}};
 }
 
 uint32_t DkeyGroup(uint32_t groups, std::string_view dkey) {

@@ -18,7 +18,9 @@
 // group yet, and in a fault domain the group's other members do not use. Only
 // the DOWN replicas move, so every client with the same map computes the same
 // group. A fallback holds no data until rebuild copies it there: writes go to
-// it, reads do not. A non-replicated shard on a DOWN target has no fallback
+// it, reads do not. Once rebuild is done the map says DOWNOUT for the lost
+// target (DOWN and DOWNOUT choose the same fallback) and its fallback is a
+// full copy (`fallback` false): read like any replica. A non-replicated shard on a DOWN target has no fallback
 // (its data exists nowhere else): it is reported unavailable (NotFound).
 // Pure functions of their inputs; safe from any thread.
 #pragma once

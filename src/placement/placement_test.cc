@@ -199,6 +199,66 @@ TEST(PlacementTest, DownReplicaMovesToAStableFallbackAndNothingElseMoves) {
   EXPECT_GT(moved, 400 * 2 / 4 / 2) << "about a quarter of the replicas were on engine 1";
 }
 
+TEST(PlacementTest, DownOutKeepsTheFallbackAndMakesItReadable) {
+  PoolMap map = MakeMap(4, 3);
+  PoolMap down = map, out = map;
+  for (size_t t = 0; t < map.targets.size(); ++t) {
+    if (map.targets[t].engine_rank != 1) continue;
+    down.targets[t].state = TargetState::kDown;
+    out.targets[t].state = TargetState::kDownOut;  // rebuilt: its data is whole on the fallbacks
+  }
+  for (uint64_t i = 0; i < 400; ++i) {
+    ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kRP2GX, 0, i);
+    auto d = ReplicasForDkey(down, oid, ChunkDkey(i));
+    auto o = ReplicasForDkey(out, oid, ChunkDkey(i));
+    ASSERT_TRUE(d.ok() && o.ok());
+    for (size_t j = 0; j < d->size(); ++j) {
+      EXPECT_EQ((*d)[j].target, (*o)[j].target) << "DOWN and DOWNOUT choose the same fallback (object " << i << ")";
+      EXPECT_FALSE((*o)[j].fallback) << "a DOWNOUT replica's fallback is a full copy";
+      EXPECT_FALSE((*o)[j].down);
+    }
+    // Both copies are read again, the rebuilt one included.
+    auto reads = ReadTargets(out, oid, ChunkDkey(i));
+    ASSERT_TRUE(reads.ok());
+    EXPECT_EQ(reads->size(), 2u);
+  }
+  // A later failure of the engine holding a rebuilt copy: where the DOWNOUT
+  // replica's fallback moves, the new one is a plain fallback (not read)
+  // until its own rebuild; where it stays, it is still read.
+  PoolMap later = out;
+  for (auto& t : later.targets) {
+    if (t.engine_rank == 2) t.state = TargetState::kDown;
+  }
+  int moved = 0;
+  for (uint64_t i = 0; i < 400; ++i) {
+    ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kRP2GX, 0, i);
+    auto o = ReplicasForDkey(out, oid, ChunkDkey(i));
+    auto l = ReplicasForDkey(later, oid, ChunkDkey(i));
+    ASSERT_TRUE(o.ok() && l.ok());
+    for (size_t j = 0; j < l->size(); ++j) {
+      if (later.targets[(*l)[j].target].state != TargetState::kUp) continue;
+      // A rebuilt copy: the fallback of a DOWNOUT replica (it differs from the ideal member).
+      const bool was_rebuilt_copy = (*o)[j].target != ReplicasForDkey(map, oid, ChunkDkey(i))->at(j).target;
+      if (was_rebuilt_copy && (*l)[j].target != (*o)[j].target) {
+        ++moved;
+        EXPECT_TRUE((*l)[j].fallback) << "a moved fallback holds nothing yet (object " << i << ")";
+      } else if (was_rebuilt_copy) {
+        EXPECT_FALSE((*l)[j].fallback) << "an unmoved rebuilt copy is still read (object " << i << ")";
+      }
+    }
+  }
+  EXPECT_GT(moved, 0) << "some rebuilt copies were on engine 2";
+  // A non-replicated shard on a DOWNOUT target stays unavailable.
+  for (uint64_t i = 0; i < 50; ++i) {
+    ObjectId oid = ObjectId::Make(ObjectType::kArray, ObjectClass::kS1, 0, i);
+    auto t = TargetForDkey(map, oid, "d");
+    ASSERT_TRUE(t.ok());
+    if (map.targets[*t].engine_rank == 1) {
+      EXPECT_TRUE(TargetForDkey(out, oid, "d").status().IsNotFound());
+    }
+  }
+}
+
 TEST(PlacementTest, FallbacksSpreadOverTheSurvivors) {
   PoolMap map = MakeMap(4, 3);
   for (auto& t : map.targets) {

@@ -22,7 +22,12 @@ enum class TargetState : uint8_t {
   kUp = 0,     // serving I/O
   kDown = 1,   // failed or excluded: no I/O goes there
   kDrain = 2,  // serving existing data, being emptied (treated as up for reads and writes until drained)
+  // Was DOWN; rebuild made its data whole on the fallback targets, which are
+  // then read like any replica. No I/O goes to the target itself.
+  kDownOut = 3,
 };
+// DOWN or DOWNOUT: the target takes no I/O, its replicas have fallbacks.
+inline bool IsOut(TargetState s) { return s == TargetState::kDown || s == TargetState::kDownOut; }
 std::string_view TargetStateName(TargetState s);
 
 // TargetInfo::host when the map does not say which host an engine runs on:

@@ -80,6 +80,7 @@ Result<std::unique_ptr<EngineProcess>> EngineProcess::Start(const EngineOptions&
     if (!options.limits.empty()) y << "limits: " << options.limits << "\n";
     if (!options.metrics_listen.empty()) y << "metrics: { listen: \"" << options.metrics_listen << "\" }\n";
     if (!options.process.empty()) y << "process: " << options.process << "\n";
+    if (!options.rebuild.empty()) y << "rebuild: " << options.rebuild << "\n";
     y << "control:\n";
     if (!options.join.empty()) {
       y << "  join: \"" << options.join << "\"\n";

@@ -39,6 +39,7 @@ struct EngineOptions {
   std::string target_cpus;  // target_cpus, e.g. "[1, 0]"; empty: unpinned
   std::string limits;       // the limits map, e.g. "{ max_io_size: 1MiB }"; empty: the defaults
   std::string metrics_listen;  // metrics.listen, e.g. "127.0.0.1:0"; empty: no endpoint
+  std::string rebuild;         // the rebuild map, e.g. "{ delay: 1s }"; empty: the defaults
 
   // More keys of the transport map, e.g. "max_connections: 8".
   std::string transport_extra;

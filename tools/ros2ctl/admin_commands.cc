@@ -138,6 +138,7 @@ void AddPoolCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected) {
       return CommandOutput{fmt::format("Destroyed pool {}\n", a->pool), {{"destroyed", a->pool}}};
     };
   });
+  AddPoolRebuildCommands(pool, ctx, selected);
 }
 
 void AddContainerCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected) {

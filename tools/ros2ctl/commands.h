@@ -15,6 +15,8 @@ namespace ros2::ctl {
 using CommandRunner = std::function<Result<CommandOutput>()>;
 
 void AddPoolCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
+// `pool exclude|drain|reintegrate` and `pool rebuild wait` (rebuild_commands.cc).
+void AddPoolRebuildCommands(CLI::App* pool, CtlContext& ctx, CommandRunner* selected);
 void AddContainerCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddTenantCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);
 void AddAclCommands(CLI::App& app, CtlContext& ctx, CommandRunner* selected);

@@ -30,6 +30,7 @@ std::string TargetStateText(rpc::TargetState state) {
     case rpc::TARGET_UP: return "up";
     case rpc::TARGET_DOWN: return "down";
     case rpc::TARGET_DRAIN: return "drain";
+    case rpc::TARGET_DOWNOUT: return "downout";
     default: return "unspecified";
   }
 }
@@ -55,7 +56,8 @@ nlohmann::json PoolToJson(const rpc::PoolInfo& p) {
           {"map_version", p.map_version()},
           {"created_ms", p.created_ms()},
           {"container_count", p.container_count()},
-          {"acl", AclToJson(p.acl())}};
+          {"acl", AclToJson(p.acl())},
+          {"rebuild", RebuildToJson(p.rebuild())}};
 }
 
 nlohmann::json ContainerToJson(const rpc::ContainerInfo& c) {
@@ -148,7 +150,7 @@ std::string PoolToText(const rpc::PoolInfo& p) {
       "  owner:       {}\n  containers:  {}\n  map version: {}\n  acl:\n",
       p.label(), p.uuid(), FormatSize(p.size_bytes()), p.target_count(), FormatSize(p.used_bytes()),
       FormatSize(p.free_bytes()), p.owner(), p.container_count(), p.map_version());
-  return out + AclToText(p.acl(), "    ");
+  return out + AclToText(p.acl(), "    ") + RebuildToText(p.rebuild());
 }
 
 std::string ContainerToText(const rpc::ContainerInfo& c) {

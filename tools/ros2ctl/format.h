@@ -24,6 +24,13 @@ std::string ContainerToText(const rpc::ContainerInfo& cont);
 std::string EngineStatusToText(const rpc::EngineStatus& status);
 std::string TargetStateText(rpc::TargetState state);
 
+// A pool's rebuild (rebuild_commands.cc): state, objects and bytes done of the
+// total, rate, ETA; the text is indented lines for `pool query`.
+nlohmann::json RebuildToJson(const rpc::RebuildStatus& rebuild);
+std::string RebuildToText(const rpc::RebuildStatus& rebuild);
+// "[#####.....]  42% 1.2 GiB of 2.9 GiB, 120 MiB/s, ETA 14 s" (width: the bar's cells).
+std::string RebuildProgressLine(const rpc::RebuildStatus& rebuild, int width);
+
 // A fixed-width table: a header row and rows of cells.
 std::string Table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows);
 

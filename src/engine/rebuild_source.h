@@ -1,0 +1,60 @@
+// RebuildSource: the survivor's side of a rebuild pull (docs/replication.md,
+// "Rebuild"). Given the requester's pool map and the requester's targets, it
+// walks this engine's shards of the pool (target by target, container by
+// container, object by object, dkey by dkey, resuming from a cursor) and
+// returns every visible version of each dkey for which
+//   - one of the dkey's copies is a fallback on a requester target, and
+//   - this engine's target is the dkey's first readable copy (the one source
+//     every puller picks, so no dkey is copied twice);
+// array extents with their epochs, single values with epoch 0 (the puller
+// stores them below every newer write), each with the checksums VOS read.
+// With count_only it counts objects and bytes and sends no data.
+//
+// Reads run on the target threads (Target::WithShard); Scan blocks the
+// calling thread (a gRPC thread or the local puller). Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "common/status.h"
+#include "common/uuid.h"
+#include "engine/target.h"
+#include "placement/pool_map_proto.h"
+#include "ros2/rebuild.pb.h"
+
+namespace ros2::engine {
+
+struct RebuildScan {
+  Uuid pool;
+  ConvertedPoolMap map;
+  std::set<uint32_t> requester_targets;  // global indexes of the puller's targets
+  rpc::RebuildCursor cursor;
+  uint64_t max_bytes = 4 << 20;
+  bool count_only = false;
+};
+
+// The global target indexes of `engine`'s targets in `map`, by its target
+// index (absent: not in the pool or out).
+std::vector<std::pair<uint32_t, uint32_t>> LocalTargets(const ConvertedPoolMap& map, const std::string& engine);
+
+class RebuildSource {
+ public:
+  // `targets`: the engine's targets by index; they outlive the source.
+  RebuildSource(Uuid engine, std::vector<Target*> targets) : engine_(engine), targets_(std::move(targets)) {}
+
+  Result<rpc::RebuildPullBodyOut> Scan(const RebuildScan& scan);
+
+ private:
+  // One batch on one target's shard: advances `cursor` inside the container
+  // and appends to `out`. Sets `*container_done` at its end.
+  Status ScanBatch(const RebuildScan& scan, uint32_t engine_index, uint32_t global, const Uuid& container,
+                   rpc::RebuildCursor* cursor, rpc::RebuildPullBodyOut* out, bool* container_done);
+
+  Uuid engine_;
+  std::vector<Target*> targets_;
+};
+
+}  // namespace ros2::engine

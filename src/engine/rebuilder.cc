@@ -1,0 +1,281 @@
+#include "engine/rebuilder.h"
+
+#include <algorithm>
+#include <future>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/hlc.h"
+#include "common/log.h"
+#include "control/rebuild_state.h"
+
+namespace ros2::engine {
+namespace {
+
+constexpr auto kTick = std::chrono::milliseconds(250);
+constexpr auto kPullTimeout = std::chrono::seconds(30);
+constexpr uint64_t kBatchBytes = 1 << 20;
+
+std::vector<uint32_t> DownTargets(const rpc::PoolMap& map) {
+  std::vector<uint32_t> down;
+  for (int g = 0; g < map.targets_size(); ++g) {
+    if (map.targets(g).state() == rpc::TARGET_DOWN) down.push_back(static_cast<uint32_t>(g));
+  }
+  return down;
+}
+
+// The engines holding a target of the pool that is neither DOWN nor DOWNOUT.
+std::vector<std::string> LiveEngines(const rpc::PoolMap& map) {
+  std::set<std::string> engines;
+  for (const auto& t : map.targets()) {
+    if (t.state() != rpc::TARGET_DOWN && t.state() != rpc::TARGET_DOWNOUT) engines.insert(t.engine_uuid());
+  }
+  return {engines.begin(), engines.end()};
+}
+
+std::string DownKey(const std::string& pool, const std::vector<uint32_t>& down) {
+  return fmt::format("{}:{}", pool, fmt::join(down, ","));
+}
+
+}  // namespace
+
+std::unique_ptr<Rebuilder> Rebuilder::Start(RebuilderOptions options) {
+  std::unique_ptr<Rebuilder> r(new Rebuilder(std::move(options)));
+  r->thread_ = std::thread([p = r.get()] { p->Run(); });
+  return r;
+}
+
+Rebuilder::~Rebuilder() {
+  Stop();
+}
+
+void Rebuilder::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Rebuilder::Pause(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  wake_.wait_for(lock, d, [this] { return stop_; });
+  return !stop_;
+}
+
+std::vector<std::string> Rebuilder::PoolUuids() {
+  std::vector<std::string> out;
+  auto rows = o_.plane->store().Scan("pool/");
+  if (!rows.ok()) return out;
+  for (const auto& [key, value] : *rows) out.push_back(key.substr(5));
+  return out;
+}
+
+void Rebuilder::Run() {
+  while (Pause(kTick)) {
+    control::ClusterMember* member = o_.plane->cluster();
+    if (member == nullptr || member->fenced()) continue;
+    for (const std::string& pool : PoolUuids()) {
+      if (member->is_leader()) Lead(pool);
+      Work(pool);
+    }
+  }
+}
+
+void Rebuilder::Lead(const std::string& pool) {
+  auto map = o_.plane->catalog().PoolMapFor(pool);
+  if (!map.ok()) return;
+  auto job = control::LoadRebuildJob(o_.plane->store(), pool);
+  if (!job.ok()) return;
+  const std::vector<uint32_t> down = DownTargets(*map);
+  if (*job && (*job)->state() == control::kRebuildBusy) {
+    std::vector<uint32_t> targets((*job)->targets().begin(), (*job)->targets().end());
+    if (targets == down) return FinishJob(pool, **job, *map);
+    // The DOWN set changed under the job: another failure (a new job now) or
+    // engines back UP (nothing left to rebuild for them).
+    rpc::RebuildJob ended = **job;
+    ended.set_state(std::string(control::kRebuildFailed));
+    ended.set_finished_ms(HybridClock::WallMillis());
+    ended.set_error(fmt::format("the pool's DOWN targets changed from [{}] to [{}] (map version {})",
+                                fmt::join(targets, ","), fmt::join(down, ","), map->version()));
+    if (!down.empty()) return StartJob(pool, *map, down);
+    (void)control::SaveRebuildJob(&o_.plane->store(), pool, ended, o_.plane->cluster()->LeaderGuard());
+    return;
+  }
+  if (down.empty()) return;
+  if (*job && std::vector<uint32_t>((*job)->targets().begin(), (*job)->targets().end()) == down) {
+    return;  // failed for this very set: an administrator's exclude or reintegrate moves on
+  }
+  const auto now = std::chrono::steady_clock::now();
+  auto it = down_since_.emplace(DownKey(pool, down), now).first;
+  if (now - it->second < o_.config.delay) return;
+  down_since_.erase(it);
+  StartJob(pool, *map, down);
+}
+
+void Rebuilder::StartJob(const std::string& pool, const rpc::PoolMap& map, const std::vector<uint32_t>& down) {
+  rpc::RebuildJob job;
+  job.set_state(std::string(control::kRebuildBusy));
+  job.set_map_version(map.version());
+  for (uint32_t t : down) job.add_targets(t);
+  job.set_started_ms(HybridClock::WallMillis());
+  for (const std::string& e : LiveEngines(map)) job.add_engines(e);
+  Status st = control::SaveRebuildJob(&o_.plane->store(), pool, job, o_.plane->cluster()->LeaderGuard());
+  if (st.ok()) {
+    ROS2_LOG_WARN("rebuild: pool {}: targets [{}] DOWN; rebuild started for map version {} by {} engine(s)", pool,
+                  fmt::join(down, ","), map.version(), job.engines_size());
+  } else {
+    ROS2_LOG_WARN("rebuild: pool {}: cannot start: {}", pool, st.ToString());
+  }
+}
+
+void Rebuilder::FinishJob(const std::string& pool, rpc::RebuildJob job, const rpc::PoolMap& map) {
+  auto progress = control::LoadRebuildProgress(o_.plane->store(), pool);
+  if (!progress.ok()) return;
+  std::string failed;
+  for (const std::string& e : job.engines()) {
+    auto it = progress->find(e);
+    if (it == progress->end() || it->second.map_version() != job.map_version()) return;
+    if (!it->second.error().empty()) failed = fmt::format("engine {}: {}", e, it->second.error());
+    if (failed.empty() && !it->second.done()) return;
+  }
+  job.set_finished_ms(HybridClock::WallMillis());
+  if (!failed.empty()) {
+    job.set_state(std::string(control::kRebuildFailed));
+    job.set_error(failed);
+    ROS2_LOG_WARN("rebuild: pool {}: failed: {}", pool, failed);
+  } else {
+    std::vector<std::pair<std::string, uint32_t>> out;
+    for (uint32_t g : job.targets()) out.emplace_back(map.targets(int(g)).engine_uuid(), map.targets(int(g)).index());
+    auto version = o_.plane->system_map().MarkDownOut(out, o_.plane->cluster()->LeaderGuard());
+    if (!version.ok()) {
+      ROS2_LOG_WARN("rebuild: pool {}: marking DOWNOUT: {}", pool, version.status().ToString());
+      return;
+    }
+    job.set_state(std::string(control::kRebuildDone));
+    ROS2_LOG_WARN("rebuild: pool {}: done in {} ms; targets [{}] DOWNOUT (map version {})", pool,
+                  job.finished_ms() - job.started_ms(), fmt::join(job.targets(), ","), *version);
+  }
+  (void)control::SaveRebuildJob(&o_.plane->store(), pool, job, o_.plane->cluster()->LeaderGuard());
+}
+
+void Rebuilder::Work(const std::string& pool) {
+  auto job = control::LoadRebuildJob(o_.plane->store(), pool);
+  if (!job.ok() || !*job || (*job)->state() != control::kRebuildBusy) return;
+  const std::string self = o_.engine.ToString();
+  const auto& engines = (*job)->engines();
+  if (std::find(engines.begin(), engines.end(), self) == engines.end()) return;
+  if (!finished_.emplace(pool, (*job)->map_version()).second) return;
+  const auto start = std::chrono::steady_clock::now();
+  Status st = PullJob(pool, **job);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  if (st.ok()) {
+    ROS2_LOG_INFO("rebuild: pool {}: this engine's pulls done in {} ms", pool, ms.count());
+  } else {
+    ROS2_LOG_WARN("rebuild: pool {}: this engine's pulls ended after {} ms: {}", pool, ms.count(), st.ToString());
+  }
+}
+
+Status Rebuilder::PullJob(const std::string& pool, const rpc::RebuildJob& job) {
+  rpc::RebuildProgress progress;
+  progress.set_map_version(job.map_version());
+  Report(pool, progress, true);
+  auto map = o_.plane->catalog().PoolMapFor(pool);
+  Status st = map.status();
+  if (st.ok()) st = PullAll(pool, job, *map, true, &progress);
+  if (st.ok()) {
+    progress.set_counted(true);
+    Report(pool, progress, true);
+    st = PullAll(pool, job, *map, false, &progress);
+  }
+  if (st.code() == Status::Code::kCancelled) return st;  // a newer job replaces this one
+  if (st.ok())
+    progress.set_done(true);
+  else
+    progress.set_error(st.ToString());
+  progress.set_updated_ms(HybridClock::WallMillis());
+  Report(pool, progress, true);
+  return st;
+}
+
+Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, const rpc::PoolMap& map, bool count_only,
+                          rpc::RebuildProgress* progress) {
+  ROS2_ASSIGN_OR_RETURN(ConvertedPoolMap converted, PoolMapFromProto(map));
+  ROS2_ASSIGN_OR_RETURN(Uuid pool_id, Uuid::Parse(pool));
+  const std::string self = o_.engine.ToString();
+  if (LocalTargets(converted, self).empty()) return Status::Ok();  // no fallback here
+  std::map<std::string, std::string> endpoints;                    // member engine -> control endpoint
+  ROS2_ASSIGN_OR_RETURN(auto members, o_.plane->store().Scan("members/"));
+  for (const auto& [key, value] : members) {
+    rpc::EngineInfo info;
+    if (info.ParseFromString(value)) endpoints[key.substr(8)] = info.address();
+  }
+  const uint32_t share = o_.config.client_share_percent;
+  for (const std::string& source : LiveEngines(map)) {
+    if (source != self && !endpoints.contains(source)) {
+      return Status::Disconnected(fmt::format("rebuild: source engine {} is not a member", source));
+    }
+    rpc::RebuildPullBody body;
+    body.set_pool_uuid(pool);
+    body.set_map_version(map.version());
+    body.set_requester_engine(self);
+    *body.mutable_map() = map;
+    body.set_max_bytes(kBatchBytes);
+    body.set_count_only(count_only);
+    do {
+      const auto start = std::chrono::steady_clock::now();
+      ROS2_ASSIGN_OR_RETURN(auto out, PullFrom(source, endpoints[source], body));
+      if (count_only) {
+        progress->set_objects_total(progress->objects_total() + out.objects());
+        progress->set_bytes_total(progress->bytes_total() + out.bytes());
+      } else {
+        ROS2_RETURN_IF_ERROR(Apply(pool_id, converted, out));
+        progress->set_objects_done(progress->objects_done() + out.objects());
+        progress->set_bytes_done(progress->bytes_done() + out.bytes());
+        Report(pool, *progress, false);
+      }
+      *body.mutable_cursor() = out.cursor();
+      ROS2_RETURN_IF_ERROR(StillCurrent(pool, job));
+      const auto took = std::chrono::steady_clock::now() - start;
+      if (!Pause(std::chrono::duration_cast<std::chrono::milliseconds>(took * share / (100 - share)))) {
+        return Status::Cancelled("rebuild: the engine is stopping");
+      }
+    } while (!body.cursor().done());
+  }
+  return Status::Ok();
+}
+
+Result<rpc::RebuildPullBodyOut> Rebuilder::PullFrom(const std::string& source, const std::string& endpoint,
+                                                    const rpc::RebuildPullBody& body) {
+  if (source != o_.engine.ToString()) return o_.peers->Pull(endpoint, body, kPullTimeout);
+  RebuildScan scan;
+  ROS2_ASSIGN_OR_RETURN(scan.pool, Uuid::Parse(body.pool_uuid()));
+  ROS2_ASSIGN_OR_RETURN(scan.map, PoolMapFromProto(body.map()));
+  for (const auto& [index, global] : LocalTargets(scan.map, source)) scan.requester_targets.insert(global);
+  scan.cursor = body.cursor();
+  scan.max_bytes = std::max<uint64_t>(body.max_bytes(), 1);
+  scan.count_only = body.count_only();
+  return o_.source->Scan(scan);
+}
+
+Status Rebuilder::Apply(const Uuid& pool, const ConvertedPoolMap& map, const rpc::RebuildPullBodyOut& out) {
+  auto shared = std::make_shared<const rpc::RebuildPullBodyOut>(out);
+  std::map<std::pair<uint32_t, std::string>, std::vector<int>> groups;  // (target index, container) -> records
+  for (int i = 0; i < shared->records_size(); ++i) {
+    const rpc::RebuildRecord& r = shared->records(i);
+    if (r.fallback_target() >= map.map.targets.size()) {
+      return Status::Protocol(fmt::format("rebuild: a record for target {} beyond the map", r.fallback_target()));
+    }
+    groups[{map.map.targets[r.fallback_target()].engine_index, r.container()}].push_back(i);
+  }
+  for (auto& [key, records] : groups) {
+    if (key.first >= o_.targets.size()) return Status::Protocol("rebuild: a record for a target this engine lacks");
+    ROS2_ASSIGN_OR_RETURN(Uuid container, Uuid::Parse(key.second));
+    ROS2_RETURN_IF_ERROR(ApplyGroup(o_.targets[key.first], pool, container, shared, std::move(records)));
+  }
+  return Status::Ok();
+}
+
+}  // namespace ros2::engine

@@ -1,0 +1,95 @@
+// Rebuilder: one engine's part in rebuilding replicated objects
+// (docs/replication.md, "Rebuild"), in a cluster on etcd. A thread that,
+// every tick (250 ms):
+//
+//  - on the leader: for each pool whose map has DOWN targets, once the same
+//    set has been DOWN for `rebuild.delay`, writes a job (rebuild/<pool>:
+//    busy, the map version, the targets, the engines that hold the pool's
+//    live targets); once each of those engines reported done for the job,
+//    marks the targets DOWNOUT (one map change, version + 1) and the job done;
+//    a job some engine failed is marked failed; a job whose DOWN set changed
+//    (another failure) is replaced by one for the new set.
+//  - on every engine: for a busy job it has not finished, pulls what its
+//    fallback targets stand in for from the sources (RebuildSource here,
+//    RebuildPeers elsewhere): first a count (objects, bytes: the ETA), then the
+//    data, batch by batch, written into its shards at the records' epochs,
+//    pausing after each batch so client I/O keeps `client_share_percent` of
+//    the engine's time, and reporting progress (rebuild-progress/...).
+//
+// Owned by the Engine; Stop() (or the destructor) joins the thread. The
+// thread is the only caller of the private methods.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/uuid.h"
+#include "control/control_plane.h"
+#include "engine/engine_config.h"
+#include "engine/rebuild_service.h"
+#include "engine/rebuild_source.h"
+#include "engine/target.h"
+
+namespace ros2::engine {
+
+struct RebuilderOptions {
+  Uuid engine;
+  control::ControlPlane* plane = nullptr;  // outlives the rebuilder
+  std::vector<Target*> targets;            // by index; outlive the rebuilder
+  RebuildConfig config;
+  RebuildSource* source = nullptr;  // this engine's shards, for pulls from itself
+  std::unique_ptr<RebuildPeers> peers;
+};
+
+class Rebuilder {
+ public:
+  static std::unique_ptr<Rebuilder> Start(RebuilderOptions options);
+  ~Rebuilder();
+  Rebuilder(const Rebuilder&) = delete;
+  Rebuilder& operator=(const Rebuilder&) = delete;
+  void Stop();
+
+ private:
+  explicit Rebuilder(RebuilderOptions options) : o_(std::move(options)) {}
+  void Run();
+  // Sleeps up to `d`; false once stopping.
+  bool Pause(std::chrono::milliseconds d);
+  std::vector<std::string> PoolUuids();
+  void Lead(const std::string& pool);
+  void StartJob(const std::string& pool, const rpc::PoolMap& map, const std::vector<uint32_t>& down);
+  void FinishJob(const std::string& pool, rpc::RebuildJob job, const rpc::PoolMap& map);
+  void Work(const std::string& pool);
+  Status PullJob(const std::string& pool, const rpc::RebuildJob& job);
+  // One pass over every source: count_only counts, else copies.
+  Status PullAll(const std::string& pool, const rpc::RebuildJob& job, const rpc::PoolMap& map, bool count_only,
+                 rpc::RebuildProgress* progress);
+  Result<rpc::RebuildPullBodyOut> PullFrom(const std::string& source, const std::string& endpoint,
+                                           const rpc::RebuildPullBody& body);
+  Status Apply(const Uuid& pool, const ConvertedPoolMap& map, const rpc::RebuildPullBodyOut& out);
+  Status ApplyGroup(Target* target, const Uuid& pool, const Uuid& container,
+                    std::shared_ptr<const rpc::RebuildPullBodyOut> out, std::vector<int> records);
+  // Ok while `job` is still the pool's busy job; Cancelled otherwise.
+  Status StillCurrent(const std::string& pool, const rpc::RebuildJob& job);
+  void Report(const std::string& pool, const rpc::RebuildProgress& progress, bool force);
+
+  RebuilderOptions o_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;  // GUARDED_BY(mu_)
+  // Leader: when each pool's DOWN set (pool + targets) was first seen.
+  std::map<std::string, std::chrono::steady_clock::time_point> down_since_;
+  std::set<std::pair<std::string, uint64_t>> finished_;  // (pool, job version) this engine pulled for
+  std::chrono::steady_clock::time_point reported_{};
+  std::chrono::steady_clock::time_point checked_{};
+};
+
+}  // namespace ros2::engine
