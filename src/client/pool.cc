@@ -115,7 +115,7 @@ bool PoolCore::AdoptMap(std::shared_ptr<const MapSnapshot> snapshot) {
     const auto& before = snapshot_->map.targets;
     const auto& after = snapshot->map.targets;
     for (size_t i = 0; i < after.size() && i < before.size() && i < snapshot->addresses.size(); ++i) {
-      if (after[i].state == TargetState::kDown && before[i].state != TargetState::kDown) {
+      if (IsOut(after[i].state) && !IsOut(before[i].state)) {
         gone.push_back(snapshot->addresses[i]);
       }
     }
