@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "bench/fi_pingpong_bench_util.h"
 #include "bench/fio_bench_util.h"
 #include "bench/memory_bench_util.h"
 #include "bench/perftest_bench_util.h"
@@ -65,6 +66,25 @@ TEST(FioParse, RejectsGarbageAndFailedJobs) {
   EXPECT_EQ(ParseFioJson("{ \"jobs\": [] }").status().code(), Status::Code::kProtocol);
   auto failed = ParseFioJson(R"({ "jobs": [ { "jobname": "x", "error": 5 } ] })");
   EXPECT_EQ(failed.status().code(), Status::Code::kIOError);
+}
+
+TEST(FiPingpongParse, ReadsTheResultLineAfterItsHeader) {
+  const std::string out =
+      "bytes   #sent   #ack     total       time     MB/sec    usec/xfer   Mxfers/sec\n"
+      "4k      10k     =10k     78m         3.24s      24.00     170.00       0.01\n";
+  auto r = ParseFiPingpongOutput(out);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->iterations, 10000u);
+  EXPECT_DOUBLE_EQ(r->rtt_us, 340.0);  // twice usec/xfer: a round trip
+  EXPECT_NEAR(r->bw_mib_s, 24.0 * 1e6 / (1 << 20), 1e-9);
+}
+
+TEST(FiPingpongParse, RejectsOutputWithoutAResultLine) {
+  EXPECT_FALSE(ParseFiPingpongOutput("").ok());
+  EXPECT_FALSE(ParseFiPingpongOutput("fi_getinfo: -61\n").ok());
+  EXPECT_FALSE(ParseFiPingpongOutput("bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec\n4k 1k\n").ok());
+  EXPECT_FALSE(
+      ParseFiPingpongOutput("bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec\n4k 1k =1k 7m 1s x y 0\n").ok());
 }
 
 TEST(FioRun, NullEngineJobRunsAndReportsIos) {

@@ -24,6 +24,9 @@
 //               longer stays in a core's cache at 1 MiB).
 //   mode=idle — the connected pair left idle for --idle seconds; metric
 //               cpu_pct_idle = CPU seconds of both processes / wall seconds x 100.
+// On libfabric (--provider ofi or both) the baseline is fi_pingpong over the
+// same provider and size instead (record fi_pingpong-rtt: 2 x its usec/xfer;
+// fi_pingpong-bw: its MB/sec, both directions, in MiB/s).
 // Finally the shm/tcp ratio of the 4 KiB write RPC p50 is a record of its own.
 #include <linux/limits.h>
 #include <unistd.h>
@@ -42,6 +45,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_report.h"
+#include "bench/fi_pingpong_bench_util.h"
 #include "bench/memory_bench_util.h"
 #include "bench/perftest_bench_util.h"
 #include "bench/harness.h"
@@ -68,7 +72,8 @@ struct TransportSuiteOptions {
   double runtime_s = 3;
   double idle_s = 5;
   int rounds = 1;
-  bool perftest = true;
+  bool perftest = true;  // the baselines: ucx_perftest beside ucx, fi_pingpong beside ofi
+  uint64_t pingpong_iterations = 10000;  // fi_pingpong -I up to 64 KiB (a tenth of it above)
   // ucx, ofi or both: each transport of `transports` on that fabric library
   // ("ofi-<kind>" names one directly).
   std::string provider = "ucx";
@@ -185,8 +190,40 @@ std::vector<std::pair<std::string, std::string>> PerftestEnv(const Context& ctx)
   return env;
 }
 
+// fi_pingpong over the libfabric provider the Context opened (same size):
+// the round trip (2 x usec/xfer) and its MiB/s, as a Perftest result.
+std::optional<PerftestResult> FiPingpong(const Context& ctx, uint64_t bs) {
+  FiPingpongJob job;
+  const bool shm = ctx.resolved_kind() == TransportKind::kShm;
+  // The provider the Context picked for its kind (docs/transport.md, "Providers").
+  job.provider = !ctx.options().ofi_provider.empty() ? ctx.options().ofi_provider : shm ? "shm" : "tcp;ofi_rxm";
+  job.domain = shm ? "" : ctx.options().net_devices;
+  job.size = bs;
+  job.iterations = bs <= 65536 ? g_opts.pingpong_iterations : std::max<uint64_t>(g_opts.pingpong_iterations / 10, 10);
+  if (g_opts.pin.size() == 2) {
+    job.client_launcher = {"taskset", "-c", std::to_string(g_opts.pin[0])};
+    job.server_launcher = {"taskset", "-c", std::to_string(g_opts.pin[1])};
+  }
+  auto r = RunFiPingpong(job);
+  if (!r.ok()) {
+    std::fprintf(stderr, "transport bench: fi_pingpong bs=%llu: %s\n", static_cast<unsigned long long>(bs),
+                 r.status().ToString().c_str());
+    return std::nullopt;
+  }
+  std::fprintf(stderr, "transport bench: %s\n", r->command.c_str());
+  PerftestResult p;
+  p.iterations = r->iterations;
+  p.lat_us_typical = r->rtt_us / 2;  // one way, as ucx_perftest's latency tests report
+  p.bw_mib_s = r->bw_mib_s;
+  p.command = r->command;
+  return p;
+}
+
 std::optional<PerftestResult> Perftest(const Context& ctx, const std::string& test, uint64_t bs) {
-  if (!g_opts.perftest || ctx.ofi() != nullptr) return std::nullopt;  // ucx_perftest measures UCX only
+  if (!g_opts.perftest) return std::nullopt;
+  // ucx_perftest measures UCX, fi_pingpong libfabric: each only beside its own provider.
+  if ((ctx.ofi() != nullptr) != (test == "fi_pingpong")) return std::nullopt;
+  if (test == "fi_pingpong") return FiPingpong(ctx, bs);
   PerftestJob job;
   job.test = test;
   job.size = bs;
@@ -435,8 +472,17 @@ int RunTransportSuite(Reporter& rep) {
                    Lanes(info).c_str());
     }
     for (uint64_t bs : g_opts.bs) {
+      const bool ofi = c.ctx->ofi() != nullptr;
+      const std::vector<Baseline> rpc_baselines =
+          ofi ? std::vector<Baseline>{{"fi_pingpong", "fi_pingpong-rtt", true}}
+              : std::vector<Baseline>{{"ucp_am_lat", "ucx_perftest-ucp_am_lat-rtt", true},
+                                      {"tag_lat", "ucx_perftest-tag_lat-rtt", true}};
+      const std::vector<Baseline> bulk_baselines =
+          ofi ? std::vector<Baseline>{{"fi_pingpong", "fi_pingpong-bw", false}}
+              : std::vector<Baseline>{{"ucp_am_bw", "ucx_perftest-ucp_am_bw", false},
+                                      {"tag_bw", "ucx_perftest-tag_bw", false}};
       const RoundResults rpc = RunRounds(
-          c, bs, {{"ucp_am_lat", "ucx_perftest-ucp_am_lat-rtt", true}, {"tag_lat", "ucx_perftest-tag_lat-rtt", true}},
+          c, bs, rpc_baselines,
           [&](const std::string& op, double seconds) -> Result<std::vector<double>> {
             ROS2_ASSIGN_OR_RETURN(std::vector<double> lat, RpcLatency(c, op, bs, seconds));
             return std::vector<double>{Percentile(lat, 50), Percentile(lat, 99)};
@@ -454,7 +500,7 @@ int RunTransportSuite(Reporter& rep) {
         if (op == "write" && bs == 4096) write4k_p50[kind] = p50;
       }
       const RoundResults bulk = RunRounds(
-          c, bs, {{"ucp_am_bw", "ucx_perftest-ucp_am_bw", false}, {"tag_bw", "ucx_perftest-tag_bw", false}},
+          c, bs, bulk_baselines,
           [&](const std::string& op, double seconds) -> Result<std::vector<double>> {
             ROS2_ASSIGN_OR_RETURN(double mib_s, BulkBandwidth(c, op, bs, g_opts.bulk_qd, seconds));
             return std::vector<double>{mib_s};
@@ -529,7 +575,10 @@ const bool registered = RegisterSuite(Suite{
                      "rounds each; records carry the medians over rounds")
           ->check(CLI::Range(1, 100));
       app.add_option("--idle", g_opts.idle_s, "seconds of the idle CPU measurement");
-      app.add_flag("!--no-perftest", g_opts.perftest, "skip the ucx_perftest baselines");
+      app.add_flag("!--no-perftest", g_opts.perftest, "skip the baselines (ucx_perftest, fi_pingpong)");
+      app.add_option("--pingpong-iterations", g_opts.pingpong_iterations,
+                     "fi_pingpong transfers per baseline up to 64 KiB (a tenth of it above)")
+          ->check(CLI::Range(uint64_t{1}, uint64_t{10000000}));
       app.add_option("--provider", g_opts.provider,
                      "ucx, ofi (libfabric) or both: the fabric library of every transport measured")
           ->check(CLI::IsMember({"ucx", "ofi", "both"}));
