@@ -10,7 +10,6 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -21,6 +20,7 @@
 #include <deque>
 #include <thread>
 
+#include "testing/subprocess.h"
 #include "transport/ofi/fabric.h"
 #include "transport/ofi/worker.h"
 #include "transport/transport.h"
@@ -57,13 +57,14 @@ class Server {
     int addr_pipe[2], stats_pipe[2];
     EXPECT_EQ(pipe(addr_pipe), 0);
     EXPECT_EQ(pipe(stats_pipe), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
+    auto child = ros2::testing::ChildProcess::Fork([&]() -> int {
       close(addr_pipe[0]);
       close(stats_pipe[0]);
       Serve(o, session, addr_pipe[1], stats_pipe[1]);
-      _exit(0);
-    }
+      return 0;
+    });
+    EXPECT_TRUE(child.ok()) << child.status().ToString();
+    if (child.ok()) child_ = std::move(*child);
     close(addr_pipe[1]);
     close(stats_pipe[1]);
     stats_fd_ = stats_pipe[0];
@@ -84,8 +85,8 @@ class Server {
     if (stats_fd_ >= 0) close(stats_fd_);
   }
   void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGUSR1);
+    if (!child_.running()) return;
+    child_.Signal(SIGUSR1);
     size_t got = 0;
     auto* p = reinterpret_cast<char*>(&counts_);
     while (got < sizeof(counts_)) {
@@ -93,9 +94,8 @@ class Server {
       if (n <= 0) break;
       got += static_cast<size_t>(n);
     }
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
+    (void)child_.Wait(std::chrono::seconds(10));
+    child_.Kill();  // reaps it, or ends one that ignored the stop
   }
   const std::vector<uint8_t>& address() const { return address_; }
   const Counts& counts() const { return counts_; }  // after Stop()
@@ -128,7 +128,7 @@ class Server {
     _exit(0);
   }
 
-  pid_t pid_ = -1;
+  ros2::testing::ChildProcess child_;
   int stats_fd_ = -1;
   std::vector<uint8_t> address_;
   Counts counts_;
