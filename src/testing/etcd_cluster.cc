@@ -23,6 +23,7 @@ Status EtcdEngineCluster::Start(const EtcdEngineClusterOptions& options) {
     o.targets = options.targets;
     o.storage_class = options.storage_class;
     o.data_size = options.data_size;
+    o.rebuild = options.rebuild;
     if (options.metrics) o.metrics_listen = "127.0.0.1:0";
     o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + key_file,
                        fmt::format("lease_ttl: {}s", options.lease_ttl.count())};

@@ -32,6 +32,7 @@ struct EtcdEngineClusterOptions {
   std::string data_size = "16MiB";     // EngineOptions::data_size
   std::chrono::seconds lease_ttl{3};   // control.lease_ttl
   bool metrics = false;                // each engine's metrics endpoint on 127.0.0.1:0
+  std::string rebuild;                 // EngineOptions::rebuild (empty: the engine's defaults)
 };
 
 class EtcdEngineCluster {

@@ -32,7 +32,7 @@
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 #include "testing/engine_process.h"
-#include "testing/etcd_process.h"
+#include "testing/etcd_cluster.h"
 #include "testing/pattern.h"
 #include "testing/status_assert.h"
 
@@ -46,35 +46,18 @@ long long MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
 
-struct RebuildCluster {
-  TempDir dir;
-  std::unique_ptr<EtcdTestCluster> etcd;
-  std::vector<std::unique_ptr<EngineProcess>> engines;
+// The shared etcd cluster, with each engine's member uuid and a client with
+// the timeouts this test's kills need.
+struct RebuildCluster : EtcdEngineCluster {
   std::vector<std::string> uuids;
-  control::Credentials admin;
 
   void Start(int engine_count, uint32_t targets, const std::string& rebuild) {
-    auto e = EtcdTestCluster::Start(1);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    etcd = std::move(*e);
-    auto key = WriteTestClusterKey(dir.path());
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
-    for (int i = 0; i < engine_count; ++i) {
-      EngineOptions o;
-      o.data_dir = dir.path() + "/engine" + std::to_string(i);
-      o.targets = targets;
-      o.storage_class = "nvme";
-      o.data_size = "64MiB";
-      o.rebuild = rebuild;
-      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + *key,
-                         "lease_ttl: " + std::to_string(kTtlSeconds) + "s"};
-      auto p = EngineProcess::Start(o);
-      ASSERT_TRUE(p.ok()) << p.status().ToString();
-      engines.push_back(std::move(*p));
-    }
-    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
-    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
-    admin = {"admin", *secret};
+    ROS2_ASSERT_OK(EtcdEngineCluster::Start({.engines = engine_count,
+                                             .targets = targets,
+                                             .storage_class = "nvme",
+                                             .data_size = "64MiB",
+                                             .lease_ttl = std::chrono::seconds(kTtlSeconds),
+                                             .rebuild = rebuild}));
     auto st = Mgmt(0)->GetEngineStatus();
     ASSERT_TRUE(st.ok()) << st.status().ToString();
     // Engine i's uuid: the member whose control endpoint is engine i's.
@@ -88,31 +71,8 @@ struct RebuildCluster {
     }
   }
 
-  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) {
-    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
-    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
-    return std::make_unique<control::ManagementClient>(*channel, admin, std::chrono::seconds(5));
-  }
-
-  int LeaderIndex(size_t ask) {
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      auto st = Mgmt(ask)->GetEngineStatus();
-      if (st.ok()) {
-        for (size_t i = 0; i < engines.size(); ++i) {
-          if (engines[i] && st->leader() == engines[i]->control()) return static_cast<int>(i);
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return -1;
-  }
-
   Result<std::unique_ptr<client::Client>> Client(size_t i) {
-    client::ClientOptions o;
-    o.control = engines[i]->control();
-    o.tenant = admin.tenant;
-    o.secret = admin.secret;
-    o.transport = "tcp";
+    client::ClientOptions o = ClientOptionsFor(i);
     o.reconnect_timeout = std::chrono::seconds(30);
     o.io_timeout = std::chrono::seconds(10);
     return client::Client::Connect(o);

@@ -27,7 +27,7 @@
 #include "placement/placement.h"
 #include "ros2/client.h"
 #include "testing/engine_process.h"
-#include "testing/etcd_process.h"
+#include "testing/etcd_cluster.h"
 #include "testing/pattern.h"
 #include "testing/status_assert.h"
 
@@ -38,59 +38,16 @@ namespace {
 
 constexpr int kTtlSeconds = 3;
 
-struct ForwardCluster {
-  TempDir dir;
-  std::unique_ptr<EtcdTestCluster> etcd;
-  std::vector<std::unique_ptr<EngineProcess>> engines;
-  control::Credentials admin;
-
+// The shared etcd cluster, a client with the timeouts this test's kills need,
+// and raw sessions to read each copy directly.
+struct ForwardCluster : EtcdEngineCluster {
   void Start(int engine_count) {
-    auto e = EtcdTestCluster::Start(1);
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    etcd = std::move(*e);
-    auto key = WriteTestClusterKey(dir.path());
-    ASSERT_TRUE(key.ok()) << key.status().ToString();
-    for (int i = 0; i < engine_count; ++i) {
-      EngineOptions o;
-      o.data_dir = dir.path() + "/engine" + std::to_string(i);
-      o.targets = 1;
-      o.data_size = "32MiB";
-      o.control_extra = {"store: " + etcd->StoreUrl(), "cluster_key_file: " + *key,
-                         "lease_ttl: " + std::to_string(kTtlSeconds) + "s"};
-      auto p = EngineProcess::Start(o);
-      ASSERT_TRUE(p.ok()) << p.status().ToString();
-      engines.push_back(std::move(*p));
-    }
-    auto secret = control::ReadSecretFile(engines[0]->admin_secret_file());
-    ASSERT_TRUE(secret.ok()) << secret.status().ToString();
-    admin = {"admin", *secret};
-  }
-
-  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) {
-    auto channel = control::MakeControlChannel({.address = engines[i]->control()});
-    EXPECT_TRUE(channel.ok()) << channel.status().ToString();
-    return std::make_unique<control::ManagementClient>(*channel, admin, std::chrono::seconds(5));
-  }
-
-  int LeaderIndex(size_t ask) {
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      auto st = Mgmt(ask)->GetEngineStatus();
-      if (st.ok()) {
-        for (size_t i = 0; i < engines.size(); ++i) {
-          if (engines[i] && st->leader() == engines[i]->control()) return static_cast<int>(i);
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return -1;
+    ROS2_ASSERT_OK(EtcdEngineCluster::Start(
+        {.engines = engine_count, .data_size = "32MiB", .lease_ttl = std::chrono::seconds(kTtlSeconds)}));
   }
 
   Result<std::unique_ptr<client::Client>> Client(size_t i) {
-    client::ClientOptions o;
-    o.control = engines[i]->control();
-    o.tenant = admin.tenant;
-    o.secret = admin.secret;
-    o.transport = "tcp";
+    client::ClientOptions o = ClientOptionsFor(i);
     o.reconnect_timeout = std::chrono::seconds(30);
     o.io_timeout = std::chrono::seconds(10);
     return client::Client::Connect(o);
