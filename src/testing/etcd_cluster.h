@@ -66,6 +66,11 @@ class EtcdEngineCluster {
   std::vector<std::string> data_dirs_;
 };
 
+// Milliseconds since `t`: what the cluster tests print of failure detection.
+inline long long MsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
 // Whether `status` knows targets of `engine_uuid` and all of them are DOWN.
 bool AllTargetsDown(const rpc::EngineStatus& status, const std::string& engine_uuid);
 

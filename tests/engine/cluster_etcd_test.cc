@@ -33,10 +33,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kTtl = std::chrono::seconds(3);
 
-long long MsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
 TEST(ClusterEtcdTest, LeaderKillKeepsStateAndRevocation) {
   EtcdEngineCluster c;
   ROS2_ASSERT_OK(c.Start({.etcd_members = 1, .engines = 3}));

@@ -37,10 +37,6 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kTtl = std::chrono::seconds(3);
 constexpr long long kTtlMs = 3000;
 
-long long MsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
 // stale_map refusals counted by the live engines.
 double StaleMapRefusals(EtcdEngineCluster& c) {
   double total = 0;

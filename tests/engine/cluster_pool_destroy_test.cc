@@ -34,10 +34,6 @@ using client::Client;
 using client::Container;
 using Clock = std::chrono::steady_clock;
 
-long long MsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
 // For each engine, a dkey of `oid` whose target is that engine's.
 std::vector<std::string> KeyPerEngine(ObjectSession& placement, const EtcdEngineCluster& c, const ObjectId& oid) {
   std::vector<std::string> keys(c.engines.size());

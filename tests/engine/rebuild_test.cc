@@ -42,10 +42,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kTtlSeconds = 3;
 
-long long MsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
 // The shared etcd cluster, with each engine's member uuid and a client with
 // the timeouts this test's kills need.
 struct RebuildCluster : EtcdEngineCluster {

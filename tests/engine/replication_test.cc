@@ -38,10 +38,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kTtlSeconds = 3;
 
-long long MsSince(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
 // A libros2 client of engine i that waits out an engine's loss.
 Result<std::unique_ptr<client::Client>> ConnectClient(const EtcdEngineCluster& c, size_t i) {
   client::ClientOptions o = c.ClientOptionsFor(i);
