@@ -91,6 +91,7 @@ Status Engine::StartAll() {
   env_.target_cpus = config_.target_cpus;
   env_.process_cpus = transport::CurrentThreadCpus();
   env_.shutdown_grace = config_.shutdown_grace;
+  env_.forward_timeout = config_.control.lease_ttl;
   env_.limits = config_.limits;
 
   if (config_.control.join.empty()) ROS2_RETURN_IF_ERROR(StartEmbeddedControl());

@@ -279,6 +279,7 @@ void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::Replica
   fwd.mac = *mac;
   transport::CallOptions options;
   options.capability = op->capability;
+  options.timeout = env_->forward_timeout;
   if (op->op == obj::Opcode::kUpdate) options.bulk_out = op->buffer.span();
   const auto payload = obj::Encode(fwd);
   Status st = (*ep)->Call(static_cast<uint16_t>(obj::Opcode::kForward), payload, options,

@@ -85,6 +85,11 @@ struct TargetEnvironment {
   // Time every read's stages (io_stages.h): ROS2_ENGINE_IO_STAGES=1 at start.
   bool io_stages = false;
   std::chrono::milliseconds shutdown_grace{5000};
+  // A replica forward (replica_forward.cc) unanswered for this long fails, so
+  // a leader never holds a client's update on a copy that a partition cut off
+  // (no reset arrives) past failure detection: the control plane's lease TTL.
+  // The client resends under the newer map.
+  std::chrono::milliseconds forward_timeout{3000};
   EngineLimits limits;  // request limits (EngineConfig::limits)
   // Target i runs on CPU target_cpus[i % size] (EngineConfig::target_cpus); empty: unpinned.
   std::vector<int> target_cpus;
