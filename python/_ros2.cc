@@ -35,11 +35,14 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -763,12 +766,46 @@ void RegisterMapWatchForkHandlers() {
                    client::PoolMapWatchesAfterForkChild);
 }
 
+// Debian's gRPC (1.51) can hang in fork(): grpc_prefork() first forbids new
+// execution contexts, then joins its executor threads, and a call's teardown
+// queued on one of them opens a context (the client security context's
+// destructor; every channel has one, insecure ones too), so the joined thread
+// waits for the fork and the fork for it (fixed upstream after 1.51, gRPC pull
+// request 31969). The map watches cancel their streams just before fork()
+// (RegisterMapWatchForkHandlers), which queues exactly such teardowns. gRPC
+// has no call to drain its executors, so before grpc_prefork() this waits,
+// for at most 200 ms, until each executor thread ("default-executor",
+// "resolver-executor") has been seen sleeping twice in a row 1 ms apart: a
+// thread with queued work is running or runnable, and an idle one sleeps.
+void AwaitGrpcExecutorsIdle() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  int quiet = 0;
+  while (quiet < 2 && std::chrono::steady_clock::now() < deadline) {
+    bool busy = false;
+    std::error_code ec;
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+      std::ifstream comm(task.path() / "comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name.find("-execut") == std::string::npos) continue;
+      std::ifstream stat(task.path() / "stat");
+      std::string line;
+      std::getline(stat, line);
+      const size_t paren = line.rfind(')');  // "pid (comm) S ..."
+      if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] != 'S') busy = true;
+    }
+    quiet = busy ? 0 : quiet + 1;
+    if (quiet < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 void RegisterGrpcForkHandlers() {
   const char* v = std::getenv("GRPC_ENABLE_FORK_SUPPORT");
   if (v == nullptr || (std::string_view(v) != "true" && std::string_view(v) != "1")) return;
   ::pthread_atfork(
       [] {
         grpc_event_engine::experimental::PrepareFork();
+        AwaitGrpcExecutorsIdle();
         grpc_prefork();
       },
       [] {
@@ -824,11 +861,6 @@ PYBIND11_MODULE(_ros2, m) {
              o.io_timeout = Millis(io_timeout);
              o.reconnect_timeout = Millis(reconnect_timeout);
              o.spin_budget = std::chrono::microseconds(static_cast<int64_t>(spin_budget * 1e6));
-             // No background map watch yet: with it on, the suite hung once
-             // under load (forked workers); until that is understood the
-             // client learns a new pool map from the first request an engine
-             // refuses as stale (docs/cluster.md, "Map versions").
-             o.watch_pool_maps = false;
              Check(local_cluster::CompleteClientOptions(o, data_dir), data_dir);
              auto h = std::make_shared<ClientHandle>(std::move(o));
              Unlocked(data_dir, [&] { h->Get(); });
