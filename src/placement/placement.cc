@@ -269,9 +269,15 @@ Result<std::vector<uint32_t>> ReadTargets(const PoolMap& map, const ObjectId& oi
 
 Result<std::vector<uint32_t>> WriteTargets(const PoolMap& map, const ObjectId& oid, std::string_view dkey) {
   ROS2_ASSIGN_OR_RETURN(auto places, ReplicasForDkey(map, oid, dkey));
+  // Copies that hold the data first, fallbacks after: the first is the
+  // update's leader, which decides conditions, and a fallback holds nothing
+  // older than the failure it stands in for.
   std::vector<uint32_t> out;
   for (const auto& p : places) {
-    if (!p.down) out.push_back(p.target);
+    if (!p.down && !p.fallback) out.push_back(p.target);
+  }
+  for (const auto& p : places) {
+    if (!p.down && p.fallback) out.push_back(p.target);
   }
   if (out.empty()) {
     return Status::NotFound(fmt::format("object {}: no copy of the dkey's shard is writable in pool map v{} ({})",

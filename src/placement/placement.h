@@ -75,8 +75,11 @@ Result<std::vector<ReplicaPlace>> ReplicasForDkey(const PoolMap& map, const Obje
 // The copies a read may use, in order of preference: the group's replicas that
 // are neither DOWN nor fallbacks. NotFound (naming the targets) when none is.
 Result<std::vector<uint32_t>> ReadTargets(const PoolMap& map, const ObjectId& oid, std::string_view dkey);
-// The copies an update must reach: every replica that is not DOWN, fallbacks
-// included. NotFound when none is, or when a non-replicated shard is DOWN.
+// The copies an update must reach: every replica that is not DOWN, those that
+// hold data first (in ReadTargets' order) and fallbacks after, so the first
+// (the update's leader, which decides conditions) is never a fallback while a
+// copy with data is up. NotFound when none is, or when a non-replicated shard
+// is DOWN.
 Result<std::vector<uint32_t>> WriteTargets(const PoolMap& map, const ObjectId& oid, std::string_view dkey);
 
 // ReadTargets(map, oid, dkey)[replica], with the same errors, and NotFound

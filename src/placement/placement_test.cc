@@ -192,6 +192,10 @@ TEST(PlacementTest, DownReplicaMovesToAStableFallbackAndNothingElseMoves) {
     ASSERT_TRUE(reads.ok() && writes.ok());
     EXPECT_EQ(writes->size(), 2u);
     for (uint32_t t : *reads) EXPECT_NE(down.targets[t].engine_rank, 1u);
+    // The leader (the first write target) holds the data, wherever the
+    // fallback stands in the group: it decides conditional updates.
+    EXPECT_EQ(writes->front(), reads->front()) << "object " << i;
+    EXPECT_NE(down.targets[writes->front()].engine_rank, 1u);
     // Every client computes the same fallback: the same map copied gives the same answer.
     PoolMap copy = down;
     EXPECT_EQ(*after, *ReplicasForDkey(copy, oid, ChunkDkey(i)));
