@@ -20,7 +20,6 @@
 // 2. Disk copy rate (op=copy oclass=fio-disk): fio reading and writing the
 //    same bytes at once (rw=rw, 1 MiB, direct) on the disk the engines use:
 //    the rate a rebuild that reads one copy and writes another can reach here.
-//    A rebuild case measures against it once rebuild exists.
 // 3. Engine kill (event=kill): one writer thread per RP class puts 64 KiB
 //    values one at a time, in turn on six objects (one has a copy on the
 //    killed engine but with odds 1/729); after --kill-after seconds one engine (neither the
@@ -30,6 +29,13 @@
 //    1 s, the p99 latency over the whole loop against the p99 before the
 //    kill, and how many acknowledged writes did not read back byte-exact
 //    afterwards (lost_writes, any but 0 fails the suite).
+// 4. Rebuild (op=rebuild): the rebuild the kill starts by itself (rebuild
+//    delay TTL + 3 s, so it starts once the kill's writers stopped; the
+//    engines' client_share --rebuild-share; --rebuild-delay) copies every RP shard that had a
+//    copy on the dead engine to its fallback. Reported: its rate (bytes done
+//    over job start to done, as `pool query` shows it) against the disk's own
+//    copy rate of the same bytes, measured right after by fio reading and
+//    writing that many bytes (rw=rw, 1 MiB, direct, not time-based).
 // docs/replication.md holds the figures and the command.
 #include <sys/resource.h>
 #include <unistd.h>
@@ -79,6 +85,9 @@ struct ReplSuiteOptions {
   bool kill = true;
   bool copy = true;
   uint64_t copy_size = 256 * kMiB;
+  bool rebuild = true;
+  int rebuild_share = 50;       // the engines' rebuild.client_share (their default)
+  double rebuild_delay_s = -1;  // < 0: TTL + 3 s
 };
 
 ReplSuiteOptions g_opts;
@@ -121,6 +130,11 @@ class EngineSet {
       o.targets = 1;
       o.storage_class = "nvme";
       o.data_size = g_opts.shard_size;
+      // The rebuild after the kill starts once the kill's writers are done
+      // (the kill is marked DOWN within 2 x TTL; they write on 2 x TTL + 2 s).
+      const double delay_s = g_opts.rebuild_delay_s >= 0 ? g_opts.rebuild_delay_s : g_opts.ttl_s + 3.0;
+      o.rebuild = fmt::format("{{ delay: {}ms, client_share: {} }}", static_cast<int64_t>(delay_s * 1000),
+                              g_opts.rebuild_share);
       o.control_extra = {"store: " + set->etcd_->StoreUrl(), "cluster_key_file: " + key_file,
                          fmt::format("lease_ttl: {}s", g_opts.ttl_s)};
       ROS2_ASSIGN_OR_RETURN(auto p, testing::EngineProcess::Start(o));
@@ -523,6 +537,73 @@ Status RunCopy(Reporter& rep, const std::string& scratch) {
   return Status::Ok();
 }
 
+// fio reading and writing `bytes` of one file at once (rw=rw, half and half,
+// in whole MiB and at least 16 MiB, so the mix has I/Os to balance): the
+// bytes copied per second, half the bytes moved over the job's time.
+Result<double> DiskCopyRate(const std::string& scratch, uint64_t bytes) {
+  FioJob job;
+  job.name = "copy-same";
+  job.rw = "rw";
+  job.bs = kMiB;
+  job.iodepth = 8;
+  job.size = std::max((bytes + kMiB - 1) / kMiB * kMiB, 16 * kMiB);
+  job.runtime_s = 600;  // a cap: --time_based=0 below ends the job when its bytes are done
+  job.filename = scratch + "/copy-same.dat";
+  job.extra = {"--rwmixread=50", "--time_based=0", fmt::format("--io_size={}", 2 * job.size)};
+  ROS2_ASSIGN_OR_RETURN(FioResult r, RunFio(job));
+  const double bw = r.read.bw_bytes + r.write.bw_bytes;
+  if (bw <= 0) return Status::Internal("fio copy: no bandwidth reported");
+  const double moved = static_cast<double>(r.read.io_bytes + r.write.io_bytes);
+  std::fprintf(stderr, "replication bench: disk copy of the rebuild's bytes: read %.1f MiB, wrote %.1f MiB in %.2f s\n",
+               static_cast<double>(r.read.io_bytes) / kMiB, static_cast<double>(r.write.io_bytes) / kMiB, moved / bw);
+  return bw / 2;
+}
+
+// Waits for the rebuild the kill started, then copies as many bytes with fio.
+Status RunRebuild(Reporter& rep, EngineSet& set, const std::string& scratch) {
+  const int leader = set.LeaderIndex(0);
+  if (leader < 0) return Status::Disconnected("no management leader");
+  auto mgmt = set.Mgmt(static_cast<size_t>(leader));
+  if (!mgmt) return Status::Disconnected("replication bench: no management channel");
+  const auto deadline = Clock::now() + std::chrono::seconds(300);
+  rpc::RebuildStatus st;
+  while (true) {
+    ROS2_ASSIGN_OR_RETURN(rpc::PoolInfo info, mgmt->QueryPool("bench"));
+    st = info.rebuild();
+    if (st.state() == "done") break;
+    if (st.state() == "failed") return Status::Internal(fmt::format("rebuild failed: {}", st.error()));
+    if (Clock::now() > deadline) return Status::TimedOut(fmt::format("rebuild still '{}' after 300 s", st.state()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double secs = static_cast<double>(st.finished_ms() - st.started_ms()) / 1000.0;
+  if (st.bytes_done() == 0 || secs <= 0) {
+    return Status::Internal(
+        fmt::format("rebuild done with {} bytes in {:.3f} s: nothing to measure", st.bytes_done(), secs));
+  }
+  const double rate = static_cast<double>(st.bytes_done()) / secs;
+  std::fprintf(stderr, "replication bench: rebuild: %llu objects, %.1f MiB in %.2f s: %.1f MiB/s (client_share %d)\n",
+               static_cast<unsigned long long>(st.objects_done()), static_cast<double>(st.bytes_done()) / kMiB, secs,
+               rate / kMiB, g_opts.rebuild_share);
+  ROS2_ASSIGN_OR_RETURN(double copy, DiskCopyRate(scratch, st.bytes_done()));
+  std::string classes;
+  for (const auto& name : g_opts.oclasses) {
+    auto oc = ParseObjectClass(name);
+    if (oc.ok() && ReplicaCount(*oc) >= 2) classes += (classes.empty() ? "" : "+") + name;
+  }
+  const std::string desc = CaseString({{"op", "rebuild"},
+                                       {"bs", std::to_string(kMiB)},
+                                       {"oclass", classes},
+                                       {"engines", "3"},
+                                       {"share", std::to_string(g_opts.rebuild_share)}});
+  std::fprintf(stderr,
+               "replication bench: rebuild %.1f MiB/s against the disk's copy of the same bytes %.1f MiB/s: "
+               "%.2fx (target >= 0.5x)\n",
+               rate / kMiB, copy / kMiB, rate / copy);
+  rep.Add(Record{"replication", desc, "mib_s", rate / kMiB, std::string("fio-disk-copy"), copy / kMiB});
+  rep.Add(Record{"replication", desc, "bytes", static_cast<double>(st.bytes_done()), std::nullopt, std::nullopt});
+  return Status::Ok();
+}
+
 int RunReplicationSuite(Reporter& rep) {
   std::vector<Case> cases;
   for (const auto& s : g_opts.cases) {
@@ -556,7 +637,6 @@ int RunReplicationSuite(Reporter& rep) {
   if (g_opts.copy) {
     if (Status st = RunCopy(rep, scratch->path()); !st.ok()) fail("disk copy", st);
   }
-  std::fprintf(stderr, "replication bench: no rebuild case: rebuild is not built (the disk copy rate is its bound)\n");
   auto set = EngineSet::Start(scratch->path(), 3);
   if (!set.ok()) {
     fail("start etcd and 3 engines", set.status());
@@ -576,13 +656,16 @@ int RunReplicationSuite(Reporter& rep) {
     if (Status st = RunKill(rep, **set, &lost); !st.ok()) fail("engine kill", st);
   }
   if (lost) fail("engine kill", Status::Corruption("acknowledged writes did not read back"));
+  if (g_opts.kill && g_opts.rebuild && rc == 0) {
+    if (Status st = RunRebuild(rep, **set, scratch->path()); !st.ok()) fail("rebuild", st);
+  }
   return rc;
 }
 
 const bool registered = RegisterSuite(Suite{
     "replication",
     "replicated classes (RP_2G1, RP_3G1) against S1 on three engines, same run; the disk's copy rate; "
-    "client stall across an engine's kill -9",
+    "client stall across an engine's kill -9; the rebuild that follows against the disk's copy rate",
     [](CLI::App& app) {
       app.add_option("--dir", g_opts.dir, "parent directory for the scratch dir (etcd, engines, fio file)");
       app.add_option("--cases", g_opts.cases, "op:bs cases, op one of write randwrite read randread")->delimiter(',');
@@ -599,6 +682,13 @@ const bool registered = RegisterSuite(Suite{
       app.add_flag("!--no-kill", g_opts.kill, "skip the engine kill case");
       app.add_flag("!--no-copy", g_opts.copy, "skip the disk copy case (fio)");
       app.add_option("--copy-size", g_opts.copy_size, "bytes of the disk copy case's file");
+      app.add_flag("!--no-rebuild", g_opts.rebuild, "skip the rebuild case (it follows the kill)");
+      app.add_option("--rebuild-share", g_opts.rebuild_share,
+                     "the engines' rebuild.client_share: percent of the time rebuild leaves to clients")
+          ->check(CLI::Range(0, 95));
+      app.add_option(
+          "--rebuild-delay", g_opts.rebuild_delay_s,
+          "seconds a target stays DOWN before its rebuild starts (default TTL + 3: after the kill's writers)");
     },
     RunReplicationSuite,
 });

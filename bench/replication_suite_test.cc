@@ -1,8 +1,10 @@
 // `ros2-bench replication` end to end on a small scale: etcd and three
 // engines, S1 against RP_2G1 and RP_3G1 for one write and one read case, one
-// engine killed under the RP writers, the disk's copy rate through fio. Every
-// record parses; the RP records carry S1's same-run figure and the ratio; the
-// kill case reports its stall against the bound and no lost write.
+// engine killed under the RP writers, the disk's copy rate through fio, the
+// rebuild the kill starts. Every record parses; the RP records carry S1's
+// same-run figure and the ratio; the kill case reports its stall against the
+// bound and no lost write; the rebuild its rate against fio's copy of as many
+// bytes.
 #include <unistd.h>
 
 #include <map>
@@ -21,13 +23,14 @@
 namespace ros2::bench {
 namespace {
 
-TEST(ReplicationSuiteTest, RpAgainstS1AndTheKillCase) {
+TEST(ReplicationSuiteTest, RpAgainstS1TheKillAndTheRebuild) {
   ros2::testing::TempDir tmp{"repl-suite"};
-  const std::vector<std::string> argv = {
+  std::vector<std::string> argv = {
       ROS2_BENCH_PATH, "--json", "replication", "--dir",        tmp.path(), "--cases",     "write:1048576,read:1048576",
       "--rounds",      "1",      "--runtime",   "0.3",          "--size",   "4194304",     "--shard-size",
       "64MiB",         "--ttl",  "2",           "--kill-after", "0.5",      "--post-kill", "0.5",
       "--copy-size",   "8388608"};
+  argv.insert(argv.end(), {"--rebuild-delay", "0.5"});
   ros2::testing::CommandResult r = ros2::testing::RunCommand(argv, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::map<std::string, std::map<std::string, nlohmann::json>> records;
@@ -70,6 +73,15 @@ TEST(ReplicationSuiteTest, RpAgainstS1AndTheKillCase) {
   const std::string copy = "op=copy bs=1048576 oclass=fio-disk";
   ASSERT_TRUE(records.contains(copy)) << r.out;
   EXPECT_GT(records[copy]["mib_s"]["value"].get<double>(), 0);
+  // The rebuild the kill started, against the disk's copy of the same bytes.
+  const std::string rebuild = "op=rebuild bs=1048576 oclass=RP_2G1+RP_3G1 engines=3 share=50";
+  ASSERT_TRUE(records.contains(rebuild)) << r.out;
+  const auto& rate = records[rebuild]["mib_s"];
+  EXPECT_GT(rate["value"].get<double>(), 0) << rate.dump();
+  EXPECT_EQ(rate["baseline"], "fio-disk-copy") << rate.dump();
+  EXPECT_GT(rate["baseline_value"].get<double>(), 0) << rate.dump();
+  EXPECT_NEAR(rate["ratio"].get<double>(), rate["value"].get<double>() / rate["baseline_value"].get<double>(), 1e-6);
+  EXPECT_GT(records[rebuild]["bytes"]["value"].get<double>(), 0);
 }
 
 }  // namespace

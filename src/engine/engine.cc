@@ -21,6 +21,7 @@
 #include "control/management_client.h"
 #include "control/session_client.h"
 #include "engine/engine_metrics.h"
+#include "engine/down_peers.h"
 #include "engine/joined_sync.h"
 #include "vos/env.h"
 
@@ -271,6 +272,9 @@ Status Engine::RegisterEmbedded() {
     version = control_->RegisterLocalEngine(Registration());
     if (!version.ok()) return version.status().WithContext("engine: registering the local targets");
     ROS2_RETURN_IF_ERROR(StartRebuilder());
+    std::vector<Target*> targets;
+    for (auto& t : targets_) targets.push_back(t.get());
+    down_peers_ = DownPeerWatch::Start(&control_->system_map(), std::move(targets));
   }
   ROS2_LOG_INFO("engine {}: control plane on {}{}{} (map version {})", env_.engine_id.ToString(), control_address_,
                 tcp_address_.empty() ? "" : " and ", tcp_address_, *version);
@@ -434,6 +438,7 @@ void Engine::Shutdown() {
   metrics_.reset();  // before the targets it reads
   if (joined_sync_) joined_sync_->Stop();
   if (rebuilder_) rebuilder_->Stop();  // its pulls use the targets and the control plane
+  if (down_peers_) down_peers_->Stop();  // it posts to the targets
   // Pool map watch streams end now rather than at the shutdown deadline.
   if (control_) control_->system_map().StopWaiters();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -444,6 +449,7 @@ void Engine::Shutdown() {
   targets_.clear();
   grpc_.reset();
   rebuilder_.reset();
+  down_peers_.reset();
   rebuild_service_.reset();
   rebuild_source_.reset();
   env_.verifier.store(nullptr, std::memory_order_release);

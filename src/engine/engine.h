@@ -30,6 +30,7 @@
 #include "common/uuid.h"
 #include "control/control_plane.h"
 #include "control/engine_hooks.h"
+#include "engine/down_peers.h"
 #include "engine/engine_config.h"
 #include "engine/joined_sync.h"
 #include "engine/rebuild_service.h"
@@ -110,6 +111,7 @@ class Engine : public control::EngineHooks {
   std::unique_ptr<RebuildSource> rebuild_source_;
   std::unique_ptr<RebuildPullService> rebuild_service_;
   std::unique_ptr<Rebuilder> rebuilder_;
+  std::unique_ptr<DownPeerWatch> down_peers_;  // closes forwards to DOWN targets (down_peers.h)
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<metrics::MetricsExporter> metrics_;  // with metrics.listen
   std::string control_address_;                        // embedded: the Unix socket; joined: the joined endpoint

@@ -3,13 +3,17 @@
 //
 // Leader: admits the client's request as any update or punch (capability on a
 // connection that proved its session, map version, fencing, limits), pulls the
-// data once, decides a conditional operation under the dkey's gate, then at
-// once stores its own copy and forwards the decided, unconditional request to
-// every other copy the client named, each copy pulling the data from the
-// leader's buffer. It answers when every copy answered: OK only when all have
-// it durable, else the first failure (a copy that cannot be reached or died is
+// data once, decides a conditional operation under the dkey's gate, then
+// forwards the decided, unconditional request to every other copy the client
+// named, each copy pulling the data from the leader's buffer. Once every copy
+// has it durable it stores its own copy and answers OK; a copy's failure is
+// answered without storing it (a copy that cannot be reached or died is
 // reported as Disconnected, so the client refreshes its map and resends the
-// whole operation with the same epoch).
+// whole operation with the same epoch). The leader's copy, which serves the
+// group's reads, so holds only updates every copy holds (docs/replication.md,
+// "Read rule"). Endpoints to copies the pool map marks DOWN are closed
+// (SetDownPeers), so a forward to a host cut off without a reset fails when
+// the map changes, not at the forward timeout.
 //
 // Copy: accepts a forward only on a connection authenticated for
 // kForwardSession and with a MAC that verifies, then stores it as any update
@@ -18,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "common/log.h"
 #include "engine/conditions.h"
 #include "engine/target.h"
 
@@ -84,6 +89,9 @@ Status EnsureForwardKey(ReplicaState& rs, control::CapabilityVerifier* verifier,
 
 Result<std::shared_ptr<transport::Endpoint>> PeerEndpoint(ReplicaState& rs, transport::Worker& worker,
                                                           const std::string& address) {
+  if (rs.down.count(address) != 0) {
+    return Status::Disconnected("the pool map marks the copy's target DOWN (no forward to it)");
+  }
   auto it = rs.peers.find(address);
   if (it != rs.peers.end()) {
     if (it->second->status().ok()) return it->second;
@@ -238,16 +246,20 @@ void Target::Decide(const std::shared_ptr<LeaderOp>& op) {
 }
 
 void Target::Replicate(const std::shared_ptr<LeaderOp>& op) {
-  op->remaining = op->peers.size() + 1;  // the copies and the leader's own
+  op->remaining = op->peers.size();
+  if (op->remaining == 0) return StoreOwnCopy(op);
   for (const auto& peer : op->peers) SendForward(op, peer);
+}
+
+void Target::StoreOwnCopy(const std::shared_ptr<LeaderOp>& op) {
   const obj::RequestHeader& h = op->op == obj::Opcode::kUpdate ? op->update.header : op->punch.header;
   auto mine = [this, op](Status st) {
     usage_dirty_ = true;
-    CopyDone(op, st.ok() ? st : st.WithContext(fmt::format("engine target {}: the leader's copy", index_)));
+    Settle(op, st.ok() ? st : st.WithContext(fmt::format("engine target {}: the leader's copy", index_)));
   };
   if (op->op == obj::Opcode::kUpdate) return SubmitUpdateWithRetry(h.pool, h.container, &op->store, mine);
   auto shard = OpenShard(h.pool, h.container);
-  if (!shard.ok()) return CopyDone(op, shard.status());
+  if (!shard.ok()) return Settle(op, shard.status());
   const obj::PunchRequest& p = op->punch;
   (*shard)->vos->SubmitPunch(vos::PunchOp{p.scope, p.oid, p.dkey, p.akey, op->epoch}, mine);
 }
@@ -292,11 +304,36 @@ void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::Replica
 void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const Status& st) {
   if (!st.ok() && op->failure.ok()) op->failure = st;
   if (--op->remaining > 0) return;
+  // A copy failed: the leader does not store it (the client resends the
+  // whole operation, same epoch, under its next map).
+  if (!op->failure.ok()) return Settle(op, op->failure);
+  StoreOwnCopy(op);
+}
+
+void Target::Settle(const std::shared_ptr<LeaderOp>& op, const Status& st) {
   op->buffer = PooledBuffer();
   if (!op->gate_key.empty()) conditional_gate_.Release(op->gate_key);
-  if (!op->failure.ok()) return Finish(op->ticket, op->failure);
+  if (!st.ok()) return Finish(op->ticket, st);
   if (op->op == obj::Opcode::kUpdate) return Finish(op->ticket, Status::Ok(), obj::Encode(obj::UpdateReply{op->epoch}));
   Finish(op->ticket, Status::Ok(), obj::Encode(obj::PunchReply{op->epoch}));
+}
+
+void Target::SetDownPeers(std::vector<std::string> addresses) {
+  ReplicaState& rs = replica();
+  rs.down = std::set<std::string>(std::make_move_iterator(addresses.begin()), std::make_move_iterator(addresses.end()));
+  for (auto it = rs.peers.begin(); it != rs.peers.end();) {
+    if (rs.down.count(it->first) == 0) {
+      ++it;
+      continue;
+    }
+    std::shared_ptr<transport::Endpoint> ep = std::move(it->second);
+    it = rs.peers.erase(it);
+    if (ep->outstanding() > 0) {
+      ROS2_LOG_INFO("engine target {}: {} forward(s) abandoned: the pool map marks their copy's target DOWN", index_,
+                    ep->outstanding());
+    }
+    ep->Close();  // fails the forwards in flight (Cancelled: the copy is reported Disconnected)
+  }
 }
 
 void Target::HandleForward(IncomingRequest req) {

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -70,6 +71,9 @@ struct ReplicaState {
   // kMaxPeers the idle ones are dropped.
   std::map<std::string, std::shared_ptr<transport::Endpoint>> peers;
   static constexpr size_t kMaxPeers = 256;
+  // The worker addresses of targets the pool map marks DOWN or DOWNOUT
+  // (Target::SetDownPeers): no forward goes there.
+  std::set<std::string> down;
   DecidedTable decided;
 };
 
@@ -82,10 +86,10 @@ struct LeaderOp {
   std::vector<obj::ReplicaPeer> peers;
   std::vector<uint8_t> capability;  // the client's, carried to every copy
   PooledBuffer buffer;              // kUpdate: the data, pulled from the client once
-  vos::UpdateOp store;              // kUpdate: the local copy
+  vos::UpdateOp store;              // kUpdate: the local copy, stored once every other copy has it
   uint8_t condition = 0;            // the client's condition flags
   std::string gate_key;             // held while a conditional one runs (DkeyGate)
-  size_t remaining = 0;             // copies (the leader's included) not yet answered
+  size_t remaining = 0;             // other copies not yet answered
   Status failure;                   // the first copy's failure
   Epoch epoch = 0;                  // the transaction id
 };

@@ -270,12 +270,27 @@ class Target {
   // Checks a conditional operation under its dkey's gate, then (from the
   // loop, not a completion) Replicate.
   void Decide(const std::shared_ptr<LeaderOp>& op);
+  // Forwards to every other copy; the leader's own copy is stored only once
+  // every copy has it durable (StoreOwnCopy), so the leader, which serves the
+  // group's reads, never holds an update that is not yet on every copy.
   void Replicate(const std::shared_ptr<LeaderOp>& op);
   void SendForward(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPeer& peer);
   void CopyDone(const std::shared_ptr<LeaderOp>& op, const Status& st);
+  void StoreOwnCopy(const std::shared_ptr<LeaderOp>& op);
+  void Settle(const std::shared_ptr<LeaderOp>& op, const Status& st);
   void StoreForwardedUpdate(transport::IncomingRequest& req, obj::UpdateRequest m, uint8_t flags);
   void StoreForwardedPunch(transport::IncomingRequest& req, obj::PunchRequest m, uint8_t flags);
   ReplicaState& replica();
+
+ public:
+  // The worker addresses of the targets the pool map marks DOWN or DOWNOUT
+  // (replica_forward.cc): the endpoints to them are closed, failing the
+  // forwards in flight there at once (Disconnected, so the client resends
+  // under the new map), and no new one is opened while the map says so.
+  // Target thread (Post it).
+  void SetDownPeers(std::vector<std::string> addresses);
+
+ private:
   // The container's open shard; nullptr while it is not open yet (then, with
   // `open`, its opening has been started). Destroyed containers are NotFound.
   Result<Shard*> ShardFor(const Uuid& pool, const Uuid& container, bool open);

@@ -14,11 +14,15 @@
 //   writer runs: every write is acknowledged once the map marks it DOWN
 //   (resent whole, to the next leader or the same one), and every
 //   acknowledged write reads back from each surviving copy.
+// - While a forward to one copy hangs, the leader (which serves reads) does
+//   not show the update; a forward to a copy the map marks DOWN fails at once.
 //
 // The cluster set-up is a minimal copy of replication_test.cc's.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
+#include <cstdio>
 #include <thread>
 
 #include "control/control_channel.h"
@@ -225,6 +229,38 @@ TEST_F(ReplicationForwardTest, ForwardFromAClientIsRefused) {
   }
 }
 
+// A group whose copy `copy` (0: the leader) is on an engine that is neither
+// the client's control plane (`home`) nor the management leader: that
+// engine (`victim`) can be killed or stopped while the client goes on.
+struct Victim {
+  size_t home = 0;
+  ObjectId oid;
+  std::vector<uint32_t> copies;  // the group's targets, the leader first
+  uint32_t target = 0;           // copies[copy]
+  size_t engine = 0;             // the index of its engine in the cluster
+};
+
+void PickVictim(ForwardCluster& c_, ObjectSession& raw, size_t copy, size_t home, int mgmt_leader, Victim* v) {
+  v->home = home;
+  for (uint64_t lo = 1; lo < 1000; ++lo) {
+    v->oid = client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, lo);
+    auto copies = WriteTargets(raw.map(), v->oid, "k0");
+    ASSERT_TRUE(copies.ok());
+    const std::string& engine = raw.engine_of((*copies)[copy]);
+    bool ok = true;
+    for (size_t i : {home, static_cast<size_t>(mgmt_leader)}) ok = ok && engine != c_.engines[i]->engine_id();
+    if (ok) {
+      v->copies = *copies;
+      v->target = (*copies)[copy];
+      break;
+    }
+  }
+  ASSERT_EQ(v->copies.size(), 3u);
+  v->engine = 0;
+  while (c_.engines[v->engine]->engine_id() != raw.engine_of(v->target)) ++v->engine;
+  ASSERT_NE(v->engine, home);
+}
+
 // Kills -9 the engine of copy `copy` of the group (0: the leader) while one
 // client writes; every write must be acknowledged and read back from every
 // surviving copy and through the client.
@@ -234,25 +270,11 @@ void KillACopyMidWrites(ForwardCluster& c_, size_t copy) {
   const size_t home = mgmt_leader == 0 ? 1 : 0;
   auto raw = c_.Raw(home, "rp3");
   ASSERT_NE(raw, nullptr);
-  // An object whose group leader (the first copy) is on an engine that is
-  // neither the client's control plane nor the management leader.
-  ObjectId oid;
-  uint32_t victim_target = 0;
-  for (uint64_t lo = 1; lo < 1000; ++lo) {
-    oid = client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, lo);
-    auto copies = WriteTargets(raw->map(), oid, "k0");
-    ASSERT_TRUE(copies.ok());
-    const std::string& engine = raw->engine_of((*copies)[copy]);
-    bool ok = true;
-    for (size_t i : {home, static_cast<size_t>(mgmt_leader)}) ok = ok && engine != c_.engines[i]->engine_id();
-    if (ok) {
-      victim_target = (*copies)[copy];
-      break;
-    }
-  }
-  size_t victim = 0;
-  while (c_.engines[victim]->engine_id() != raw->engine_of(victim_target)) ++victim;
-  ASSERT_NE(victim, home);
+  Victim v;
+  ASSERT_NO_FATAL_FAILURE(PickVictim(c_, *raw, copy, home, mgmt_leader, &v));
+  const ObjectId oid = v.oid;
+  const uint32_t victim_target = v.target;
+  const size_t victim = v.engine;
 
   auto cl = c_.Client(home);
   ASSERT_TRUE(cl.ok()) << cl.status().ToString();
@@ -299,6 +321,79 @@ TEST_F(ReplicationForwardTest, KillTheLeaderMidWritesEveryAckedWriteReadsBack) {
 // to the same leader once the map marks the copy DOWN.
 TEST_F(ReplicationForwardTest, KillACopyMidWritesEveryAckedWriteReadsBack) {
   KillACopyMidWrites(c_, 2);
+}
+
+// The read rule (docs/replication.md, "Read rule") and forwards to a copy
+// the map marks DOWN. The engine of one copy (not the leader) is stopped
+// (SIGSTOP: no reset, as a cut link) so the leader's forward to it hangs:
+// - while it hangs, the leader, which serves the group's reads, shows the old
+//   value, through the client and read directly; once the copy is resumed
+//   the write is acknowledged and every copy shows the new value;
+// - stopped again, then excluded (the map marks its target DOWN) while a
+//   write's forward to it hangs: the leader closes its endpoint to it, the
+//   forward fails at once and the client's resend under the new map
+//   completes, well before the forward timeout (the lease TTL) would.
+TEST_F(ReplicationForwardTest, ReadsSeeNoUpdateBeforeEveryCopyHoldsIt) {
+  const int mgmt_leader = c_.LeaderIndex(0);
+  ASSERT_GE(mgmt_leader, 0);
+  const size_t home = mgmt_leader == 0 ? 1 : 0;
+  auto raw = c_.Raw(home, "rp3");
+  ASSERT_NE(raw, nullptr);
+  Victim v;
+  ASSERT_NO_FATAL_FAILURE(PickVictim(c_, *raw, 2, home, mgmt_leader, &v));
+  auto cl = c_.Client(home);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  auto pool = (*cl)->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto cont = (*pool)->OpenContainer("rp3");
+  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+  auto obj = (*cont)->OpenObject(v.oid);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  const auto before = Pattern(1000, 1);
+  const auto after = Pattern(1000, 2);
+  ROS2_ASSERT_OK(obj->Put("k0", "a", Bytes(before)));
+
+  const pid_t victim = c_.engines[v.engine]->pid();
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  Status written;
+  std::thread writer([&] { written = obj->Put("k0", "a", Bytes(after)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  auto on_leader = ReadCopy(*raw, v.copies[0], v.oid, "k0", 1000);
+  auto through_client = obj->Get("k0", "a", 1000);
+  ASSERT_EQ(::kill(victim, SIGCONT), 0);
+  writer.join();
+  ROS2_ASSERT_OK(written);
+  ASSERT_TRUE(on_leader.ok()) << on_leader.status().ToString();
+  EXPECT_TRUE(*on_leader == before) << "the leader showed an update a copy did not hold yet";
+  ASSERT_TRUE(through_client.ok()) << through_client.status().ToString();
+  EXPECT_TRUE(*through_client == before) << "a read returned an update a copy did not hold yet";
+  for (uint32_t t : v.copies) {
+    auto got = ReadCopy(*raw, t, v.oid, "k0", 1000);
+    ASSERT_TRUE(got.ok()) << "target " << t << ": " << got.status().ToString();
+    EXPECT_EQ(*got, after) << "target " << t;
+  }
+
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  std::chrono::milliseconds took{0};
+  std::thread second([&] {
+    written = obj->Put("k1", "a", Bytes(after));
+    took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto excluded = c_.Mgmt(home)->SetTargetState(*Uuid::Parse(c_.engines[v.engine]->engine_id()), 0, rpc::TARGET_DOWN);
+  second.join();
+  ASSERT_EQ(::kill(victim, SIGCONT), 0);
+  ASSERT_TRUE(excluded.ok()) << excluded.status().ToString();
+  ROS2_ASSERT_OK(written);
+  std::printf(
+      "write with a forward to a stopped copy excluded 300 ms in: acknowledged after %lld ms (forward "
+      "timeout %d s)\n",
+      static_cast<long long>(took.count()), kTtlSeconds);
+  EXPECT_LT(took.count(), kTtlSeconds * 1000 - 500) << "the forward to the excluded copy waited for its timeout";
+  auto back = obj->Get("k1", "a", 1000);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, after);
 }
 
 }  // namespace
