@@ -6,8 +6,11 @@
 // the map marked it DOWN.
 //
 // A thread that waits for each newer system map (pool maps are views of it),
-// reads it, and posts the worker addresses of its DOWN and DOWNOUT targets to
-// every target (Target::SetDownPeers) whenever that set changes. Owned by the
+// reads it, and posts to every target (Target::SetMapPeers), whenever either
+// changes, the worker addresses of its DOWN and DOWNOUT targets and the
+// (target index, worker address) pair of every target it lists: a leader
+// forwards only to those (a client names a group's copies, and an engine
+// must not connect wherever a client says). Owned by the
 // Engine; Stop() (or the destructor) joins the thread, before the targets stop.
 #pragma once
 
@@ -15,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "control/system_map.h"
@@ -33,6 +37,8 @@ class DownPeerWatch {
 
   // The worker addresses of the map's DOWN and DOWNOUT targets, sorted.
   static std::vector<std::string> DownAddresses(const rpc::PoolMap& map);
+  // Every target of the map as (index inside its engine, worker address), sorted.
+  static std::vector<std::pair<uint32_t, std::string>> Members(const rpc::PoolMap& map);
 
  private:
   DownPeerWatch(control::SystemMap* map, std::vector<Target*> targets) : map_(map), targets_(std::move(targets)) {}

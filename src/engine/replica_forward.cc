@@ -12,7 +12,7 @@
 // whole operation with the same epoch). The leader's copy, which serves the
 // group's reads, so holds only updates every copy holds (docs/replication.md,
 // "Read rule"). Endpoints to copies the pool map marks DOWN are closed
-// (SetDownPeers), so a forward to a host cut off without a reset fails when
+// (SetMapPeers), so a forward to a host cut off without a reset fails when
 // the map changes, not at the forward timeout.
 //
 // Copy: accepts a forward only on a connection authenticated for
@@ -118,6 +118,17 @@ ReplicaState& Target::replica() {
 void Target::HandleLeader(IncomingRequest req) {
   auto m = obj::DecodeLeaderRequest(req.payload());
   if (!m.ok()) return req.Reply(m.status());
+  // The copies come from the client's map: each must be a target of the
+  // engine's own (index and worker address), so a client cannot make the
+  // engine connect, authenticate as an engine and send wherever it says.
+  const ReplicaState& rs = replica();
+  for (const auto& peer : m->peers) {
+    if (rs.members.empty() || rs.members.count({peer.target, peer.address}) != 0) continue;
+    return req.Reply(Status::PermissionDenied(
+        fmt::format("engine target {}: leader request names copy {} at a worker address ({} bytes) that no target "
+                    "of the pool map has",
+                    index_, peer.target, peer.address.size())));
+  }
   if (m->op == obj::Opcode::kUpdate) return LeadUpdate(req, *m);
   LeadPunch(req, *m);
 }
@@ -318,8 +329,10 @@ void Target::Settle(const std::shared_ptr<LeaderOp>& op, const Status& st) {
   Finish(op->ticket, Status::Ok(), obj::Encode(obj::PunchReply{op->epoch}));
 }
 
-void Target::SetDownPeers(std::vector<std::string> addresses) {
+void Target::SetMapPeers(std::vector<std::string> addresses, std::vector<std::pair<uint32_t, std::string>> members) {
   ReplicaState& rs = replica();
+  rs.members = std::set<std::pair<uint32_t, std::string>>(std::make_move_iterator(members.begin()),
+                                                           std::make_move_iterator(members.end()));
   rs.down = std::set<std::string>(std::make_move_iterator(addresses.begin()), std::make_move_iterator(addresses.end()));
   for (auto it = rs.peers.begin(); it != rs.peers.end();) {
     if (rs.down.count(it->first) == 0) {

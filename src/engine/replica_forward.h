@@ -72,8 +72,12 @@ struct ReplicaState {
   std::map<std::string, std::shared_ptr<transport::Endpoint>> peers;
   static constexpr size_t kMaxPeers = 256;
   // The worker addresses of targets the pool map marks DOWN or DOWNOUT
-  // (Target::SetDownPeers): no forward goes there.
+  // (Target::SetMapPeers): no forward goes there.
   std::set<std::string> down;
+  // Every target of the map as (index inside its engine, worker address):
+  // a leader request naming a copy outside it is refused. Empty until the
+  // engine reads a map (only clustered engines do; docs/replication.md).
+  std::set<std::pair<uint32_t, std::string>> members;
   DecidedTable decided;
 };
 

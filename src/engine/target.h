@@ -288,7 +288,7 @@ class Target {
   // forwards in flight there at once (Disconnected, so the client resends
   // under the new map), and no new one is opened while the map says so.
   // Target thread (Post it).
-  void SetDownPeers(std::vector<std::string> addresses);
+  void SetMapPeers(std::vector<std::string> down, std::vector<std::pair<uint32_t, std::string>> members);
 
  private:
   // The container's open shard; nullptr while it is not open yet (then, with

@@ -229,6 +229,45 @@ TEST_F(ReplicationForwardTest, ForwardFromAClientIsRefused) {
   }
 }
 
+TEST_F(ReplicationForwardTest, LeaderRequestNamingACopyOutsideTheMapIsRefused) {
+  auto raw = c_.Raw(0, "rp3");
+  ASSERT_NE(raw, nullptr);
+  const ObjectId oid = client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, 12);
+  auto copies = WriteTargets(raw->map(), oid, "elsewhere");
+  ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+  const uint32_t leader = copies->front();
+  const auto data = Pattern(100, 6);
+  obj::UpdateRequest u;
+  u.header = raw->Header(leader, /*epoch=*/HybridClock().Now());
+  u.oid = oid;
+  u.dkey = "elsewhere";
+  u.akey = "a";
+  u.length = data.size();
+  // A real copy's target index with another worker address (a real one's
+  // bytes changed), and a real address under another target index: both
+  // name a copy the engine's map does not have.
+  const std::string real = raw->pool().map.targets(static_cast<int>(copies->back())).worker_address();
+  std::string altered = real;
+  altered.back() = static_cast<char>(altered.back() ^ 0x5a);
+  const uint32_t copy_index = raw->map().targets[copies->back()].engine_index;
+  for (const obj::ReplicaPeer& forged : {obj::ReplicaPeer{copy_index, altered}, obj::ReplicaPeer{copy_index + 1000, real}}) {
+    obj::LeaderRequest lead;
+    lead.op = obj::Opcode::kUpdate;
+    lead.body = obj::Encode(u);
+    lead.peers = {forged};
+    auto refused = raw->Call(leader, obj::Opcode::kLeader, obj::Encode(lead), Bytes(data));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), Status::Code::kPermissionDenied) << refused.status().ToString();
+    EXPECT_NE(refused.status().message().find("no target of the pool map has"), std::string::npos)
+        << refused.status().ToString();
+  }
+  // Nothing was stored, and the engine still leads a real update.
+  for (uint32_t t : *copies) {
+    auto got = ReadCopy(*raw, t, oid, "elsewhere", 100);
+    EXPECT_TRUE(got.status().IsNotFound()) << "target " << t << ": " << got.status().ToString();
+  }
+}
+
 // A group whose copy `copy` (0: the leader) is on an engine that is neither
 // the client's control plane (`home`) nor the management leader: that
 // engine (`victim`) can be killed or stopped while the client goes on.
