@@ -405,6 +405,11 @@ Status OfiWorker::AuthenticateSession(OfiConnection& conn, const SessionCredenti
   const auto proof = DeriveConnectionSecret("ros2 session auth", cred.key, auth.challenge, conn.remote_id,
                                             conn.local_id, cred.id, flags);
   std::memcpy(payload.data() + kSessionIdSize + 1, proof.data(), proof.size());
+  // A corked connection batches its calls, and a batch is sealed when it
+  // leaves: what was gathered before goes now, unsealed as it was made, and
+  // the proof leaves alone, before the key below seals what follows (sealed
+  // into the same batch, the server, not keyed yet, refuses the proof).
+  FlushBatch(conn);
   const uint64_t id = conn.local_id;
   const SessionId session = cred.id;
   ReplyCallback done = [this, id, session, first](const ReplyView& reply) {
@@ -421,6 +426,7 @@ Status OfiWorker::AuthenticateSession(OfiConnection& conn, const SessionCredenti
     s.erase(std::remove(s.begin(), s.end(), session), s.end());
   };
   ROS2_RETURN_IF_ERROR(StartCall(conn, wire::kAuthenticateOpcode, payload, CallOptions{}, std::move(done)));
+  FlushBatch(conn);
   if (flags & kAuthFlagIntegrity) {
     const auto secret = DeriveConnectionSecret("ros2 connection key", cred.key, auth.challenge, conn.remote_id,
                                                conn.local_id, cred.id, flags);
