@@ -319,7 +319,10 @@ Status WorkerImpl::SealSendBuffer(Connection& conn, SendBuffer& buf, size_t skip
 }
 
 Status WorkerImpl::CheckIntegrity(Connection& conn, const wire::Message& msg, std::span<const uint8_t> bytes) {
-  ConnectionAuth* auth = conn.auth.get();
+  return CheckSealedMessage(conn.auth.get(), msg, bytes);
+}
+
+Status CheckSealedMessage(ConnectionAuth* auth, const wire::Message& msg, std::span<const uint8_t> bytes) {
   const bool sealed = !msg.integrity.empty();
   if (auth == nullptr || !auth->keyed) {
     if (!sealed) return Status::Ok();

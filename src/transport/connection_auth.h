@@ -30,6 +30,7 @@
 
 #include "common/status.h"
 #include "transport/transport.h"
+#include "transport/wire.h"
 
 typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
 struct gcm128_context;
@@ -104,6 +105,21 @@ struct ConnectionAuth {
 Status AcceptSessionProof(ConnectionAuth& auth, const std::string& where, uint64_t local_id, uint64_t remote_id,
                           std::span<const uint8_t> payload, const SessionKeyLookup& lookup,
                           const std::function<Status(std::string identity)>& charge);
+
+// The check of a received message's integrity on a connection whose
+// authentication state is `auth` (null before the hello ack), shared by every
+// provider: a keyed connection takes only sealed messages whose tag matches
+// and whose sequence number is new (within the replay window; the client
+// takes an unsealed refusal until the server's first sealed message), an
+// unkeyed one only unsealed messages. `bytes` is the whole received message.
+Status CheckSealedMessage(ConnectionAuth* auth, const wire::Message& msg, std::span<const uint8_t> bytes);
+
+// Gives a served connection the per-peer identity `identity` (its
+// ConnectionAuth::identity), or Busy naming the limit when `same` other
+// served connections of the worker `worker` carry it already and that
+// reaches max_connections_per_peer; shared by every provider.
+Status ChargePeerIdentity(ConnectionAuth& auth, std::string identity, uint32_t same, uint32_t max_connections_per_peer,
+                          std::string_view worker);
 
 // Whether this side wants integrity on `conn` (docs/security.md, "Sessions on
 // the data plane"): always when the peer is on another host; never over

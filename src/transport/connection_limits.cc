@@ -43,13 +43,18 @@ Status WorkerImpl::ChargeIdentity(Connection& conn, std::string identity) {
   for (const auto& [id, c] : connections_) {
     if (c.get() != &conn && !c->client_side && !c->closing && c->auth && c->auth->identity == identity) ++same;
   }
-  if (same >= options().max_connections_per_peer) {
+  return ChargePeerIdentity(*conn.auth, std::move(identity), same, options().max_connections_per_peer, name_);
+}
+
+Status ChargePeerIdentity(ConnectionAuth& auth, std::string identity, uint32_t same, uint32_t max_connections_per_peer,
+                          std::string_view worker) {
+  if (same >= max_connections_per_peer) {
     return Status::Busy(
         fmt::format("transport: refused: {} already has {} connections to worker '{}' "
                     "(max_connections_per_peer)",
-                    identity, same, name_));
+                    identity, same, worker));
   }
-  conn.auth->identity = std::move(identity);
+  auth.identity = std::move(identity);
   return Status::Ok();
 }
 

@@ -42,6 +42,7 @@ Result<std::shared_ptr<Endpoint>> OfiWorker::Connect(std::span<const uint8_t> pe
   conn->info.am_transport = context_.ofi()->provider();
   conn->info.lanes = {context_.ofi()->provider()};
   conn->info.bulk_mode = BulkTransfer::kActiveMessage;
+  WatchPeer(*conn);
   connections_[conn->local_id] = conn;
   wire::Message hello;
   hello.kind = wire::Kind::kHello;
@@ -149,7 +150,8 @@ Status OfiWorker::StartCall(OfiConnection& conn, uint16_t opcode, std::span<cons
     }
     c.push_recv = *op;
   }
-  if (Status st = SendMessage(conn, m); !st.ok()) {
+  const Status sent = conn.corked ? SendOrBatch(conn, m) : SendMessage(conn, m);
+  if (Status st = sent; !st.ok()) {
     if (c.push_recv != nullptr) {
       // The receive completes (cancelled) later: the slot stays taken until then.
       c.finished = true;
@@ -313,8 +315,14 @@ Status OfiEndpoint::AuthenticateSession(const SessionCredential& session) {
   return worker_->AuthenticateSession(*conn_, session);
 }
 
+void OfiEndpoint::Uncork() {
+  conn_->corked = false;
+  if (!conn_->detached) worker_->FlushBatch(*conn_);
+}
+
 void OfiEndpoint::Close() {
   if (conn_->detached) return;
+  worker_->FlushBatch(*conn_);  // what the owner batched goes before the bye
   worker_->FailConnection(conn_->local_id, Status::Cancelled("transport: endpoint closed"), false, true);
 }
 

@@ -7,6 +7,7 @@
 #include <rdma/fi_errno.h>
 
 #include <sys/mman.h>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -99,6 +100,16 @@ Result<std::unique_ptr<Fabric>> Fabric::Open(const TransportOptions& options) {
   // receiver (an engine) would read or map what a client names. Segmented
   // copies through the shared region it set up itself (SAR) only.
   setenv("FI_SHM_DISABLE_CMA", "1", /*overwrite=*/1);
+  // rxm sends a message eagerly only up to its buffer size (16 KiB by
+  // default); a longer one takes its segmentation or rendezvous protocol.
+  // A batch (up to batch_limit, plus header and integrity trailer) should
+  // leave as one eager message: twice the 4 KiB bulk rate of the default over
+  // tcp;ofi_rxm (ros2-bench transport, docs/transport.md). A user's own
+  // setting stays.
+  if (options.batch_limit > 0) {
+    const uint64_t eager = std::max<uint64_t>(16384, options.batch_limit + 1024);
+    setenv("FI_OFI_RXM_BUFFER_SIZE", std::to_string(eager).c_str(), /*overwrite=*/0);
+  }
   const std::string wanted = ProviderNameFor(options);
   std::vector<std::string> candidates;
   if (wanted.empty()) {

@@ -176,6 +176,50 @@ TEST_P(ProviderTest, PeerKilledFailsOutstandingRequests) {
   EXPECT_EQ(failed, 4);
 }
 
+// A corked burst leaves in batches and the server's replies come back in
+// batches, every call answered with its own bytes (inline bulk included).
+TEST_P(ProviderTest, CorkedBurstTravelsInBatches) {
+  constexpr int kCalls = 48;
+  std::vector<std::vector<std::byte>> out;
+  for (int i = 0; i < kCalls; ++i) out.push_back(Pattern(4096, 7000u + static_cast<uint64_t>(i)));
+  int done = 0, ok = 0;
+  ep_->Cork();
+  for (int i = 0; i < kCalls; ++i) {
+    const std::string p = std::to_string(i);
+    CallOptions co;
+    co.bulk_out = out[i];
+    ASSERT_TRUE(ep_->Call(testing::kOpEcho, Bytes(p), co,
+                          [&, p, i](const ReplyView& r) {
+                            ++done;
+                            uint32_t crc = 0;
+                            if (r.payload.size() >= 4) std::memcpy(&crc, r.payload.data(), 4);
+                            ok += r.status.ok() && r.payload.size() == 4 + p.size() &&
+                                  std::memcmp(r.payload.data() + 4, p.data(), p.size()) == 0 &&
+                                  crc == Crc32c(out[i].data(), out[i].size());
+                          })
+                    .ok());
+  }
+  ep_->Uncork();
+  ASSERT_TRUE(worker_->RunUntil([&] { return done == kCalls; }, 30000ms).ok());
+  EXPECT_EQ(ok, kCalls);
+  const WorkerStats& st = worker_->stats();
+  EXPECT_GE(st.batches_sent, 2u);  // 48 calls of 4 KiB: more than one batch_limit
+  EXPECT_GE(st.batched_messages, static_cast<uint64_t>(kCalls) / 2);
+  EXPECT_GE(st.batches_received, 1u) << "the replies of a batch come back batched";
+}
+
+// A peer that dies while the connection is idle (nothing sent to it) is
+// noticed by the keepalives (keepalive_interval, 2 s) or the pid watch.
+TEST_P(ProviderTest, IdleConnectionNoticesItsPeerDied) {
+  ASSERT_TRUE(ep_->CallSync(testing::kOpEcho, {}).ok());
+  peer_.Kill();
+  const auto start = std::chrono::steady_clock::now();
+  Status waited = worker_->RunUntil([&] { return !ep_->status().ok(); }, 12000ms);
+  EXPECT_TRUE(waited.ok()) << "the endpoint still reports " << ep_->status().ToString();
+  EXPECT_EQ(ep_->status().code(), Status::Code::kDisconnected) << ep_->status().ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 12s);
+}
+
 INSTANTIATE_TEST_SUITE_P(Providers, ProviderTest, ::testing::Values("tcp", "shm", "ofi-tcp", "ofi-shm"),
                          [](const auto& info) {
                            std::string n = info.param;

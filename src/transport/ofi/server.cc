@@ -11,7 +11,6 @@
 #include <cstring>
 
 #include <fmt/format.h>
-#include <openssl/crypto.h>
 
 #include "common/log.h"
 #include "transport/ofi/worker.h"
@@ -25,11 +24,6 @@ constexpr uint32_t kServerToClient = 2;
 
 void PutLe64(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t GetLe64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
 }
 
 int ServedSlot(TransportKind kind) {
@@ -127,6 +121,7 @@ void OfiWorker::HandleHello(const wire::Message& msg, fi_addr_t from) {
   conn->info.am_transport = context_.ofi()->provider();
   conn->info.lanes = {context_.ofi()->provider()};
   conn->info.bulk_mode = BulkTransfer::kActiveMessage;
+  WatchPeer(*conn);
   conn->auth = std::make_shared<ConnectionAuth>();
   if (getrandom(conn->auth->challenge.data(), conn->auth->challenge.size(), 0) !=
       static_cast<ssize_t>(conn->auth->challenge.size())) {
@@ -334,7 +329,8 @@ void OfiWorker::Reply(State* s, const Status& status, std::span<const uint8_t> p
   m.payload = payload;
   m.pushed_bytes = s->pushed_bytes;
   if (!s->inline_push.empty()) m.inline_data = s->inline_push;
-  if (Status st = SendMessage(*conn, m); !st.ok()) {
+  const bool batch = conn->reply_batching || batch_replies_;
+  if (Status st = batch ? SendOrBatch(*conn, m) : SendMessage(*conn, m); !st.ok()) {
     ROS2_LOG_DEBUG("transport: reply to request {:#x} failed: {}", m.request_id, st.ToString());
     return;
   }
@@ -381,14 +377,7 @@ Status OfiWorker::AuthenticateConnection(OfiConnection& conn, const wire::Messag
     for (const auto& [id, c] : connections_) {
       same += c.get() != &conn && !c->client_side && c->auth && c->auth->identity == identity;
     }
-    if (same >= options().max_connections_per_peer) {
-      return Status::Busy(
-          fmt::format("transport: refused: {} already has {} connections to worker '{}' "
-                      "(max_connections_per_peer)",
-                      identity, same, name_));
-    }
-    conn.auth->identity = std::move(identity);
-    return Status::Ok();
+    return ChargePeerIdentity(*conn.auth, std::move(identity), same, options().max_connections_per_peer, name_);
   };
   ROS2_RETURN_IF_ERROR(
       AcceptSessionProof(*conn.auth, where, conn.local_id, conn.remote_id, msg.payload, session_key_lookup_, charge));
@@ -416,6 +405,11 @@ Status OfiWorker::AuthenticateSession(OfiConnection& conn, const SessionCredenti
   const auto proof = DeriveConnectionSecret("ros2 session auth", cred.key, auth.challenge, conn.remote_id,
                                             conn.local_id, cred.id, flags);
   std::memcpy(payload.data() + kSessionIdSize + 1, proof.data(), proof.size());
+  // A corked connection batches its calls, and a batch is sealed when it
+  // leaves: what was gathered before goes now, unsealed as it was made, and
+  // the proof leaves alone, before the key below seals what follows (sealed
+  // into the same batch, the server, not keyed yet, refuses the proof).
+  FlushBatch(conn);
   const uint64_t id = conn.local_id;
   const SessionId session = cred.id;
   ReplyCallback done = [this, id, session, first](const ReplyView& reply) {
@@ -432,6 +426,7 @@ Status OfiWorker::AuthenticateSession(OfiConnection& conn, const SessionCredenti
     s.erase(std::remove(s.begin(), s.end(), session), s.end());
   };
   ROS2_RETURN_IF_ERROR(StartCall(conn, wire::kAuthenticateOpcode, payload, CallOptions{}, std::move(done)));
+  FlushBatch(conn);
   if (flags & kAuthFlagIntegrity) {
     const auto secret = DeriveConnectionSecret("ros2 connection key", cred.key, auth.challenge, conn.remote_id,
                                                conn.local_id, cred.id, flags);
@@ -460,42 +455,7 @@ Status OfiWorker::Seal(OfiConnection& conn, std::vector<uint8_t>& bytes) {
 }
 
 Status OfiWorker::CheckIntegrity(OfiConnection& conn, const wire::Message& msg, std::span<const uint8_t> bytes) {
-  ConnectionAuth* auth = conn.auth.get();
-  const bool sealed = !msg.integrity.empty();
-  if (auth == nullptr || !auth->keyed) {
-    if (!sealed) return Status::Ok();
-    return Status::PermissionDenied("an integrity trailer on a connection whose integrity is not keyed");
-  }
-  if (!sealed) {
-    const bool refusal = (msg.kind == wire::Kind::kReply && msg.status_code != 0) || msg.kind == wire::Kind::kBye;
-    if (auth->recv_pending && refusal) return Status::Ok();
-    return Status::PermissionDenied("a message without its integrity trailer");
-  }
-  const uint64_t seq = GetLe64(msg.integrity.data());
-  std::array<uint8_t, wire::kIntegrityTagSize> tag{};
-  const auto covered = bytes.first(bytes.size() - wire::kIntegrityTrailerSize);
-  if (!auth->recv->Tag(seq, covered, {}, tag) || CRYPTO_memcmp(tag.data(), msg.integrity.data() + 8, tag.size()) != 0) {
-    return Status::PermissionDenied(fmt::format("integrity tag of message {} does not match", seq));
-  }
-  if (seq == 0) return Status::PermissionDenied("message with sequence number 0");
-  if (seq > auth->recv_seq) {
-    const uint64_t shift = seq - auth->recv_seq;
-    if (shift >= kReplayWindow) {
-      auth->recv_window.reset();
-    } else {
-      auth->recv_window <<= shift;
-    }
-    auth->recv_window.set(0);
-    auth->recv_seq = seq;
-  } else {
-    const uint64_t behind = auth->recv_seq - seq;
-    if (behind >= kReplayWindow || auth->recv_window.test(behind)) {
-      return Status::PermissionDenied(fmt::format("message {} replayed or older than the replay window", seq));
-    }
-    auth->recv_window.set(behind);
-  }
-  auth->recv_pending = false;
-  return Status::Ok();
+  return CheckSealedMessage(conn.auth.get(), msg, bytes);
 }
 
 }  // namespace ros2::transport::ofi

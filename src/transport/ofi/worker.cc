@@ -8,7 +8,9 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <sys/epoll.h>
+#include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -334,6 +336,10 @@ void OfiWorker::OnCompletion(Op* op, const Status& st, uint64_t len, fi_addr_t f
 }
 
 void OfiWorker::OnMessage(std::span<const uint8_t> bytes, fi_addr_t from) {
+  if (bytes.size() == kFrameSize && GetLe32(bytes.data()) == kKeepaliveMagic) {
+    for (auto& [id, conn] : connections_) conn->heard += conn->addr == from;
+    return;  // it only had to arrive
+  }
   if (bytes.size() == kFrameSize && GetLe32(bytes.data()) == kFrameMagic) {
     // A large message follows, tagged, from the same peer. Only a known peer
     // (a connection's address) may send one: an unknown source could make
@@ -396,6 +402,7 @@ void OfiWorker::OnWireMessage(std::span<const uint8_t> bytes, fi_addr_t from) {
     }
     return;
   }
+  ++conn->heard;
   if (Status st = CheckIntegrity(*conn, msg, bytes); !st.ok()) {
     ++stats_.integrity_refused;
     ++stats_.malformed_messages;
@@ -416,6 +423,7 @@ void OfiWorker::OnWireMessage(std::span<const uint8_t> bytes, fi_addr_t from) {
     case wire::Kind::kReply:
       if (!conn->client_side) break;
       return HandleReply(*conn, msg);
+    case wire::Kind::kBatch: return HandleBatch(*conn, msg);
     case wire::Kind::kBye: {
       const std::string why = msg.payload.empty()
                                   ? std::string("closed by the peer")
@@ -453,6 +461,8 @@ void OfiWorker::FailConnection(uint64_t id, const Status& why, bool count_as_los
     send_patience_ = patience;
   }
   if (conn->status.ok()) conn->status = why;
+  conn->batch.clear();
+  conn->batch_count = 0;
   for (uint32_t slot = 0; slot < calls_.size(); ++slot) {
     OfiCall& c = calls_[slot];
     if (c.done && !c.finished && c.connection_id == id) CompleteCall(slot, why, {}, 0);
@@ -462,6 +472,7 @@ void OfiWorker::FailConnection(uint64_t id, const Status& why, bool count_as_los
 }
 
 int OfiWorker::Progress() {
+  if (!pending_batches_.empty()) FlushPendingBatches();
   int n = DrainCompletions();
   if (poll_only_) nap_ = n > 0 ? kMinNap : std::min(nap_ * 2, kMaxNap);
   if (!deferred_failures_.empty()) {
@@ -479,9 +490,69 @@ void OfiWorker::Housekeeping(Clock::time_point now) {
   next_housekeeping_ = now + std::chrono::milliseconds(1);
   ExpireDeadlines(now);
   ExpireUnauthenticated(now);
+  if (now >= next_keepalive_) Keepalive(now);
+}
+
+OfiConnection::~OfiConnection() {
+  if (pidfd >= 0) close(pidfd);
+}
+
+void OfiWorker::WatchPeer(OfiConnection& conn) {
+  if (!conn.info.same_host || conn.info.peer_pid <= 0) {
+    conn.info.failure_detection = FailureDetection::kUcxPeer;  // keepalives (no UCX here: the ofi equivalent)
+    return;
+  }
+  // The pid is the peer's claim; a false one only ends this peer's own
+  // connection when that other process exits.
+  conn.pidfd = static_cast<int>(syscall(SYS_pidfd_open, conn.info.peer_pid, 0));
+  conn.info.failure_detection = conn.pidfd >= 0 ? FailureDetection::kPidWatch : FailureDetection::kUcxPeer;
+}
+
+// Once per keepalive_interval: a same-host peer whose pidfd fired has exited;
+// a connection that heard nothing from its peer since the last tick sends a
+// keepalive frame (the peer drops it), so a peer that is gone fails the send
+// (tcp;ofi_rxm reports the broken connection on the completion) and the
+// connection with it, even when nothing else is sent to it.
+void OfiWorker::Keepalive(Clock::time_point now) {
+  const auto interval = options().keepalive_interval;
+  next_keepalive_ = now + (interval.count() > 0 ? interval : std::chrono::milliseconds(2000));
+  if (interval.count() <= 0) return;
+  std::vector<uint64_t> idle;
+  for (auto& [id, conn] : connections_) {
+    if (conn->remote_id == 0 || !conn->status.ok()) continue;
+    if (conn->pidfd >= 0) {
+      pollfd p{conn->pidfd, POLLIN, 0};
+      if (poll(&p, 1, 0) == 1) {
+        deferred_failures_.emplace_back(
+            id, Status::Disconnected(fmt::format("transport ofi: {} exited", conn->peer_name)));
+      }
+      continue;
+    }
+    if (conn->heard == conn->heard_at_tick) idle.push_back(id);
+    conn->heard_at_tick = conn->heard;
+  }
+  for (uint64_t id : idle) {
+    OfiConnection* conn = FindConnection(id);
+    if (conn == nullptr) continue;
+    std::vector<uint8_t> frame(kFrameSize);
+    PutLe32(frame.data(), kKeepaliveMagic);
+    auto failed = [this, id](const Status& st, uint64_t) {
+      if (!st.ok() && st.code() != Status::Code::kCancelled) {
+        deferred_failures_.emplace_back(
+            id, Status::Disconnected(fmt::format("transport ofi: keepalive failed: {}", st.message())));
+      }
+    };
+    const auto patience = send_patience_;
+    send_patience_ = std::chrono::milliseconds(5);
+    if (Status st = SendBytes(conn->addr, std::move(frame), std::move(failed)); !st.ok()) {
+      deferred_failures_.emplace_back(id, Status::Disconnected(fmt::format("transport ofi: keepalive: {}", st.message())));
+    }
+    send_patience_ = patience;
+  }
 }
 
 bool OfiWorker::PrepareSleep() {
+  if (!pending_batches_.empty()) FlushPendingBatches();
   if (!deferred_failures_.empty()) return false;
   uint64_t v = 0;
   while (read(signal_fd_, &v, sizeof(v)) > 0) {

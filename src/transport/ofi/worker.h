@@ -70,9 +70,19 @@ class OfiWorker;
 // A connection: the transport's Connection (what IncomingRequest reads) and
 // the peer's address in this worker's address vector.
 struct OfiConnection : Connection {
+  OfiConnection() = default;
+  OfiConnection(const OfiConnection&) = delete;
+  OfiConnection& operator=(const OfiConnection&) = delete;
+  ~OfiConnection();  // closes the pidfd (worker.cc)
   fi_addr_t addr = FI_ADDR_UNSPEC;
   bool detached = false;  // the worker is gone: the endpoint only reports its status
+  // Keepalives: messages received from the peer (any kind), and the count at
+  // the last keepalive tick; a connection that heard nothing for a whole
+  // interval sends the peer a keepalive frame, whose failed send fails it.
+  uint64_t heard = 0;
+  uint64_t heard_at_tick = 0;
 };
+inline constexpr uint32_t kKeepaliveMagic = 0x4b49464f;  // "OFIK": a keepalive frame (kFrameSize bytes)
 
 // One libfabric operation in flight; `ctx` first, so a completion's
 // op_context is the Op.
@@ -128,8 +138,10 @@ class OfiWorker final : public Worker, public RequestBackend {
   bool PrepareSleep() override;
   std::chrono::microseconds NextDeadline(std::chrono::microseconds max_wait) const override;
   void Signal() override;
-  void SetReplyBatching(bool) override {}
-  void FlushBatches() override {}
+  void SetReplyBatching(bool on) override { batch_replies_ = on; }
+  void FlushBatches() override {
+    if (!pending_batches_.empty()) FlushPendingBatches();
+  }
   const WorkerStats& stats() const override { return stats_; }
   ServedConnections served_connections() const override;
   const std::string& name() const override { return name_; }
@@ -157,6 +169,14 @@ class OfiWorker final : public Worker, public RequestBackend {
                          std::function<void(const Status&, uint64_t)> done);
   void FailConnection(uint64_t id, const Status& why, bool count_as_lost, bool send_bye);
 
+  // Batches (batch.cc): appends `msg` to conn's batch (flushing it first when
+  // `msg` would not fit), or sends it alone when it cannot ride a batch
+  // (tagged bulk, or longer than batch_limit); FlushBatch sends conn's batch
+  // (one entry as the plain message, more as a kBatch).
+  Status SendOrBatch(OfiConnection& conn, const wire::Message& msg);
+  void FlushBatch(OfiConnection& conn);
+  void FlushPendingBatches();
+
   // Client (client.cc).
   Status StartCall(OfiConnection& conn, uint16_t opcode, std::span<const uint8_t> payload, const CallOptions& options,
                    ReplyCallback done);
@@ -174,9 +194,15 @@ class OfiWorker final : public Worker, public RequestBackend {
   void OnMessage(std::span<const uint8_t> bytes, fi_addr_t from);
   void OnWireMessage(std::span<const uint8_t> bytes, fi_addr_t from);
   void Housekeeping(Clock::time_point now);
+  // Dead-peer detection (worker.cc): same-host peers through a pidfd on the
+  // pid of their address, the others through keepalive frames sent on idle
+  // connections every keepalive_interval.
+  void WatchPeer(OfiConnection& conn);
+  void Keepalive(Clock::time_point now);
 
   // Server (server.cc).
   void HandleHello(const wire::Message& msg, fi_addr_t from);
+  void HandleBatch(OfiConnection& conn, const wire::Message& msg);
   Status AdmitHello();
   void HandleRequest(OfiConnection& conn, const wire::Message& msg, std::span<const uint8_t> bytes);
   void HandleAuthenticate(OfiConnection& conn, const wire::Message& msg);
@@ -237,6 +263,16 @@ class OfiWorker final : public Worker, public RequestBackend {
   std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
   std::vector<std::pair<uint64_t, Status>> deferred_failures_;
   Clock::time_point next_housekeeping_{};
+  Clock::time_point next_keepalive_{};
+  // Connections with a batch not yet sent (corked client endpoints; replies
+  // under SetReplyBatching): flushed by Progress, PrepareSleep, FlushBatches.
+  std::vector<uint64_t> pending_batches_;
+  bool batch_replies_ = false;
+  // DecodeBatch's output for received batches (reused; a batch received while
+  // one is dispatched uses its own).
+  std::vector<wire::Message> batch_msgs_;
+  std::vector<std::span<const uint8_t>> batch_bytes_;
+  bool batch_msgs_busy_ = false;
   bool in_destructor_ = false;
 };
 
@@ -252,8 +288,8 @@ class OfiEndpoint final : public Endpoint {
   const EndpointInfo& info() const override { return conn_->info; }
   uint64_t max_payload() const override { return worker_->max_payload(); }
   uint32_t outstanding() const override { return conn_->outstanding; }
-  void Cork() override {}  // calls leave at once on libfabric (no batches)
-  void Uncork() override {}
+  void Cork() override { conn_->corked = true; }
+  void Uncork() override;
   Status AuthenticateSession(const SessionCredential& session) override;
   void Close() override;
 

@@ -1,0 +1,130 @@
+// Batches on the libfabric worker: a corked client endpoint gathers its
+// requests, a server gathers the replies given while it dispatches a received
+// batch (and, with SetReplyBatching, every reply until FlushBatches), and each
+// gathered set leaves as one kBatch message (docs/wire-format.md, "Batches";
+// the same rules as the UCX worker's SendOrBatch / FlushBatch).
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "transport/ofi/worker.h"
+
+namespace ros2::transport::ofi {
+
+Status OfiWorker::SendOrBatch(OfiConnection& conn, const wire::Message& msg) {
+  const uint64_t limit = options().batch_limit;
+  const size_t entry = wire::BatchEntrySize(msg);
+  if (limit == 0 || wire::kHeaderSize + entry > limit || !wire::Batchable(msg)) {
+    FlushBatch(conn);  // keep the order: what was batched goes first
+    return SendMessage(conn, msg);
+  }
+  if (conn.batch_count > 0 && (conn.batch.size() + entry > limit || conn.batch_count == wire::kMaxBatchMessages)) {
+    FlushBatch(conn);
+  }
+  if (conn.batch_count == 0) {
+    if (conn.batch.capacity() < limit + wire::kIntegrityTrailerSize) {
+      conn.batch.reserve(limit + wire::kIntegrityTrailerSize);
+    }
+    conn.batch.resize(wire::kHeaderSize);
+    if (!conn.reply_batching) pending_batches_.push_back(conn.local_id);
+  }
+  const size_t at = conn.batch.size();
+  conn.batch.resize(at + entry);
+  auto n = wire::EncodeBatchEntry(msg, std::span<uint8_t>(conn.batch).subspan(at));
+  if (!n.ok()) {
+    conn.batch.resize(at);
+    if (conn.batch_count == 0) conn.batch.clear();
+    return n.status();
+  }
+  ++conn.batch_count;
+  // Replies of large transfers do not all wait for the rest of their batch.
+  conn.batch_pushed += msg.pushed_bytes;
+  if (conn.batch_pushed >= options().batch_flush_bytes) FlushBatch(conn);
+  return Status::Ok();
+}
+
+void OfiWorker::FlushBatch(OfiConnection& conn) {
+  if (conn.batch_count == 0) return;
+  const uint32_t count = conn.batch_count;
+  conn.batch_count = 0;
+  conn.batch_pushed = 0;
+  if (conn.addr == FI_ADDR_UNSPEC || !conn.status.ok()) {
+    conn.batch.clear();
+    return;
+  }
+  std::vector<uint8_t> bytes;
+  bytes.reserve(conn.batch.capacity());
+  bytes.swap(conn.batch);  // the batch's storage goes out; a fresh one takes the next batch
+  if (count == 1) {
+    // One entry goes as the plain message it holds.
+    bytes.erase(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(wire::kHeaderSize + wire::kBatchEntryPrefix));
+  } else if (Status st = wire::EncodeBatchHeader(conn.remote_id, bytes.size() - wire::kHeaderSize, bytes); !st.ok()) {
+    // Cannot happen for batches SendOrBatch built: fail loudly rather than drop calls.
+    deferred_failures_.emplace_back(conn.local_id, st.WithContext("transport ofi: batch"));
+    return;
+  } else {
+    ++stats_.batches_sent;
+    stats_.batched_messages += count;
+  }
+  if (conn.auth != nullptr && conn.auth->keyed) {
+    if (Status st = Seal(conn, bytes); !st.ok()) {
+      deferred_failures_.emplace_back(conn.local_id, st);
+      return;
+    }
+  }
+  const uint64_t id = conn.local_id;
+  auto failed = [this, id](const Status& st, uint64_t) {
+    if (!st.ok() && st.code() != Status::Code::kCancelled) {
+      deferred_failures_.emplace_back(
+          id, Status::Disconnected(fmt::format("transport ofi: send failed: {}", st.message())));
+    }
+  };
+  if (Status st = SendBytes(conn.addr, std::move(bytes), std::move(failed)); !st.ok()) {
+    deferred_failures_.emplace_back(id, Status::Disconnected(fmt::format("transport ofi: {}", st.message())));
+  }
+}
+
+void OfiWorker::FlushPendingBatches() {
+  auto pending = std::move(pending_batches_);
+  pending_batches_.clear();
+  for (uint64_t id : pending) {
+    if (OfiConnection* conn = FindConnection(id); conn != nullptr) FlushBatch(*conn);
+  }
+  pending.clear();
+  if (pending_batches_.empty()) pending_batches_.swap(pending);  // keep the capacity
+}
+
+// A received batch: every entry is checked before any is acted on (a
+// malformed batch is dropped whole). Requests run with reply batching on, so
+// the replies their handlers give at once leave together; replies complete
+// their calls. The batch's source and integrity were checked by the caller.
+void OfiWorker::HandleBatch(OfiConnection& conn, const wire::Message& msg) {
+  std::vector<wire::Message> own_msgs;
+  std::vector<std::span<const uint8_t>> own_bytes;
+  const bool nested = batch_msgs_busy_;
+  std::vector<wire::Message>& msgs = nested ? own_msgs : batch_msgs_;
+  std::vector<std::span<const uint8_t>>& bytes = nested ? own_bytes : batch_bytes_;
+  msgs.resize(wire::kMaxBatchMessages);
+  bytes.resize(wire::kMaxBatchMessages);
+  auto count = wire::DecodeBatch(msg, msgs, bytes);
+  const bool requests = count.ok() && *count > 0 && msgs[0].kind == wire::Kind::kRequest;
+  if (!count.ok() || requests == conn.client_side) {
+    ++stats_.malformed_messages;
+    ROS2_LOG_DEBUG("transport ofi: worker '{}' dropped a batch: {}", name_,
+                   !count.ok() ? count.status().ToString() : std::string("wrong direction"));
+    return;
+  }
+  if (!nested) batch_msgs_busy_ = true;
+  ++stats_.batches_received;
+  const std::shared_ptr<OfiConnection> keep = connections_[conn.local_id];
+  if (requests) {
+    conn.reply_batching = true;
+    for (size_t i = 0; i < *count && conn.status.ok(); ++i) HandleRequest(conn, msgs[i], bytes[i]);
+    conn.reply_batching = false;
+    FlushBatch(conn);
+  } else {
+    for (size_t i = 0; i < *count; ++i) HandleReply(conn, msgs[i]);
+  }
+  if (!nested) batch_msgs_busy_ = false;
+}
+
+}  // namespace ros2::transport::ofi
