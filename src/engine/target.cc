@@ -240,7 +240,7 @@ void Target::Loop() {
         pending_.clear();
         const Status cancelled =
             Status::Cancelled(fmt::format("engine target {}: shutting down before the request finished", index_));
-        for (auto& [ticket, req] : left) req.Reply(cancelled);
+        for (auto& [ticket, tracked] : left) tracked.req.Reply(cancelled);
         for (auto& [key, opening] : opening_) {
           for (auto& [req, handler] : opening.parked) req.Reply(cancelled);
           opening.parked.clear();
@@ -642,7 +642,6 @@ Result<uint64_t> Target::Track(const transport::IncomingRequest& req, uint64_t b
     return st.WithContext(fmt::format("engine target {}: {} refused", index_, obj::OpcodeName(req.opcode())));
   }
   uint64_t ticket = next_ticket_++;
-  pending_.emplace(ticket, req);
   const uint16_t opcode = req.opcode();
   // A replicated update or punch (leader or forward, replica_forward.cc)
   // counts as what it wraps: an update carries data, a punch none.
@@ -654,8 +653,8 @@ Result<uint64_t> Target::Track(const transport::IncomingRequest& req, uint64_t b
                       : opcode == static_cast<uint16_t>(obj::Opcode::kPunch) ? OpKind::kPunch
                       : replica                                              ? replica_kind
                                                                              : OpKind::kEnumerate;
-  reserved_.emplace(ticket, Reservation{connection, bytes, kind, kind == OpKind::kUpdate ? bytes : 0,
-                                        std::chrono::steady_clock::now()});
+  pending_.emplace(ticket, Tracked{req, Reservation{connection, bytes, kind, kind == OpKind::kUpdate ? bytes : 0,
+                                                    std::chrono::steady_clock::now()}});
   metrics_.requests_started.Add();
   metrics_.bytes_reserved.Add(bytes);
   return ticket;
@@ -664,30 +663,27 @@ Result<uint64_t> Target::Track(const transport::IncomingRequest& req, uint64_t b
 void Target::Finish(uint64_t ticket, const Status& status, std::span<const uint8_t> payload) {
   auto it = pending_.find(ticket);
   if (it == pending_.end()) return;  // already failed by the shutdown
-  transport::IncomingRequest req = std::move(it->second);
+  transport::IncomingRequest req = std::move(it->second.req);
+  const Reservation res = it->second.res;
   pending_.erase(it);
-  if (auto r = reserved_.find(ticket); r != reserved_.end()) {
-    const Reservation& res = r->second;
-    budget_.Release(res.connection, res.bytes);
-    TargetMetrics::Op& op = metrics_.Of(res.kind);
-    op.completed.Add();
-    op.latency.Observe(static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - res.start).count()));
-    if (status.ok()) {
-      op.bytes.Add(res.moved);
-    } else {
-      op.failed.Add();
-      if (status.code() == Status::Code::kNoSpace) metrics_.Refuse(Refusal::kSpace);
-    }
-    metrics_.requests_finished.Add();
-    metrics_.bytes_released.Add(res.bytes);
-    reserved_.erase(r);
+  budget_.Release(res.connection, res.bytes);
+  TargetMetrics::Op& op = metrics_.Of(res.kind);
+  op.completed.Add();
+  op.latency.Observe(static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - res.start).count()));
+  if (status.ok()) {
+    op.bytes.Add(res.moved);
+  } else {
+    op.failed.Add();
+    if (status.code() == Status::Code::kNoSpace) metrics_.Refuse(Refusal::kSpace);
   }
+  metrics_.requests_finished.Add();
+  metrics_.bytes_released.Add(res.bytes);
   req.Reply(status, status.ok() ? payload : std::span<const uint8_t>{});
 }
 
 void Target::SetMovedBytes(uint64_t ticket, uint64_t bytes) {
-  if (auto r = reserved_.find(ticket); r != reserved_.end()) r->second.moved = bytes;
+  if (auto r = pending_.find(ticket); r != pending_.end()) r->second.res.moved = bytes;
 }
 
 }  // namespace ros2::engine

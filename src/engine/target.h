@@ -345,7 +345,6 @@ class Target {
   std::set<ShardKey> reopening_;
   std::promise<void> reopened_;
   Handler dispatching_ = nullptr;  // the handler the worker is running (RegisterHandlers' wrapper)
-  std::unordered_map<uint64_t, transport::IncomingRequest> pending_;
   uint64_t next_ticket_ = 1;
   bool stopping_ = false;
   std::chrono::steady_clock::time_point stop_deadline_;
@@ -366,7 +365,13 @@ class Target {
     uint64_t moved = 0;  // payload bytes counted when it finishes OK
     std::chrono::steady_clock::time_point start;
   };
-  std::unordered_map<uint64_t, Reservation> reserved_;  // by ticket, while tracked
+  // A tracked request (Track to Finish) and what it reserved: one entry, so a
+  // request costs one node, one hash insert and one erase.
+  struct Tracked {
+    transport::IncomingRequest req;
+    Reservation res;
+  };
+  std::unordered_map<uint64_t, Tracked> pending_;  // by ticket
   std::chrono::steady_clock::time_point usage_refreshed_;
   TargetMetrics metrics_;
   std::chrono::steady_clock::time_point health_refreshed_;

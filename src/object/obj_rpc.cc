@@ -2,6 +2,7 @@
 // (docs/object-protocol.md is the byte-level specification).
 #include "object/obj_rpc.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 
@@ -16,17 +17,13 @@ class Writer {
   // Room for a request or reply without its bulk values up front: the
   // fields are appended a few bytes at a time, and growing from empty would
   // reallocate (and copy) the message several times for every RPC.
-  explicit Writer(uint8_t version = kProtocolVersion) {
-    out_.reserve(kInitialRoom);
-    U8(version);
-  }
-  void U8(uint8_t v) { out_.push_back(v); }
-  void U16(uint16_t v) { Le(v, 2); }
-  void U32(uint32_t v) { Le(v, 4); }
-  void U64(uint64_t v) { Le(v, 8); }
+  explicit Writer(uint8_t version = kProtocolVersion) : out_(kInitialRoom) { U8(version); }
+  void U8(uint8_t v) { *Room(1) = v; }
+  void U16(uint16_t v) { Le<2>(v); }
+  void U32(uint32_t v) { Le<4>(v); }
+  void U64(uint64_t v) { Le<8>(v); }
   void Raw(const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    out_.insert(out_.end(), b, b + n);
+    if (n != 0) std::memcpy(Room(n), p, n);
   }
   void Id(const Uuid& u) { Raw(u.bytes().data(), u.bytes().size()); }
   void Oid(const ObjectId& o) {
@@ -57,16 +54,32 @@ class Writer {
     U32(static_cast<uint32_t>(a.position.size()));
     Raw(a.position.data(), a.position.size());
   }
-  std::vector<uint8_t> Take() { return std::move(out_); }
+  std::vector<uint8_t> Take() {
+    out_.resize(len_);  // shrinks: no reallocation
+    return std::move(out_);
+  }
 
  private:
   static constexpr size_t kInitialRoom = 256;
-  void Le(uint64_t v, int width) {
-    const size_t at = out_.size();
-    out_.resize(at + static_cast<size_t>(width));
-    for (int i = 0; i < width; ++i) out_[at + static_cast<size_t>(i)] = static_cast<uint8_t>(v >> (8 * i));
+  // The next n bytes of the message: the vector is sized ahead (kInitialRoom,
+  // then doubling) and `len_` counts what is written, so a field is a bounds
+  // check and a store, not a vector insert per field (a request header is a
+  // dozen fields).
+  uint8_t* Room(size_t n) {
+    if (out_.size() - len_ < n) [[unlikely]]
+      out_.resize(std::max(out_.size() * 2, len_ + n));
+    uint8_t* p = out_.data() + len_;
+    len_ += n;
+    return p;
   }
+  template <size_t W>
+  void Le(uint64_t v) {
+    uint8_t* p = Room(W);
+    for (size_t i = 0; i < W; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+  }
+  void Le(uint64_t v, int width) { width == 8 ? Le<8>(v) : Le<4>(v); }
   std::vector<uint8_t> out_;
+  size_t len_ = 0;  // bytes written; out_.size() is the room
 };
 
 // Reads little-endian fields with bounds checks; the first failure sticks and
@@ -83,10 +96,10 @@ class Reader {
     }
     return Status::Ok();
   }
-  Status U8(const char* field, uint8_t* v) { return Le(field, 1, v); }
-  Status U16(const char* field, uint16_t* v) { return Le(field, 2, v); }
-  Status U32(const char* field, uint32_t* v) { return Le(field, 4, v); }
-  Status U64(const char* field, uint64_t* v) { return Le(field, 8, v); }
+  Status U8(const char* field, uint8_t* v) { return Le<1>(field, v); }
+  Status U16(const char* field, uint16_t* v) { return Le<2>(field, v); }
+  Status U32(const char* field, uint32_t* v) { return Le<4>(field, v); }
+  Status U64(const char* field, uint64_t* v) { return Le<8>(field, v); }
   Status Bool(const char* field, bool* v) {
     uint8_t b = 0;
     ROS2_RETURN_IF_ERROR(U8(field, &b));
@@ -171,14 +184,20 @@ class Reader {
   Status Truncated(const char* field) const {
     return Fail(fmt::format("truncated at {} (offset {} of {})", field, pos_, bytes_.size()));
   }
-  template <typename T>
-  Status Le(const char* field, int width, T* v) {
-    if (Remaining() < static_cast<size_t>(width)) return Truncated(field);
+  template <size_t W, typename T>
+  Status Le(const char* field, T* v) {
+    if (Remaining() < W) [[unlikely]]
+      return Truncated(field);
+    const uint8_t* p = bytes_.data() + pos_;
     uint64_t x = 0;
-    for (int i = 0; i < width; ++i) x |= uint64_t{bytes_[pos_ + i]} << (8 * i);
-    pos_ += width;
+    for (size_t i = 0; i < W; ++i) x |= uint64_t{p[i]} << (8 * i);
+    pos_ += W;
     *v = static_cast<T>(x);
     return Status::Ok();
+  }
+  template <typename T>
+  Status Le(const char* field, int width, T* v) {
+    return width == 8 ? Le<8>(field, v) : Le<4>(field, v);
   }
   std::span<const uint8_t> bytes_;
   std::string_view what_;

@@ -247,7 +247,9 @@ Status WorkerImpl::AuthenticateSession(Connection& conn, const SessionCredential
     return Status::Disconnected(fmt::format("transport: {} has not accepted the connection", conn.peer_name));
   }
   ConnectionAuth& auth = *conn.auth;
-  if (std::find(auth.sessions.begin(), auth.sessions.end(), cred.id) != auth.sessions.end()) return Status::Ok();
+  for (const SessionId& s : auth.sessions) {
+    if (SameSession(s, cred.id)) return Status::Ok();  // proved already: what every request after the first finds
+  }
   if (auth.sessions.size() >= kMaxSessionsPerConnection) {
     return Status::Busy(fmt::format("transport: the connection to {} is authenticated for {} sessions already",
                                     conn.peer_name, auth.sessions.size()));
@@ -402,8 +404,10 @@ bool WorkerImpl::RefuseUnsealed(Connection& conn, const wire::Message& msg, std:
 // ---- Public handles -------------------------------------------------------------
 bool IncomingRequest::SessionAuthenticated(const SessionId& session) const {
   if (state_ == nullptr || state_->conn == nullptr || state_->conn->auth == nullptr) return false;
-  const auto& s = state_->conn->auth->sessions;
-  return std::find(s.begin(), s.end(), session) != s.end();
+  for (const SessionId& s : state_->conn->auth->sessions) {
+    if (SameSession(s, session)) return true;
+  }
+  return false;
 }
 
 std::string IncomingRequest::AuthenticatedSessions() const {

@@ -22,6 +22,7 @@
 #include <array>
 #include <bitset>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -74,6 +75,16 @@ class IntegrityKey {
 };
 
 // Per-connection state (Connection::auth).
+// Whether `a` and `b` name the same session: two 8-byte compares, not a
+// memcmp call (both sides check a session on every request).
+inline bool SameSession(const SessionId& a, const SessionId& b) {
+  static_assert(sizeof(SessionId) == 16);
+  uint64_t x[2], y[2];
+  std::memcpy(x, a.data(), sizeof(x));
+  std::memcpy(y, b.data(), sizeof(y));
+  return ((x[0] ^ y[0]) | (x[1] ^ y[1])) == 0;
+}
+
 struct ConnectionAuth {
   std::array<uint8_t, 16> challenge{};  // the server's, from the hello ack
   bool integrity_asked = false;         // server: integrity is required here; client: the ack said so
