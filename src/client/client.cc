@@ -101,8 +101,7 @@ Result<std::shared_ptr<transport::Endpoint>> ThreadIo::EndpointFor(const std::st
       last_endpoint_ = entry;
       return cached.ep;
     }
-    last_endpoint_ = nullptr;
-    endpoints_.erase(endpoints_.find(entry->first));
+    EraseEndpoint(endpoints_.find(entry->first));
   }
   auto ep =
       worker_->Connect(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(address.data()), address.size()));
@@ -125,8 +124,33 @@ bool ThreadIo::NothingInFlight() const {
 }
 
 void ThreadIo::DropEndpoint(const std::string& address) {
+  ForgetConnected();
+  if (auto it = endpoints_.find(address); it != endpoints_.end()) EraseEndpoint(it);
+}
+
+void ThreadIo::EraseEndpoint(std::unordered_map<std::string, CachedEndpoint>::iterator it) {
   last_endpoint_ = nullptr;
-  endpoints_.erase(address);
+  ForgetConnected();
+  endpoints_.erase(it);
+}
+
+void ThreadIo::ForgetConnected() {
+  connected_map_.reset();
+  connected_targets_.clear();
+  connected_left_ = 0;
+}
+
+void ThreadIo::NoteConnected(const std::shared_ptr<const MapSnapshot>& snapshot, uint32_t target) {
+  const auto& targets = snapshot->map.targets;
+  if (snapshot != connected_map_) {
+    connected_map_ = snapshot;
+    connected_targets_.assign(targets.size(), false);
+    connected_left_ = static_cast<size_t>(
+        std::count_if(targets.begin(), targets.end(), [](const auto& t) { return !IsOut(t.state); }));
+  }
+  if (target >= targets.size() || connected_targets_[target] || IsOut(targets[target].state)) return;
+  connected_targets_[target] = true;
+  --connected_left_;
 }
 
 Result<std::shared_ptr<ClientCore>> ClientCore::Create(const ClientOptions& options) {

@@ -81,6 +81,15 @@ class ThreadIo {
   void DropEndpoint(const std::string& address);
   // What this thread's endpoint to `address` runs over; null when it has none.
   const transport::EndpointInfo* ConnectedInfo(const std::string& address) const;
+  // Whether this thread connected to every target of `snapshot` that is not
+  // out (NoteConnected) and has dropped no endpoint since: then a shard of
+  // any object placed by that map has its endpoint here already.
+  bool ConnectedToAll(const MapSnapshot* snapshot) const {
+    return snapshot != nullptr && snapshot == connected_map_.get() && connected_left_ == 0;
+  }
+  // Records that this thread holds an endpoint to `target` of `snapshot`
+  // (a snapshot other than the one recorded starts the record anew).
+  void NoteConnected(const std::shared_ptr<const MapSnapshot>& snapshot, uint32_t target);
 
   // Resends (ops whose failure the failure policy recovers from) wait here
   // as timers: each runs once it is due, from a wait of this thread
@@ -127,6 +136,15 @@ class ThreadIo {
   // (an address is a UCX worker address of a few hundred bytes). Null after
   // any erase.
   std::pair<const std::string, CachedEndpoint>* last_endpoint_ = nullptr;
+  // Erases an entry of endpoints_ (and what points at or sums up entries).
+  void EraseEndpoint(std::unordered_map<std::string, CachedEndpoint>::iterator it);
+  void ForgetConnected();  // clears NoteConnected's record
+  // NoteConnected's record: the targets of connected_map_ connected on this
+  // thread, and how many of those not out are not yet. Cleared whenever an
+  // endpoint is dropped.
+  std::shared_ptr<const MapSnapshot> connected_map_;
+  std::vector<bool> connected_targets_;
+  size_t connected_left_ = 0;
   std::vector<Timer> timers_;  // a min-heap on (due, seq)
   uint64_t timer_seq_ = 0;
   int completion_depth_ = 0;

@@ -264,6 +264,44 @@ TEST(ClientRetryTest, PrepareRecoveryRenewsWhatTheDecisionCallsFor) {
   EXPECT_TRUE(MapChanged(**snapshot, **other));
 }
 
+// What lets Object::ConnectShards skip placing and connecting: a thread's
+// record of the targets it connected under one map, all of them but those
+// out, and nothing dropped since.
+TEST(ClientMapTest, ConnectedToAllNeedsEveryLiveTargetOfThatMapAndNoDrop) {
+  ClientOptions o;
+  o.control = "unix:/nonexistent/control.sock";
+  o.secret = "s";
+  o.transport = "tcp";
+  auto client = ClientCore::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  auto io = (*client)->ThisThreadIo();
+  ASSERT_TRUE(io.ok()) << io.status().ToString();
+  ThreadIo& t = **io;
+  rpc::PoolMap m = TwoEngineMap();
+  m.mutable_targets(3)->set_state(rpc::TARGET_DOWN);
+  auto snap = MakeMapSnapshot(m);
+  ASSERT_TRUE(snap.ok()) << snap.status().ToString();
+  EXPECT_FALSE(t.ConnectedToAll(snap->get()));
+  EXPECT_FALSE(t.ConnectedToAll(nullptr));
+  t.NoteConnected(*snap, 0);
+  t.NoteConnected(*snap, 0);  // twice counts once
+  t.NoteConnected(*snap, 1);
+  EXPECT_FALSE(t.ConnectedToAll(snap->get()));  // target 2 is up and not connected
+  t.NoteConnected(*snap, 2);
+  EXPECT_TRUE(t.ConnectedToAll(snap->get()));  // target 3 is DOWN: not needed
+  // Another map (a newer version) starts the record anew.
+  m.set_version(8);
+  auto newer = MakeMapSnapshot(m);
+  ASSERT_TRUE(newer.ok());
+  EXPECT_FALSE(t.ConnectedToAll(newer->get()));
+  for (uint32_t target : {0u, 1u, 2u}) t.NoteConnected(*newer, target);
+  EXPECT_TRUE(t.ConnectedToAll(newer->get()));
+  EXPECT_FALSE(t.ConnectedToAll(snap->get()));
+  // A dropped endpoint (a failed connection) clears the record.
+  t.DropEndpoint("addr-0-0");
+  EXPECT_FALSE(t.ConnectedToAll(newer->get()));
+}
+
 // --- event queue without I/O ---
 
 TEST(ClientEventQueueTest, EmptyQueuePollsAndWaitsWithoutBlocking) {

@@ -153,6 +153,15 @@ Status Object::SubmitQueryArrayTail(EventQueue& eq, std::string_view akey, Array
 }
 
 Status Object::ConnectShards() const {
+  PoolCore& pool = impl_->cont->pool();
+  // The DFS calls this before every read: once this thread holds endpoints to
+  // every live target of the current map, nothing is placed, named or
+  // connected (the placement and the name cost more than the read's own
+  // request). A stale map takes the full path, which recovers it.
+  if (!pool.map_stale()) {
+    auto io = pool.client().ThisThreadIo();
+    if (io.ok() && (*io)->ConnectedToAll(pool.CurrentMap().get())) return Status::Ok();
+  }
   return WithRetry(*impl_->cont, Idempotency::kIdempotent, "connect to the shards of " + DescribeIo(impl_->oid, {}, {}),
                    [this](CallPhase&) -> Status {  // every failure here is kConnecting
                      ROS2_ASSIGN_OR_RETURN(auto io, impl_->cont->pool().client().ThisThreadIo());
@@ -163,6 +172,7 @@ Status Object::ConnectShards() const {
                          return ep.status().WithContext(
                              fmt::format("connect to target {} for {}", route.target, DescribeIo(impl_->oid, {}, {})));
                        }
+                       io->NoteConnected(route.snapshot, route.target);
                      }
                      return Status::Ok();
                    });

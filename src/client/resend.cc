@@ -78,8 +78,7 @@ void ThreadIo::CloseAbandoned() {
     auto it = endpoints_.find(address);
     if (it == endpoints_.end()) continue;
     std::shared_ptr<transport::Endpoint> ep = std::move(it->second.ep);
-    last_endpoint_ = nullptr;  // it may point at the entry erased here
-    endpoints_.erase(it);
+    EraseEndpoint(it);
     if (ep->outstanding() > 0) {
       ROS2_LOG_INFO("libros2: {} call(s) to {} abandoned: the pool map marks its target DOWN", ep->outstanding(),
                     address);
