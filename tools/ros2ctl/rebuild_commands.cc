@@ -151,9 +151,9 @@ void AddPoolRebuildCommands(CLI::App* pool, CtlContext& ctx, CommandRunner* sele
   for (const Verb& v :
        {Verb{"exclude", "Take an engine's targets (or one) out: DOWN, then rebuilt elsewhere", rpc::TARGET_DOWN,
              "Excluded"},
-        Verb{"drain", "Mark an engine's targets DRAIN (served as UP; no data moves yet)", rpc::TARGET_DRAIN,
+        Verb{"drain", "Move an engine's targets' data (or one's) elsewhere while they serve, then take them out (DRAIN, then DOWNOUT)", rpc::TARGET_DRAIN,
              "Draining"},
-        Verb{"reintegrate", "Bring a repaired engine's targets back (UP)", rpc::TARGET_UP, "Reintegrated"}}) {
+        Verb{"reintegrate", "Bring an engine's targets back: written at once, caught up, then UP", rpc::TARGET_UP, "Reintegrated"}}) {
     CLI::App* cmd = pool->add_subcommand(v.name, v.help);
     cmd->add_option("pool", a->pool, "Pool label or UUID")->required();
     cmd->add_option("engine", a->engine, "Engine UUID (ros2ctl cluster status)")->required();
