@@ -40,7 +40,8 @@ Pending PendingTargets(const rpc::PoolMap& map) {
 
 bool SameJob(const rpc::RebuildJob& job, const Pending& p) {
   if (std::vector<uint32_t>(job.targets().begin(), job.targets().end()) != p.targets) return false;
-  if (job.states_size() == 0) return std::all_of(p.states.begin(), p.states.end(), [](int s) { return s == rpc::TARGET_DOWN; });
+  if (job.states_size() == 0)
+    return std::all_of(p.states.begin(), p.states.end(), [](int s) { return s == rpc::TARGET_DOWN; });
   return std::vector<int>(job.states().begin(), job.states().end()) == p.states;
 }
 
@@ -175,7 +176,8 @@ void Rebuilder::FinishJob(const std::string& pool, rpc::RebuildJob job, const rp
     for (int i = 0; i < job.targets_size(); ++i) {
       const rpc::TargetInfo& t = map.targets(int(job.targets(i)));
       const rpc::TargetState from = i < job.states_size() ? job.states(i) : rpc::TARGET_DOWN;
-      moves.push_back({t.engine_uuid(), t.index(), from, from == rpc::TARGET_REINT ? rpc::TARGET_UP : rpc::TARGET_DOWNOUT});
+      moves.push_back(
+          {t.engine_uuid(), t.index(), from, from == rpc::TARGET_REINT ? rpc::TARGET_UP : rpc::TARGET_DOWNOUT});
     }
     auto version = o_.plane->system_map().SettleTargets(moves, o_.plane->cluster()->LeaderGuard());
     if (!version.ok()) {

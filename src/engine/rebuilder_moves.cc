@@ -76,7 +76,8 @@ void Rebuilder::Reclaim(const std::string& pool, const rpc::RebuildJob& job) {
     Target::SweepDrop drop = [placed, global](const ObjectId& oid, const std::string& dkey) {
       auto places = ReplicasForDkey(*placed, oid, dkey);
       if (!places.ok()) return false;
-      return std::none_of(places->begin(), places->end(), [global](const ReplicaPlace& p) { return p.target == global; });
+      return std::none_of(places->begin(), places->end(),
+                          [global](const ReplicaPlace& p) { return p.target == global; });
     };
     auto swept = SweepTarget(*pool_id, index, drop);
     if (!swept.ok()) {

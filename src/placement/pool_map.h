@@ -19,8 +19,8 @@
 namespace ros2 {
 
 enum class TargetState : uint8_t {
-  kUp = 0,     // serving I/O
-  kDown = 1,   // failed or excluded: no I/O goes there
+  kUp = 0,    // serving I/O
+  kDown = 1,  // failed or excluded: no I/O goes there
   // Read and written as UP while its replicas are copied to the targets that
   // take its place (which take writes too); DOWNOUT once they hold them.
   kDrain = 2,

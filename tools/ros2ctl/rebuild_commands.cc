@@ -148,12 +148,14 @@ void AddPoolRebuildCommands(CLI::App* pool, CtlContext& ctx, CommandRunner* sele
     rpc::TargetState state;
     const char* done;
   };
-  for (const Verb& v :
-       {Verb{"exclude", "Take an engine's targets (or one) out: DOWN, then rebuilt elsewhere", rpc::TARGET_DOWN,
-             "Excluded"},
-        Verb{"drain", "Move an engine's targets' data (or one's) elsewhere while they serve, then take them out (DRAIN, then DOWNOUT)", rpc::TARGET_DRAIN,
-             "Draining"},
-        Verb{"reintegrate", "Bring an engine's targets back: written at once, caught up, then UP", rpc::TARGET_UP, "Reintegrated"}}) {
+  for (const Verb& v : {Verb{"exclude", "Take an engine's targets (or one) out: DOWN, then rebuilt elsewhere",
+                             rpc::TARGET_DOWN, "Excluded"},
+                        Verb{"drain",
+                             "Move an engine's targets' data (or one's) elsewhere while they serve, then take them out "
+                             "(DRAIN, then DOWNOUT)",
+                             rpc::TARGET_DRAIN, "Draining"},
+                        Verb{"reintegrate", "Bring an engine's targets back: written at once, caught up, then UP",
+                             rpc::TARGET_UP, "Reintegrated"}}) {
     CLI::App* cmd = pool->add_subcommand(v.name, v.help);
     cmd->add_option("pool", a->pool, "Pool label or UUID")->required();
     cmd->add_option("engine", a->engine, "Engine UUID (ros2ctl cluster status)")->required();
