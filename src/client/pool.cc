@@ -309,8 +309,7 @@ Result<std::vector<Route>> ContainerCore::ShardRoutes(const ObjectId* oid, bool 
   std::set<uint32_t> distinct;
   for (uint32_t g = 0; g < layout->groups; ++g) {
     bool found = false;
-    for (uint32_t j = 0; j < layout->replicas; ++j) {
-      const ReplicaPlace& p = layout->places[size_t{g} * layout->replicas + j];
+    for (const ReplicaPlace& p : GroupCopies(*layout, g)) {
       if (p.down || (!write && p.fallback)) continue;
       distinct.insert(p.target);
       found = true;

@@ -1,6 +1,7 @@
 #include "control/system_map.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -108,6 +109,16 @@ Result<uint64_t> SystemMap::RegisterEngine(const EngineRegistration& reg) {
         // or appended when it is new.
         std::vector<TargetRegistration> sorted = reg.targets;
         std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+        // A target out with its data rebuilt elsewhere (DOWNOUT), or moving
+        // (DRAIN, REINT), keeps its state: only `pool reintegrate` and the
+        // rebuild's end change it. Anything else comes back UP.
+        std::map<uint32_t, rpc::TargetState> kept;
+        for (const auto& t : next.targets()) {
+          if (t.engine_uuid() == engine_id &&
+              (t.state() == rpc::TARGET_DOWNOUT || t.state() == rpc::TARGET_DRAIN || t.state() == rpc::TARGET_REINT)) {
+            kept[t.index()] = t.state();
+          }
+        }
         google::protobuf::RepeatedPtrField<rpc::TargetInfo> rebuilt;
         bool placed = false;
         auto place = [&] {
@@ -115,7 +126,7 @@ Result<uint64_t> SystemMap::RegisterEngine(const EngineRegistration& reg) {
             rpc::TargetInfo* ti = rebuilt.Add();
             ti->set_engine_uuid(engine_id);
             ti->set_index(t.index);
-            ti->set_state(rpc::TARGET_UP);
+            ti->set_state(kept.contains(t.index) ? kept[t.index] : rpc::TARGET_UP);
             ti->set_worker_address(t.worker_address);
             ti->set_capacity_bytes(t.capacity_bytes);
           }
@@ -151,6 +162,14 @@ Result<uint64_t> SystemMap::SetTargetState(const Uuid& engine, uint32_t index, r
         }
         if (!engine_known) return Status::NotFound(fmt::format("unknown engine {}", engine_id));
         if (target == nullptr) return Status::NotFound(fmt::format("engine {} has no target {}", engine_id, index));
+        if (state == rpc::TARGET_UP && target->state() == rpc::TARGET_DOWN) {
+          return Status::Busy(fmt::format(
+              "target {} of engine {} is DOWN and its data not rebuilt elsewhere yet: wait for the rebuild (ros2ctl "
+              "pool rebuild wait), then reintegrate",
+              index, engine_id));
+        }
+        // Back from DOWNOUT: written at once, read only once caught up (REINT).
+        if (state == rpc::TARGET_UP && target->state() == rpc::TARGET_DOWNOUT) state = rpc::TARGET_REINT;
         if (target->state() == state) return false;
         target->set_state(state);
         return true;
@@ -173,16 +192,14 @@ Result<uint64_t> SystemMap::SetEngineState(const Uuid& engine, rpc::TargetState 
       guard);
 }
 
-Result<uint64_t> SystemMap::MarkDownOut(const std::vector<std::pair<std::string, uint32_t>>& targets,
-                                        const StoreBatch& guard) {
+Result<uint64_t> SystemMap::SettleTargets(const std::vector<TargetMove>& moves, const StoreBatch& guard) {
   return Mutate(
       [&](rpc::PoolMap* next) -> Result<bool> {
         bool changed = false;
         for (auto& t : *next->mutable_targets()) {
-          if (t.state() != rpc::TARGET_DOWN) continue;
-          for (const auto& [engine, index] : targets) {
-            if (t.engine_uuid() == engine && t.index() == index) {
-              t.set_state(rpc::TARGET_DOWNOUT);
+          for (const TargetMove& m : moves) {
+            if (t.engine_uuid() == m.engine && t.index() == m.index && t.state() == m.from) {
+              t.set_state(m.to);
               changed = true;
             }
           }

@@ -57,20 +57,29 @@ class SystemMap {
   // Loads the persisted map (an empty map at version 0 on first start).
   static Result<std::unique_ptr<SystemMap>> Load(StateStore* store);
 
-  // Adds or updates the engine; every target of it becomes UP. Returns the new
+  // Adds or updates the engine; every target of it becomes UP, but for one
+  // that is DOWNOUT, DRAIN or REINT, which keeps its state. Returns the new
   // version. InvalidArgument names a missing field or a duplicate target index.
   Result<uint64_t> RegisterEngine(const EngineRegistration& reg);
-  // NotFound for an unknown engine or target; returns the new version.
+  // NotFound for an unknown engine or target; returns the new version. UP on
+  // a DOWNOUT target sets REINT (it catches up first); on a DOWN one it is
+  // refused (Busy) until the rebuild made it DOWNOUT.
   Result<uint64_t> SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state);
   // Sets every target of `engine` to `state` in one write that also carries
   // `guard` (its compares and puts: the leader key, the engine's state
   // record). Returns the new version, or the current one when nothing changed.
   Result<uint64_t> SetEngineState(const Uuid& engine, rpc::TargetState state, const StoreBatch& guard);
 
-  // Rebuild done (docs/replication.md): each of `targets` (engine uuid,
-  // index) that is still DOWN becomes DOWNOUT, in one write carrying `guard`.
-  // Returns the new version, or the current one when nothing changed.
-  Result<uint64_t> MarkDownOut(const std::vector<std::pair<std::string, uint32_t>>& targets, const StoreBatch& guard);
+  // A rebuild, drain or catch-up done (docs/replication.md): each target of
+  // `moves` still in its `from` state goes to `to`, in one write carrying
+  // `guard`. Returns the new version, or the current one when nothing changed.
+  struct TargetMove {
+    std::string engine;
+    uint32_t index = 0;
+    rpc::TargetState from = rpc::TARGET_DOWN;
+    rpc::TargetState to = rpc::TARGET_DOWNOUT;
+  };
+  Result<uint64_t> SettleTargets(const std::vector<TargetMove>& moves, const StoreBatch& guard);
   // A copy of the map (pool_uuid empty).
   rpc::PoolMap Snapshot() const;
   uint64_t version() const;

@@ -49,9 +49,8 @@ std::vector<uint32_t> FallbacksFor(std::span<const ReplicaPlace> places, uint32_
 }
 
 bool ObjectConcerns(const ObjectLayout& layout, uint32_t self, const std::set<uint32_t>& requester) {
-  std::span<const ReplicaPlace> all(layout.places);
   for (uint32_t g = 0; g < layout.groups; ++g) {
-    if (!FallbacksFor(all.subspan(size_t{g} * layout.replicas, layout.replicas), self, requester).empty()) return true;
+    if (!FallbacksFor(GroupCopies(layout, g), self, requester).empty()) return true;
   }
   return false;
 }

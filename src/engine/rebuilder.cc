@@ -16,13 +16,33 @@ namespace {
 constexpr auto kTick = std::chrono::milliseconds(250);
 constexpr auto kPullTimeout = std::chrono::seconds(30);
 constexpr uint64_t kBatchBytes = 1 << 20;
+constexpr auto kMoveSettle = std::chrono::milliseconds(500);
 
-std::vector<uint32_t> DownTargets(const rpc::PoolMap& map) {
-  std::vector<uint32_t> down;
+// The targets a job works for: DOWN (rebuild), DRAIN (drain), REINT
+// (catch-up), with their states.
+struct Pending {
+  std::vector<uint32_t> targets;
+  std::vector<int> states;
+  bool any_down = false;
+};
+
+Pending PendingTargets(const rpc::PoolMap& map) {
+  Pending p;
   for (int g = 0; g < map.targets_size(); ++g) {
-    if (map.targets(g).state() == rpc::TARGET_DOWN) down.push_back(static_cast<uint32_t>(g));
+    const rpc::TargetState s = map.targets(g).state();
+    if (s != rpc::TARGET_DOWN && s != rpc::TARGET_DRAIN && s != rpc::TARGET_REINT) continue;
+    p.targets.push_back(static_cast<uint32_t>(g));
+    p.states.push_back(s);
+    p.any_down |= s == rpc::TARGET_DOWN;
   }
-  return down;
+  return p;
+}
+
+bool SameJob(const rpc::RebuildJob& job, const Pending& p) {
+  if (std::vector<uint32_t>(job.targets().begin(), job.targets().end()) != p.targets) return false;
+  if (job.states_size() == 0)
+    return std::all_of(p.states.begin(), p.states.end(), [](int s) { return s == rpc::TARGET_DOWN; });
+  return std::vector<int>(job.states().begin(), job.states().end()) == p.states;
 }
 
 // The engines holding a target of the pool that is neither DOWN nor DOWNOUT.
@@ -34,8 +54,8 @@ std::vector<std::string> LiveEngines(const rpc::PoolMap& map) {
   return {engines.begin(), engines.end()};
 }
 
-std::string DownKey(const std::string& pool, const std::vector<uint32_t>& down) {
-  return fmt::format("{}:{}", pool, fmt::join(down, ","));
+std::string PendingKey(const std::string& pool, const Pending& p) {
+  return fmt::format("{}:{}:{}", pool, fmt::join(p.targets, ","), fmt::join(p.states, ","));
 }
 
 }  // namespace
@@ -89,43 +109,47 @@ void Rebuilder::Lead(const std::string& pool) {
   if (!map.ok()) return;
   auto job = control::LoadRebuildJob(o_.plane->store(), pool);
   if (!job.ok()) return;
-  const std::vector<uint32_t> down = DownTargets(*map);
+  const Pending pending = PendingTargets(*map);
   if (*job && (*job)->state() == control::kRebuildBusy) {
-    std::vector<uint32_t> targets((*job)->targets().begin(), (*job)->targets().end());
-    if (targets == down) return FinishJob(pool, **job, *map);
-    // The DOWN set changed under the job: another failure (a new job now) or
+    if (SameJob(**job, pending)) return FinishJob(pool, **job, *map);
+    // The set changed under the job: another failure (a new job now) or
     // engines back UP (nothing left to rebuild for them).
     rpc::RebuildJob ended = **job;
     ended.set_state(std::string(control::kRebuildFailed));
     ended.set_finished_ms(HybridClock::WallMillis());
-    ended.set_error(fmt::format("the pool's DOWN targets changed from [{}] to [{}] (map version {})",
-                                fmt::join(targets, ","), fmt::join(down, ","), map->version()));
-    if (!down.empty()) return StartJob(pool, *map, down);
+    ended.set_error(fmt::format("the pool's DOWN, DRAIN and REINT targets changed from [{}] to [{}] (map version {})",
+                                fmt::join(ended.targets(), ","), fmt::join(pending.targets, ","), map->version()));
+    if (!pending.targets.empty()) return StartJob(pool, *map, pending.targets, pending.states);
     (void)control::SaveRebuildJob(&o_.plane->store(), pool, ended, o_.plane->cluster()->LeaderGuard());
     return;
   }
-  if (down.empty()) return;
-  if (*job && std::vector<uint32_t>((*job)->targets().begin(), (*job)->targets().end()) == down) {
+  if (pending.targets.empty()) return;
+  if (*job && SameJob(**job, pending)) {
     return;  // failed for this very set: an administrator's exclude or reintegrate moves on
   }
+  // A failure waits `delay` (the engine may come back); a drain or a
+  // reintegration, an administrator's request, waits until the set has not
+  // changed for kMoveSettle (the per-target changes of one command, one job).
   const auto now = std::chrono::steady_clock::now();
-  auto it = down_since_.emplace(DownKey(pool, down), now).first;
-  if (now - it->second < o_.config.delay) return;
+  auto it = down_since_.emplace(PendingKey(pool, pending), now).first;
+  if (now - it->second < (pending.any_down ? o_.config.delay : kMoveSettle)) return;
   down_since_.erase(it);
-  StartJob(pool, *map, down);
+  StartJob(pool, *map, pending.targets, pending.states);
 }
 
-void Rebuilder::StartJob(const std::string& pool, const rpc::PoolMap& map, const std::vector<uint32_t>& down) {
+void Rebuilder::StartJob(const std::string& pool, const rpc::PoolMap& map, const std::vector<uint32_t>& targets,
+                         const std::vector<int>& states) {
   rpc::RebuildJob job;
   job.set_state(std::string(control::kRebuildBusy));
   job.set_map_version(map.version());
-  for (uint32_t t : down) job.add_targets(t);
+  for (uint32_t t : targets) job.add_targets(t);
+  for (int s : states) job.add_states(static_cast<rpc::TargetState>(s));
   job.set_started_ms(HybridClock::WallMillis());
   for (const std::string& e : LiveEngines(map)) job.add_engines(e);
   Status st = control::SaveRebuildJob(&o_.plane->store(), pool, job, o_.plane->cluster()->LeaderGuard());
   if (st.ok()) {
-    ROS2_LOG_WARN("rebuild: pool {}: targets [{}] DOWN; rebuild started for map version {} by {} engine(s)", pool,
-                  fmt::join(down, ","), map.version(), job.engines_size());
+    ROS2_LOG_WARN("rebuild: pool {}: targets [{}] in states [{}]; rebuild started for map version {} by {} engine(s)",
+                  pool, fmt::join(targets, ","), fmt::join(states, ","), map.version(), job.engines_size());
   } else {
     ROS2_LOG_WARN("rebuild: pool {}: cannot start: {}", pool, st.ToString());
   }
@@ -147,15 +171,22 @@ void Rebuilder::FinishJob(const std::string& pool, rpc::RebuildJob job, const rp
     job.set_error(failed);
     ROS2_LOG_WARN("rebuild: pool {}: failed: {}", pool, failed);
   } else {
-    std::vector<std::pair<std::string, uint32_t>> out;
-    for (uint32_t g : job.targets()) out.emplace_back(map.targets(int(g)).engine_uuid(), map.targets(int(g)).index());
-    auto version = o_.plane->system_map().MarkDownOut(out, o_.plane->cluster()->LeaderGuard());
+    // DOWN and DRAIN: their data is whole elsewhere (DOWNOUT); REINT: caught up (UP).
+    std::vector<control::SystemMap::TargetMove> moves;
+    for (int i = 0; i < job.targets_size(); ++i) {
+      const rpc::TargetInfo& t = map.targets(int(job.targets(i)));
+      const rpc::TargetState from = i < job.states_size() ? job.states(i) : rpc::TARGET_DOWN;
+      moves.push_back(
+          {t.engine_uuid(), t.index(), from, from == rpc::TARGET_REINT ? rpc::TARGET_UP : rpc::TARGET_DOWNOUT});
+    }
+    auto version = o_.plane->system_map().SettleTargets(moves, o_.plane->cluster()->LeaderGuard());
     if (!version.ok()) {
-      ROS2_LOG_WARN("rebuild: pool {}: marking DOWNOUT: {}", pool, version.status().ToString());
+      ROS2_LOG_WARN("rebuild: pool {}: settling the targets: {}", pool, version.status().ToString());
       return;
     }
     job.set_state(std::string(control::kRebuildDone));
-    ROS2_LOG_WARN("rebuild: pool {}: done in {} ms; targets [{}] DOWNOUT (map version {})", pool,
+    job.set_settled_version(*version);
+    ROS2_LOG_WARN("rebuild: pool {}: done in {} ms; targets [{}] settled (map version {})", pool,
                   job.finished_ms() - job.started_ms(), fmt::join(job.targets(), ","), *version);
   }
   (void)control::SaveRebuildJob(&o_.plane->store(), pool, job, o_.plane->cluster()->LeaderGuard());
@@ -163,10 +194,12 @@ void Rebuilder::FinishJob(const std::string& pool, rpc::RebuildJob job, const rp
 
 void Rebuilder::Work(const std::string& pool) {
   auto job = control::LoadRebuildJob(o_.plane->store(), pool);
-  if (!job.ok() || !*job || (*job)->state() != control::kRebuildBusy) return;
+  if (!job.ok() || !*job) return;
   const std::string self = o_.engine.ToString();
   const auto& engines = (*job)->engines();
   if (std::find(engines.begin(), engines.end(), self) == engines.end()) return;
+  if ((*job)->state() == control::kRebuildDone) return Reclaim(pool, **job);
+  if ((*job)->state() != control::kRebuildBusy) return;
   if (!finished_.emplace(pool, (*job)->map_version()).second) return;
   const auto start = std::chrono::steady_clock::now();
   Status st = PullJob(pool, **job);
@@ -184,6 +217,7 @@ Status Rebuilder::PullJob(const std::string& pool, const rpc::RebuildJob& job) {
   Report(pool, progress, true);
   auto map = o_.plane->catalog().PoolMapFor(pool);
   Status st = map.status();
+  if (st.ok()) st = Purge(pool, job, *map);
   if (st.ok()) st = PullAll(pool, job, *map, true, &progress);
   if (st.ok()) {
     progress.set_counted(true);

@@ -9,12 +9,16 @@
 //    marks the targets DOWNOUT (one map change, version + 1) and the job done;
 //    a job some engine failed is marked failed; a job whose DOWN set changed
 //    (another failure) is replaced by one for the new set.
+//  - the same for DRAIN targets (their future fallbacks are filled, then they
+//    are DOWNOUT) and REINT targets (they are filled, then UP), at once;
 //  - on every engine: for a busy job it has not finished, pulls what its
 //    fallback targets stand in for from the sources (RebuildSource here,
 //    RebuildPeers elsewhere): first a count (objects, bytes: the ETA), then the
 //    data, batch by batch, written into its shards at the records' epochs,
 //    pausing after each batch so client I/O keeps `client_share_percent` of
-//    the engine's time, and reporting progress (rebuild-progress/...).
+//    the engine's time, and reporting progress (rebuild-progress/...); a
+//    REINT target of its own is purged first. After a job that made REINT
+//    targets UP, the fallback copies it holds are reclaimed.
 //
 // Owned by the Engine; Stop() (or the destructor) joins the thread. The
 // thread is the only caller of the private methods.
@@ -64,10 +68,23 @@ class Rebuilder {
   bool Pause(std::chrono::milliseconds d);
   std::vector<std::string> PoolUuids();
   void Lead(const std::string& pool);
-  void StartJob(const std::string& pool, const rpc::PoolMap& map, const std::vector<uint32_t>& down);
+  void StartJob(const std::string& pool, const rpc::PoolMap& map, const std::vector<uint32_t>& targets,
+                const std::vector<int>& states);
   void FinishJob(const std::string& pool, rpc::RebuildJob job, const rpc::PoolMap& map);
   void Work(const std::string& pool);
   Status PullJob(const std::string& pool, const rpc::RebuildJob& job);
+  // Before a catch-up (rebuilder_moves.cc): this engine's REINT targets of
+  // the job drop their replicated objects (stale: what they held when they
+  // went out), so that the pulls that follow make them whole copies.
+  Status Purge(const std::string& pool, const rpc::RebuildJob& job, const rpc::PoolMap& map);
+  // After a done job that made REINT targets UP, once this engine's map is
+  // settled (nothing DOWN, DRAIN or REINT): its live targets drop the dkeys
+  // the placement no longer gives them (the fallback copies), and their space
+  // goes back. Once per job.
+  void Reclaim(const std::string& pool, const rpc::RebuildJob& job);
+  // Sweeps every shard of `pool` on target `index` (Target::SweepShard);
+  // returns the keys punched and the bytes freed.
+  Result<Target::SweepResult> SweepTarget(const Uuid& pool, uint32_t index, const Target::SweepDrop& drop);
   // One pass over every source: count_only counts, else copies.
   Status PullAll(const std::string& pool, const rpc::RebuildJob& job, const rpc::PoolMap& map, bool count_only,
                  rpc::RebuildProgress* progress);
@@ -87,7 +104,8 @@ class Rebuilder {
   bool stop_ = false;  // GUARDED_BY(mu_)
   // Leader: when each pool's DOWN set (pool + targets) was first seen.
   std::map<std::string, std::chrono::steady_clock::time_point> down_since_;
-  std::set<std::pair<std::string, uint64_t>> finished_;  // (pool, job version) this engine pulled for
+  std::set<std::pair<std::string, uint64_t>> finished_;   // (pool, job version) this engine pulled for
+  std::set<std::pair<std::string, uint64_t>> reclaimed_;  // (pool, job version) this engine reclaimed after
   std::chrono::steady_clock::time_point reported_{};
   std::chrono::steady_clock::time_point checked_{};
 };

@@ -164,6 +164,19 @@ class Target {
   // The containers of `pool` whose shards are open here, waiting at most
   // `wait` for the target thread (empty when it does not answer). Thread-safe.
   std::vector<Uuid> OpenContainers(const Uuid& pool, std::chrono::milliseconds wait);
+  // Gives back the space of copies this target no longer holds for the
+  // placement (docs/replication.md, "Exclude, drain, reintegrate"): on the
+  // target thread, punches at the shard's highest epoch every object of a
+  // replicated class whole (`drop` empty) or each of its dkeys `drop` names,
+  // then aggregates the shard (the punched versions and the tombstones go).
+  // `done` runs on the target thread. Thread-safe.
+  struct SweepResult {
+    uint64_t punched = 0;  // objects or dkeys
+    uint64_t freed = 0;    // bytes the aggregation freed
+  };
+  using SweepDrop = std::function<bool(const ObjectId&, const std::string&)>;
+  void SweepShard(const Uuid& pool, const Uuid& container, SweepDrop drop,
+                  std::function<void(Result<SweepResult>)> done);
 
  private:
   struct Shard {

@@ -115,13 +115,13 @@ uint32_t PickDistinct(const PoolMap& map, const std::vector<uint32_t>& ranked, c
 // Fallbacks for the DOWNOUT members of `ideal` (into `places`), chosen as
 // when their rebuild ended: against the fault domains of the members that are
 // not DOWNOUT, skipping the targets `out` says; each chosen one joins
-// `members` and `taken`.
-template <typename Out>
+// `members` and `taken`. `state(t)` is the state placement gives target t.
+template <typename State, typename Out>
 void DownOutFallbacks(const PoolMap& map, const std::vector<uint32_t>& ranked, const std::vector<uint32_t>& ideal,
-                      Out out, std::vector<ReplicaPlace>* places, std::vector<uint32_t>* members,
+                      State state, Out out, std::vector<ReplicaPlace>* places, std::vector<uint32_t>* members,
                       std::vector<uint32_t>* taken) {
   for (size_t j = 0; j < ideal.size(); ++j) {
-    if (map.targets[ideal[j]].state != TargetState::kDownOut) continue;
+    if (state(ideal[j]) != TargetState::kDownOut) continue;
     uint32_t f = PickDistinct(map, ranked, *members, *taken, out);
     if (f == kNoTarget) {
       (*places)[j] = ReplicaPlace{ideal[j], false, true};
@@ -133,42 +133,41 @@ void DownOutFallbacks(const PoolMap& map, const std::vector<uint32_t>& ranked, c
   }
 }
 
-// The r copies of one replicated group: the ideal members (states ignored),
-// then a fallback for each DOWNOUT one and then for each DOWN one (see the
-// header). A DOWNOUT replica's fallback is a full copy (not flagged) when it
-// is the target its rebuild filled: the one chosen with only the DOWNOUT
-// targets out (the map as it was when the rebuild ended). When a later
-// failure took that target, the new one is a plain fallback until its own
-// rebuild ends.
-std::vector<ReplicaPlace> ReplicatedGroup(const PoolMap& map, const ObjectId& oid, uint32_t group, uint32_t r) {
-  const std::vector<uint32_t> ranked = RankTargets(map, oid, group, r);
-  std::vector<uint32_t> ideal;
-  auto none = [](uint32_t) { return false; };
-  for (uint32_t j = 0; j < r; ++j) ideal.push_back(PickDistinct(map, ranked, ideal, ideal, none));
+// The r slots of one replicated group under `state` (see the header): the
+// ideal members, then a fallback for each DOWNOUT one and then for each DOWN
+// one. A DOWNOUT replica's fallback is a full copy (not flagged) when it is
+// the target its rebuild filled: the one chosen with only the DOWNOUT targets
+// out (the map as it was when the rebuild ended). When a later failure took
+// that target, the new one is a plain fallback until its own rebuild ends.
+template <typename State>
+std::vector<ReplicaPlace> GroupSlots(const PoolMap& map, const std::vector<uint32_t>& ranked,
+                                     const std::vector<uint32_t>& ideal, State state) {
+  const size_t r = ideal.size();
   std::vector<ReplicaPlace> places(r);
   std::vector<uint32_t> members, taken = ideal;
   bool any_downout = false;
-  for (uint32_t j = 0; j < r; ++j) {
+  for (size_t j = 0; j < r; ++j) {
     places[j].target = ideal[j];
-    any_downout |= map.targets[ideal[j]].state == TargetState::kDownOut;
-    if (map.targets[ideal[j]].state != TargetState::kDownOut) members.push_back(ideal[j]);
+    any_downout |= state(ideal[j]) == TargetState::kDownOut;
+    if (state(ideal[j]) != TargetState::kDownOut) members.push_back(ideal[j]);
   }
-  auto now_out = [&map](uint32_t t) { return IsOut(map.targets[t].state); };
+  auto now_out = [&state](uint32_t t) { return IsOut(state(t)); };
   if (any_downout) {
     std::vector<ReplicaPlace> rebuilt = places;
     std::vector<uint32_t> rebuilt_members = members, rebuilt_taken = taken;
-    DownOutFallbacks(map, ranked, ideal, [&map](uint32_t t) { return map.targets[t].state == TargetState::kDownOut; },
-                     &rebuilt, &rebuilt_members, &rebuilt_taken);
-    DownOutFallbacks(map, ranked, ideal, now_out, &places, &members, &taken);
-    for (uint32_t j = 0; j < r; ++j) {
-      if (map.targets[ideal[j]].state != TargetState::kDownOut || places[j].down) continue;
+    DownOutFallbacks(
+        map, ranked, ideal, state, [&state](uint32_t t) { return state(t) == TargetState::kDownOut; }, &rebuilt,
+        &rebuilt_members, &rebuilt_taken);
+    DownOutFallbacks(map, ranked, ideal, state, now_out, &places, &members, &taken);
+    for (size_t j = 0; j < r; ++j) {
+      if (state(ideal[j]) != TargetState::kDownOut || places[j].down) continue;
       places[j].fallback = rebuilt[j].down || rebuilt[j].target != places[j].target;
     }
   }
   // DOWN members: against every member not out and the DOWNOUT fallbacks.
   std::erase_if(members, [&](uint32_t t) { return now_out(t); });
-  for (uint32_t j = 0; j < r; ++j) {
-    if (map.targets[ideal[j]].state != TargetState::kDown) continue;
+  for (size_t j = 0; j < r; ++j) {
+    if (state(ideal[j]) != TargetState::kDown) continue;
     uint32_t f = PickDistinct(map, ranked, members, taken, now_out);
     if (f == kNoTarget) {
       places[j].down = true;
@@ -177,6 +176,53 @@ std::vector<ReplicaPlace> ReplicatedGroup(const PoolMap& map, const ObjectId& oi
     places[j] = ReplicaPlace{f, true, false};
     members.push_back(f);
     taken.push_back(f);
+  }
+  return places;
+}
+
+bool Listed(const std::vector<ReplicaPlace>& places, uint32_t t) {
+  return std::any_of(places.begin(), places.end(), [t](const ReplicaPlace& p) { return p.target == t; });
+}
+
+// The copies of one replicated group: its r slots, then the write-only
+// copies of a move in progress (flagged `fallback`). A DRAIN member keeps its
+// slot (read and written) and its future DOWNOUT fallback, the slot it gets
+// once DRAIN becomes DOWNOUT, is written too. A REINT member is placed as
+// DOWNOUT (its fallback is read) and written too, as the copy it becomes once
+// UP.
+std::vector<ReplicaPlace> ReplicatedGroup(const PoolMap& map, const ObjectId& oid, uint32_t group, uint32_t r) {
+  const std::vector<uint32_t> ranked = RankTargets(map, oid, group, r);
+  std::vector<uint32_t> ideal;
+  auto none = [](uint32_t) { return false; };
+  for (uint32_t j = 0; j < r; ++j) ideal.push_back(PickDistinct(map, ranked, ideal, ideal, none));
+  bool draining = false, reintegrating = false;
+  for (uint32_t t : ideal) {
+    draining |= map.targets[t].state == TargetState::kDrain;
+    reintegrating |= map.targets[t].state == TargetState::kReint;
+  }
+  auto placed = [&map](uint32_t t) {
+    const TargetState s = map.targets[t].state;
+    return s == TargetState::kReint ? TargetState::kDownOut : s == TargetState::kDrain ? TargetState::kUp : s;
+  };
+  std::vector<ReplicaPlace> places = GroupSlots(map, ranked, ideal, placed);
+  if (!draining && !reintegrating) return places;
+  if (draining) {
+    auto drained = [&map](uint32_t t) {
+      const TargetState s = map.targets[t].state;
+      return s == TargetState::kReint || s == TargetState::kDrain ? TargetState::kDownOut : s;
+    };
+    const std::vector<ReplicaPlace> after = GroupSlots(map, ranked, ideal, drained);
+    for (uint32_t j = 0; j < r; ++j) {
+      if (map.targets[ideal[j]].state != TargetState::kDrain || after[j].down || Listed(places, after[j].target)) {
+        continue;
+      }
+      places.push_back(ReplicaPlace{after[j].target, true, false});
+    }
+  }
+  for (uint32_t j = 0; j < r; ++j) {
+    if (map.targets[ideal[j]].state == TargetState::kReint && !Listed(places, ideal[j])) {
+      places.push_back(ReplicaPlace{ideal[j], true, false});
+    }
   }
   return places;
 }
@@ -238,9 +284,20 @@ Result<ObjectLayout> ComputeLayout(const PoolMap& map, const ObjectId& oid) {
   layout.places.reserve(size_t{layout.groups} * layout.replicas);
   for (uint32_t g = 0; g < layout.groups; ++g) {
     auto group = GroupPlaces(map, oid, g);
-    layout.places.insert(layout.places.end(), group.begin(), group.end());
+    layout.places.insert(layout.places.end(), group.begin(), group.begin() + layout.replicas);
+    if (group.size() > layout.replicas) {
+      layout.extra.resize(layout.groups);
+      layout.extra[g].assign(group.begin() + layout.replicas, group.end());
+    }
   }
   return layout;
+}
+
+std::vector<ReplicaPlace> GroupCopies(const ObjectLayout& layout, uint32_t group) {
+  std::vector<ReplicaPlace> out(layout.places.begin() + size_t{group} * layout.replicas,
+                                layout.places.begin() + size_t{group + 1} * layout.replicas);
+  if (group < layout.extra.size()) out.insert(out.end(), layout.extra[group].begin(), layout.extra[group].end());
+  return out;
 }
 
 uint32_t GroupForDkey(const ObjectLayout& layout, std::string_view dkey) {

@@ -20,7 +20,10 @@
 // group. A fallback holds no data until rebuild copies it there: writes go to
 // it, reads do not. Once rebuild is done the map says DOWNOUT for the lost
 // target (DOWN and DOWNOUT choose the same fallback) and its fallback is a
-// full copy (`fallback` false): read like any replica. A non-replicated shard on a DOWN target has no fallback
+// full copy (`fallback` false): read like any replica. A DRAIN target keeps
+// its slot while the fallback it will have as DOWNOUT is written as an extra
+// copy; a REINT target is placed as DOWNOUT and written as an extra copy
+// (docs/replication.md, "Target states"). A non-replicated shard on a DOWN target has no fallback
 // (its data exists nowhere else): it is reported unavailable (NotFound).
 // Pure functions of their inputs; safe from any thread.
 #pragma once
@@ -58,6 +61,10 @@ struct ObjectLayout {
   uint32_t groups = 1;
   uint32_t replicas = 1;
   std::vector<ReplicaPlace> places;
+  // Per group (empty when no group has any): the write-only copies of a move
+  // in progress, after the group's r places (a DRAIN member's future
+  // fallback, a REINT member; see ReplicasForDkey).
+  std::vector<std::vector<ReplicaPlace>> extra;
   bool replicated() const { return replicas > 1; }
 };
 
@@ -65,11 +72,16 @@ struct ObjectLayout {
 // map; InvalidArgument when a group needs more targets than the pool has.
 Result<ObjectLayout> ComputeLayout(const PoolMap& map, const ObjectId& oid);
 
+// Group `group`'s places followed by its extra copies.
+std::vector<ReplicaPlace> GroupCopies(const ObjectLayout& layout, uint32_t group);
+
 // The group a dkey of `oid` goes to (0 for S1 and G1 classes).
 uint32_t GroupForDkey(const ObjectLayout& layout, std::string_view dkey);
 
 // The copies of the group that serves `dkey` of `oid` (only that group is
-// computed). InvalidArgument as ComputeLayout.
+// computed): the r slots, then the extra write-only copies while a target
+// of the group is DRAIN (its future fallback) or REINT (the target itself).
+// InvalidArgument as ComputeLayout.
 Result<std::vector<ReplicaPlace>> ReplicasForDkey(const PoolMap& map, const ObjectId& oid, std::string_view dkey);
 
 // The copies a read may use, in order of preference: the group's replicas that

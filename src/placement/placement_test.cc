@@ -1,5 +1,6 @@
 #include "placement/placement.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <set>
@@ -261,6 +262,64 @@ TEST(PlacementTest, DownOutKeepsTheFallbackAndMakesItReadable) {
       EXPECT_TRUE(TargetForDkey(out, oid, "d").status().IsNotFound());
     }
   }
+}
+
+// DRAIN: the draining replica keeps its place (read and written) and the
+// fallback it will have as DOWNOUT is written too; REINT: placed as DOWNOUT
+// (its fallback read) and written too. Once settled, the extra copy is the
+// group's place.
+TEST(PlacementTest, DrainAndReintegrateWriteBothTheOldAndTheNewCopies) {
+  PoolMap map = MakeMap(4, 2);
+  int drained = 0, reintegrated = 0;
+  for (uint64_t i = 0; i < 400; ++i) {
+    const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kRP2G1, 0, i);
+    map.targets[2].state = TargetState::kUp;
+    auto up = ReplicasForDkey(map, oid, "d");
+    ASSERT_TRUE(up.ok());
+    const bool member = (*up)[0].target == 2 || (*up)[1].target == 2;
+    map.targets[2].state = TargetState::kDownOut;
+    auto out = ReplicasForDkey(map, oid, "d");
+    map.targets[2].state = TargetState::kDrain;
+    auto drain = ReplicasForDkey(map, oid, "d");
+    map.targets[2].state = TargetState::kReint;
+    auto reint = ReplicasForDkey(map, oid, "d");
+    ASSERT_TRUE(out.ok() && drain.ok() && reint.ok());
+    auto layout = ComputeLayout(map, oid);
+    ASSERT_TRUE(layout.ok());
+    if (!member) {
+      EXPECT_EQ(*drain, *up) << "object " << i << ": a group without the target does not change";
+      EXPECT_EQ(*reint, *up) << "object " << i;
+      EXPECT_TRUE(layout->extra.empty());
+      continue;
+    }
+    // DRAIN: the UP places, then the DOWNOUT fallback, write-only.
+    ASSERT_EQ(drain->size(), 3u) << "object " << i;
+    EXPECT_EQ((*drain)[0], (*up)[0]);
+    EXPECT_EQ((*drain)[1], (*up)[1]);
+    const uint32_t future = (*up)[0].target == 2 ? (*out)[0].target : (*out)[1].target;
+    EXPECT_EQ((*drain)[2], (ReplicaPlace{future, true, false})) << "object " << i;
+    map.targets[2].state = TargetState::kDrain;
+    auto reads = ReadTargets(map, oid, "d");
+    auto writes = WriteTargets(map, oid, "d");
+    ASSERT_TRUE(reads.ok() && writes.ok());
+    EXPECT_EQ(reads->size(), 2u) << "the draining target is still read";
+    EXPECT_EQ(writes->size(), 3u) << "and written, with its future fallback";
+    ++drained;
+    // REINT: the DOWNOUT places, then the target itself, write-only.
+    ASSERT_EQ(reint->size(), 3u) << "object " << i;
+    EXPECT_EQ((*reint)[0], (*out)[0]);
+    EXPECT_EQ((*reint)[1], (*out)[1]);
+    EXPECT_EQ((*reint)[2], (ReplicaPlace{2, true, false}));
+    ASSERT_EQ(layout->extra.size(), 1u);
+    EXPECT_EQ(GroupCopies(*layout, 0), *reint);
+    map.targets[2].state = TargetState::kReint;
+    reads = ReadTargets(map, oid, "d");
+    ASSERT_TRUE(reads.ok());
+    EXPECT_EQ(std::count(reads->begin(), reads->end(), 2u), 0) << "a REINT target is not read";
+    ++reintegrated;
+  }
+  EXPECT_GT(drained, 40);
+  EXPECT_EQ(drained, reintegrated);
 }
 
 TEST(PlacementTest, FallbacksSpreadOverTheSurvivors) {

@@ -19,12 +19,17 @@
 namespace ros2 {
 
 enum class TargetState : uint8_t {
-  kUp = 0,     // serving I/O
-  kDown = 1,   // failed or excluded: no I/O goes there
-  kDrain = 2,  // serving existing data, being emptied (treated as up for reads and writes until drained)
+  kUp = 0,    // serving I/O
+  kDown = 1,  // failed or excluded: no I/O goes there
+  // Read and written as UP while its replicas are copied to the targets that
+  // take its place (which take writes too); DOWNOUT once they hold them.
+  kDrain = 2,
   // Was DOWN; rebuild made its data whole on the fallback targets, which are
   // then read like any replica. No I/O goes to the target itself.
   kDownOut = 3,
+  // Was DOWNOUT, being reintegrated: placed as DOWNOUT (its fallbacks are
+  // read), and written as well while it catches up; UP once it has.
+  kReint = 4,
 };
 // DOWN or DOWNOUT: the target takes no I/O, its replicas have fallbacks.
 inline bool IsOut(TargetState s) { return s == TargetState::kDown || s == TargetState::kDownOut; }

@@ -24,6 +24,7 @@ TargetState TargetStateFromProto(rpc::TargetState state) {
     case rpc::TARGET_DOWN: return TargetState::kDown;
     case rpc::TARGET_DRAIN: return TargetState::kDrain;
     case rpc::TARGET_DOWNOUT: return TargetState::kDownOut;
+    case rpc::TARGET_REINT: return TargetState::kReint;
     default: return TargetState::kUp;
   }
 }

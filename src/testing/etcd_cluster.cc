@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include <fmt/format.h>
@@ -30,6 +31,7 @@ Status EtcdEngineCluster::Start(const EtcdEngineClusterOptions& options) {
     auto engine = EngineProcess::Start(o);
     if (!engine.ok()) return Status::IOError(fmt::format("engine {}: {}", i, engine.status().ToString()));
     engines.push_back(std::move(*engine));
+    options_.push_back(o);
     alive_.push_back(true);
     data_dirs_.push_back(o.data_dir);
   }
@@ -42,7 +44,10 @@ Status EtcdEngineCluster::Start(const EtcdEngineClusterOptions& options) {
 Status EtcdEngineCluster::WaitForLeaderAndMembers() {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   std::string last = "no answer";
-  auto mgmt = Mgmt(0);
+  size_t ask = 0;
+  while (ask + 1 < engines.size() && !alive_[ask]) ++ask;
+  const auto alive = static_cast<int>(std::count(alive_.begin(), alive_.end(), true));
+  auto mgmt = Mgmt(ask);
   while (std::chrono::steady_clock::now() < deadline) {
     auto st = mgmt->GetEngineStatus();
     if (!st.ok()) {
@@ -50,8 +55,8 @@ Status EtcdEngineCluster::WaitForLeaderAndMembers() {
     } else {
       int up = 0;
       for (const auto& m : st->members()) up += m.up() ? 1 : 0;
-      if (!st->leader().empty() && up == static_cast<int>(engines.size())) return Status::Ok();
-      last = fmt::format("leader '{}', {} of {} engines up", st->leader(), up, engines.size());
+      if (!st->leader().empty() && up == alive) return Status::Ok();
+      last = fmt::format("leader '{}', {} of {} engines up", st->leader(), up, alive);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -92,6 +97,15 @@ client::ClientOptions EtcdEngineCluster::ClientOptionsFor(size_t i) const {
 void EtcdEngineCluster::Kill(size_t i) {
   engines[i]->Kill();
   alive_[i] = false;
+}
+
+Status EtcdEngineCluster::Restart(size_t i) {
+  if (i >= engines.size() || alive_[i]) return Status::InvalidArgument(fmt::format("engine {} is not a killed one", i));
+  auto engine = EngineProcess::Start(options_[i]);
+  if (!engine.ok()) return Status::IOError(fmt::format("engine {} restart: {}", i, engine.status().ToString()));
+  engines[i] = std::move(*engine);
+  alive_[i] = true;
+  return WaitForLeaderAndMembers();
 }
 
 bool AllTargetsDown(const rpc::EngineStatus& status, const std::string& engine_uuid) {

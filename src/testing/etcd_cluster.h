@@ -52,6 +52,9 @@ class EtcdEngineCluster {
   client::ClientOptions ClientOptionsFor(size_t i) const;
   // SIGKILL of engine i; its handle stays.
   void Kill(size_t i);
+  // Starts killed engine i again on its data directory (its engine id and
+  // its stores kept) and waits (up to 20 s) until it is an up member again.
+  Status Restart(size_t i);
   bool alive(size_t i) const { return alive_[i]; }
   const std::string& data_dir(size_t i) const { return data_dirs_[i]; }
 
@@ -64,6 +67,7 @@ class EtcdEngineCluster {
   Status WaitForLeaderAndMembers();
   std::vector<bool> alive_;
   std::vector<std::string> data_dirs_;
+  std::vector<EngineOptions> options_;
 };
 
 // Milliseconds since `t`: what the cluster tests print of failure detection.

@@ -4,12 +4,18 @@
 // data plane.
 //
 // - RP_2GX values (single values in RocksDB and in extents) and a DFS file
-//   (array extents) written; one engine killed -9, more values written in
-//   degraded mode; rebuild starts by itself, reports done with objects and
-//   bytes, the map marks the dead engine's targets DOWNOUT with a higher
-//   version; then a second engine (one of the two originals of many groups)
-//   is killed -9 and every acknowledged write, and the file, read back
-//   byte-exact from the one engine left.
+//   (array extents) written; one engine killed -9, more values written and
+//   some overwritten in degraded mode; rebuild starts by itself, reports done
+//   with objects and bytes, the map marks the dead engine's targets DOWNOUT
+//   with a higher version. Then the dead engine is restarted (its targets
+//   stay DOWNOUT) and reintegrated: REINT while it catches up (written at
+//   once, not read), then UP, and the fallback copies' space is given back
+//   (the other engines' pool use comes down by most of what the rebuild
+//   copied). Then a second engine (one of the two originals of many groups)
+//   is drained: it serves while its copies move, then it is DOWNOUT, and it
+//   is killed -9. Every acknowledged write and the file read back byte-exact
+//   at every step and throughout each move; the last reads come from the
+//   reintegrated engine and the client's.
 // - While a rebuild runs, an exclude of the same pool is refused naming the
 //   rebuild.
 // - ClusterRebuild.Pull refuses a caller without the cluster key (a client
@@ -23,6 +29,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <thread>
 
 #include "control/control_channel.h"
@@ -54,6 +61,7 @@ struct RebuildCluster : EtcdEngineCluster {
                                              .data_size = "64MiB",
                                              .lease_ttl = std::chrono::seconds(kTtlSeconds),
                                              .rebuild = rebuild}));
+    this->targets = targets;
     auto st = Mgmt(0)->GetEngineStatus();
     ASSERT_TRUE(st.ok()) << st.status().ToString();
     // Engine i's uuid: the member whose control endpoint is engine i's.
@@ -85,6 +93,26 @@ struct RebuildCluster : EtcdEngineCluster {
     }
     return out;
   }
+
+  // The pool's space used on engine e (pool query answers for its own engine).
+  uint64_t UsedBytes(size_t e) {
+    auto q = Mgmt(e)->QueryPool("p");
+    return q.ok() ? q->used_bytes() : 0;
+  }
+
+  // Sets every target of engine `e` to `state` in pool "p", as `ros2ctl pool
+  // exclude|drain|reintegrate` does.
+  Status SetStates(size_t ask, size_t e, rpc::TargetState state) {
+    auto id = Uuid::Parse(uuids[e]);
+    if (!id.ok()) return id.status();
+    for (uint32_t t = 0; t < targets; ++t) {
+      auto v = Mgmt(ask)->SetTargetState(*id, t, state, "p");
+      if (!v.ok()) return v.status();
+    }
+    return Status::Ok();
+  }
+
+  uint32_t targets = 0;
 };
 
 struct Written {
@@ -104,6 +132,90 @@ bool All(const std::vector<rpc::TargetState>& states, rpc::TargetState s) {
     if (x != s) return false;
   }
   return true;
+}
+
+// The three engines' roles in RebuildThenSecondKill...: the client's, the
+// one killed and rebuilt, the one drained.
+struct Roles {
+  size_t home, victim, second;
+};
+
+// After the victim's rebuild (`r`): it is restarted and reintegrated (REINT,
+// caught up, UP; the fallback copies' space given back), then the second
+// engine is drained (its copies moved, DOWNOUT) and killed -9. Every
+// acknowledged write is checked (`check_all`) at each step and while the
+// moves run; `write_round` adds writes during each move.
+void ReintegrateThenDrain(RebuildCluster& c, Roles e, const rpc::RebuildStatus& r,
+                          const std::function<void(int, int)>& write_round,
+                          const std::function<void(const char*)>& check_all) {
+  // Polls until `done` (or 30 s), checking every acknowledged write each round.
+  auto follow = [&](const char* when, const std::function<bool()>& done) {
+    const auto start = Clock::now();
+    while (!done() && MsSince(start) < 30'000) ASSERT_NO_FATAL_FAILURE(check_all(when));
+    ASSERT_TRUE(done()) << when << ": not done after 30 s";
+  };
+  auto job_done = [&](uint64_t after_ms) {
+    auto q = c.Mgmt(e.home)->QueryPool("p");
+    return q.ok() && q->rebuild().started_ms() > after_ms && q->rebuild().state() == "done";
+  };
+
+  // Reintegrate. The victim comes back: its targets stay DOWNOUT (it missed
+  // writes). `pool reintegrate` makes them REINT: written at once, caught up
+  // from the current copies, then UP; the fallback copies are then dropped
+  // and their space comes back.
+  const uint64_t last_job = r.started_ms();
+  const uint64_t used_rebuilt = c.UsedBytes(e.home) + c.UsedBytes(e.second);
+  ROS2_ASSERT_OK(c.Restart(e.victim));
+  EXPECT_TRUE(All(c.TargetStates(e.home, e.victim), rpc::TARGET_DOWNOUT))
+      << "a restarted engine's DOWNOUT targets stay out";
+  const auto reint = Clock::now();
+  ROS2_ASSERT_OK(c.SetStates(e.home, e.victim, rpc::TARGET_UP));
+  const auto reint_states = c.TargetStates(e.home, e.victim);
+  EXPECT_TRUE(All(reint_states, rpc::TARGET_REINT) || All(reint_states, rpc::TARGET_UP));
+  ASSERT_NO_FATAL_FAILURE(write_round(160, 200));  // written to the victim at once, and to the fallbacks
+  ASSERT_NO_FATAL_FAILURE(check_all("while the victim catches up"));
+  ASSERT_NO_FATAL_FAILURE(follow("while the victim catches up", [&] {
+    return job_done(last_job) && All(c.TargetStates(e.home, e.victim), rpc::TARGET_UP);
+  }));
+  const long long reint_ms = MsSince(reint);
+  auto q = c.Mgmt(e.home)->QueryPool("p");
+  ASSERT_TRUE(q.ok());
+  const rpc::RebuildStatus reint_job = q->rebuild();
+  // The fallback copies go: home's and second's use of the pool comes down by
+  // most of what the rebuild copied.
+  uint64_t used_after = used_rebuilt;
+  const auto reclaim = Clock::now();
+  while (MsSince(reclaim) < 15'000) {
+    used_after = c.UsedBytes(e.home) + c.UsedBytes(e.second);
+    if (used_after + r.bytes_done() / 2 <= used_rebuilt) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::printf(
+      "reintegrate: REINT -> caught up and UP in %lld ms (%llu bytes pulled); fallback space given back in %lld ms: "
+      "home + second used %llu -> %llu bytes (the rebuild copied %llu)\n",
+      reint_ms, static_cast<unsigned long long>(reint_job.bytes_done()), MsSince(reclaim),
+      static_cast<unsigned long long>(used_rebuilt), static_cast<unsigned long long>(used_after),
+      static_cast<unsigned long long>(r.bytes_done()));
+  EXPECT_GT(reint_job.bytes_done(), r.bytes_done() / 2) << "the victim pulled its copies back";
+  EXPECT_LE(used_after + r.bytes_done() / 2, used_rebuilt) << "the fallback copies' space was not given back";
+
+  // Drain the second engine: it serves while its copies move to the others,
+  // then it is out (DOWNOUT); reads go on throughout.
+  const auto drain = Clock::now();
+  const uint64_t reint_job_ms = reint_job.started_ms();
+  ROS2_ASSERT_OK(c.SetStates(e.home, e.second, rpc::TARGET_DRAIN));
+  ASSERT_NO_FATAL_FAILURE(write_round(200, 220));  // to the draining engine and to where its copies go
+  ASSERT_NO_FATAL_FAILURE(follow("while the second engine drains", [&] {
+    return job_done(reint_job_ms) && All(c.TargetStates(e.home, e.second), rpc::TARGET_DOWNOUT);
+  }));
+  std::printf("drain: DRAIN -> data moved and DOWNOUT in %lld ms\n", MsSince(drain));
+
+  // The drained engine killed -9: every acknowledged write and the file read
+  // back from the reintegrated victim and home.
+  const auto killed2 = Clock::now();
+  c.Kill(e.second);
+  ASSERT_NO_FATAL_FAILURE(check_all("after the drained engine's kill"));
+  std::printf("drain: the drained engine killed -9 -> every write read back %lld ms after\n", MsSince(killed2));
 }
 
 TEST(RebuildTest, RebuildThenSecondKillLosesNoAcknowledgedWrite) {
@@ -160,8 +272,14 @@ TEST(RebuildTest, RebuildThenSecondKillLosesNoAcknowledgedWrite) {
   uint64_t version_up = 0;
   ASSERT_TRUE(All(c.TargetStates(home, victim, &version_up), rpc::TARGET_UP));
   const auto killed = Clock::now();
-  c.engines[victim]->Kill();
+  c.Kill(victim);
   ASSERT_NO_FATAL_FAILURE(write_round(120, 160));  // degraded: survivors and fallbacks
+  // Overwrites while the victim is out: once back it must not serve its old values.
+  for (int i = 10; i < 20; ++i) {
+    Written& w = acked[i];
+    ROS2_ASSERT_OK(w.object->Put(w.dkey, "a", Bytes(Pattern(w.size, 9000 + i))));
+    w.seed = 9000 + i;
+  }
   std::printf("rebuild: engine kill -9 -> 40 degraded writes acknowledged after %lld ms\n", MsSince(killed));
 
   // Rebuild starts by itself (delay 1 s after DOWN) and reports done. While
@@ -210,22 +328,21 @@ TEST(RebuildTest, RebuildThenSecondKillLosesNoAcknowledgedWrite) {
   // The home engine's targets were never excluded (the refusal changed nothing).
   EXPECT_TRUE(All(c.TargetStates(home, home), rpc::TARGET_UP));
 
-  // The second kill: for many groups, one of the two original replicas.
-  const auto killed2 = Clock::now();
-  c.engines[second]->Kill();
-  for (size_t i = 0; i < acked.size(); ++i) {
-    const Written& w = acked[i];
-    auto got = w.object->Get(w.dkey, "a", 16 * 1024);
-    ASSERT_TRUE(got.ok()) << "read " << w.dkey << " after two kills: " << got.status().ToString();
-    ASSERT_EQ(*got, Pattern(w.size, w.seed)) << "acknowledged write " << w.dkey << " read back different";
-  }
+  // Every acknowledged write and the file read back byte-exact.
   std::vector<std::byte> back(file_data.size());
-  auto read = (*fs)->Read(*file, 0, back);
-  ASSERT_TRUE(read.ok()) << read.status().ToString();
-  EXPECT_EQ(*read, file_data.size());
-  EXPECT_TRUE(back == file_data) << "the DFS file reads back different after two kills";
-  std::printf("rebuild: second engine kill -9 -> %zu values and a %zu-byte file read back byte-exact, %lld ms\n",
-              acked.size(), file_data.size(), MsSince(killed2));
+  auto check_all = [&](const char* when) {
+    for (const Written& w : acked) {
+      auto got = w.object->Get(w.dkey, "a", 16 * 1024);
+      ASSERT_TRUE(got.ok()) << "read " << w.dkey << " " << when << ": " << got.status().ToString();
+      ASSERT_EQ(*got, Pattern(w.size, w.seed)) << "acknowledged write " << w.dkey << " read back different " << when;
+    }
+    auto read = (*fs)->Read(*file, 0, back);
+    ASSERT_TRUE(read.ok()) << "the file " << when << ": " << read.status().ToString();
+    ASSERT_EQ(*read, file_data.size()) << when;
+    ASSERT_TRUE(back == file_data) << "the DFS file reads back different " << when;
+  };
+  ASSERT_NO_FATAL_FAILURE(ReintegrateThenDrain(c, {home, victim, second}, r, write_round, check_all));
+  std::printf("drain: %zu values and a %zu-byte file checked at every step\n", acked.size(), file_data.size());
 }
 
 // A pull as an engine makes it, and as a client or an attacker could.

@@ -31,6 +31,7 @@ std::string TargetStateText(rpc::TargetState state) {
     case rpc::TARGET_DOWN: return "down";
     case rpc::TARGET_DRAIN: return "drain";
     case rpc::TARGET_DOWNOUT: return "downout";
+    case rpc::TARGET_REINT: return "reint";
     default: return "unspecified";
   }
 }

@@ -57,12 +57,13 @@ Result<CommandOutput> ChangeTargets(CtlContext& ctx, const TargetArgs& a, rpc::T
                        {{"engine", a.engine}, {"targets", indexes}, {"map_version", version}}};
 }
 
-// Any target of the system map DOWN (a rebuild is due).
-bool AnyDown(control::ManagementClient* mgmt) {
+// Any target of the system map DOWN, DRAIN or REINT (a rebuild, drain or
+// catch-up is due or runs).
+bool AnyMoving(control::ManagementClient* mgmt) {
   auto status = mgmt->GetEngineStatus();
   if (!status.ok()) return false;
   for (const auto& t : status->targets()) {
-    if (t.state() == rpc::TARGET_DOWN) return true;
+    if (t.state() == rpc::TARGET_DOWN || t.state() == rpc::TARGET_DRAIN || t.state() == rpc::TARGET_REINT) return true;
   }
   return false;
 }
@@ -76,7 +77,7 @@ Result<CommandOutput> WaitRebuild(CtlContext& ctx, const TargetArgs& a) {
     ROS2_ASSIGN_OR_RETURN(info, mgmt->QueryPool(a.pool));
     const rpc::RebuildStatus& r = info.rebuild();
     if (bar) std::fprintf(stderr, "\r%s\033[K", RebuildProgressLine(r, 30).c_str());
-    const bool settled = r.state() == "failed" || ((r.state() == "done" || r.state() == "idle") && !AnyDown(mgmt));
+    const bool settled = r.state() == "failed" || ((r.state() == "done" || r.state() == "idle") && !AnyMoving(mgmt));
     if (settled) break;
     if (std::chrono::steady_clock::now() > deadline) {
       if (bar) std::fprintf(stderr, "\n");
@@ -148,12 +149,14 @@ void AddPoolRebuildCommands(CLI::App* pool, CtlContext& ctx, CommandRunner* sele
     rpc::TargetState state;
     const char* done;
   };
-  for (const Verb& v :
-       {Verb{"exclude", "Take an engine's targets (or one) out: DOWN, then rebuilt elsewhere", rpc::TARGET_DOWN,
-             "Excluded"},
-        Verb{"drain", "Mark an engine's targets DRAIN (served as UP; no data moves yet)", rpc::TARGET_DRAIN,
-             "Draining"},
-        Verb{"reintegrate", "Bring a repaired engine's targets back (UP)", rpc::TARGET_UP, "Reintegrated"}}) {
+  for (const Verb& v : {Verb{"exclude", "Take an engine's targets (or one) out: DOWN, then rebuilt elsewhere",
+                             rpc::TARGET_DOWN, "Excluded"},
+                        Verb{"drain",
+                             "Move an engine's targets' data (or one's) elsewhere while they serve, then take them out "
+                             "(DRAIN, then DOWNOUT)",
+                             rpc::TARGET_DRAIN, "Draining"},
+                        Verb{"reintegrate", "Bring an engine's targets back: written at once, caught up, then UP",
+                             rpc::TARGET_UP, "Reintegrated"}}) {
     CLI::App* cmd = pool->add_subcommand(v.name, v.help);
     cmd->add_option("pool", a->pool, "Pool label or UUID")->required();
     cmd->add_option("engine", a->engine, "Engine UUID (ros2ctl cluster status)")->required();
