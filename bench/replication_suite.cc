@@ -61,6 +61,7 @@
 #include "control/management_client.h"
 #include "ros2/client.h"
 #include "testing/engine_process.h"
+#include "testing/etcd_cluster.h"
 #include "testing/etcd_process.h"
 #include "testing/pattern.h"
 
@@ -117,46 +118,32 @@ Result<Case> ParseCase(const std::string& s) {
   return c;
 }
 
-// The etcd member, the three engines and the admin credentials.
+// The etcd member, the three engines and the admin credentials: the tests'
+// EtcdEngineCluster (src/testing/etcd_cluster.h) with the bench's options.
 class EngineSet {
  public:
   static Result<std::unique_ptr<EngineSet>> Start(const std::string& scratch, int engines) {
     auto set = std::unique_ptr<EngineSet>(new EngineSet());
-    ROS2_ASSIGN_OR_RETURN(set->etcd_, testing::EtcdTestCluster::Start(1));
-    ROS2_ASSIGN_OR_RETURN(const std::string key_file, testing::WriteTestClusterKey(scratch));
-    for (int i = 0; i < engines; ++i) {
-      testing::EngineOptions o;
-      o.data_dir = fmt::format("{}/engine{}", scratch, i);
-      o.targets = 1;
-      o.storage_class = "nvme";
-      o.data_size = g_opts.shard_size;
-      // The rebuild after the kill starts once the kill's writers are done
-      // (the kill is marked DOWN within 2 x TTL; they write on 2 x TTL + 2 s).
-      const double delay_s = g_opts.rebuild_delay_s >= 0 ? g_opts.rebuild_delay_s : g_opts.ttl_s + 3.0;
-      o.rebuild = fmt::format("{{ delay: {}ms, client_share: {} }}", static_cast<int64_t>(delay_s * 1000),
-                              g_opts.rebuild_share);
-      o.control_extra = {"store: " + set->etcd_->StoreUrl(), "cluster_key_file: " + key_file,
-                         fmt::format("lease_ttl: {}s", g_opts.ttl_s)};
-      ROS2_ASSIGN_OR_RETURN(auto p, testing::EngineProcess::Start(o));
-      set->engines_.push_back(std::move(p));
-    }
-    ROS2_ASSIGN_OR_RETURN(std::string secret, control::ReadSecretFile(set->engines_[0]->admin_secret_file()));
-    set->admin_ = {"admin", secret};
+    testing::EtcdEngineClusterOptions o;
+    o.engines = engines;
+    o.targets = 1;
+    o.storage_class = "nvme";
+    o.data_size = g_opts.shard_size;
+    o.lease_ttl = std::chrono::seconds(g_opts.ttl_s);
+    o.data_parent = scratch;
+    // The rebuild after the kill starts once the kill's writers are done
+    // (the kill is marked DOWN within 2 x TTL; they write on 2 x TTL + 2 s).
+    const double delay_s = g_opts.rebuild_delay_s >= 0 ? g_opts.rebuild_delay_s : g_opts.ttl_s + 3.0;
+    o.rebuild = fmt::format("{{ delay: {}ms, client_share: {} }}", static_cast<int64_t>(delay_s * 1000),
+                            g_opts.rebuild_share);
+    ROS2_RETURN_IF_ERROR(set->cluster_.Start(o));
     return set;
   }
 
-  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) const {
-    auto channel = control::MakeControlChannel({.address = engines_[i]->control()});
-    if (!channel.ok()) return nullptr;
-    return std::make_unique<control::ManagementClient>(*channel, admin_, std::chrono::seconds(10));
-  }
+  std::unique_ptr<control::ManagementClient> Mgmt(size_t i) { return cluster_.Mgmt(i); }
 
   Result<std::unique_ptr<client::Client>> Connect(size_t home) const {
-    client::ClientOptions o;
-    o.control = engines_[home]->control();
-    o.tenant = admin_.tenant;
-    o.secret = admin_.secret;
-    o.transport = "tcp";
+    client::ClientOptions o = cluster_.ClientOptionsFor(home);
     o.reconnect_timeout = std::chrono::seconds(30);
     o.io_timeout = std::chrono::seconds(10);
     o.spin_budget = std::chrono::microseconds(10);
@@ -164,37 +151,23 @@ class EngineSet {
   }
 
   // The management leader's index, asking engine `ask`; -1 when none answers.
-  int LeaderIndex(size_t ask) const {
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      auto mgmt = Mgmt(ask);
-      auto st = mgmt ? mgmt->GetEngineStatus() : Result<rpc::EngineStatus>(Status::Disconnected("no channel"));
-      if (st.ok()) {
-        for (size_t i = 0; i < engines_.size(); ++i) {
-          if (engines_[i] && st->leader() == engines_[i]->control()) return static_cast<int>(i);
-        }
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return -1;
-  }
+  int LeaderIndex(size_t ask) { return cluster_.LeaderIndex(ask); }
 
   // User + system CPU seconds of the live engines.
   double EnginesCpuSeconds() const {
     double s = 0;
-    for (const auto& e : engines_) {
+    for (const auto& e : cluster_.engines) {
       if (auto c = ProcessCpuSeconds(e->pid()); c.ok()) s += *c;
     }
     return s;
   }
 
-  size_t size() const { return engines_.size(); }
-  testing::EngineProcess& engine(size_t i) { return *engines_[i]; }
+  size_t size() const { return cluster_.engines.size(); }
+  testing::EngineProcess& engine(size_t i) { return *cluster_.engines[i]; }
 
  private:
   EngineSet() = default;
-  std::unique_ptr<testing::EtcdTestCluster> etcd_;
-  std::vector<std::unique_ptr<testing::EngineProcess>> engines_;
-  control::Credentials admin_;
+  testing::EtcdEngineCluster cluster_;
 };
 
 double SelfCpuSeconds() {

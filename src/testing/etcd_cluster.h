@@ -5,7 +5,8 @@
 // secret is read, a leader is elected and every engine is an up member; the
 // test then talks to engine i through Mgmt(i) or a libros2 client made from
 // ClientOptionsFor(i). Engines are killed with Kill(i) (their handles stay,
-// so a test can still name a dead engine's id and endpoint). Test thread only.
+// so a test can still name a dead engine's id and endpoint). No GoogleTest:
+// `ros2-bench replication` starts its cluster with it too. One thread.
 #pragma once
 
 #include <chrono>
@@ -33,6 +34,7 @@ struct EtcdEngineClusterOptions {
   std::chrono::seconds lease_ttl{3};   // control.lease_ttl
   bool metrics = false;                // each engine's metrics endpoint on 127.0.0.1:0
   std::string rebuild;                 // EngineOptions::rebuild (empty: the engine's defaults)
+  std::string data_parent;             // engine i's data in <data_parent>/engine<i> (empty: under `dir`)
 };
 
 class EtcdEngineCluster {
@@ -42,7 +44,8 @@ class EtcdEngineCluster {
   // the step that failed.
   Status Start(const EtcdEngineClusterOptions& options);
 
-  // A management client of engine i, as the admin tenant or as `creds`.
+  // A management client of engine i, as the admin tenant or as `creds`
+  // (nullptr, logged, when no channel can be made).
   std::unique_ptr<control::ManagementClient> Mgmt(size_t i);
   std::unique_ptr<control::ManagementClient> Mgmt(size_t i, const control::Credentials& creds);
   // The index of the engine engine `ask` names as leader, polled up to 5 s
