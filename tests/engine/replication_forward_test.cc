@@ -181,6 +181,19 @@ TEST_F(ReplicationForwardTest, ConditionalCreateGivesOneAnswerOnEveryCopy) {
   }
 }
 
+// An update of akey "a" of `dkey` to `target`, made by hand (not through
+// libros2), with a fresh epoch.
+obj::UpdateRequest RawUpdate(const ObjectSession& raw, uint32_t target, const ObjectId& oid, const std::string& dkey,
+                             size_t length) {
+  obj::UpdateRequest u;
+  u.header = raw.Header(target, /*epoch=*/HybridClock().Now());
+  u.oid = oid;
+  u.dkey = dkey;
+  u.akey = "a";
+  u.length = length;
+  return u;
+}
+
 TEST_F(ReplicationForwardTest, ForwardFromAClientIsRefused) {
   auto raw = c_.Raw(0, "rp3");
   ASSERT_NE(raw, nullptr);
@@ -189,12 +202,7 @@ TEST_F(ReplicationForwardTest, ForwardFromAClientIsRefused) {
   ASSERT_TRUE(copies.ok()) << copies.status().ToString();
   const uint32_t target = copies->back();  // a copy, not the leader
   const auto data = Pattern(100, 5);
-  obj::UpdateRequest u;
-  u.header = raw->Header(target, /*epoch=*/HybridClock().Now());
-  u.oid = oid;
-  u.dkey = "forged";
-  u.akey = "a";
-  u.length = data.size();
+  const obj::UpdateRequest u = RawUpdate(*raw, target, oid, "forged", data.size());
   obj::ForwardRequest fwd;
   fwd.body = obj::Encode(u);
   fwd.mac.fill(0x5a);
@@ -237,12 +245,7 @@ TEST_F(ReplicationForwardTest, LeaderRequestNamingACopyOutsideTheMapIsRefused) {
   ASSERT_TRUE(copies.ok()) << copies.status().ToString();
   const uint32_t leader = copies->front();
   const auto data = Pattern(100, 6);
-  obj::UpdateRequest u;
-  u.header = raw->Header(leader, /*epoch=*/HybridClock().Now());
-  u.oid = oid;
-  u.dkey = "elsewhere";
-  u.akey = "a";
-  u.length = data.size();
+  const obj::UpdateRequest u = RawUpdate(*raw, leader, oid, "elsewhere", data.size());
   // A real copy's target index with another worker address (a real one's
   // bytes changed), and a real address under another target index: both
   // name a copy the engine's map does not have.
