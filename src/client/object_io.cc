@@ -164,7 +164,11 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     if (refresh_from != nullptr) {
       auto base = std::exchange(refresh_from, nullptr);
       if (!MapChanged(*base, *route.snapshot)) {
-        unchanged = true;
+        // A StaleMap refusal names a newer map than the control endpoint
+        // gave: it has not learned it yet, so the policy refreshes again
+        // (within its window). Any other failure: placing again changes
+        // nothing.
+        unchanged = refresh_failure.code() != Status::Code::kStaleMap;
         return refresh_failure;
       }
     }

@@ -100,9 +100,12 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
     if (refresh_from != nullptr) {
       auto base = std::exchange(refresh_from, nullptr);
       if (!MapChanged(*base, *routes->front().snapshot)) {
-        // The map that failed is still the map: placing again changes nothing.
+        // The map that failed is still the map: placing again changes
+        // nothing, unless the failure was a StaleMap refusal, which names a
+        // newer map the control endpoint has not learned yet: the policy
+        // refreshes again (within its window).
         Fail(failure_on_refresh, CallPhase::kAnswered);
-        give_up_now = true;
+        give_up_now = failure_on_refresh.code() != Status::Code::kStaleMap;
         return Release();
       }
     }

@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <string_view>
 #include <thread>
 
 #include <fmt/format.h>
@@ -45,6 +48,26 @@ uint64_t GetLe64(const uint8_t* p) {
   return v;
 }
 
+// libfabric's shm provider names each endpoint's region in /dev/shm after the
+// process id ("<pid>:<n>:<m>") and refuses (EBUSY) to make one that exists. A
+// process killed with -9 leaves its regions behind, so a later process given
+// the same pid could not open an shm endpoint. No live process but this one
+// has this pid: before its first shm endpoint, a process removes the regions
+// named after its pid (only ever left by a dead one).
+void RemoveRegionsOfAPreviousOwnerOfThisPid() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string prefix = std::to_string(::getpid()) + ":";
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) != 0) continue;
+      std::filesystem::remove(entry.path(), ec);
+      ROS2_LOG_DEBUG("transport ofi: removed /dev/shm/{}, left by a dead process with this pid", name);
+    }
+  });
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Worker>> CreateWorker(Context& context, std::string_view name) {
@@ -58,6 +81,8 @@ OfiWorker::OfiWorker(Context& context, std::string name) : context_(context), na
 Status OfiWorker::Init() {
   Fabric& fabric = *context_.ofi();
   const std::string where = fmt::format("worker '{}'", name_);
+  const char* provider = fabric.info()->fabric_attr->prov_name;
+  if (provider != nullptr && std::string_view(provider) == "shm") RemoveRegionsOfAPreviousOwnerOfThisPid();
   int rc = fi_domain(fabric.fabric(), fabric.info(), &domain_, nullptr);
   if (rc != 0) return FiStatus(where + ": fi_domain", rc);
   fi_av_attr av_attr{};
