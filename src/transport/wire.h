@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 
@@ -191,6 +192,47 @@ Result<size_t> EncodeBatchEntry(const Message& m, std::span<uint8_t> out);
 // kProtocol naming the entry and the rule.
 Result<size_t> DecodeBatch(const Message& batch, std::span<Message> out,
                            std::span<std::span<const uint8_t>> entry_bytes);
+
+// A worker's buffers for decoding received batches, reused from batch to
+// batch. A batch decoded while another one's entries are being handled (a
+// handler that progresses the worker) gets buffers of its own.
+struct BatchScratch {
+  std::vector<Message> msgs;
+  std::vector<std::span<const uint8_t>> bytes;
+  bool busy = false;
+};
+// One received batch decoded (DecodeBatch) into `scratch`'s buffers, or its
+// own when they are in use; holds them until it goes.
+class DecodedBatch {
+ public:
+  DecodedBatch(BatchScratch& scratch, const Message& batch)
+      : owner_(scratch.busy ? nullptr : &scratch),
+        msgs_(owner_ != nullptr ? scratch.msgs : own_msgs_),
+        bytes_(owner_ != nullptr ? scratch.bytes : own_bytes_) {
+    if (owner_ != nullptr) owner_->busy = true;
+    msgs_.resize(kMaxBatchMessages);
+    bytes_.resize(kMaxBatchMessages);
+    count = DecodeBatch(batch, msgs_, bytes_);
+  }
+  ~DecodedBatch() {
+    if (owner_ != nullptr) owner_->busy = false;
+  }
+  DecodedBatch(const DecodedBatch&) = delete;
+  DecodedBatch& operator=(const DecodedBatch&) = delete;
+
+  Result<size_t> count = size_t{0};  // entries, or why the batch is malformed
+  // True when the batch decoded and holds requests (false: replies).
+  bool requests() const { return count.ok() && *count > 0 && msgs_[0].kind == Kind::kRequest; }
+  const Message& msg(size_t i) const { return msgs_[i]; }
+  std::span<const uint8_t> bytes(size_t i) const { return bytes_[i]; }
+
+ private:
+  BatchScratch* owner_;
+  std::vector<Message> own_msgs_;
+  std::vector<std::span<const uint8_t>> own_bytes_;
+  std::vector<Message>& msgs_;
+  std::vector<std::span<const uint8_t>>& bytes_;
+};
 
 // ---- Worker address blob --------------------------------------------------
 inline constexpr uint32_t kAddressMagic = 0x41573252;  // bytes "R2WA"

@@ -360,15 +360,9 @@ void WorkerImpl::AnswerMalformed(std::span<const uint8_t> bytes, ucp_ep_h from, 
 // complete their calls.
 void WorkerImpl::HandleBatch(const wire::Message& msg, ucp_ep_h from) {
   std::shared_ptr<Connection> conn = FindConnectionShared(msg.connection_id);
-  std::vector<wire::Message> own_msgs;
-  std::vector<std::span<const uint8_t>> own_bytes;
-  const bool nested = batch_msgs_busy_;
-  std::vector<wire::Message>& msgs = nested ? own_msgs : batch_msgs_;
-  std::vector<std::span<const uint8_t>>& bytes = nested ? own_bytes : batch_bytes_;
-  msgs.resize(wire::kMaxBatchMessages);
-  bytes.resize(wire::kMaxBatchMessages);
-  auto count = wire::DecodeBatch(msg, msgs, bytes);
-  const bool requests = count.ok() && *count > 0 && msgs[0].kind == wire::Kind::kRequest;
+  const wire::DecodedBatch batch(batch_scratch_, msg);
+  const auto& count = batch.count;
+  const bool requests = batch.requests();
   if (conn == nullptr || !count.ok() || requests == conn->client_side) {
     ++stats_.malformed_messages;
     ROS2_LOG_DEBUG("transport: worker '{}' dropped a batch: {}", name_,
@@ -378,20 +372,20 @@ void WorkerImpl::HandleBatch(const wire::Message& msg, ucp_ep_h from) {
   if (conn->peer_ep != from || from == nullptr) {
     // Another peer's connection: nothing of it runs; each request is refused
     // on the sender's own connection (every entry names the batch's).
-    for (size_t i = 0; i < *count; ++i) RefuseMisdirected(msgs[i], from);
+    for (size_t i = 0; i < *count; ++i) RefuseMisdirected(batch.msg(i), from);
     return;
   }
-  if (!nested) batch_msgs_busy_ = true;
   ++stats_.batches_received;
   if (requests) {
     conn->reply_batching = true;
-    for (size_t i = 0; i < *count && conn->ep != nullptr; ++i) HandleRequest(*conn, msgs[i], bytes[i], nullptr, 0);
+    for (size_t i = 0; i < *count && conn->ep != nullptr; ++i) {
+      HandleRequest(*conn, batch.msg(i), batch.bytes(i), nullptr, 0);
+    }
     conn->reply_batching = false;
     if (conn->ep != nullptr) FlushBatch(*conn);
   } else {
-    for (size_t i = 0; i < *count; ++i) HandleReply(msgs[i]);
+    for (size_t i = 0; i < *count; ++i) HandleReply(batch.msg(i));
   }
-  if (!nested) batch_msgs_busy_ = false;
 }
 
 Status WorkerImpl::SendOrBatch(Connection& conn, const wire::Message& msg) {

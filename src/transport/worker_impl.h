@@ -472,9 +472,7 @@ class WorkerImpl final : public Worker {
   std::vector<uint64_t> pending_batches_;                     // local ids of connections with a batch not yet sent
   // DecodeBatch's output for received batches (reused; a nested batch, from a
   // handler that progresses the worker, decodes into its own).
-  std::vector<wire::Message> batch_msgs_;
-  std::vector<std::span<const uint8_t>> batch_bytes_;
-  bool batch_msgs_busy_ = false;
+  wire::BatchScratch batch_scratch_;  // received batches' entries (HandleBatch)
   bool batch_replies_ = false;  // SetReplyBatching
   void HandleBatch(const wire::Message& msg, ucp_ep_h from);
   std::vector<void*> closing_;  // ucp_ep_close_nbx requests still in progress

@@ -98,33 +98,25 @@ void OfiWorker::FlushPendingBatches() {
 // the replies their handlers give at once leave together; replies complete
 // their calls. The batch's source and integrity were checked by the caller.
 void OfiWorker::HandleBatch(OfiConnection& conn, const wire::Message& msg) {
-  std::vector<wire::Message> own_msgs;
-  std::vector<std::span<const uint8_t>> own_bytes;
-  const bool nested = batch_msgs_busy_;
-  std::vector<wire::Message>& msgs = nested ? own_msgs : batch_msgs_;
-  std::vector<std::span<const uint8_t>>& bytes = nested ? own_bytes : batch_bytes_;
-  msgs.resize(wire::kMaxBatchMessages);
-  bytes.resize(wire::kMaxBatchMessages);
-  auto count = wire::DecodeBatch(msg, msgs, bytes);
-  const bool requests = count.ok() && *count > 0 && msgs[0].kind == wire::Kind::kRequest;
+  const wire::DecodedBatch batch(batch_scratch_, msg);
+  const auto& count = batch.count;
+  const bool requests = batch.requests();
   if (!count.ok() || requests == conn.client_side) {
     ++stats_.malformed_messages;
     ROS2_LOG_DEBUG("transport ofi: worker '{}' dropped a batch: {}", name_,
                    !count.ok() ? count.status().ToString() : std::string("wrong direction"));
     return;
   }
-  if (!nested) batch_msgs_busy_ = true;
   ++stats_.batches_received;
   const std::shared_ptr<OfiConnection> keep = connections_[conn.local_id];
   if (requests) {
     conn.reply_batching = true;
-    for (size_t i = 0; i < *count && conn.status.ok(); ++i) HandleRequest(conn, msgs[i], bytes[i]);
+    for (size_t i = 0; i < *count && conn.status.ok(); ++i) HandleRequest(conn, batch.msg(i), batch.bytes(i));
     conn.reply_batching = false;
     FlushBatch(conn);
   } else {
-    for (size_t i = 0; i < *count; ++i) HandleReply(conn, msgs[i]);
+    for (size_t i = 0; i < *count; ++i) HandleReply(conn, batch.msg(i));
   }
-  if (!nested) batch_msgs_busy_ = false;
 }
 
 }  // namespace ros2::transport::ofi

@@ -270,9 +270,7 @@ class OfiWorker final : public Worker, public RequestBackend {
   bool batch_replies_ = false;
   // DecodeBatch's output for received batches (reused; a batch received while
   // one is dispatched uses its own).
-  std::vector<wire::Message> batch_msgs_;
-  std::vector<std::span<const uint8_t>> batch_bytes_;
-  bool batch_msgs_busy_ = false;
+  wire::BatchScratch batch_scratch_;  // received batches' entries (HandleBatch)
   bool in_destructor_ = false;
 };
 
