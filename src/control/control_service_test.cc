@@ -203,6 +203,13 @@ TEST_F(ControlServiceTest, BadInputGetsClearErrorsAndGrpcCodes) {
   ASSERT_TRUE(mgmt_->RegisterEngine(one).ok());
   auto bad_state = mgmt_->SetTargetState(one.engine, 0, rpc::TARGET_STATE_UNSPECIFIED);
   EXPECT_EQ(bad_state.status().code(), Status::Code::kInvalidArgument);
+  // The states only rebuild sets: refused, naming them.
+  for (rpc::TargetState set_by_rebuild : {rpc::TARGET_DOWNOUT, rpc::TARGET_REINT}) {
+    auto refused = mgmt_->SetTargetState(one.engine, 0, set_by_rebuild);
+    EXPECT_EQ(refused.status().code(), Status::Code::kInvalidArgument) << refused.status().ToString();
+    EXPECT_NE(refused.status().message().find(rpc::TargetState_Name(set_by_rebuild).substr(7)), std::string::npos)
+        << refused.status().ToString();
+  }
   auto conn = session_->Connect("tank", admin_);
   ASSERT_TRUE(conn.ok());
   auto bad_open = session_->OpenContainer(admin_, conn->session_uuid, "c", 0x80);

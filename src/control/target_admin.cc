@@ -13,6 +13,10 @@ Status CheckTargetStateChange(ControlPlane* plane, const Principal& who, const r
     return Status::InvalidArgument(fmt::format(
         "{}: DOWNOUT is set by rebuild once the target's data is whole elsewhere; exclude with DOWN", target));
   }
+  if (req.state() == rpc::TARGET_REINT) {
+    return Status::InvalidArgument(
+        fmt::format("{}: REINT is set by reintegration (state UP on a DOWNOUT target); reintegrate with UP", target));
+  }
   const char* what = req.state() == rpc::TARGET_DOWN    ? "exclude"
                      : req.state() == rpc::TARGET_DRAIN ? "drain"
                                                         : "reintegrate";
