@@ -129,6 +129,12 @@ std::string CheckKey(uint64_t group) {
   return k;
 }
 
+std::string DecidedKey(const ObjectId& oid, std::string_view dkey, std::string_view akey) {
+  std::string k(1, kDecided);
+  k.append(AkeyScope(oid, dkey, akey));
+  return k;
+}
+
 std::string AllocKey(uint64_t offset) {
   std::string k(1, kAlloc);
   AppendU64(&k, offset);

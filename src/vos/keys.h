@@ -24,6 +24,7 @@ inline constexpr char kAlloc = 'A';     // A offset: extent-store allocations
 inline constexpr char kSnapshot = 'N';  // N epoch: snapshots
 inline constexpr char kMeta = 'M';      // M name: store-wide metadata (format, data size)
 inline constexpr char kCheck = 'C';     // C group: extents whose durability rides on a WAL sync (checked at open)
+inline constexpr char kDecided = 'D';   // D akey-scope: the decided transaction of a conditional operation
 
 // Record kinds after an akey scope.
 inline constexpr char kHeaderKind = 'h';  // the akey header (type, record size, longest extent)
@@ -60,6 +61,8 @@ std::string AllocKey(uint64_t offset);
 std::string SnapshotKey(Epoch epoch);
 std::string MetaKey(std::string_view name);
 std::string CheckKey(uint64_t group);
+// 'D' + the akey scope of (oid, dkey, akey); akey may be empty (a dkey punch).
+std::string DecidedKey(const ObjectId& oid, std::string_view dkey, std::string_view akey);
 
 // The smallest key greater than every key that starts with `prefix` ("" when
 // there is none: the prefix is all 0xFF).

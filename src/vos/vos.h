@@ -87,6 +87,12 @@ struct VosOptions {
   ChecksumType checksum = ChecksumType::kCrc32c;  // used when an update carries no checksums
   uint32_t csum_chunk_size = 4096;                // bytes per chunk checksum
   uint32_t io_depth = 128;                        // io_uring submission queue entries
+  // Decided transaction records ('D', docs/vos.md "Decided transactions"):
+  // once a commit finds 2 x decided_keep of them, it drops those older than
+  // decided_retention_ms (by their epoch's wall-clock part, against the
+  // store's newest epoch), then the oldest beyond decided_keep.
+  uint32_t decided_keep = 4096;
+  uint64_t decided_retention_ms = 600'000;
   Env* env = nullptr;                             // file-layer seam for fault injection (tests); not owned
   // Shared byte budget (the engine: the pool's space on this engine). The
   // store charges its extent blocks and inline value bytes to it; an update
@@ -112,6 +118,10 @@ struct UpdateOp {
   uint32_t record_size = 1;         // kArray: bytes per record; data.size() must be a multiple
   std::span<const std::byte> data;  // kSingle: the whole value (may be empty); kArray: the records
   Checksums csum;                   // over `data`; type kNone: VOS computes them with VosOptions::checksum
+  // Records `epoch` as the decided transaction of (oid, dkey, akey) in the
+  // same RocksDB batch as the value (DecidedEpoch; docs/vos.md, "Decided
+  // transactions"): the record and the update are durable together or not at all.
+  bool decided = false;
 };
 
 struct FetchOp {
@@ -193,6 +203,9 @@ struct PunchOp {
   std::string dkey;  // kDkey, kAkey
   std::string akey;  // kAkey
   Epoch epoch = 0;
+  // kDkey, kAkey: records `epoch` as the decided transaction of (oid, dkey,
+  // akey) (akey empty for a dkey punch) in the punch's batch, as UpdateOp::decided.
+  bool decided = false;
 };
 
 using UpdateCallback = std::function<void(Status)>;
@@ -285,6 +298,12 @@ class Vos {
   // One past the highest visible record index of an array akey, or nullopt.
   virtual Result<std::optional<uint64_t>> QueryArrayEnd(const ObjectId& oid, const std::string& dkey,
                                                         const std::string& akey, Epoch epoch) = 0;
+
+  // --- decided transactions (docs/vos.md, "Decided transactions") ---
+  // The epoch last recorded as the decided transaction of (oid, dkey, akey)
+  // (akey empty: of a dkey punch) by a committed UpdateOp::decided or
+  // PunchOp::decided, or 0 when none is recorded (never, or swept).
+  virtual Result<Epoch> DecidedEpoch(const ObjectId& oid, std::string_view dkey, std::string_view akey) = 0;
 
   // --- snapshots and aggregation ---
   virtual Status CreateSnapshot(Epoch epoch) = 0;

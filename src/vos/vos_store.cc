@@ -288,6 +288,7 @@ Status VosStore::LoadState() {
     snapshots_.insert(keys::ReadU64(it->key().ToStringView().substr(1)));
   }
   ROS2_RETURN_IF_ERROR(FromRocks(it->status(), "vos: load snapshots"));
+  ROS2_RETURN_IF_ERROR(CountDecided());
   return LoadHighestEpoch();
 }
 

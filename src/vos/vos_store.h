@@ -82,6 +82,8 @@ class VosStore final : public Vos {
   std::vector<Epoch> ListSnapshots() const override { return {snapshots_.begin(), snapshots_.end()}; }
   Result<AggregateStats> Aggregate(Epoch upto) override;
 
+  Result<Epoch> DecidedEpoch(const ObjectId& oid, std::string_view dkey, std::string_view akey) override;
+
   Epoch HighestEpoch() const override { return highest_epoch_; }
   SpaceInfo Space() const override;
   HealthInfo Health() const override;
@@ -185,6 +187,14 @@ class VosStore final : public Vos {
   void CompleteUpdate(UpdateState* u, Status st);
   void ReleaseHeader(UpdateState* u);
 
+  // vos_decided.cc
+  Status CountDecided();  // at open: decided_count_
+  // With 2 x decided_keep records or more: adds to `batch` the deletion of
+  // those older than the retention, then of the oldest beyond decided_keep.
+  // REQUIRES: no commit group in flight (the scan sees every record), and the
+  // group's own records go into `batch` after these deletions.
+  Status SweepDecided(rocksdb::WriteBatch* batch);
+
   // vos_fetch.cc
   Status PrepareFetch(FetchState* f);
   Status PlanSingle(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len);
@@ -269,6 +279,9 @@ class VosStore final : public Vos {
   bool owner_holds_ = false;         // HoldSubmissions
   bool held_ = false;                // a pass kept its queued I/O back
   uint64_t next_check_group_ = 1;
+  // Decided transaction records in RocksDB (counted at open, then each one a
+  // batch writes; a rewrite of the same key counts twice until the next sweep).
+  size_t decided_count_ = 0;
   std::vector<uint64_t> check_records_;  // check records written and not yet deleted by a committed batch
   PunchIndex punches_;
   std::set<Epoch> snapshots_;

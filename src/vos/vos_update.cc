@@ -259,6 +259,11 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
   // (alternating with the randomly placed record keys, every one was a search).
   std::vector<std::pair<uint64_t, uint64_t>> allocs;  // offset, alloc_len
   std::vector<uint64_t> freed;                        // offsets of replaced versions' extents
+  // Old decided records go first: a record this group rewrites comes after
+  // its deletion in the batch and stays.
+  if (Status st = SweepDecided(&group->batch); !st.ok()) {
+    ROS2_LOG_WARN("vos: {}: decided transaction records not swept: {}", options_.path, st.ToString());
+  }
   for (UpdateState* u : ready_) {
     inline_delta += (u->rec.external ? 0 : u->rec.length) - u->replaced_inline;
     auto h = pending_headers_.find(u->akey_scope);
@@ -271,6 +276,12 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
     }
     std::span<const std::byte> inline_data = u->rec.external ? std::span<const std::byte>() : u->op.data;
     group->batch.Put(u->record_key, EncodeValueRecord(u->rec, inline_data));
+    if (u->op.decided) {
+      std::string txid;
+      keys::AppendU64(&txid, u->op.epoch);
+      group->batch.Put(keys::DecidedKey(u->op.oid, u->op.dkey, u->op.akey), txid);
+      ++decided_count_;
+    }
     if (u->replaced) freed.push_back(u->replaced->offset);
     if (u->rec.external) {
       allocs.emplace_back(u->rec.offset, u->rec.alloc_len);
@@ -325,6 +336,13 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
   }
   for (PunchState* p : ready_punches_) {
     group->batch.Put(keys::PunchKey(p->scope, p->op.epoch), rocksdb::Slice());
+    if (p->op.decided && p->op.scope != PunchScope::kObject) {
+      std::string txid;
+      keys::AppendU64(&txid, p->op.epoch);
+      const std::string_view akey = p->op.scope == PunchScope::kDkey ? std::string_view() : p->op.akey;
+      group->batch.Put(keys::DecidedKey(p->op.oid, p->op.dkey, akey), txid);
+      ++decided_count_;
+    }
     group->punches.push_back(p);
   }
   ready_punches_.clear();
