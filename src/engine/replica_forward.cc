@@ -30,31 +30,6 @@ namespace ros2::engine {
 
 using transport::IncomingRequest;
 
-std::string DecidedTable::Key(const Uuid& pool, const Uuid& container, const ObjectId& oid, const std::string& dkey,
-                              const std::string& akey) {
-  std::string k = DkeyGate::Key(pool, container, oid, {});
-  k.push_back(static_cast<char>(dkey.size() & 0xff));
-  k.push_back(static_cast<char>(dkey.size() >> 8));
-  k.append(dkey);
-  k.append(akey);
-  return k;
-}
-
-void DecidedTable::Record(const std::string& key, Epoch txid) {
-  auto [it, inserted] = by_key_.insert_or_assign(key, txid);
-  if (!inserted) return;
-  order_.push_back(key);
-  if (order_.size() > kCapacity) {
-    by_key_.erase(order_.front());
-    order_.pop_front();
-  }
-}
-
-bool DecidedTable::Decided(const std::string& key, Epoch txid) const {
-  auto it = by_key_.find(key);
-  return it != by_key_.end() && it->second == txid;
-}
-
 namespace {
 
 // A copy that could not be reached, or whose connection failed: the client
@@ -234,24 +209,29 @@ void Target::Decide(const std::shared_ptr<LeaderOp>& op) {
     const std::string& dkey = update ? op->update.dkey : op->punch.dkey;
     const std::string& akey = update ? op->update.akey : op->punch.akey;
     const ObjectId& oid = update ? op->update.oid : op->punch.oid;
-    const std::string key = DecidedTable::Key(h.pool, h.container, oid, dkey, akey);
+    // A resend of a transaction this copy already stored (its decided
+    // record, written with it) is not decided again: it was this very
+    // operation that made the key exist or vanish.
     Status st;
-    if (!replica().decided.Decided(key, op->epoch)) {
-      auto shard = OpenShard(h.pool, h.container);
-      const std::string what = fmt::format("engine target {}: {}", index_, update ? "update" : "punch");
-      if (!shard.ok()) {
-        st = shard.status();
-      } else if (!update && op->punch.scope == obj::PunchScope::kDkey) {
-        st = CheckCondition(op->condition, DkeyVisible(*(*shard)->vos, oid, dkey), what);
-      } else {
-        st = CheckCondition(op->condition, AkeyVisible(*(*shard)->vos, oid, dkey, akey), what);
-      }
+    auto shard = OpenShard(h.pool, h.container);
+    const std::string what = fmt::format("engine target {}: {}", index_, update ? "update" : "punch");
+    const bool dkey_punch = !update && op->punch.scope == obj::PunchScope::kDkey;
+    if (!shard.ok()) {
+      st = shard.status();
+    } else if (auto decided = (*shard)->vos->DecidedEpoch(oid, dkey, dkey_punch ? std::string() : akey);
+               !decided.ok()) {
+      st = decided.status().WithContext(what);
+    } else if (*decided == op->epoch) {
+      ROS2_LOG_DEBUG("{}: transaction {} already decided here (a resend): stored again", what, op->epoch);
+    } else if (dkey_punch) {
+      st = CheckCondition(op->condition, DkeyVisible(*(*shard)->vos, oid, dkey), what);
+    } else {
+      st = CheckCondition(op->condition, AkeyVisible(*(*shard)->vos, oid, dkey, akey), what);
     }
     if (!st.ok()) {
       Finish(op->ticket, st);
       return conditional_gate_.Release(op->gate_key);
     }
-    replica().decided.Record(key, op->epoch);
     replicate();
   });
 }
@@ -268,11 +248,19 @@ void Target::StoreOwnCopy(const std::shared_ptr<LeaderOp>& op) {
     usage_dirty_ = true;
     Settle(op, st.ok() ? st : st.WithContext(fmt::format("engine target {}: the leader's copy", index_)));
   };
-  if (op->op == obj::Opcode::kUpdate) return SubmitUpdateWithRetry(h.pool, h.container, &op->store, mine);
+  // A decided conditional operation records its transaction with itself
+  // (the same commit batch): a resend after a restart finds it.
+  const bool decided = op->condition != 0;
+  if (op->op == obj::Opcode::kUpdate) {
+    op->store.decided = decided;
+    return SubmitUpdateWithRetry(h.pool, h.container, &op->store, mine);
+  }
   auto shard = OpenShard(h.pool, h.container);
   if (!shard.ok()) return Settle(op, shard.status());
   const obj::PunchRequest& p = op->punch;
-  (*shard)->vos->SubmitPunch(vos::PunchOp{p.scope, p.oid, p.dkey, p.akey, op->epoch}, mine);
+  vos::PunchOp punch{p.scope, p.oid, p.dkey, p.akey, op->epoch};
+  punch.decided = decided;
+  (*shard)->vos->SubmitPunch(punch, mine);
 }
 
 void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPeer& peer) {
@@ -404,9 +392,7 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
   op->buffer = std::move(*buffer);
   op->epoch = u.header.epoch;
   env_->clock->Update(op->epoch);
-  if ((flags & obj::kForwardDecided) != 0) {
-    replica().decided.Record(DecidedTable::Key(u.header.pool, u.header.container, u.oid, u.dkey, u.akey), op->epoch);
-  }
+  op->store.decided = (flags & obj::kForwardDecided) != 0;
   op->store.oid = u.oid;
   op->store.dkey = std::move(u.dkey);
   op->store.akey = std::move(u.akey);
@@ -445,14 +431,12 @@ void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint
   if (!ticket.ok()) return req.Reply(ticket.status());
   const Epoch epoch = p.header.epoch;
   env_->clock->Update(epoch);
-  if ((flags & obj::kForwardDecided) != 0) {
-    replica().decided.Record(DecidedTable::Key(p.header.pool, p.header.container, p.oid, p.dkey, p.akey), epoch);
-  }
-  (*shard)->vos->SubmitPunch(vos::PunchOp{p.scope, p.oid, p.dkey, p.akey, epoch},
-                             [this, t = *ticket, epoch](Status st) {
-                               usage_dirty_ = true;
-                               Finish(t, st, obj::Encode(obj::PunchReply{epoch}));
-                             });
+  vos::PunchOp punch{p.scope, p.oid, p.dkey, p.akey, epoch};
+  punch.decided = (flags & obj::kForwardDecided) != 0;
+  (*shard)->vos->SubmitPunch(punch, [this, t = *ticket, epoch](Status st) {
+    usage_dirty_ = true;
+    Finish(t, st, obj::Encode(obj::PunchReply{epoch}));
+  });
 }
 
 }  // namespace ros2::engine

@@ -19,13 +19,11 @@
 
 #include <array>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "common/uuid.h"
@@ -41,25 +39,6 @@ namespace ros2::engine {
 // "ros2-replica-fwd": byte 6 ('e') is not a version-4 uuid's.
 inline constexpr std::array<uint8_t, 16> kForwardSession = {'r', 'o', 's', '2', '-', 'r', 'e', 'p',
                                                             'l', 'i', 'c', 'a', '-', 'f', 'w', 'd'};
-
-// Conditional operations a leader decided (or a copy received decided), by
-// (pool, container, object, dkey, akey): their transaction id. A resend of the
-// same transaction (same epoch) after a failure proceeds without checking the
-// condition again (it was this very operation that made the key exist or
-// vanish), so every copy ends with one answer. Bounded: the oldest entries go
-// first (a resend comes within the client's reconnect window).
-class DecidedTable {
- public:
-  static constexpr size_t kCapacity = 4096;
-  static std::string Key(const Uuid& pool, const Uuid& container, const ObjectId& oid, const std::string& dkey,
-                         const std::string& akey);
-  void Record(const std::string& key, Epoch txid);
-  bool Decided(const std::string& key, Epoch txid) const;
-
- private:
-  std::unordered_map<std::string, Epoch> by_key_;
-  std::deque<std::string> order_;
-};
 
 // Per target: see the file comment.
 struct ReplicaState {
@@ -78,7 +57,6 @@ struct ReplicaState {
   // a leader request naming a copy outside it is refused. Empty until the
   // engine reads a map (only clustered engines do; docs/replication.md).
   std::set<std::pair<uint32_t, std::string>> members;
-  DecidedTable decided;
 };
 
 // One update or punch this target leads, from its admission to its reply.

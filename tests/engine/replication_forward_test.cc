@@ -14,6 +14,10 @@
 //   writer runs: every write is acknowledged once the map marks it DOWN
 //   (resent whole, to the next leader or the same one), and every
 //   acknowledged write reads back from each surviving copy.
+// - A conditional create acknowledged, its leader's engine killed -9 and
+//   restarted (nvme stores), the same transaction resent: the same answer
+//   (the decided record is durable with the value), while another
+//   transaction on the key is still refused.
 // - While a forward to one copy hangs, the leader (which serves reads) does
 //   not show the update; a forward to a copy the map marks DOWN fails at once.
 //
@@ -45,9 +49,11 @@ constexpr int kTtlSeconds = 3;
 // The shared etcd cluster, a client with the timeouts this test's kills need,
 // and raw sessions to read each copy directly.
 struct ForwardCluster : EtcdEngineCluster {
-  void Start(int engine_count) {
-    ROS2_ASSERT_OK(EtcdEngineCluster::Start(
-        {.engines = engine_count, .data_size = "32MiB", .lease_ttl = std::chrono::seconds(kTtlSeconds)}));
+  void Start(int engine_count, const std::string& storage_class) {
+    ROS2_ASSERT_OK(EtcdEngineCluster::Start({.engines = engine_count,
+                                             .storage_class = storage_class,
+                                             .data_size = "32MiB",
+                                             .lease_ttl = std::chrono::seconds(kTtlSeconds)}));
   }
 
   Result<std::unique_ptr<client::Client>> Client(size_t i) {
@@ -90,11 +96,12 @@ Result<std::vector<std::byte>> ReadCopy(ObjectSession& s, uint32_t target, const
 class ReplicationForwardTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(c_.Start(3));
+    ASSERT_NO_FATAL_FAILURE(c_.Start(3, storage_class_));
     auto mgmt = c_.Mgmt(0);
     ASSERT_TRUE(mgmt->CreatePool("p", 256 << 20).ok());
     ASSERT_TRUE(mgmt->CreateContainer("p", "rp3", {{"oclass", "RP_3G1"}, {"rd_fac", "2"}}).ok());
   }
+  std::string storage_class_ = "ram";
   ForwardCluster c_;
 };
 
@@ -436,6 +443,75 @@ TEST_F(ReplicationForwardTest, ReadsSeeNoUpdateBeforeEveryCopyHoldsIt) {
   auto back = obj->Get("k1", "a", 1000);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, after);
+}
+
+// The same cluster on nvme stores: what a restart keeps.
+class ReplicationForwardDurableTest : public ReplicationForwardTest {
+ protected:
+  ReplicationForwardDurableTest() { storage_class_ = "nvme"; }
+};
+
+// A create-if-absent of (dkey, "a") at `epoch`, sent by hand to the group's
+// leader `copies[0]` naming the other copies: what libros2 sends, and
+// resends with the same epoch after a failure.
+Result<transport::ReplyMessage> CreateIfAbsent(ObjectSession& raw, const std::vector<uint32_t>& copies,
+                                               const ObjectId& oid, const std::string& dkey, Epoch epoch,
+                                               const std::vector<std::byte>& data) {
+  obj::UpdateRequest u;
+  u.header = raw.Header(copies[0], epoch);
+  u.header.flags = obj::kFlagIfAbsent;
+  u.oid = oid;
+  u.dkey = dkey;
+  u.akey = "a";
+  u.length = data.size();
+  obj::LeaderRequest lead;
+  lead.op = obj::Opcode::kUpdate;
+  lead.body = obj::Encode(u);
+  for (size_t i = 1; i < copies.size(); ++i) {
+    lead.peers.push_back({raw.map().targets[copies[i]].engine_index,
+                          raw.pool().map.targets(static_cast<int>(copies[i])).worker_address()});
+  }
+  return raw.Call(copies[0], obj::Opcode::kLeader, obj::Encode(lead), Bytes(data));
+}
+
+TEST_F(ReplicationForwardDurableTest, ConditionalResendAfterTheLeadersRestartGetsTheFirstAnswer) {
+  const int mgmt_leader = c_.LeaderIndex(0);
+  ASSERT_GE(mgmt_leader, 0);
+  const size_t home = mgmt_leader == 0 ? 1 : 0;
+  auto raw = c_.Raw(home, "rp3");
+  ASSERT_NE(raw, nullptr);
+  Victim v;
+  ASSERT_NO_FATAL_FAILURE(PickVictim(c_, *raw, 0, home, mgmt_leader, &v));
+  const auto first = Pattern(3000, 31);
+  const Epoch txid = HybridClock().Now();
+  auto created = CreateIfAbsent(*raw, v.copies, v.oid, "k0", txid, first);
+  ROS2_ASSERT_OK(created.status());
+  // The leader's engine dies and comes back on its stores (its worker
+  // addresses are new: a new session reads them from the map).
+  const auto restart = std::chrono::steady_clock::now();
+  c_.Kill(v.engine);
+  ROS2_ASSERT_OK(c_.Restart(v.engine));
+  std::printf("leader's engine killed -9 and restarted in %lld ms\n", MsSince(restart));
+  raw = c_.Raw(home, "rp3");
+  ASSERT_NE(raw, nullptr);
+  auto copies = WriteTargets(raw->map(), v.oid, "k0");
+  ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+  ASSERT_EQ(*copies, v.copies) << "the restarted engine's target leads the group again";
+  // The acknowledgement was lost, say: the client resends the same
+  // transaction. This leader stored it before its restart, so it answers as
+  // the first time instead of deciding again against the value it made.
+  auto resent = CreateIfAbsent(*raw, v.copies, v.oid, "k0", txid, first);
+  EXPECT_TRUE(resent.ok()) << "the resend of an acknowledged create-if-absent after the leader's restart: "
+                           << resent.status().ToString();
+  // Another transaction on the key is still decided, and refused.
+  auto other = CreateIfAbsent(*raw, v.copies, v.oid, "k0", HybridClock().Now(), Pattern(3000, 32));
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.status().code(), Status::Code::kAlreadyExists) << other.status().ToString();
+  for (uint32_t t : v.copies) {
+    auto got = ReadCopy(*raw, t, v.oid, "k0", first.size());
+    ASSERT_TRUE(got.ok()) << "target " << t << ": " << got.status().ToString();
+    EXPECT_EQ(*got, first) << "target " << t;
+  }
 }
 
 }  // namespace
