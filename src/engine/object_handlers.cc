@@ -308,6 +308,7 @@ void Target::HandleFetch(IncomingRequest req) {
   auto shard = Admit(req, m->header, control::kRightRead);
   if (!shard.ok()) return ReplyRefused(req, shard.status(), m->header);
   if (*shard == nullptr) return Park(std::move(req), m->header);
+  if (HoldWhileResolving(req, m->header, m->oid, m->dkey)) return;  // replica_in_doubt.cc
   const uint64_t capacity = req.bulk_in_capacity();
   uint64_t want = capacity;
   if (m->type == obj::ValueType::kArray) {

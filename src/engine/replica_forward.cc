@@ -237,6 +237,10 @@ void Target::Decide(const std::shared_ptr<LeaderOp>& op) {
 }
 
 void Target::Replicate(const std::shared_ptr<LeaderOp>& op) {
+  if (op->group.empty()) {
+    op->group.push_back({index_, std::string(address_.begin(), address_.end())});  // as the map has it
+    op->group.insert(op->group.end(), op->peers.begin(), op->peers.end());
+  }
   op->remaining = op->peers.size();
   if (op->remaining == 0) return StoreOwnCopy(op);
   for (const auto& peer : op->peers) SendForward(op, peer);
@@ -273,7 +277,8 @@ void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::Replica
   if (!ep.ok()) return fail(ep.status());
   obj::ForwardRequest fwd;
   fwd.op = op->op;
-  fwd.flags = op->condition != 0 ? obj::kForwardDecided : 0;
+  fwd.flags = op->condition != 0 || op->decided ? obj::kForwardDecided : 0;
+  fwd.group = op->group;
   if (op->op == obj::Opcode::kUpdate) {
     obj::UpdateRequest r = op->update;
     r.header.target = peer.target;
@@ -303,6 +308,7 @@ void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::Replica
 void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const Status& st) {
   if (!st.ok() && op->failure.ok()) op->failure = st;
   if (--op->remaining > 0) return;
+  if (op->resolved) return op->resolved(op->failure);  // an in-doubt operation's resolution: stored here already
   // A copy failed: the leader does not store it (the client resends the
   // whole operation, same epoch, under its next map).
   if (!op->failure.ok()) return Settle(op, op->failure);
@@ -320,7 +326,7 @@ void Target::Settle(const std::shared_ptr<LeaderOp>& op, const Status& st) {
 void Target::SetMapPeers(std::vector<std::string> addresses, std::vector<std::pair<uint32_t, std::string>> members) {
   ReplicaState& rs = replica();
   rs.members = std::set<std::pair<uint32_t, std::string>>(std::make_move_iterator(members.begin()),
-                                                           std::make_move_iterator(members.end()));
+                                                          std::make_move_iterator(members.end()));
   rs.down = std::set<std::string>(std::make_move_iterator(addresses.begin()), std::make_move_iterator(addresses.end()));
   for (auto it = rs.peers.begin(); it != rs.peers.end();) {
     if (rs.down.count(it->first) == 0) {
@@ -335,6 +341,9 @@ void Target::SetMapPeers(std::vector<std::string> addresses, std::vector<std::pa
     }
     ep->Close();  // fails the forwards in flight (Cancelled: the copy is reported Disconnected)
   }
+  // A leader marked DOWN may have left updates on this copy that other
+  // copies lack (replica_in_doubt.cc).
+  if (!rs.down.empty() && !rs.in_doubt.empty()) ResolveInDoubt();
 }
 
 void Target::HandleForward(IncomingRequest req) {
@@ -363,14 +372,15 @@ void Target::HandleForward(IncomingRequest req) {
   if (m->op == obj::Opcode::kUpdate) {
     auto u = obj::DecodeUpdateRequest(m->body);
     if (!u.ok()) return req.Reply(u.status().WithContext("forward request"));
-    return StoreForwardedUpdate(req, std::move(*u), m->flags);
+    return StoreForwardedUpdate(req, std::move(*u), m->flags, std::move(m->group));
   }
   auto p = obj::DecodePunchRequest(m->body);
   if (!p.ok()) return req.Reply(p.status().WithContext("forward request"));
-  StoreForwardedPunch(req, std::move(*p), m->flags);
+  StoreForwardedPunch(req, std::move(*p), m->flags, std::move(m->group));
 }
 
-void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, uint8_t flags) {
+void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, uint8_t flags,
+                                  std::vector<obj::ReplicaPeer> group) {
   if (u.header.flags != 0 || u.header.epoch == 0) {
     return req.Reply(Status::InvalidArgument(fmt::format(
         "engine target {}: a forward must carry a decided (unconditional) update at the leader's epoch", index_)));
@@ -393,16 +403,19 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
   op->epoch = u.header.epoch;
   env_->clock->Update(op->epoch);
   op->store.decided = (flags & obj::kForwardDecided) != 0;
+  op->condition = flags;
+  op->group = std::move(group);
+  op->capability.assign(req.capability().begin(), req.capability().end());
   op->store.oid = u.oid;
-  op->store.dkey = std::move(u.dkey);
-  op->store.akey = std::move(u.akey);
+  op->store.dkey = u.dkey;
+  op->store.akey = u.akey;
   op->store.epoch = op->epoch;
   op->store.type = u.type;
   op->store.index = u.index;
   op->store.record_size = u.record_size;
   op->store.data = op->buffer.span();
-  op->store.csum = std::move(u.csum);
-  op->update.header = u.header;
+  op->store.csum = u.csum;
+  op->update = std::move(u);
   auto store = [this, op](const Status& pulled) {
     if (!pulled.ok()) {
       return Finish(op->ticket, pulled.WithContext(fmt::format("engine target {}: pulling forwarded data", index_)));
@@ -411,14 +424,18 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
     SubmitUpdateWithRetry(h.pool, h.container, &op->store, [this, op](Status st) {
       usage_dirty_ = true;
       op->buffer = PooledBuffer();
+      if (st.ok()) {
+        NoteInDoubt(obj::Opcode::kUpdate, &op->update, nullptr, op->condition, std::move(op->group), op->capability);
+      }
       Finish(op->ticket, st, obj::Encode(obj::UpdateReply{op->epoch}));
     });
   };
-  if (u.length == 0) return store(Status::Ok());
+  if (op->update.length == 0) return store(Status::Ok());
   req.Pull(op->buffer.span(), store);
 }
 
-void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint8_t flags) {
+void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint8_t flags,
+                                 std::vector<obj::ReplicaPeer> group) {
   if (p.header.flags != 0 || p.header.epoch == 0 || p.scope == obj::PunchScope::kObject) {
     return req.Reply(Status::InvalidArgument(fmt::format(
         "engine target {}: a forward must carry a decided dkey or akey punch at the leader's epoch", index_)));
@@ -433,8 +450,11 @@ void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint
   env_->clock->Update(epoch);
   vos::PunchOp punch{p.scope, p.oid, p.dkey, p.akey, epoch};
   punch.decided = (flags & obj::kForwardDecided) != 0;
-  (*shard)->vos->SubmitPunch(punch, [this, t = *ticket, epoch](Status st) {
+  std::vector<uint8_t> capability(req.capability().begin(), req.capability().end());
+  (*shard)->vos->SubmitPunch(punch, [this, t = *ticket, epoch, p = std::move(p), flags, group = std::move(group),
+                                     capability = std::move(capability)](Status st) mutable {
     usage_dirty_ = true;
+    if (st.ok()) NoteInDoubt(obj::Opcode::kPunch, nullptr, &p, flags, std::move(group), capability);
     Finish(t, st, obj::Encode(obj::PunchReply{epoch}));
   });
 }

@@ -18,12 +18,16 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/uuid.h"
@@ -39,6 +43,27 @@ namespace ros2::engine {
 // "ros2-replica-fwd": byte 6 ('e') is not a version-4 uuid's.
 inline constexpr std::array<uint8_t, 16> kForwardSession = {'r', 'o', 's', '2', '-', 'r', 'e', 'p',
                                                             'l', 'i', 'c', 'a', '-', 'f', 'w', 'd'};
+
+class Target;
+
+// A forwarded update or punch this copy stored, kept while its leader may not
+// have settled it everywhere: for 3 x the forward timeout (the leader settles
+// an operation within one forward timeout; a dead leader is marked DOWN
+// within two lease TTLs, the forward timeout being one). When the map marks
+// the leader DOWN, the copy forwards it to the group's other live copies
+// itself ("resolves" it) and holds reads of its dkey until they answered
+// (docs/replication.md, "In-doubt updates").
+struct InDoubtOp {
+  std::chrono::steady_clock::time_point stored;
+  obj::Opcode op = obj::Opcode::kUpdate;
+  obj::UpdateRequest update;  // kUpdate: as forwarded (the data is in this copy's store)
+  obj::PunchRequest punch;    // kPunch
+  bool decided = false;       // forwarded with kForwardDecided
+  std::shared_ptr<const std::vector<obj::ReplicaPeer>> group;  // the leader first
+  std::shared_ptr<const std::vector<uint8_t>> capability;      // the client's
+  bool resolving = false;
+  bool done = false;  // resolved: every live copy answered OK
+};
 
 // Per target: see the file comment.
 struct ReplicaState {
@@ -57,6 +82,17 @@ struct ReplicaState {
   // a leader request naming a copy outside it is refused. Empty until the
   // engine reads a map (only clustered engines do; docs/replication.md).
   std::set<std::pair<uint32_t, std::string>> members;
+  // In-doubt operations (InDoubtOp), oldest first; at most kMaxInDoubt (the
+  // oldest go first, logged).
+  std::deque<std::shared_ptr<InDoubtOp>> in_doubt;
+  static constexpr size_t kMaxInDoubt = 8192;
+  // Successive forwards mostly share the group and the capability: kept once.
+  std::shared_ptr<const std::vector<obj::ReplicaPeer>> last_group;
+  std::shared_ptr<const std::vector<uint8_t>> last_capability;
+  // Dkeys (DkeyGate::Key) with an in-doubt operation being resolved, and the
+  // reads held until it is.
+  std::map<std::string, int> resolving;
+  std::vector<std::tuple<std::string, transport::IncomingRequest, void (Target::*)(transport::IncomingRequest)>> held;
 };
 
 // One update or punch this target leads, from its admission to its reply.
@@ -74,6 +110,14 @@ struct LeaderOp {
   size_t remaining = 0;             // other copies not yet answered
   Status failure;                   // the first copy's failure
   Epoch epoch = 0;                  // the transaction id
+  // Every copy, the leader first (ForwardRequest::group): made by Replicate
+  // from this target and `peers` unless set.
+  std::vector<obj::ReplicaPeer> group;
+  // The resolution of an in-doubt operation (InDoubtOp): forwarded with
+  // kForwardDecided when `decided`; `resolved` runs once every copy answered
+  // (nothing is stored here, and nothing is answered to a client).
+  bool decided = false;
+  std::function<void(const Status&)> resolved;
 };
 
 }  // namespace ros2::engine

@@ -61,6 +61,7 @@
 namespace ros2::engine {
 
 struct LeaderOp;      // replica_forward.h
+struct InDoubtOp;     // replica_forward.h
 struct ReplicaState;  // replica_forward.h
 
 // What every target of an engine shares; owned by the Engine, which outlives
@@ -291,8 +292,21 @@ class Target {
   void CopyDone(const std::shared_ptr<LeaderOp>& op, const Status& st);
   void StoreOwnCopy(const std::shared_ptr<LeaderOp>& op);
   void Settle(const std::shared_ptr<LeaderOp>& op, const Status& st);
-  void StoreForwardedUpdate(transport::IncomingRequest& req, obj::UpdateRequest m, uint8_t flags);
-  void StoreForwardedPunch(transport::IncomingRequest& req, obj::PunchRequest m, uint8_t flags);
+  void StoreForwardedUpdate(transport::IncomingRequest& req, obj::UpdateRequest m, uint8_t flags,
+                            std::vector<obj::ReplicaPeer> group);
+  void StoreForwardedPunch(transport::IncomingRequest& req, obj::PunchRequest m, uint8_t flags,
+                           std::vector<obj::ReplicaPeer> group);
+  // --- in-doubt operations (replica_in_doubt.cc, docs/replication.md "In-doubt updates") ---
+  // Keeps a stored forward (InDoubtOp) from the request that carried it.
+  void NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const obj::PunchRequest* punch, uint8_t flags,
+                   std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability);
+  // Resolves the in-doubt operations whose leader the map marks DOWN.
+  void ResolveInDoubt();
+  void ResolveOne(const std::shared_ptr<InDoubtOp>& op);
+  void ResolvedOne(const std::shared_ptr<InDoubtOp>& op, const std::string& gate, const Status& st);
+  // A read of a dkey being resolved is held until it is (true: held).
+  bool HoldWhileResolving(transport::IncomingRequest& req, const obj::RequestHeader& h, const ObjectId& oid,
+                          const std::string& dkey);
   ReplicaState& replica();
 
  public:

@@ -71,43 +71,19 @@ Status ReadHead(In& in, Opcode* op, std::vector<uint8_t>* body, uint8_t* flags) 
   return Status::Ok();
 }
 
-}  // namespace
-
-std::vector<uint8_t> Encode(const LeaderRequest& m) {
-  std::vector<uint8_t> out;
-  out.reserve(16 + m.body.size() + m.peers.size() * 512);
-  out.push_back(kProtocolVersion);
-  Le(out, static_cast<uint16_t>(m.op), 2);
-  Le(out, m.body.size(), 4);
-  Append(out, m.body);
-  out.push_back(static_cast<uint8_t>(m.peers.size()));
-  for (const auto& p : m.peers) {
+void AppendPeers(std::vector<uint8_t>& out, const std::vector<ReplicaPeer>& peers) {
+  out.push_back(static_cast<uint8_t>(peers.size()));
+  for (const auto& p : peers) {
     Le(out, p.target, 4);
     Le(out, p.address.size(), 2);
     Append(out, {reinterpret_cast<const uint8_t*>(p.address.data()), p.address.size()});
   }
-  return out;
 }
 
-std::vector<uint8_t> Encode(const ForwardRequest& m) {
-  std::vector<uint8_t> out;
-  out.reserve(48 + m.body.size());
-  out.push_back(kProtocolVersion);
-  Le(out, static_cast<uint16_t>(m.op), 2);
-  out.push_back(m.flags);
-  Le(out, m.body.size(), 4);
-  Append(out, m.body);
-  Append(out, m.mac);
-  return out;
-}
-
-Result<LeaderRequest> DecodeLeaderRequest(std::span<const uint8_t> bytes) {
-  In in(bytes, "leader request");
-  LeaderRequest m;
-  ROS2_RETURN_IF_ERROR(ReadHead(in, &m.op, &m.body, nullptr));
+Status ReadPeers(In& in, size_t limit, std::vector<ReplicaPeer>* peers) {
   uint64_t n = 0;
   ROS2_RETURN_IF_ERROR(in.Le("peers", 1, &n));
-  if (n > kMaxReplicaPeers) return in.Fail("peers", fmt::format("{} exceeds the limit of {}", n, kMaxReplicaPeers));
+  if (n > limit) return in.Fail("peers", fmt::format("{} exceeds the limit of {}", n, limit));
   for (uint64_t i = 0; i < n; ++i) {
     ReplicaPeer p;
     uint64_t v = 0;
@@ -120,8 +96,42 @@ Result<LeaderRequest> DecodeLeaderRequest(std::span<const uint8_t> bytes) {
     std::span<const uint8_t> raw;
     ROS2_RETURN_IF_ERROR(in.Raw("peer address", v, &raw));
     p.address.assign(reinterpret_cast<const char*>(raw.data()), raw.size());
-    m.peers.push_back(std::move(p));
+    peers->push_back(std::move(p));
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<uint8_t> Encode(const LeaderRequest& m) {
+  std::vector<uint8_t> out;
+  out.reserve(16 + m.body.size() + m.peers.size() * 512);
+  out.push_back(kProtocolVersion);
+  Le(out, static_cast<uint16_t>(m.op), 2);
+  Le(out, m.body.size(), 4);
+  Append(out, m.body);
+  AppendPeers(out, m.peers);
+  return out;
+}
+
+std::vector<uint8_t> Encode(const ForwardRequest& m) {
+  std::vector<uint8_t> out;
+  out.reserve(48 + m.body.size() + m.group.size() * 512);
+  out.push_back(kProtocolVersion);
+  Le(out, static_cast<uint16_t>(m.op), 2);
+  out.push_back(m.flags);
+  Le(out, m.body.size(), 4);
+  Append(out, m.body);
+  AppendPeers(out, m.group);
+  Append(out, m.mac);
+  return out;
+}
+
+Result<LeaderRequest> DecodeLeaderRequest(std::span<const uint8_t> bytes) {
+  In in(bytes, "leader request");
+  LeaderRequest m;
+  ROS2_RETURN_IF_ERROR(ReadHead(in, &m.op, &m.body, nullptr));
+  ROS2_RETURN_IF_ERROR(ReadPeers(in, kMaxReplicaPeers, &m.peers));
   ROS2_RETURN_IF_ERROR(in.End());
   return m;
 }
@@ -130,6 +140,7 @@ Result<ForwardRequest> DecodeForwardRequest(std::span<const uint8_t> bytes) {
   In in(bytes, "forward request");
   ForwardRequest m;
   ROS2_RETURN_IF_ERROR(ReadHead(in, &m.op, &m.body, &m.flags));
+  ROS2_RETURN_IF_ERROR(ReadPeers(in, kMaxReplicaPeers + 1, &m.group));
   std::span<const uint8_t> mac;
   ROS2_RETURN_IF_ERROR(in.Raw("mac", m.mac.size(), &mac));
   std::memcpy(m.mac.data(), mac.data(), mac.size());
@@ -146,6 +157,7 @@ std::vector<uint8_t> ForwardMacInput(const ForwardRequest& m, std::span<const ui
   out.push_back(m.flags);
   Le(out, m.body.size(), 4);
   Append(out, m.body);
+  AppendPeers(out, m.group);
   Le(out, capability.size(), 4);
   Append(out, capability);
   return out;

@@ -16,6 +16,7 @@
 //   leader:  u16 opcode (kUpdate or kPunch) | u32 n | n bytes request |
 //            u8 peers | per peer: u32 target, u16 n, n bytes address
 //   forward: u16 opcode | u8 flags (kForwardDecided) | u32 n | n bytes request |
+//            u8 copies | per copy: u32 target, u16 n, n bytes address |
 //            32 bytes MAC
 // Decoding validates the opcode, the sizes against the payload and the limits
 // below, the flags and trailing bytes (Protocol naming the field); the wrapped
@@ -59,6 +60,10 @@ struct ForwardRequest {
   Opcode op = Opcode::kUpdate;
   uint8_t flags = 0;          // kForwardDecided
   std::vector<uint8_t> body;  // the decided request, addressed to the copy
+  // Every copy of the update, the leader first (at most kMaxReplicaPeers + 1):
+  // a copy that holds it when the leader dies forwards it to the others
+  // (docs/replication.md, "In-doubt updates").
+  std::vector<ReplicaPeer> group;
   std::array<uint8_t, 32> mac{};
   friend bool operator==(const ForwardRequest&, const ForwardRequest&) = default;
 };
@@ -68,8 +73,8 @@ std::vector<uint8_t> Encode(const ForwardRequest& m);
 Result<LeaderRequest> DecodeLeaderRequest(std::span<const uint8_t> bytes);
 Result<ForwardRequest> DecodeForwardRequest(std::span<const uint8_t> bytes);
 
-// What a forward's MAC covers: a label, the opcode, the flags, the request and
-// the client's capability (so neither can be swapped under the MAC).
+// What a forward's MAC covers: a label, the opcode, the flags, the request,
+// the group and the client's capability (so none can be swapped under the MAC).
 std::vector<uint8_t> ForwardMacInput(const ForwardRequest& m, std::span<const uint8_t> capability);
 
 }  // namespace ros2::obj

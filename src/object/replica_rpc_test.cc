@@ -40,6 +40,7 @@ TEST(ReplicaRpc, LeaderAndForwardRoundTrip) {
   f.op = Opcode::kPunch;
   f.flags = kForwardDecided;
   f.body = {1, 2, 3};
+  f.group = {{0, "leader"}, {3, "copy"}};
   f.mac.fill(0xab);
   auto fback = DecodeForwardRequest(Encode(f));
   ASSERT_TRUE(fback.ok()) << fback.status().ToString();
@@ -77,6 +78,9 @@ TEST(ReplicaRpc, MalformedMessagesNameTheField) {
   auto short_mac = Encode(f);
   short_mac.pop_back();
   ExpectProtocol(DecodeForwardRequest(short_mac).status(), "mac");
+  ForwardRequest crowded;
+  crowded.group.assign(kMaxReplicaPeers + 2, {0, "a"});
+  ExpectProtocol(DecodeForwardRequest(Encode(crowded)).status(), "peers");
 }
 
 TEST(ReplicaRpc, TheMacInputCoversTheRequestAndTheCapability) {
@@ -91,6 +95,9 @@ TEST(ReplicaRpc, TheMacInputCoversTheRequestAndTheCapability) {
   other_flags.flags = kForwardDecided;
   EXPECT_NE(ForwardMacInput(other_flags, cap), base);
   EXPECT_NE(ForwardMacInput(f, std::vector<uint8_t>{9, 8}), base);
+  ForwardRequest other_group = f;
+  other_group.group = {{1, "x"}};
+  EXPECT_NE(ForwardMacInput(other_group, cap), base);
   // The capability cannot be moved into the request or out of it.
   ForwardRequest shifted = f;
   shifted.body.push_back(9);

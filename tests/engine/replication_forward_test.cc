@@ -18,6 +18,10 @@
 //   restarted (nvme stores), the same transaction resent: the same answer
 //   (the decided record is durable with the value), while another
 //   transaction on the key is still refused.
+// - A leader killed -9 after its forward reached one copy only, its writer
+//   giving up: once the map marks the leader DOWN, that copy forwards the
+//   update to the other, so the value the new leader serves is on every
+//   live copy.
 // - While a forward to one copy hangs, the leader (which serves reads) does
 //   not show the update; a forward to a copy the map marks DOWN fails at once.
 //
@@ -443,6 +447,76 @@ TEST_F(ReplicationForwardTest, ReadsSeeNoUpdateBeforeEveryCopyHoldsIt) {
   auto back = obj->Get("k1", "a", 1000);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, after);
+}
+
+// A leader dies after its forward reached one copy (C1) only: the other
+// copy's (C2's) engine is stopped, so it never pulls the data from the dead
+// leader; the writer, unanswered, gives up (a raw request, never resent).
+// When the map marks the leader DOWN, C1 holds an update C2 lacks, and C1
+// now leads and serves reads: it forwards the update to C2 itself, so what
+// a reader sees there survives the loss of C1 too.
+TEST_F(ReplicationForwardTest, AnUpdateOnOneCopyOfADeadLeaderReachesTheOthers) {
+  const int mgmt_leader = c_.LeaderIndex(0);
+  ASSERT_GE(mgmt_leader, 0);
+  const size_t home = mgmt_leader == 0 ? 1 : 0;
+  auto raw = c_.Raw(home, "rp3");
+  auto writer_session = c_.Raw(home, "rp3");
+  ASSERT_NE(raw, nullptr);
+  ASSERT_NE(writer_session, nullptr);
+  Victim v;
+  ASSERT_NO_FATAL_FAILURE(PickVictim(c_, *raw, 0, home, mgmt_leader, &v));
+  size_t c2 = 0;
+  while (c_.engines[c2]->engine_id() != raw->engine_of(v.copies[2])) ++c2;
+  auto cl = c_.Client(home);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  auto pool = (*cl)->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto cont = (*pool)->OpenContainer("rp3");
+  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+  auto obj = (*cont)->OpenObject(v.oid);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  ROS2_ASSERT_OK(obj->Put("warm", "a", Bytes(Pattern(100, 40))));  // the leader's endpoints to both copies
+
+  const auto value = Pattern(256 << 10, 41);
+  obj::LeaderRequest lead;
+  lead.op = obj::Opcode::kUpdate;
+  lead.body = obj::Encode(RawUpdate(*writer_session, v.copies[0], v.oid, "k0", value.size()));
+  for (size_t i = 1; i < 3; ++i) {
+    lead.peers.push_back({raw->map().targets[v.copies[i]].engine_index,
+                          raw->pool().map.targets(static_cast<int>(v.copies[i])).worker_address()});
+  }
+  const pid_t stopped = c_.engines[c2]->pid();
+  ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
+  Status written;
+  std::thread writer([&] {
+    written = writer_session->Call(v.copies[0], obj::Opcode::kLeader, obj::Encode(lead), Bytes(value)).status();
+  });
+  bool on_c1 = false;
+  for (int i = 0; i < 100 && !on_c1; ++i) {
+    auto got = ReadCopy(*raw, v.copies[1], v.oid, "k0", value.size());
+    on_c1 = got.ok() && *got == value;
+    if (!on_c1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  c_.Kill(v.engine);
+  ASSERT_EQ(::kill(stopped, SIGCONT), 0);
+  writer.join();
+  ASSERT_TRUE(on_c1) << "the forward never reached the live copy";
+  EXPECT_FALSE(written.ok()) << "acknowledged although a copy was stopped";
+  // Resolved once the map marks the leader DOWN (lease expiry: at most 2 x TTL).
+  const auto killed = std::chrono::steady_clock::now();
+  bool on_c2 = false;
+  while (!on_c2 && MsSince(killed) < 4 * kTtlSeconds * 1000) {
+    auto got = ReadCopy(*raw, v.copies[2], v.oid, "k0", value.size());
+    if (got.status().code() == Status::Code::kStaleMap) (void)raw->RefreshMapVersion();
+    on_c2 = got.ok() && *got == value;
+    if (!on_c2) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::printf("the update the dead leader forwarded to one copy reached the other %lld ms after the kill\n",
+              MsSince(killed));
+  EXPECT_TRUE(on_c2) << "the copy that lacked the dead leader's update never received it";
+  auto back = obj->Get("k0", "a", value.size());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(*back == value) << "the new leader serves another value";
 }
 
 // The same cluster on nvme stores: what a restart keeps.

@@ -1,0 +1,180 @@
+// In-doubt operations of a copy (replica_forward.h, InDoubtOp;
+// docs/replication.md "In-doubt updates").
+//
+// A copy stores a forward before its leader knows whether every other copy
+// has it. If the leader dies then, the update may sit on some copies only,
+// and the next leader (one of them) would serve a value the others lack: lost
+// for good if that copy is lost too, or if the writer, who got no answer,
+// died as well. So a copy keeps what it stored for as long as its leader may
+// not have settled it, and when the map marks that leader DOWN it forwards
+// each such operation to the group's other live copies itself, from its own
+// store, at the same epoch (a replay there is harmless), holding reads of the
+// dkey until they answered. Target thread only.
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "common/log.h"
+#include "engine/dkey_gate.h"
+#include "engine/replica_forward.h"
+#include "engine/target.h"
+
+namespace ros2::engine {
+
+void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const obj::PunchRequest* punch,
+                         uint8_t flags, std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability) {
+  ReplicaState& rs = replica();
+  // Nothing to resolve it with, or a resolution another copy sends (its
+  // leader is DOWN already): not kept.
+  if (group.empty() || rs.down.count(group.front().address) != 0) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto window = 3 * env_->forward_timeout;
+  while (!rs.in_doubt.empty() && (rs.in_doubt.front()->done || (now - rs.in_doubt.front()->stored > window &&
+                                                                 !rs.in_doubt.front()->resolving))) {
+    rs.in_doubt.pop_front();
+  }
+  if (rs.in_doubt.size() >= ReplicaState::kMaxInDoubt) {
+    ROS2_LOG_WARN("engine target {}: more than {} forwards within {} ms: the oldest is no longer resolved if its "
+                  "leader dies",
+                  index_, ReplicaState::kMaxInDoubt, window.count());
+    rs.in_doubt.pop_front();
+  }
+  auto e = std::make_shared<InDoubtOp>();
+  e->stored = now;
+  e->op = op;
+  if (update != nullptr) e->update = *update;
+  if (punch != nullptr) e->punch = *punch;
+  e->decided = (flags & obj::kForwardDecided) != 0;
+  if (rs.last_group == nullptr || *rs.last_group != group) {
+    rs.last_group = std::make_shared<const std::vector<obj::ReplicaPeer>>(std::move(group));
+  }
+  e->group = rs.last_group;
+  if (rs.last_capability == nullptr || !std::equal(capability.begin(), capability.end(), rs.last_capability->begin(),
+                                                   rs.last_capability->end())) {
+    rs.last_capability = std::make_shared<const std::vector<uint8_t>>(capability.begin(), capability.end());
+  }
+  e->capability = rs.last_capability;
+  rs.in_doubt.push_back(std::move(e));
+}
+
+void Target::ResolveInDoubt() {
+  ReplicaState& rs = replica();
+  const auto now = std::chrono::steady_clock::now();
+  const auto window = 3 * env_->forward_timeout;
+  for (const auto& e : rs.in_doubt) {
+    if (e->done || e->resolving || now - e->stored > window) continue;
+    if (rs.down.count(e->group->front().address) == 0) continue;  // its leader is not DOWN
+    ResolveOne(e);
+  }
+}
+
+void Target::ResolveOne(const std::shared_ptr<InDoubtOp>& e) {
+  ReplicaState& rs = replica();
+  const bool update = e->op == obj::Opcode::kUpdate;
+  const obj::RequestHeader& h = update ? e->update.header : e->punch.header;
+  const ObjectId& oid = update ? e->update.oid : e->punch.oid;
+  const std::string& dkey = update ? e->update.dkey : e->punch.dkey;
+  auto shard = OpenShard(h.pool, h.container);
+  if (!shard.ok()) {
+    ROS2_LOG_WARN("engine target {}: in-doubt {} of oid={} not resolved: {}", index_, update ? "update" : "punch",
+                  oid.ToString(), shard.status().ToString());
+    return;
+  }
+  auto op = std::make_shared<LeaderOp>();
+  op->op = e->op;
+  op->epoch = update ? e->update.header.epoch : e->punch.header.epoch;
+  op->decided = e->decided;
+  op->capability = *e->capability;
+  op->group = *e->group;
+  const std::string self(address_.begin(), address_.end());
+  for (const auto& peer : *e->group) {
+    if (peer.address != self && rs.down.count(peer.address) == 0) op->peers.push_back(peer);
+  }
+  if (op->peers.empty()) {  // no other live copy: nothing in doubt left
+    e->done = true;
+    return;
+  }
+  const std::string gate = DkeyGate::Key(h.pool, h.container, oid, dkey);
+  e->resolving = true;
+  ++rs.resolving[gate];
+  op->resolved = [this, e, gate](const Status& st) { ResolvedOne(e, gate, st); };
+  const uint64_t map_version = std::max(h.map_version, env_->maps.current());
+  ROS2_LOG_INFO("engine target {}: the leader of {} oid={} dkey of {} bytes at epoch {} is DOWN: forwarding it to {} "
+                "live cop{}",
+                index_, update ? "an update of" : "a punch of", oid.ToString(), dkey.size(), op->epoch,
+                op->peers.size(), op->peers.size() == 1 ? "y" : "ies");
+  if (!update) {
+    op->punch = e->punch;
+    op->punch.header.map_version = map_version;
+    return deferred_.push_back([this, op] { Replicate(op); });
+  }
+  op->update = e->update;
+  op->update.header.map_version = map_version;
+  auto buffer = buffers_.Get(e->update.length);
+  if (!buffer.ok()) return ResolvedOne(e, gate, buffer.status());
+  op->buffer = std::move(*buffer);
+  // The value as this copy stored it: the version at the operation's epoch.
+  vos::FetchOp f;
+  f.oid = oid;
+  f.dkey = dkey;
+  f.akey = e->update.akey;
+  f.epoch = op->epoch;
+  f.type = e->update.type;
+  f.index = e->update.index;
+  f.record_size = e->update.record_size;
+  f.count = e->update.record_size == 0 ? 0 : e->update.length / e->update.record_size;
+  f.buffer = op->buffer.span();
+  (*shard)->vos->SubmitFetch(f, [this, op, e, gate](Result<vos::FetchResult> r) {
+    if (!r.ok()) return ResolvedOne(e, gate, r.status());
+    if (r->size != op->update.length) {
+      return ResolvedOne(e, gate,
+                         Status::Internal(fmt::format("its value is {} bytes here, the update had {}", r->size,
+                                                      op->update.length)));
+    }
+    deferred_.push_back([this, op] { Replicate(op); });
+  });
+}
+
+void Target::ResolvedOne(const std::shared_ptr<InDoubtOp>& e, const std::string& gate, const Status& st) {
+  ReplicaState& rs = replica();
+  e->resolving = false;
+  if (st.ok()) {
+    e->done = true;
+  } else {
+    // Kept: the next map change tries again, while it is in its window.
+    ROS2_LOG_WARN("engine target {}: an in-doubt operation at epoch {} was not resolved: {}", index_,
+                  e->op == obj::Opcode::kUpdate ? e->update.header.epoch : e->punch.header.epoch, st.ToString());
+  }
+  auto it = rs.resolving.find(gate);
+  if (it == rs.resolving.end() || --it->second > 0) return;
+  rs.resolving.erase(it);
+  // The reads held for the dkey run now, in arrival order.
+  std::vector<std::pair<transport::IncomingRequest, Handler>> ready;
+  for (auto h = rs.held.begin(); h != rs.held.end();) {
+    if (std::get<0>(*h) != gate) {
+      ++h;
+      continue;
+    }
+    ready.emplace_back(std::move(std::get<1>(*h)), std::get<2>(*h));
+    h = rs.held.erase(h);
+  }
+  for (auto& [req, handler] : ready) {
+    deferred_.push_back([this, req = std::make_shared<transport::IncomingRequest>(std::move(req)), handler]() mutable {
+      dispatching_ = handler;
+      (this->*handler)(std::move(*req));
+      dispatching_ = nullptr;
+    });
+  }
+}
+
+bool Target::HoldWhileResolving(transport::IncomingRequest& req, const obj::RequestHeader& h, const ObjectId& oid,
+                                const std::string& dkey) {
+  if (replica_ == nullptr || replica_->resolving.empty() || dispatching_ == nullptr) return false;
+  std::string gate = DkeyGate::Key(h.pool, h.container, oid, dkey);
+  if (replica_->resolving.count(gate) == 0) return false;
+  if (replica_->held.size() >= env_->limits.target_requests_in_flight) return false;  // served as it is
+  replica_->held.emplace_back(std::move(gate), std::move(req), dispatching_);
+  return true;
+}
+
+}  // namespace ros2::engine
