@@ -341,9 +341,10 @@ void Target::SetMapPeers(std::vector<std::string> addresses, std::vector<std::pa
     }
     ep->Close();  // fails the forwards in flight (Cancelled: the copy is reported Disconnected)
   }
-  // A leader marked DOWN may have left updates on this copy that other
-  // copies lack (replica_in_doubt.cc).
-  if (!rs.down.empty() && !rs.in_doubt.empty()) ResolveInDoubt();
+  // A leader marked DOWN, or restarted (its old worker address gone from the
+  // map), may have left updates on this copy that other copies lack
+  // (replica_in_doubt.cc).
+  if (!rs.in_doubt.empty()) ResolveInDoubt();
 }
 
 void Target::HandleForward(IncomingRequest req) {

@@ -11,6 +11,7 @@
 // store, at the same epoch (a replay there is harmless), holding reads of the
 // dkey until they answered. Target thread only.
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -21,12 +22,30 @@
 
 namespace ros2::engine {
 
+namespace {
+
+// The worker addresses of the map's targets (empty: the engine reads no map).
+std::set<std::string> LiveAddresses(const ReplicaState& rs) {
+  std::set<std::string> live;
+  for (const auto& [index, address] : rs.members) live.insert(address);
+  return live;
+}
+
+// Whether the map says the copy at `address` is gone: its target is DOWN, or
+// no target has that worker address any more (its engine restarted, and
+// registered new ones).
+bool Gone(const ReplicaState& rs, const std::set<std::string>& live, const std::string& address) {
+  return rs.down.count(address) != 0 || (!live.empty() && live.count(address) == 0);
+}
+
+}  // namespace
+
 void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const obj::PunchRequest* punch,
                          uint8_t flags, std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability) {
   ReplicaState& rs = replica();
   // Nothing to resolve it with, or a resolution another copy sends (its
-  // leader is DOWN already): not kept.
-  if (group.empty() || rs.down.count(group.front().address) != 0) return;
+  // leader is gone already): not kept.
+  if (group.empty() || Gone(rs, LiveAddresses(rs), group.front().address)) return;
   const auto now = std::chrono::steady_clock::now();
   const auto window = 3 * env_->forward_timeout;
   while (!rs.in_doubt.empty() && (rs.in_doubt.front()->done || (now - rs.in_doubt.front()->stored > window &&
@@ -61,14 +80,15 @@ void Target::ResolveInDoubt() {
   ReplicaState& rs = replica();
   const auto now = std::chrono::steady_clock::now();
   const auto window = 3 * env_->forward_timeout;
+  const std::set<std::string> live = LiveAddresses(rs);
   for (const auto& e : rs.in_doubt) {
     if (e->done || e->resolving || now - e->stored > window) continue;
-    if (rs.down.count(e->group->front().address) == 0) continue;  // its leader is not DOWN
-    ResolveOne(e);
+    if (!Gone(rs, live, e->group->front().address)) continue;  // its leader is still there
+    ResolveOne(e, live);
   }
 }
 
-void Target::ResolveOne(const std::shared_ptr<InDoubtOp>& e) {
+void Target::ResolveOne(const std::shared_ptr<InDoubtOp>& e, const std::set<std::string>& live) {
   ReplicaState& rs = replica();
   const bool update = e->op == obj::Opcode::kUpdate;
   const obj::RequestHeader& h = update ? e->update.header : e->punch.header;
@@ -88,7 +108,7 @@ void Target::ResolveOne(const std::shared_ptr<InDoubtOp>& e) {
   op->group = *e->group;
   const std::string self(address_.begin(), address_.end());
   for (const auto& peer : *e->group) {
-    if (peer.address != self && rs.down.count(peer.address) == 0) op->peers.push_back(peer);
+    if (peer.address != self && !Gone(rs, live, peer.address)) op->peers.push_back(peer);
   }
   if (op->peers.empty()) {  // no other live copy: nothing in doubt left
     e->done = true;

@@ -300,9 +300,10 @@ class Target {
   // Keeps a stored forward (InDoubtOp) from the request that carried it.
   void NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const obj::PunchRequest* punch, uint8_t flags,
                    std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability);
-  // Resolves the in-doubt operations whose leader the map marks DOWN.
+  // Resolves the in-doubt operations whose leader the map marks DOWN or no
+  // longer has (`live`: the map's worker addresses).
   void ResolveInDoubt();
-  void ResolveOne(const std::shared_ptr<InDoubtOp>& op);
+  void ResolveOne(const std::shared_ptr<InDoubtOp>& op, const std::set<std::string>& live);
   void ResolvedOne(const std::shared_ptr<InDoubtOp>& op, const std::string& gate, const Status& st);
   // A read of a dkey being resolved is held until it is (true: held).
   bool HoldWhileResolving(transport::IncomingRequest& req, const obj::RequestHeader& h, const ObjectId& oid,
