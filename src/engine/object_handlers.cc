@@ -176,10 +176,21 @@ Status Target::CheckClientEpoch(Epoch epoch, std::string_view op) {
 }
 
 void Target::SubmitUpdateWithRetry(const Uuid& pool, const Uuid& container, vos::UpdateOp* op,
-                                   std::function<void(Status)> done, bool retried) {
+                                   std::function<void(Status)> done, bool retried,
+                                   std::chrono::steady_clock::time_point busy_until) {
   auto shard = OpenShard(pool, container);
   if (!shard.ok()) return done(shard.status());
-  (*shard)->vos->SubmitUpdate(*op, [this, pool, container, op, done = std::move(done), retried](Status st) mutable {
+  (*shard)->vos->SubmitUpdate(*op, [this, pool, container, op, done = std::move(done), retried,
+                                    busy_until](Status st) mutable {
+    if (st.code() == Status::Code::kBusy) {
+      const auto now = std::chrono::steady_clock::now();
+      if (busy_until == std::chrono::steady_clock::time_point{}) busy_until = now + env_->forward_timeout;
+      if (now < busy_until) {
+        return deferred_.push_back([this, pool, container, op, done = std::move(done), retried, busy_until]() mutable {
+          SubmitUpdateWithRetry(pool, container, op, std::move(done), retried, busy_until);
+        });
+      }
+    }
     if (st.code() != Status::Code::kNoSpace || retried) return done(st);
     // Out of space: overwritten or punched versions may hold it, in any of
     // the pool's shards on this target. Aggregate them (after this VOS

@@ -345,9 +345,14 @@ class Target {
   size_t ParkedCount() const;
   // Vos::SubmitUpdate on the container's shard; a NoSpace answer gets one more
   // try after an aggregation pass of the shard freed space (deferred: never
-  // inside a VOS callback). `op` must live until `done` runs.
+  // inside a VOS callback). A Busy answer (the same key at the same epoch in
+  // flight: a resend, or an in-doubt resolution, racing the first copy) is
+  // tried again at each pass of the loop until `busy_until` (one forward
+  // timeout from the first Busy), then stored as a replay. `op` must live
+  // until `done` runs.
   void SubmitUpdateWithRetry(const Uuid& pool, const Uuid& container, vos::UpdateOp* op,
-                             std::function<void(Status)> done, bool retried = false);
+                             std::function<void(Status)> done, bool retried = false,
+                             std::chrono::steady_clock::time_point busy_until = {});
   // Tracks a request whose reply comes later, counting it and the `bytes` the
   // target allocates for it against the in-flight budget (Busy, not tracked,
   // when over a limit); Finish() replies, releases them and forgets it.
