@@ -48,14 +48,15 @@ void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const
   if (group.empty() || Gone(rs, LiveAddresses(rs), group.front().address)) return;
   const auto now = std::chrono::steady_clock::now();
   const auto window = 3 * env_->forward_timeout;
-  while (!rs.in_doubt.empty() && (rs.in_doubt.front()->done || (now - rs.in_doubt.front()->stored > window &&
-                                                                 !rs.in_doubt.front()->resolving))) {
+  while (!rs.in_doubt.empty() && (rs.in_doubt.front()->done ||
+                                  (now - rs.in_doubt.front()->stored > window && !rs.in_doubt.front()->resolving))) {
     rs.in_doubt.pop_front();
   }
   if (rs.in_doubt.size() >= ReplicaState::kMaxInDoubt) {
-    ROS2_LOG_WARN("engine target {}: more than {} forwards within {} ms: the oldest is no longer resolved if its "
-                  "leader dies",
-                  index_, ReplicaState::kMaxInDoubt, window.count());
+    ROS2_LOG_WARN(
+        "engine target {}: more than {} forwards within {} ms: the oldest is no longer resolved if its "
+        "leader dies",
+        index_, ReplicaState::kMaxInDoubt, window.count());
     rs.in_doubt.pop_front();
   }
   auto e = std::make_shared<InDoubtOp>();
@@ -68,8 +69,8 @@ void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const
     rs.last_group = std::make_shared<const std::vector<obj::ReplicaPeer>>(std::move(group));
   }
   e->group = rs.last_group;
-  if (rs.last_capability == nullptr || !std::equal(capability.begin(), capability.end(), rs.last_capability->begin(),
-                                                   rs.last_capability->end())) {
+  if (rs.last_capability == nullptr ||
+      !std::equal(capability.begin(), capability.end(), rs.last_capability->begin(), rs.last_capability->end())) {
     rs.last_capability = std::make_shared<const std::vector<uint8_t>>(capability.begin(), capability.end());
   }
   e->capability = rs.last_capability;
@@ -119,10 +120,11 @@ void Target::ResolveOne(const std::shared_ptr<InDoubtOp>& e, const std::set<std:
   ++rs.resolving[gate];
   op->resolved = [this, e, gate](const Status& st) { ResolvedOne(e, gate, st); };
   const uint64_t map_version = std::max(h.map_version, env_->maps.current());
-  ROS2_LOG_INFO("engine target {}: the leader of {} oid={} dkey of {} bytes at epoch {} is DOWN: forwarding it to {} "
-                "live cop{}",
-                index_, update ? "an update of" : "a punch of", oid.ToString(), dkey.size(), op->epoch,
-                op->peers.size(), op->peers.size() == 1 ? "y" : "ies");
+  ROS2_LOG_INFO(
+      "engine target {}: the leader of {} oid={} dkey of {} bytes at epoch {} is DOWN: forwarding it to {} "
+      "live cop{}",
+      index_, update ? "an update of" : "a punch of", oid.ToString(), dkey.size(), op->epoch, op->peers.size(),
+      op->peers.size() == 1 ? "y" : "ies");
   if (!update) {
     op->punch = e->punch;
     op->punch.header.map_version = map_version;
@@ -147,9 +149,9 @@ void Target::ResolveOne(const std::shared_ptr<InDoubtOp>& e, const std::set<std:
   (*shard)->vos->SubmitFetch(f, [this, op, e, gate](Result<vos::FetchResult> r) {
     if (!r.ok()) return ResolvedOne(e, gate, r.status());
     if (r->size != op->update.length) {
-      return ResolvedOne(e, gate,
-                         Status::Internal(fmt::format("its value is {} bytes here, the update had {}", r->size,
-                                                      op->update.length)));
+      return ResolvedOne(
+          e, gate,
+          Status::Internal(fmt::format("its value is {} bytes here, the update had {}", r->size, op->update.length)));
     }
     deferred_.push_back([this, op] { Replicate(op); });
   });

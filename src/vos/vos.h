@@ -93,7 +93,7 @@ struct VosOptions {
   // store's newest epoch), then the oldest beyond decided_keep.
   uint32_t decided_keep = 4096;
   uint64_t decided_retention_ms = 600'000;
-  Env* env = nullptr;                             // file-layer seam for fault injection (tests); not owned
+  Env* env = nullptr;  // file-layer seam for fault injection (tests); not owned
   // Shared byte budget (the engine: the pool's space on this engine). The
   // store charges its extent blocks and inline value bytes to it; an update
   // that does not fit fails with NoSpace and changes nothing. nullptr: none.
