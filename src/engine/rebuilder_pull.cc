@@ -13,9 +13,9 @@ namespace ros2::engine {
 namespace {
 
 constexpr auto kPullTimeout = std::chrono::seconds(30);
-// The data an answer carries (a dkey is never split). Each source thread
-// holds at most two answers (one being written, one in flight), so a pass
-// holds about 2 x sources x this, plus the copies gRPC and protobuf make.
+// The data an answer carries (a dkey is never split). Each stream holds at
+// most two answers (one being written, one in flight), so a pass holds about
+// 2 x kWorkers x this (48 MiB), plus the copies gRPC and protobuf make.
 constexpr uint64_t kBatchBytes = 4 << 20;
 // A copy pulls from each source in this many parts side by side (each its
 // own cursor); at most kWorkers parts of a pass are in flight.
