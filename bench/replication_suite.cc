@@ -30,7 +30,8 @@
 //    kill, and how many acknowledged writes did not read back byte-exact
 //    afterwards (lost_writes, any but 0 fails the suite).
 // 4. Rebuild (op=rebuild): the rebuild the kill starts by itself (rebuild
-//    delay TTL + 3 s, so it starts once the kill's writers stopped; the
+//    delay 2 x TTL + 4 s, so it starts once the kill's writers stopped and
+//    their writes were read back; the
 //    engines' client_share --rebuild-share; --rebuild-delay) copies every RP shard that had a
 //    copy on the dead engine to its fallback. Reported: its rate (bytes done
 //    over job start to done, as `pool query` shows it) against the disk's own
@@ -49,6 +50,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -88,7 +90,8 @@ struct ReplSuiteOptions {
   uint64_t copy_size = 256 * kMiB;
   bool rebuild = true;
   int rebuild_share = 50;       // the engines' rebuild.client_share (their default)
-  double rebuild_delay_s = -1;  // < 0: TTL + 3 s
+  double rebuild_delay_s = -1;  // < 0: 2 x TTL + 4 s
+  bool rebuild_client = false;  // a client reads S1's read set during the rebuild
 };
 
 ReplSuiteOptions g_opts;
@@ -131,9 +134,12 @@ class EngineSet {
     o.data_size = g_opts.shard_size;
     o.lease_ttl = std::chrono::seconds(g_opts.ttl_s);
     o.data_parent = scratch;
-    // The rebuild after the kill starts once the kill's writers are done
-    // (the kill is marked DOWN within 2 x TTL; they write on 2 x TTL + 2 s).
-    const double delay_s = g_opts.rebuild_delay_s >= 0 ? g_opts.rebuild_delay_s : g_opts.ttl_s + 3.0;
+    // The rebuild after the kill starts once the kill's writers are done and
+    // their writes read back (the kill is marked DOWN within 2 x TTL; they
+    // write on 2 x TTL + 2 s, the read-back takes a few seconds more), so it
+    // runs without client I/O and at full speed (client_share applies only
+    // while clients use the engines).
+    const double delay_s = g_opts.rebuild_delay_s >= 0 ? g_opts.rebuild_delay_s : 2.0 * g_opts.ttl_s + 4.0;
     o.rebuild = fmt::format("{{ delay: {}ms, client_share: {} }}", static_cast<int64_t>(delay_s * 1000),
                             g_opts.rebuild_share);
     ROS2_RETURN_IF_ERROR(set->cluster_.Start(o));
@@ -532,8 +538,52 @@ Result<double> DiskCopyRate(const std::string& scratch, uint64_t bytes) {
   return bw / 2;
 }
 
+// A client reading S1's read set (1 MiB, --qd in flight) in 0.2 s slices
+// until `stop`: each slice's wall-clock start and end and its MiB/s.
+struct ClientSlices {
+  std::vector<std::tuple<uint64_t, uint64_t, double>> slices;
+  Status status;
+};
+
+void RunRebuildClient(const EngineSet& set, ClientSlices* out, const std::atomic<bool>& stop) {
+  auto t = OpenTarget(set, "r-S1", ObjectClass::kS1, 1);
+  if (!t.ok()) {
+    out->status = t.status().WithContext("the client during the rebuild (needs S1 and a read case)");
+    return;
+  }
+  auto wall_ms = [] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  };
+  while (!stop.load()) {
+    const uint64_t start = wall_ms();
+    auto f = Drive(set, *t, Case{"read", kMiB}, 0.2, 0, g_opts.size);
+    if (!f.ok()) {
+      out->status = f.status();
+      return;
+    }
+    out->slices.emplace_back(start, wall_ms(), f->mib_s);
+  }
+}
+
+// The client's MiB/s over the slices inside [from, to] (wall ms).
+double SliceRate(const ClientSlices& c, uint64_t from, uint64_t to) {
+  std::vector<double> v;
+  for (const auto& [s, e, r] : c.slices) {
+    if (s >= from && e <= to) v.push_back(r);
+  }
+  return Median(v);
+}
+
 // Waits for the rebuild the kill started, then copies as many bytes with fio.
+// With --rebuild-client, a client reads meanwhile: its rate during the
+// rebuild against its rate before it, and the rebuild's rate (throttled).
 Status RunRebuild(Reporter& rep, EngineSet& set, const std::string& scratch) {
+  std::atomic<bool> stop_client{false};
+  ClientSlices client;
+  std::jthread client_thread;
+  if (g_opts.rebuild_client) client_thread = std::jthread([&] { RunRebuildClient(set, &client, stop_client); });
   const int leader = set.LeaderIndex(0);
   if (leader < 0) return Status::Disconnected("no management leader");
   auto mgmt = set.Mgmt(static_cast<size_t>(leader));
@@ -548,6 +598,9 @@ Status RunRebuild(Reporter& rep, EngineSet& set, const std::string& scratch) {
     if (Clock::now() > deadline) return Status::TimedOut(fmt::format("rebuild still '{}' after 300 s", st.state()));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  stop_client = true;
+  if (client_thread.joinable()) client_thread.join();
+  ROS2_RETURN_IF_ERROR(client.status);
   const double secs = static_cast<double>(st.finished_ms() - st.started_ms()) / 1000.0;
   if (st.bytes_done() == 0 || secs <= 0) {
     return Status::Internal(
@@ -563,11 +616,22 @@ Status RunRebuild(Reporter& rep, EngineSet& set, const std::string& scratch) {
     auto oc = ParseObjectClass(name);
     if (oc.ok() && ReplicaCount(*oc) >= 2) classes += (classes.empty() ? "" : "+") + name;
   }
-  const std::string desc = CaseString({{"op", "rebuild"},
-                                       {"bs", std::to_string(kMiB)},
-                                       {"oclass", classes},
-                                       {"engines", "3"},
-                                       {"share", std::to_string(g_opts.rebuild_share)}});
+  std::vector<std::pair<std::string, std::string>> fields = {{"op", "rebuild"},
+                                                             {"bs", std::to_string(kMiB)},
+                                                             {"oclass", classes},
+                                                             {"engines", "3"},
+                                                             {"share", std::to_string(g_opts.rebuild_share)}};
+  if (g_opts.rebuild_client) fields.emplace_back("client", "read-S1");
+  const std::string desc = CaseString(fields);
+  if (g_opts.rebuild_client) {
+    const double during = SliceRate(client, st.started_ms(), st.finished_ms());
+    const double before = SliceRate(client, 0, st.started_ms());
+    std::fprintf(stderr,
+                 "replication bench: a client reading 1 MiB during the rebuild: %.1f MiB/s, before it %.1f MiB/s: "
+                 "%.2fx (%zu slices)\n",
+                 during, before, before > 0 ? during / before : 0.0, client.slices.size());
+    rep.Add(Record{"replication", desc, "client_mib_s", during, std::string("before-rebuild"), before});
+  }
   std::fprintf(stderr,
                "replication bench: rebuild %.1f MiB/s against the disk's copy of the same bytes %.1f MiB/s: "
                "%.2fx (target >= 0.5x)\n",
@@ -661,7 +725,11 @@ const bool registered = RegisterSuite(Suite{
           ->check(CLI::Range(0, 95));
       app.add_option(
           "--rebuild-delay", g_opts.rebuild_delay_s,
-          "seconds a target stays DOWN before its rebuild starts (default TTL + 3: after the kill's writers)");
+          "seconds a target stays DOWN before its rebuild starts (default 2 x TTL + 4: after the kill's writers and "
+          "their read-back)");
+      app.add_flag("--rebuild-client", g_opts.rebuild_client,
+                   "a client reads S1's read set during the rebuild: its rate against its rate before (the rebuild "
+                   "then pauses for it)");
     },
     RunReplicationSuite,
 });

@@ -111,7 +111,9 @@ struct RebuildConfig {
   // engine back within it rebuilds nothing).
   std::chrono::milliseconds delay{5000};
   // The share of the engine's time, in percent, that rebuild leaves to client
-  // I/O: after a batch that took t, the puller pauses t x share / (100 - share).
+  // I/O while clients use the puller's or the source's targets: then the
+  // puller does one batch at a time and, after a batch that took t, pauses
+  // t x share / (100 - share). Without client requests it does not pause.
   uint32_t client_share_percent = 50;
 };
 

@@ -168,6 +168,15 @@ Status CollectDkey(vos::Vos* v, const std::shared_ptr<Batch>& b, const ObjectId&
   return Status::Ok();
 }
 
+// Which part of a strided scan a dkey or an object (`hash`) belongs to.
+uint32_t PartOf(uint64_t hash, const RebuildScan* scan) {
+  if (scan->stride <= 1) return scan->part;
+  hash ^= hash >> 33;
+  hash *= 0xff51afd7ed558ccdULL;
+  hash ^= hash >> 33;
+  return static_cast<uint32_t>(hash % scan->stride);
+}
+
 struct BatchScope {
   const RebuildScan* scan;
   uint32_t self;  // the global index of the target scanned
@@ -202,7 +211,7 @@ void RunBatch(vos::Vos* v, const BatchScope& s, const std::shared_ptr<Batch>& b,
     auto listed = v->ListDkeys(oid, kEpochMax, &dkeys, 1);
     if (!listed.ok()) return b->Fail(listed.status());
     if (listed->empty()) {
-      b->objects += matched ? 1 : 0;
+      b->objects += matched && PartOf(oid.lo ^ oid.hi, s.scan) == s.scan->part ? 1 : 0;
       have_oid = matched = false;
       continue;
     }
@@ -211,6 +220,7 @@ void RunBatch(vos::Vos* v, const BatchScope& s, const std::shared_ptr<Batch>& b,
     auto fallbacks = FallbacksFor(*places, s.self, s.requester);
     if (fallbacks.empty()) continue;
     matched = true;
+    if (PartOf(std::hash<std::string>{}(listed->front()) ^ oid.lo ^ oid.hi, s.scan) != s.scan->part) continue;
     ++copied;
     Status st = CollectDkey(v, b, oid, listed->front(), fallbacks);
     if (!st.ok()) return b->Fail(st);
@@ -297,17 +307,30 @@ Status RebuildSource::ScanBatch(const RebuildScan& scan, uint32_t engine_index, 
     rec.set_container(container.ToString());
     const size_t n = std::min<uint64_t>(b->sizes[i], b->buffers[i].size());
     rec.set_data(reinterpret_cast<const char*>(b->buffers[i].data()), n);
-    for (uint32_t t : b->targets[i]) {
+    b->buffers[i] = {};
+    const std::vector<uint32_t>& targets = b->targets[i];
+    for (size_t k = 0; k < targets.size(); ++k) {
       rpc::RebuildRecord* copy = out->add_records();
-      *copy = rec;
-      copy->set_fallback_target(t);
+      if (k + 1 == targets.size()) {
+        *copy = std::move(rec);  // the last fallback takes the record, the others a copy
+      } else {
+        *copy = rec;
+      }
+      copy->set_fallback_target(targets[k]);
     }
   }
   return Status::Ok();
 }
 
+uint64_t ClientRequests(const std::vector<Target*>& targets) {
+  uint64_t n = 0;
+  for (const Target* t : targets) n += t->metrics().requests_started.Read();
+  return n;
+}
+
 Result<rpc::RebuildPullBodyOut> RebuildSource::Scan(const RebuildScan& scan) {
   rpc::RebuildPullBodyOut out;
+  out.set_client_requests(ClientRequests(targets_));
   rpc::RebuildCursor cursor = scan.cursor;
   for (const auto& [index, global] : LocalTargets(scan.map, engine_.ToString())) {
     if (cursor.done() || index < cursor.target() || index >= targets_.size()) continue;

@@ -8,7 +8,9 @@
 //     every puller picks, so no dkey is copied twice);
 // array extents with their epochs, single values with epoch 0 (the puller
 // stores them below every newer write), each with the checksums VOS read.
-// With count_only it counts objects and bytes and sends no data.
+// With count_only it counts objects and bytes and sends no data. With a
+// stride it answers for one part of the dkeys (RebuildPartOf), so several
+// pulls can walk the same shards side by side.
 //
 // Reads run on the target threads (Target::WithShard); Scan blocks the
 // calling thread (a gRPC thread or the local puller). Thread-safe.
@@ -34,11 +36,17 @@ struct RebuildScan {
   rpc::RebuildCursor cursor;
   uint64_t max_bytes = 4 << 20;
   bool count_only = false;
+  uint32_t stride = 1;  // > 1: only the dkeys whose hash % stride is `part`
+  uint32_t part = 0;
 };
 
 // The global target indexes of `engine`'s targets in `map`, by its target
 // index (absent: not in the pool or out).
 std::vector<std::pair<uint32_t, uint32_t>> LocalTargets(const ConvertedPoolMap& map, const std::string& engine);
+
+// The client requests `targets` have started so far (a running count; the
+// rebuild's own reads and writes are not requests).
+uint64_t ClientRequests(const std::vector<Target*>& targets);
 
 class RebuildSource {
  public:

@@ -8,14 +8,13 @@
 
 #include "common/hlc.h"
 #include "common/log.h"
+#include "control/etcd_store.h"
 #include "control/rebuild_state.h"
 
 namespace ros2::engine {
 namespace {
 
 constexpr auto kTick = std::chrono::milliseconds(250);
-constexpr auto kPullTimeout = std::chrono::seconds(30);
-constexpr uint64_t kBatchBytes = 1 << 20;
 constexpr auto kMoveSettle = std::chrono::milliseconds(500);
 
 // The targets a job works for: DOWN (rebuild), DRAIN (drain), REINT
@@ -45,7 +44,12 @@ bool SameJob(const rpc::RebuildJob& job, const Pending& p) {
   return std::vector<int>(job.states().begin(), job.states().end()) == p.states;
 }
 
-// The engines holding a target of the pool that is neither DOWN nor DOWNOUT.
+std::string PendingKey(const std::string& pool, const Pending& p) {
+  return fmt::format("{}:{}:{}", pool, fmt::join(p.targets, ","), fmt::join(p.states, ","));
+}
+
+}  // namespace
+
 std::vector<std::string> LiveEngines(const rpc::PoolMap& map) {
   std::set<std::string> engines;
   for (const auto& t : map.targets()) {
@@ -54,14 +58,14 @@ std::vector<std::string> LiveEngines(const rpc::PoolMap& map) {
   return {engines.begin(), engines.end()};
 }
 
-std::string PendingKey(const std::string& pool, const Pending& p) {
-  return fmt::format("{}:{}:{}", pool, fmt::join(p.targets, ","), fmt::join(p.states, ","));
-}
-
-}  // namespace
-
 std::unique_ptr<Rebuilder> Rebuilder::Start(RebuilderOptions options) {
   std::unique_ptr<Rebuilder> r(new Rebuilder(std::move(options)));
+  // A job written, a progress reported: the thread looks at once instead of
+  // at its next tick (the job's time counts both).
+  if (auto* etcd = dynamic_cast<control::EtcdStore*>(&r->o_.plane->store()); etcd != nullptr) {
+    r->watch_ = std::make_unique<control::EtcdWatch>(&etcd->client(), etcd->EtcdKey("rebuild"), 0,
+                                                     [p = r.get()](const mvccpb::Event&, int64_t) { p->Poke(); });
+  }
   r->thread_ = std::thread([p = r.get()] { p->Run(); });
   return r;
 }
@@ -76,7 +80,23 @@ void Rebuilder::Stop() {
     stop_ = true;
   }
   wake_.notify_all();
+  if (watch_) watch_->Stop();
   if (thread_.joinable()) thread_.join();
+}
+
+void Rebuilder::Poke() {
+  {
+    std::lock_guard lock(mu_);
+    poked_ = true;
+  }
+  wake_.notify_all();
+}
+
+bool Rebuilder::Tick(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  wake_.wait_for(lock, d, [this] { return stop_ || poked_; });
+  poked_ = false;
+  return !stop_;
 }
 
 bool Rebuilder::Pause(std::chrono::milliseconds d) {
@@ -94,7 +114,7 @@ std::vector<std::string> Rebuilder::PoolUuids() {
 }
 
 void Rebuilder::Run() {
-  while (Pause(kTick)) {
+  while (Tick(kTick)) {
     control::ClusterMember* member = o_.plane->cluster();
     if (member == nullptr || member->fenced()) continue;
     for (const std::string& pool : PoolUuids()) {
@@ -217,13 +237,33 @@ Status Rebuilder::PullJob(const std::string& pool, const rpc::RebuildJob& job) {
   Report(pool, progress, true);
   auto map = o_.plane->catalog().PoolMapFor(pool);
   Status st = map.status();
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
   if (st.ok()) st = Purge(pool, job, *map);
-  if (st.ok()) st = PullAll(pool, job, *map, true, &progress);
+  const auto purged = Clock::now();
+  // The count (the ETA's total) runs beside the copy rather than before it.
+  std::future<Status> counted;
+  auto count_end = purged;
   if (st.ok()) {
-    progress.set_counted(true);
-    Report(pool, progress, true);
+    counted = std::async(std::launch::async, [&] {
+      Status c = PullAll(pool, job, *map, true, &progress);
+      std::lock_guard lock(progress_mu_);
+      count_end = Clock::now();
+      if (!c.ok()) return c;
+      progress.set_counted(true);
+      Report(pool, progress, true);
+      return c;
+    });
     st = PullAll(pool, job, *map, false, &progress);
   }
+  const auto copied = Clock::now();
+  if (counted.valid()) {
+    Status c = counted.get();
+    if (st.ok()) st = c;
+  }
+  auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  ROS2_LOG_INFO("rebuild: pool {}: purge {} ms, count {} ms, copy {} ms ({} bytes)", pool, ms(purged - start),
+                ms(count_end - purged), ms(copied - purged), progress.bytes_done());
   if (st.code() == Status::Code::kCancelled) return st;  // a newer job replaces this one
   if (st.ok())
     progress.set_done(true);
@@ -234,68 +274,8 @@ Status Rebuilder::PullJob(const std::string& pool, const rpc::RebuildJob& job) {
   return st;
 }
 
-Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, const rpc::PoolMap& map, bool count_only,
-                          rpc::RebuildProgress* progress) {
-  ROS2_ASSIGN_OR_RETURN(ConvertedPoolMap converted, PoolMapFromProto(map));
-  ROS2_ASSIGN_OR_RETURN(Uuid pool_id, Uuid::Parse(pool));
-  const std::string self = o_.engine.ToString();
-  if (LocalTargets(converted, self).empty()) return Status::Ok();  // no fallback here
-  std::map<std::string, std::string> endpoints;                    // member engine -> control endpoint
-  ROS2_ASSIGN_OR_RETURN(auto members, o_.plane->store().Scan("members/"));
-  for (const auto& [key, value] : members) {
-    rpc::EngineInfo info;
-    if (info.ParseFromString(value)) endpoints[key.substr(8)] = info.address();
-  }
-  const uint32_t share = o_.config.client_share_percent;
-  for (const std::string& source : LiveEngines(map)) {
-    if (source != self && !endpoints.contains(source)) {
-      return Status::Disconnected(fmt::format("rebuild: source engine {} is not a member", source));
-    }
-    rpc::RebuildPullBody body;
-    body.set_pool_uuid(pool);
-    body.set_map_version(map.version());
-    body.set_requester_engine(self);
-    *body.mutable_map() = map;
-    body.set_max_bytes(kBatchBytes);
-    body.set_count_only(count_only);
-    do {
-      const auto start = std::chrono::steady_clock::now();
-      ROS2_ASSIGN_OR_RETURN(auto out, PullFrom(source, endpoints[source], body));
-      if (count_only) {
-        progress->set_objects_total(progress->objects_total() + out.objects());
-        progress->set_bytes_total(progress->bytes_total() + out.bytes());
-      } else {
-        ROS2_RETURN_IF_ERROR(Apply(pool_id, converted, out));
-        progress->set_objects_done(progress->objects_done() + out.objects());
-        progress->set_bytes_done(progress->bytes_done() + out.bytes());
-        Report(pool, *progress, false);
-      }
-      *body.mutable_cursor() = out.cursor();
-      ROS2_RETURN_IF_ERROR(StillCurrent(pool, job));
-      const auto took = std::chrono::steady_clock::now() - start;
-      if (!Pause(std::chrono::duration_cast<std::chrono::milliseconds>(took * share / (100 - share)))) {
-        return Status::Cancelled("rebuild: the engine is stopping");
-      }
-    } while (!body.cursor().done());
-  }
-  return Status::Ok();
-}
-
-Result<rpc::RebuildPullBodyOut> Rebuilder::PullFrom(const std::string& source, const std::string& endpoint,
-                                                    const rpc::RebuildPullBody& body) {
-  if (source != o_.engine.ToString()) return o_.peers->Pull(endpoint, body, kPullTimeout);
-  RebuildScan scan;
-  ROS2_ASSIGN_OR_RETURN(scan.pool, Uuid::Parse(body.pool_uuid()));
-  ROS2_ASSIGN_OR_RETURN(scan.map, PoolMapFromProto(body.map()));
-  for (const auto& [index, global] : LocalTargets(scan.map, source)) scan.requester_targets.insert(global);
-  scan.cursor = body.cursor();
-  scan.max_bytes = std::max<uint64_t>(body.max_bytes(), 1);
-  scan.count_only = body.count_only();
-  return o_.source->Scan(scan);
-}
-
-Status Rebuilder::Apply(const Uuid& pool, const ConvertedPoolMap& map, const rpc::RebuildPullBodyOut& out) {
-  auto shared = std::make_shared<const rpc::RebuildPullBodyOut>(out);
+Status Rebuilder::Apply(const Uuid& pool, const ConvertedPoolMap& map, rpc::RebuildPullBodyOut out) {
+  auto shared = std::make_shared<const rpc::RebuildPullBodyOut>(std::move(out));
   std::map<std::pair<uint32_t, std::string>, std::vector<int>> groups;  // (target index, container) -> records
   for (int i = 0; i < shared->records_size(); ++i) {
     const rpc::RebuildRecord& r = shared->records(i);

@@ -1,6 +1,7 @@
 // Rebuilder: one engine's part in rebuilding replicated objects
 // (docs/replication.md, "Rebuild"), in a cluster on etcd. A thread that,
-// every tick (250 ms):
+// every tick (250 ms, and at once when a key under rebuild/ or
+// rebuild-progress/ changes: an etcd watch wakes it):
 //
 //  - on the leader: for each pool whose map has DOWN targets, once the same
 //    set has been DOWN for `rebuild.delay`, writes a job (rebuild/<pool>:
@@ -13,12 +14,15 @@
 //    are DOWNOUT) and REINT targets (they are filled, then UP), at once;
 //  - on every engine: for a busy job it has not finished, pulls what its
 //    fallback targets stand in for from the sources (RebuildSource here,
-//    RebuildPeers elsewhere): first a count (objects, bytes: the ETA), then the
-//    data, batch by batch, written into its shards at the records' epochs,
-//    pausing after each batch so client I/O keeps `client_share_percent` of
-//    the engine's time, and reporting progress (rebuild-progress/...); a
-//    REINT target of its own is purged first. After a job that made REINT
-//    targets UP, the fallback copies it holds are reclaimed.
+//    RebuildPeers elsewhere), from every source at once: a count (objects,
+//    bytes: the ETA) beside the copy, the data batch by batch with the next
+//    batch's pull in flight while one is written into its shards at the
+//    records' epochs; while client requests reach the puller's or the
+//    source's targets, one batch at a time with a pause after each so client
+//    I/O keeps `client_share_percent` of the engine's time; reporting
+//    progress (rebuild-progress/...); a REINT target of its own is purged
+//    first. After a job that made REINT targets UP, the fallback copies it
+//    holds are reclaimed.
 //
 // Owned by the Engine; Stop() (or the destructor) joins the thread. The
 // thread is the only caller of the private methods.
@@ -30,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -37,6 +42,7 @@
 
 #include "common/uuid.h"
 #include "control/control_plane.h"
+#include "control/etcd_client.h"
 #include "engine/engine_config.h"
 #include "engine/rebuild_service.h"
 #include "engine/rebuild_source.h"
@@ -53,6 +59,10 @@ struct RebuilderOptions {
   std::unique_ptr<RebuildPeers> peers;
 };
 
+// The engines holding a target of the pool that is neither DOWN nor DOWNOUT
+// (a job's engines, and the sources of its pulls).
+std::vector<std::string> LiveEngines(const rpc::PoolMap& map);
+
 class Rebuilder {
  public:
   static std::unique_ptr<Rebuilder> Start(RebuilderOptions options);
@@ -66,6 +76,9 @@ class Rebuilder {
   void Run();
   // Sleeps up to `d`; false once stopping.
   bool Pause(std::chrono::milliseconds d);
+  // Sleeps up to `d` or until the watch pokes; false once stopping.
+  bool Tick(std::chrono::milliseconds d);
+  void Poke();
   std::vector<std::string> PoolUuids();
   void Lead(const std::string& pool);
   void StartJob(const std::string& pool, const rpc::PoolMap& map, const std::vector<uint32_t>& targets,
@@ -85,12 +98,23 @@ class Rebuilder {
   // Sweeps every shard of `pool` on target `index` (Target::SweepShard);
   // returns the keys punched and the bytes freed.
   Result<Target::SweepResult> SweepTarget(const Uuid& pool, uint32_t index, const Target::SweepDrop& drop);
-  // One pass over every source: count_only counts, else copies.
+  // One pass over every source (rebuilder_pull.cc), each in its own thread:
+  // count_only counts, else copies.
+  struct PullPass;
   Status PullAll(const std::string& pool, const rpc::RebuildJob& job, const rpc::PoolMap& map, bool count_only,
                  rpc::RebuildProgress* progress);
+  Status PullSource(PullPass* pass, const std::string& source, rpc::RebuildPullBody body);
+  // Whether clients used this engine's or the source's targets since the last
+  // call for that stream (`*seen`: the counts then; the source's is unknown
+  // before its first answer).
+  struct ClientsSeen {
+    uint64_t local = 0;
+    std::optional<uint64_t> source;
+  };
+  bool ClientsActive(uint64_t source_count, ClientsSeen* seen);
   Result<rpc::RebuildPullBodyOut> PullFrom(const std::string& source, const std::string& endpoint,
                                            const rpc::RebuildPullBody& body);
-  Status Apply(const Uuid& pool, const ConvertedPoolMap& map, const rpc::RebuildPullBodyOut& out);
+  Status Apply(const Uuid& pool, const ConvertedPoolMap& map, rpc::RebuildPullBodyOut out);
   Status ApplyGroup(Target* target, const Uuid& pool, const Uuid& container,
                     std::shared_ptr<const rpc::RebuildPullBodyOut> out, std::vector<int> records);
   // Ok while `job` is still the pool's busy job; Cancelled otherwise.
@@ -101,7 +125,12 @@ class Rebuilder {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable wake_;
-  bool stop_ = false;  // GUARDED_BY(mu_)
+  bool stop_ = false;   // GUARDED_BY(mu_)
+  bool poked_ = false;  // GUARDED_BY(mu_)
+  std::unique_ptr<control::EtcdWatch> watch_;  // of rebuild*: pokes the thread
+  // Report and StillCurrent, called from the pull threads, and the progress
+  // they share.
+  std::mutex progress_mu_;
   // Leader: when each pool's DOWN set (pool + targets) was first seen.
   std::map<std::string, std::chrono::steady_clock::time_point> down_since_;
   std::set<std::pair<std::string, uint64_t>> finished_;   // (pool, job version) this engine pulled for
