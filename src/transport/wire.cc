@@ -483,6 +483,14 @@ std::optional<RequestHeader> PeekRequest(std::span<const uint8_t> bytes) {
   return RequestHeader{Get<uint64_t>(p + kOffRequestId), Get<uint64_t>(p + kOffConnectionId)};
 }
 
+std::optional<uint64_t> PeekBatchConnection(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kHeaderSize) return std::nullopt;
+  const uint8_t* p = bytes.data();
+  if (Get<uint16_t>(p + kOffMagic) != kMagic || p[kOffVersion] != kVersion) return std::nullopt;
+  if (p[kOffKind] != static_cast<uint8_t>(Kind::kBatch)) return std::nullopt;
+  return Get<uint64_t>(p + kOffConnectionId);
+}
+
 uint8_t PeekVersion(std::span<const uint8_t> bytes) {
   if (bytes.size() < kOffVersion + 1 || Get<uint16_t>(bytes.data() + kOffMagic) != kMagic) return 0;
   return bytes[kOffVersion];

@@ -270,6 +270,9 @@ struct RequestHeader {
   uint64_t connection_id = 0;
 };
 std::optional<RequestHeader> PeekRequest(std::span<const uint8_t> bytes);
+// The connection id of a batch that decoding refused (our magic and version,
+// the kind of a batch), for the same purpose: the sender's claim.
+std::optional<uint64_t> PeekBatchConnection(std::span<const uint8_t> bytes);
 // The version byte of a received message whose magic is ours, or 0 when the
 // bytes are too short or not a ROS2 message (lets a receiver tell a message of
 // another version from noise).

@@ -102,9 +102,11 @@ void OfiWorker::HandleBatch(OfiConnection& conn, const wire::Message& msg) {
   const auto& count = batch.count;
   const bool requests = batch.requests();
   if (!count.ok() || requests == conn.client_side) {
+    // Nothing of it runs, and the connection closes naming the rule broken:
+    // an honest peer never sends such a batch, and its calls in it fail now
+    // with that reason instead of at their deadlines.
     ++stats_.malformed_messages;
-    ROS2_LOG_DEBUG("transport ofi: worker '{}' dropped a batch: {}", name_,
-                   !count.ok() ? count.status().ToString() : std::string("wrong direction"));
+    CloseForMalformedBatch(conn, !count.ok() ? count.status().message() : std::string("a batch of the wrong direction"));
     return;
   }
   ++stats_.batches_received;
@@ -117,6 +119,17 @@ void OfiWorker::HandleBatch(OfiConnection& conn, const wire::Message& msg) {
   } else {
     for (size_t i = 0; i < *count; ++i) HandleReply(conn, batch.msg(i));
   }
+}
+
+void OfiWorker::CloseForMalformedBatch(OfiConnection& conn, std::string_view why) {
+  const Status reason = Status::Protocol(fmt::format(
+      "transport: worker '{}' closed connection {:#x} ({}): malformed batch: {}", name_, conn.local_id, conn.peer_name, why));
+  ROS2_LOG_WARN("{}", reason.message());
+  if (conn.client_side) {
+    deferred_failures_.emplace_back(conn.local_id, reason);  // the calls fail with the reason
+    return;
+  }
+  FailConnection(conn.local_id, reason, false, /*send_bye=*/true);
 }
 
 }  // namespace ros2::transport::ofi

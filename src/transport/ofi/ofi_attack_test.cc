@@ -12,12 +12,16 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <functional>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "testing/subprocess.h"
@@ -418,6 +422,119 @@ TEST_P(OfiAttackTest, OversizeInputIsBounded) {
   EXPECT_GE(server.counts().stats.malformed_messages, 2u);
   EXPECT_EQ(server.counts().stats.inline_refused, 1u);
   EXPECT_EQ(server.counts().handled, 1);
+}
+
+// ---- Malformed batches --------------------------------------------------------
+// Batches a well-behaved worker never sends, raw over libfabric on the
+// attacker's own (hello-acknowledged) connection: the batch cut short, an
+// entry whose length runs past the end, more entries than a batch may hold,
+// and replies sent to the server. The server decodes batches with the shared
+// wire::DecodedBatch; on libfabric it runs no entry of such a batch and closes
+// the connection with a bye naming the rule. It keeps serving: a victim's
+// calls before, between and after succeed, and only they reach the handler.
+namespace {
+
+// A request (or reply) of the attacker's on `connection`, as a batch entry.
+std::vector<uint8_t> BatchEntry(uint64_t connection, uint64_t request_id, wire::Kind kind) {
+  wire::Message m;
+  m.kind = kind;
+  m.opcode = kind == wire::Kind::kRequest ? kOpCount : 0;
+  m.request_id = request_id;
+  m.connection_id = connection;
+  std::vector<uint8_t> out(wire::BatchEntrySize(m));
+  EXPECT_TRUE(wire::EncodeBatchEntry(m, out).ok());
+  return out;
+}
+
+// A batch of `count` entries for `connection`, its header's length covering them.
+std::vector<uint8_t> Batch(uint64_t connection, size_t count, wire::Kind kind = wire::Kind::kRequest) {
+  std::vector<uint8_t> batch(wire::kHeaderSize);
+  for (size_t i = 0; i < count; ++i) {
+    const auto e = BatchEntry(connection, i + 1, kind);
+    batch.insert(batch.end(), e.begin(), e.end());
+  }
+  EXPECT_TRUE(wire::EncodeBatchHeader(connection, batch.size() - wire::kHeaderSize, batch).ok());
+  return batch;
+}
+
+struct MalformedBatch {
+  std::string name;
+  std::function<std::vector<uint8_t>(uint64_t connection)> make;
+  std::string rule;  // what the bye must name
+};
+
+std::vector<MalformedBatch> MalformedBatches() {
+  return {
+      {"truncated",
+       [](uint64_t c) {
+         auto b = Batch(c, 2);
+         b.resize(b.size() - 20);  // the header still claims the whole payload
+         return b;
+       },
+       "truncated in payload"},
+      {"entry length past the end",
+       [](uint64_t c) {
+         auto b = Batch(c, 2);
+         const size_t second = wire::kHeaderSize + BatchEntry(c, 1, wire::Kind::kRequest).size();
+         const uint32_t huge = 0x00ffffff;
+         std::memcpy(b.data() + second, &huge, sizeof(huge));  // entry 1's length prefix
+         return b;
+       },
+       "bytes remain"},
+      {"more entries than a batch holds",
+       [](uint64_t c) { return Batch(c, wire::kMaxBatchMessages + 1); },
+       fmt::format("more than {} entries", wire::kMaxBatchMessages)},
+      {"replies sent to the server",
+       [](uint64_t c) { return Batch(c, 2, wire::Kind::kReply); },
+       "wrong direction"},
+  };
+}
+
+}  // namespace
+
+TEST_P(OfiAttackTest, MalformedBatchesAreRefusedByNameAndTheServerKeepsServing) {
+  Server server(Options(), session_);
+  auto ctx = Context::Create(Options()).value();
+  auto worker = ctx->CreateWorker("victim").value();
+  auto victim = worker->Connect(server.address()).value();
+  int victim_calls = 0;
+  auto victim_call = [&] {
+    auto r = victim->CallSync(kOpCount, {});
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    ++victim_calls;
+  };
+  victim_call();
+  uint64_t my_id = 100;
+  for (const MalformedBatch& attack : MalformedBatches()) {
+    SCOPED_TRACE(attack.name);
+    RawPeer attacker(Options());
+    attacker.Target(server.address());
+    attacker.Hello(++my_id);
+    auto ack = wire::Decode(attacker.Receive().value()).value();
+    ASSERT_EQ(ack.kind, wire::Kind::kHelloAck);
+    attacker.Send(attack.make(ack.request_id));
+    std::optional<wire::Message> bye;
+    std::vector<uint8_t> bye_bytes;
+    while (auto m = attacker.Receive()) {
+      auto d = wire::Decode(*m);
+      ASSERT_TRUE(d.ok()) << d.status().ToString();
+      ASSERT_NE(d->kind, wire::Kind::kReply) << "an entry of the malformed batch was answered";
+      if (d->kind != wire::Kind::kBye) continue;
+      bye_bytes = *m;
+      bye = wire::Decode(bye_bytes).value();
+      break;
+    }
+    ASSERT_TRUE(bye.has_value()) << "the connection was not closed";
+    EXPECT_EQ(bye->connection_id, my_id);
+    const std::string reason(reinterpret_cast<const char*>(bye->payload.data()), bye->payload.size());
+    EXPECT_NE(reason.find("malformed batch"), std::string::npos) << reason;
+    EXPECT_NE(reason.find(attack.rule), std::string::npos) << reason;
+    victim_call();
+  }
+  victim_call();
+  server.Stop();
+  EXPECT_EQ(server.counts().handled, victim_calls);  // no entry of an attacker's batch ran
+  EXPECT_GE(server.counts().stats.malformed_messages, MalformedBatches().size());
 }
 
 // Over tcp;ofi_rxm. (shm: a process with several shm endpoints over time,

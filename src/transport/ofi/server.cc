@@ -32,6 +32,24 @@ int ServedSlot(TransportKind kind) {
 
 }  // namespace
 
+void OfiWorker::RefuseMalformed(std::span<const uint8_t> bytes, fi_addr_t from, const Status& why) {
+  if (from == FI_ADDR_NOTAVAIL) return;
+  auto own = [&](uint64_t connection_id) -> OfiConnection* {
+    OfiConnection* conn = FindConnection(connection_id);
+    return conn != nullptr && !conn->client_side && conn->addr == from ? conn : nullptr;
+  };
+  if (const auto header = wire::PeekRequest(bytes)) {
+    if (OfiConnection* conn = own(header->connection_id)) {
+      ReplyError(*conn, header->request_id,
+                 why.WithContext(fmt::format("transport: worker '{}' refused a malformed request", name_)));
+    }
+    return;
+  }
+  if (const auto batch = wire::PeekBatchConnection(bytes)) {
+    if (OfiConnection* conn = own(*batch)) CloseForMalformedBatch(*conn, why.message());
+  }
+}
+
 // ---- Hello ----------------------------------------------------------------------
 Status OfiWorker::AdmitHello() {
   uint32_t total = 0;

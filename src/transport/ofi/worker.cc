@@ -404,6 +404,7 @@ void OfiWorker::OnWireMessage(std::span<const uint8_t> bytes, fi_addr_t from) {
     ++stats_.malformed_messages;
     const uint8_t v = wire::PeekVersion(bytes);
     if (v != 0 && v != wire::kVersion) ++stats_.wire_version_mismatches;
+    RefuseMalformed(bytes, from, st);
     return;
   }
   if (msg.kind == wire::Kind::kHello) return HandleHello(msg, from);
@@ -480,6 +481,9 @@ void OfiWorker::FailConnection(uint64_t id, const Status& why, bool count_as_los
     wire::Message bye;
     bye.kind = wire::Kind::kBye;
     bye.connection_id = conn->remote_id;
+    // The reason goes with it: the peer's calls fail naming it.
+    const std::string reason = why.message().substr(0, wire::kMaxStatusMessage);
+    bye.payload = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(reason.data()), reason.size());
     const auto patience = send_patience_;
     send_patience_ = std::chrono::milliseconds(5);  // best effort: the peer may be gone
     (void)SendMessage(*conn, bye);
@@ -496,9 +500,11 @@ void OfiWorker::FailConnection(uint64_t id, const Status& why, bool count_as_los
   if (peer_lost_handler_ && !in_destructor_) peer_lost_handler_(id, why);
 }
 
-int OfiWorker::Progress() {
+int OfiWorker::ProgressNoClock() {
   if (!pending_batches_.empty()) FlushPendingBatches();
   int n = DrainCompletions();
+  // Replies the handlers gave inside this pass leave now, not a pass later.
+  if (!pending_batches_.empty()) FlushPendingBatches();
   if (poll_only_) nap_ = n > 0 ? kMinNap : std::min(nap_ * 2, kMaxNap);
   if (!deferred_failures_.empty()) {
     auto failures = std::move(deferred_failures_);
@@ -506,9 +512,17 @@ int OfiWorker::Progress() {
     for (auto& [id, why] : failures) FailConnection(id, why, true, false);
     n += static_cast<int>(failures.size());
   }
-  const Clock::time_point now = Clock::now();
-  if (now >= next_housekeeping_) Housekeeping(now);
   return n;
+}
+
+int OfiWorker::Progress() {
+  const int n = ProgressNoClock();
+  MaybeHousekeeping(Clock::now());
+  return n;
+}
+
+void OfiWorker::MaybeHousekeeping(Clock::time_point now) {
+  if (now >= next_housekeeping_) Housekeeping(now);
 }
 
 void OfiWorker::Housekeeping(Clock::time_point now) {
@@ -599,12 +613,37 @@ std::chrono::microseconds OfiWorker::NextDeadline(std::chrono::microseconds max_
   return wait;
 }
 
+// The UCX worker's policy (worker.cc, WorkerImpl::Wait): look before reading
+// the clock, busy-poll first when pinned to one CPU, then poll and yield until
+// the spin budget is spent, then sleep on the queue's wait fd. Each poll is one
+// fi_cq_readfrom, which makes tcp;ofi_rxm's progress run (one epoll_wait of
+// its sockets); a sched_yield a poll would double the system calls of the
+// busy window and let a peer on our CPU run only when it needs to.
 int OfiWorker::Wait(std::chrono::microseconds max_wait) {
+  const uint32_t wait_number = waits_++;
+  if (wait_number % 4096 == 0) thread_pinned_ = CurrentThreadPinnedToOneCpu();
+  int events = ProgressNoClock();
+  if (events > 0) {
+    if (wait_number % 64 == 63) MaybeHousekeeping(Clock::now());
+    return events;
+  }
   const Clock::time_point start = Clock::now();
+  MaybeHousekeeping(start);
   const auto spin = std::min(options().spin_budget, max_wait);
-  for (;;) {
-    if (int n = Progress(); n > 0) return n;
-    if (Clock::now() - start >= spin) break;
+  const Clock::time_point spin_end = start + spin;
+  const Clock::time_point busy_end =
+      thread_pinned_ ? start + std::min(options().pinned_busy_poll, options().spin_budget) : start;
+  bool busy_phase = thread_pinned_;
+  for (uint32_t pass = 1;; ++pass) {
+    events += ProgressNoClock();
+    if (events > 0) return events;
+    if (busy_phase && pass % 16 != 0) continue;
+    const Clock::time_point now = Clock::now();
+    MaybeHousekeeping(now);
+    if (now >= start + max_wait) return 0;
+    if (now >= spin_end) break;
+    if (now < busy_end) continue;
+    busy_phase = false;
     std::this_thread::yield();
   }
   if (!PrepareSleep()) return Progress();
@@ -617,8 +656,9 @@ int OfiWorker::Wait(std::chrono::microseconds max_wait) {
     return Progress();
   }
   epoll_event ev[2];
-  const int ms = static_cast<int>((left.count() + 999) / 1000);
-  (void)epoll_wait(epoll_fd_, ev, 2, ms);
+  const timespec sleep_ts{static_cast<time_t>(left.count() / 1000000), static_cast<long>(left.count() % 1000000) * 1000};
+  (void)epoll_pwait2(epoll_fd_, ev, 2, &sleep_ts, nullptr);  // microsecond timeouts (deadlines, naps)
+  next_housekeeping_ = Clock::time_point{};                   // a pid event or a deadline may be due
   return Progress();
 }
 

@@ -32,6 +32,7 @@
 #include <memory>
 #include <queue>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -190,6 +191,9 @@ class OfiWorker final : public Worker, public RequestBackend {
   bool Retry(Clock::time_point start);
   std::chrono::milliseconds send_patience_{500};
   int DrainCompletions();
+  // Progress without reading the clock (no housekeeping): the spin's poll.
+  int ProgressNoClock();
+  void MaybeHousekeeping(Clock::time_point now);
   void OnCompletion(Op* op, const Status& st, uint64_t len, fi_addr_t from);
   void OnMessage(std::span<const uint8_t> bytes, fi_addr_t from);
   void OnWireMessage(std::span<const uint8_t> bytes, fi_addr_t from);
@@ -203,6 +207,14 @@ class OfiWorker final : public Worker, public RequestBackend {
   // Server (server.cc).
   void HandleHello(const wire::Message& msg, fi_addr_t from);
   void HandleBatch(OfiConnection& conn, const wire::Message& msg);
+  // A batch that breaks a rule of DecodeBatch (or comes the wrong way): a
+  // server closes the connection with a bye naming the rule, a client fails it.
+  void CloseForMalformedBatch(OfiConnection& conn, std::string_view why);
+  // A message that does not decode: a request, or a batch, naming the
+  // sender's own server-side connection is refused by name (an error reply
+  // to the request; the batch's connection closed as above); anything else
+  // is only counted.
+  void RefuseMalformed(std::span<const uint8_t> bytes, fi_addr_t from, const Status& why);
   Status AdmitHello();
   void HandleRequest(OfiConnection& conn, const wire::Message& msg, std::span<const uint8_t> bytes);
   void HandleAuthenticate(OfiConnection& conn, const wire::Message& msg);
@@ -263,6 +275,8 @@ class OfiWorker final : public Worker, public RequestBackend {
   std::priority_queue<DeadlineEntry, std::vector<DeadlineEntry>, std::greater<>> deadlines_;
   std::vector<std::pair<uint64_t, Status>> deferred_failures_;
   Clock::time_point next_housekeeping_{};
+  uint32_t waits_ = 0;          // Wait calls (the pinned check runs every 4096th)
+  bool thread_pinned_ = false;  // the waiting thread is pinned to one CPU: busy-poll first
   Clock::time_point next_keepalive_{};
   // Connections with a batch not yet sent (corked client endpoints; replies
   // under SetReplyBatching): flushed by Progress, PrepareSleep, FlushBatches.
