@@ -346,27 +346,56 @@ void WorkerImpl::ReplyError(Connection& conn, uint64_t request_id, const Status&
 }
 
 void WorkerImpl::AnswerMalformed(std::span<const uint8_t> bytes, ucp_ep_h from, const Status& why) {
-  const auto header = wire::PeekRequest(bytes);
-  if (!header || from == nullptr) return;
-  Connection* conn = FindConnection(header->connection_id);
-  if (conn == nullptr || conn->peer_ep != from) return;  // not the sender's own connection: nothing to answer
-  ReplyError(*conn, header->request_id,
-             why.WithContext(fmt::format("transport: worker '{}' refused a malformed request", name_)));
+  if (from == nullptr) return;
+  auto own = [&](uint64_t connection_id) -> Connection* {
+    Connection* conn = FindConnection(connection_id);
+    return conn != nullptr && conn->peer_ep == from ? conn : nullptr;  // else nothing to answer
+  };
+  if (const auto header = wire::PeekRequest(bytes)) {
+    if (Connection* conn = own(header->connection_id)) {
+      ReplyError(*conn, header->request_id,
+                 why.WithContext(fmt::format("transport: worker '{}' refused a malformed request", name_)));
+    }
+    return;
+  }
+  if (const auto batch = wire::PeekBatchConnection(bytes)) {
+    if (Connection* conn = own(*batch)) CloseForMalformedBatch(*conn, why.message());
+  }
 }
 
-// A received batch: every entry is checked before any is acted on, so a
-// malformed batch is dropped whole. Requests are dispatched with reply
-// batching on (replies given during the dispatch leave as one batch); replies
-// complete their calls.
+void WorkerImpl::CloseForMalformedBatch(Connection& conn, std::string_view why) {
+  const std::string reason = fmt::format("transport: worker '{}' closed connection {:#x} ({}): malformed batch: {}",
+                                         name_, conn.local_id, conn.peer_name, why);
+  ROS2_LOG_WARN("{}", reason);
+  if (conn.client_side) {
+    deferred_failures_.emplace_back(conn.local_id, Status::Protocol(reason));  // its calls fail with the reason
+    return;
+  }
+  CloseWithReason(conn, reason, /*in_callback=*/true);
+}
+
+// A received batch: every entry is checked before any is acted on, so
+// nothing of a malformed batch runs; on the sender's own connection, that
+// connection closes naming the rule broken (an honest peer never sends such
+// a batch, and its calls in it fail now with the reason instead of at their
+// deadlines). Requests are dispatched with reply batching on (replies given
+// during the dispatch leave as one batch); replies complete their calls.
 void WorkerImpl::HandleBatch(const wire::Message& msg, ucp_ep_h from) {
   std::shared_ptr<Connection> conn = FindConnectionShared(msg.connection_id);
   const wire::DecodedBatch batch(batch_scratch_, msg);
   const auto& count = batch.count;
   const bool requests = batch.requests();
-  if (conn == nullptr || !count.ok() || requests == conn->client_side) {
+  if (conn == nullptr) {
+    ++stats_.malformed_messages;  // no such connection (any more)
+    return;
+  }
+  if ((!count.ok() || requests == conn->client_side) && conn->peer_ep == from && from != nullptr) {
     ++stats_.malformed_messages;
-    ROS2_LOG_DEBUG("transport: worker '{}' dropped a batch: {}", name_,
-                   !count.ok() ? count.status().ToString() : std::string("wrong connection or direction"));
+    CloseForMalformedBatch(*conn, !count.ok() ? count.status().message() : std::string("a batch of the wrong direction"));
+    return;
+  }
+  if (!count.ok() || requests == conn->client_side) {
+    ++stats_.malformed_messages;  // another peer's connection: dropped, nothing of it runs
     return;
   }
   if (conn->peer_ep != from || from == nullptr) {

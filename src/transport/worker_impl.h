@@ -397,6 +397,9 @@ class WorkerImpl final : public Worker {
   // server-side connection of the endpoint it came in on, that connection
   // gets the decoder's error as the reply.
   void AnswerMalformed(std::span<const uint8_t> bytes, ucp_ep_h from, const Status& why);
+  // Closes `conn`, whose own peer sent a malformed batch, naming `why` (a bye
+  // to a client; a server's calls fail with it).
+  void CloseForMalformedBatch(Connection& conn, std::string_view why);
   // The worker-wide limit for a hello (max_connections; what the hello
   // claims charges nobody): OK to admit it (after evicting the oldest
   // unauthenticated connection if the worker is full), or why not

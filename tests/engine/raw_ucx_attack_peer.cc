@@ -68,6 +68,7 @@ struct RawClient {
   uint64_t my_conn_id = 0x5eed0001;  // our id of the connection (the hello's request id)
   uint64_t server_conn_id = 0;       // the engine's id, from the hello ack
   std::map<uint64_t, wire::Message> replies;
+  std::optional<std::string> bye;  // the reason of the engine's bye, once one came
   std::vector<std::vector<uint8_t>> reply_bytes;
   bool ep_failed = false;
   bool shm = true;
@@ -92,6 +93,7 @@ struct RawClient {
       }
     }
     if (m.kind == wire::Kind::kReply) self->replies[m.request_id] = m;
+    if (m.kind == wire::Kind::kBye) self->bye = std::string(m.payload.begin(), m.payload.end());
     if (m.kind == wire::Kind::kBatch) {
       std::vector<wire::Message> entries(wire::kMaxBatchMessages);
       std::vector<std::span<const uint8_t>> bytes(wire::kMaxBatchMessages);
@@ -693,6 +695,25 @@ int Run(const std::string& attack) {
     const std::vector<std::byte> half(2048, std::byte{7});
     if (Status st = c.SendEncoded(short_am, half); !st.ok()) return Report("send", st), 1;
     Report("short_am_bulk", c.AwaitReply(0x104));
+    // A batch of two updates on our own connection whose second entry's
+    // magic is damaged: nothing of it runs, and the engine closes the
+    // connection with a bye naming the rule.
+    std::vector<uint8_t> batch(wire::kHeaderSize);
+    for (uint64_t id : {uint64_t{0x105}, uint64_t{0x106}}) {
+      m.request_id = id;
+      const size_t at = batch.size();
+      batch.resize(at + wire::BatchEntrySize(m));
+      if (auto n = wire::EncodeBatchEntry(m, std::span<uint8_t>(batch).subspan(at)); !n.ok())
+        return Report("encode", n.status()), 1;
+    }
+    if (Status st = wire::EncodeBatchHeader(c.server_conn_id, batch.size() - wire::kHeaderSize, batch); !st.ok())
+      return Report("encode", st), 1;
+    batch[wire::kHeaderSize + wire::BatchEntrySize(m) + wire::kBatchEntryPrefix] ^= 0xff;
+    if (Status st = c.Send(batch); !st.ok()) return Report("send", st), 1;
+    c.ProgressUntil([&] { return c.bye.has_value() || c.ep_failed; }, NumArg("timeout_ms", 5000));
+    Report("malformed_batch", !c.bye ? Status::TimedOut("no bye after a malformed batch")
+                                     : Status::Disconnected(*c.bye));
+    Value("batch_entries_answered", std::to_string(c.replies.count(0x105) + c.replies.count(0x106)));
     return 0;
   }
   if (attack == "segment-fd") {

@@ -164,6 +164,10 @@ TEST_P(RawUcxAttack, AMalformedRequestIsAnsweredAtOnceWithTheReason) {
   EXPECT_LT(std::stoull(r["elapsed_ms"].text), 8000u) << "the refusal waited for the caller's deadline";
   EXPECT_EQ(r["short_am_bulk"].code, static_cast<int>(Status::Code::kProtocol)) << r["short_am_bulk"].text;
   EXPECT_NE(r["short_am_bulk"].text.find("does not match"), std::string::npos) << r["short_am_bulk"].text;
+  // A malformed batch on its own connection: closed with a bye naming it.
+  EXPECT_EQ(r["malformed_batch"].code, static_cast<int>(Status::Code::kDisconnected)) << r["malformed_batch"].text;
+  EXPECT_NE(r["malformed_batch"].text.find("malformed batch"), std::string::npos) << r["malformed_batch"].text;
+  EXPECT_EQ(r["batch_entries_answered"].text, "0") << "an entry of the malformed batch ran";
   ASSERT_NO_FATAL_FAILURE(a.ExpectVictimUnaffected());
 }
 
