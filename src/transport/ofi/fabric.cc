@@ -28,9 +28,7 @@ std::string FiError(std::string_view what, int rc) {
 }
 
 // With `rma`, also one-sided reads and writes (initiated always; served, by
-// registrations with remote access, only when the process is an RMA target),
-// and sends ordered after the writes before them (FI_ORDER_SAW: a reply sent
-// once a write completed reaches the peer after the written bytes).
+// registrations with remote access, only when the process is an RMA target).
 fi_info* Hints(const std::string& provider, const TransportOptions& options, bool rma) {
   fi_info* hints = Fi().dupinfo(nullptr);
   if (hints == nullptr) return nullptr;
@@ -39,7 +37,6 @@ fi_info* Hints(const std::string& provider, const TransportOptions& options, boo
   if (rma) {
     hints->caps |= FI_RMA | FI_READ | FI_WRITE;
     if (options.remote_rma_target) hints->caps |= FI_REMOTE_READ | FI_REMOTE_WRITE;
-    hints->tx_attr->msg_order = FI_ORDER_SAW;
   }
   hints->mode = FI_CONTEXT;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;

@@ -48,8 +48,7 @@ class Fabric {
  public:
   // fi_getinfo for FI_EP_RDM with FI_MSG | FI_TAGGED | FI_SOURCE |
   // FI_DIRECTED_RECV and manual progress, restricted to the provider name
-  // (and, for tcp, the domain of net_devices), with FI_RMA (and FI_ORDER_SAW)
-  // first except for shm; then fi_fabric.
+  // (and, for tcp, the domain of net_devices), with FI_RMA first except for shm; then fi_fabric.
   // NotSupported names the provider and lists the ones fi_getinfo offers.
   static Result<std::unique_ptr<Fabric>> Open(const TransportOptions& options);
   ~Fabric();

@@ -208,8 +208,24 @@ void OfiWorker::IssueRma(const std::shared_ptr<RmaTransfer>& t) {
     };
     std::byte* at = t->local + t->issued;
     const uint64_t remote = t->remote + t->issued;
-    ssize_t rc = t->write ? fi_write(ep_, at, n, nullptr, t->addr, remote, t->key, &op->ctx)
-                          : fi_read(ep_, at, n, nullptr, t->addr, remote, t->key, &op->ctx);
+    ssize_t rc;
+    if (t->write) {
+      // Delivery complete: the completion says the bytes are in the client's
+      // buffer (so the reply may follow), or that its provider refused the
+      // key or the range (tcp's own completion would only say they left).
+      iovec iov{at, n};
+      fi_rma_iov rma{remote, n, t->key};
+      fi_msg_rma msg{};
+      msg.msg_iov = &iov;
+      msg.iov_count = 1;
+      msg.addr = t->addr;
+      msg.rma_iov = &rma;
+      msg.rma_iov_count = 1;
+      msg.context = &op->ctx;
+      rc = fi_writemsg(ep_, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+    } else {
+      rc = fi_read(ep_, at, n, nullptr, t->addr, remote, t->key, &op->ctx);
+    }
     if (rc == 0) {
       ++ops_in_flight_;
       ++t->in_flight;
@@ -239,6 +255,7 @@ void OfiWorker::IssueRma(const std::shared_ptr<RmaTransfer>& t) {
       writes_in_flight_.erase(it);
     }
   }
+  if (!t->failure.ok()) rma_failed_.insert(s);
   Completion done = std::move(t->done);
   if (done) done(t->failure);
   if (held.given) {
@@ -250,8 +267,41 @@ void OfiWorker::IssueRma(const std::shared_ptr<RmaTransfer>& t) {
       SendReply(s, t->failure, {});
     }
   }
+  rma_failed_.erase(s);
   IncomingRequest drop(s);  // balances the reference StartRma took
   --s->refs;
+}
+
+// The provider closes a connection whose peer refused a key (tcp;ofi_rxm),
+// and fails what was queued on it: the reply naming the refusal goes again
+// once the provider has let go of the old connection and connects anew.
+void OfiWorker::SendAgain(Clock::time_point now) {
+  constexpr int kAttempts = 5;
+  auto due = std::move(resends_);
+  resends_.clear();
+  for (Resend& r : due) {
+    OfiConnection* conn = FindConnection(r.connection);
+    if (conn == nullptr) continue;
+    if (now < r.not_before) {
+      resends_.push_back(std::move(r));
+      continue;
+    }
+    const uint64_t id = r.connection;
+    const int attempt = r.attempts + 1;
+    auto copy = std::make_shared<std::vector<uint8_t>>(r.bytes);
+    auto failed = [this, id, attempt, copy](const Status& st, uint64_t) {
+      if (st.ok() || st.code() == Status::Code::kCancelled) return;
+      if (attempt < kAttempts) {
+        resends_.push_back(Resend{id, std::move(*copy), attempt, Clock::now() + std::chrono::milliseconds(2 * attempt)});
+        return;
+      }
+      deferred_failures_.emplace_back(
+          id, Status::Disconnected(fmt::format("transport ofi: send failed: {}", st.message())));
+    };
+    if (Status st = SendBytes(conn->addr, std::move(r.bytes), std::move(failed)); !st.ok()) {
+      deferred_failures_.emplace_back(id, Status::Disconnected(fmt::format("transport ofi: {}", st.message())));
+    }
+  }
 }
 
 }  // namespace ros2::transport::ofi

@@ -369,8 +369,11 @@ void OfiWorker::SendReply(State* s, const Status& status, std::span<const uint8_
   m.payload = payload;
   m.pushed_bytes = s->pushed_bytes;
   if (!s->inline_push.empty()) m.inline_data = s->inline_push;
-  const bool batch = conn->reply_batching || batch_replies_;
-  if (Status st = batch ? SendOrBatch(*conn, m) : SendMessage(*conn, m); !st.ok()) {
+  // The answer to a refused transfer leaves alone: the peer's provider may
+  // have closed the connection (rma.cc).
+  const bool rma_failed = !rma_failed_.empty() && rma_failed_.count(s) > 0;
+  const bool batch = (conn->reply_batching || batch_replies_) && !rma_failed;
+  if (Status st = batch ? SendOrBatch(*conn, m) : SendMessage(*conn, m, nullptr, rma_failed); !st.ok()) {
     ROS2_LOG_DEBUG("transport: reply to request {:#x} failed: {}", m.request_id, st.ToString());
     return;
   }

@@ -41,6 +41,7 @@
 #include <queue>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "transport/connection_auth.h"
@@ -195,9 +196,11 @@ class OfiWorker final : public Worker, public RequestBackend {
   OfiConnection* FindConnection(uint64_t id);
   // Encodes `msg`, seals it on a keyed connection, sends it (framed as a
   // large message when longer than kRecvSize). `done` (optional) runs when
-  // the send completed.
+  // the send completed. With `resend_once`, a send the provider fails is
+  // made once more before the connection fails (the reply to a request whose
+  // RMA the peer's provider refused, closing the connection under it).
   Status SendMessage(OfiConnection& conn, const wire::Message& msg,
-                     std::function<void(const Status&, uint64_t)> done = nullptr);
+                     std::function<void(const Status&, uint64_t)> done = nullptr, bool resend_once = false);
   Status SendBytes(fi_addr_t to, std::vector<uint8_t> bytes, std::function<void(const Status&, uint64_t)> done);
   // Tagged send of `data` / directed tagged receive into `dst`.
   Status SendTagged(fi_addr_t to, uint64_t tag, std::span<const std::byte> data,
@@ -322,6 +325,20 @@ class OfiWorker final : public Worker, public RequestBackend {
     std::vector<uint8_t> payload;
   };
   std::unordered_map<IncomingRequest::State*, HeldReply> writes_in_flight_;
+  // Requests whose transfer failed while their handler replies: the reply
+  // leaves alone (not batched), with SendMessage's resend_once.
+  std::unordered_set<IncomingRequest::State*> rma_failed_;
+  // Their replies, when the provider failed the send: tried again from
+  // Housekeeping (SendAgain, rma.cc) every few ms, a few times, before the
+  // connection fails.
+  struct Resend {
+    uint64_t connection = 0;
+    std::vector<uint8_t> bytes;
+    int attempts = 0;
+    Clock::time_point not_before;
+  };
+  std::vector<Resend> resends_;
+  void SendAgain(Clock::time_point now);
   WorkerStats stats_;
   std::array<std::atomic<uint64_t>, 3> served_{};
   std::unordered_map<uint64_t, std::shared_ptr<OfiConnection>> connections_;
