@@ -1,9 +1,9 @@
 // The client side of the libfabric worker: Connect and the hello, calls,
 // replies, pushed bulk and deadlines; the Endpoint handle.
 #include <rdma/fi_domain.h>
-#include <rdma/fi_rma.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
 #include <cstring>
 

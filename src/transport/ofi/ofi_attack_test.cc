@@ -19,11 +19,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <optional>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "common/checksum.h"
@@ -647,8 +647,8 @@ TEST_P(OfiAttackTest, KeysOfAnotherClientsConnectionReachNothing) {
   const uint64_t conn = Connect(bob, server.address(), 42);
   RmaRequest steal(kOpPull, conn, 7, wire::BulkDirection::kOut, secret.data(), secret.size(), out_reg->key,
                    out_reg->base);
-  RmaRequest scribble(kOpPush, conn, 8, wire::BulkDirection::kIn, inbox.data(), inbox.size(), in_reg->key,
-                      in_reg->base, 0x66);
+  RmaRequest scribble(kOpPush, conn, 8, wire::BulkDirection::kIn, inbox.data(), inbox.size(), in_reg->key, in_reg->base,
+                      0x66);
   for (RmaRequest* req : {&steal, &scribble}) {
     bob.Send(req->msg);
     // Alice progresses meanwhile: were the server to aim at her, her provider

@@ -73,8 +73,8 @@ Result<std::shared_ptr<OfiRegistration>> OfiWorker::Register(const void* p, uint
     if (rc == 0) break;
     reg->mr = nullptr;
     if (rc == -FI_ENOKEY && attempt < 4) continue;  // the key is taken: another
-    return Status::IOError(fmt::format("transport ofi: worker '{}': fi_mr_reg of {} bytes: {} ({})", name_, n,
-                                       Fi().strerror(-rc), rc));
+    return Status::IOError(
+        fmt::format("transport ofi: worker '{}': fi_mr_reg of {} bytes: {} ({})", name_, n, Fi().strerror(-rc), rc));
   }
   if ((fabric.info()->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0) {
     int rc = fi_mr_bind(reg->mr, &ep_->fid, 0);
@@ -127,14 +127,15 @@ Status OfiWorker::CheckRmaDescriptor(const OfiConnection& conn, uint64_t request
                     context_.ofi()->provider()));
   }
   if (d.rkey.size() != kRmaKeySize) {
-    return Status::InvalidArgument(fmt::format("{}: a key of {} bytes ({} expected)", where, d.rkey.size(),
-                                               kRmaKeySize));
+    return Status::InvalidArgument(
+        fmt::format("{}: a key of {} bytes ({} expected)", where, d.rkey.size(), kRmaKeySize));
   }
   const uint64_t key = GetLe64(d.rkey.data());
   if (d.length <= options().inline_limit || d.length > kMaxRmaBulk) {
-    return Status::InvalidArgument(fmt::format("{} {:#x}: the length must be above the inline limit ({}) and at most "
-                                               "{} bytes",
-                                               where, key, options().inline_limit, kMaxRmaBulk));
+    return Status::InvalidArgument(
+        fmt::format("{} {:#x}: the length must be above the inline limit ({}) and at most "
+                    "{} bytes",
+                    where, key, options().inline_limit, kMaxRmaBulk));
   }
   if (d.remote_addr > UINT64_MAX - d.length) {
     return Status::InvalidArgument(
@@ -292,7 +293,8 @@ void OfiWorker::SendAgain(Clock::time_point now) {
     auto failed = [this, id, attempt, copy](const Status& st, uint64_t) {
       if (st.ok() || st.code() == Status::Code::kCancelled) return;
       if (attempt < kAttempts) {
-        resends_.push_back(Resend{id, std::move(*copy), attempt, Clock::now() + std::chrono::milliseconds(2 * attempt)});
+        resends_.push_back(
+            Resend{id, std::move(*copy), attempt, Clock::now() + std::chrono::milliseconds(2 * attempt)});
         return;
       }
       deferred_failures_.emplace_back(

@@ -292,8 +292,7 @@ Status OfiWorker::SendMessage(OfiConnection& conn, const wire::Message& msg,
   const uint64_t id = conn.local_id;
   std::vector<uint8_t> again;
   if (resend_once) again = bytes;
-  auto wrapped = [this, id, done = std::move(done), again = std::move(again)](const Status& st,
-                                                                              uint64_t len) mutable {
+  auto wrapped = [this, id, done = std::move(done), again = std::move(again)](const Status& st, uint64_t len) mutable {
     if (!st.ok() && st.code() != Status::Code::kCancelled && !again.empty()) {
       // The provider closed the connection under this message (tcp;ofi_rxm
       // does when the peer refused a memory key): it goes once more, over

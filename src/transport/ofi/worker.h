@@ -273,8 +273,8 @@ class OfiWorker final : public Worker, public RequestBackend {
   // `done` runs once all completed (or with the first failure, naming the
   // key). A Reply given while a write is in flight leaves when it completes.
   Status CheckRmaDescriptor(const OfiConnection& conn, uint64_t request_id, const wire::BulkDescriptor& d) const;
-  Status StartRma(IncomingRequest::State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len,
-                  bool write, Completion done);
+  Status StartRma(IncomingRequest::State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool write,
+                  Completion done);
   struct RmaTransfer;
   void IssueRma(const std::shared_ptr<RmaTransfer>& t);
   void SendReply(IncomingRequest::State* s, const Status& status, std::span<const uint8_t> payload);
