@@ -103,14 +103,16 @@ Status OfiWorker::StartCall(OfiConnection& conn, uint16_t opcode, std::span<cons
     return Status::Busy(fmt::format("transport: worker '{}' has {} outstanding requests", name_, live_calls_));
   }
   const uint64_t inline_limit = this->options().inline_limit;
-  // One-sided bulk: the buffers above the inline limit are registered (or
-  // found in the cache) before the call takes a slot.
+  // One-sided bulk: the buffers above the inline limit (up to the server's
+  // kMaxRmaBulk; longer ones ride tagged messages) are registered (or found
+  // in the cache) before the call takes a slot.
   std::shared_ptr<OfiRegistration> out_reg, in_reg;
-  if (conn.rma && options.bulk_out.size() > inline_limit) {
+  const auto by_key = [&](uint64_t n) { return conn.rma && n > inline_limit && n <= kMaxRmaBulk; };
+  if (by_key(options.bulk_out.size())) {
     ROS2_ASSIGN_OR_RETURN(out_reg, RegisterBulk(options.bulk_out.data(), options.bulk_out.size(),
                                                 options.bulk_out_region.get(), FI_REMOTE_READ));
   }
-  if (conn.rma && options.bulk_in.size() > inline_limit) {
+  if (by_key(options.bulk_in.size())) {
     ROS2_ASSIGN_OR_RETURN(in_reg, RegisterBulk(options.bulk_in.data(), options.bulk_in.size(),
                                                options.bulk_in_region.get(), FI_REMOTE_WRITE));
   }
