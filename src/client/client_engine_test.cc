@@ -73,6 +73,8 @@ TEST_P(ClientEngineTest, UsesTheRequestedTransport) {
   if (GetParam().starts_with("ofi-")) {
     EXPECT_NE(d.find("transport=ofi"), std::string::npos) << d;
     EXPECT_NE(d.find(GetParam() == "ofi-tcp" ? "provider=tcp;ofi_rxm" : "provider=shm"), std::string::npos) << d;
+    // Bulk above the inline limit moves by fi_read / fi_write over tcp;ofi_rxm.
+    EXPECT_NE(d.find(GetParam() == "ofi-tcp" ? "bulk=rma" : "bulk=tagged"), std::string::npos) << d;
   } else if (GetParam() == "tcp") {
     EXPECT_NE(d.find("transport=tcp"), std::string::npos) << d;
   } else {

@@ -65,8 +65,8 @@ Status CheckSemantics(const Message& m) {
   } else if (!request && !m.capability.empty()) {
     return Bad("capability outside a request or hello");
   }
-  if (m.kind == Kind::kHelloAck &&
-      (m.payload.size() != kHelloAckSize || (m.payload[0] & ~(kHelloAckCmaAccepted | kHelloAckIntegrity)) != 0))
+  if (m.kind == Kind::kHelloAck && (m.payload.size() != kHelloAckSize ||
+                                    (m.payload[0] & ~(kHelloAckCmaAccepted | kHelloAckIntegrity | kHelloAckRma)) != 0))
     return Bad(fmt::format("hello ack payload is not a flags byte and a {}-byte challenge", kNonceSize));
   if (m.status_message.size() > kMaxStatusMessage)
     return Bad(fmt::format("status message length {} > {}", m.status_message.size(), kMaxStatusMessage));

@@ -104,11 +104,14 @@ SegmentRef DecodeSegmentRef(std::span<const uint8_t> rkey);
 // for cross-memory attach: a 16-byte token from the server's listener, then the
 // u64 address (in the client) of a copy of the token the server reads back.
 // The hello ack's payload is exactly kHelloAckSize bytes: a flags byte (bit 0:
-// cma accepted; bit 1: the server requires integrity on this connection),
-// then the server's 16-byte challenge for session authentication.
+// cma accepted; bit 1: the server requires integrity on this connection;
+// bit 2, libfabric only: the server moves bulk above the inline limit by
+// fi_read / fi_write against the client's registered buffers, kRma), then
+// the server's 16-byte challenge for session authentication.
 inline constexpr size_t kHelloProofSize = 24;
 inline constexpr uint8_t kHelloAckCmaAccepted = 1;
 inline constexpr uint8_t kHelloAckIntegrity = 2;
+inline constexpr uint8_t kHelloAckRma = 4;
 inline constexpr size_t kNonceSize = 16;
 inline constexpr size_t kHelloAckSize = 1 + kNonceSize;
 

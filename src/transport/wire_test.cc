@@ -315,7 +315,9 @@ TEST(WireTest, CmaDescriptorsAndHelloProof) {
   payload[0] = kHelloAckCmaAccepted | kHelloAckIntegrity;
   ack.payload = payload;
   EXPECT_TRUE(round_trips(ack));
-  payload[0] = 4;  // an unknown flag
+  payload[0] = kHelloAckRma;
+  EXPECT_TRUE(round_trips(ack));
+  payload[0] = 8;  // an unknown flag
   EXPECT_FALSE(round_trips(ack));
   payload[0] = 0;
   ack.payload = std::span<const uint8_t>(payload.data(), payload.size() - 1);

@@ -3,6 +3,7 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 
 #include <cstring>
 
@@ -74,6 +75,9 @@ void OfiWorker::HandleHelloAck(const wire::Message& msg, fi_addr_t from) {
   conn->remote_id = msg.request_id;
   conn->auth = std::make_shared<ConnectionAuth>();
   conn->auth->integrity_asked = (msg.payload[0] & wire::kHelloAckIntegrity) != 0;
+  // The server takes memory keys, and this side can register memory for it.
+  conn->rma = (msg.payload[0] & wire::kHelloAckRma) != 0 && context_.ofi()->rma_target();
+  if (conn->rma) conn->info.bulk_mode = BulkTransfer::kRma;
   std::memcpy(conn->auth->challenge.data(), msg.payload.data() + 1, wire::kNonceSize);
 }
 
@@ -98,6 +102,21 @@ Status OfiWorker::StartCall(OfiConnection& conn, uint16_t opcode, std::span<cons
   if (live_calls_ >= this->options().max_outstanding_requests) {
     return Status::Busy(fmt::format("transport: worker '{}' has {} outstanding requests", name_, live_calls_));
   }
+  const uint64_t inline_limit = this->options().inline_limit;
+  // One-sided bulk: the buffers above the inline limit (up to the server's
+  // kMaxRmaBulk; longer ones ride tagged messages) are registered (or found
+  // in the cache) before the call takes a slot.
+  std::shared_ptr<OfiRegistration> out_reg, in_reg;
+  const auto by_key = [&](uint64_t n) { return conn.rma && n > inline_limit && n <= kMaxRmaBulk; };
+  if (by_key(options.bulk_out.size())) {
+    ROS2_ASSIGN_OR_RETURN(out_reg, RegisterBulk(options.bulk_out.data(), options.bulk_out.size(),
+                                                options.bulk_out_region.get(), FI_REMOTE_READ));
+  }
+  if (by_key(options.bulk_in.size())) {
+    ROS2_ASSIGN_OR_RETURN(in_reg, RegisterBulk(options.bulk_in.data(), options.bulk_in.size(),
+                                               options.bulk_in_region.get(), FI_REMOTE_WRITE));
+  }
+  std::array<uint8_t, kRmaKeySize> out_key{}, in_key{};
   uint32_t slot;
   if (!free_calls_.empty()) {
     slot = free_calls_.back();
@@ -109,7 +128,6 @@ Status OfiWorker::StartCall(OfiConnection& conn, uint16_t opcode, std::span<cons
   OfiCall& c = calls_[slot];
   const uint32_t generation = c.generation;
   const uint64_t rid = MakeRequestId(slot, generation);
-  const uint64_t inline_limit = this->options().inline_limit;
   wire::Message m;
   m.kind = wire::Kind::kRequest;
   m.opcode = opcode;
@@ -117,28 +135,33 @@ Status OfiWorker::StartCall(OfiConnection& conn, uint16_t opcode, std::span<cons
   m.connection_id = conn.remote_id;
   m.capability = options.capability;
   m.payload = payload;
-  const bool out_am = options.bulk_out.size() > inline_limit;
+  const bool out_am = options.bulk_out.size() > inline_limit && out_reg == nullptr;
   if (!options.bulk_out.empty()) {
     wire::BulkDescriptor& d = m.bulk[m.bulk_count++];
     d.direction = wire::BulkDirection::kOut;
     d.length = options.bulk_out.size();
     d.transfer = out_am ? wire::BulkTransfer::kActiveMessage : wire::BulkTransfer::kInline;
-    if (!out_am) {
+    if (out_reg != nullptr) {
+      DescribeRma(*out_reg, options.bulk_out.data(), d, out_key.data());
+    } else if (!out_am) {
       m.inline_data =
           std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(options.bulk_out.data()), options.bulk_out.size());
     }
   }
-  const bool in_am = options.bulk_in.size() > inline_limit;
+  const bool in_am = options.bulk_in.size() > inline_limit && in_reg == nullptr;
   if (!options.bulk_in.empty()) {
     wire::BulkDescriptor& d = m.bulk[m.bulk_count++];
     d.direction = wire::BulkDirection::kIn;
     d.length = options.bulk_in.size();
     d.transfer = in_am ? wire::BulkTransfer::kActiveMessage : wire::BulkTransfer::kInline;
+    if (in_reg != nullptr) DescribeRma(*in_reg, options.bulk_in.data(), d, in_key.data());
   }
   c = OfiCall{};
   c.generation = generation;
   c.connection_id = conn.local_id;
   c.bulk_in = options.bulk_in;
+  c.out_reg = std::move(out_reg);
+  c.in_reg = std::move(in_reg);
   if (in_am) {
     // Posted before the request leaves: the pushed bytes land in place.
     auto op =
@@ -167,6 +190,8 @@ Status OfiWorker::StartCall(OfiConnection& conn, uint16_t opcode, std::span<cons
   if (out_am) {
     ROS2_RETURN_IF_ERROR(SendTagged(conn.addr, TagOf(kTagBulkOut, rid), options.bulk_out, nullptr));
     stats_.bulk_am_bytes += options.bulk_out.size();
+  } else if (c.out_reg != nullptr) {
+    stats_.bulk_rma_bytes += options.bulk_out.size();
   } else {
     stats_.bulk_inline_bytes += options.bulk_out.size();
   }
@@ -205,7 +230,9 @@ void OfiWorker::HandleReply(OfiConnection& conn, const wire::Message& msg) {
     status = Status::Protocol("transport: reply claims more pushed bytes than the bulk-in buffer holds");
     pushed = 0;
   }
-  const bool tagged_push = msg.inline_data.empty() && pushed > 0;
+  const bool rma_push = msg.inline_data.empty() && pushed > 0 && c.in_reg != nullptr;
+  if (rma_push && status.ok()) stats_.bulk_rma_bytes += pushed;  // written before the reply left
+  const bool tagged_push = msg.inline_data.empty() && pushed > 0 && !rma_push;
   if (tagged_push && c.push_recv == nullptr && status.ok() && (!c.push_ok || c.push_received != pushed)) {
     // The pushed bytes arrived (or failed) before the reply.
     status =
@@ -267,6 +294,8 @@ void OfiWorker::FinishCall(uint32_t slot) {
   --live_calls_;
   ++c.generation;
   c.finished = false;
+  c.out_reg.reset();
+  c.in_reg.reset();
   done(view);
   free_calls_.push_back(slot);
 }

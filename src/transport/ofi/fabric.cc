@@ -27,16 +27,26 @@ std::string FiError(std::string_view what, int rc) {
   return fmt::format("{}: {} ({})", what, Fi().strerror(-rc), rc);
 }
 
-fi_info* Hints(const std::string& provider, const TransportOptions& options) {
+// With `rma`, also one-sided reads and writes (initiated always; served, by
+// registrations with remote access, only when the process is an RMA target).
+fi_info* Hints(const std::string& provider, const TransportOptions& options, bool rma) {
   fi_info* hints = Fi().dupinfo(nullptr);
   if (hints == nullptr) return nullptr;
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_MSG | FI_TAGGED | FI_SOURCE | FI_DIRECTED_RECV;
+  if (rma) {
+    hints->caps |= FI_RMA | FI_READ | FI_WRITE;
+    if (options.remote_rma_target) hints->caps |= FI_REMOTE_READ | FI_REMOTE_WRITE;
+  }
   hints->mode = FI_CONTEXT;
   hints->domain_attr->threading = FI_THREAD_DOMAIN;
   hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
   hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
-  hints->domain_attr->mr_mode = 0;  // buffers are used unregistered (no FI_MR_LOCAL)
+  // Buffers are used unregistered (no FI_MR_LOCAL). With rma, a provider may
+  // have keys name virtual addresses (FI_MR_VIRT_ADDR; tcp;ofi_rxm names
+  // offsets into the registration instead); the keys stay the caller's
+  // (random: no FI_MR_PROV_KEY, whose keys are a counter).
+  hints->domain_attr->mr_mode = rma ? FI_MR_VIRT_ADDR : 0;
   if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
   const bool nic = provider.find("tcp") != std::string::npos || provider.find("verbs") != std::string::npos;
   if (nic && !options.net_devices.empty() && options.net_devices != "all" &&
@@ -120,11 +130,19 @@ Result<std::unique_ptr<Fabric>> Fabric::Open(const TransportOptions& options) {
   auto fabric = std::unique_ptr<Fabric>(new Fabric());
   std::string tried;
   for (const std::string& prov : candidates) {
-    fi_info* hints = Hints(prov, options);
-    if (hints == nullptr) return Status::Internal("transport: fi_allocinfo failed");
+    // One-sided bulk where the provider offers it, except over shm, whose
+    // keys name memory by process id (docs/transport.md, "Remote memory").
+    const bool try_rma = prov != "shm";
     fi_info* list = nullptr;
-    int rc = Fi().getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
-    Fi().freeinfo(hints);
+    int rc = -FI_ENODATA;
+    for (bool rma : {true, false}) {
+      if (rma && !try_rma) continue;
+      fi_info* hints = Hints(prov, options, rma);
+      if (hints == nullptr) return Status::Internal("transport: fi_allocinfo failed");
+      rc = Fi().getinfo(kFiVersion, nullptr, nullptr, 0, hints, &list);
+      Fi().freeinfo(hints);
+      if (rc == 0 && list != nullptr) break;
+    }
     if (rc != 0 || list == nullptr) {
       tried += fmt::format("{}{} ({})", tried.empty() ? "" : ", ", prov, Fi().strerror(-rc));
       continue;
@@ -148,6 +166,8 @@ Result<std::unique_ptr<Fabric>> Fabric::Open(const TransportOptions& options) {
     Fi().freeinfo(list);
     fabric->provider_ = prov;
     fabric->kind_ = KindOf(prov);
+    fabric->rma_ = (fabric->info_->caps & FI_RMA) != 0 && fabric->kind_ != TransportKind::kShm;
+    fabric->rma_target_ = fabric->rma_ && (fabric->info_->caps & FI_REMOTE_READ) != 0;
     break;
   }
   if (fabric->info_ == nullptr) {
@@ -167,9 +187,10 @@ Fabric::~Fabric() {
 }
 
 std::string Fabric::Describe() const {
-  return fmt::format("transport=ofi provider={} fabric={} domain={} kind={}", provider_,
+  return fmt::format("transport=ofi provider={} fabric={} domain={} kind={} bulk={}", provider_,
                      info_->fabric_attr->name ? info_->fabric_attr->name : "?",
-                     info_->domain_attr->name ? info_->domain_attr->name : "?", TransportKindName(kind_));
+                     info_->domain_attr->name ? info_->domain_attr->name : "?", TransportKindName(kind_),
+                     rma_ ? "rma" : "tagged");
 }
 
 Result<std::shared_ptr<const MemoryRegion>> Fabric::MapMemory(void* addr, uint64_t length, bool allocate) {
@@ -198,7 +219,8 @@ Status Context::InitOfi(const TransportOptions& options) {
     return Status::InvalidArgument("transport: max_outstanding_requests must be in 1 .. 16M");
   }
   if (options.force_rma_bulk) {
-    return Status::NotSupported("transport ofi: force_rma_bulk (bulk rides tagged messages on libfabric)");
+    return Status::NotSupported(
+        "transport ofi: force_rma_bulk (libfabric moves bulk by RMA wherever the provider offers it, never over shm)");
   }
   options_ = options;
   options_.same_host_cma = false;  // same-host bulk rides the provider (shm) too

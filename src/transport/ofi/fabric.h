@@ -11,7 +11,9 @@
 //   active message    -> fi_send of one wire message into a posted buffer
 //   AM rendezvous     -> a tagged send matched by a tagged receive posted on
 //                        the destination buffer (the provider's rendezvous)
-//   ucp_mem_map       -> plain memory (bulk rides tagged messages, no keys)
+//   ucp_mem_map       -> plain memory; a client's bulk buffers are registered
+//                        per worker (fi_mr_reg, remote access) where the
+//                        provider offers FI_RMA (ofi/rma.cc)
 #pragma once
 
 #include <cstdint>
@@ -46,7 +48,7 @@ class Fabric {
  public:
   // fi_getinfo for FI_EP_RDM with FI_MSG | FI_TAGGED | FI_SOURCE |
   // FI_DIRECTED_RECV and manual progress, restricted to the provider name
-  // (and, for tcp, the domain of net_devices); then fi_fabric, fi_domain.
+  // (and, for tcp, the domain of net_devices), with FI_RMA first except for shm; then fi_fabric.
   // NotSupported names the provider and lists the ones fi_getinfo offers.
   static Result<std::unique_ptr<Fabric>> Open(const TransportOptions& options);
   ~Fabric();
@@ -61,8 +63,15 @@ class Fabric {
   // tcp for tcp-based providers, shm for shm, rdma for verbs.
   TransportKind kind() const { return kind_; }
   std::string Describe() const;
-  // Memory for bulk buffers. Bulk rides tagged messages on every provider
-  // here, so no remote keys are made: the region's packed key is empty.
+  // Whether bulk above the inline limit moves by one-sided fi_read/fi_write
+  // (the provider offers FI_RMA and is not shm); rma_target(): whether this
+  // process may register memory for remote access (TransportOptions::
+  // remote_rma_target: an engine never does).
+  bool rma() const { return rma_; }
+  bool rma_target() const { return rma_target_; }
+  // Memory for bulk buffers. Registrations with remote keys are made per
+  // worker (each worker has its own domain), so the region's packed key is
+  // empty.
   Result<std::shared_ptr<const MemoryRegion>> MapMemory(void* addr, uint64_t length, bool allocate);
 
  private:
@@ -72,6 +81,8 @@ class Fabric {
   fid_domain* domain_ = nullptr;
   std::string provider_;
   TransportKind kind_ = TransportKind::kTcp;
+  bool rma_ = false;
+  bool rma_target_ = false;
 };
 
 // Context::CreateWorker for a libfabric context.

@@ -2,28 +2,33 @@
 // against a serving ofi worker (a forked process) and a raw
 // libfabric endpoint that sends what a well-behaved worker never sends:
 // requests naming another peer's connection, hello floods, oversize
-// announcements and inline bulk; and session proofs with the right and a
-// wrong key.
+// announcements and inline bulk; memory keys that are forged, out of range,
+// of another client's connection, or aimed at the server's own memory; and
+// session proofs with the right and a wrong key.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "common/checksum.h"
 #include "testing/subprocess.h"
 #include "transport/ofi/fabric.h"
 #include "transport/ofi/worker.h"
@@ -35,6 +40,11 @@ namespace {
 
 using namespace std::chrono_literals;
 constexpr uint16_t kOpCount = 1;
+// Pulls the whole bulk-out buffer and replies with the pull's status and
+// the crc32c of the bytes; pushes bulk_in_capacity() bytes of payload[0]
+// and replies with the push's status.
+constexpr uint16_t kOpPull = 2;
+constexpr uint16_t kOpPush = 3;
 
 TransportOptions OfiOptions(const std::string& kind) {
   TransportOptions o;
@@ -105,8 +115,9 @@ class Server {
   const Counts& counts() const { return counts_; }  // after Stop()
 
  private:
-  static void Serve(const TransportOptions& o, SessionCredential session, int addr_fd, int stats_fd) {
+  static void Serve(TransportOptions o, SessionCredential session, int addr_fd, int stats_fd) {
     signal(SIGUSR1, [](int) { g_stop = 1; });
+    o.remote_rma_target = false;  // as the engine: it only ever initiates RMA
     auto ctx = Context::Create(o);
     if (!ctx.ok()) _exit(1);
     auto worker = (*ctx)->CreateWorker("attack-target").value();
@@ -115,6 +126,18 @@ class Server {
       ++counts.handled;
       if (r.SessionAuthenticated(session.id)) ++counts.authenticated;
       r.Reply(Status::Ok());
+    });
+    (void)worker->RegisterHandler(kOpPull, [](IncomingRequest r) {
+      auto buf = std::make_shared<std::vector<std::byte>>(r.bulk_out_size());
+      r.Pull(*buf, [r, buf](const Status& st) mutable {
+        const uint32_t crc = Crc32c(buf->data(), buf->size());
+        r.Reply(st, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&crc), sizeof(crc)));
+      });
+    });
+    (void)worker->RegisterHandler(kOpPush, [](IncomingRequest r) {
+      const uint8_t fill = r.payload().empty() ? 0 : r.payload()[0];
+      auto buf = std::make_shared<std::vector<std::byte>>(r.bulk_in_capacity(), std::byte{fill});
+      r.Push(*buf, [r, buf](const Status& st) mutable { r.Reply(st); });
     });
     worker->SetSessionKeyLookup([session](const SessionId& id) -> Result<SessionKey> {
       if (id != session.id) return Status::NotFound("unknown session");
@@ -170,6 +193,7 @@ class RawPeer {
     for (size_t i = 0; i < recv_.size(); ++i) Post(i);
   }
   ~RawPeer() {
+    for (fid_mr* mr : mrs_) fi_close(&mr->fid);
     fi_close(&ep_->fid);
     fi_close(&av_->fid);
     fi_close(&cq_->fid);
@@ -200,6 +224,42 @@ class RawPeer {
     h.payload = address_;
     Send(h);
   }
+  // One fi_read / fi_write against the server: its completion's error
+  // (0: it completed), or the posting error; -FI_ETIMEDOUT after `timeout`.
+  int Rma(bool write, void* buf, size_t n, uint64_t addr, uint64_t key, std::chrono::milliseconds timeout = 3000ms) {
+    rma_ctx_.emplace_back();
+    fi_context* ctx = &rma_ctx_.back();
+    // A write completes once delivered, so that a refusal is seen here.
+    iovec iov{buf, n};
+    fi_rma_iov rma{addr, n, key};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.iov_count = 1;
+    msg.addr = server_;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = ctx;
+    ssize_t rc;
+    while ((rc = write ? fi_writemsg(ep_, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)
+                       : fi_read(ep_, buf, n, nullptr, server_, addr, key, ctx)) == -FI_EAGAIN) {
+      Drain(nullptr);
+    }
+    if (rc != 0) return static_cast<int>(rc);
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < end) {
+      Drain(nullptr);
+      if (auto it = rma_done_.find(ctx); it != rma_done_.end()) return it->second;
+      std::this_thread::sleep_for(100us);
+    }
+    return -FI_ETIMEDOUT;
+  }
+  // Registers `buf` on this peer's domain for remote read and write; its key.
+  uint64_t Register(void* buf, size_t n, uint64_t key) {
+    fid_mr* mr = nullptr;
+    EXPECT_EQ(fi_mr_reg(domain_, buf, n, FI_REMOTE_READ | FI_REMOTE_WRITE, 0, key, 0, &mr, nullptr), 0);
+    mrs_.push_back(mr);
+    return fi_mr_key(mr);
+  }
   // The next wire message received within `timeout`, or nullopt.
   std::optional<std::vector<uint8_t>> Receive(std::chrono::milliseconds timeout = 3000ms) {
     const auto end = std::chrono::steady_clock::now() + timeout;
@@ -219,10 +279,15 @@ class RawPeer {
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
       fi_cq_readerr(cq_, &err, 0);
+      if (err.op_context != nullptr) rma_done_[err.op_context] = err.err == 0 ? -FI_EOTHER : -err.err;
+      for (size_t k = 0; k < recv_.size(); ++k) {
+        if (err.op_context == &ctx_[k]) Post(k);  // a receive the provider gave back
+      }
       return false;
     }
     bool found = false;
     for (ssize_t i = 0; i < n; ++i) {
+      rma_done_[e[i].op_context] = 0;
       for (size_t k = 0; k < recv_.size(); ++k) {
         if (e[i].op_context != &ctx_[k]) continue;
         if (out != nullptr && !found) {
@@ -253,6 +318,9 @@ class RawPeer {
   std::array<fi_context, 16> ctx_{};
   std::deque<std::vector<uint8_t>> sent_;
   std::deque<fi_context> send_ctx_;
+  std::deque<fi_context> rma_ctx_;
+  std::map<void*, int> rma_done_;
+  std::vector<fid_mr*> mrs_;
   std::vector<std::vector<uint8_t>> pending_;
 };
 
@@ -535,6 +603,215 @@ TEST_P(OfiAttackTest, MalformedBatchesAreRefusedByNameAndTheServerKeepsServing) 
   server.Stop();
   EXPECT_EQ(server.counts().handled, victim_calls);  // no entry of an attacker's batch ran
   EXPECT_GE(server.counts().stats.malformed_messages, MalformedBatches().size());
+}
+
+// A request whose bulk names memory by key (a kRma descriptor: the key, the
+// registration's start, the buffer's address), as an ofi client's does.
+struct RmaRequest {
+  wire::Message msg;
+  std::array<uint8_t, ofi::kRmaKeySize> rkey{};
+  std::vector<uint8_t> payload;
+  RmaRequest(uint16_t op, uint64_t connection, uint64_t request, wire::BulkDirection dir, const void* addr,
+             uint64_t length, uint64_t key, const void* start, uint8_t fill = 0)
+      : payload{fill} {
+    const uint64_t s = reinterpret_cast<uint64_t>(start);
+    std::memcpy(rkey.data(), &key, 8);
+    std::memcpy(rkey.data() + 8, &s, 8);
+    msg.kind = wire::Kind::kRequest;
+    msg.opcode = op;
+    msg.request_id = request;
+    msg.connection_id = connection;
+    msg.payload = payload;
+    msg.bulk_count = 1;
+    msg.bulk[0].direction = dir;
+    msg.bulk[0].transfer = wire::BulkTransfer::kRma;
+    msg.bulk[0].length = length;
+    msg.bulk[0].remote_addr = reinterpret_cast<uint64_t>(addr);
+    msg.bulk[0].rkey = rkey;
+  }
+};
+
+// The reply to `request` (kept as bytes and decoded), or nullopt after `timeout`.
+struct Answer {
+  std::vector<uint8_t> bytes;
+  wire::Message msg;
+  std::string text() const { return std::string(msg.status_message); }
+};
+std::optional<Answer> AwaitReply(RawPeer& peer, uint64_t request, std::chrono::milliseconds timeout = 5000ms) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < end) {
+    auto m = peer.Receive(200ms);
+    if (!m) continue;
+    Answer a;
+    a.bytes = std::move(*m);
+    if (!wire::Decode(a.bytes, a.msg).ok() || a.msg.kind != wire::Kind::kReply || a.msg.request_id != request) continue;
+    return a;
+  }
+  return std::nullopt;
+}
+
+uint64_t Connect(RawPeer& peer, const std::vector<uint8_t>& server, uint64_t my_id) {
+  peer.Target(server);
+  peer.Hello(my_id);
+  auto ack = wire::Decode(peer.Receive().value()).value();
+  EXPECT_EQ(ack.kind, wire::Kind::kHelloAck);
+  EXPECT_NE(ack.payload[0] & wire::kHelloAckRma, 0) << "the server takes memory keys over tcp;ofi_rxm";
+  return ack.request_id;
+}
+
+// A key the client never registered, a range past its registration, a length
+// above the server's limit and a buffer before its registration's start are
+// each answered with an error naming the key, and nothing is read or written;
+// the right key in range then works, and so does an honest client.
+TEST_P(OfiAttackTest, ForgedAndOutOfRangeKeysAreRefused) {
+  Server server(Options(), session_);
+  RawPeer attacker(Options());
+  const uint64_t conn = Connect(attacker, server.address(), 41);
+  std::vector<uint8_t> mine(256 * 1024);
+  for (size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<uint8_t>(i * 7);
+  const std::vector<uint8_t> before = mine;
+  const uint64_t key = attacker.Register(mine.data(), mine.size(), 0x5eed5eed5eedull);
+  const uint64_t forged = key ^ 0x10000;
+  const auto out = wire::BulkDirection::kOut;
+  const auto in = wire::BulkDirection::kIn;
+  struct Case {
+    const char* what;
+    RmaRequest req;
+    Status::Code code;  // kIOError: refused by the client's provider; else by the server's checks
+    uint64_t named_key;
+  };
+  uint64_t rid = 100;
+  std::vector<Case> cases = {
+      {"forged key (read)", RmaRequest(kOpPull, conn, ++rid, out, mine.data(), 65536, forged, mine.data()),
+       Status::Code::kIOError, forged},
+      {"forged key (write)", RmaRequest(kOpPush, conn, ++rid, in, mine.data(), 65536, forged, mine.data(), 0x66),
+       Status::Code::kIOError, forged},
+      {"range past the registration",
+       RmaRequest(kOpPull, conn, ++rid, out, mine.data() + 200 * 1024, 128 * 1024, key, mine.data()),
+       Status::Code::kIOError, key},
+      {"write past the registration",
+       RmaRequest(kOpPush, conn, ++rid, in, mine.data() + 200 * 1024, 128 * 1024, key, mine.data(), 0x66),
+       Status::Code::kIOError, key},
+      {"length above the limit",
+       RmaRequest(kOpPull, conn, ++rid, out, mine.data(), ofi::kMaxRmaBulk + 1, key, mine.data()),
+       Status::Code::kInvalidArgument, key},
+      {"buffer before its registration",
+       RmaRequest(kOpPull, conn, ++rid, out, mine.data(), 65536, key, mine.data() + 4096),
+       Status::Code::kInvalidArgument, key},
+  };
+  for (Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const auto start = std::chrono::steady_clock::now();
+    attacker.Send(c.req.msg);
+    auto reply = AwaitReply(attacker, c.req.msg.request_id);
+    ASSERT_TRUE(reply.has_value()) << "no answer";
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 3s);
+    EXPECT_EQ(reply->msg.status_code, static_cast<uint8_t>(c.code)) << reply->text();
+    EXPECT_NE(reply->text().find(fmt::format("{:#x}", c.named_key)), std::string::npos) << reply->text();
+  }
+  EXPECT_TRUE(mine == before) << "a refused write changed the client's memory";
+  // The right key in range: the server reads exactly those bytes.
+  RmaRequest good(kOpPull, conn, ++rid, out, mine.data() + 4096, 65536, key, mine.data());
+  attacker.Send(good.msg);
+  auto reply = AwaitReply(attacker, good.msg.request_id);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->msg.status_code, 0) << reply->text();
+  uint32_t crc = 0;
+  ASSERT_EQ(reply->msg.payload.size(), 4u);
+  std::memcpy(&crc, reply->msg.payload.data(), 4);
+  EXPECT_EQ(crc, Crc32c(mine.data() + 4096, 65536));
+  auto ctx = Context::Create(Options()).value();
+  auto worker = ctx->CreateWorker("honest").value();
+  auto ep = worker->Connect(server.address()).value();
+  EXPECT_TRUE(ep->CallSync(kOpCount, {}).ok());
+  server.Stop();
+  EXPECT_EQ(server.counts().stats.rkeys_refused, 2u);  // the two the server's own checks refused
+  EXPECT_EQ(server.counts().handled, 1);
+}
+
+// Client B names client A's keys and buffers: the server moves bulk only
+// with the address of the connection the request came in on, so B's
+// provider, which has no such keys, refuses, and A's memory is neither read
+// for B nor written by B's request. A keeps working.
+TEST_P(OfiAttackTest, KeysOfAnotherClientsConnectionReachNothing) {
+  Server server(Options(), session_);
+  auto ctx = Context::Create(Options()).value();
+  auto alice = ctx->CreateWorker("alice").value();
+  auto ep = alice->Connect(server.address()).value();
+  ASSERT_EQ(ep->info().bulk_mode, BulkTransfer::kRma);
+  std::vector<std::byte> secret(64 * 1024);
+  for (size_t i = 0; i < secret.size(); ++i) secret[i] = static_cast<std::byte>(i * 13 + 1);
+  std::vector<std::byte> inbox(64 * 1024, std::byte{0xAA});
+  CallOptions pull;
+  pull.bulk_out = secret;
+  auto r = ep->CallSync(kOpPull, {}, pull);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const uint8_t fill = 0x11;
+  CallOptions push;
+  push.bulk_in = inbox;
+  ASSERT_TRUE(ep->CallSync(kOpPush, std::span<const uint8_t>(&fill, 1), push).ok());
+  ASSERT_EQ(inbox[0], std::byte{0x11});
+  ASSERT_GT(alice->stats().bulk_rma_bytes, 0u);
+  // Alice's registrations (cached by her worker, so still valid in her
+  // domain), as Bob would name them had he learnt them.
+  auto* ofi_alice = static_cast<ofi::OfiWorker*>(alice.get());
+  auto out_reg = ofi_alice->Register(secret.data(), secret.size(), FI_REMOTE_READ).value();
+  auto in_reg = ofi_alice->Register(inbox.data(), inbox.size(), FI_REMOTE_WRITE).value();
+
+  RawPeer bob(Options());
+  const uint64_t conn = Connect(bob, server.address(), 42);
+  RmaRequest steal(kOpPull, conn, 7, wire::BulkDirection::kOut, secret.data(), secret.size(), out_reg->key,
+                   out_reg->base);
+  RmaRequest scribble(kOpPush, conn, 8, wire::BulkDirection::kIn, inbox.data(), inbox.size(), in_reg->key, in_reg->base,
+                      0x66);
+  for (RmaRequest* req : {&steal, &scribble}) {
+    bob.Send(req->msg);
+    // Alice progresses meanwhile: were the server to aim at her, her provider
+    // would serve it.
+    std::optional<Answer> reply;
+    std::thread t([&] { reply = AwaitReply(bob, req->msg.request_id); });
+    const auto end = std::chrono::steady_clock::now() + 3s;
+    while (t.joinable() && std::chrono::steady_clock::now() < end && !reply) alice->Progress();
+    t.join();
+    ASSERT_TRUE(reply.has_value()) << "no answer to request " << req->msg.request_id;
+    EXPECT_NE(reply->msg.status_code, 0) << "the server moved bulk with another client's key";
+    if (req == &steal && reply->msg.payload.size() == 4) {
+      uint32_t crc;
+      std::memcpy(&crc, reply->msg.payload.data(), 4);
+      EXPECT_NE(crc, Crc32c(secret.data(), secret.size())) << "the server read alice's memory for bob";
+    }
+  }
+  (void)alice->RunUntil([] { return false; }, 100ms);
+  for (std::byte b : inbox) ASSERT_EQ(b, std::byte{0x11}) << "bob's push landed in alice's buffer";
+  EXPECT_TRUE(ep->CallSync(kOpPull, {}, pull).ok());
+  server.Stop();
+  EXPECT_EQ(server.counts().handled, 0);  // kOpCount only; the pulls and pushes ran their handlers
+}
+
+// The server registers nothing for remote access: reads and writes a raw
+// peer aims at it, under any small key or a random one, all fail, and the
+// server keeps serving.
+TEST_P(OfiAttackTest, ServerMemoryIsNotRemotelyAccessible) {
+  Server server(Options(), session_);
+  std::vector<uint8_t> buf(4096, 0x77);
+  uint64_t id = 43;
+  for (uint64_t key : {0ull, 1ull, 0x5eed5eed5eedull}) {
+    for (bool write : {false, true}) {
+      SCOPED_TRACE(fmt::format("key {:#x} {}", key, write ? "write" : "read"));
+      // A fresh peer each time: tcp;ofi_rxm closes the connection of a
+      // refused access, and the next would fail at the sender.
+      RawPeer attacker(Options());
+      (void)Connect(attacker, server.address(), ++id);
+      EXPECT_NE(attacker.Rma(write, buf.data(), buf.size(), 0, key), 0);
+    }
+  }
+  EXPECT_TRUE(std::all_of(buf.begin(), buf.end(), [](uint8_t b) { return b == 0x77; }));
+  auto ctx = Context::Create(Options()).value();
+  auto worker = ctx->CreateWorker("honest").value();
+  auto ep = worker->Connect(server.address()).value();
+  EXPECT_TRUE(ep->CallSync(kOpCount, {}).ok());
+  server.Stop();
+  EXPECT_EQ(server.counts().handled, 1);
 }
 
 // Over tcp;ofi_rxm. (shm: a process with several shm endpoints over time,

@@ -103,6 +103,17 @@ TEST_P(ProviderTest, BulkIsByteExactInBothDirections) {
     EXPECT_EQ(reply->bulk_in_bytes, size);
     EXPECT_TRUE(in == out) << "server -> client bytes differ";
   }
+  if (GetParam() == "ofi-tcp") {
+    // tcp;ofi_rxm offers FI_RMA: the bulk above the inline limit (1 + 1 MiB
+    // + 16 MiB, each way) moved by the server's fi_read / fi_write against
+    // this worker's registrations, none by tagged messages.
+    EXPECT_EQ(ep_->info().bulk_mode, BulkTransfer::kRma);
+    EXPECT_EQ(worker_->stats().bulk_rma_bytes, 2 * ((limit + 1) + (uint64_t{1} << 20) + (uint64_t{16} << 20)));
+    EXPECT_EQ(worker_->stats().bulk_am_bytes, 0u);
+  } else if (IsOfi()) {
+    EXPECT_EQ(ep_->info().bulk_mode, BulkTransfer::kActiveMessage);  // shm: tagged messages, no keys
+    EXPECT_EQ(worker_->stats().bulk_rma_bytes, 0u);
+  }
 }
 
 // A large reply payload (above one posted receive on ofi) arrives whole.

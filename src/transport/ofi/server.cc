@@ -147,8 +147,11 @@ void OfiWorker::HandleHello(const wire::Message& msg, fi_addr_t from) {
   }
   // Integrity: across hosts, and over every provider but shm.
   conn->auth->integrity_asked = !same_host || context_.resolved_kind() != TransportKind::kShm;
+  // One-sided bulk wherever the fabric offers it (never shm: Fabric::Open).
+  conn->rma = context_.ofi()->rma();
+  if (conn->rma) conn->info.bulk_mode = BulkTransfer::kRma;
   std::array<uint8_t, wire::kHelloAckSize> ack_payload{};
-  ack_payload[0] = conn->auth->integrity_asked ? wire::kHelloAckIntegrity : 0;
+  ack_payload[0] = (conn->auth->integrity_asked ? wire::kHelloAckIntegrity : 0) | (conn->rma ? wire::kHelloAckRma : 0);
   std::memcpy(ack_payload.data() + 1, conn->auth->challenge.data(), wire::kNonceSize);
   conn->served_slot = static_cast<int8_t>(ServedSlot(context_.resolved_kind()));
   served_[conn->served_slot].fetch_add(1, std::memory_order_relaxed);
@@ -209,6 +212,14 @@ void OfiWorker::HandleRequest(OfiConnection& conn, const wire::Message& msg, std
   ++stats_.requests_received;
   for (uint8_t i = 0; i < msg.bulk_count; ++i) {
     const wire::BulkDescriptor& d = msg.bulk[i];
+    if (d.transfer == wire::BulkTransfer::kRma) {
+      if (Status st = CheckRmaDescriptor(conn, msg.request_id, d); !st.ok()) {
+        ++stats_.malformed_messages;
+        ++stats_.rkeys_refused;
+        return ReplyError(conn, msg.request_id, st);
+      }
+      continue;
+    }
     const bool inline_too_long = d.transfer == wire::BulkTransfer::kInline && d.length > options().inline_limit;
     const bool foreign = d.transfer != wire::BulkTransfer::kInline && d.transfer != wire::BulkTransfer::kActiveMessage;
     if (inline_too_long || foreign) {
@@ -217,7 +228,7 @@ void OfiWorker::HandleRequest(OfiConnection& conn, const wire::Message& msg, std
       return ReplyError(conn, msg.request_id,
                         Status::InvalidArgument(fmt::format(
                             "transport: worker '{}': request {:#x}: bulk-{} of {} bytes by transfer {} (this "
-                            "provider takes inline bulk up to {} bytes and tagged messages)",
+                            "provider takes inline bulk up to {} bytes, tagged messages and memory keys)",
                             name_, msg.request_id, d.direction == wire::BulkDirection::kOut ? "out" : "in", d.length,
                             static_cast<int>(d.transfer), options().inline_limit)));
     }
@@ -263,6 +274,12 @@ void OfiWorker::Pull(State* s, std::span<std::byte> dst, Completion done) {
     stats_.bulk_inline_bytes += dst.size();
     return finish(Status::Ok());
   }
+  if (d->transfer == wire::BulkTransfer::kRma) {
+    Completion cb = std::move(done);
+    Status st = StartRma(s, *d, dst.data(), dst.size(), /*write=*/false, cb);
+    if (!st.ok() && cb) cb(st);
+    return;
+  }
   auto* conn = static_cast<OfiConnection*>(s->conn.get());
   ++s->refs;
   auto cb = [this, s, done = std::move(done), n = dst.size()](const Status& st, uint64_t len) {
@@ -294,7 +311,17 @@ void OfiWorker::Push(State* s, std::span<const std::byte> src, Completion done) 
   s->pushed = true;
   s->pushed_bytes = src.size();
   if (src.empty()) return finish(Status::Ok());
-  if (d->transfer == wire::BulkTransfer::kInline) {
+  if (d->transfer == wire::BulkTransfer::kRma && src.size() > options().inline_limit) {
+    Completion cb = std::move(done);
+    Status st = StartRma(s, *d, const_cast<std::byte*>(src.data()), src.size(), /*write=*/true, cb);
+    if (!st.ok()) {
+      s->pushed_bytes = 0;
+      if (cb) cb(st);
+    }
+    return;
+  }
+  // A short push into an RMA buffer rides the reply, as inline bulk does.
+  if (d->transfer == wire::BulkTransfer::kInline || d->transfer == wire::BulkTransfer::kRma) {
     const auto* b = reinterpret_cast<const uint8_t*>(src.data());
     s->inline_push.assign(b, b + src.size());
     stats_.bulk_inline_bytes += src.size();
@@ -317,6 +344,19 @@ void OfiWorker::Push(State* s, std::span<const std::byte> src, Completion done) 
 }
 
 void OfiWorker::Reply(State* s, const Status& status, std::span<const uint8_t> payload) {
+  if (auto it = writes_in_flight_.find(s); it != writes_in_flight_.end()) {
+    // The pushed bytes are not in the client's buffer yet: the reply leaves
+    // once they are (rma.cc).
+    s->replied = true;
+    it->second.given = true;
+    it->second.status = status;
+    it->second.payload.assign(payload.begin(), payload.end());
+    return;
+  }
+  SendReply(s, status, payload);
+}
+
+void OfiWorker::SendReply(State* s, const Status& status, std::span<const uint8_t> payload) {
   s->replied = true;
   auto* conn = static_cast<OfiConnection*>(s->conn.get());
   if (conn == nullptr || !conn->status.ok()) return;
@@ -347,8 +387,11 @@ void OfiWorker::Reply(State* s, const Status& status, std::span<const uint8_t> p
   m.payload = payload;
   m.pushed_bytes = s->pushed_bytes;
   if (!s->inline_push.empty()) m.inline_data = s->inline_push;
-  const bool batch = conn->reply_batching || batch_replies_;
-  if (Status st = batch ? SendOrBatch(*conn, m) : SendMessage(*conn, m); !st.ok()) {
+  // The answer to a refused transfer leaves alone: the peer's provider may
+  // have closed the connection (rma.cc).
+  const bool rma_failed = !rma_failed_.empty() && rma_failed_.count(s) > 0;
+  const bool batch = (conn->reply_batching || batch_replies_) && !rma_failed;
+  if (Status st = batch ? SendOrBatch(*conn, m) : SendMessage(*conn, m, nullptr, rma_failed); !st.ok()) {
     ROS2_LOG_DEBUG("transport: reply to request {:#x} failed: {}", m.request_id, st.ToString());
     return;
   }

@@ -279,7 +279,7 @@ Result<Op*> OfiWorker::RecvTagged(fi_addr_t from, uint64_t tag, std::span<std::b
 }
 
 Status OfiWorker::SendMessage(OfiConnection& conn, const wire::Message& msg,
-                              std::function<void(const Status&, uint64_t)> done) {
+                              std::function<void(const Status&, uint64_t)> done, bool resend_once) {
   if (conn.addr == FI_ADDR_UNSPEC)
     return conn.status.ok() ? Status::Disconnected("transport ofi: no peer") : conn.status;
   std::vector<uint8_t> bytes(wire::EncodedSize(msg));
@@ -290,7 +290,16 @@ Status OfiWorker::SendMessage(OfiConnection& conn, const wire::Message& msg,
   // completion, or keeps answering EAGAIN) fails the connection, so its
   // calls end and nothing more is tried on it.
   const uint64_t id = conn.local_id;
-  auto wrapped = [this, id, done = std::move(done)](const Status& st, uint64_t len) {
+  std::vector<uint8_t> again;
+  if (resend_once) again = bytes;
+  auto wrapped = [this, id, done = std::move(done), again = std::move(again)](const Status& st, uint64_t len) mutable {
+    if (!st.ok() && st.code() != Status::Code::kCancelled && !again.empty()) {
+      // The provider closed the connection under this message (tcp;ofi_rxm
+      // does when the peer refused a memory key): it goes once more, over
+      // the connection the provider makes anew (rma.cc).
+      resends_.push_back(Resend{id, std::move(again), 0, Clock::now() + std::chrono::milliseconds(1)});
+      return;
+    }
     if (!st.ok() && st.code() != Status::Code::kCancelled) {
       deferred_failures_.emplace_back(
           id, Status::Disconnected(fmt::format("transport ofi: send failed: {}", st.message())));
@@ -529,6 +538,7 @@ void OfiWorker::Housekeeping(Clock::time_point now) {
   next_housekeeping_ = now + std::chrono::milliseconds(1);
   ExpireDeadlines(now);
   ExpireUnauthenticated(now);
+  if (!resends_.empty()) SendAgain(now);
   if (now >= next_keepalive_) Keepalive(now);
 }
 

@@ -20,6 +20,14 @@
 //     kTagPush | request id.
 // A directed receive matches only messages from the connection's address, so
 // one peer cannot place bytes into a buffer offered to another.
+//
+// Where the provider offers FI_RMA (tcp;ofi_rxm, verbs;ofi_rxm; never shm)
+// and the hello-ack says the server takes it, bulk above the inline limit
+// moves one-sided instead (ofi/rma.cc): the client registers its buffer on
+// its worker's domain (remote read for bulk out, remote write for bulk in;
+// cached) and sends the key and address in a kRma descriptor; the server
+// fi_reads (Pull) or fi_writes (Push) against the connection's own address
+// only, then replies.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -34,6 +42,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "transport/connection_auth.h"
@@ -43,6 +52,7 @@
 #include "transport/worker_impl.h"
 
 struct fid_domain;
+struct fid_mr;
 struct fid_ep;
 struct fid_av;
 struct fid_cq;
@@ -65,6 +75,29 @@ inline constexpr uint64_t kTagPush = uint64_t{3} << 62;
 inline uint64_t TagOf(uint64_t kind, uint64_t id) {
   return kind | (id & ~kTagKindMask);
 }
+// The rkey section of an ofi kRma descriptor: the u64 key and the u64 virtual
+// address the registration starts at, little-endian. The descriptor's address
+// is the buffer's own; a provider whose keys name offsets (no
+// FI_MR_VIRT_ADDR: tcp;ofi_rxm) is given address - start.
+inline constexpr size_t kRmaKeySize = 16;
+// The longest one-sided transfer a server takes from one descriptor.
+inline constexpr uint64_t kMaxRmaBulk = uint64_t{1} << 30;
+
+// A client buffer registered for remote access on a worker's domain (rma.cc).
+// Shared by the worker's cache and the calls that name it; fi_close with the
+// last reference.
+struct OfiRegistration {
+  OfiRegistration() = default;
+  OfiRegistration(const OfiRegistration&) = delete;
+  OfiRegistration& operator=(const OfiRegistration&) = delete;
+  ~OfiRegistration();
+  fid_mr* mr = nullptr;
+  const std::byte* base = nullptr;
+  uint64_t length = 0;
+  uint64_t access = 0;  // FI_REMOTE_READ and/or FI_REMOTE_WRITE
+  uint64_t key = 0;
+  uint64_t last_use = 0;
+};
 
 class OfiWorker;
 
@@ -77,6 +110,9 @@ struct OfiConnection : Connection {
   ~OfiConnection();  // closes the pidfd (worker.cc)
   fi_addr_t addr = FI_ADDR_UNSPEC;
   bool detached = false;  // the worker is gone: the endpoint only reports its status
+  // Bulk above the inline limit moves by fi_read / fi_write (the hello-ack's
+  // kHelloAckRma on the client; the server's fabric offers RMA).
+  bool rma = false;
   // Keepalives: messages received from the peer (any kind), and the count at
   // the last keepalive tick; a connection that heard nothing for a whole
   // interval sends the peer a keepalive frame, whose failed send fails it.
@@ -114,6 +150,8 @@ struct OfiCall {
   Status status;
   std::vector<uint8_t> reply_payload;
   uint64_t pushed = 0;
+  // RMA bulk: the registrations the request names, held until the call ends.
+  std::shared_ptr<OfiRegistration> out_reg, in_reg;
 };
 
 class OfiEndpoint;
@@ -159,9 +197,11 @@ class OfiWorker final : public Worker, public RequestBackend {
   OfiConnection* FindConnection(uint64_t id);
   // Encodes `msg`, seals it on a keyed connection, sends it (framed as a
   // large message when longer than kRecvSize). `done` (optional) runs when
-  // the send completed.
+  // the send completed. With `resend_once`, a send the provider fails is
+  // made once more before the connection fails (the reply to a request whose
+  // RMA the peer's provider refused, closing the connection under it).
   Status SendMessage(OfiConnection& conn, const wire::Message& msg,
-                     std::function<void(const Status&, uint64_t)> done = nullptr);
+                     std::function<void(const Status&, uint64_t)> done = nullptr, bool resend_once = false);
   Status SendBytes(fi_addr_t to, std::vector<uint8_t> bytes, std::function<void(const Status&, uint64_t)> done);
   // Tagged send of `data` / directed tagged receive into `dst`.
   Status SendTagged(fi_addr_t to, uint64_t tag, std::span<const std::byte> data,
@@ -183,6 +223,16 @@ class OfiWorker final : public Worker, public RequestBackend {
                    ReplyCallback done);
   Status AuthenticateSession(OfiConnection& conn, const SessionCredential& cred);
   uint64_t max_payload() const;
+
+  // RMA bulk (rma.cc). Client: a registration of this worker covering
+  // [p, p + n) with `access`, from the cache or new (fi_mr_reg with a random
+  // key); the descriptor's address and key for a buffer in it.
+  Result<std::shared_ptr<OfiRegistration>> Register(const void* p, uint64_t n, uint64_t access);
+  void DescribeRma(const OfiRegistration& reg, const void* p, wire::BulkDescriptor& d, uint8_t* key_out) const;
+  // Register for a call's bulk buffer: the whole of `region` when the caller
+  // passed one covering it (an arena is registered once), else the buffer.
+  Result<std::shared_ptr<OfiRegistration>> RegisterBulk(const void* p, uint64_t n, const MemoryRegion* region,
+                                                        uint64_t access);
 
  private:
   friend class OfiEndpoint;
@@ -227,6 +277,20 @@ class OfiWorker final : public Worker, public RequestBackend {
   Status Seal(OfiConnection& conn, std::vector<uint8_t>& bytes);
   Status CheckIntegrity(OfiConnection& conn, const wire::Message& msg, std::span<const uint8_t> bytes);
 
+  // RMA bulk (rma.cc). Server: whether a kRma descriptor may be served on
+  // `conn` (the connection takes RMA, the key is kRmaKeySize bytes, the
+  // length at most kMaxRmaBulk, the range does not wrap); then the transfer:
+  // fi_read (Pull) or fi_write (Push) of `local` against conn's address only,
+  // in bulk_chunk_size pieces with at most bulk_chunks_in_flight at once;
+  // `done` runs once all completed (or with the first failure, naming the
+  // key). A Reply given while a write is in flight leaves when it completes.
+  Status CheckRmaDescriptor(const OfiConnection& conn, uint64_t request_id, const wire::BulkDescriptor& d) const;
+  Status StartRma(IncomingRequest::State* s, const wire::BulkDescriptor& d, std::byte* local, uint64_t len, bool write,
+                  Completion done);
+  struct RmaTransfer;
+  void IssueRma(const std::shared_ptr<RmaTransfer>& t);
+  void SendReply(IncomingRequest::State* s, const Status& status, std::span<const uint8_t> payload);
+
   // Client (client.cc).
   void HandleHelloAck(const wire::Message& msg, fi_addr_t from);
   void HandleReply(OfiConnection& conn, const wire::Message& msg);
@@ -261,6 +325,32 @@ class OfiWorker final : public Worker, public RequestBackend {
   uint64_t next_large_tag_ = 0;
   uint64_t last_connection_id_ = 0;
   std::vector<uint8_t> scratch_;  // discarded bulk-out bytes land here
+  // RMA bulk (rma.cc): the client's cached registrations (at most
+  // registration_cache_entries, least recently used dropped), and the
+  // server's requests whose Push (fi_write) is in flight, with the reply
+  // given meanwhile.
+  std::vector<std::shared_ptr<OfiRegistration>> registrations_;
+  uint64_t registration_clock_ = 0;
+  struct HeldReply {
+    bool given = false;
+    Status status;
+    std::vector<uint8_t> payload;
+  };
+  std::unordered_map<IncomingRequest::State*, HeldReply> writes_in_flight_;
+  // Requests whose transfer failed while their handler replies: the reply
+  // leaves alone (not batched), with SendMessage's resend_once.
+  std::unordered_set<IncomingRequest::State*> rma_failed_;
+  // Their replies, when the provider failed the send: tried again from
+  // Housekeeping (SendAgain, rma.cc) every few ms, a few times, before the
+  // connection fails.
+  struct Resend {
+    uint64_t connection = 0;
+    std::vector<uint8_t> bytes;
+    int attempts = 0;
+    Clock::time_point not_before;
+  };
+  std::vector<Resend> resends_;
+  void SendAgain(Clock::time_point now);
   WorkerStats stats_;
   std::array<std::atomic<uint64_t>, 3> served_{};
   std::unordered_map<uint64_t, std::shared_ptr<OfiConnection>> connections_;
