@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "transport/connection_auth.h"
 #include "transport/ofi/fabric.h"
+#include "transport/spin_wait.h"
 #include "transport/ucx_util.h"
 #include "transport/worker_impl.h"
 
@@ -708,33 +709,10 @@ int WorkerImpl::Wait(std::chrono::microseconds max_wait) {
   }
   const Clock::time_point start = Clock::now();
   MaybeHousekeeping(start);
-  const Clock::time_point spin_end = start + options().spin_budget;
-  // A thread pinned to one CPU busy-polls first: its peer, pinned elsewhere,
-  // cannot be queued behind it, and a sched_yield per poll costs a system call
-  // on every hop (shm 4 KiB round trips ~4.5 us yielding vs ~1.5 us polling).
-  const Clock::time_point busy_end =
-      thread_pinned_ ? start + std::min(options().pinned_busy_poll, options().spin_budget) : start;
-  bool busy_phase = thread_pinned_;
-  for (uint32_t pass = 1;; ++pass) {
-    // While busy-polling, only every 16th pass reads the clock (and so runs
-    // housekeeping and checks the windows): a poll is ~50 ns, a clock read
-    // about as much.
-    events += ProgressNoClock();
-    if (events > 0) return events;
-    if (busy_phase && pass % 16 != 0) continue;
-    const Clock::time_point now = Clock::now();
-    MaybeHousekeeping(now);
-    if (now >= start + max_wait) return 0;
-    if (now >= spin_end) break;
-    if (now < busy_end) continue;
-    busy_phase = false;  // past the busy window: every pass reads the clock and yields
-    // On a loaded 2-core machine the peer we wait for may be queued on our
-    // core: yielding lets it run instead of burning our budget (measured: 4 KiB
-    // round trips over shm 223 us -> 5 us; a pure spin of 3-20 us first was
-    // bimodal, 1.5 us when the two processes sat on different cores and 11-45 us
-    // when they shared one). See docs/transport.md.
-    sched_yield();
-  }
+  const int spun = SpinBeforeSleep([this] { return ProgressNoClock(); },
+                                   [this](Clock::time_point now) { MaybeHousekeeping(now); }, start, max_wait,
+                                   options().spin_budget, options().pinned_busy_poll, thread_pinned_);
+  if (spun >= 0) return spun;
   if (!PrepareSleep()) return Progress();
   const auto left = std::chrono::duration_cast<std::chrono::microseconds>(start + max_wait - Clock::now());
   const auto sleep_us = NextDeadline(std::max(left, std::chrono::microseconds(0)));

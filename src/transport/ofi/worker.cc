@@ -23,6 +23,7 @@
 
 #include "common/log.h"
 #include "transport/ofi/fabric_library.h"
+#include "transport/spin_wait.h"
 
 namespace ros2::transport::ofi {
 namespace {
@@ -624,8 +625,8 @@ std::chrono::microseconds OfiWorker::NextDeadline(std::chrono::microseconds max_
 }
 
 // The UCX worker's policy (worker.cc, WorkerImpl::Wait): look before reading
-// the clock, busy-poll first when pinned to one CPU, then poll and yield until
-// the spin budget is spent, then sleep on the queue's wait fd. Each poll is one
+// the clock, then the same spin (SpinBeforeSleep), then sleep on the queue's
+// wait fd. Each poll is one
 // fi_cq_readfrom, which makes tcp;ofi_rxm's progress run (one epoll_wait of
 // its sockets); a sched_yield a poll would double the system calls of the
 // busy window and let a peer on our CPU run only when it needs to.
@@ -639,23 +640,10 @@ int OfiWorker::Wait(std::chrono::microseconds max_wait) {
   }
   const Clock::time_point start = Clock::now();
   MaybeHousekeeping(start);
-  const auto spin = std::min(options().spin_budget, max_wait);
-  const Clock::time_point spin_end = start + spin;
-  const Clock::time_point busy_end =
-      thread_pinned_ ? start + std::min(options().pinned_busy_poll, options().spin_budget) : start;
-  bool busy_phase = thread_pinned_;
-  for (uint32_t pass = 1;; ++pass) {
-    events += ProgressNoClock();
-    if (events > 0) return events;
-    if (busy_phase && pass % 16 != 0) continue;
-    const Clock::time_point now = Clock::now();
-    MaybeHousekeeping(now);
-    if (now >= start + max_wait) return 0;
-    if (now >= spin_end) break;
-    if (now < busy_end) continue;
-    busy_phase = false;
-    std::this_thread::yield();
-  }
+  const int spun = SpinBeforeSleep([this] { return ProgressNoClock(); },
+                                   [this](Clock::time_point now) { MaybeHousekeeping(now); }, start, max_wait,
+                                   options().spin_budget, options().pinned_busy_poll, thread_pinned_);
+  if (spun >= 0) return spun;
   if (!PrepareSleep()) return Progress();
   auto left = max_wait - std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
   left = NextDeadline(std::max(left, std::chrono::microseconds(0)));
