@@ -697,22 +697,11 @@ std::chrono::microseconds WorkerImpl::NextDeadline(std::chrono::microseconds max
 }
 
 int WorkerImpl::Wait(std::chrono::microseconds max_wait) {
-  const uint32_t wait_number = waits_++;
-  if (wait_number % 4096 == 0) thread_pinned_ = CurrentThreadPinnedToOneCpu();
-  // A busy peer's next message is often there already: look before reading
-  // the clock (about 36 ns a read here, a tenth of a shm round trip), and read
-  // it on every 64th Wait only, so housekeeping still runs under load.
-  int events = ProgressNoClock();
-  if (events > 0) {
-    if (wait_number % 64 == 63) MaybeHousekeeping(Clock::now());
-    return events;
-  }
-  const Clock::time_point start = Clock::now();
-  MaybeHousekeeping(start);
-  const int spun = SpinBeforeSleep([this] { return ProgressNoClock(); },
-                                   [this](Clock::time_point now) { MaybeHousekeeping(now); }, start, max_wait,
-                                   options().spin_budget, options().pinned_busy_poll, thread_pinned_);
-  if (spun >= 0) return spun;
+  const SpinResult spun = PollThenSpin([this] { return ProgressNoClock(); },
+                                      [this](Clock::time_point now) { MaybeHousekeeping(now); }, waits_,
+                                      thread_pinned_, max_wait, options());
+  if (spun.events >= 0) return spun.events;
+  const Clock::time_point start = spun.start;
   if (!PrepareSleep()) return Progress();
   const auto left = std::chrono::duration_cast<std::chrono::microseconds>(start + max_wait - Clock::now());
   const auto sleep_us = NextDeadline(std::max(left, std::chrono::microseconds(0)));

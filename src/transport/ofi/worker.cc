@@ -631,19 +631,11 @@ std::chrono::microseconds OfiWorker::NextDeadline(std::chrono::microseconds max_
 // its sockets); a sched_yield a poll would double the system calls of the
 // busy window and let a peer on our CPU run only when it needs to.
 int OfiWorker::Wait(std::chrono::microseconds max_wait) {
-  const uint32_t wait_number = waits_++;
-  if (wait_number % 4096 == 0) thread_pinned_ = CurrentThreadPinnedToOneCpu();
-  int events = ProgressNoClock();
-  if (events > 0) {
-    if (wait_number % 64 == 63) MaybeHousekeeping(Clock::now());
-    return events;
-  }
-  const Clock::time_point start = Clock::now();
-  MaybeHousekeeping(start);
-  const int spun = SpinBeforeSleep([this] { return ProgressNoClock(); },
-                                   [this](Clock::time_point now) { MaybeHousekeeping(now); }, start, max_wait,
-                                   options().spin_budget, options().pinned_busy_poll, thread_pinned_);
-  if (spun >= 0) return spun;
+  const SpinResult spun = PollThenSpin([this] { return ProgressNoClock(); },
+                                      [this](Clock::time_point now) { MaybeHousekeeping(now); }, waits_,
+                                      thread_pinned_, max_wait, options());
+  if (spun.events >= 0) return spun.events;
+  const Clock::time_point start = spun.start;
   if (!PrepareSleep()) return Progress();
   auto left = max_wait - std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start);
   left = NextDeadline(std::max(left, std::chrono::microseconds(0)));
