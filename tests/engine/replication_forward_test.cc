@@ -31,6 +31,8 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "control/control_channel.h"
@@ -285,6 +287,29 @@ TEST_F(ReplicationForwardTest, LeaderRequestNamingACopyOutsideTheMapIsRefused) {
 // A group whose copy `copy` (0: the leader) is on an engine that is neither
 // the client's control plane (`home`) nor the management leader: that
 // engine (`victim`) can be killed or stopped while the client goes on.
+// A libros2 client of engine `home` with object `oid` of container "rp3"
+// (pool "p") open; members end in the reverse order, the object first.
+struct OpenedRp3 {
+  std::unique_ptr<client::Client> client;
+  std::unique_ptr<client::Pool> pool;
+  std::unique_ptr<client::Container> cont;
+  std::optional<client::Object> obj;
+};
+void OpenRp3(ForwardCluster& c, size_t home, const ObjectId& oid, OpenedRp3* out) {
+  auto cl = c.Client(home);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  out->client = std::move(*cl);
+  auto pool = out->client->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  out->pool = std::move(*pool);
+  auto cont = out->pool->OpenContainer("rp3");
+  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+  out->cont = std::move(*cont);
+  auto obj = out->cont->OpenObject(oid);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  out->obj.emplace(std::move(*obj));
+}
+
 struct Victim {
   size_t home = 0;
   ObjectId oid;
@@ -329,14 +354,9 @@ void KillACopyMidWrites(ForwardCluster& c_, size_t copy) {
   const uint32_t victim_target = v.target;
   const size_t victim = v.engine;
 
-  auto cl = c_.Client(home);
-  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
-  auto pool = (*cl)->ConnectPool("p");
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-  auto cont = (*pool)->OpenContainer("rp3");
-  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
-  auto obj = (*cont)->OpenObject(oid);
-  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  OpenedRp3 opened;
+  ASSERT_NO_FATAL_FAILURE(OpenRp3(c_, home, oid, &opened));
+  auto& obj = opened.obj;
   constexpr int kWrites = 40;
   std::thread killer([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -394,14 +414,9 @@ TEST_F(ReplicationForwardTest, ReadsSeeNoUpdateBeforeEveryCopyHoldsIt) {
   ASSERT_NE(raw, nullptr);
   Victim v;
   ASSERT_NO_FATAL_FAILURE(PickVictim(c_, *raw, 2, home, mgmt_leader, &v));
-  auto cl = c_.Client(home);
-  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
-  auto pool = (*cl)->ConnectPool("p");
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-  auto cont = (*pool)->OpenContainer("rp3");
-  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
-  auto obj = (*cont)->OpenObject(v.oid);
-  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  OpenedRp3 opened;
+  ASSERT_NO_FATAL_FAILURE(OpenRp3(c_, home, v.oid, &opened));
+  auto& obj = opened.obj;
   const auto before = Pattern(1000, 1);
   const auto after = Pattern(1000, 2);
   ROS2_ASSERT_OK(obj->Put("k0", "a", Bytes(before)));
@@ -470,14 +485,9 @@ void ForwardToOneCopyThenKillTheLeader(ForwardCluster& c_, bool restart) {
   ASSERT_NO_FATAL_FAILURE(PickVictim(c_, *raw, 0, home, mgmt_leader, &v));
   size_t c2 = 0;
   while (c_.engines[c2]->engine_id() != raw->engine_of(v.copies[2])) ++c2;
-  auto cl = c_.Client(home);
-  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
-  auto pool = (*cl)->ConnectPool("p");
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-  auto cont = (*pool)->OpenContainer("rp3");
-  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
-  auto obj = (*cont)->OpenObject(v.oid);
-  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  OpenedRp3 opened;
+  ASSERT_NO_FATAL_FAILURE(OpenRp3(c_, home, v.oid, &opened));
+  auto& obj = opened.obj;
   ROS2_ASSERT_OK(obj->Put("warm", "a", Bytes(Pattern(100, 40))));  // the leader's endpoints to both copies
 
   const auto value = Pattern(256 << 10, 41);
