@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <functional>
 #include <thread>
+#include <utility>
 
 #include "control/control_channel.h"
 #include "control/crypto.h"
@@ -417,6 +418,17 @@ TEST(RebuildTest, PullRefusesClientsForgeriesAndReplays) {
   // Through RebuildPeers (fresh nonce each time, the answer's MAC checked): answered.
   auto pulled = engine_side.Pull(address, body, std::chrono::seconds(10));
   ASSERT_TRUE(pulled.ok()) << pulled.status().ToString();
+  // A part outside its stride (a strided scan would cover no dkey, or divide
+  // by nothing): refused by name, even signed.
+  for (auto [stride, part] : {std::pair<uint32_t, uint32_t>{3, 3}, {0, 1}, {1, 7}}) {
+    body.set_stride(stride);
+    body.set_part(part);
+    auto odd = engine_side.Sign(&body);
+    ASSERT_TRUE(odd.ok());
+    st = CallPull(address, *odd, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << stride << "/" << part;
+    EXPECT_NE(st.error_message().find("of a stride of"), std::string::npos) << st.error_message();
+  }
 }
 
 }  // namespace
