@@ -339,17 +339,31 @@ void PickVictim(ForwardCluster& c_, ObjectSession& raw, size_t copy, size_t home
   ASSERT_NE(v->engine, home);
 }
 
+// What each kill test starts from: `home`, the engine its clients use (not
+// the management leader's), a raw session through it, and `v`, the copy
+// `copy` of a fresh rp3 object's group (PickVictim).
+struct VictimScene {
+  int mgmt_leader = -1;
+  size_t home = 0;
+  std::unique_ptr<ObjectSession> raw;
+  Victim v;
+};
+void SetUpVictim(ForwardCluster& c, size_t copy, VictimScene* s) {
+  s->mgmt_leader = c.LeaderIndex(0);
+  ASSERT_GE(s->mgmt_leader, 0);
+  s->home = s->mgmt_leader == 0 ? 1 : 0;
+  s->raw = c.Raw(s->home, "rp3");
+  ASSERT_NE(s->raw, nullptr);
+  ASSERT_NO_FATAL_FAILURE(PickVictim(c, *s->raw, copy, s->home, s->mgmt_leader, &s->v));
+}
+
 // Kills -9 the engine of copy `copy` of the group (0: the leader) while one
 // client writes; every write must be acknowledged and read back from every
 // surviving copy and through the client.
 void KillACopyMidWrites(ForwardCluster& c_, size_t copy) {
-  const int mgmt_leader = c_.LeaderIndex(0);
-  ASSERT_GE(mgmt_leader, 0);
-  const size_t home = mgmt_leader == 0 ? 1 : 0;
-  auto raw = c_.Raw(home, "rp3");
-  ASSERT_NE(raw, nullptr);
-  Victim v;
-  ASSERT_NO_FATAL_FAILURE(PickVictim(c_, *raw, copy, home, mgmt_leader, &v));
+  VictimScene scene;
+  ASSERT_NO_FATAL_FAILURE(SetUpVictim(c_, copy, &scene));
+  auto& [mgmt_leader, home, raw, v] = scene;
   const ObjectId oid = v.oid;
   const uint32_t victim_target = v.target;
   const size_t victim = v.engine;
@@ -407,13 +421,9 @@ TEST_F(ReplicationForwardTest, KillACopyMidWritesEveryAckedWriteReadsBack) {
 //   forward fails at once and the client's resend under the new map
 //   completes, well before the forward timeout (the lease TTL) would.
 TEST_F(ReplicationForwardTest, ReadsSeeNoUpdateBeforeEveryCopyHoldsIt) {
-  const int mgmt_leader = c_.LeaderIndex(0);
-  ASSERT_GE(mgmt_leader, 0);
-  const size_t home = mgmt_leader == 0 ? 1 : 0;
-  auto raw = c_.Raw(home, "rp3");
-  ASSERT_NE(raw, nullptr);
-  Victim v;
-  ASSERT_NO_FATAL_FAILURE(PickVictim(c_, *raw, 2, home, mgmt_leader, &v));
+  VictimScene scene;
+  ASSERT_NO_FATAL_FAILURE(SetUpVictim(c_, 2, &scene));
+  auto& [mgmt_leader, home, raw, v] = scene;
   OpenedRp3 opened;
   ASSERT_NO_FATAL_FAILURE(OpenRp3(c_, home, v.oid, &opened));
   auto& obj = opened.obj;
@@ -474,15 +484,11 @@ TEST_F(ReplicationForwardTest, ReadsSeeNoUpdateBeforeEveryCopyHoldsIt) {
 // marked DOWN, its targets come back at new worker addresses): C1 resolves
 // the update when the map no longer has the old address.
 void ForwardToOneCopyThenKillTheLeader(ForwardCluster& c_, bool restart) {
-  const int mgmt_leader = c_.LeaderIndex(0);
-  ASSERT_GE(mgmt_leader, 0);
-  const size_t home = mgmt_leader == 0 ? 1 : 0;
-  auto raw = c_.Raw(home, "rp3");
+  VictimScene scene;
+  ASSERT_NO_FATAL_FAILURE(SetUpVictim(c_, 0, &scene));
+  auto& [mgmt_leader, home, raw, v] = scene;
   auto writer_session = c_.Raw(home, "rp3");
-  ASSERT_NE(raw, nullptr);
   ASSERT_NE(writer_session, nullptr);
-  Victim v;
-  ASSERT_NO_FATAL_FAILURE(PickVictim(c_, *raw, 0, home, mgmt_leader, &v));
   size_t c2 = 0;
   while (c_.engines[c2]->engine_id() != raw->engine_of(v.copies[2])) ++c2;
   OpenedRp3 opened;
@@ -573,13 +579,9 @@ Result<transport::ReplyMessage> CreateIfAbsent(ObjectSession& raw, const std::ve
 }
 
 TEST_F(ReplicationForwardDurableTest, ConditionalResendAfterTheLeadersRestartGetsTheFirstAnswer) {
-  const int mgmt_leader = c_.LeaderIndex(0);
-  ASSERT_GE(mgmt_leader, 0);
-  const size_t home = mgmt_leader == 0 ? 1 : 0;
-  auto raw = c_.Raw(home, "rp3");
-  ASSERT_NE(raw, nullptr);
-  Victim v;
-  ASSERT_NO_FATAL_FAILURE(PickVictim(c_, *raw, 0, home, mgmt_leader, &v));
+  VictimScene scene;
+  ASSERT_NO_FATAL_FAILURE(SetUpVictim(c_, 0, &scene));
+  auto& [mgmt_leader, home, raw, v] = scene;
   const auto first = Pattern(3000, 31);
   const Epoch txid = HybridClock().Now();
   auto created = CreateIfAbsent(*raw, v.copies, v.oid, "k0", txid, first);
