@@ -92,6 +92,10 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   // fetch of a replicated object: which readable copy this attempt reads
   // (ContainerCore::RouteFor); moves on when a copy's data fails its checksum.
   uint32_t replica = 0;
+  // Set when this copy's data failed our checksum: the next attempt asks its
+  // engine to verify what it stores (obj::kFlagVerifyStored), which tells a
+  // damaged copy (Corruption from the engine) from damage on the way.
+  bool verify_stored = false;
   // resending
   int resends = 0;
   FailurePolicy policy{std::chrono::milliseconds(0)};
@@ -111,6 +115,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     Request req;
     req.header = cont->Header(shard.route);
     req.header.flags = flags;
+    if (verify_stored) req.header.flags |= obj::kFlagVerifyStored;
     req.oid = oid;
     req.dkey = dkey;
     req.akey = akey;
@@ -317,8 +322,21 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
       }
     }
     IoResult r = Finish(reply);
-    if (r.status.IsCorruption() && TryAnotherCopy(r.status)) return;
+    if (r.status.IsCorruption() && (AskToVerify(r.status) || TryAnotherCopy(r.status))) return;
     Complete(r);
+  }
+
+  // The data of a fetch failed our checksum: read the same copy once more,
+  // with its engine verifying what it stores. Damage on the way then reads
+  // back whole; damage on the copy comes back as Corruption from the engine,
+  // which counts it (ros2_engine_checksum_errors_total).
+  bool AskToVerify(const Status& corruption) {
+    if (!is_fetch || verify_stored) return false;
+    verify_stored = true;
+    ROS2_LOG_WARN("{}: data from target {} failed its checksum ({}); reading it again, verified by the engine", Name(),
+                  shard.route.target, corruption.message());
+    io().Schedule(std::chrono::milliseconds(0), [self = shared_from_this()] { self->Resend(); });
+    return true;
   }
 
   // A fetch of a replicated object whose copy failed its checksum: reported
@@ -333,6 +351,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     ROS2_LOG_WARN("{}: copy {} on target {} failed its checksum ({}); reading copy {}", Name(), replica,
                   shard.route.target, corruption.message(), replica + 1);
     ++replica;
+    verify_stored = false;
     io().Schedule(std::chrono::milliseconds(0), [self = shared_from_this()] { self->Resend(); });
     return true;
   }

@@ -378,8 +378,9 @@ void Target::HandleFetch(IncomingRequest req) {
   op.record_size = m->record_size;
   op.buffer = state->direct.empty() ? state->buffer.span() : state->direct;
   // libros2 verifies every fetched byte against the checksums in the reply:
-  // VOS need not verify what it passes through unchanged (vos.h, FetchOp).
-  op.caller_verifies = true;
+  // VOS need not verify what it passes through unchanged (vos.h, FetchOp),
+  // unless the client asks, after its own check of this target's data failed.
+  op.caller_verifies = (m->header.flags & obj::kFlagVerifyStored) == 0;
   // The end of the whole akey, so a reader can tell a hole from the end of a
   // file: VOS works it out while it plans the fetch, from the same extents.
   op.want_array_end = (m->header.flags & obj::kFlagWantArrayEnd) != 0;

@@ -676,6 +676,7 @@ void Target::Finish(uint64_t ticket, const Status& status, std::span<const uint8
   } else {
     op.failed.Add();
     if (status.code() == Status::Code::kNoSpace) metrics_.Refuse(Refusal::kSpace);
+    if (status.IsCorruption() && res.kind == OpKind::kFetch) metrics_.checksum_errors.Add();
   }
   metrics_.requests_finished.Add();
   metrics_.bytes_released.Add(res.bytes);
