@@ -488,14 +488,14 @@ TEST_F(ReplicationForwardTest, ReadsSeeNoUpdateBeforeEveryCopyHoldsIt) {
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
   // What answered while the forward to C2 hangs shows the old value.
   for (const auto& [name, read] : {std::pair<const char*, BackgroundRead*>{"the leader", &on_leader},
-                             std::pair<const char*, BackgroundRead*>{"copy C1", &on_copy}}) {
+                                   std::pair<const char*, BackgroundRead*>{"copy C1", &on_copy}}) {
     if (!read->Done()) continue;
-    ASSERT_TRUE(read->got.ok()) << name << ": " << read->got.status().ToString();
-    EXPECT_TRUE(*read->got == before) << name << " showed an update a copy did not hold yet";
+    EXPECT_TRUE(read->got.ok() && *read->got == before)
+        << name << " showed an update a copy did not hold yet: " << read->got.status().ToString();
   }
-  if (client_done.load(std::memory_order_acquire)) {
-    ASSERT_TRUE(through_client.ok()) << through_client.status().ToString();
-    EXPECT_TRUE(*through_client == before) << "a read returned an update a copy did not hold yet";
+  if (client_done.load(std::memory_order_acquire)) {  // (threads still run: no ASSERT before the joins)
+    EXPECT_TRUE(through_client.ok() && *through_client == before)
+        << "a read returned an update a copy did not hold yet: " << through_client.status().ToString();
   }
   const bool copy_held = !on_copy.Done();
   const auto resumed = std::chrono::steady_clock::now();
@@ -589,8 +589,9 @@ void ForwardToOneCopyThenKillTheLeader(ForwardCluster& c_, bool restart) {
     held.Start(v.copies[1], v.oid, "k0", value.size());
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     holding = !held.Done();
-    if (!holding) {
-      ASSERT_FALSE(held.got.ok() && *held.got == value) << "copy C1 served an update no other copy held";
+    if (!holding && held.got.ok() && *held.got == value) {
+      ADD_FAILURE() << "copy C1 served an update no other copy held";
+      break;  // the engines are resumed and the writer joined below
     }
   }
   c_.Kill(v.engine);
