@@ -4,7 +4,7 @@
 // (object_session.h) that reads each copy's target directly.
 //
 // - Updates, large and small, and punches through the group's leader land on
-//   every copy.
+//   every copy; reads through the client land on every copy.
 // - Conditional create-if-absent from two clients racing on the same keys:
 //   one answer per key, and every copy holds the winner's value.
 // - A forward sent by a client (on its own authenticated connection, or after
@@ -38,6 +38,7 @@
 #include <thread>
 
 #include "control/control_channel.h"
+#include "metrics/scrape.h"
 #include "control/management_client.h"
 #include "object/replica_rpc.h"
 #include "placement/placement.h"
@@ -61,7 +62,8 @@ struct ForwardCluster : EtcdEngineCluster {
     ROS2_ASSERT_OK(EtcdEngineCluster::Start({.engines = engine_count,
                                              .storage_class = storage_class,
                                              .data_size = "32MiB",
-                                             .lease_ttl = std::chrono::seconds(kTtlSeconds)}));
+                                             .lease_ttl = std::chrono::seconds(kTtlSeconds),
+                                             .metrics = true}));
   }
 
   Result<std::unique_ptr<client::Client>> Client(size_t i) {
@@ -78,6 +80,25 @@ struct ForwardCluster : EtcdEngineCluster {
     return s.ok() ? std::move(*s) : nullptr;
   }
 };
+
+// The fetches each engine's targets completed (ros2_engine_ops_total, kind
+// "fetch"), by engine; -1 when its metrics cannot be read.
+std::vector<double> FetchesByEngine(ForwardCluster& c) {
+  std::vector<double> out;
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    double total = -1;
+    auto body = metrics::HttpGet(c.engines[i]->metrics(), "/metrics");
+    auto samples = body.ok() ? metrics::ParseExposition(*body) : Result<std::vector<metrics::Sample>>(body.status());
+    if (samples.ok()) {
+      total = 0;
+      for (const auto& s : *samples) {
+        if (s.name == "ros2_engine_ops_total" && s.Label("kind") == "fetch") total += s.value;
+      }
+    }
+    out.push_back(total);
+  }
+  return out;
+}
 
 std::span<const std::byte> Bytes(const std::vector<std::byte>& v) {
   return {v.data(), v.size()};
@@ -176,6 +197,23 @@ TEST_F(ReplicationForwardTest, LeaderForwardedWritesLandOnEveryCopy) {
     auto gone = ReadCopy(*raw, target, oid, "gone", 64);
     EXPECT_TRUE(gone.status().IsNotFound()) << "target " << target << ": the punch did not reach it";
   }
+
+  // Reads through the client land on every copy (docs/replication.md, "Read
+  // rule"): six fetches of one key, and each copy's engine served some.
+  const auto before = FetchesByEngine(c_);
+  for (int i = 0; i < 6; ++i) {
+    auto back = obj->Get("small", "a", 1000);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(*back, Pattern(1000, 10));
+  }
+  const auto after = FetchesByEngine(c_);
+  int serving = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_GE(before[i], 0) << "engine " << i << "'s metrics";
+    ASSERT_GE(after[i], 0) << "engine " << i << "'s metrics";
+    if (after[i] > before[i]) ++serving;
+  }
+  EXPECT_EQ(serving, 3) << "the reads of an RP_3G1 key did not use every copy";
 }
 
 TEST_F(ReplicationForwardTest, ConditionalCreateGivesOneAnswerOnEveryCopy) {
