@@ -3,6 +3,7 @@
 // protocol (object/obj_rpc.h) and sent to the target that owns the dkey through
 // the calling thread's worker, by the shard-call helpers (client/shard_call.h).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -89,9 +90,12 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   uint64_t count = 0;
   std::span<std::byte> buffer;
   uint64_t expected = 0;  // kArray: count * record_size
-  // fetch of a replicated object: which readable copy this attempt reads
-  // (ContainerCore::RouteFor); moves on when a copy's data fails its checksum.
+  // fetch of a replicated object: which readable copy this attempt reads,
+  // counted from `first_copy` (ContainerCore::RouteFor); moves on when a
+  // copy's data fails its checksum. Successive fetches start at successive
+  // copies, so every copy serves reads (docs/replication.md, "Read rule").
   uint32_t replica = 0;
+  uint32_t first_copy = 0;
   // Set when this copy's data failed our checksum: the next attempt asks its
   // engine to verify what it stores (obj::kFlagVerifyStored), which tells a
   // damaged copy (Corruption from the engine) from damage on the way.
@@ -165,7 +169,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   // map (the failure that called for it is returned).
   Status SendOnce(CallPhase& phase, bool& unchanged) {
     phase = CallPhase::kConnecting;
-    ROS2_ASSIGN_OR_RETURN(Route route, cont->RouteFor(oid, dkey, replica));
+    ROS2_ASSIGN_OR_RETURN(Route route, cont->RouteFor(oid, dkey, replica, first_copy));
     if (refresh_from != nullptr) {
       auto base = std::exchange(refresh_from, nullptr);
       if (!MapChanged(*base, *route.snapshot)) {
@@ -448,6 +452,11 @@ static Status SubmitFetchTo(const std::shared_ptr<ContainerCore>& cont, const Ob
   op->count = args.kind == ValueType::kArray ? args.count : 0;
   op->buffer = args.buffer.first(want);
   op->expected = want;
+  if (ReplicaCount(oid.object_class()) > 1) {
+    // Round-robin over the readable copies, per fetch of the process.
+    static std::atomic<uint32_t> next_copy{0};
+    op->first_copy = next_copy.fetch_add(1, std::memory_order_relaxed);
+  }
   return op->Start();
 }
 

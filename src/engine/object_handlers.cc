@@ -319,7 +319,9 @@ void Target::HandleFetch(IncomingRequest req) {
   auto shard = Admit(req, m->header, control::kRightRead);
   if (!shard.ok()) return ReplyRefused(req, shard.status(), m->header);
   if (*shard == nullptr) return Park(std::move(req), m->header);
-  if (HoldWhileResolving(req, m->header, m->oid, m->dkey)) return;  // replica_in_doubt.cc
+  // A replicated dkey with an update not yet on every copy: held until it is
+  // (replica_in_doubt.cc, docs/replication.md "Read rule").
+  if (HoldWhileResolving(req, m->header, m->oid, m->dkey)) return;
   const uint64_t capacity = req.bulk_in_capacity();
   uint64_t want = capacity;
   if (m->type == obj::ValueType::kArray) {
