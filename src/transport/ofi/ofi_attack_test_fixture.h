@@ -197,6 +197,8 @@ class RawPeer {
     fi_close(&cq_->fid);
     fi_close(&domain_->fid);
   }
+  // This peer's worker address blob (what a client Connects to).
+  const std::vector<uint8_t>& address() const { return address_; }
   void Target(const std::vector<uint8_t>& blob) {
     auto peer = wire::DecodeAddress(blob).value();
     auto inner = peer.ucx_address.subspan(4);
