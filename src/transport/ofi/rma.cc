@@ -72,8 +72,13 @@ Result<std::shared_ptr<OfiRegistration>> OfiWorker::NewRegistration(const void* 
   // A random key (the provider takes the caller's key unless it has
   // FI_MR_PROV_KEY): a peer that never saw it cannot guess it.
   for (int attempt = 0;; ++attempt) {
-    uint64_t key = 0;
-    if (getrandom(&key, sizeof(key), 0) != sizeof(key)) return Status::FromErrno(errno, "transport ofi: getrandom");
+    if (random_keys_left_ == 0) {  // one getrandom for many registrations
+      if (getrandom(random_keys_.data(), sizeof(random_keys_), 0) != static_cast<ssize_t>(sizeof(random_keys_))) {
+        return Status::FromErrno(errno, "transport ofi: getrandom");
+      }
+      random_keys_left_ = random_keys_.size();
+    }
+    const uint64_t key = random_keys_[--random_keys_left_];
     const int rc = fi_mr_reg(domain_, p, n, access, 0, key, 0, &reg->mr, nullptr);
     if (rc == 0) break;
     reg->mr = nullptr;

@@ -32,6 +32,7 @@
 
 #include <rdma/fabric.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -351,6 +352,8 @@ class OfiWorker final : public Worker, public RequestBackend {
   std::vector<std::shared_ptr<OfiRegistration>> registrations_;
   uint64_t registration_clock_ = 0;
   uint64_t registrations_made_ = 0;
+  std::array<uint64_t, 128> random_keys_{};  // unused keys from one getrandom
+  size_t random_keys_left_ = 0;
   Result<std::shared_ptr<OfiRegistration>> NewRegistration(const void* p, uint64_t n, uint64_t access);
   // Drops the cached registrations whose region only the cache still holds
   // (from RegisterBulk and Housekeeping).
