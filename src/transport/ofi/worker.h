@@ -221,7 +221,7 @@ class OfiWorker final : public Worker, public RequestBackend {
   // The shm door (door.cc): a server's socket for hellos, opened in Init on
   // shm; a client's hello to the peer named `peer_name`; Housekeeping's read.
   Status OpenDoor(std::span<const uint8_t> own_name);
-  Status KnockOnDoor(std::span<const uint8_t> peer_name, std::span<const uint8_t> hello);
+  static Status KnockOnDoor(std::span<const uint8_t> peer_name, std::span<const uint8_t> hello);
   void ReadDoor();
 
   // Batches (batch.cc): appends `msg` to conn's batch (flushing it first when
