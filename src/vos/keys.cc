@@ -8,7 +8,9 @@
 namespace ros2::vos::keys {
 
 void AppendU64(std::string* out, uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>((v >> shift) & 0xff));
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (56 - 8 * i)) & 0xff);
+  out->append(b, sizeof(b));
 }
 
 uint64_t ReadU64(std::string_view in) {
@@ -18,12 +20,14 @@ uint64_t ReadU64(std::string_view in) {
 }
 
 void AppendEscaped(std::string* out, std::string_view key) {
-  for (char c : key) {
-    out->push_back(c);
-    if (c == '\0') out->push_back('\xff');
+  // Runs without a NUL are appended whole (a key rarely holds one).
+  for (size_t nul = key.find('\0'); nul != std::string_view::npos; nul = key.find('\0')) {
+    out->append(key.data(), nul + 1);
+    out->push_back('\xff');
+    key.remove_prefix(nul + 1);
   }
-  out->push_back('\0');
-  out->push_back('\x01');
+  out->append(key);
+  out->append("\0\x01", 2);
 }
 
 bool ConsumeEscaped(std::string_view* in, std::string* out) {
@@ -62,13 +66,21 @@ size_t DkeyScopeSize(std::string_view dkey) {
 }
 
 std::string DkeyScope(const ObjectId& oid, std::string_view dkey) {
-  std::string s = ObjectScope(oid);
+  std::string s;
+  s.reserve(DkeyScopeSize(dkey));
+  AppendU64(&s, oid.hi);
+  AppendU64(&s, oid.lo);
   AppendEscaped(&s, dkey);
   return s;
 }
 
 std::string AkeyScope(const ObjectId& oid, std::string_view dkey, std::string_view akey) {
-  std::string s = DkeyScope(oid, dkey);
+  // Sized once: the scope is built for every fetch and update.
+  std::string s;
+  s.reserve(DkeyScopeSize(dkey) + DkeyScopeSize(akey) - 16);
+  AppendU64(&s, oid.hi);
+  AppendU64(&s, oid.lo);
+  AppendEscaped(&s, dkey);
   AppendEscaped(&s, akey);
   return s;
 }
