@@ -205,7 +205,8 @@ TEST_F(FioEngineTest, ThreadedJobsShareOneMount) {
 }
 
 // ROS2_FIO_STAGES: every job's event queue appends its sums when it ends,
-// one line a job, counting each I/O fio reaped once.
+// one line a job, counting each I/O fio reaped once, and the requests its
+// thread sent against the transport messages they took.
 TEST_F(FioEngineTest, StagesFileCountsEveryIo) {
   const std::string cont = MakeContainer("c-stages");
   const std::string stages = cluster_->scratch() + "/fio-stages.txt";
@@ -214,14 +215,20 @@ TEST_F(FioEngineTest, StagesFileCountsEveryIo) {
                                         fmt::format("--numjobs={}", kJobs), fmt::format("--size={}", kJobBytes)};
   ExpectJobs(Fio(Cluster(cont), job, nullptr, {"ROS2_FIO_STAGES=" + stages}), 0, kJobBytes);
   const std::string text = ReadWholeFile(stages);
-  unsigned long long ios = 0, library = 0, waiting = 0, total = 0;
+  unsigned long long ios = 0, library = 0, waiting = 0, requests = 0, messages = 0, total = 0;
   int lines = 0;
-  for (const char* p = text.c_str(); std::sscanf(p, "ios %llu library_ns %llu waiting_ns %llu\n", &ios, &library,
-                                                 &waiting) == 3;
+  for (const char* p = text.c_str();
+       std::sscanf(p, "ios %llu library_ns %llu waiting_ns %llu requests %llu messages %llu\n", &ios, &library,
+                   &waiting, &requests, &messages) == 5;
        p = std::strchr(p, '\n') + 1) {
     ++lines;
     total += ios;
     EXPECT_GT(library, 0u) << text;
+    // Every write is one request; the first iodepth of them leave before the
+    // job's first reap, corked into one batch at least.
+    EXPECT_GE(requests, ios) << text;
+    EXPECT_GT(messages, 0u) << text;
+    EXPECT_LT(messages, requests) << text;
   }
   EXPECT_EQ(lines, kJobs) << text;
   EXPECT_EQ(total, kJobs * kJobBytes / (64 << 10)) << text;
