@@ -19,15 +19,34 @@ uint64_t ReadU64(std::string_view in) {
   return v;
 }
 
-void AppendEscaped(std::string* out, std::string_view key) {
-  // Runs without a NUL are appended whole (a key rarely holds one).
-  for (size_t nul = key.find('\0'); nul != std::string_view::npos; nul = key.find('\0')) {
-    out->append(key.data(), nul + 1);
-    out->push_back('\xff');
-    key.remove_prefix(nul + 1);
+namespace {
+
+// Writes `key` escaped (as AppendEscaped) at `p`; returns the end.
+char* WriteEscaped(char* p, std::string_view key) {
+  for (char c : key) {
+    *p++ = c;
+    if (c == '\0') *p++ = '\xff';
   }
-  out->append(key);
-  out->append("\0\x01", 2);
+  *p++ = '\0';
+  *p++ = '\x01';
+  return p;
+}
+
+char* WriteU64(char* p, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) *p++ = static_cast<char>((v >> shift) & 0xff);
+  return p;
+}
+
+size_t EscapedSize(std::string_view key) {
+  return key.size() + static_cast<size_t>(std::count(key.begin(), key.end(), '\0')) + 2;
+}
+
+}  // namespace
+
+void AppendEscaped(std::string* out, std::string_view key) {
+  const size_t at = out->size();
+  out->resize(at + EscapedSize(key));
+  WriteEscaped(out->data() + at, key);
 }
 
 bool ConsumeEscaped(std::string_view* in, std::string* out) {
@@ -62,26 +81,20 @@ std::string ObjectScope(const ObjectId& oid) {
 }
 
 size_t DkeyScopeSize(std::string_view dkey) {
-  return 16 + dkey.size() + static_cast<size_t>(std::count(dkey.begin(), dkey.end(), '\0')) + 2;
+  return 16 + EscapedSize(dkey);
 }
 
 std::string DkeyScope(const ObjectId& oid, std::string_view dkey) {
-  std::string s;
-  s.reserve(DkeyScopeSize(dkey));
-  AppendU64(&s, oid.hi);
-  AppendU64(&s, oid.lo);
-  AppendEscaped(&s, dkey);
+  std::string s(DkeyScopeSize(dkey), '\0');
+  WriteEscaped(WriteU64(WriteU64(s.data(), oid.hi), oid.lo), dkey);
   return s;
 }
 
 std::string AkeyScope(const ObjectId& oid, std::string_view dkey, std::string_view akey) {
-  // Sized once: the scope is built for every fetch and update.
-  std::string s;
-  s.reserve(DkeyScopeSize(dkey) + DkeyScopeSize(akey) - 16);
-  AppendU64(&s, oid.hi);
-  AppendU64(&s, oid.lo);
-  AppendEscaped(&s, dkey);
-  AppendEscaped(&s, akey);
+  // Sized once and written in place: the scope is built for every fetch and
+  // update, and a chunk's dkey (a big-endian index) is mostly NUL bytes.
+  std::string s(DkeyScopeSize(dkey) + EscapedSize(akey), '\0');
+  WriteEscaped(WriteEscaped(WriteU64(WriteU64(s.data(), oid.hi), oid.lo), dkey), akey);
   return s;
 }
 
