@@ -143,6 +143,11 @@ TEST(Stages, ClientStagesSumTheQueuesLines) {
   std::ofstream(file) << "ios 100 library_ns 20000000 waiting_ns 1000000\n"
                       << "ios 300 library_ns 20000000 waiting_ns 3000000\n";
   EXPECT_EQ(FormatClientStages(file), "  client: submit to callback 100.0 us, callback to fio 10.0 us (400 I/Os)\n");
+  std::ofstream(file) << "ios 100 library_ns 20000000 waiting_ns 1000000 requests 100 messages 40\n"
+                      << "ios 300 library_ns 20000000 waiting_ns 3000000 requests 300 messages 120\n";
+  EXPECT_EQ(FormatClientStages(file),
+            "  client: submit to callback 100.0 us, callback to fio 10.0 us (400 I/Os)\n"
+            "  client: 400 requests in 160 messages (2.50 a message)\n");
 }
 
 TEST(Stages, SamplesTheNamedThreadsOfAProcess) {

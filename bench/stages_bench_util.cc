@@ -71,16 +71,23 @@ std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after
 std::string FormatClientStages(const std::string& file) {
   std::ifstream in(file);
   std::string word;
-  double ios = 0, library = 0, waiting = 0;
+  double ios = 0, library = 0, waiting = 0, requests = 0, messages = 0;
   double value = 0;
   while (in >> word >> value) {
     if (word == "ios") ios += value;
     if (word == "library_ns") library += value;
     if (word == "waiting_ns") waiting += value;
+    if (word == "requests") requests += value;
+    if (word == "messages") messages += value;
   }
   if (ios <= 0) return "";
-  return fmt::format("  client: submit to callback {:.1f} us, callback to fio {:.1f} us ({:.0f} I/Os)\n",
-                     library / ios / 1e3, waiting / ios / 1e3, ios);
+  std::string out = fmt::format("  client: submit to callback {:.1f} us, callback to fio {:.1f} us ({:.0f} I/Os)\n",
+                                library / ios / 1e3, waiting / ios / 1e3, ios);
+  if (messages > 0) {
+    out += fmt::format("  client: {:.0f} requests in {:.0f} messages ({:.2f} a message)\n", requests, messages,
+                       requests / messages);
+  }
+  return out;
 }
 
 std::map<pid_t, ThreadSched> SampleThreads(pid_t pid, const std::string& prefix) {

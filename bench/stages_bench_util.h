@@ -47,8 +47,9 @@ std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after
 // What the fio engine's event queues timed (ROS2_FIO_STAGES=<file>, one
 // line per queue): "  client: ..." with the mean time from a read's
 // submission to its completion callback (the client library, the transport
-// both ways and the engine) and from the callback to fio taking it; empty
-// when the file holds no I/O.
+// both ways and the engine) and from the callback to fio taking it, then
+// how many requests the jobs sent in how many transport messages (a batch is
+// one); empty when the file holds no I/O.
 std::string FormatClientStages(const std::string& file);
 
 // The scheduler's view of one thread (/proc/<pid>/task/<tid>/schedstat):

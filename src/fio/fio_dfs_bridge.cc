@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "client/event_queue_impl.h"
 #include "client/local_cluster.h"
 #include "common/log.h"
 #include "common/object_id.h"
@@ -70,6 +71,9 @@ struct ros2_fio_queue {
     uint64_t ios = 0;
     uint64_t library_ns = 0;  // submit to the completion callback
     uint64_t waiting_ns = 0;  // the callback to fio's getevents taking it
+    // This thread's transport worker at the queue's creation: requests sent,
+    // batches sent and the requests and replies in them (WorkerStats).
+    ros2::transport::WorkerStats at_start;
   };
   std::unique_ptr<Stages> stages;
   // Last: destroyed first. ~EventQueue waits for what is in flight, whose
@@ -256,11 +260,25 @@ std::unique_ptr<ros2_fio_queue::Stages> StagesFromEnv() {
   return s;
 }
 
-void WriteStages(const ros2_fio_queue::Stages& s) {
+// The transport counters of the thread that owns `eq` (zeros for an
+// offload-mode queue, which has no transport worker of its own).
+ros2::transport::WorkerStats WorkerStatsOf(ros2::client::EventQueue& eq) {
+  auto io = ros2::client::DirectIoOf(eq, "fio stages");
+  return io.ok() ? (*io)->worker().stats() : ros2::transport::WorkerStats{};
+}
+
+// "requests" counts the requests the queue's thread sent, "messages" the
+// messages they took: a batch of several requests is one.
+void WriteStages(const ros2_fio_queue::Stages& s, const ros2::transport::WorkerStats& now) {
   FILE* f = std::fopen(s.file.c_str(), "a");
   if (f == nullptr) return;
-  std::fprintf(f, "ios %llu library_ns %llu waiting_ns %llu\n", static_cast<unsigned long long>(s.ios),
-               static_cast<unsigned long long>(s.library_ns), static_cast<unsigned long long>(s.waiting_ns));
+  const uint64_t requests = now.requests_sent - s.at_start.requests_sent;
+  const uint64_t batches = now.batches_sent - s.at_start.batches_sent;
+  const uint64_t batched = now.batched_messages - s.at_start.batched_messages;
+  std::fprintf(f, "ios %llu library_ns %llu waiting_ns %llu requests %llu messages %llu\n",
+               static_cast<unsigned long long>(s.ios), static_cast<unsigned long long>(s.library_ns),
+               static_cast<unsigned long long>(s.waiting_ns), static_cast<unsigned long long>(requests),
+               static_cast<unsigned long long>(requests - std::min(batched, requests) + batches));
   std::fclose(f);
 }
 
@@ -401,6 +419,7 @@ int ros2_fio_queue_create(ros2_fio_mount* mount, unsigned /*depth*/, ros2_fio_qu
     q->mount = mount;
     q->eq = std::move(*eq);
     q->stages = StagesFromEnv();
+    if (q->stages) q->stages->at_start = WorkerStatsOf(*q->eq);
     *out = q.release();
     return Ok();
   });
@@ -409,7 +428,7 @@ int ros2_fio_queue_create(ros2_fio_mount* mount, unsigned /*depth*/, ros2_fio_qu
 void ros2_fio_queue_destroy(ros2_fio_queue* queue) {
   (void)Guarded("event queue destroy", [&]() -> int {
     std::unique_ptr<ros2_fio_queue> owned(queue);
-    if (queue->stages) WriteStages(*queue->stages);
+    if (queue->stages) WriteStages(*queue->stages, WorkerStatsOf(*queue->eq));
     return 0;  // ~EventQueue waits for what is still in flight
   });
 }
@@ -459,6 +478,10 @@ int ros2_fio_reap(ros2_fio_queue* q, unsigned min, unsigned max, const timespec*
                                         std::chrono::nanoseconds(timeout->tv_nsec)
                                   : Clock::time_point{};
     if (min > max) min = max;
+    // Completions enough are waiting already: no progress, so that the
+    // requests fio submitted since the last one stay corked and go out with
+    // the next ones (the endpoints are corked, docs/transport.md "Batches").
+    if (!q->done.empty() && q->done.size() >= min) return 0;
     while (true) {
       (void)q->eq->Poll({});  // runs the callbacks of what completed
       if (q->done.size() >= min || (q->in_flight == 0 && !q->done.empty())) break;

@@ -205,7 +205,8 @@ TEST_F(FioEngineTest, ThreadedJobsShareOneMount) {
 }
 
 // ROS2_FIO_STAGES: every job's event queue appends its sums when it ends,
-// one line a job, counting each I/O fio reaped once.
+// one line a job, counting each I/O fio reaped once, and the requests its
+// thread sent against the transport messages they took.
 TEST_F(FioEngineTest, StagesFileCountsEveryIo) {
   const std::string cont = MakeContainer("c-stages");
   const std::string stages = cluster_->scratch() + "/fio-stages.txt";
@@ -214,20 +215,47 @@ TEST_F(FioEngineTest, StagesFileCountsEveryIo) {
                                         fmt::format("--numjobs={}", kJobs), fmt::format("--size={}", kJobBytes)};
   ExpectJobs(Fio(Cluster(cont), job, nullptr, {"ROS2_FIO_STAGES=" + stages}), 0, kJobBytes);
   const std::string text = ReadWholeFile(stages);
-  unsigned long long ios = 0, library = 0, waiting = 0, total = 0;
+  unsigned long long ios = 0, library = 0, waiting = 0, requests = 0, messages = 0, total = 0;
   int lines = 0;
-  for (const char* p = text.c_str(); std::sscanf(p, "ios %llu library_ns %llu waiting_ns %llu\n", &ios, &library,
-                                                 &waiting) == 3;
+  for (const char* p = text.c_str();
+       std::sscanf(p, "ios %llu library_ns %llu waiting_ns %llu requests %llu messages %llu\n", &ios, &library,
+                   &waiting, &requests, &messages) == 5;
        p = std::strchr(p, '\n') + 1) {
     ++lines;
     total += ios;
     EXPECT_GT(library, 0u) << text;
+    // Every write is one request; the first iodepth of them leave before the
+    // job's first reap, corked into one batch at least.
+    EXPECT_GE(requests, ios) << text;
+    EXPECT_GT(messages, 0u) << text;
+    EXPECT_LT(messages, requests) << text;
   }
   EXPECT_EQ(lines, kJobs) << text;
   EXPECT_EQ(total, kJobs * kJobBytes / (64 << 10)) << text;
+
+  // Reading it back 4 KiB at a time: fio refills its queue one read at a
+  // time, and the reads submitted while completions were listed leave
+  // together (ros2_fio_reap progresses only when it must wait). One message
+  // a read would be what progress at every reap gives.
+  (void)std::remove(stages.c_str());
+  const std::vector<std::string> reads = {"--name=s", "--rw=randread", "--bs=4k", "--iodepth=16",
+                                          fmt::format("--numjobs={}", kJobs), fmt::format("--size={}", kJobBytes)};
+  ExpectJobs(Fio(Cluster(cont), reads, nullptr, {"ROS2_FIO_STAGES=" + stages}), kJobBytes, 0);
+  const std::string read_text = ReadWholeFile(stages);
+  lines = 0;
+  for (const char* p = read_text.c_str();
+       std::sscanf(p, "ios %llu library_ns %llu waiting_ns %llu requests %llu messages %llu\n", &ios, &library,
+                   &waiting, &requests, &messages) == 5;
+       p = std::strchr(p, '\n') + 1) {
+    ++lines;
+    EXPECT_EQ(ios, kJobBytes / 4096) << read_text;
+    EXPECT_GE(requests, ios) << read_text;
+    EXPECT_LT(messages * 10, requests * 9) << read_text;
+  }
+  EXPECT_EQ(lines, kJobs) << read_text;
   // Unset: no file.
   (void)std::remove(stages.c_str());
-  ExpectJobs(Fio(Cluster(cont), job), 0, kJobBytes);
+  ExpectJobs(Fio(Cluster(cont), reads), kJobBytes, 0);
   EXPECT_EQ(ReadWholeFile(stages), "");
 }
 

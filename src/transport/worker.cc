@@ -657,7 +657,10 @@ int WorkerImpl::ProgressNoClock() {
 
 int WorkerImpl::Progress() {
   const int events = ProgressNoClock();
-  MaybeHousekeeping(Clock::now());
+  // The coarse clock (a read of the kernel's tick, no timer read): polling
+  // loops pass here every few microseconds, and housekeeping only needs the
+  // millisecond.
+  MaybeHousekeeping(CoarseNow());
   return events;
 }
 

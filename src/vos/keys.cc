@@ -8,7 +8,9 @@
 namespace ros2::vos::keys {
 
 void AppendU64(std::string* out, uint64_t v) {
-  for (int shift = 56; shift >= 0; shift -= 8) out->push_back(static_cast<char>((v >> shift) & 0xff));
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>((v >> (56 - 8 * i)) & 0xff);
+  out->append(b, sizeof(b));
 }
 
 uint64_t ReadU64(std::string_view in) {
@@ -17,13 +19,34 @@ uint64_t ReadU64(std::string_view in) {
   return v;
 }
 
-void AppendEscaped(std::string* out, std::string_view key) {
+namespace {
+
+// Writes `key` escaped (as AppendEscaped) at `p`; returns the end.
+char* WriteEscaped(char* p, std::string_view key) {
   for (char c : key) {
-    out->push_back(c);
-    if (c == '\0') out->push_back('\xff');
+    *p++ = c;
+    if (c == '\0') *p++ = '\xff';
   }
-  out->push_back('\0');
-  out->push_back('\x01');
+  *p++ = '\0';
+  *p++ = '\x01';
+  return p;
+}
+
+char* WriteU64(char* p, uint64_t v) {
+  for (int shift = 56; shift >= 0; shift -= 8) *p++ = static_cast<char>((v >> shift) & 0xff);
+  return p;
+}
+
+size_t EscapedSize(std::string_view key) {
+  return key.size() + static_cast<size_t>(std::count(key.begin(), key.end(), '\0')) + 2;
+}
+
+}  // namespace
+
+void AppendEscaped(std::string* out, std::string_view key) {
+  const size_t at = out->size();
+  out->resize(at + EscapedSize(key));
+  WriteEscaped(out->data() + at, key);
 }
 
 bool ConsumeEscaped(std::string_view* in, std::string* out) {
@@ -58,18 +81,20 @@ std::string ObjectScope(const ObjectId& oid) {
 }
 
 size_t DkeyScopeSize(std::string_view dkey) {
-  return 16 + dkey.size() + static_cast<size_t>(std::count(dkey.begin(), dkey.end(), '\0')) + 2;
+  return 16 + EscapedSize(dkey);
 }
 
 std::string DkeyScope(const ObjectId& oid, std::string_view dkey) {
-  std::string s = ObjectScope(oid);
-  AppendEscaped(&s, dkey);
+  std::string s(DkeyScopeSize(dkey), '\0');
+  WriteEscaped(WriteU64(WriteU64(s.data(), oid.hi), oid.lo), dkey);
   return s;
 }
 
 std::string AkeyScope(const ObjectId& oid, std::string_view dkey, std::string_view akey) {
-  std::string s = DkeyScope(oid, dkey);
-  AppendEscaped(&s, akey);
+  // Sized once and written in place: the scope is built for every fetch and
+  // update, and a chunk's dkey (a big-endian index) is mostly NUL bytes.
+  std::string s(DkeyScopeSize(dkey) + EscapedSize(akey), '\0');
+  WriteEscaped(WriteEscaped(WriteU64(WriteU64(s.data(), oid.hi), oid.lo), dkey), akey);
   return s;
 }
 

@@ -5,6 +5,15 @@
 namespace ros2::vos {
 
 std::vector<VisiblePiece> ResolveVisible(std::vector<ExtentCandidate> candidates, uint64_t lo, uint64_t hi) {
+  // One version (a read inside what one write wrote, the common case): its
+  // overlap with [lo, hi), without the interval map.
+  if (candidates.size() == 1) {
+    const ExtentCandidate& c = candidates.front();
+    const uint64_t b = std::max(c.begin, lo);
+    const uint64_t e = std::min(c.end, hi);
+    if (b >= e) return {};
+    return {VisiblePiece{b, e, c.id}};
+  }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const ExtentCandidate& a, const ExtentCandidate& b) { return a.epoch > b.epoch; });
   std::map<uint64_t, uint64_t> covered;  // begin -> end, disjoint and coalesced

@@ -35,7 +35,12 @@ Status VosStore::LoadSource(const rocksdb::Slice& value, std::string_view what, 
 
 void VosStore::SubmitFetch(const FetchOp& op, FetchCallback done) {
   ++in_flight_;
-  FetchState& f = fetches_.emplace_back();
+  if (spare_fetches_.empty()) {
+    fetches_.emplace_back();
+  } else {
+    fetches_.splice(fetches_.end(), spare_fetches_, spare_fetches_.begin());  // left as RecycleFetch cleared it
+  }
+  FetchState& f = fetches_.back();
   f.self = std::prev(fetches_.end());
   f.op = op;
   f.done = std::move(done);
@@ -328,6 +333,23 @@ bool VosStore::ReuseStoredChecksums(const FetchState& f, std::vector<uint64_t>* 
   return true;
 }
 
+void VosStore::RecycleFetch(FetchState* f) {
+  if (spare_fetches_.size() >= kMaxSpareFetches) {
+    fetches_.erase(f->self);
+    return;
+  }
+  // What SubmitFetch does not overwrite is reset here; the vectors keep their
+  // capacity (a piece's bounce buffer is freed with the piece).
+  f->done = nullptr;
+  f->size = f->deliver = f->array_end = 0;
+  f->sources.clear();
+  f->pieces.clear();
+  f->reads_pending = 0;
+  f->status = Status::Ok();
+  f->op.buffer = {};
+  spare_fetches_.splice(spare_fetches_.end(), fetches_, f->self);
+}
+
 void VosStore::FinishFetch(FetchState* f) {
   const FetchOp& op = f->op;
   const bool whole = !(op.type == ValueType::kSingle && f->size > op.buffer.size());
@@ -394,7 +416,7 @@ void VosStore::FinishFetch(FetchState* f) {
   }
   FetchCallback done = std::move(f->done);
   active_generations_.erase(active_generations_.find(f->generation));
-  fetches_.erase(f->self);
+  RecycleFetch(f);
   --in_flight_;
   ReleaseDeferredFrees();
   if (done) done(std::move(result));

@@ -217,6 +217,8 @@ class VosStore final : public Vos {
   void AddPiece(FetchState* f, size_t source, uint64_t deliver_begin, uint64_t deliver_end, uint64_t dst);
   void StartReads(FetchState* f);
   void FinishFetch(FetchState* f);
+  // Retires a finished fetch: its node goes to spare_fetches_ (or is freed).
+  void RecycleFetch(FetchState* f);
   bool ReuseStoredChecksums(const FetchState& f, std::vector<uint64_t>* out) const;
 
   // vos_enum.cc
@@ -289,6 +291,10 @@ class VosStore final : public Vos {
   size_t in_flight_ = 0;
   std::list<UpdateState> updates_;
   std::list<FetchState> fetches_;
+  // Finished fetches' nodes, kept for the next ones (their vectors and key
+  // strings keep their memory): a fetch allocates nothing of its own.
+  std::list<FetchState> spare_fetches_;
+  static constexpr size_t kMaxSpareFetches = 64;
   std::vector<UpdateState*> ready_;  // data written, waiting for a commit group
   std::list<PunchState> punch_states_;
   std::vector<PunchState*> ready_punches_;                             // waiting for a commit group
