@@ -316,15 +316,22 @@ TEST_P(OfiKeyAttackTest, KeysOfAFreedBufferNameNothingAfterItsCall) {
   fill(sent2, 4);
   std::optional<KeyRecordingServer::Keys> keys1, keys2;
   std::atomic<int> phase{0};
+  std::atomic<int> served{0};  // the calls whose keys the server has recorded
+  // The reply can reach the client before the server thread stores the keys.
+  const auto wait_served = [&](int n) {
+    for (int i = 0; i < 5000 && served.load() < n; ++i) std::this_thread::sleep_for(1ms);
+  };
   int stale_read = 0, stale_write = 0;
   std::vector<std::byte> stolen(kLen, std::byte{0});
   std::thread t([&] {
     if (!server.Accept()) return;
     auto s1 = sent1;
     keys1 = server.Serve(got1, s1);
+    served.store(1);
     while (phase.load() < 1) std::this_thread::sleep_for(1ms);
     auto s2 = sent2;
     keys2 = server.Serve(got2, s2);
+    served.store(2);
     while (phase.load() < 2) std::this_thread::sleep_for(1ms);
     if (!keys1) return;
     stale_read = server.peer().Rma(false, stolen.data(), kLen, keys1->out_offset, keys1->out_key);
@@ -339,6 +346,7 @@ TEST_P(OfiKeyAttackTest, KeysOfAFreedBufferNameNothingAfterItsCall) {
   co.bulk_in = in;
   auto r1 = (*ep)->CallSync(kOpPull, {}, co);
   ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  wait_served(1);
   ASSERT_TRUE(keys1.has_value());
   EXPECT_TRUE(std::equal(got1.begin(), got1.end(), out.begin())) << "the first call's bulk-out";
   EXPECT_TRUE(std::equal(in.begin(), in.end(), sent1.begin())) << "the first call's bulk-in";
@@ -349,6 +357,7 @@ TEST_P(OfiKeyAttackTest, KeysOfAFreedBufferNameNothingAfterItsCall) {
   phase.store(1);
   auto r2 = (*ep)->CallSync(kOpPull, {}, co);
   ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  wait_served(2);
   ASSERT_TRUE(keys2.has_value());
   EXPECT_TRUE(std::equal(got2.begin(), got2.end(), out.begin())) << "the new mapping's bytes were not the ones read";
   EXPECT_TRUE(std::equal(in.begin(), in.end(), sent2.begin())) << "the write did not land in the new mapping";
