@@ -10,6 +10,19 @@ if(ROS2_SANITIZE)
   target_link_options(ros2_flags INTERFACE -fsanitize=address,undefined)
 endif()
 
+# The linker: lld (Debian package lld) when the compiler can use it. The build
+# links about a hundred binaries, most of them tests against gRPC, RocksDB and
+# UCX; lld links each in a fraction of GNU ld's time. Without lld, or with
+# -DROS2_USE_LLD=OFF, the toolchain's default linker is used.
+option(ROS2_USE_LLD "Link with lld when the compiler can use it" ON)
+if(ROS2_USE_LLD)
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX "-fuse-ld=lld" ROS2_HAVE_LLD)
+  if(ROS2_HAVE_LLD)
+    add_link_options(-fuse-ld=lld)
+  endif()
+endif()
+
 # ros2_add_test(NAME <name> SOURCES <files...> LIBS <libs...> LABELS <labels...>
 #               [TIMEOUT <seconds>] [ENV <VAR=value...>])
 # Builds one GoogleTest binary and registers its tests with ctest under the given

@@ -12,6 +12,8 @@ PACKAGES=(
   # reading cluster.json in the README's example
   jq
   clang-14 libclang-rt-14-dev lld-14
+  # the linker the build uses when present (ld.lld; lld-14 alone has only ld.lld-14)
+  lld
   # data plane; autoconf, automake and libtool rebuild UCX's libuct and libucp from
   # Debian's source with third_party/ucx-patches (scripts/install-ucx-patch.sh)
   libucx-dev ucx-utils autoconf automake libtool
