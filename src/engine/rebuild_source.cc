@@ -69,6 +69,8 @@ struct Batch {
   uint64_t bytes = 0;
   uint64_t objects = 0;
   bool count_only = false;
+  bool data_plane = false;     // array extents as remote records (RebuildScan::data_plane)
+  uint32_t source_target = 0;  // the global index of the target scanned
 
   void Fail(const Status& why) {
     if (status.ok()) status = why;
@@ -153,6 +155,17 @@ Status CollectAkey(vos::Vos* v, const std::shared_ptr<Batch>& b, const ObjectId&
     rec.set_index(e.index);
     rec.set_record_size(e.record_size);
     rec.set_epoch(e.epoch);
+    if (b->data_plane) {
+      // The puller reads the extent itself over the data plane.
+      rec.set_remote(true);
+      rec.set_count(e.count);
+      rec.set_source_target(b->source_target);
+      b->records.push_back(std::move(rec));
+      b->buffers.emplace_back();
+      b->targets.push_back(fallbacks);
+      b->sizes.push_back(0);
+      continue;
+    }
     AddRecord(v, b, std::move(rec), bytes, fallbacks);
   }
   return Status::Ok();
@@ -257,6 +270,8 @@ Status RebuildSource::ScanBatch(const RebuildScan& scan, uint32_t engine_index, 
                                 rpc::RebuildCursor* cursor, rpc::RebuildPullBodyOut* out, bool* container_done) {
   auto b = std::make_shared<Batch>();
   b->count_only = scan.count_only;
+  b->data_plane = scan.data_plane;
+  b->source_target = global;
   BatchScope scope{&scan, global, scan.requester_targets};
   std::future<Status> done = b->done.get_future();
   Target* target = targets_[engine_index];

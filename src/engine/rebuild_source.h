@@ -38,6 +38,9 @@ struct RebuildScan {
   bool count_only = false;
   uint32_t stride = 1;  // > 1: only the dkeys whose hash % stride is `part`
   uint32_t part = 0;
+  // Array extents go as remote records (no data, no checksums: the puller
+  // reads them over the data plane, Target::ReadForRebuild).
+  bool data_plane = false;
 };
 
 // The global target indexes of `engine`'s targets in `map`, by its target
