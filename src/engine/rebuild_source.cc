@@ -99,10 +99,18 @@ void SubmitRead(vos::Vos* v, const std::shared_ptr<Batch>& b, size_t i) {
       rpc::RebuildRecord& rec = b->records[i];
       b->sizes[i] = r->size;
       if (!rec.array() && r->size > b->buffers[i].size()) {
-        if (b->count_only)
+        if (b->count_only) {
           b->bytes += r->size;
-        else
+        } else if (b->data_plane) {
+          // The puller reads the value itself over the data plane.
+          b->bytes += r->size;
+          rec.set_remote(true);
+          rec.set_count(r->size);
+          rec.set_record_size(1);
+          rec.set_source_target(b->source_target);
+        } else {
           b->refetch.push_back(i);
+        }
       } else {
         if (!rec.array()) b->bytes += r->size;
         rec.set_csum_type(static_cast<uint32_t>(r->csum.type));
@@ -143,7 +151,8 @@ Status CollectAkey(vos::Vos* v, const std::shared_ptr<Batch>& b, const ObjectId&
   base.set_dkey(dkey);
   base.set_akey(akey);
   if (extents.empty()) {
-    AddRecord(v, b, base, b->count_only ? 0 : kSingleGuess, fallbacks);
+    // Over the data plane a single's first read only learns its size.
+    AddRecord(v, b, base, b->count_only || b->data_plane ? 0 : kSingleGuess, fallbacks);
     return Status::Ok();
   }
   for (const auto& e : extents) {

@@ -129,6 +129,7 @@ Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::ReadRemote(Target* target
       e->set_index(r.index());
       e->set_count(r.count());
       e->set_record_size(r.record_size());
+      e->set_single(!r.array());
       const uint64_t n = r.count() * r.record_size();
       f->records[i].first = std::span<const std::byte>(f->buffer.get() + at, n);
       at += n;
@@ -147,7 +148,10 @@ Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::ReadRemote(Target* target
     }
     ROS2_ASSIGN_OR_RETURN(rpc::RebuildReadBody body, future.get());
     for (size_t k = 0; k < indexes->size(); ++k) {
-      f->records[(*indexes)[k]].second = std::move(*body.mutable_extents(static_cast<int>(k)));
+      auto& [data, csum] = f->records[(*indexes)[k]];
+      csum = std::move(*body.mutable_extents(static_cast<int>(k)));
+      if (csum.size() > data.size()) return Status::Protocol("rebuild read: a value larger than its buffer");
+      data = data.first(csum.size());
     }
   }
   return f;
@@ -159,7 +163,7 @@ Status Rebuilder::ApplyGroup(Target* target, const Uuid& pool, const Uuid& conta
   for (const int i : records) {
     const rpc::RebuildRecord& r = out->records(i);
     if (r.oid().size() != 16 || r.dkey().empty() || r.akey().empty() || (r.array() && r.record_size() == 0) ||
-        (r.array() && r.epoch() == 0) || (r.remote() && (!r.array() || r.count() == 0))) {
+        (r.array() && r.epoch() == 0) || (r.remote() && (r.count() == 0 || r.record_size() == 0))) {
       return Status::Protocol(fmt::format("rebuild: a malformed record for container {}", container.ToString()));
     }
   }

@@ -128,15 +128,15 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
   // them, pausing for clients.
   Clock::duration waited{}, applied{}, paused{};
   int batches = 0, throttled_batches = 0;
-  uint64_t moved = 0;
+  uint64_t moved = 0, inline_bytes = 0;  // all bytes, and those inside the answers
   auto log = [&] {
     if (moved == 0) return;
     auto ms = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
     ROS2_LOG_INFO(
-        "rebuild: pool {}: {} from {} (part {}/{}): {} bytes in {} batches ({} throttled), waited {} ms, wrote {} ms, "
-        "paused {} ms",
+        "rebuild: pool {}: {} from {} (part {}/{}): {} bytes ({} in the answers, the rest over the data plane) in {} "
+        "batches ({} throttled), waited {} ms, wrote {} ms, paused {} ms",
         pass->pool, pass->count_only ? "count" : "copy", source, body.part(), std::max<uint32_t>(body.stride(), 1),
-        moved, batches, throttled_batches, ms(waited), ms(applied), ms(paused));
+        moved, inline_bytes, batches, throttled_batches, ms(waited), ms(applied), ms(paused));
   };
   Result<rpc::RebuildPullBodyOut> out = pull(body);
   waited += Clock::now() - start;
@@ -150,6 +150,7 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
     if (more && !throttled) next = std::async(std::launch::async, pull, body);
     const uint64_t objects = out->objects(), bytes = out->bytes(), clients = out->client_requests();
     moved += bytes;
+    for (const auto& r : out->records()) inline_bytes += r.data().size();
     const auto apply_start = Clock::now();
     if (!pass->count_only) ROS2_RETURN_IF_ERROR(Apply(pass->pool_id, pass->map, pass->addresses, std::move(*out)));
     applied += Clock::now() - apply_start;

@@ -161,21 +161,29 @@ void Target::HandleRebuildRead(IncomingRequest req) {
     std::memcpy(&op.oid.lo, e.oid().data() + 8, 8);
     op.dkey = e.dkey();
     op.akey = e.akey();
-    op.type = ValueType::kArray;
-    op.index = e.index();
-    op.count = e.count();
-    op.record_size = e.record_size();
+    op.type = e.single() ? ValueType::kSingle : ValueType::kArray;
+    op.index = e.single() ? 0 : e.index();
+    op.count = e.single() ? 0 : e.count();
+    op.record_size = e.single() ? 1 : e.record_size();
     op.buffer = r->buffer.span().subspan(at, r->lengths[static_cast<size_t>(i)]);
     // The puller's VOS verifies the bytes against these checksums before it
     // stores them: no need to verify here as well.
     op.caller_verifies = true;
     at += r->lengths[static_cast<size_t>(i)];
     ++r->pending;
-    v->SubmitFetch(op, [r, i, finish](Result<vos::FetchResult> got) {
+    v->SubmitFetch(op, [this, r, i, finish](Result<vos::FetchResult> got) {
+      const uint64_t room = r->lengths[static_cast<size_t>(i)];
       if (!got.ok()) {
         if (r->status.ok()) r->status = got.status().WithContext("rebuild read");
+      } else if (got->size > room) {
+        if (r->status.ok()) {
+          r->status = Status::Busy(fmt::format(
+              "engine target {}: rebuild read: a value grew from {} to {} bytes since the scan; the pull is retried",
+              index_, room, got->size));
+        }
       } else {
         rpc::RebuildReadChecksums* c = r->body.mutable_extents(i);
+        c->set_size(got->size);
         c->set_csum_type(static_cast<uint32_t>(got->csum.type));
         c->set_csum_chunk(got->csum.chunk_size);
         for (uint64_t x : got->csum.values) c->add_csums(x);
