@@ -10,7 +10,9 @@
 // stores them below every newer write), each with the checksums VOS read.
 // With count_only it counts objects and bytes and sends no data. With a
 // stride it answers for one part of the dkeys (RebuildPartOf), so several
-// pulls can walk the same shards side by side.
+// pulls can walk the same shards side by side. With data_plane the records
+// carry no data: the puller reads it from the source target over the
+// transport (Target::ReadForRebuild, target_rebuild_plane.cc).
 //
 // Reads run on the target threads (Target::WithShard); Scan blocks the
 // calling thread (a gRPC thread or the local puller). Thread-safe.
