@@ -526,7 +526,7 @@ TEST_P(ClientEngineTest, CApiRoundTripWithEventQueue) {
 }
 
 // ofi-tcp: the engine and the client on libfabric's tcp;ofi_rxm.
-INSTANTIATE_TEST_SUITE_P(Transports, ClientEngineTest, ::testing::Values("tcp", "shm", "ofi-tcp"),
+INSTANTIATE_TEST_SUITE_P(Transports, ClientEngineTest, ::testing::Values("tcp", "shm", "ofi-tcp", "ofi-shm"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');

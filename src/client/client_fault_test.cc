@@ -40,6 +40,7 @@ class FaultyTarget {
  public:
   std::atomic<int> corrupt_fetches{0};       // flip a byte of the next N fetched payloads
   std::atomic<bool> strip_checksums{false};  // reply to fetches without checksums
+  std::atomic<int> verify_stored_fetches{0};  // fetches that asked us to verify what we store
   std::atomic<int> updates_with_checksums{0};
   std::atomic<int> updates_without_checksums{0};
 
@@ -124,6 +125,7 @@ class FaultyTarget {
     auto req = obj::DecodeFetchRequest(r.payload());
     if (!req.ok()) return r.Reply(req.status());
     if (Status st = Check(r, req->header, control::kRightRead); !st.ok()) return r.Reply(st);
+    if ((req->header.flags & obj::kFlagVerifyStored) != 0) verify_stored_fetches++;
     const std::vector<std::byte>& stored = values_[Key(req->oid, req->dkey, req->akey)];
     auto out = std::make_shared<std::vector<std::byte>>();
     obj::FetchReply reply;
@@ -267,24 +269,40 @@ TEST_F(ClientFaultTest, CorruptedFetchIsACorruptionErrorNeverData) {
   Object obj = Open(ObjectClass::kS1, 3);
   auto data = Pattern(64 * 1024, 3);
   ASSERT_TRUE(obj.Update({"d", "a", ValueType::kArray, 0, 1, data}).ok());
+  auto asked_to_verify = [&] {
+    int n = 0;
+    for (auto& t : targets_) n += t->verify_stored_fetches.load();
+    return n;
+  };
+  // Damaged on the way once: the client reads again, asking the engine to
+  // verify what it stores, and gets the data whole.
   for (auto& t : targets_) t->corrupt_fetches = 1;
   std::vector<std::byte> back(data.size(), std::byte{0xEE});
+  auto healed = obj.Fetch({"d", "a", ValueType::kArray, 0, data.size(), 1, back});
+  ASSERT_TRUE(healed.ok()) << healed.status().ToString();
+  EXPECT_EQ(back, data);
+  EXPECT_EQ(asked_to_verify(), 1);
+  // Damaged both times: a Corruption error, and no byte of it in the buffer.
+  for (auto& t : targets_) t->corrupt_fetches = 2;
+  std::fill(back.begin(), back.end(), std::byte{0xEE});
   auto r = obj.Fetch({"d", "a", ValueType::kArray, 0, data.size(), 1, back});
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(r.status().IsCorruption()) << r.status().ToString();
+  EXPECT_EQ(asked_to_verify(), 2);
   // No unverified byte is left in the buffer (the engine passes stored
   // checksums through: the client's check is the one that refuses).
   EXPECT_TRUE(std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0}; }));
   EXPECT_NE(r.status().message().find(obj.id().ToString()), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("dkey='d'"), std::string::npos) << r.status().message();
-  // The next read (no fault) is fine.
+  // The next read (no fault) is fine, and asks for no verification.
   for (auto& t : targets_) t->corrupt_fetches = 0;
   auto again = obj.Fetch({"d", "a", ValueType::kArray, 0, data.size(), 1, back});
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(back, data);
+  EXPECT_EQ(asked_to_verify(), 2);
   // A single value corrupted in transit is refused the same way.
   ASSERT_TRUE(obj.Put("s", "a", Pattern(300, 4)).ok());
-  for (auto& t : targets_) t->corrupt_fetches = 1;
+  for (auto& t : targets_) t->corrupt_fetches = 2;
   auto single = obj.Get("s", "a");
   EXPECT_TRUE(single.status().IsCorruption()) << single.status().ToString();
 }

@@ -301,9 +301,10 @@ class ContainerCore {
   void MarkCapabilityStale() { capability_stale_.store(true, std::memory_order_relaxed); }
   ChecksumType checksum_type() const { return summary_.checksum; }
   // The target that serves reads of `dkey` of `oid` under the current map:
-  // the `replica`-th readable copy (placement.h ReadTargets; 0 for an object
-  // without replicas). NotFound when there are not that many.
-  Result<Route> RouteFor(const ObjectId& oid, std::string_view dkey, uint32_t replica = 0);
+  // the `replica`-th readable copy counted from the `first`-th (placement.h
+  // ReadTarget; 0 for an object without replicas). NotFound when there are
+  // not that many.
+  Result<Route> RouteFor(const ObjectId& oid, std::string_view dkey, uint32_t replica = 0, uint32_t first = 0);
   // Every copy an update of `dkey` of `oid` must reach (WriteTargets).
   Result<std::vector<Route>> WriteRoutes(const ObjectId& oid, std::string_view dkey);
   // Every distinct target holding a shard of `oid` (all targets when oid is

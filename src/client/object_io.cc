@@ -3,6 +3,7 @@
 // protocol (object/obj_rpc.h) and sent to the target that owns the dkey through
 // the calling thread's worker, by the shard-call helpers (client/shard_call.h).
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -89,9 +90,16 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   uint64_t count = 0;
   std::span<std::byte> buffer;
   uint64_t expected = 0;  // kArray: count * record_size
-  // fetch of a replicated object: which readable copy this attempt reads
-  // (ContainerCore::RouteFor); moves on when a copy's data fails its checksum.
+  // fetch of a replicated object: which readable copy this attempt reads,
+  // counted from `first_copy` (ContainerCore::RouteFor); moves on when a
+  // copy's data fails its checksum. Successive fetches start at successive
+  // copies, so every copy serves reads (docs/replication.md, "Read rule").
   uint32_t replica = 0;
+  uint32_t first_copy = 0;
+  // Set when this copy's data failed our checksum: the next attempt asks its
+  // engine to verify what it stores (obj::kFlagVerifyStored), which tells a
+  // damaged copy (Corruption from the engine) from damage on the way.
+  bool verify_stored = false;
   // resending
   int resends = 0;
   FailurePolicy policy{std::chrono::milliseconds(0)};
@@ -111,6 +119,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     Request req;
     req.header = cont->Header(shard.route);
     req.header.flags = flags;
+    if (verify_stored) req.header.flags |= obj::kFlagVerifyStored;
     req.oid = oid;
     req.dkey = dkey;
     req.akey = akey;
@@ -160,7 +169,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   // map (the failure that called for it is returned).
   Status SendOnce(CallPhase& phase, bool& unchanged) {
     phase = CallPhase::kConnecting;
-    ROS2_ASSIGN_OR_RETURN(Route route, cont->RouteFor(oid, dkey, replica));
+    ROS2_ASSIGN_OR_RETURN(Route route, cont->RouteFor(oid, dkey, replica, first_copy));
     if (refresh_from != nullptr) {
       auto base = std::exchange(refresh_from, nullptr);
       if (!MapChanged(*base, *route.snapshot)) {
@@ -317,8 +326,21 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
       }
     }
     IoResult r = Finish(reply);
-    if (r.status.IsCorruption() && TryAnotherCopy(r.status)) return;
+    if (r.status.IsCorruption() && (AskToVerify(r.status) || TryAnotherCopy(r.status))) return;
     Complete(r);
+  }
+
+  // The data of a fetch failed our checksum: read the same copy once more,
+  // with its engine verifying what it stores. Damage on the way then reads
+  // back whole; damage on the copy comes back as Corruption from the engine,
+  // which counts it (ros2_engine_checksum_errors_total).
+  bool AskToVerify(const Status& corruption) {
+    if (!is_fetch || verify_stored) return false;
+    verify_stored = true;
+    ROS2_LOG_WARN("{}: data from target {} failed its checksum ({}); reading it again, verified by the engine", Name(),
+                  shard.route.target, corruption.message());
+    io().Schedule(std::chrono::milliseconds(0), [self = shared_from_this()] { self->Resend(); });
+    return true;
   }
 
   // A fetch of a replicated object whose copy failed its checksum: reported
@@ -333,6 +355,7 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
     ROS2_LOG_WARN("{}: copy {} on target {} failed its checksum ({}); reading copy {}", Name(), replica,
                   shard.route.target, corruption.message(), replica + 1);
     ++replica;
+    verify_stored = false;
     io().Schedule(std::chrono::milliseconds(0), [self = shared_from_this()] { self->Resend(); });
     return true;
   }
@@ -429,6 +452,11 @@ static Status SubmitFetchTo(const std::shared_ptr<ContainerCore>& cont, const Ob
   op->count = args.kind == ValueType::kArray ? args.count : 0;
   op->buffer = args.buffer.first(want);
   op->expected = want;
+  if (ReplicaCount(oid.object_class()) > 1) {
+    // Round-robin over the readable copies, per fetch of the process.
+    static std::atomic<uint32_t> next_copy{0};
+    op->first_copy = next_copy.fetch_add(1, std::memory_order_relaxed);
+  }
   return op->Start();
 }
 

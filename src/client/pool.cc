@@ -267,9 +267,10 @@ Status ContainerCore::Reopen() {
   }
 }
 
-Result<Route> ContainerCore::RouteFor(const ObjectId& oid, std::string_view dkey, uint32_t replica) {
+Result<Route> ContainerCore::RouteFor(const ObjectId& oid, std::string_view dkey, uint32_t replica,
+                                      uint32_t first) {
   ROS2_ASSIGN_OR_RETURN(auto snapshot, pool_->Map());
-  auto target = ReadTarget(snapshot->map, oid, dkey, replica);
+  auto target = ReadTarget(snapshot->map, oid, dkey, replica, first);
   if (!target.ok()) {
     return target.status().WithContext(
         fmt::format("place {} in pool {} (map v{})", DescribeIo(oid, dkey, {}), pool_->label(), snapshot->map.version));

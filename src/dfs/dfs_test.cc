@@ -448,7 +448,7 @@ INSTANTIATE_TEST_SUITE_P(Offload, DfsTest, ::testing::Values("offload-shm"), [](
   return std::string("offload_shm");
 });
 INSTANTIATE_TEST_SUITE_P(Transports, DfsDataTest,
-                         ::testing::Values("tcp", "shm", "offload-tcp", "offload-shm", "ofi-tcp"),
+                         ::testing::Values("tcp", "shm", "offload-tcp", "offload-shm", "ofi-tcp", "ofi-shm"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

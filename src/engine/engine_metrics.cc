@@ -44,6 +44,7 @@ void AddTarget(const TargetMetrics& t, const Labels& target, std::vector<prometh
   metrics::AddGauge(&(*f)[10], target, gauge(t.pending_compaction_bytes));
   metrics::AddCounter(&(*f)[11], target, gauge(t.uring_submits));
   metrics::AddCounter(&(*f)[12], target, gauge(t.uring_sqes));
+  metrics::AddCounter(&(*f)[13], target, Value(t.checksum_errors));
 }
 
 // The connections a target's worker serves, one sample per transport.
@@ -109,6 +110,8 @@ std::vector<prometheus::MetricFamily> CollectEngineMetrics(const EngineMetricsSo
                                      "io_uring_enter calls that submitted I/O (nvme shards)."));
   f.push_back(metrics::CounterFamily("ros2_engine_uring_sqes_total",
                                      "I/Os those calls submitted; divided by the submits: the batch size."));
+  f.push_back(metrics::CounterFamily("ros2_engine_checksum_errors_total",
+                                     "Fetches a target answered with Corruption: stored data failed its checksum."));
   auto connections = metrics::GaugeFamily(
       "ros2_engine_connections", "Client connections a target serves now, by the transport of their lanes.");
   const Labels engine{{"engine", source.engine_id}};

@@ -320,7 +320,9 @@ void Target::HandleFetch(IncomingRequest req) {
   auto shard = Admit(req, m->header, control::kRightRead);
   if (!shard.ok()) return ReplyRefused(req, shard.status(), m->header);
   if (*shard == nullptr) return Park(std::move(req), m->header);
-  if (HoldWhileResolving(req, m->header, m->oid, m->dkey)) return;  // replica_in_doubt.cc
+  // A replicated dkey with an update not yet on every copy: held until it is
+  // (replica_in_doubt.cc, docs/replication.md "Read rule").
+  if (HoldWhileResolving(req, m->header, m->oid, m->dkey)) return;
   const uint64_t capacity = req.bulk_in_capacity();
   uint64_t want = capacity;
   if (m->type == obj::ValueType::kArray) {
@@ -379,8 +381,9 @@ void Target::HandleFetch(IncomingRequest req) {
   op.record_size = m->record_size;
   op.buffer = state->direct.empty() ? state->buffer.span() : state->direct;
   // libros2 verifies every fetched byte against the checksums in the reply:
-  // VOS need not verify what it passes through unchanged (vos.h, FetchOp).
-  op.caller_verifies = true;
+  // VOS need not verify what it passes through unchanged (vos.h, FetchOp),
+  // unless the client asks, after its own check of this target's data failed.
+  op.caller_verifies = (m->header.flags & obj::kFlagVerifyStored) == 0;
   // The end of the whole akey, so a reader can tell a hole from the end of a
   // file: VOS works it out while it plans the fetch, from the same extents.
   op.want_array_end = (m->header.flags & obj::kFlagWantArrayEnd) != 0;

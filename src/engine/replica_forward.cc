@@ -5,25 +5,29 @@
 // connection that proved its session, map version, fencing, limits), pulls the
 // data once, decides a conditional operation under the dkey's gate, then
 // forwards the decided, unconditional request to every other copy the client
-// named, each copy pulling the data from the leader's buffer. Once every copy
-// has it durable it stores its own copy and answers OK; a copy's failure is
-// answered without storing it (a copy that cannot be reached or died is
+// named, each copy pulling the data from the leader's buffer, and stores its
+// own copy beside them. Once every copy has it durable it answers OK; a
+// copy's failure is answered (a copy that cannot be reached or died is
 // reported as Disconnected, so the client refreshes its map and resends the
-// whole operation with the same epoch). The leader's copy, which serves the
-// group's reads, so holds only updates every copy holds (docs/replication.md,
+// whole operation with the same epoch). Each operation has a position; the
+// leader's watermark (every position below it answered by every copy) rides
+// on its forwards, or goes alone shortly after, and a copy holds the reads of
+// a dkey it stored a forward of above the watermark, as the leader holds
+// those of a dkey it has an operation in flight on (docs/replication.md,
 // "Read rule"). Endpoints to copies the pool map marks DOWN are closed
 // (SetMapPeers), so a forward to a host cut off without a reset fails when
 // the map changes, not at the forward timeout.
 //
-// Copy: accepts a forward only on a connection authenticated for
-// kForwardSession and with a MAC that verifies, then stores it as any update
-// or punch of the client whose capability it carries.
+// Copy: accepts a forward (or a watermark) only on a connection
+// authenticated for kForwardSession and with a MAC that verifies, then
+// stores it as any update or punch of the client whose capability it carries.
 #include "engine/replica_forward.h"
 
 #include <fmt/format.h>
 
 #include "common/log.h"
 #include "engine/conditions.h"
+#include "engine/dkey_gate.h"
 #include "engine/target.h"
 
 namespace ros2::engine {
@@ -242,15 +246,36 @@ void Target::Replicate(const std::shared_ptr<LeaderOp>& op) {
     op->group.insert(op->group.end(), op->peers.begin(), op->peers.end());
   }
   op->remaining = op->peers.size();
-  if (op->remaining == 0) return StoreOwnCopy(op);
+  if (op->resolved) {  // a resolution: stored here already
+    if (op->remaining == 0) return op->resolved(Status::Ok());
+    for (const auto& peer : op->peers) SendForward(op, peer);
+    return;
+  }
+  // Numbered, and its dkey's reads held here, until every copy and the
+  // leader's own store answered (Settle).
+  ReplicaState& rs = replica();
+  if (rs.next_seq == 0) {
+    rs.next_seq = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::system_clock::now().time_since_epoch())
+                                            .count());
+  }
+  op->seq = rs.next_seq++;
+  rs.open.insert(op->seq);
+  const bool update = op->op == obj::Opcode::kUpdate;
+  const obj::RequestHeader& h = update ? op->update.header : op->punch.header;
+  op->read_gate = DkeyGate::Key(h.pool, h.container, update ? op->update.oid : op->punch.oid,
+                                update ? op->update.dkey : op->punch.dkey);
+  ++rs.unsettled[op->read_gate];
+  ++op->remaining;  // the leader's own store, beside the forwards
   for (const auto& peer : op->peers) SendForward(op, peer);
+  StoreOwnCopy(op);
 }
 
 void Target::StoreOwnCopy(const std::shared_ptr<LeaderOp>& op) {
   const obj::RequestHeader& h = op->op == obj::Opcode::kUpdate ? op->update.header : op->punch.header;
   auto mine = [this, op](Status st) {
     usage_dirty_ = true;
-    Settle(op, st.ok() ? st : st.WithContext(fmt::format("engine target {}: the leader's copy", index_)));
+    CopyDone(op, st.ok() ? st : st.WithContext(fmt::format("engine target {}: the leader's copy", index_)));
   };
   // A decided conditional operation records its transaction with itself
   // (the same commit batch): a resend after a restart finds it.
@@ -260,7 +285,7 @@ void Target::StoreOwnCopy(const std::shared_ptr<LeaderOp>& op) {
     return SubmitUpdateWithRetry(h.pool, h.container, &op->store, mine);
   }
   auto shard = OpenShard(h.pool, h.container);
-  if (!shard.ok()) return Settle(op, shard.status());
+  if (!shard.ok()) return CopyDone(op, shard.status());
   const obj::PunchRequest& p = op->punch;
   vos::PunchOp punch{p.scope, p.oid, p.dkey, p.akey, op->epoch};
   punch.decided = decided;
@@ -279,6 +304,11 @@ void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::Replica
   fwd.op = op->op;
   fwd.flags = op->condition != 0 || op->decided ? obj::kForwardDecided : 0;
   fwd.group = op->group;
+  if (!op->resolved) {  // a resolution's forward carries no position and no watermark
+    fwd.seq = op->seq;
+    fwd.watermark = Watermark();
+    rs.told[peer.address] = {peer.target, fwd.watermark, std::chrono::steady_clock::now()};
+  }
   if (op->op == obj::Opcode::kUpdate) {
     obj::UpdateRequest r = op->update;
     r.header.target = peer.target;
@@ -309,15 +339,23 @@ void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const Status& st) {
   if (!st.ok() && op->failure.ok()) op->failure = st;
   if (--op->remaining > 0) return;
   if (op->resolved) return op->resolved(op->failure);  // an in-doubt operation's resolution: stored here already
-  // A copy failed: the leader does not store it (the client resends the
+  // A copy failed: answered with that failure (the client resends the
   // whole operation, same epoch, under its next map).
-  if (!op->failure.ok()) return Settle(op, op->failure);
-  StoreOwnCopy(op);
+  Settle(op, op->failure);
 }
 
 void Target::Settle(const std::shared_ptr<LeaderOp>& op, const Status& st) {
   op->buffer = PooledBuffer();
   if (!op->gate_key.empty()) conditional_gate_.Release(op->gate_key);
+  if (op->seq != 0) {
+    ReplicaState& rs = replica();
+    rs.open.erase(op->seq);
+    if (!rs.watermark_due) {
+      rs.watermark_due = true;
+      rs.watermark_at = std::chrono::steady_clock::now() + ReplicaState::kWatermarkDelay;
+    }
+    Unsettle(op->read_gate);
+  }
   if (!st.ok()) return Finish(op->ticket, st);
   if (op->op == obj::Opcode::kUpdate) return Finish(op->ticket, Status::Ok(), obj::Encode(obj::UpdateReply{op->epoch}));
   Finish(op->ticket, Status::Ok(), obj::Encode(obj::PunchReply{op->epoch}));
@@ -340,6 +378,12 @@ void Target::SetMapPeers(std::vector<std::string> addresses, std::vector<std::pa
                     ep->outstanding());
     }
     ep->Close();  // fails the forwards in flight (Cancelled: the copy is reported Disconnected)
+  }
+  std::erase_if(rs.told, [&rs](const auto& t) { return rs.down.count(t.first) != 0; });
+  if (!rs.members.empty()) {  // the watermarks of leaders the map no longer has
+    std::erase_if(rs.watermarks, [&rs](const auto& w) {
+      return std::none_of(rs.members.begin(), rs.members.end(), [&w](const auto& m) { return m.second == w.first; });
+    });
   }
   // A leader marked DOWN, or restarted (its old worker address gone from the
   // map), may have left updates on this copy that other copies lack
@@ -370,18 +414,22 @@ void Target::HandleForward(IncomingRequest req) {
     return req.Reply(Status::Unauthenticated(fmt::format(
         "engine target {}: forward refused: its MAC does not verify under the engines' forward key", index_)));
   }
+  // The leader's watermark: what it forwarded below it is on every copy.
+  // Only an engine can send it (the session and the MAC above).
+  if (!m->group.empty()) NoteWatermark(m->group.front().address, m->watermark);
+  if ((m->flags & obj::kForwardWatermark) != 0) return req.Reply(Status::Ok());
   if (m->op == obj::Opcode::kUpdate) {
     auto u = obj::DecodeUpdateRequest(m->body);
     if (!u.ok()) return req.Reply(u.status().WithContext("forward request"));
-    return StoreForwardedUpdate(req, std::move(*u), m->flags, std::move(m->group));
+    return StoreForwardedUpdate(req, std::move(*u), m->flags, std::move(m->group), m->seq);
   }
   auto p = obj::DecodePunchRequest(m->body);
   if (!p.ok()) return req.Reply(p.status().WithContext("forward request"));
-  StoreForwardedPunch(req, std::move(*p), m->flags, std::move(m->group));
+  StoreForwardedPunch(req, std::move(*p), m->flags, std::move(m->group), m->seq);
 }
 
 void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, uint8_t flags,
-                                  std::vector<obj::ReplicaPeer> group) {
+                                  std::vector<obj::ReplicaPeer> group, uint64_t seq) {
   if (u.header.flags != 0 || u.header.epoch == 0) {
     return req.Reply(Status::InvalidArgument(fmt::format(
         "engine target {}: a forward must carry a decided (unconditional) update at the leader's epoch", index_)));
@@ -417,6 +465,7 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
   op->store.data = op->buffer.span();
   op->store.csum = u.csum;
   op->update = std::move(u);
+  op->seq = seq;
   auto store = [this, op](const Status& pulled) {
     if (!pulled.ok()) {
       return Finish(op->ticket, pulled.WithContext(fmt::format("engine target {}: pulling forwarded data", index_)));
@@ -426,7 +475,8 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
       usage_dirty_ = true;
       op->buffer = PooledBuffer();
       if (st.ok()) {
-        NoteInDoubt(obj::Opcode::kUpdate, &op->update, nullptr, op->condition, std::move(op->group), op->capability);
+        NoteInDoubt(obj::Opcode::kUpdate, &op->update, nullptr, op->condition, std::move(op->group), op->capability,
+                    op->seq);
       }
       Finish(op->ticket, st, obj::Encode(obj::UpdateReply{op->epoch}));
     });
@@ -436,7 +486,7 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
 }
 
 void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint8_t flags,
-                                 std::vector<obj::ReplicaPeer> group) {
+                                 std::vector<obj::ReplicaPeer> group, uint64_t seq) {
   if (p.header.flags != 0 || p.header.epoch == 0 || p.scope == obj::PunchScope::kObject) {
     return req.Reply(Status::InvalidArgument(fmt::format(
         "engine target {}: a forward must carry a decided dkey or akey punch at the leader's epoch", index_)));
@@ -453,11 +503,48 @@ void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint
   punch.decided = (flags & obj::kForwardDecided) != 0;
   std::vector<uint8_t> capability(req.capability().begin(), req.capability().end());
   (*shard)->vos->SubmitPunch(punch, [this, t = *ticket, epoch, p = std::move(p), flags, group = std::move(group),
-                                     capability = std::move(capability)](Status st) mutable {
+                                     capability = std::move(capability), seq](Status st) mutable {
     usage_dirty_ = true;
-    if (st.ok()) NoteInDoubt(obj::Opcode::kPunch, nullptr, &p, flags, std::move(group), capability);
+    if (st.ok()) NoteInDoubt(obj::Opcode::kPunch, nullptr, &p, flags, std::move(group), capability, seq);
     Finish(t, st, obj::Encode(obj::PunchReply{epoch}));
   });
+}
+
+void Target::SendWatermarks() {
+  ReplicaState& rs = replica();
+  rs.watermark_due = false;
+  const uint64_t watermark = Watermark();
+  if (watermark == 0 || !rs.mac.has_value()) return;
+  const auto now = std::chrono::steady_clock::now();
+  const obj::ReplicaPeer self{index_, std::string(address_.begin(), address_.end())};
+  for (auto& [address, told] : rs.told) {
+    if (told.watermark >= watermark) continue;
+    if (now - told.at < ReplicaState::kWatermarkDelay) {  // a forward just went there: checked again later
+      const auto at = told.at + ReplicaState::kWatermarkDelay;
+      if (!rs.watermark_due || at < rs.watermark_at) rs.watermark_at = at;
+      rs.watermark_due = true;
+      continue;
+    }
+    auto ep = PeerEndpoint(rs, *worker_, address);
+    if (!ep.ok()) continue;  // gone: its forwards failed, and so does this
+    obj::ForwardRequest fwd;
+    fwd.flags = obj::kForwardWatermark;
+    fwd.group = {self};
+    fwd.watermark = watermark;
+    auto mac = rs.mac->Compute(obj::ForwardMacInput(fwd, {}));
+    if (!mac.ok()) return;
+    fwd.mac = *mac;
+    transport::CallOptions options;
+    options.timeout = env_->forward_timeout;
+    Status st = (*ep)->Call(static_cast<uint16_t>(obj::Opcode::kForward), obj::Encode(fwd), options,
+                            [this, target = told.target](const transport::ReplyView& reply) {
+                              if (!reply.status.ok()) {
+                                ROS2_LOG_DEBUG("engine target {}: watermark to target {}: {}", index_, target,
+                                               reply.status.ToString());
+                              }
+                            });
+    if (st.ok()) told = {told.target, watermark, now};
+  }
 }
 
 }  // namespace ros2::engine

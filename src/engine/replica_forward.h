@@ -47,13 +47,15 @@ inline constexpr std::array<uint8_t, 16> kForwardSession = {'r', 'o', 's', '2', 
 
 class Target;
 
-// A forwarded update or punch this copy stored, kept while its leader may not
-// have settled it everywhere: for 3 x the forward timeout (the leader settles
+// A forwarded update or punch this copy stored, kept while its leader has
+// not said that every copy answered it: until the leader's watermark passes
+// its position (`seq`), at most 3 x the forward timeout (the leader settles
 // an operation within one forward timeout; a dead leader is marked DOWN
-// within two lease TTLs, the forward timeout being one). When the map marks
-// the leader DOWN, the copy forwards it to the group's other live copies
-// itself ("resolves" it) and holds reads of its dkey until they answered
-// (docs/replication.md, "In-doubt updates").
+// within two lease TTLs, the forward timeout being one). Reads of its dkey
+// wait meanwhile ("unsettled"). When the map marks the leader DOWN, the copy
+// forwards it to the group's other live copies itself ("resolves" it) and
+// holds reads of its dkey until they answered (docs/replication.md,
+// "In-doubt updates" and "Read rule").
 struct InDoubtOp {
   std::chrono::steady_clock::time_point stored;
   obj::Opcode op = obj::Opcode::kUpdate;
@@ -62,6 +64,9 @@ struct InDoubtOp {
   bool decided = false;       // forwarded with kForwardDecided
   std::shared_ptr<const std::vector<obj::ReplicaPeer>> group;  // the leader first
   std::shared_ptr<const std::vector<uint8_t>> capability;      // the client's
+  uint64_t seq = 0;           // the leader's position of it
+  std::string gate;           // DkeyGate::Key of its dkey
+  bool counted = false;       // counted in ReplicaState::unsettled
   bool resolving = false;
   bool done = false;  // resolved: every live copy answered OK
 };
@@ -93,6 +98,34 @@ struct ReplicaState {
   // Dkeys (DkeyGate::Key) with an in-doubt operation being resolved, and the
   // reads held until it is.
   std::map<std::string, int> resolving;
+  // The committed watermark (docs/replication.md, "Read rule").
+  // Leader: positions are numbered from next_seq (set at first use to the
+  // wall clock in ns, so above any earlier incarnation's); `open` holds those
+  // not yet answered by every copy and the leader's own store. Every
+  // position below Watermark() (the lowest open one, else next_seq) is.
+  uint64_t next_seq = 0;
+  std::set<uint64_t> open;
+  // The copies forwarded to, by worker address: their target index, the
+  // watermark they last received and when. When it falls behind, a
+  // watermark alone goes to a copy that received nothing for
+  // kWatermarkDelay, checked at `watermark_at` (kWatermarkDelay after an
+  // operation settled); under load the next forward carries it.
+  struct Told {
+    uint32_t target = 0;
+    uint64_t watermark = 0;
+    std::chrono::steady_clock::time_point at;
+  };
+  std::map<std::string, Told> told;
+  bool watermark_due = false;
+  std::chrono::steady_clock::time_point watermark_at;
+  static constexpr std::chrono::microseconds kWatermarkDelay{1000};
+  // Copy: the highest watermark each leader (its worker address) sent.
+  std::map<std::string, uint64_t> watermarks;
+  // Both: the dkeys (DkeyGate::Key) with an update or punch not yet known to
+  // be on every copy (led here and not settled, or forwarded here and above
+  // its leader's watermark), and how many; their reads are held.
+  std::map<std::string, int> unsettled;
+  std::chrono::steady_clock::time_point next_prune;
   std::vector<std::tuple<std::string, transport::IncomingRequest, void (Target::*)(transport::IncomingRequest)>> held;
 };
 
@@ -105,15 +138,17 @@ struct LeaderOp {
   std::vector<obj::ReplicaPeer> peers;
   std::vector<uint8_t> capability;  // the client's, carried to every copy
   PooledBuffer buffer;              // kUpdate: the data, pulled from the client once
-  vos::UpdateOp store;              // kUpdate: the local copy, stored once every other copy has it
+  vos::UpdateOp store;              // kUpdate: the local copy, stored beside the forwards
   uint8_t condition = 0;            // the client's condition flags
   std::string gate_key;             // held while a conditional one runs (DkeyGate)
-  size_t remaining = 0;             // other copies not yet answered
+  size_t remaining = 0;             // copies not yet answered, the leader's own store included
   Status failure;                   // the first copy's failure
   Epoch epoch = 0;                  // the transaction id
   // Every copy, the leader first (ForwardRequest::group): made by Replicate
   // from this target and `peers` unless set.
   std::vector<obj::ReplicaPeer> group;
+  uint64_t seq = 0;       // its position (ReplicaState::open); 0 for a resolution
+  std::string read_gate;  // DkeyGate::Key of its dkey, counted in ReplicaState::unsettled while open
   // The resolution of an in-doubt operation (InDoubtOp): forwarded with
   // kForwardDecided when `decided`; `resolved` runs once every copy answered
   // (nothing is stored here, and nothing is answered to a client).

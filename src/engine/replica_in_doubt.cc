@@ -9,7 +9,16 @@
 // not have settled it, and when the map marks that leader DOWN it forwards
 // each such operation to the group's other live copies itself, from its own
 // store, at the same epoch (a replay there is harmless), holding reads of the
-// dkey until they answered. Target thread only.
+// dkey until they answered.
+//
+// The committed watermark (docs/replication.md, "Read rule"): the leader
+// numbers the operations it leads and tells its copies, on each forward and
+// alone shortly after it settles one that no forward told them about, the
+// position below which every operation was answered by every copy. A copy
+// keeps only what it stored above its leader's watermark, and holds reads
+// of those dkeys until the watermark passes them (or their resolution
+// completes); the leader holds reads of a dkey it has an operation in flight
+// on. Target thread only.
 #include <algorithm>
 #include <set>
 
@@ -41,22 +50,22 @@ bool Gone(const ReplicaState& rs, const std::set<std::string>& live, const std::
 }  // namespace
 
 void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const obj::PunchRequest* punch,
-                         uint8_t flags, std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability) {
+                         uint8_t flags, std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability,
+                         uint64_t seq) {
   ReplicaState& rs = replica();
-  // Nothing to resolve it with, or a resolution another copy sends (its
-  // leader is gone already): not kept.
-  if (group.empty() || Gone(rs, LiveAddresses(rs), group.front().address)) return;
+  // Nothing to resolve it with, a resolution another copy sends (its leader
+  // is gone already, and it numbered nothing), or settled already (its
+  // leader's watermark passed it: a replay).
+  if (group.empty() || seq == 0 || Gone(rs, LiveAddresses(rs), group.front().address)) return;
+  if (auto w = rs.watermarks.find(group.front().address); w != rs.watermarks.end() && seq < w->second) return;
   const auto now = std::chrono::steady_clock::now();
-  const auto window = 3 * env_->forward_timeout;
-  while (!rs.in_doubt.empty() && (rs.in_doubt.front()->done ||
-                                  (now - rs.in_doubt.front()->stored > window && !rs.in_doubt.front()->resolving))) {
-    rs.in_doubt.pop_front();
-  }
+  PruneInDoubt(now);
   if (rs.in_doubt.size() >= ReplicaState::kMaxInDoubt) {
     ROS2_LOG_WARN(
-        "engine target {}: more than {} forwards within {} ms: the oldest is no longer resolved if its "
-        "leader dies",
-        index_, ReplicaState::kMaxInDoubt, window.count());
+        "engine target {}: more than {} forwards above their leaders' watermarks: the oldest is no longer "
+        "resolved if its leader dies",
+        index_, ReplicaState::kMaxInDoubt);
+    Forget(*rs.in_doubt.front());
     rs.in_doubt.pop_front();
   }
   auto e = std::make_shared<InDoubtOp>();
@@ -65,6 +74,12 @@ void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const
   if (update != nullptr) e->update = *update;
   if (punch != nullptr) e->punch = *punch;
   e->decided = (flags & obj::kForwardDecided) != 0;
+  const obj::RequestHeader& h = update != nullptr ? update->header : punch->header;
+  e->gate = DkeyGate::Key(h.pool, h.container, update != nullptr ? update->oid : punch->oid,
+                          update != nullptr ? update->dkey : punch->dkey);
+  e->seq = seq;
+  e->counted = true;
+  ++rs.unsettled[e->gate];
   if (rs.last_group == nullptr || *rs.last_group != group) {
     rs.last_group = std::make_shared<const std::vector<obj::ReplicaPeer>>(std::move(group));
   }
@@ -75,6 +90,67 @@ void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const
   }
   e->capability = rs.last_capability;
   rs.in_doubt.push_back(std::move(e));
+}
+
+void Target::PruneInDoubt(std::chrono::steady_clock::time_point now) {
+  ReplicaState& rs = replica();
+  const auto window = 3 * env_->forward_timeout;
+  while (!rs.in_doubt.empty() && (rs.in_doubt.front()->done ||
+                                  (now - rs.in_doubt.front()->stored > window && !rs.in_doubt.front()->resolving))) {
+    if (const InDoubtOp& e = *rs.in_doubt.front(); !e.done) {
+      ROS2_LOG_WARN("engine target {}: a forward at epoch {} was not settled by its leader within {} ms: its "
+                    "reads are no longer held",
+                    index_, e.op == obj::Opcode::kUpdate ? e.update.header.epoch : e.punch.header.epoch,
+                    window.count());
+    }
+    Forget(*rs.in_doubt.front());
+    rs.in_doubt.pop_front();
+  }
+}
+
+uint64_t Target::Watermark() {
+  const ReplicaState& rs = replica();
+  return rs.open.empty() ? rs.next_seq : *rs.open.begin();
+}
+
+void Target::NoteWatermark(const std::string& leader, uint64_t watermark) {
+  ReplicaState& rs = replica();
+  if (watermark == 0) return;  // a resolution's forward, or a leader that numbered nothing yet
+  uint64_t& known = rs.watermarks[leader];
+  if (watermark <= known) return;
+  known = watermark;
+  // The in-doubt set keeps only what is above its leader's watermark.
+  std::vector<std::string> settled;
+  std::erase_if(rs.in_doubt, [&](const std::shared_ptr<InDoubtOp>& e) {
+    if (e->resolving || e->seq >= watermark || e->group->front().address != leader) return false;
+    if (e->counted) settled.push_back(e->gate);
+    e->counted = false;
+    return true;
+  });
+  for (const auto& gate : settled) Unsettle(gate);
+}
+
+void Target::Forget(InDoubtOp& e) {
+  if (!e.counted) return;
+  e.counted = false;
+  Unsettle(e.gate);
+}
+
+void Target::Unsettle(const std::string& gate) {
+  ReplicaState& rs = replica();
+  auto it = rs.unsettled.find(gate);
+  if (it == rs.unsettled.end() || --it->second > 0) return;
+  rs.unsettled.erase(it);
+  ReleaseHeld(gate);
+}
+
+void Target::ReplicaTick(std::chrono::steady_clock::time_point now) {
+  ReplicaState& rs = *replica_;
+  if (rs.watermark_due && now >= rs.watermark_at) SendWatermarks();
+  if (!rs.in_doubt.empty() && now >= rs.next_prune) {
+    rs.next_prune = now + std::chrono::milliseconds(100);
+    PruneInDoubt(now);
+  }
 }
 
 void Target::ResolveInDoubt() {
@@ -113,6 +189,7 @@ void Target::ResolveOne(const std::shared_ptr<InDoubtOp>& e, const std::set<std:
   }
   if (op->peers.empty()) {  // no other live copy: nothing in doubt left
     e->done = true;
+    Forget(*e);
     return;
   }
   const std::string gate = DkeyGate::Key(h.pool, h.container, oid, dkey);
@@ -162,6 +239,7 @@ void Target::ResolvedOne(const std::shared_ptr<InDoubtOp>& e, const std::string&
   e->resolving = false;
   if (st.ok()) {
     e->done = true;
+    Forget(*e);
   } else {
     // Kept: the next map change tries again, while it is in its window.
     ROS2_LOG_WARN("engine target {}: an in-doubt operation at epoch {} was not resolved: {}", index_,
@@ -170,6 +248,12 @@ void Target::ResolvedOne(const std::shared_ptr<InDoubtOp>& e, const std::string&
   auto it = rs.resolving.find(gate);
   if (it == rs.resolving.end() || --it->second > 0) return;
   rs.resolving.erase(it);
+  ReleaseHeld(gate);
+}
+
+void Target::ReleaseHeld(const std::string& gate) {
+  ReplicaState& rs = replica();
+  if (rs.resolving.count(gate) != 0 || rs.unsettled.count(gate) != 0) return;
   // The reads held for the dkey run now, in arrival order.
   std::vector<std::pair<transport::IncomingRequest, Handler>> ready;
   for (auto h = rs.held.begin(); h != rs.held.end();) {
@@ -191,9 +275,10 @@ void Target::ResolvedOne(const std::shared_ptr<InDoubtOp>& e, const std::string&
 
 bool Target::HoldWhileResolving(transport::IncomingRequest& req, const obj::RequestHeader& h, const ObjectId& oid,
                                 const std::string& dkey) {
-  if (replica_ == nullptr || replica_->resolving.empty() || dispatching_ == nullptr) return false;
+  if (replica_ == nullptr || dispatching_ == nullptr) return false;
+  if (replica_->resolving.empty() && replica_->unsettled.empty()) return false;
   std::string gate = DkeyGate::Key(h.pool, h.container, oid, dkey);
-  if (replica_->resolving.count(gate) == 0) return false;
+  if (replica_->resolving.count(gate) == 0 && replica_->unsettled.count(gate) == 0) return false;
   if (replica_->held.size() >= env_->limits.target_requests_in_flight) return false;  // served as it is
   replica_->held.emplace_back(std::move(gate), std::move(req), dispatching_);
   return true;

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "engine/replica_forward.h"
 
 namespace ros2::engine {
 
@@ -251,6 +252,7 @@ void Target::Loop() {
     if (usage_dirty_ && now - usage_refreshed_ > std::chrono::seconds(1)) RefreshUsage();
     if (now - health_refreshed_ > std::chrono::seconds(1)) RefreshHealth();
     if (!stopping_ && now >= next_aggregate_check_) MaybeAggregate(now);
+    if (replica_ != nullptr) ReplicaTick(now);  // replicated objects' watermarks (replica_in_doubt.cc)
     if (events > 0) {
       last_event = now;
       continue;
@@ -304,6 +306,9 @@ void Target::Sleep() {
   auto wait = worker_->NextDeadline(std::chrono::milliseconds(100));
   if (stopping_) wait = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(10));
   if (usage_dirty_) wait = std::min<std::chrono::microseconds>(wait, std::chrono::milliseconds(1000));
+  if (replica_ != nullptr && replica_->watermark_due) {
+    wait = std::min<std::chrono::microseconds>(wait, ReplicaState::kWatermarkDelay);
+  }
   if (PrepareShardsForSleep() > 0) return;
   WaitForEvents(wait);
 }
@@ -676,6 +681,7 @@ void Target::Finish(uint64_t ticket, const Status& status, std::span<const uint8
   } else {
     op.failed.Add();
     if (status.code() == Status::Code::kNoSpace) metrics_.Refuse(Refusal::kSpace);
+    if (status.IsCorruption() && res.kind == OpKind::kFetch) metrics_.checksum_errors.Add();
   }
   metrics_.requests_finished.Add();
   metrics_.bytes_released.Add(res.bytes);

@@ -304,28 +304,47 @@ class Target {
   // Checks a conditional operation under its dkey's gate, then (from the
   // loop, not a completion) Replicate.
   void Decide(const std::shared_ptr<LeaderOp>& op);
-  // Forwards to every other copy; the leader's own copy is stored only once
-  // every copy has it durable (StoreOwnCopy), so the leader, which serves the
-  // group's reads, never holds an update that is not yet on every copy.
+  // Numbers the operation (its position), forwards it to every other copy
+  // and stores the leader's own copy beside them (StoreOwnCopy); reads of its
+  // dkey are held here until every copy answered (Settle).
   void Replicate(const std::shared_ptr<LeaderOp>& op);
   void SendForward(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPeer& peer);
   void CopyDone(const std::shared_ptr<LeaderOp>& op, const Status& st);
   void StoreOwnCopy(const std::shared_ptr<LeaderOp>& op);
   void Settle(const std::shared_ptr<LeaderOp>& op, const Status& st);
   void StoreForwardedUpdate(transport::IncomingRequest& req, obj::UpdateRequest m, uint8_t flags,
-                            std::vector<obj::ReplicaPeer> group);
+                            std::vector<obj::ReplicaPeer> group, uint64_t seq);
   void StoreForwardedPunch(transport::IncomingRequest& req, obj::PunchRequest m, uint8_t flags,
-                           std::vector<obj::ReplicaPeer> group);
+                           std::vector<obj::ReplicaPeer> group, uint64_t seq);
+  // --- the committed watermark (replica_in_doubt.cc, docs/replication.md "Read rule") ---
+  // Leader: every position below it is answered by every copy.
+  uint64_t Watermark();
+  // Leader: a watermark alone to each copy that has not received the latest.
+  void SendWatermarks();
+  // Copy: `leader`'s watermark; the in-doubt operations below it are settled.
+  void NoteWatermark(const std::string& leader, uint64_t watermark);
+  // Both: one operation on the dkey `gate` fewer unsettled (its held reads
+  // run once none is left and it is not being resolved).
+  void Unsettle(const std::string& gate);
+  void Forget(InDoubtOp& e);  // Unsettle, once, for an in-doubt operation
+  void ReleaseHeld(const std::string& gate);
+  // From the loop: the watermarks due, and the in-doubt operations past
+  // their window.
+  void ReplicaTick(std::chrono::steady_clock::time_point now);
+  // Drops the in-doubt operations resolved or past their window (Forget).
+  void PruneInDoubt(std::chrono::steady_clock::time_point now);
   // --- in-doubt operations (replica_in_doubt.cc, docs/replication.md "In-doubt updates") ---
   // Keeps a stored forward (InDoubtOp) from the request that carried it.
   void NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const obj::PunchRequest* punch, uint8_t flags,
-                   std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability);
+                   std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability, uint64_t seq);
   // Resolves the in-doubt operations whose leader the map marks DOWN or no
   // longer has (`live`: the map's worker addresses).
   void ResolveInDoubt();
   void ResolveOne(const std::shared_ptr<InDoubtOp>& op, const std::set<std::string>& live);
   void ResolvedOne(const std::shared_ptr<InDoubtOp>& op, const std::string& gate, const Status& st);
-  // A read of a dkey being resolved is held until it is (true: held).
+  // A read of a dkey being resolved, or with an operation not yet known to
+  // be on every copy (ReplicaState::unsettled), is held until it is (true:
+  // held).
   bool HoldWhileResolving(transport::IncomingRequest& req, const obj::RequestHeader& h, const ObjectId& oid,
                           const std::string& dkey);
   ReplicaState& replica();

@@ -44,6 +44,10 @@ struct TargetMetrics {
   };
   std::array<Op, kOpKinds> op;
   std::array<metrics::LocalCounter, kRefusals> refused;
+  // Fetches answered with Corruption: data this target stored failed its
+  // checksum when read (a bit flipped on the disk or in memory). A replicated
+  // object's client then reads another copy.
+  metrics::LocalCounter checksum_errors;
   // Requests admitted to the in-flight budget and those replied to, and the
   // buffer bytes they reserved and released: in flight = started - finished.
   metrics::LocalCounter requests_started;

@@ -125,6 +125,22 @@ const std::string& Sample::Label(const std::string& key) const {
   return it == labels.end() ? kEmpty : it->second;
 }
 
+double SumOf(const std::vector<Sample>& samples, std::string_view name, const std::string& label,
+             std::string_view value) {
+  double total = 0;
+  for (const Sample& s : samples) {
+    if (s.name == name && (label.empty() || s.Label(label) == value)) total += s.value;
+  }
+  return total;
+}
+
+Result<double> ScrapeSum(std::string_view host_port, std::string_view name, const std::string& label,
+                         std::string_view value) {
+  ROS2_ASSIGN_OR_RETURN(std::string body, HttpGet(host_port, "/metrics"));
+  ROS2_ASSIGN_OR_RETURN(std::vector<Sample> samples, ParseExposition(body));
+  return SumOf(samples, name, label, value);
+}
+
 Result<std::string> HttpGet(std::string_view host_port, std::string_view path, std::chrono::milliseconds timeout) {
   const std::string where = fmt::format("http://{}{}", host_port, path);
   const size_t colon = host_port.rfind(':');

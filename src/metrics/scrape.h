@@ -34,6 +34,16 @@ struct Sample {
 // InvalidArgument naming the line when one does not parse.
 Result<std::vector<Sample>> ParseExposition(std::string_view text);
 
+// The sum of the samples named `name` whose label `label` is `value` (every
+// sample of that name when `label` is empty).
+double SumOf(const std::vector<Sample>& samples, std::string_view name, const std::string& label = {},
+             std::string_view value = {});
+
+// GET host_port's /metrics and SumOf its samples: what a test reads of a
+// counter across an engine's targets.
+Result<double> ScrapeSum(std::string_view host_port, std::string_view name, const std::string& label = {},
+                         std::string_view value = {});
+
 // The q-quantile (0..1) of a histogram given as cumulative (upper bound,
 // count) pairs sorted by bound, the last one +Inf: linear within the bucket,
 // as PromQL's histogram_quantile. 0 when the histogram is empty.

@@ -94,10 +94,15 @@ enum RequestFlags : uint8_t {
   kFlagIfPresent = 1u << 1,
   // fetch of an array: the reply carries the akey's array end.
   kFlagWantArrayEnd = 1u << 2,
+  // fetch: the engine verifies the stored checksums of what it sends instead
+  // of passing them through for the client to check (the client asks after
+  // its own check of this copy's data failed: Corruption then means the
+  // stored data is damaged, and the engine counts it).
+  kFlagVerifyStored = 1u << 3,
 };
 inline constexpr uint8_t kUpdateFlags = kFlagIfAbsent | kFlagIfPresent;
 inline constexpr uint8_t kPunchFlags = kFlagIfPresent;
-inline constexpr uint8_t kFetchFlags = kFlagWantArrayEnd;
+inline constexpr uint8_t kFetchFlags = kFlagWantArrayEnd | kFlagVerifyStored;
 
 // Fields every object request (all but ping) starts with.
 struct RequestHeader {

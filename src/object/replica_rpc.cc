@@ -61,7 +61,7 @@ Status ReadHead(In& in, Opcode* op, std::vector<uint8_t>* body, uint8_t* flags) 
   *op = static_cast<Opcode>(v);
   if (flags != nullptr) {
     ROS2_RETURN_IF_ERROR(in.Le("flags", 1, &v));
-    if ((v & ~uint64_t{kForwardDecided}) != 0) return in.Fail("flags", fmt::format("unknown bits {:#04x}", v));
+    if ((v & ~uint64_t{kForwardDecided | kForwardWatermark}) != 0) return in.Fail("flags", fmt::format("unknown bits {:#04x}", v));
     *flags = static_cast<uint8_t>(v);
   }
   ROS2_RETURN_IF_ERROR(in.Le("request size", 4, &v));
@@ -123,6 +123,8 @@ std::vector<uint8_t> Encode(const ForwardRequest& m) {
   Le(out, m.body.size(), 4);
   Append(out, m.body);
   AppendPeers(out, m.group);
+  Le(out, m.seq, 8);
+  Le(out, m.watermark, 8);
   Append(out, m.mac);
   return out;
 }
@@ -141,6 +143,11 @@ Result<ForwardRequest> DecodeForwardRequest(std::span<const uint8_t> bytes) {
   ForwardRequest m;
   ROS2_RETURN_IF_ERROR(ReadHead(in, &m.op, &m.body, &m.flags));
   ROS2_RETURN_IF_ERROR(ReadPeers(in, kMaxReplicaPeers + 1, &m.group));
+  ROS2_RETURN_IF_ERROR(in.Le("seq", 8, &m.seq));
+  ROS2_RETURN_IF_ERROR(in.Le("watermark", 8, &m.watermark));
+  if ((m.flags & kForwardWatermark) != 0 && (!m.body.empty() || m.group.empty())) {
+    return in.Fail("flags", "a watermark carries no request and names its leader");
+  }
   std::span<const uint8_t> mac;
   ROS2_RETURN_IF_ERROR(in.Raw("mac", m.mac.size(), &mac));
   std::memcpy(m.mac.data(), mac.data(), mac.size());
@@ -158,6 +165,8 @@ std::vector<uint8_t> ForwardMacInput(const ForwardRequest& m, std::span<const ui
   Le(out, m.body.size(), 4);
   Append(out, m.body);
   AppendPeers(out, m.group);
+  Le(out, m.seq, 8);
+  Le(out, m.watermark, 8);
   Le(out, capability.size(), 4);
   Append(out, capability);
   return out;

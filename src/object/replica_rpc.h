@@ -17,7 +17,7 @@
 //            u8 peers | per peer: u32 target, u16 n, n bytes address
 //   forward: u16 opcode | u8 flags (kForwardDecided) | u32 n | n bytes request |
 //            u8 copies | per copy: u32 target, u16 n, n bytes address |
-//            32 bytes MAC
+//            u64 seq | u64 watermark | 32 bytes MAC
 // Decoding validates the opcode, the sizes against the payload and the limits
 // below, the flags and trailing bytes (Protocol naming the field); the wrapped
 // request is decoded by its own decoder (obj_rpc.h).
@@ -42,6 +42,10 @@ inline constexpr size_t kMaxPeerAddress = 8192;
 // remembers the transaction id for the key, so a resend after a failure gets
 // the same answer whichever copy leads it.
 inline constexpr uint8_t kForwardDecided = 1u << 0;
+// A forward's flag: no request (the body is empty), only the leader's
+// watermark (docs/replication.md, "Read rule"): the leader sends it alone
+// when no forward carried its latest one.
+inline constexpr uint8_t kForwardWatermark = 1u << 1;
 
 struct ReplicaPeer {
   uint32_t target = 0;  // the engine-local index of the copy's target
@@ -64,6 +68,13 @@ struct ForwardRequest {
   // a copy that holds it when the leader dies forwards it to the others
   // (docs/replication.md, "In-doubt updates").
   std::vector<ReplicaPeer> group;
+  // The leader's position of this operation (0: a resolution, which no
+  // leader numbered), and its watermark: every operation it numbered below
+  // it has been answered by every copy it was forwarded to (0: none known).
+  // The copy keeps the watermark per leader (group.front()); both are under
+  // the MAC.
+  uint64_t seq = 0;
+  uint64_t watermark = 0;
   std::array<uint8_t, 32> mac{};
   friend bool operator==(const ForwardRequest&, const ForwardRequest&) = default;
 };
@@ -74,7 +85,7 @@ Result<LeaderRequest> DecodeLeaderRequest(std::span<const uint8_t> bytes);
 Result<ForwardRequest> DecodeForwardRequest(std::span<const uint8_t> bytes);
 
 // What a forward's MAC covers: a label, the opcode, the flags, the request,
-// the group and the client's capability (so none can be swapped under the MAC).
+// the group, the position, the watermark and the client's capability (so none can be swapped under the MAC).
 std::vector<uint8_t> ForwardMacInput(const ForwardRequest& m, std::span<const uint8_t> capability);
 
 }  // namespace ros2::obj

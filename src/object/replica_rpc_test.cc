@@ -41,6 +41,8 @@ TEST(ReplicaRpc, LeaderAndForwardRoundTrip) {
   f.flags = kForwardDecided;
   f.body = {1, 2, 3};
   f.group = {{0, "leader"}, {3, "copy"}};
+  f.seq = 0x1122334455667788ull;
+  f.watermark = 0x1122334455667700ull;
   f.mac.fill(0xab);
   auto fback = DecodeForwardRequest(Encode(f));
   ASSERT_TRUE(fback.ok()) << fback.status().ToString();
@@ -81,6 +83,20 @@ TEST(ReplicaRpc, MalformedMessagesNameTheField) {
   ForwardRequest crowded;
   crowded.group.assign(kMaxReplicaPeers + 2, {0, "a"});
   ExpectProtocol(DecodeForwardRequest(Encode(crowded)).status(), "peers");
+  // A watermark alone carries no request, and names its leader.
+  ForwardRequest mark;
+  mark.flags = kForwardWatermark;
+  mark.group = {{0, "leader"}};
+  mark.watermark = 7;
+  auto mark_back = DecodeForwardRequest(Encode(mark));
+  ASSERT_TRUE(mark_back.ok()) << mark_back.status().ToString();
+  EXPECT_EQ(*mark_back, mark);
+  ForwardRequest mark_with_body = mark;
+  mark_with_body.body = {1};
+  ExpectProtocol(DecodeForwardRequest(Encode(mark_with_body)).status(), "flags");
+  ForwardRequest mark_without_leader = mark;
+  mark_without_leader.group.clear();
+  ExpectProtocol(DecodeForwardRequest(Encode(mark_without_leader)).status(), "flags");
 }
 
 TEST(ReplicaRpc, TheMacInputCoversTheRequestAndTheCapability) {
@@ -98,6 +114,14 @@ TEST(ReplicaRpc, TheMacInputCoversTheRequestAndTheCapability) {
   ForwardRequest other_group = f;
   other_group.group = {{1, "x"}};
   EXPECT_NE(ForwardMacInput(other_group, cap), base);
+  // A copy trusts the watermark only under the MAC: neither it nor the
+  // position can be changed without it.
+  ForwardRequest other_watermark = f;
+  other_watermark.watermark = 1;
+  EXPECT_NE(ForwardMacInput(other_watermark, cap), base);
+  ForwardRequest other_seq = f;
+  other_seq.seq = 1;
+  EXPECT_NE(ForwardMacInput(other_seq, cap), base);
   // The capability cannot be moved into the request or out of it.
   ForwardRequest shifted = f;
   shifted.body.push_back(9);

@@ -343,14 +343,15 @@ Result<std::vector<uint32_t>> WriteTargets(const PoolMap& map, const ObjectId& o
   return out;
 }
 
-Result<uint32_t> ReadTarget(const PoolMap& map, const ObjectId& oid, std::string_view dkey, uint32_t replica) {
+Result<uint32_t> ReadTarget(const PoolMap& map, const ObjectId& oid, std::string_view dkey, uint32_t replica,
+                            uint32_t first) {
   const ObjectClass oc = oid.object_class();
   if (ReplicaCount(oc) != 1) {
     ROS2_ASSIGN_OR_RETURN(auto targets, ReadTargets(map, oid, dkey));
     if (replica >= targets.size()) {
       return Status::NotFound(fmt::format("object {}: no replica left to read after {} tried", oid.ToString(), replica));
     }
-    return targets[replica];
+    return targets[(first % targets.size() + replica) % targets.size()];
   }
   // A group of one, as GroupPlaces computes it, without the vectors.
   ROS2_RETURN_IF_ERROR(CheckPlaceable(map, oid));

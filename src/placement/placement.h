@@ -94,10 +94,14 @@ Result<std::vector<uint32_t>> ReadTargets(const PoolMap& map, const ObjectId& oi
 // is DOWN.
 Result<std::vector<uint32_t>> WriteTargets(const PoolMap& map, const ObjectId& oid, std::string_view dkey);
 
-// ReadTargets(map, oid, dkey)[replica], with the same errors, and NotFound
-// when `replica` is past the last readable copy. A non-replicated class is
-// placed without building the lists (the per-I/O routing of a client).
-Result<uint32_t> ReadTarget(const PoolMap& map, const ObjectId& oid, std::string_view dkey, uint32_t replica);
+// ReadTargets(map, oid, dkey)[(first + replica) % n] (n readable copies),
+// with the same errors, and NotFound when `replica` is n or more: a reader
+// spreads its reads over the copies with `first` (every copy serves reads,
+// docs/replication.md "Read rule") and moves on with `replica`. A
+// non-replicated class is placed without building the lists (the per-I/O
+// routing of a client).
+Result<uint32_t> ReadTarget(const PoolMap& map, const ObjectId& oid, std::string_view dkey, uint32_t replica,
+                            uint32_t first = 0);
 
 // The target that serves `dkey` of `oid`: the first of ReadTargets. NotFound
 // (naming the target) when it is DOWN.

@@ -439,6 +439,36 @@ TEST(PlacementTest, ReadTargetIsReadTargetsIndexed) {
   EXPECT_FALSE(ReadTarget(PoolMap{}, ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kS1, 0, 1), "d", 0).ok());
 }
 
+// Reads spread over every readable copy (docs/replication.md, "Read rule"):
+// successive `first` values start at successive copies, and moving on from
+// any of them (`replica`) visits each copy once before running out.
+TEST(PlacementTest, ReadsSpreadOverEveryReadableCopy) {
+  PoolMap map = MakeMap(3, 4);
+  map.targets[5].state = TargetState::kDown;
+  for (ObjectClass oc : {ObjectClass::kRP2G1, ObjectClass::kRP3G1, ObjectClass::kRP3GX}) {
+    for (uint64_t lo = 0; lo < 32; ++lo) {
+      const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, oc, 0, lo);
+      auto all = ReadTargets(map, oid, "d");
+      ASSERT_TRUE(all.ok()) << all.status().ToString();
+      std::set<uint32_t> firsts;
+      for (uint32_t first = 0; first < 2 * all->size(); ++first) {
+        auto one = ReadTarget(map, oid, "d", 0, first);
+        ASSERT_TRUE(one.ok()) << one.status().ToString();
+        firsts.insert(*one);
+        std::set<uint32_t> visited;
+        for (uint32_t replica = 0; replica < all->size(); ++replica) {
+          auto next = ReadTarget(map, oid, "d", replica, first);
+          ASSERT_TRUE(next.ok()) << next.status().ToString();
+          visited.insert(*next);
+        }
+        EXPECT_EQ(visited, std::set<uint32_t>(all->begin(), all->end()));
+        EXPECT_TRUE(ReadTarget(map, oid, "d", static_cast<uint32_t>(all->size()), first).status().IsNotFound());
+      }
+      EXPECT_EQ(firsts, std::set<uint32_t>(all->begin(), all->end())) << "reads do not use every copy";
+    }
+  }
+}
+
 TEST(PlacementTest, BadInputsAreRejected) {
   PoolMap empty;
   EXPECT_TRUE(ComputeLayout(empty, ObjectId{}).status().IsInvalidArgument());

@@ -42,13 +42,9 @@ double StaleMapRefusals(EtcdEngineCluster& c) {
   double total = 0;
   for (size_t i = 0; i < c.engines.size(); ++i) {
     if (!c.alive(i)) continue;
-    auto body = metrics::HttpGet(c.engines[i]->metrics(), "/metrics");
-    if (!body.ok()) return -1;
-    auto samples = metrics::ParseExposition(*body);
-    if (!samples.ok()) return -1;
-    for (const auto& s : *samples) {
-      if (s.name == "ros2_engine_refusals_total" && s.Label("reason") == "stale_map") total += s.value;
-    }
+    auto n = metrics::ScrapeSum(c.engines[i]->metrics(), "ros2_engine_refusals_total", "reason", "stale_map");
+    if (!n.ok()) return -1;
+    total += *n;
   }
   return total;
 }

@@ -22,15 +22,8 @@ namespace {
 using transport::TransportKind;
 
 double StaleMapRefusals(const std::string& endpoint) {
-  auto body = metrics::HttpGet(endpoint, "/metrics");
-  if (!body.ok()) return -1;
-  auto samples = metrics::ParseExposition(*body);
-  if (!samples.ok()) return -1;
-  double total = 0;
-  for (const auto& s : *samples) {
-    if (s.name == "ros2_engine_refusals_total" && s.Label("reason") == "stale_map") total += s.value;
-  }
-  return total;
+  auto total = metrics::ScrapeSum(endpoint, "ros2_engine_refusals_total", "reason", "stale_map");
+  return total.ok() ? *total : -1;
 }
 
 obj::UpdateRequest SingleUpdate(ObjectSession& s, uint32_t target, const ObjectId& oid, const std::string& dkey,

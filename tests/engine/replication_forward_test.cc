@@ -4,7 +4,7 @@
 // (object_session.h) that reads each copy's target directly.
 //
 // - Updates, large and small, and punches through the group's leader land on
-//   every copy.
+//   every copy; reads through the client land on every copy.
 // - Conditional create-if-absent from two clients racing on the same keys:
 //   one answer per key, and every copy holds the winner's value.
 // - A forward sent by a client (on its own authenticated connection, or after
@@ -22,12 +22,14 @@
 //   giving up: once the map marks the leader DOWN, that copy forwards the
 //   update to the other, so the value the new leader serves is on every
 //   live copy; the same when the leader's engine restarts at once.
-// - While a forward to one copy hangs, the leader (which serves reads) does
-//   not show the update; a forward to a copy the map marks DOWN fails at once.
+// - While a forward to one copy hangs, neither the leader nor the copy that
+//   stored the forward shows the update (their reads wait for the leader's
+//   watermark); a forward to a copy the map marks DOWN fails at once.
 //
 // The cluster set-up is a minimal copy of replication_test.cc's.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -36,6 +38,7 @@
 #include <thread>
 
 #include "control/control_channel.h"
+#include "metrics/scrape.h"
 #include "control/management_client.h"
 #include "object/replica_rpc.h"
 #include "placement/placement.h"
@@ -59,7 +62,8 @@ struct ForwardCluster : EtcdEngineCluster {
     ROS2_ASSERT_OK(EtcdEngineCluster::Start({.engines = engine_count,
                                              .storage_class = storage_class,
                                              .data_size = "32MiB",
-                                             .lease_ttl = std::chrono::seconds(kTtlSeconds)}));
+                                             .lease_ttl = std::chrono::seconds(kTtlSeconds),
+                                             .metrics = true}));
   }
 
   Result<std::unique_ptr<client::Client>> Client(size_t i) {
@@ -76,6 +80,25 @@ struct ForwardCluster : EtcdEngineCluster {
     return s.ok() ? std::move(*s) : nullptr;
   }
 };
+
+// The fetches each engine's targets completed (ros2_engine_ops_total, kind
+// "fetch"), by engine; -1 when its metrics cannot be read.
+std::vector<double> FetchesByEngine(ForwardCluster& c) {
+  std::vector<double> out;
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    double total = -1;
+    auto body = metrics::HttpGet(c.engines[i]->metrics(), "/metrics");
+    auto samples = body.ok() ? metrics::ParseExposition(*body) : Result<std::vector<metrics::Sample>>(body.status());
+    if (samples.ok()) {
+      total = 0;
+      for (const auto& s : *samples) {
+        if (s.name == "ros2_engine_ops_total" && s.Label("kind") == "fetch") total += s.value;
+      }
+    }
+    out.push_back(total);
+  }
+  return out;
+}
 
 std::span<const std::byte> Bytes(const std::vector<std::byte>& v) {
   return {v.data(), v.size()};
@@ -98,6 +121,37 @@ Result<std::vector<std::byte>> ReadCopy(ObjectSession& s, uint32_t target, const
   data.resize(reply.bulk_in_bytes);
   return data;
 }
+
+// A read of (dkey, "a") on the copy on `target`, in a thread of its own and
+// through a raw session of its own (a held read blocks only itself). The
+// session is opened (Open) while every engine answers; a finished read can
+// be started again.
+struct BackgroundRead {
+  std::unique_ptr<ObjectSession> session;
+  std::thread thread;
+  std::atomic<bool> done{false};
+  Result<std::vector<std::byte>> got = Status::Internal("not read yet");
+  std::chrono::steady_clock::time_point finished;
+
+  void Open(ForwardCluster& c, size_t home) {
+    session = c.Raw(home, "rp3");
+    ASSERT_NE(session, nullptr);
+  }
+  void Start(uint32_t target, const ObjectId& oid, const std::string& dkey, size_t capacity) {
+    Join();
+    done.store(false, std::memory_order_relaxed);
+    thread = std::thread([this, target, oid, dkey, capacity] {
+      got = ReadCopy(*session, target, oid, dkey, capacity);
+      finished = std::chrono::steady_clock::now();
+      done.store(true, std::memory_order_release);
+    });
+  }
+  bool Done() const { return done.load(std::memory_order_acquire); }
+  void Join() {
+    if (thread.joinable()) thread.join();
+  }
+  ~BackgroundRead() { Join(); }
+};
 
 class ReplicationForwardTest : public ::testing::Test {
  protected:
@@ -143,6 +197,23 @@ TEST_F(ReplicationForwardTest, LeaderForwardedWritesLandOnEveryCopy) {
     auto gone = ReadCopy(*raw, target, oid, "gone", 64);
     EXPECT_TRUE(gone.status().IsNotFound()) << "target " << target << ": the punch did not reach it";
   }
+
+  // Reads through the client land on every copy (docs/replication.md, "Read
+  // rule"): six fetches of one key, and each copy's engine served some.
+  const auto before = FetchesByEngine(c_);
+  for (int i = 0; i < 6; ++i) {
+    auto back = obj->Get("small", "a", 1000);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(*back, Pattern(1000, 10));
+  }
+  const auto after = FetchesByEngine(c_);
+  int serving = 0;
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_GE(before[i], 0) << "engine " << i << "'s metrics";
+    ASSERT_GE(after[i], 0) << "engine " << i << "'s metrics";
+    if (after[i] > before[i]) ++serving;
+  }
+  EXPECT_EQ(serving, 3) << "the reads of an RP_3G1 key did not use every copy";
 }
 
 TEST_F(ReplicationForwardTest, ConditionalCreateGivesOneAnswerOnEveryCopy) {
@@ -411,11 +482,15 @@ TEST_F(ReplicationForwardTest, KillACopyMidWritesEveryAckedWriteReadsBack) {
 }
 
 // The read rule (docs/replication.md, "Read rule") and forwards to a copy
-// the map marks DOWN. The engine of one copy (not the leader) is stopped
+// the map marks DOWN. The engine of one copy (C2, not the leader) is stopped
 // (SIGSTOP: no reset, as a cut link) so the leader's forward to it hangs:
-// - while it hangs, the leader, which serves the group's reads, shows the old
-//   value, through the client and read directly; once the copy is resumed
-//   the write is acknowledged and every copy shows the new value;
+// - while it hangs, neither the leader (which stored the update beside its
+//   forwards) nor the other copy C1 (which stored the forward) returns the
+//   update, read directly or through the client: their reads are held, or
+//   answer the old value; once C2 is resumed the write is acknowledged, the
+//   held reads answer (C1's on the leader's watermark alone, which no
+//   further forward carries: within a second, not at the in-doubt window's
+//   end) and every copy shows the new value;
 // - stopped again, then excluded (the map marks its target DOWN) while a
 //   write's forward to it hangs: the leader closes its endpoint to it, the
 //   forward fails at once and the client's resend under the new map
@@ -431,20 +506,51 @@ TEST_F(ReplicationForwardTest, ReadsSeeNoUpdateBeforeEveryCopyHoldsIt) {
   const auto after = Pattern(1000, 2);
   ROS2_ASSERT_OK(obj->Put("k0", "a", Bytes(before)));
 
+  BackgroundRead on_leader;
+  BackgroundRead on_copy;
+  ASSERT_NO_FATAL_FAILURE(on_leader.Open(c_, home));
+  ASSERT_NO_FATAL_FAILURE(on_copy.Open(c_, home));
   const pid_t victim = c_.engines[v.engine]->pid();
   ASSERT_EQ(::kill(victim, SIGSTOP), 0);
   Status written;
   std::thread writer([&] { written = obj->Put("k0", "a", Bytes(after)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  on_leader.Start(v.copies[0], v.oid, "k0", 1000);
+  on_copy.Start(v.copies[1], v.oid, "k0", 1000);
+  std::atomic<bool> client_done{false};
+  Result<std::vector<std::byte>> through_client = Status::Internal("not read yet");
+  std::thread client_reader([&] {
+    through_client = obj->Get("k0", "a", 1000);
+    client_done.store(true, std::memory_order_release);
+  });
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  auto on_leader = ReadCopy(*raw, v.copies[0], v.oid, "k0", 1000);
-  auto through_client = obj->Get("k0", "a", 1000);
+  // What answered while the forward to C2 hangs shows the old value.
+  for (const auto& [name, read] : {std::pair<const char*, BackgroundRead*>{"the leader", &on_leader},
+                                   std::pair<const char*, BackgroundRead*>{"copy C1", &on_copy}}) {
+    if (!read->Done()) continue;
+    EXPECT_TRUE(read->got.ok() && *read->got == before)
+        << name << " showed an update a copy did not hold yet: " << read->got.status().ToString();
+  }
+  if (client_done.load(std::memory_order_acquire)) {  // (threads still run: no ASSERT before the joins)
+    EXPECT_TRUE(through_client.ok() && *through_client == before)
+        << "a read returned an update a copy did not hold yet: " << through_client.status().ToString();
+  }
+  const bool copy_held = !on_copy.Done();
+  const auto resumed = std::chrono::steady_clock::now();
   ASSERT_EQ(::kill(victim, SIGCONT), 0);
   writer.join();
   ROS2_ASSERT_OK(written);
-  ASSERT_TRUE(on_leader.ok()) << on_leader.status().ToString();
-  EXPECT_TRUE(*on_leader == before) << "the leader showed an update a copy did not hold yet";
-  ASSERT_TRUE(through_client.ok()) << through_client.status().ToString();
-  EXPECT_TRUE(*through_client == before) << "a read returned an update a copy did not hold yet";
+  on_leader.Join();
+  on_copy.Join();
+  client_reader.join();
+  for (auto* read : {&on_leader, &on_copy}) ROS2_ASSERT_OK(read->got.status());
+  ROS2_ASSERT_OK(through_client.status());
+  if (copy_held) {
+    const auto released = std::chrono::duration_cast<std::chrono::milliseconds>(on_copy.finished - resumed);
+    std::printf("a read held on copy C1 answered %lld ms after the stopped copy resumed\n",
+                static_cast<long long>(released.count()));
+    EXPECT_LT(released.count(), 1000) << "C1's held read waited for more than the leader's watermark";
+  }
   for (uint32_t t : v.copies) {
     auto got = ReadCopy(*raw, t, v.oid, "k0", 1000);
     ASSERT_TRUE(got.ok()) << "target " << t << ": " << got.status().ToString();
@@ -504,23 +610,33 @@ void ForwardToOneCopyThenKillTheLeader(ForwardCluster& c_, bool restart) {
     lead.peers.push_back({raw->map().targets[v.copies[i]].engine_index,
                           raw->pool().map.targets(static_cast<int>(v.copies[i])).worker_address()});
   }
+  BackgroundRead held;  // of C1
+  ASSERT_NO_FATAL_FAILURE(held.Open(c_, home));
   const pid_t stopped = c_.engines[c2]->pid();
   ASSERT_EQ(::kill(stopped, SIGSTOP), 0);
   Status written;
   std::thread writer([&] {
     written = writer_session->Call(v.copies[0], obj::Opcode::kLeader, obj::Encode(lead), Bytes(value)).status();
   });
-  bool on_c1 = false;
-  for (int i = 0; i < 100 && !on_c1; ++i) {
-    auto got = ReadCopy(*raw, v.copies[1], v.oid, "k0", value.size());
-    on_c1 = got.ok() && *got == value;
-    if (!on_c1) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // The forward reaches C1, which stores it above the leader's watermark
+  // (the leader never settles it: C2 is stopped), so C1 holds its reads: a
+  // read that answered before the update is on C2 would show a value lost
+  // with C1. Until the forward is there, a read answers NotFound.
+  bool holding = false;
+  for (int i = 0; i < 50 && !holding; ++i) {
+    held.Start(v.copies[1], v.oid, "k0", value.size());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    holding = !held.Done();
+    if (!holding && held.got.ok() && *held.got == value) {
+      ADD_FAILURE() << "copy C1 served an update no other copy held";
+      break;  // the engines are resumed and the writer joined below
+    }
   }
   c_.Kill(v.engine);
   ASSERT_EQ(::kill(stopped, SIGCONT), 0);
   writer.join();
   const auto killed = std::chrono::steady_clock::now();
-  ASSERT_TRUE(on_c1) << "the forward never reached the live copy";
+  ASSERT_TRUE(holding) << "no read of the forwarded update was held on the copy that stored it";
   EXPECT_FALSE(written.ok()) << "acknowledged although a copy was stopped";
   if (restart) ROS2_ASSERT_OK(c_.Restart(v.engine));
   // Resolved once the map marks the leader DOWN (lease expiry: at most 2 x
@@ -535,7 +651,17 @@ void ForwardToOneCopyThenKillTheLeader(ForwardCluster& c_, bool restart) {
   std::printf("the update the dead leader forwarded to one copy reached the other %lld ms after the kill%s\n",
               MsSince(killed), restart ? " (the leader restarted at once)" : "");
   EXPECT_TRUE(on_c2) << "the copy that lacked the dead leader's update never received it";
-  if (restart) return;  // the restarted leader leads again; it never stored the update (a leader stores last)
+  // The held read answers once the update is on every live copy: the value,
+  // or StaleMap when the map changed meanwhile (the client refreshes it and
+  // reads again).
+  held.Join();
+  if (held.got.status().code() == Status::Code::kStaleMap) {
+    ROS2_ASSERT_OK(held.session->RefreshMapVersion());
+    held.got = ReadCopy(*held.session, v.copies[1], v.oid, "k0", value.size());
+  }
+  ASSERT_TRUE(held.got.ok()) << held.got.status().ToString();
+  EXPECT_TRUE(*held.got == value) << "the held read on C1 answered another value";
+  if (restart) return;  // the restarted leader (a ram store) leads again without the update
   auto back = obj->Get("k0", "a", value.size());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_TRUE(*back == value) << "the new leader serves another value";

@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "client/replicated_update.h"
+#include "metrics/scrape.h"
 #include "ros2/client.h"
 #include "ros2/dfs.h"
 #include "testing/etcd_cluster.h"
@@ -223,7 +224,9 @@ void FlipBit(const std::string& path, off_t offset) {
 
 TEST(ReplicationTest, BitFlipInOneReplicaIsServedFromAnother) {
   EtcdEngineCluster c;
-  ROS2_ASSERT_OK(c.Start(ReplicatedClusterOptions(1)));
+  EtcdEngineClusterOptions options = ReplicatedClusterOptions(1);
+  options.metrics = true;  // each engine's checksum_errors
+  ROS2_ASSERT_OK(c.Start(options));
   auto mgmt = c.Mgmt(0);
   ASSERT_TRUE(mgmt->CreatePool("p", 256 << 20).ok());
   ASSERT_TRUE(mgmt->CreateContainer("p", "rp3", {{"oclass", "RP_3G1"}}).ok());
@@ -261,6 +264,14 @@ TEST(ReplicationTest, BitFlipInOneReplicaIsServedFromAnother) {
   std::printf("replication: 3 reads with one of 3 copies corrupt in turn, %llu served by another copy\n",
               static_cast<unsigned long long>(failovers));
   EXPECT_GE(failovers, 1u) << "the copy that reads go to first was corrupted once: that read must fail over";
+  // The engine that held the corrupt copy reported it too.
+  double detected = 0;
+  for (size_t i = 0; i < c.engines.size(); ++i) {
+    auto n = metrics::ScrapeSum(c.engines[i]->metrics(), "ros2_engine_checksum_errors_total");
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    detected += *n;
+  }
+  EXPECT_GE(detected, static_cast<double>(failovers)) << "every failover met a copy its engine found corrupt";
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ Result<std::shared_ptr<Endpoint>> OfiWorker::Connect(std::span<const uint8_t> pe
   }
   const auto inner = peer.ucx_address.subspan(sizeof(kAddressTag));
   auto conn = std::make_shared<OfiConnection>();
-  if (fi_av_insert(av_, inner.data(), 1, &conn->addr, 0, nullptr) != 1) {
+  if (!InsertAddress(inner, &conn->addr)) {
     return Status::InvalidArgument(fmt::format("transport ofi: {}: fi_av_insert refused its address", who));
   }
   conn->client_side = true;
@@ -49,9 +49,19 @@ Result<std::shared_ptr<Endpoint>> OfiWorker::Connect(std::span<const uint8_t> pe
   hello.kind = wire::Kind::kHello;
   hello.request_id = conn->local_id;
   hello.payload = address_;
-  if (Status st = SendMessage(*conn, hello); !st.ok()) {
-    FailConnection(conn->local_id, st, false, false);
-    return st;
+  // Over shm the hello goes by the server's door, so that the server's
+  // provider, not this one, makes the introduction (door.cc).
+  Status sent;
+  if (door_fd_ >= 0) {
+    std::vector<uint8_t> bytes(wire::EncodedSize(hello));
+    sent = wire::Encode(hello, bytes).status();
+    if (sent.ok()) sent = KnockOnDoor(inner, bytes);
+  } else {
+    sent = SendMessage(*conn, hello);
+  }
+  if (!sent.ok()) {
+    FailConnection(conn->local_id, sent, false, false);
+    return sent;
   }
   Status waited = RunUntil([&] { return conn->remote_id != 0 || !conn->status.ok(); }, options().connect_timeout);
   if (!conn->status.ok()) return conn->status;
@@ -110,11 +120,11 @@ Status OfiWorker::StartCall(OfiConnection& conn, uint16_t opcode, std::span<cons
   const auto by_key = [&](uint64_t n) { return conn.rma && n > inline_limit && n <= kMaxRmaBulk; };
   if (by_key(options.bulk_out.size())) {
     ROS2_ASSIGN_OR_RETURN(out_reg, RegisterBulk(options.bulk_out.data(), options.bulk_out.size(),
-                                                options.bulk_out_region.get(), FI_REMOTE_READ));
+                                                options.bulk_out_region, FI_REMOTE_READ));
   }
   if (by_key(options.bulk_in.size())) {
     ROS2_ASSIGN_OR_RETURN(in_reg, RegisterBulk(options.bulk_in.data(), options.bulk_in.size(),
-                                               options.bulk_in_region.get(), FI_REMOTE_WRITE));
+                                               options.bulk_in_region, FI_REMOTE_WRITE));
   }
   std::array<uint8_t, kRmaKeySize> out_key{}, in_key{};
   uint32_t slot;

@@ -279,7 +279,7 @@ TEST_P(OfiAttackTest, MalformedBatchesAreRefusedByNameAndTheServerKeepsServing) 
   EXPECT_GE(server.counts().stats.malformed_messages, MalformedBatches().size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Providers, OfiAttackTest, ::testing::Values("tcp"),
+INSTANTIATE_TEST_SUITE_P(Providers, OfiAttackTest, ::testing::Values("tcp", "shm"),
                          [](const auto& info) { return "ofi_" + info.param; });
 
 }  // namespace

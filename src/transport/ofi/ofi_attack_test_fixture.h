@@ -197,10 +197,15 @@ class RawPeer {
     fi_close(&cq_->fid);
     fi_close(&domain_->fid);
   }
+  // This peer's worker address blob (what a client Connects to).
+  const std::vector<uint8_t>& address() const { return address_; }
   void Target(const std::vector<uint8_t>& blob) {
     auto peer = wire::DecodeAddress(blob).value();
     auto inner = peer.ucx_address.subspan(4);
-    ASSERT_EQ(fi_av_insert(av_, inner.data(), 1, &server_, 0, nullptr), 1);
+    // Kept: shm's name map keeps the pointer (docs/transport.md, the door).
+    server_name_.assign(inner.begin(), inner.end());
+    server_name_.push_back(0);
+    ASSERT_EQ(fi_av_insert(av_, server_name_.data(), 1, &server_, 0, nullptr), 1);
   }
   void Send(std::vector<uint8_t> bytes) {
     sent_.push_back(std::move(bytes));
@@ -220,7 +225,18 @@ class RawPeer {
     h.kind = wire::Kind::kHello;
     h.request_id = my_id;
     h.payload = address_;
-    Send(h);
+    if (fabric_->kind() != TransportKind::kShm) return Send(h);
+    // Over shm by the server's door, as an ofi worker's hello goes.
+    std::vector<uint8_t> bytes(wire::EncodedSize(h));
+    ASSERT_TRUE(wire::Encode(h, bytes).ok());
+    ASSERT_TRUE(ofi::OfiWorker::KnockOnDoor(server_name_, bytes).ok());
+    // The server speaks first over shm: its provider's introduction waits
+    // for this peer to progress (the messages that come are kept).
+    const auto end = std::chrono::steady_clock::now() + 5ms;
+    while (std::chrono::steady_clock::now() < end) {
+      Drain(nullptr);
+      std::this_thread::sleep_for(100us);
+    }
   }
   // One fi_read / fi_write against the server: its completion's error
   // (0: it completed), or the posting error; -FI_ETIMEDOUT after `timeout`.
@@ -311,6 +327,7 @@ class RawPeer {
   fid_cq* cq_ = nullptr;
   fid_ep* ep_ = nullptr;
   fi_addr_t server_ = FI_ADDR_UNSPEC;
+  std::vector<uint8_t> server_name_;
   std::vector<uint8_t> address_;
   std::array<std::vector<uint8_t>, 16> recv_;
   std::array<fi_context, 16> ctx_{};

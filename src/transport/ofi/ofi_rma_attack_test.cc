@@ -3,6 +3,8 @@
 // range, of another client's connection, or aimed at the server's own
 // memory, sent by a raw libfabric peer to a serving ofi worker. The fixture
 // and the suite's instantiation are ofi_attack_test.cc's.
+#include <sys/mman.h>
+
 #include "transport/ofi/ofi_attack_test_fixture.h"
 
 namespace ros2::transport::ofi_attack {
@@ -69,6 +71,7 @@ uint64_t Connect(RawPeer& peer, const std::vector<uint8_t>& server, uint64_t my_
 // each answered with an error naming the key, and nothing is read or written;
 // the right key in range then works, and so does an honest client.
 TEST_P(OfiAttackTest, ForgedAndOutOfRangeKeysAreRefused) {
+  if (GetParam() == "shm") GTEST_SKIP() << "ofi-shm takes no memory keys (bulk is tagged)";
   Server server(Options(), session_);
   RawPeer attacker(Options());
   const uint64_t conn = Connect(attacker, server.address(), 41);
@@ -139,6 +142,7 @@ TEST_P(OfiAttackTest, ForgedAndOutOfRangeKeysAreRefused) {
 // provider, which has no such keys, refuses, and A's memory is neither read
 // for B nor written by B's request. A keeps working.
 TEST_P(OfiAttackTest, KeysOfAnotherClientsConnectionReachNothing) {
+  if (GetParam() == "shm") GTEST_SKIP() << "ofi-shm takes no memory keys (bulk is tagged)";
   Server server(Options(), session_);
   auto ctx = Context::Create(Options()).value();
   auto alice = ctx->CreateWorker("alice").value();
@@ -157,11 +161,11 @@ TEST_P(OfiAttackTest, KeysOfAnotherClientsConnectionReachNothing) {
   ASSERT_TRUE(ep->CallSync(kOpPush, std::span<const uint8_t>(&fill, 1), push).ok());
   ASSERT_EQ(inbox[0], std::byte{0x11});
   ASSERT_GT(alice->stats().bulk_rma_bytes, 0u);
-  // Alice's registrations (cached by her worker, so still valid in her
-  // domain), as Bob would name them had he learnt them.
+  // Registrations of Alice's buffers, valid in her domain (as a call's are
+  // while it runs), as Bob would name them had he learnt them.
   auto* ofi_alice = static_cast<ofi::OfiWorker*>(alice.get());
-  auto out_reg = ofi_alice->Register(secret.data(), secret.size(), FI_REMOTE_READ).value();
-  auto in_reg = ofi_alice->Register(inbox.data(), inbox.size(), FI_REMOTE_WRITE).value();
+  auto out_reg = ofi_alice->RegisterBulk(secret.data(), secret.size(), nullptr, FI_REMOTE_READ).value();
+  auto in_reg = ofi_alice->RegisterBulk(inbox.data(), inbox.size(), nullptr, FI_REMOTE_WRITE).value();
 
   RawPeer bob(Options());
   const uint64_t conn = Connect(bob, server.address(), 42);
@@ -197,6 +201,7 @@ TEST_P(OfiAttackTest, KeysOfAnotherClientsConnectionReachNothing) {
 // peer aims at it, under any small key or a random one, all fail, and the
 // server keeps serving.
 TEST_P(OfiAttackTest, ServerMemoryIsNotRemotelyAccessible) {
+  if (GetParam() == "shm") GTEST_SKIP() << "ofi-shm takes no memory keys (bulk is tagged)";
   Server server(Options(), session_);
   std::vector<uint8_t> buf(4096, 0x77);
   uint64_t id = 43;
@@ -219,8 +224,151 @@ TEST_P(OfiAttackTest, ServerMemoryIsNotRemotelyAccessible) {
   EXPECT_EQ(server.counts().handled, 1);
 }
 
-// Over tcp;ofi_rxm. (shm: a process with several shm endpoints over time,
-// as this test's, does not get its hellos answered yet; docs/transport.md.)
+// A raw peer playing the server of one client connection: it answers the
+// hello (taking memory keys), and serves requests by fi_read of the bulk-out
+// and fi_write of the bulk-in the descriptors name, recording their keys.
+class KeyRecordingServer {
+ public:
+  struct Keys {
+    uint64_t out_key = 0, out_offset = 0, in_key = 0, in_offset = 0, length = 0;
+  };
+  KeyRecordingServer(const TransportOptions& o, std::vector<uint8_t> client) : peer_(o), client_(std::move(client)) {}
+  RawPeer& peer() { return peer_; }
+  // Answers the hello; false when none came.
+  bool Accept() {
+    auto hello = peer_.Receive(5000ms);
+    wire::Message h;
+    if (!hello || !wire::Decode(*hello, h).ok() || h.kind != wire::Kind::kHello) return false;
+    client_conn_ = h.request_id;
+    peer_.Target(client_);
+    std::array<uint8_t, wire::kHelloAckSize> ack_payload{};
+    ack_payload[0] = wire::kHelloAckRma;
+    wire::Message ack;
+    ack.kind = wire::Kind::kHelloAck;
+    ack.connection_id = client_conn_;
+    ack.request_id = 99;
+    ack.payload = ack_payload;
+    peer_.Send(ack);
+    return true;
+  }
+  // Serves one request: reads its bulk-out into `read`, writes `write` to
+  // its bulk-in, replies; the keys it was given, or nullopt.
+  std::optional<Keys> Serve(std::vector<std::byte>& read, std::vector<std::byte>& write) {
+    wire::Message m;
+    std::optional<std::vector<uint8_t>> bytes;
+    const auto end = std::chrono::steady_clock::now() + 5000ms;
+    do {  // past anything else (a keepalive frame)
+      bytes = peer_.Receive(500ms);
+    } while ((!bytes || !wire::Decode(*bytes, m).ok() || m.kind != wire::Kind::kRequest) &&
+             std::chrono::steady_clock::now() < end);
+    if (!bytes || m.kind != wire::Kind::kRequest || m.bulk_count != 2) return std::nullopt;
+    Keys k;
+    for (uint32_t i = 0; i < 2; ++i) {
+      const wire::BulkDescriptor& d = m.bulk[i];
+      uint64_t key = 0, start = 0;
+      std::memcpy(&key, d.rkey.data(), 8);
+      std::memcpy(&start, d.rkey.data() + 8, 8);
+      // tcp;ofi_rxm's keys name offsets from the registration's start.
+      (d.direction == wire::BulkDirection::kOut ? k.out_key : k.in_key) = key;
+      (d.direction == wire::BulkDirection::kOut ? k.out_offset : k.in_offset) = d.remote_addr - start;
+      k.length = d.length;
+    }
+    read.resize(k.length);
+    write.resize(k.length);
+    const int rd = peer_.Rma(false, read.data(), k.length, k.out_offset, k.out_key);
+    const int wr = peer_.Rma(true, write.data(), k.length, k.in_offset, k.in_key);
+    wire::Message reply;
+    reply.kind = wire::Kind::kReply;
+    reply.request_id = m.request_id;
+    reply.connection_id = client_conn_;
+    reply.pushed_bytes = k.length;
+    peer_.Send(reply);
+    if (rd != 0 || wr != 0) return std::nullopt;
+    return k;
+  }
+
+ private:
+  RawPeer peer_;
+  std::vector<uint8_t> client_;
+  uint64_t client_conn_ = 0;
+};
+
+// A client frees the buffers of a finished call and maps new memory at the
+// same address: the call's keys must name nothing any more (a registration
+// kept past its call would let the server read and write whatever memory is
+// mapped there later, and on a provider that pins pages would serve the old
+// pages), and a call through the new mapping moves its bytes exactly.
+TEST_P(OfiAttackTest, KeysOfAFreedBufferNameNothingAfterItsCall) {
+  if (GetParam() == "shm") GTEST_SKIP() << "ofi-shm takes no memory keys (bulk is tagged)";
+  constexpr size_t kLen = 256 * 1024;
+  auto ctx = Context::Create(Options()).value();
+  auto client = ctx->CreateWorker("remapper").value();
+  KeyRecordingServer server(Options(), std::vector<uint8_t>(client->address().begin(), client->address().end()));
+  auto* map = static_cast<std::byte*>(mmap(nullptr, 2 * kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(map, MAP_FAILED);
+  std::span<std::byte> out(map, kLen), in(map + kLen, kLen);
+  const auto fill = [](std::span<std::byte> b, uint8_t seed) {
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<std::byte>(i * 31 + seed);
+  };
+  fill(out, 1);
+  std::vector<std::byte> got1, got2, sent1(kLen), sent2(kLen);
+  fill(sent1, 2);
+  fill(sent2, 4);
+  std::optional<KeyRecordingServer::Keys> keys1, keys2;
+  std::atomic<int> phase{0};
+  int stale_read = 0, stale_write = 0;
+  std::vector<std::byte> stolen(kLen, std::byte{0});
+  std::thread t([&] {
+    if (!server.Accept()) return;
+    auto s1 = sent1;
+    keys1 = server.Serve(got1, s1);
+    while (phase.load() < 1) std::this_thread::sleep_for(1ms);
+    auto s2 = sent2;
+    keys2 = server.Serve(got2, s2);
+    while (phase.load() < 2) std::this_thread::sleep_for(1ms);
+    if (!keys1) return;
+    stale_read = server.peer().Rma(false, stolen.data(), kLen, keys1->out_offset, keys1->out_key);
+    std::vector<std::byte> junk(kLen, std::byte{0x66});
+    stale_write = server.peer().Rma(true, junk.data(), kLen, keys1->in_offset, keys1->in_key);
+    phase.store(3);
+  });
+  auto ep = client->Connect(server.peer().address());
+  ASSERT_TRUE(ep.ok()) << ep.status().ToString();
+  CallOptions co;
+  co.bulk_out = out;
+  co.bulk_in = in;
+  auto r1 = (*ep)->CallSync(kOpPull, {}, co);
+  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
+  ASSERT_TRUE(keys1.has_value());
+  EXPECT_TRUE(std::equal(got1.begin(), got1.end(), out.begin())) << "the first call's bulk-out";
+  EXPECT_TRUE(std::equal(in.begin(), in.end(), sent1.begin())) << "the first call's bulk-in";
+  // Free the buffers; new memory, with new bytes, at the same address.
+  ASSERT_EQ(munmap(map, 2 * kLen), 0);
+  ASSERT_EQ(mmap(map, 2 * kLen, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), map);
+  fill(out, 3);
+  phase.store(1);
+  auto r2 = (*ep)->CallSync(kOpPull, {}, co);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  ASSERT_TRUE(keys2.has_value());
+  EXPECT_TRUE(std::equal(got2.begin(), got2.end(), out.begin())) << "the new mapping's bytes were not the ones read";
+  EXPECT_TRUE(std::equal(in.begin(), in.end(), sent2.begin())) << "the write did not land in the new mapping";
+  EXPECT_NE(keys2->out_key, keys1->out_key) << "the new memory was served under the freed buffer's registration";
+  std::vector<std::byte> secret(kLen);
+  fill(secret, 5);
+  std::copy(secret.begin(), secret.end(), out.begin());
+  std::copy(secret.begin(), secret.end(), in.begin());
+  phase.store(2);
+  (void)client->RunUntil([&] { return phase.load() == 3; }, 10000ms);
+  t.join();
+  EXPECT_NE(stale_read, 0) << "a finished call's key still reads the memory now at its address";
+  EXPECT_NE(stale_write, 0) << "a finished call's key still writes the memory now at its address";
+  EXPECT_FALSE(std::equal(stolen.begin(), stolen.end(), secret.begin()));
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), secret.begin()));
+  EXPECT_TRUE(std::equal(in.begin(), in.end(), secret.begin())) << "the stale key's write landed";
+  munmap(map, 2 * kLen);
+}
+
+// Key tests over tcp;ofi_rxm only: ofi-shm takes no memory keys.
 
 }  // namespace
 }  // namespace ros2::transport::ofi_attack

@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <algorithm>
+#include <sys/wait.h>
 #include <cstring>
 
 #include "common/checksum.h"
 #include "testing/pattern.h"
+#include "transport/ofi/worker.h"
 #include "transport/testing/peer_process.h"
 #include "transport/testing/test_protocol.h"
 #include "transport/transport.h"
@@ -229,6 +232,93 @@ TEST_P(ProviderTest, IdleConnectionNoticesItsPeerDied) {
   EXPECT_TRUE(waited.ok()) << "the endpoint still reports " << ep_->status().ToString();
   EXPECT_EQ(ep_->status().code(), Status::Code::kDisconnected) << ep_->status().ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - start, 12s);
+}
+
+// tcp;ofi_rxm one-sided bulk: a buffer in memory the transport allocated is
+// registered once and the registration reused while the application holds
+// the region (released within a housekeeping tick once it lets go); any other
+// buffer is registered for its call alone. Both move their bytes exactly.
+TEST(OfiRegistrationTest, OnlyTransportAllocatedMemoryKeepsItsRegistration) {
+  testing::PeerProcess peer;
+  ASSERT_TRUE(peer.Start(TRANSPORT_TEST_PEER_PATH, "ofi-tcp").ok());
+  auto ctx = Context::Create(OptionsFor("ofi-tcp")).value();
+  auto worker = ctx->CreateWorker("registrations").value();
+  auto* ofi = static_cast<ofi::OfiWorker*>(worker.get());
+  auto ep = worker->Connect(peer.address()).value();
+  constexpr uint64_t kLen = 64 * 1024;
+  const auto echo = [&](std::span<std::byte> out, std::span<std::byte> in, std::shared_ptr<const MemoryRegion> region,
+                        uint32_t seed) {
+    std::vector<std::byte> bytes = Pattern(kLen, seed);
+    std::copy(bytes.begin(), bytes.end(), out.begin());
+    std::fill(in.begin(), in.end(), std::byte{0xEE});
+    CallOptions co;
+    co.bulk_out = out;
+    co.bulk_in = in;
+    co.bulk_out_region = region;
+    co.bulk_in_region = region;
+    auto reply = ep->CallSync(testing::kOpEcho, {}, co);
+    ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+    EXPECT_TRUE(std::equal(in.begin(), in.end(), bytes.begin())) << "seed " << seed;
+  };
+  std::weak_ptr<const MemoryRegion> gone;
+  {
+    auto region = ctx->AllocateMemory(2 * kLen).value();
+    gone = region;
+    std::span<std::byte> all(region->mutable_base(), 2 * kLen);
+    const uint64_t before = ofi->registrations_made();
+    for (uint32_t i = 0; i < 3; ++i) echo(all.subspan(0, kLen), all.subspan(kLen), region, 10 + i);
+    EXPECT_EQ(ofi->registrations_made() - before, 2u) << "one per access (read, write), then cached";
+  }
+  (void)worker->RunUntil([&] { return gone.expired(); }, 2000ms);
+  EXPECT_TRUE(gone.expired()) << "the cache kept a region the application let go";
+  std::vector<std::byte> out(kLen), in(kLen);
+  const uint64_t before = ofi->registrations_made();
+  for (uint32_t i = 0; i < 3; ++i) echo(out, in, nullptr, 20 + i);
+  EXPECT_EQ(ofi->registrations_made() - before, 6u) << "a buffer of the application's is registered per call";
+  EXPECT_EQ(worker->stats().bulk_am_bytes, 0u);
+}
+
+// ofi-shm: one server takes several client endpoints, two of one process
+// and one of another (libfabric 1.17's shm provider would give the second
+// the first one's slot were the client to speak first; the hello goes by the
+// server's door, docs/transport.md), each with its own calls and bulk, and
+// the first still works after the others came.
+TEST(OfiShmTest, OneServerTakesManyClientEndpoints) {
+  testing::PeerProcess peer;
+  ASSERT_TRUE(peer.Start(TRANSPORT_TEST_PEER_PATH, "ofi-shm").ok());
+  TransportOptions o = OptionsFor("ofi-shm");
+  o.connect_timeout = 3000ms;
+  const auto echo = [](Endpoint& ep, uint32_t seed) {
+    std::vector<std::byte> out = Pattern(256 * 1024, seed), in(256 * 1024);
+    CallOptions co;
+    co.bulk_out = out;
+    co.bulk_in = in;
+    auto reply = ep.CallSync(testing::kOpEcho, {}, co);
+    return reply.ok() && in == out;
+  };
+  const pid_t child = fork();
+  if (child == 0) {  // another process's client endpoint, meanwhile
+    auto ctx = Context::Create(o);
+    if (!ctx.ok()) _exit(2);
+    auto w = (*ctx)->CreateWorker("other-process");
+    if (!w.ok()) _exit(3);
+    auto ep = (*w)->Connect(peer.address());
+    _exit(ep.ok() && echo(**ep, 9) ? 0 : 1);
+  }
+  auto ctx = Context::Create(o).value();
+  auto w1 = ctx->CreateWorker("first").value();
+  auto w2 = ctx->CreateWorker("second").value();
+  auto e1 = w1->Connect(peer.address());
+  ASSERT_TRUE(e1.ok()) << e1.status().ToString();
+  EXPECT_TRUE(echo(**e1, 1));
+  auto e2 = w2->Connect(peer.address());
+  ASSERT_TRUE(e2.ok()) << e2.status().ToString();
+  EXPECT_TRUE(echo(**e2, 2));
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the other process's endpoint: " << status;
+  EXPECT_TRUE(echo(**e1, 3)) << "the first endpoint after the others came";
+  EXPECT_TRUE(echo(**e2, 4));
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, ProviderTest, ::testing::Values("tcp", "shm", "ofi-tcp", "ofi-shm"),

@@ -48,16 +48,21 @@ OfiRegistration::~OfiRegistration() {
 }
 
 // ---- Client: registrations -------------------------------------------------------
-Result<std::shared_ptr<OfiRegistration>> OfiWorker::Register(const void* p, uint64_t n, uint64_t access) {
-  const auto* b = static_cast<const std::byte*>(p);
-  ++registration_clock_;
-  for (const auto& r : registrations_) {
-    if (b >= r->base && n <= r->length && static_cast<uint64_t>(b - r->base) <= r->length - n &&
-        (r->access & access) == access) {
-      r->last_use = registration_clock_;
-      return r;
-    }
-  }
+// What may be cached. A registration names a virtual range, and a provider
+// that pins pages (verbs) keeps the pages the range had when it was made: a
+// buffer the application frees, and a new mapping at the same address, would
+// leave a cached registration pinning the old pages (the server's fi_read /
+// fi_write then moves stale bytes), and on any provider its key would keep
+// granting the server access to whatever memory is mapped there later. The
+// worker cannot see an munmap, so it caches only what it can prove stable:
+// memory the transport allocated (Context::AllocateMemory), whose region the
+// cache entry holds, so the mapping outlives every key that names it. The
+// entry is dropped once the application no longer holds the region
+// (SweepRegistrations). Any other buffer is registered for its call alone and
+// deregistered when the call ends; a provider that pins caches those
+// registrations itself, invalidated by its memory monitor (libfabric's MR
+// cache, FI_MR_CACHE_MONITOR), and tcp;ofi_rxm pins nothing.
+Result<std::shared_ptr<OfiRegistration>> OfiWorker::NewRegistration(const void* p, uint64_t n, uint64_t access) {
   Fabric& fabric = *context_.ofi();
   if (!fabric.rma_target()) {
     return Status::PermissionDenied(
@@ -67,8 +72,13 @@ Result<std::shared_ptr<OfiRegistration>> OfiWorker::Register(const void* p, uint
   // A random key (the provider takes the caller's key unless it has
   // FI_MR_PROV_KEY): a peer that never saw it cannot guess it.
   for (int attempt = 0;; ++attempt) {
-    uint64_t key = 0;
-    if (getrandom(&key, sizeof(key), 0) != sizeof(key)) return Status::FromErrno(errno, "transport ofi: getrandom");
+    if (random_keys_left_ == 0) {  // one getrandom for many registrations
+      if (getrandom(random_keys_.data(), sizeof(random_keys_), 0) != static_cast<ssize_t>(sizeof(random_keys_))) {
+        return Status::FromErrno(errno, "transport ofi: getrandom");
+      }
+      random_keys_left_ = random_keys_.size();
+    }
+    const uint64_t key = random_keys_[--random_keys_left_];
     const int rc = fi_mr_reg(domain_, p, n, access, 0, key, 0, &reg->mr, nullptr);
     if (rc == 0) break;
     reg->mr = nullptr;
@@ -81,10 +91,28 @@ Result<std::shared_ptr<OfiRegistration>> OfiWorker::Register(const void* p, uint
     if (rc == 0) rc = fi_mr_enable(reg->mr);
     if (rc != 0) return Status::IOError(fmt::format("transport ofi: binding a registration: {}", Fi().strerror(-rc)));
   }
-  reg->base = b;
+  reg->base = static_cast<const std::byte*>(p);
   reg->length = n;
   reg->access = access;
   reg->key = fi_mr_key(reg->mr);
+  ++registrations_made_;
+  return reg;
+}
+
+Result<std::shared_ptr<OfiRegistration>> OfiWorker::RegisterBulk(const void* p, uint64_t n,
+                                                                 const std::shared_ptr<const MemoryRegion>& region,
+                                                                 uint64_t access) {
+  if (!region || !region->ucx_allocated() || !region->Contains(p, n)) return NewRegistration(p, n, access);
+  SweepRegistrations();
+  ++registration_clock_;
+  for (const auto& r : registrations_) {
+    if (r->region == region && (r->access & access) == access) {
+      r->last_use = registration_clock_;
+      return r;
+    }
+  }
+  ROS2_ASSIGN_OR_RETURN(auto reg, NewRegistration(region->base(), region->length(), access));
+  reg->region = region;
   reg->last_use = registration_clock_;
   const size_t cap = std::max<uint32_t>(1, options().registration_cache_entries);
   if (registrations_.size() >= cap) {
@@ -97,10 +125,20 @@ Result<std::shared_ptr<OfiRegistration>> OfiWorker::Register(const void* p, uint
   return reg;
 }
 
-Result<std::shared_ptr<OfiRegistration>> OfiWorker::RegisterBulk(const void* p, uint64_t n, const MemoryRegion* region,
-                                                                 uint64_t access) {
-  if (region != nullptr && region->Contains(p, n)) return Register(region->base(), region->length(), access);
-  return Register(p, n, access);
+void OfiWorker::SweepRegistrations() {
+  // A region held only by the cache's own entries (one per access; calls in
+  // flight hold their registration, which holds the region): the
+  // application let it go.
+  std::vector<const MemoryRegion*> released;
+  for (const auto& r : registrations_) {
+    const auto entries = std::count_if(registrations_.begin(), registrations_.end(),
+                                       [&](const auto& e) { return e->region == r->region; });
+    if (r->region.use_count() <= entries) released.push_back(r->region.get());
+  }
+  if (released.empty()) return;
+  std::erase_if(registrations_, [&](const auto& r) {
+    return std::find(released.begin(), released.end(), r->region.get()) != released.end();
+  });
 }
 
 void OfiWorker::DescribeRma(const OfiRegistration& reg, const void* p, wire::BulkDescriptor& d,

@@ -90,7 +90,7 @@ void OfiWorker::HandleHello(const wire::Message& msg, fi_addr_t from) {
   // asked for (dropped), and gives the sender nothing.
   const auto inner = peer->ucx_address.subspan(sizeof(kAddressTag));
   fi_addr_t addr = FI_ADDR_UNSPEC;
-  if (fi_av_insert(av_, inner.data(), 1, &addr, 0, nullptr) != 1) {
+  if (!InsertAddress(inner, &addr)) {
     ++stats_.malformed_messages;
     return;
   }

@@ -122,6 +122,7 @@ Status OfiWorker::Init() {
   }
   if (rc != 0) return FiStatus(where + ": fi_getname", rc);
   name.resize(len);
+  if (poll_only_ || fabric.kind() == TransportKind::kShm) ROS2_RETURN_IF_ERROR(OpenDoor(name));
   std::vector<uint8_t> inner(kAddressTag, kAddressTag + sizeof(kAddressTag));
   inner.insert(inner.end(), name.begin(), name.end());
   boot_id_ = wire::LocalHostId();
@@ -167,12 +168,14 @@ OfiWorker::~OfiWorker() {
   // Let the byes and cancellations leave (bounded).
   const auto end = Clock::now() + std::chrono::milliseconds(100);
   while (ops_in_flight_ > 0 && Clock::now() < end) DrainCompletions();
+  registrations_.clear();  // before the endpoint and domain they belong to
   if (ep_ != nullptr) fi_close(&ep_->fid);
   if (av_ != nullptr) fi_close(&av_->fid);
   if (cq_ != nullptr) fi_close(&cq_->fid);
   if (domain_ != nullptr) fi_close(&domain_->fid);
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (signal_fd_ >= 0) close(signal_fd_);
+  if (door_fd_ >= 0) close(door_fd_);
   // Ops still in flight were owned by the provider's queues; with the
   // endpoint closed they never complete.
 }
@@ -540,7 +543,17 @@ void OfiWorker::Housekeeping(Clock::time_point now) {
   ExpireDeadlines(now);
   ExpireUnauthenticated(now);
   if (!resends_.empty()) SendAgain(now);
+  if (!registrations_.empty()) SweepRegistrations();
+  if (door_fd_ >= 0) ReadDoor();
   if (now >= next_keepalive_) Keepalive(now);
+}
+
+bool OfiWorker::InsertAddress(std::span<const uint8_t> name, fi_addr_t* out) {
+  std::vector<uint8_t> copy(name.begin(), name.end());
+  copy.push_back(0);
+  auto same = std::find(av_names_.begin(), av_names_.end(), copy);
+  const uint8_t* key = same != av_names_.end() ? same->data() : av_names_.emplace_back(std::move(copy)).data();
+  return fi_av_insert(av_, key, 1, out, 0, nullptr) == 1;
 }
 
 OfiConnection::~OfiConnection() {

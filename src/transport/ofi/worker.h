@@ -32,6 +32,7 @@
 
 #include <rdma/fabric.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -84,7 +85,8 @@ inline constexpr size_t kRmaKeySize = 16;
 inline constexpr uint64_t kMaxRmaBulk = uint64_t{1} << 30;
 
 // A client buffer registered for remote access on a worker's domain (rma.cc).
-// Shared by the worker's cache and the calls that name it; fi_close with the
+// Shared by the worker's cache (only registrations of memory the transport
+// allocated, with its region) and the calls that name it; fi_close with the
 // last reference.
 struct OfiRegistration {
   OfiRegistration() = default;
@@ -97,6 +99,9 @@ struct OfiRegistration {
   uint64_t access = 0;  // FI_REMOTE_READ and/or FI_REMOTE_WRITE
   uint64_t key = 0;
   uint64_t last_use = 0;
+  // A cached registration: the transport-allocated region it covers, held
+  // so that the memory stays mapped while the key can name it.
+  std::shared_ptr<const MemoryRegion> region;
 };
 
 class OfiWorker;
@@ -209,6 +214,15 @@ class OfiWorker final : public Worker, public RequestBackend {
   Result<Op*> RecvTagged(fi_addr_t from, uint64_t tag, std::span<std::byte> dst,
                          std::function<void(const Status&, uint64_t)> done);
   void FailConnection(uint64_t id, const Status& why, bool count_as_lost, bool send_bye);
+  // fi_av_insert of a peer's libfabric name, from a copy this worker keeps
+  // until it closes (libfabric 1.17's shm provider keeps a pointer to the
+  // name it was given as the key of its name map).
+  bool InsertAddress(std::span<const uint8_t> name, fi_addr_t* out);
+  // The shm door (door.cc): a server's socket for hellos, opened in Init on
+  // shm; a client's hello to the peer named `peer_name`; Housekeeping's read.
+  Status OpenDoor(std::span<const uint8_t> own_name);
+  static Status KnockOnDoor(std::span<const uint8_t> peer_name, std::span<const uint8_t> hello);
+  void ReadDoor();
 
   // Batches (batch.cc): appends `msg` to conn's batch (flushing it first when
   // `msg` would not fit), or sends it alone when it cannot ride a batch
@@ -224,15 +238,18 @@ class OfiWorker final : public Worker, public RequestBackend {
   Status AuthenticateSession(OfiConnection& conn, const SessionCredential& cred);
   uint64_t max_payload() const;
 
-  // RMA bulk (rma.cc). Client: a registration of this worker covering
-  // [p, p + n) with `access`, from the cache or new (fi_mr_reg with a random
-  // key); the descriptor's address and key for a buffer in it.
-  Result<std::shared_ptr<OfiRegistration>> Register(const void* p, uint64_t n, uint64_t access);
-  void DescribeRma(const OfiRegistration& reg, const void* p, wire::BulkDescriptor& d, uint8_t* key_out) const;
-  // Register for a call's bulk buffer: the whole of `region` when the caller
-  // passed one covering it (an arena is registered once), else the buffer.
-  Result<std::shared_ptr<OfiRegistration>> RegisterBulk(const void* p, uint64_t n, const MemoryRegion* region,
+  // RMA bulk (rma.cc). Client: a registration for a call's bulk buffer
+  // [p, p + n) with `access`: the cached registration of the whole of
+  // `region` when the transport allocated it (Context::AllocateMemory) and it
+  // covers the buffer; otherwise a registration of the buffer alone, for this
+  // call only (fi_mr_reg with a random key; closed when the call lets it go).
+  // DescribeRma: the descriptor's address and key for a buffer in it.
+  Result<std::shared_ptr<OfiRegistration>> RegisterBulk(const void* p, uint64_t n,
+                                                        const std::shared_ptr<const MemoryRegion>& region,
                                                         uint64_t access);
+  void DescribeRma(const OfiRegistration& reg, const void* p, wire::BulkDescriptor& d, uint8_t* key_out) const;
+  // fi_mr_reg calls made (cached and per call), for tests.
+  uint64_t registrations_made() const { return registrations_made_; }
 
  private:
   friend class OfiEndpoint;
@@ -325,12 +342,22 @@ class OfiWorker final : public Worker, public RequestBackend {
   uint64_t next_large_tag_ = 0;
   uint64_t last_connection_id_ = 0;
   std::vector<uint8_t> scratch_;  // discarded bulk-out bytes land here
+  std::deque<std::vector<uint8_t>> av_names_;  // InsertAddress's copies, NUL-terminated
+  int door_fd_ = -1;  // shm: the door (door.cc)
+  std::vector<uint8_t> door_buffer_;
   // RMA bulk (rma.cc): the client's cached registrations (at most
   // registration_cache_entries, least recently used dropped), and the
   // server's requests whose Push (fi_write) is in flight, with the reply
   // given meanwhile.
   std::vector<std::shared_ptr<OfiRegistration>> registrations_;
   uint64_t registration_clock_ = 0;
+  uint64_t registrations_made_ = 0;
+  std::array<uint64_t, 128> random_keys_{};  // unused keys from one getrandom
+  size_t random_keys_left_ = 0;
+  Result<std::shared_ptr<OfiRegistration>> NewRegistration(const void* p, uint64_t n, uint64_t access);
+  // Drops the cached registrations whose region only the cache still holds
+  // (from RegisterBulk and Housekeeping).
+  void SweepRegistrations();
   struct HeldReply {
     bool given = false;
     Status status;
