@@ -96,6 +96,7 @@ void Target::RegisterHandlers() {
   reg(Opcode::kQuery, &Target::HandleQuery);
   reg(Opcode::kLeader, &Target::HandleLeader);    // replica_forward.cc
   reg(Opcode::kForward, &Target::HandleForward);  // replica_forward.cc
+  reg(Opcode::kRebuildRead, &Target::HandleRebuildRead);  // target_rebuild_plane.cc
 }
 
 Result<Target::Shard*> Target::Admit(const IncomingRequest& req, const obj::RequestHeader& header,

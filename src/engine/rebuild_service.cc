@@ -85,6 +85,7 @@ grpc::Status RebuildPullService::Pull(grpc::ServerContext* /*ctx*/, const rpc::R
   scan.count_only = body->count_only();
   scan.stride = std::max<uint32_t>(body->stride(), 1);
   scan.part = body->part();
+  scan.data_plane = body->data_plane();
   if (scan.part >= scan.stride) {
     return control::ToGrpcStatus(Status::InvalidArgument(
         fmt::format("rebuild pull: part {} of a stride of {}", scan.part, scan.stride)));

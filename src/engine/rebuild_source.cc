@@ -69,6 +69,8 @@ struct Batch {
   uint64_t bytes = 0;
   uint64_t objects = 0;
   bool count_only = false;
+  bool data_plane = false;     // array extents as remote records (RebuildScan::data_plane)
+  uint32_t source_target = 0;  // the global index of the target scanned
 
   void Fail(const Status& why) {
     if (status.ok()) status = why;
@@ -97,10 +99,18 @@ void SubmitRead(vos::Vos* v, const std::shared_ptr<Batch>& b, size_t i) {
       rpc::RebuildRecord& rec = b->records[i];
       b->sizes[i] = r->size;
       if (!rec.array() && r->size > b->buffers[i].size()) {
-        if (b->count_only)
+        if (b->count_only) {
           b->bytes += r->size;
-        else
+        } else if (b->data_plane) {
+          // The puller reads the value itself over the data plane.
+          b->bytes += r->size;
+          rec.set_remote(true);
+          rec.set_count(r->size);
+          rec.set_record_size(1);
+          rec.set_source_target(b->source_target);
+        } else {
           b->refetch.push_back(i);
+        }
       } else {
         if (!rec.array()) b->bytes += r->size;
         rec.set_csum_type(static_cast<uint32_t>(r->csum.type));
@@ -141,7 +151,8 @@ Status CollectAkey(vos::Vos* v, const std::shared_ptr<Batch>& b, const ObjectId&
   base.set_dkey(dkey);
   base.set_akey(akey);
   if (extents.empty()) {
-    AddRecord(v, b, base, b->count_only ? 0 : kSingleGuess, fallbacks);
+    // Over the data plane a single's first read only learns its size.
+    AddRecord(v, b, base, b->count_only || b->data_plane ? 0 : kSingleGuess, fallbacks);
     return Status::Ok();
   }
   for (const auto& e : extents) {
@@ -153,6 +164,17 @@ Status CollectAkey(vos::Vos* v, const std::shared_ptr<Batch>& b, const ObjectId&
     rec.set_index(e.index);
     rec.set_record_size(e.record_size);
     rec.set_epoch(e.epoch);
+    if (b->data_plane) {
+      // The puller reads the extent itself over the data plane.
+      rec.set_remote(true);
+      rec.set_count(e.count);
+      rec.set_source_target(b->source_target);
+      b->records.push_back(std::move(rec));
+      b->buffers.emplace_back();
+      b->targets.push_back(fallbacks);
+      b->sizes.push_back(0);
+      continue;
+    }
     AddRecord(v, b, std::move(rec), bytes, fallbacks);
   }
   return Status::Ok();
@@ -257,6 +279,8 @@ Status RebuildSource::ScanBatch(const RebuildScan& scan, uint32_t engine_index, 
                                 rpc::RebuildCursor* cursor, rpc::RebuildPullBodyOut* out, bool* container_done) {
   auto b = std::make_shared<Batch>();
   b->count_only = scan.count_only;
+  b->data_plane = scan.data_plane;
+  b->source_target = global;
   BatchScope scope{&scan, global, scan.requester_targets};
   std::future<Status> done = b->done.get_future();
   Target* target = targets_[engine_index];

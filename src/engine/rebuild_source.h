@@ -10,7 +10,9 @@
 // stores them below every newer write), each with the checksums VOS read.
 // With count_only it counts objects and bytes and sends no data. With a
 // stride it answers for one part of the dkeys (RebuildPartOf), so several
-// pulls can walk the same shards side by side.
+// pulls can walk the same shards side by side. With data_plane the records
+// carry no data: the puller reads it from the source target over the
+// transport (Target::ReadForRebuild, target_rebuild_plane.cc).
 //
 // Reads run on the target threads (Target::WithShard); Scan blocks the
 // calling thread (a gRPC thread or the local puller). Thread-safe.
@@ -38,6 +40,9 @@ struct RebuildScan {
   bool count_only = false;
   uint32_t stride = 1;  // > 1: only the dkeys whose hash % stride is `part`
   uint32_t part = 0;
+  // Array extents go as remote records (no data, no checksums: the puller
+  // reads them over the data plane, Target::ReadForRebuild).
+  bool data_plane = false;
 };
 
 // The global target indexes of `engine`'s targets in `map`, by its target

@@ -17,7 +17,8 @@
 //    RebuildPeers elsewhere), from every source at once: a count (objects,
 //    bytes: the ETA) beside the copy, the data batch by batch with the next
 //    batch's pull in flight while one is written into its shards at the
-//    records' epochs; while client requests reach the puller's or the
+//    records' epochs (a remote source's answers name the records; their
+//    data comes over the data plane, Target::ReadForRebuild); while client requests reach the puller's or the
 //    source's targets, one batch at a time with a pause after each so client
 //    I/O keeps `client_share_percent` of the engine's time; reporting
 //    progress (rebuild-progress/...); a REINT target of its own is purged
@@ -62,6 +63,21 @@ struct RebuilderOptions {
 // The engines holding a target of the pool that is neither DOWN nor DOWNOUT
 // (a job's engines, and the sources of its pulls).
 std::vector<std::string> LiveEngines(const rpc::PoolMap& map);
+
+// Aligned buffers for the rebuild's data-plane reads, reused; thread-safe.
+class ReadBuffers : public std::enable_shared_from_this<ReadBuffers> {
+ public:
+  // At least `size` bytes, 4 KiB aligned; back here when the last owner drops it.
+  std::shared_ptr<std::byte> Take(size_t size);
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  static constexpr size_t kKept = 16;
+  std::mutex mu_;
+  std::vector<std::pair<size_t, std::unique_ptr<std::byte, Free>>> spare_;  // GUARDED_BY(mu_)
+};
 
 class Rebuilder {
  public:
@@ -114,14 +130,28 @@ class Rebuilder {
   bool ClientsActive(uint64_t source_count, ClientsSeen* seen);
   Result<rpc::RebuildPullBodyOut> PullFrom(const std::string& source, const std::string& endpoint,
                                            const rpc::RebuildPullBody& body);
-  Status Apply(const Uuid& pool, const ConvertedPoolMap& map, rpc::RebuildPullBodyOut out);
-  Status ApplyGroup(Target* target, const Uuid& pool, const Uuid& container,
-                    std::shared_ptr<const rpc::RebuildPullBodyOut> out, std::vector<int> records);
+  // Stores a pull's records on this engine's fallback targets; the remote
+  // ones (array extents) are read first from their source targets over the
+  // data plane (worker `addresses` by global target index).
+  Status Apply(const Uuid& pool, const ConvertedPoolMap& map, const std::vector<std::string>& addresses,
+               rpc::RebuildPullBodyOut out);
+  Status ApplyGroup(Target* target, const Uuid& pool, const Uuid& container, const ConvertedPoolMap& map,
+                    const std::vector<std::string>& addresses, std::shared_ptr<const rpc::RebuildPullBodyOut> out,
+                    std::vector<int> records);
+  // The data of a group's remote records (rebuilder_apply.cc), read into one
+  // buffer of `buffers_`.
+  struct Fetched;
+  Result<std::shared_ptr<Fetched>> ReadRemote(Target* target, const Uuid& pool, const Uuid& container,
+                                              const ConvertedPoolMap& map, const std::vector<std::string>& addresses,
+                                              const rpc::RebuildPullBodyOut& out, const std::vector<int>& records);
   // Ok while `job` is still the pool's busy job; Cancelled otherwise.
   Status StillCurrent(const std::string& pool, const rpc::RebuildJob& job);
   void Report(const std::string& pool, const rpc::RebuildProgress& progress, bool force);
 
   RebuilderOptions o_;
+  // Buffers for the data plane's reads, kept between batches (a fresh
+  // multi-MiB allocation costs a page fault per page).
+  std::shared_ptr<ReadBuffers> buffers_ = std::make_shared<ReadBuffers>();
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable wake_;

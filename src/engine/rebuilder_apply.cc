@@ -1,6 +1,8 @@
 // Rebuilder (rebuilder.h): writing pulled records into this engine's shards,
 // and reporting progress.
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <future>
 
 #include <fmt/format.h>
@@ -48,20 +50,130 @@ vos::UpdateOp UpdateFor(const rpc::RebuildRecord& r) {
 
 }  // namespace
 
-Status Rebuilder::ApplyGroup(Target* target, const Uuid& pool, const Uuid& container,
+void ReadBuffers::Free::operator()(std::byte* p) const {
+  std::free(p);
+}
+
+std::shared_ptr<std::byte> ReadBuffers::Take(size_t size) {
+  constexpr size_t kRound = size_t{1} << 20;
+  size = (std::max<size_t>(size, 1) + kRound - 1) / kRound * kRound;
+  std::unique_ptr<std::byte, Free> p;
+  size_t capacity = size;
+  {
+    std::lock_guard lock(mu_);
+    auto best = spare_.end();
+    for (auto it = spare_.begin(); it != spare_.end(); ++it) {
+      if (it->first >= size && (best == spare_.end() || it->first < best->first)) best = it;
+    }
+    if (best != spare_.end()) {
+      capacity = best->first;
+      p = std::move(best->second);
+      spare_.erase(best);
+    }
+  }
+  if (p == nullptr) p.reset(static_cast<std::byte*>(std::aligned_alloc(4096, size)));
+  if (p == nullptr) return nullptr;
+  return std::shared_ptr<std::byte>(p.release(), [self = shared_from_this(), capacity](std::byte* q) {
+    std::lock_guard lock(self->mu_);
+    if (self->spare_.size() < kKept) {
+      self->spare_.emplace_back(capacity, std::unique_ptr<std::byte, Free>(q));
+    } else {
+      std::free(q);
+    }
+  });
+}
+
+struct Rebuilder::Fetched {
+  std::shared_ptr<std::byte> buffer;
+  // By record: its bytes in `buffer` and their checksums.
+  std::map<int, std::pair<std::span<const std::byte>, rpc::RebuildReadChecksums>> records;
+};
+
+Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::ReadRemote(Target* target, const Uuid& pool,
+                                                                  const Uuid& container, const ConvertedPoolMap& map,
+                                                                  const std::vector<std::string>& addresses,
+                                                                  const rpc::RebuildPullBodyOut& out,
+                                                                  const std::vector<int>& records) {
+  auto f = std::make_shared<Fetched>();
+  std::map<uint32_t, std::vector<int>> by_source;  // source target (global) -> records
+  uint64_t total = 0;
+  for (const int i : records) {
+    const rpc::RebuildRecord& r = out.records(i);
+    if (!r.remote()) continue;
+    if (r.source_target() >= map.map.targets.size() || r.source_target() >= addresses.size() ||
+        addresses[r.source_target()].empty()) {
+      return Status::Protocol(fmt::format("rebuild: a record read from target {}, which has no worker address in the map",
+                                          r.source_target()));
+    }
+    by_source[r.source_target()].push_back(i);
+    total += r.count() * r.record_size();
+  }
+  if (by_source.empty()) return f;
+  f->buffer = buffers_->Take(total);
+  if (f->buffer == nullptr) return Status::NoSpace(fmt::format("rebuild: no memory for a read of {} bytes", total));
+  std::vector<std::pair<std::future<Result<rpc::RebuildReadBody>>, const std::vector<int>*>> reads;
+  uint64_t at = 0;
+  for (const auto& [source, indexes] : by_source) {
+    Target::RebuildRead read;
+    read.address = addresses[source];
+    read.request.set_pool_uuid(pool.ToString());
+    read.request.set_container(container.ToString());
+    read.request.set_target(map.map.targets[source].engine_index);
+    const uint64_t start = at;
+    for (const int i : indexes) {
+      const rpc::RebuildRecord& r = out.records(i);
+      rpc::RebuildReadExtent* e = read.request.add_extents();
+      e->set_oid(r.oid());
+      e->set_dkey(r.dkey());
+      e->set_akey(r.akey());
+      e->set_index(r.index());
+      e->set_count(r.count());
+      e->set_record_size(r.record_size());
+      e->set_single(!r.array());
+      const uint64_t n = r.count() * r.record_size();
+      f->records[i].first = std::span<const std::byte>(f->buffer.get() + at, n);
+      at += n;
+    }
+    read.dst = std::span(f->buffer.get() + start, at - start);
+    auto promise = std::make_shared<std::promise<Result<rpc::RebuildReadBody>>>();
+    reads.emplace_back(promise->get_future(), &indexes);
+    // The buffer stays alive until the transport is done with it.
+    read.done = [promise, keep = f->buffer](Result<rpc::RebuildReadBody> r) { promise->set_value(std::move(r)); };
+    target->ReadForRebuild(std::move(read));
+  }
+  const auto deadline = std::chrono::steady_clock::now() + kApplyWait;
+  for (auto& [future, indexes] : reads) {
+    if (future.wait_until(deadline) != std::future_status::ready) {
+      return Status::TimedOut(fmt::format("rebuild: target {} did not read from the source", target->index()));
+    }
+    ROS2_ASSIGN_OR_RETURN(rpc::RebuildReadBody body, future.get());
+    for (size_t k = 0; k < indexes->size(); ++k) {
+      auto& [data, csum] = f->records[(*indexes)[k]];
+      csum = std::move(*body.mutable_extents(static_cast<int>(k)));
+      if (csum.size() > data.size()) return Status::Protocol("rebuild read: a value larger than its buffer");
+      data = data.first(csum.size());
+    }
+  }
+  return f;
+}
+
+Status Rebuilder::ApplyGroup(Target* target, const Uuid& pool, const Uuid& container, const ConvertedPoolMap& map,
+                             const std::vector<std::string>& addresses,
                              std::shared_ptr<const rpc::RebuildPullBodyOut> out, std::vector<int> records) {
   for (const int i : records) {
     const rpc::RebuildRecord& r = out->records(i);
     if (r.oid().size() != 16 || r.dkey().empty() || r.akey().empty() || (r.array() && r.record_size() == 0) ||
-        (r.array() && r.epoch() == 0)) {
+        (r.array() && r.epoch() == 0) || (r.remote() && (r.count() == 0 || r.record_size() == 0))) {
       return Status::Protocol(fmt::format("rebuild: a malformed record for container {}", container.ToString()));
     }
   }
+  ROS2_ASSIGN_OR_RETURN(std::shared_ptr<Fetched> fetched,
+                        ReadRemote(target, pool, container, map, addresses, *out, records));
   const auto deadline = std::chrono::steady_clock::now() + kApplyWait;
   while (true) {
     auto w = std::make_shared<Writes>();
     std::future<Status> done = w->done.get_future();
-    target->WithShard(pool, container, true, [w, out, records](Result<vos::Vos*> v) {
+    target->WithShard(pool, container, true, [w, out, records, fetched](Result<vos::Vos*> v) {
       if (!v.ok() || *v == nullptr) {
         w->status = v.ok() ? Status::Busy("opening") : v.status();
         w->Finish();
@@ -69,7 +181,14 @@ Status Rebuilder::ApplyGroup(Target* target, const Uuid& pool, const Uuid& conta
       }
       for (const int i : records) {
         ++w->pending;
-        (*v)->SubmitUpdate(UpdateFor(out->records(i)), [w, out](Status st) {
+        vos::UpdateOp op = UpdateFor(out->records(i));
+        if (auto it = fetched->records.find(i); it != fetched->records.end()) {
+          op.data = it->second.first;
+          op.csum.type = static_cast<ChecksumType>(it->second.second.csum_type());
+          op.csum.chunk_size = it->second.second.csum_chunk();
+          op.csum.values.assign(it->second.second.csums().begin(), it->second.second.csums().end());
+        }
+        (*v)->SubmitUpdate(op, [w, out, fetched](Status st) {
           if (!st.ok() && w->status.ok()) w->status = st.WithContext("rebuild: storing a pulled record");
           w->Finish();
         });

@@ -36,6 +36,7 @@ struct Rebuilder::PullPass {
   bool count_only = false;
   rpc::RebuildProgress* progress = nullptr;  // GUARDED_BY(progress_mu_)
   std::map<std::string, std::string> endpoints;
+  std::vector<std::string> addresses;  // worker address by global target index (the data plane's)
   std::atomic<bool> failed{false};  // a source failed: the others stop
   std::atomic<int> first_failed{-1};  // the index of the source that failed first
   // Held by a source thread for a batch and its pause while clients are
@@ -54,6 +55,7 @@ Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, c
   pass.job = &job;
   pass.count_only = count_only;
   pass.progress = progress;
+  for (const auto& t : map.targets()) pass.addresses.push_back(t.worker_address());
   const std::string self = o_.engine.ToString();
   if (LocalTargets(pass.map, self).empty()) return Status::Ok();  // no fallback here
   ROS2_ASSIGN_OR_RETURN(auto members, o_.plane->store().Scan("members/"));
@@ -68,6 +70,9 @@ Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, c
   *body.mutable_map() = map;
   body.set_max_bytes(kBatchBytes);
   body.set_count_only(count_only);
+  // Array extents come over the data plane (Target::ReadForRebuild); a pull
+  // from this engine itself reads them in the scan.
+  body.set_data_plane(true);
   // The streams: a count walks each source whole; a copy walks each source
   // in kParts parts, kWorkers streams at a time.
   const uint32_t parts = count_only ? 1 : kParts;
@@ -123,15 +128,15 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
   // them, pausing for clients.
   Clock::duration waited{}, applied{}, paused{};
   int batches = 0, throttled_batches = 0;
-  uint64_t moved = 0;
+  uint64_t moved = 0, inline_bytes = 0;  // all bytes, and those inside the answers
   auto log = [&] {
     if (moved == 0) return;
     auto ms = [](Clock::duration d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
     ROS2_LOG_INFO(
-        "rebuild: pool {}: {} from {} (part {}/{}): {} bytes in {} batches ({} throttled), waited {} ms, wrote {} ms, "
-        "paused {} ms",
+        "rebuild: pool {}: {} from {} (part {}/{}): {} bytes ({} in the answers, the rest over the data plane) in {} "
+        "batches ({} throttled), waited {} ms, wrote {} ms, paused {} ms",
         pass->pool, pass->count_only ? "count" : "copy", source, body.part(), std::max<uint32_t>(body.stride(), 1),
-        moved, batches, throttled_batches, ms(waited), ms(applied), ms(paused));
+        moved, inline_bytes, batches, throttled_batches, ms(waited), ms(applied), ms(paused));
   };
   Result<rpc::RebuildPullBodyOut> out = pull(body);
   waited += Clock::now() - start;
@@ -145,8 +150,9 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
     if (more && !throttled) next = std::async(std::launch::async, pull, body);
     const uint64_t objects = out->objects(), bytes = out->bytes(), clients = out->client_requests();
     moved += bytes;
+    for (const auto& r : out->records()) inline_bytes += r.data().size();
     const auto apply_start = Clock::now();
-    if (!pass->count_only) ROS2_RETURN_IF_ERROR(Apply(pass->pool_id, pass->map, std::move(*out)));
+    if (!pass->count_only) ROS2_RETURN_IF_ERROR(Apply(pass->pool_id, pass->map, pass->addresses, std::move(*out)));
     applied += Clock::now() - apply_start;
     {
       std::lock_guard lock(progress_mu_);

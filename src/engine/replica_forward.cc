@@ -54,6 +54,8 @@ std::span<const uint8_t> AsBytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
+}  // namespace
+
 // The forward key, once the capability verifier exists.
 Status EnsureForwardKey(ReplicaState& rs, control::CapabilityVerifier* verifier, uint32_t target) {
   if (rs.mac.has_value()) return Status::Ok();
@@ -86,8 +88,6 @@ Result<std::shared_ptr<transport::Endpoint>> PeerEndpoint(ReplicaState& rs, tran
   rs.peers[address] = ep;
   return ep;
 }
-
-}  // namespace
 
 ReplicaState& Target::replica() {
   if (replica_ == nullptr) replica_ = std::make_shared<ReplicaState>();

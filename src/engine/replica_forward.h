@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/uuid.h"
+#include "control/capability.h"
 #include "control/crypto.h"
 #include "engine/buffer_pool.h"
 #include "object/obj_rpc.h"
@@ -154,5 +155,15 @@ struct LeaderOp {
   bool decided = false;
   std::function<void(const Status&)> resolved;
 };
+
+// The forward key in `rs` (mac, credential), made once the capability
+// verifier exists (Busy before). Target thread only.
+Status EnsureForwardKey(ReplicaState& rs, control::CapabilityVerifier* verifier, uint32_t target);
+// The endpoint to the target at worker `address`, connected and
+// authenticated for kForwardSession (kept in rs.peers): the leader's forwards
+// and the rebuild's data-plane reads (target_rebuild_plane.cc) share it.
+// Disconnected for a target the map marks DOWN. Target thread only.
+Result<std::shared_ptr<transport::Endpoint>> PeerEndpoint(ReplicaState& rs, transport::Worker& worker,
+                                                          const std::string& address);
 
 }  // namespace ros2::engine

@@ -53,6 +53,7 @@
 #include "engine/pool_space.h"
 #include "engine/request_budget.h"
 #include "engine/target_metrics.h"
+#include "ros2/rebuild.pb.h"
 #include "object/obj_rpc.h"
 #include "object/replica_rpc.h"
 #include "transport/transport.h"
@@ -162,6 +163,21 @@ class Target {
   // the error when it cannot be. `fn` may submit VOS operations whose
   // callbacks run later on this thread. Thread-safe.
   void WithShard(const Uuid& pool, const Uuid& container, bool open, std::function<void(Result<vos::Vos*>)> fn);
+  // The rebuild's data plane (target_rebuild_plane.cc): reads the extents
+  // of `request` from the source target at worker address `address` (its
+  // index inside its engine in request.target) into `dst`, back to back
+  // (`dst` holds exactly their bytes and stays valid until `done` runs),
+  // over this target's endpoint authenticated as an engine (the replica
+  // forward session, PeerEndpoint). `done` runs on this target's thread with
+  // each extent's checksums, once the reply's MAC (under the forward key,
+  // with a fresh nonce) verified. Thread-safe.
+  struct RebuildRead {
+    std::string address;
+    rpc::RebuildReadRequest request;  // its nonce is filled in here
+    std::span<std::byte> dst;
+    std::function<void(Result<rpc::RebuildReadBody>)> done;
+  };
+  void ReadForRebuild(RebuildRead read);
   // The containers of `pool` whose shards are open here, waiting at most
   // `wait` for the target thread (empty when it does not answer). Thread-safe.
   std::vector<Uuid> OpenContainers(const Uuid& pool, std::chrono::milliseconds wait);
@@ -279,6 +295,10 @@ class Target {
   void HandleLeader(transport::IncomingRequest req);
   // A leader's forward: stored as the leader decided it.
   void HandleForward(transport::IncomingRequest req);
+  // A rebuilding engine's read of array extents (obj::Opcode::kRebuildRead,
+  // target_rebuild_plane.cc): only on a connection that proved the forward
+  // session; the extents are pushed into the caller's buffer.
+  void HandleRebuildRead(transport::IncomingRequest req);
   void LeadUpdate(transport::IncomingRequest& req, obj::LeaderRequest& m);
   void LeadPunch(transport::IncomingRequest& req, obj::LeaderRequest& m);
   // Checks a conditional operation under its dkey's gate, then (from the

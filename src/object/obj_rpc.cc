@@ -255,6 +255,7 @@ std::string_view OpcodeName(uint16_t opcode) {
     case Opcode::kQuery: return "query";
     case Opcode::kLeader: return "leader";
     case Opcode::kForward: return "forward";
+    case Opcode::kRebuildRead: return "rebuild read";
   }
   return "unknown";
 }

@@ -70,6 +70,9 @@ enum class Opcode : uint16_t {
   // leader of its group, and the leader's forward of it to another replica.
   kLeader = 0x0106,
   kForward = 0x0107,
+  // Rebuild (proto/ros2/rebuild.proto, RebuildReadRequest): a fallback target
+  // reads array extents from the source target, engine to engine only.
+  kRebuildRead = 0x0108,
 };
 std::string_view OpcodeName(uint16_t opcode);  // "update", ...; "unknown" otherwise
 

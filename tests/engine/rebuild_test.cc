@@ -44,6 +44,8 @@
 #include "testing/pattern.h"
 #include "testing/status_assert.h"
 
+#include "object_session.h"
+
 namespace ros2::testing {
 namespace {
 
@@ -429,6 +431,39 @@ TEST(RebuildTest, PullRefusesClientsForgeriesAndReplays) {
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << stride << "/" << part;
     EXPECT_NE(st.error_message().find("of a stride of"), std::string::npos) << st.error_message();
   }
+
+  // The data plane's read (obj::Opcode::kRebuildRead) from a client's own
+  // connection (its session proven, a valid capability): refused, naming the
+  // missing engine authentication, and nothing is pushed into its buffer.
+  ASSERT_TRUE(mgmt->CreateContainer("p", "c", {}).ok());
+  auto raw = ObjectSession::Open(c.engines[0]->control(), c.admin, "p", "c", transport::TransportKind::kTcp);
+  ASSERT_TRUE(raw.ok()) << raw.status().ToString();
+  const ObjectId oid = client::Container::MakeObjectId(ObjectClass::kS1, 0, 5);
+  const auto data = Pattern(64 << 10, 3);
+  ROS2_ASSERT_OK((*raw)->UpdateArray(oid, "d", "a", 0, data).status());
+  auto target = (*raw)->TargetOf(oid, "d");
+  ASSERT_TRUE(target.ok()) << target.status().ToString();
+  rpc::RebuildReadRequest read;
+  read.set_pool_uuid(pool->uuid());
+  read.set_container((*raw)->container().container.uuid());
+  read.set_target(0);
+  read.set_nonce(std::string(16, 'n'));
+  rpc::RebuildReadExtent* e = read.add_extents();
+  e->set_oid(std::string(reinterpret_cast<const char*>(&oid.hi), 8) + std::string(reinterpret_cast<const char*>(&oid.lo), 8));
+  e->set_dkey("d");
+  e->set_akey("a");
+  e->set_count(data.size());
+  e->set_record_size(1);
+  const std::string payload = read.SerializeAsString();
+  std::vector<std::byte> into(data.size());
+  auto stolen = (*raw)->Call(*target, obj::Opcode::kRebuildRead,
+                             {reinterpret_cast<const uint8_t*>(payload.data()), payload.size()}, {}, into);
+  ASSERT_FALSE(stolen.ok());
+  EXPECT_EQ(stolen.status().code(), Status::Code::kPermissionDenied) << stolen.status().ToString();
+  EXPECT_NE(stolen.status().message().find("did not authenticate as an engine"), std::string::npos)
+      << stolen.status().ToString();
+  EXPECT_TRUE(std::all_of(into.begin(), into.end(), [](std::byte b) { return b == std::byte{0}; }))
+      << "a refused rebuild read pushed data";
 }
 
 }  // namespace
