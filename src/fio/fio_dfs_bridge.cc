@@ -478,10 +478,8 @@ int ros2_fio_reap(ros2_fio_queue* q, unsigned min, unsigned max, const timespec*
                                         std::chrono::nanoseconds(timeout->tv_nsec)
                                   : Clock::time_point{};
     if (min > max) min = max;
-    // Completions enough are waiting already: no progress, so that the
-    // requests fio submitted since the last one stay corked and go out with
-    // the next ones (the endpoints are corked, docs/transport.md "Batches").
-    if (!q->done.empty() && q->done.size() >= min) return 0;
+    // Always progress first, even with completions listed: a request fio
+    // committed since the last reap leaves now (docs/fio.md, "getevents").
     while (true) {
       (void)q->eq->Poll({});  // runs the callbacks of what completed
       if (q->done.size() >= min || (q->in_flight == 0 && !q->done.empty())) break;
