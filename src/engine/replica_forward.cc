@@ -391,22 +391,27 @@ void Target::SetMapPeers(std::vector<std::string> addresses, std::vector<std::pa
   if (!rs.in_doubt.empty()) ResolveInDoubt();
 }
 
-void Target::HandleForward(IncomingRequest req) {
-  auto m = obj::DecodeForwardRequest(req.payload());
-  if (!m.ok()) return req.Reply(m.status());
+Status Target::RequireEngineSession(const IncomingRequest& req, std::string_view what, std::string_view who_may) {
   // Only an engine holds the forward session's key: a client's connection
   // never proved it, whatever it sends.
   if (!req.SessionAuthenticated(kForwardSession)) {
     metrics_.Refuse(Refusal::kCapability);
-    return req.Reply(Status::PermissionDenied(
-        fmt::format("engine target {}: forward refused: connection {:#x} did not authenticate as an engine (the "
-                    "replica forward session); only the leader of a replica group forwards updates",
-                    index_, req.connection_id())));
+    return Status::PermissionDenied(
+        fmt::format("engine target {}: {} refused: connection {:#x} did not authenticate as an engine (the replica "
+                    "forward session); {}",
+                    index_, what, req.connection_id(), who_may));
   }
-  ReplicaState& rs = replica();
-  if (Status st = EnsureForwardKey(rs, env_->verifier.load(std::memory_order_acquire), index_); !st.ok()) {
+  return EnsureForwardKey(replica(), env_->verifier.load(std::memory_order_acquire), index_);
+}
+
+void Target::HandleForward(IncomingRequest req) {
+  auto m = obj::DecodeForwardRequest(req.payload());
+  if (!m.ok()) return req.Reply(m.status());
+  if (Status st = RequireEngineSession(req, "forward", "only the leader of a replica group forwards updates");
+      !st.ok()) {
     return req.Reply(st);
   }
+  ReplicaState& rs = replica();
   auto mac = rs.mac->Compute(obj::ForwardMacInput(*m, req.capability()));
   if (!mac.ok()) return req.Reply(mac.status());
   if (!control::ConstantTimeEqual(*mac, m->mac)) {

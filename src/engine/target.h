@@ -299,6 +299,10 @@ class Target {
   // target_rebuild_plane.cc): only on a connection that proved the forward
   // session; the extents are pushed into the caller's buffer.
   void HandleRebuildRead(transport::IncomingRequest req);
+  // OK when `req`'s connection proved the forward session (an engine's) and
+  // the forward key is ready; else PermissionDenied naming `what` and
+  // `who_may` send it (a capability refusal is counted).
+  Status RequireEngineSession(const transport::IncomingRequest& req, std::string_view what, std::string_view who_may);
   void LeadUpdate(transport::IncomingRequest& req, obj::LeaderRequest& m);
   void LeadPunch(transport::IncomingRequest& req, obj::LeaderRequest& m);
   // Checks a conditional operation under its dkey's gate, then (from the

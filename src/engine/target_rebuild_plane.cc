@@ -86,17 +86,8 @@ struct SourceRead {
 }  // namespace
 
 void Target::HandleRebuildRead(IncomingRequest req) {
-  // Only an engine holds the forward session's key: a client's connection
-  // never proved it, whatever it sends.
-  if (!req.SessionAuthenticated(kForwardSession)) {
-    metrics_.Refuse(Refusal::kCapability);
-    return req.Reply(Status::PermissionDenied(
-        fmt::format("engine target {}: rebuild read refused: connection {:#x} did not authenticate as an engine (the "
-                    "replica forward session); only a rebuilding engine reads extents this way",
-                    index_, req.connection_id())));
-  }
-  ReplicaState& rs = replica();
-  if (Status st = EnsureForwardKey(rs, env_->verifier.load(std::memory_order_acquire), index_); !st.ok()) {
+  if (Status st = RequireEngineSession(req, "rebuild read", "only a rebuilding engine reads extents this way");
+      !st.ok()) {
     return req.Reply(st);
   }
   auto r = std::make_shared<SourceRead>();
