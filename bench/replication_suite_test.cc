@@ -23,12 +23,15 @@
 namespace ros2::bench {
 namespace {
 
+// A lease TTL of 3 s: an engine fences itself when its lease goes unrenewed
+// for half the TTL, and with 2 s a second-long stall of the loaded full suite
+// once fenced the leader mid-write (Busy to the kill writers).
 TEST(ReplicationSuiteTest, RpAgainstS1TheKillAndTheRebuild) {
   ros2::testing::TempDir tmp{"repl-suite"};
   std::vector<std::string> argv = {
       ROS2_BENCH_PATH, "--json", "replication", "--dir",        tmp.path(), "--cases",     "write:1048576,read:1048576",
       "--rounds",      "1",      "--runtime",   "0.3",          "--size",   "4194304",     "--shard-size",
-      "64MiB",         "--ttl",  "2",           "--kill-after", "0.5",      "--post-kill", "0.5",
+      "64MiB",         "--ttl",  "3",           "--kill-after", "0.5",      "--post-kill", "0.5",
       "--copy-size",   "8388608"};
   argv.insert(argv.end(), {"--rebuild-delay", "0.5"});
   ros2::testing::CommandResult r = ros2::testing::RunCommand(argv, tmp.path());
@@ -65,7 +68,7 @@ TEST(ReplicationSuiteTest, RpAgainstS1TheKillAndTheRebuild) {
     ASSERT_TRUE(records.contains(c)) << c << " missing:\n" << r.out;
     const auto& stall = records[c]["stall_ms_max"];
     EXPECT_EQ(stall["baseline"], "bound-2xttl+1s");
-    EXPECT_EQ(stall["baseline_value"].get<double>(), 5000.0);
+    EXPECT_EQ(stall["baseline_value"].get<double>(), 7000.0);
     EXPECT_GT(stall["value"].get<double>(), 0);
     EXPECT_EQ(records[c]["lost_writes"]["value"].get<double>(), 0) << records[c]["lost_writes"].dump();
     EXPECT_EQ(records[c]["lat_us_p99"]["baseline"], "before-kill");
