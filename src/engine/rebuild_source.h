@@ -53,6 +53,15 @@ std::vector<std::pair<uint32_t, uint32_t>> LocalTargets(const ConvertedPoolMap& 
 // rebuild's own reads and writes are not requests).
 uint64_t ClientRequests(const std::vector<Target*>& targets);
 
+// The most one rebuild read (obj::Opcode::kRebuildRead) moves.
+inline constexpr uint64_t kMaxRebuildReadBytes = uint64_t{64} << 20;
+
+// The bytes of each extent a rebuild read names, checked: a 16-byte oid, a
+// dkey and an akey, a record size and count not 0, at most
+// kMaxRebuildReadBytes in all; else InvalidArgument naming the first bad
+// extent (target_rebuild_plane.cc; `target` only names the reader).
+Result<std::vector<uint64_t>> RebuildReadLengths(const rpc::RebuildReadRequest& m, uint32_t target);
+
 class RebuildSource {
  public:
   // `targets`: the engine's targets by index; they outlive the source.

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "engine/rebuild_source.h"
 #include "engine/replica_forward.h"
 #include "engine/target.h"
 
@@ -32,9 +33,6 @@ namespace {
 
 constexpr std::string_view kReadLabel = "ros2 rebuild read";
 constexpr size_t kNonceSize = 16;
-// The most a rebuild read moves (a pull's batch is about 4 MiB; one dkey
-// larger than 32 MiB fails the pull before it gets here).
-constexpr uint64_t kMaxReadBytes = uint64_t{64} << 20;
 constexpr auto kReadTimeout = std::chrono::seconds(30);
 
 std::span<const uint8_t> AsBytes(std::string_view s) {
@@ -50,28 +48,6 @@ std::string_view AsView(std::span<const std::byte> b) {
   return {reinterpret_cast<const char*>(b.data()), b.size()};
 }
 
-// Each extent's bytes; InvalidArgument naming the first bad one.
-Result<std::vector<uint64_t>> ExtentLengths(const rpc::RebuildReadRequest& m, uint32_t target) {
-  std::vector<uint64_t> out;
-  uint64_t total = 0;
-  for (const auto& e : m.extents()) {
-    if (e.oid().size() != 16 || e.dkey().empty() || e.akey().empty() || e.record_size() == 0 || e.count() == 0 ||
-        e.count() > kMaxReadBytes / e.record_size()) {
-      return Status::InvalidArgument(
-          fmt::format("engine target {}: rebuild read: extent {} is malformed (oid of {} bytes, {} records of {} "
-                      "bytes)",
-                      target, out.size(), e.oid().size(), e.count(), e.record_size()));
-    }
-    out.push_back(e.count() * e.record_size());
-    total += out.back();
-    if (total > kMaxReadBytes) {
-      return Status::InvalidArgument(
-          fmt::format("engine target {}: rebuild read of more than {} bytes", target, kMaxReadBytes));
-    }
-  }
-  return out;
-}
-
 // One source-side read: the fetches of its extents, then the push and reply.
 struct SourceRead {
   IncomingRequest req;
@@ -84,6 +60,29 @@ struct SourceRead {
 };
 
 }  // namespace
+
+// (a pull's batch is about 4 MiB; one dkey larger than 32 MiB fails the pull
+// before it gets here).
+Result<std::vector<uint64_t>> RebuildReadLengths(const rpc::RebuildReadRequest& m, uint32_t target) {
+  std::vector<uint64_t> out;
+  uint64_t total = 0;
+  for (const auto& e : m.extents()) {
+    if (e.oid().size() != 16 || e.dkey().empty() || e.akey().empty() || e.record_size() == 0 || e.count() == 0 ||
+        e.count() > kMaxRebuildReadBytes / e.record_size()) {
+      return Status::InvalidArgument(
+          fmt::format("engine target {}: rebuild read: extent {} is malformed (oid of {} bytes, {} records of {} "
+                      "bytes)",
+                      target, out.size(), e.oid().size(), e.count(), e.record_size()));
+    }
+    out.push_back(e.count() * e.record_size());
+    total += out.back();
+    if (total > kMaxRebuildReadBytes) {
+      return Status::InvalidArgument(
+          fmt::format("engine target {}: rebuild read of more than {} bytes", target, kMaxRebuildReadBytes));
+    }
+  }
+  return out;
+}
 
 void Target::HandleRebuildRead(IncomingRequest req) {
   if (Status st = RequireEngineSession(req, "rebuild read", "only a rebuilding engine reads extents this way");
@@ -100,7 +99,7 @@ void Target::HandleRebuildRead(IncomingRequest req) {
         "engine target {}: rebuild read for target {} with a nonce of {} bytes (expected this target and {} bytes)",
         index_, r->m.target(), r->m.nonce().size(), kNonceSize)));
   }
-  auto lengths = ExtentLengths(r->m, index_);
+  auto lengths = RebuildReadLengths(r->m, index_);
   if (!lengths.ok()) return req.Reply(lengths.status());
   r->lengths = std::move(*lengths);
   uint64_t total = 0;
@@ -198,7 +197,7 @@ void Target::ReadForRebuild(RebuildRead read) {
       return read.done(st);
     }
     read.request.set_nonce(nonce);
-    auto lengths = ExtentLengths(read.request, read.request.target());
+    auto lengths = RebuildReadLengths(read.request, read.request.target());
     if (!lengths.ok()) return read.done(lengths.status());
     uint64_t total = 0;
     for (uint64_t n : *lengths) total += n;
