@@ -277,6 +277,7 @@ bool Target::HoldWhileResolving(transport::IncomingRequest& req, const obj::Requ
                                 const std::string& dkey) {
   if (replica_ == nullptr || dispatching_ == nullptr) return false;
   if (replica_->resolving.empty() && replica_->unsettled.empty()) return false;
+  if (ReplicaCount(oid.object_class()) < 2) return false;  // only replicated updates are held
   std::string gate = DkeyGate::Key(h.pool, h.container, oid, dkey);
   if (replica_->resolving.count(gate) == 0 && replica_->unsettled.count(gate) == 0) return false;
   if (replica_->held.size() >= env_->limits.target_requests_in_flight) return false;  // served as it is
