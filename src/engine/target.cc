@@ -268,7 +268,11 @@ void Target::Loop() {
       // the clients and the other target share our core. A target pinned to
       // a CPU (target_cpus) yields too: the engine cannot tell whether
       // clients or other targets were placed on the same CPU, and with
-      // nothing else runnable the yield returns at once.
+      // nothing else runnable the yield returns at once. The first refusal
+      // after a wake-up is mostly UCX draining the signal that woke us, yet
+      // retrying it at once instead of yielding cost qd 1 latency: the yield
+      // lets the client send its next request, which the next pass then takes
+      // without a sleep and a wake (docs/engine.md, "The spin").
       sched_yield();
       continue;
     }
