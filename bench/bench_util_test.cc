@@ -148,6 +148,14 @@ TEST(Stages, ClientStagesSumTheQueuesLines) {
   EXPECT_EQ(FormatClientStages(file),
             "  client: submit to callback 100.0 us, callback to fio 10.0 us (400 I/Os)\n"
             "  client: 400 requests in 160 messages (2.50 a message)\n");
+  std::ofstream(file) << "ios 100 library_ns 20000000 waiting_ns 1000000 requests 100 messages 100 reaps 100 waits 30 "
+                         "sleeps 5\n"
+                      << "ios 300 library_ns 20000000 waiting_ns 3000000 requests 300 messages 300 reaps 300 waits 50 "
+                         "sleeps 15\n";
+  EXPECT_EQ(FormatClientStages(file),
+            "  client: submit to callback 100.0 us, callback to fio 10.0 us (400 I/Os)\n"
+            "  client: 400 requests in 400 messages (1.00 a message)\n"
+            "  client: 400 reaps, 1.00 a read; 0.20 of them waited for a reply; 0.050 sleeps (wake-ups) a read\n");
 }
 
 TEST(Stages, SamplesTheNamedThreadsOfAProcess) {

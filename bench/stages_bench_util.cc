@@ -71,7 +71,7 @@ std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after
 std::string FormatClientStages(const std::string& file) {
   std::ifstream in(file);
   std::string word;
-  double ios = 0, library = 0, waiting = 0, requests = 0, messages = 0;
+  double ios = 0, library = 0, waiting = 0, requests = 0, messages = 0, reaps = 0, waits = 0, sleeps = 0;
   double value = 0;
   while (in >> word >> value) {
     if (word == "ios") ios += value;
@@ -79,6 +79,9 @@ std::string FormatClientStages(const std::string& file) {
     if (word == "waiting_ns") waiting += value;
     if (word == "requests") requests += value;
     if (word == "messages") messages += value;
+    if (word == "reaps") reaps += value;
+    if (word == "waits") waits += value;
+    if (word == "sleeps") sleeps += value;
   }
   if (ios <= 0) return "";
   std::string out = fmt::format("  client: submit to callback {:.1f} us, callback to fio {:.1f} us ({:.0f} I/Os)\n",
@@ -86,6 +89,11 @@ std::string FormatClientStages(const std::string& file) {
   if (messages > 0) {
     out += fmt::format("  client: {:.0f} requests in {:.0f} messages ({:.2f} a message)\n", requests, messages,
                        requests / messages);
+  }
+  if (reaps > 0) {
+    out += fmt::format(
+        "  client: {:.0f} reaps, {:.2f} a read; {:.2f} of them waited for a reply; {:.3f} sleeps (wake-ups) a read\n",
+        reaps, reaps / ios, waits / reaps, sleeps / ios);
   }
   return out;
 }

@@ -49,7 +49,8 @@ std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after
 // submission to its completion callback (the client library, the transport
 // both ways and the engine) and from the callback to fio taking it, then
 // how many requests the jobs sent in how many transport messages (a batch is
-// one); empty when the file holds no I/O.
+// one), and how many of fio's reaps had to wait for a reply and how often the
+// jobs' threads slept (each a wake-up); empty when the file holds no I/O.
 std::string FormatClientStages(const std::string& file);
 
 // The scheduler's view of one thread (/proc/<pid>/task/<tid>/schedstat):

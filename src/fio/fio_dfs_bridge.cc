@@ -71,6 +71,8 @@ struct ros2_fio_queue {
     uint64_t ios = 0;
     uint64_t library_ns = 0;  // submit to the completion callback
     uint64_t waiting_ns = 0;  // the callback to fio's getevents taking it
+    uint64_t reaps = 0;       // ros2_fio_reap calls
+    uint64_t waits = 0;       // of them, those that found too few completions after progressing and waited
     // This thread's transport worker at the queue's creation: requests sent,
     // batches sent and the requests and replies in them (WorkerStats).
     ros2::transport::WorkerStats at_start;
@@ -268,17 +270,23 @@ ros2::transport::WorkerStats WorkerStatsOf(ros2::client::EventQueue& eq) {
 }
 
 // "requests" counts the requests the queue's thread sent, "messages" the
-// messages they took: a batch of several requests is one.
+// messages they took: a batch of several requests is one. "reaps" counts
+// fio's getevents, "waits" those that found too few completions after
+// progressing and waited on the worker, "sleeps" the times the thread's
+// worker slept on its event fd (each one a wake-up by a reply).
 void WriteStages(const ros2_fio_queue::Stages& s, const ros2::transport::WorkerStats& now) {
   FILE* f = std::fopen(s.file.c_str(), "a");
   if (f == nullptr) return;
   const uint64_t requests = now.requests_sent - s.at_start.requests_sent;
   const uint64_t batches = now.batches_sent - s.at_start.batches_sent;
   const uint64_t batched = now.batched_messages - s.at_start.batched_messages;
-  std::fprintf(f, "ios %llu library_ns %llu waiting_ns %llu requests %llu messages %llu\n",
-               static_cast<unsigned long long>(s.ios), static_cast<unsigned long long>(s.library_ns),
-               static_cast<unsigned long long>(s.waiting_ns), static_cast<unsigned long long>(requests),
-               static_cast<unsigned long long>(requests - std::min(batched, requests) + batches));
+  std::fprintf(
+      f, "ios %llu library_ns %llu waiting_ns %llu requests %llu messages %llu reaps %llu waits %llu sleeps %llu\n",
+      static_cast<unsigned long long>(s.ios), static_cast<unsigned long long>(s.library_ns),
+      static_cast<unsigned long long>(s.waiting_ns), static_cast<unsigned long long>(requests),
+      static_cast<unsigned long long>(requests - std::min(batched, requests) + batches),
+      static_cast<unsigned long long>(s.reaps), static_cast<unsigned long long>(s.waits),
+      static_cast<unsigned long long>(now.sleeps - s.at_start.sleeps));
   std::fclose(f);
 }
 
@@ -478,6 +486,7 @@ int ros2_fio_reap(ros2_fio_queue* q, unsigned min, unsigned max, const timespec*
                                         std::chrono::nanoseconds(timeout->tv_nsec)
                                   : Clock::time_point{};
     if (min > max) min = max;
+    bool waited = false;
     // Always progress first, even with completions listed: a request fio
     // committed since the last reap leaves now (docs/fio.md, "getevents").
     while (true) {
@@ -494,6 +503,11 @@ int ros2_fio_reap(ros2_fio_queue* q, unsigned min, unsigned max, const timespec*
         slice = std::min(slice, std::chrono::duration_cast<std::chrono::microseconds>(deadline - now));
       }
       (void)q->eq->WaitAny(slice);
+      waited = true;
+    }
+    if (q->stages) {
+      ++q->stages->reaps;
+      if (waited) ++q->stages->waits;
     }
     return 0;
   });

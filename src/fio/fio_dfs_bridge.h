@@ -90,13 +90,11 @@ void ros2_fio_queue_destroy(struct ros2_fio_queue* queue);
  * completes at once with it (the next ros2_fio_reap returns it). */
 int ros2_fio_submit(struct ros2_fio_queue* queue, struct ros2_fio_file* file, int write, void* buffer, uint64_t length,
                     uint64_t offset, void* tag);
-/* Progresses the queue until at least `min` completions are available (or
- * `timeout`, when not NULL, passes), then moves up to `max` of them into `out`.
- * Returns their number, or -errno. When completions enough are already
- * waiting it does not progress: the requests submitted since the last
- * progress stay gathered and leave together, in one message per target, at
- * the next reap that has to wait (fio refills its queue one io_u at a time,
- * reaping one completion between two). */
+/* Progresses the queue (which first sends the requests submitted since the
+ * last progress: libros2 corks its endpoints, so they leave together, one
+ * message per target), and until at least `min` completions are available
+ * (or `timeout`, when not NULL, passes) waits on it; then moves up to `max`
+ * of them into `out`. Returns their number, or -errno. */
 int ros2_fio_reap(struct ros2_fio_queue* queue, unsigned min, unsigned max, const struct timespec* timeout,
                   struct ros2_fio_completion* out);
 /* I/Os submitted and not yet reaped. */

@@ -234,22 +234,34 @@ TEST_F(FioEngineTest, StagesFileCountsEveryIo) {
   EXPECT_EQ(total, kJobs * kJobBytes / (64 << 10)) << text;
 
   // Reading it back 4 KiB at a time: every read is one request, and no
-  // message carries more requests than were sent.
+  // message carries more requests than were sent. Without a spin
+  // (spin_us=0) a reap that waits sleeps at once, and each sleep is counted.
   (void)std::remove(stages.c_str());
   const std::vector<std::string> reads = {"--name=s", "--rw=randread", "--bs=4k", "--iodepth=16",
                                           fmt::format("--numjobs={}", kJobs), fmt::format("--size={}", kJobBytes)};
-  ExpectJobs(Fio(Cluster(cont), reads, nullptr, {"ROS2_FIO_STAGES=" + stages}), kJobBytes, 0);
+  auto no_spin = Cluster(cont);
+  no_spin.push_back("--spin_us=0");
+  ExpectJobs(Fio(no_spin, reads, nullptr, {"ROS2_FIO_STAGES=" + stages}), kJobBytes, 0);
   const std::string read_text = ReadWholeFile(stages);
   lines = 0;
+  unsigned long long reaps = 0, waits = 0, sleeps = 0;
   for (const char* p = read_text.c_str();
-       std::sscanf(p, "ios %llu library_ns %llu waiting_ns %llu requests %llu messages %llu\n", &ios, &library,
-                   &waiting, &requests, &messages) == 5;
+       std::sscanf(p,
+                   "ios %llu library_ns %llu waiting_ns %llu requests %llu messages %llu reaps %llu waits %llu "
+                   "sleeps %llu\n",
+                   &ios, &library, &waiting, &requests, &messages, &reaps, &waits, &sleeps) == 8;
        p = std::strchr(p, '\n') + 1) {
     ++lines;
     EXPECT_EQ(ios, kJobBytes / 4096) << read_text;
     EXPECT_GE(requests, ios) << read_text;
     EXPECT_GT(messages, 0u) << read_text;
     EXPECT_LE(messages, requests) << read_text;
+    // The first reap finds nothing completed and waits; the replies of a
+    // burst complete together, and the reaps after the first of them return
+    // one without waiting.
+    EXPECT_GT(waits, 0u) << read_text;
+    EXPECT_LT(waits, reaps) << read_text;
+    EXPECT_GT(sleeps, 0u) << read_text;
   }
   EXPECT_EQ(lines, kJobs) << read_text;
   // Unset: no file.
