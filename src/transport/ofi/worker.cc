@@ -167,7 +167,13 @@ OfiWorker::~OfiWorker() {
   }
   // Let the byes and cancellations leave (bounded).
   const auto end = Clock::now() + std::chrono::milliseconds(100);
-  while (ops_in_flight_ > 0 && Clock::now() < end) DrainCompletions();
+  while (ops_in_flight_ > 0 && Clock::now() < end) {
+    if (queued_sends_ > 0) FlushSendQueues();
+    DrainCompletions();
+  }
+  for (auto& [to, queue] : send_queues_) {
+    for (Op* op : queue) delete op;  // never posted
+  }
   registrations_.clear();  // before the endpoint and domain they belong to
   if (ep_ != nullptr) fi_close(&ep_->fid);
   if (av_ != nullptr) fi_close(&av_->fid);
@@ -203,7 +209,6 @@ bool OfiWorker::Retry(Clock::time_point start) {
 
 Status OfiWorker::SendBytes(fi_addr_t to, std::vector<uint8_t> bytes,
                             std::function<void(const Status&, uint64_t)> done) {
-  const Clock::time_point retry_start = Clock::now();
   if (bytes.size() > kRecvSize) {
     // Announce, then send tagged: the receiver posts a receive of this length.
     if (bytes.size() > kMaxLarge) {
@@ -219,49 +224,95 @@ Status OfiWorker::SendBytes(fi_addr_t to, std::vector<uint8_t> bytes,
     op->kind = Op::Kind::kBulkSend;
     op->bytes = std::move(bytes);
     op->done = std::move(done);
-    for (;;) {
-      ssize_t rc = fi_tsend(ep_, op->bytes.data(), op->bytes.size(), nullptr, to, tag, &op->ctx);
-      if (rc == 0) break;
-      if (rc != -FI_EAGAIN || !Retry(retry_start)) {
-        delete op;
-        return FiStatus("fi_tsend (large message)", rc);
-      }
-    }
-    ++ops_in_flight_;
-    return Status::Ok();
+    op->tagged = true;
+    op->tag = tag;
+    return Submit(op, to, op->bytes.data(), op->bytes.size());
   }
   auto* op = new Op();
   op->kind = Op::Kind::kSend;
   op->bytes = std::move(bytes);
   op->done = std::move(done);
-  for (;;) {
-    ssize_t rc = fi_send(ep_, op->bytes.data(), op->bytes.size(), nullptr, to, &op->ctx);
-    if (rc == 0) break;
-    if (rc != -FI_EAGAIN || !Retry(retry_start)) {
-      delete op;
-      return FiStatus("fi_send", rc);
-    }
-  }
-  ++ops_in_flight_;
-  return Status::Ok();
+  return Submit(op, to, op->bytes.data(), op->bytes.size());
 }
 
 Status OfiWorker::SendTagged(fi_addr_t to, uint64_t tag, std::span<const std::byte> data,
                              std::function<void(const Status&, uint64_t)> done) {
-  const Clock::time_point retry_start = Clock::now();
   auto* op = new Op();
   op->kind = Op::Kind::kBulkSend;
   op->done = std::move(done);
-  for (;;) {
-    ssize_t rc = fi_tsend(ep_, data.data(), data.size(), nullptr, to, tag, &op->ctx);
-    if (rc == 0) break;
-    if (rc != -FI_EAGAIN || !Retry(retry_start)) {
-      delete op;
-      return FiStatus("fi_tsend", rc);
+  op->tagged = true;
+  op->tag = tag;
+  return Submit(op, to, data.data(), data.size());
+}
+
+ssize_t OfiWorker::PostSend(Op* op) {
+  return op->tagged ? fi_tsend(ep_, op->data, op->len, nullptr, op->to, op->tag, &op->ctx)
+                    : fi_send(ep_, op->data, op->len, nullptr, op->to, &op->ctx);
+}
+
+Status OfiWorker::Submit(Op* op, fi_addr_t to, const void* data, size_t len) {
+  op->to = to;
+  op->data = data;
+  op->len = len;
+  auto queue = send_queues_.find(to);
+  if (queue == send_queues_.end() || queue->second.empty()) {
+    const ssize_t rc = PostSend(op);
+    if (rc == 0) {
+      ++ops_in_flight_;
+      return Status::Ok();
     }
+    if (rc != -FI_EAGAIN) {
+      const bool tagged = op->tagged;
+      delete op;
+      return FiStatus(tagged ? "fi_tsend" : "fi_send", rc);
+    }
+    if (queue == send_queues_.end()) queue = send_queues_.try_emplace(to).first;
   }
+  // The provider takes no more now (its queues to this peer are full: over
+  // shm one message above 4 KiB at a time per peer): the send waits its turn
+  // behind the others to this peer, and Progress posts it. The caller does
+  // not wait, and no completion runs inside its call.
+  op->give_up_at = Clock::now() + send_patience_;
+  queue->second.push_back(op);
+  ++queued_sends_;
   ++ops_in_flight_;
   return Status::Ok();
+}
+
+void OfiWorker::FlushSendQueues() {
+  std::vector<Op*> failed;
+  Clock::time_point now{};
+  for (auto it = send_queues_.begin(); it != send_queues_.end();) {
+    std::deque<Op*>& queue = it->second;
+    while (!queue.empty()) {
+      Op* op = queue.front();
+      const ssize_t rc = PostSend(op);
+      if (rc == -FI_EAGAIN) {
+        if (now == Clock::time_point{}) now = Clock::now();
+        if (now < op->give_up_at) break;  // the peer's turn comes again at the next progress
+      }
+      queue.pop_front();
+      --queued_sends_;
+      if (rc != 0) {
+        // Refused, or not taken within the patience (the peer is gone: rxm
+        // answers EAGAIN while it reconnects): the send fails, and its
+        // completion says so (the connection fails with it).
+        op->cancelled = rc != -FI_EAGAIN;
+        failed.push_back(op);
+      }
+    }
+    it = queue.empty() ? send_queues_.erase(it) : std::next(it);
+  }
+  // Outside the loop: a callback may send (and change the queues).
+  for (Op* op : failed) {
+    --ops_in_flight_;
+    std::unique_ptr<Op> owned(op);
+    const Status why = op->cancelled
+                           ? Status::IOError("transport ofi: the provider refused a queued send")
+                           : Status::IOError(fmt::format("transport ofi: the provider took no send to this peer for {} ms",
+                                                         send_patience_.count()));
+    if (op->done) op->done(why, 0);
+  }
 }
 
 Result<Op*> OfiWorker::RecvTagged(fi_addr_t from, uint64_t tag, std::span<std::byte> dst,
@@ -515,6 +566,7 @@ void OfiWorker::FailConnection(uint64_t id, const Status& why, bool count_as_los
 
 int OfiWorker::ProgressNoClock() {
   if (!pending_batches_.empty()) FlushPendingBatches();
+  if (queued_sends_ > 0) FlushSendQueues();
   int n = DrainCompletions();
   // Replies the handlers gave inside this pass leave now, not a pass later.
   if (!pending_batches_.empty()) FlushPendingBatches();
@@ -634,6 +686,8 @@ std::chrono::microseconds OfiWorker::NextDeadline(std::chrono::microseconds max_
   // Expiry checks (calls and unauthenticated connections) run every ms.
   if (live_calls_ > 0 || !connections_.empty()) wait = std::min(wait, std::chrono::microseconds(100000));
   if (poll_only_) wait = std::min(wait, nap_);
+  // Queued sends go when the provider takes them: look again soon.
+  if (queued_sends_ > 0) wait = std::min(wait, kMinNap);
   return wait;
 }
 

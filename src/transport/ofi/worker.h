@@ -137,6 +137,14 @@ struct Op {
   // Runs with the result (and bytes received); kBulkSend, kBulkRecv, kSend.
   std::function<void(const Status&, uint64_t)> done;
   bool cancelled = false;
+  // Sends: what goes where (`bytes`, or the caller's buffer for tagged
+  // bulk), and, while queued behind an EAGAIN, when to give up.
+  fi_addr_t to = FI_ADDR_UNSPEC;
+  bool tagged = false;
+  uint64_t tag = 0;
+  const void* data = nullptr;
+  size_t len = 0;
+  Clock::time_point give_up_at;
 };
 
 // A client call (a slot in OfiWorker::calls_).
@@ -257,6 +265,16 @@ class OfiWorker final : public Worker, public RequestBackend {
   // After an EAGAIN: progress, and whether to try again (within send_patience_ of `start`).
   bool Retry(Clock::time_point start);
   std::chrono::milliseconds send_patience_{500};
+  // Sends (worker.cc): posted at once when the provider takes them; a send
+  // it answers EAGAIN, and every later one to the same peer, waits in that
+  // peer's queue (in order) until Progress posts it, or fails once it waited
+  // send_patience_. A send never waits inside its caller, so no completion
+  // (no reply callback) runs inside Endpoint::Call or a handler's Reply.
+  Status Submit(Op* op, fi_addr_t to, const void* data, size_t len);
+  ssize_t PostSend(Op* op);
+  void FlushSendQueues();
+  std::unordered_map<fi_addr_t, std::deque<Op*>> send_queues_;
+  uint64_t queued_sends_ = 0;
   int DrainCompletions();
   // Progress without reading the clock (no housekeeping): the spin's poll.
   int ProgressNoClock();
