@@ -174,6 +174,8 @@ OfiWorker::~OfiWorker() {
   for (auto& [to, queue] : send_queues_) {
     for (Op* op : queue) delete op;  // never posted
   }
+  for (Op* op : op_pool_) delete op;
+  op_pool_.clear();
   registrations_.clear();  // before the endpoint and domain they belong to
   if (ep_ != nullptr) fi_close(&ep_->fid);
   if (av_ != nullptr) fi_close(&av_->fid);
@@ -207,38 +209,78 @@ bool OfiWorker::Retry(Clock::time_point start) {
   return Clock::now() - start < send_patience_;
 }
 
+Op* OfiWorker::NewOp(Op::Kind kind) {
+  Op* op;
+  if (op_pool_.empty()) {
+    op = new Op();
+  } else {
+    op = op_pool_.back();
+    op_pool_.pop_back();
+  }
+  op->kind = kind;
+  return op;
+}
+
+void OfiWorker::FreeOp(Op* op) {
+  if (op_pool_.size() >= kOpPoolSize || in_destructor_) {
+    delete op;
+    return;
+  }
+  // Back to its first state, keeping the byte buffer's capacity (up to one
+  // posted receive's worth) for the next message.
+  op->ctx = fi_context{};
+  op->index = 0;
+  op->bytes.clear();
+  if (op->bytes.capacity() > kRecvSize) std::vector<uint8_t>().swap(op->bytes);
+  op->from = FI_ADDR_UNSPEC;
+  op->done = nullptr;
+  op->cancelled = false;
+  op->to = FI_ADDR_UNSPEC;
+  op->tagged = false;
+  op->tag = 0;
+  op->data = nullptr;
+  op->len = 0;
+  op->fail_connection = 0;
+  op->resend_once = false;
+  op_pool_.push_back(op);
+}
+
 Status OfiWorker::SendBytes(fi_addr_t to, std::vector<uint8_t> bytes,
                             std::function<void(const Status&, uint64_t)> done) {
-  if (bytes.size() > kRecvSize) {
-    // Announce, then send tagged: the receiver posts a receive of this length.
-    if (bytes.size() > kMaxLarge) {
-      return Status::InvalidArgument(fmt::format("transport ofi: message of {} bytes", bytes.size()));
-    }
-    const uint64_t tag = TagOf(kTagLarge, ++next_large_tag_);
-    std::vector<uint8_t> frame(kFrameSize);
-    PutLe32(frame.data(), kFrameMagic);
-    PutLe32(frame.data() + 4, static_cast<uint32_t>(bytes.size()));
-    PutLe64(frame.data() + 8, tag);
-    ROS2_RETURN_IF_ERROR(SendBytes(to, std::move(frame), nullptr));
-    auto* op = new Op();
-    op->kind = Op::Kind::kBulkSend;
-    op->bytes = std::move(bytes);
-    op->done = std::move(done);
-    op->tagged = true;
-    op->tag = tag;
-    return Submit(op, to, op->bytes.data(), op->bytes.size());
-  }
-  auto* op = new Op();
-  op->kind = Op::Kind::kSend;
+  Op* op = NewOp(Op::Kind::kSend);
   op->bytes = std::move(bytes);
   op->done = std::move(done);
+  return SendOp(to, op);
+}
+
+Status OfiWorker::SendOp(fi_addr_t to, Op* op) {
+  if (op->bytes.size() > kRecvSize) {
+    // Announce, then send tagged: the receiver posts a receive of this length.
+    if (op->bytes.size() > kMaxLarge) {
+      const size_t n = op->bytes.size();
+      FreeOp(op);
+      return Status::InvalidArgument(fmt::format("transport ofi: message of {} bytes", n));
+    }
+    const uint64_t tag = TagOf(kTagLarge, ++next_large_tag_);
+    Op* frame = NewOp(Op::Kind::kSend);
+    frame->bytes.resize(kFrameSize);
+    PutLe32(frame->bytes.data(), kFrameMagic);
+    PutLe32(frame->bytes.data() + 4, static_cast<uint32_t>(op->bytes.size()));
+    PutLe64(frame->bytes.data() + 8, tag);
+    if (Status st = Submit(frame, to, frame->bytes.data(), frame->bytes.size()); !st.ok()) {
+      FreeOp(op);
+      return st;
+    }
+    op->kind = Op::Kind::kBulkSend;
+    op->tagged = true;
+    op->tag = tag;
+  }
   return Submit(op, to, op->bytes.data(), op->bytes.size());
 }
 
 Status OfiWorker::SendTagged(fi_addr_t to, uint64_t tag, std::span<const std::byte> data,
                              std::function<void(const Status&, uint64_t)> done) {
-  auto* op = new Op();
-  op->kind = Op::Kind::kBulkSend;
+  Op* op = NewOp(Op::Kind::kBulkSend);
   op->done = std::move(done);
   op->tagged = true;
   op->tag = tag;
@@ -263,7 +305,7 @@ Status OfiWorker::Submit(Op* op, fi_addr_t to, const void* data, size_t len) {
     }
     if (rc != -FI_EAGAIN) {
       const bool tagged = op->tagged;
-      delete op;
+      FreeOp(op);
       return FiStatus(tagged ? "fi_tsend" : "fi_send", rc);
     }
     if (queue == send_queues_.end()) queue = send_queues_.try_emplace(to).first;
@@ -305,27 +347,25 @@ void OfiWorker::FlushSendQueues() {
   }
   // Outside the loop: a callback may send (and change the queues).
   for (Op* op : failed) {
-    --ops_in_flight_;
-    std::unique_ptr<Op> owned(op);
     const Status why = op->cancelled
                            ? Status::IOError("transport ofi: the provider refused a queued send")
                            : Status::IOError(fmt::format("transport ofi: the provider took no send to this peer for {} ms",
                                                          send_patience_.count()));
-    if (op->done) op->done(why, 0);
+    op->cancelled = false;
+    OnCompletion(op, why, 0, FI_ADDR_NOTAVAIL);
   }
 }
 
 Result<Op*> OfiWorker::RecvTagged(fi_addr_t from, uint64_t tag, std::span<std::byte> dst,
                                   std::function<void(const Status&, uint64_t)> done) {
   const Clock::time_point retry_start = Clock::now();
-  auto* op = new Op();
-  op->kind = Op::Kind::kBulkRecv;
+  Op* op = NewOp(Op::Kind::kBulkRecv);
   op->done = std::move(done);
   for (;;) {
     ssize_t rc = fi_trecv(ep_, dst.data(), dst.size(), nullptr, from, tag, 0, &op->ctx);
     if (rc == 0) break;
     if (rc != -FI_EAGAIN || !Retry(retry_start)) {
-      delete op;
+      FreeOp(op);
       return FiStatus("fi_trecv", rc);
     }
   }
@@ -337,31 +377,27 @@ Status OfiWorker::SendMessage(OfiConnection& conn, const wire::Message& msg,
                               std::function<void(const Status&, uint64_t)> done, bool resend_once) {
   if (conn.addr == FI_ADDR_UNSPEC)
     return conn.status.ok() ? Status::Disconnected("transport ofi: no peer") : conn.status;
-  std::vector<uint8_t> bytes(wire::EncodedSize(msg));
-  ROS2_ASSIGN_OR_RETURN(size_t n, wire::Encode(msg, bytes));
-  bytes.resize(n);
-  if (conn.auth != nullptr && conn.auth->keyed) ROS2_RETURN_IF_ERROR(Seal(conn, bytes));
+  // Encoded straight into a pooled op's buffer (no allocation once warm).
+  Op* op = NewOp(Op::Kind::kSend);
+  op->bytes.resize(wire::EncodedSize(msg));
+  auto n = wire::Encode(msg, op->bytes);
+  Status sealed = n.status();
+  if (sealed.ok()) {
+    op->bytes.resize(*n);
+    if (conn.auth != nullptr && conn.auth->keyed) sealed = Seal(conn, op->bytes);
+  }
+  if (!sealed.ok()) {
+    FreeOp(op);
+    return sealed;
+  }
   // A send the provider fails (the peer is gone: rxm reports it on the
   // completion, or keeps answering EAGAIN) fails the connection, so its
-  // calls end and nothing more is tried on it.
+  // calls end and nothing more is tried on it (OnCompletion).
+  op->fail_connection = conn.local_id;
+  op->resend_once = resend_once;
+  op->done = std::move(done);
   const uint64_t id = conn.local_id;
-  std::vector<uint8_t> again;
-  if (resend_once) again = bytes;
-  auto wrapped = [this, id, done = std::move(done), again = std::move(again)](const Status& st, uint64_t len) mutable {
-    if (!st.ok() && st.code() != Status::Code::kCancelled && !again.empty()) {
-      // The provider closed the connection under this message (tcp;ofi_rxm
-      // does when the peer refused a memory key): it goes once more, over
-      // the connection the provider makes anew (rma.cc).
-      resends_.push_back(Resend{id, std::move(again), 0, Clock::now() + std::chrono::milliseconds(1)});
-      return;
-    }
-    if (!st.ok() && st.code() != Status::Code::kCancelled) {
-      deferred_failures_.emplace_back(
-          id, Status::Disconnected(fmt::format("transport ofi: send failed: {}", st.message())));
-    }
-    if (done) done(st, len);
-  };
-  Status st = SendBytes(conn.addr, std::move(bytes), std::move(wrapped));
+  Status st = SendOp(conn.addr, op);
   if (!st.ok() && st.code() != Status::Code::kInvalidArgument) {
     deferred_failures_.emplace_back(id, Status::Disconnected(fmt::format("transport ofi: {}", st.message())));
   }
@@ -412,7 +448,11 @@ void OfiWorker::OnCompletion(Op* op, const Status& st, uint64_t len, fi_addr_t f
     return;
   }
   --ops_in_flight_;
-  std::unique_ptr<Op> owned(op);
+  struct Release {
+    OfiWorker* w;
+    Op* op;
+    ~Release() { w->FreeOp(op); }
+  } release{this, op};
   if (op->kind == Op::Kind::kLargeRecv) {
     if (st.ok() && len == op->bytes.size()) {
       OnWireMessage(op->bytes, op->from);
@@ -420,6 +460,18 @@ void OfiWorker::OnCompletion(Op* op, const Status& st, uint64_t len, fi_addr_t f
       ++stats_.malformed_messages;
     }
     return;
+  }
+  if (op->fail_connection != 0 && !st.ok() && st.code() != Status::Code::kCancelled) {
+    const uint64_t id = op->fail_connection;
+    if (op->resend_once && !op->bytes.empty()) {
+      // The provider closed the connection under this message (tcp;ofi_rxm
+      // does when the peer refused a memory key): it goes once more, over
+      // the connection the provider makes anew (rma.cc).
+      resends_.push_back(Resend{id, std::move(op->bytes), 0, Clock::now() + std::chrono::milliseconds(1)});
+      return;
+    }
+    deferred_failures_.emplace_back(id,
+                                    Status::Disconnected(fmt::format("transport ofi: send failed: {}", st.message())));
   }
   if (op->done) op->done(st, len);
 }
@@ -442,15 +494,14 @@ void OfiWorker::OnMessage(std::span<const uint8_t> bytes, fi_addr_t from) {
       ++stats_.malformed_messages;
       return;
     }
-    auto* op = new Op();
-    op->kind = Op::Kind::kLargeRecv;
+    Op* op = NewOp(Op::Kind::kLargeRecv);
     op->bytes.resize(length);
     op->from = from;
     for (;;) {
       ssize_t rc = fi_trecv(ep_, op->bytes.data(), length, nullptr, from, tag, 0, &op->ctx);
       if (rc == 0) break;
       if (rc != -FI_EAGAIN) {
-        delete op;
+        FreeOp(op);
         ++stats_.malformed_messages;
         return;
       }

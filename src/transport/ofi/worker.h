@@ -145,6 +145,10 @@ struct Op {
   const void* data = nullptr;
   size_t len = 0;
   Clock::time_point give_up_at;
+  // A failed send fails this connection (0: none); with resend_once, a
+  // message the provider failed goes once more first (SendMessage).
+  uint64_t fail_connection = 0;
+  bool resend_once = false;
 };
 
 // A client call (a slot in OfiWorker::calls_).
@@ -216,6 +220,12 @@ class OfiWorker final : public Worker, public RequestBackend {
   Status SendMessage(OfiConnection& conn, const wire::Message& msg,
                      std::function<void(const Status&, uint64_t)> done = nullptr, bool resend_once = false);
   Status SendBytes(fi_addr_t to, std::vector<uint8_t> bytes, std::function<void(const Status&, uint64_t)> done);
+  // Sends op->bytes (an op from NewOp, whose completion the worker handles).
+  Status SendOp(fi_addr_t to, Op* op);
+  // Ops come from a pool (no allocation per message once warm; their byte
+  // buffers keep their capacity) and return to it when they complete.
+  Op* NewOp(Op::Kind kind);
+  void FreeOp(Op* op);
   // Tagged send of `data` / directed tagged receive into `dst`.
   Status SendTagged(fi_addr_t to, uint64_t tag, std::span<const std::byte> data,
                     std::function<void(const Status&, uint64_t)> done);
@@ -275,6 +285,8 @@ class OfiWorker final : public Worker, public RequestBackend {
   void FlushSendQueues();
   std::unordered_map<fi_addr_t, std::deque<Op*>> send_queues_;
   uint64_t queued_sends_ = 0;
+  static constexpr size_t kOpPoolSize = 256;
+  std::vector<Op*> op_pool_;
   int DrainCompletions();
   // Progress without reading the clock (no housekeeping): the spin's poll.
   int ProgressNoClock();
