@@ -145,6 +145,7 @@ struct Op {
   const void* data = nullptr;
   size_t len = 0;
   Clock::time_point give_up_at;
+  std::chrono::milliseconds patience{0};
   // A failed send fails this connection (0: none); with resend_once, a
   // message the provider failed goes once more first (SendMessage).
   uint64_t fail_connection = 0;
@@ -369,6 +370,9 @@ class OfiWorker final : public Worker, public RequestBackend {
   std::vector<std::vector<uint8_t>> recv_buffers_;
   std::vector<Op> recv_ops_;
   uint64_t ops_in_flight_ = 0;
+  // Of those, tagged sends and receives and RMA chunks (bulk, large
+  // messages): while any is in flight a poll-only worker naps the least.
+  uint64_t transfers_in_flight_ = 0;
   uint64_t next_large_tag_ = 0;
   uint64_t last_connection_id_ = 0;
   std::vector<uint8_t> scratch_;  // discarded bulk-out bytes land here
