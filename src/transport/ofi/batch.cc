@@ -51,14 +51,17 @@ void OfiWorker::FlushBatch(OfiConnection& conn) {
     conn.batch.clear();
     return;
   }
-  std::vector<uint8_t> bytes;
-  bytes.reserve(conn.batch.capacity());
-  bytes.swap(conn.batch);  // the batch's storage goes out; a fresh one takes the next batch
+  // The batch's storage goes out in a pooled op; the op's former buffer
+  // takes the next batch (no allocation once warm).
+  Op* op = NewOp(Op::Kind::kSend);
+  op->bytes.swap(conn.batch);
+  std::vector<uint8_t>& bytes = op->bytes;
   if (count == 1) {
     // One entry goes as the plain message it holds.
     bytes.erase(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(wire::kHeaderSize + wire::kBatchEntryPrefix));
   } else if (Status st = wire::EncodeBatchHeader(conn.remote_id, bytes.size() - wire::kHeaderSize, bytes); !st.ok()) {
     // Cannot happen for batches SendOrBatch built: fail loudly rather than drop calls.
+    FreeOp(op);
     deferred_failures_.emplace_back(conn.local_id, st.WithContext("transport ofi: batch"));
     return;
   } else {
@@ -67,18 +70,14 @@ void OfiWorker::FlushBatch(OfiConnection& conn) {
   }
   if (conn.auth != nullptr && conn.auth->keyed) {
     if (Status st = Seal(conn, bytes); !st.ok()) {
+      FreeOp(op);
       deferred_failures_.emplace_back(conn.local_id, st);
       return;
     }
   }
   const uint64_t id = conn.local_id;
-  auto failed = [this, id](const Status& st, uint64_t) {
-    if (!st.ok() && st.code() != Status::Code::kCancelled) {
-      deferred_failures_.emplace_back(
-          id, Status::Disconnected(fmt::format("transport ofi: send failed: {}", st.message())));
-    }
-  };
-  if (Status st = SendBytes(conn.addr, std::move(bytes), std::move(failed)); !st.ok()) {
+  op->fail_connection = id;  // a failed send fails the connection (OnCompletion)
+  if (Status st = SendOp(conn.addr, op); !st.ok()) {
     deferred_failures_.emplace_back(id, Status::Disconnected(fmt::format("transport ofi: {}", st.message())));
   }
 }

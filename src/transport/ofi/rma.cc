@@ -267,6 +267,7 @@ void OfiWorker::IssueRma(const std::shared_ptr<RmaTransfer>& t) {
     }
     if (rc == 0) {
       ++ops_in_flight_;
+      ++transfers_in_flight_;
       ++t->in_flight;
       t->issued += n;
       continue;

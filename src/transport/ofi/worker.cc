@@ -35,9 +35,6 @@ Status FiStatus(std::string_view what, ssize_t rc) {
 void PutLe32(uint8_t* p, uint32_t v) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
-void PutLe64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
 uint32_t GetLe32(const uint8_t* p) {
   uint32_t v = 0;
   for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
@@ -167,7 +164,15 @@ OfiWorker::~OfiWorker() {
   }
   // Let the byes and cancellations leave (bounded).
   const auto end = Clock::now() + std::chrono::milliseconds(100);
-  while (ops_in_flight_ > 0 && Clock::now() < end) DrainCompletions();
+  while (ops_in_flight_ > 0 && Clock::now() < end) {
+    if (queued_sends_ > 0) FlushSendQueues();
+    DrainCompletions();
+  }
+  for (auto& [to, queue] : send_queues_) {
+    for (Op* op : queue) delete op;  // never posted
+  }
+  for (Op* op : op_pool_) delete op;
+  op_pool_.clear();
   registrations_.clear();  // before the endpoint and domain they belong to
   if (ep_ != nullptr) fi_close(&ep_->fid);
   if (av_ != nullptr) fi_close(&av_->fid);
@@ -201,120 +206,22 @@ bool OfiWorker::Retry(Clock::time_point start) {
   return Clock::now() - start < send_patience_;
 }
 
-Status OfiWorker::SendBytes(fi_addr_t to, std::vector<uint8_t> bytes,
-                            std::function<void(const Status&, uint64_t)> done) {
-  const Clock::time_point retry_start = Clock::now();
-  if (bytes.size() > kRecvSize) {
-    // Announce, then send tagged: the receiver posts a receive of this length.
-    if (bytes.size() > kMaxLarge) {
-      return Status::InvalidArgument(fmt::format("transport ofi: message of {} bytes", bytes.size()));
-    }
-    const uint64_t tag = TagOf(kTagLarge, ++next_large_tag_);
-    std::vector<uint8_t> frame(kFrameSize);
-    PutLe32(frame.data(), kFrameMagic);
-    PutLe32(frame.data() + 4, static_cast<uint32_t>(bytes.size()));
-    PutLe64(frame.data() + 8, tag);
-    ROS2_RETURN_IF_ERROR(SendBytes(to, std::move(frame), nullptr));
-    auto* op = new Op();
-    op->kind = Op::Kind::kBulkSend;
-    op->bytes = std::move(bytes);
-    op->done = std::move(done);
-    for (;;) {
-      ssize_t rc = fi_tsend(ep_, op->bytes.data(), op->bytes.size(), nullptr, to, tag, &op->ctx);
-      if (rc == 0) break;
-      if (rc != -FI_EAGAIN || !Retry(retry_start)) {
-        delete op;
-        return FiStatus("fi_tsend (large message)", rc);
-      }
-    }
-    ++ops_in_flight_;
-    return Status::Ok();
-  }
-  auto* op = new Op();
-  op->kind = Op::Kind::kSend;
-  op->bytes = std::move(bytes);
-  op->done = std::move(done);
-  for (;;) {
-    ssize_t rc = fi_send(ep_, op->bytes.data(), op->bytes.size(), nullptr, to, &op->ctx);
-    if (rc == 0) break;
-    if (rc != -FI_EAGAIN || !Retry(retry_start)) {
-      delete op;
-      return FiStatus("fi_send", rc);
-    }
-  }
-  ++ops_in_flight_;
-  return Status::Ok();
-}
-
-Status OfiWorker::SendTagged(fi_addr_t to, uint64_t tag, std::span<const std::byte> data,
-                             std::function<void(const Status&, uint64_t)> done) {
-  const Clock::time_point retry_start = Clock::now();
-  auto* op = new Op();
-  op->kind = Op::Kind::kBulkSend;
-  op->done = std::move(done);
-  for (;;) {
-    ssize_t rc = fi_tsend(ep_, data.data(), data.size(), nullptr, to, tag, &op->ctx);
-    if (rc == 0) break;
-    if (rc != -FI_EAGAIN || !Retry(retry_start)) {
-      delete op;
-      return FiStatus("fi_tsend", rc);
-    }
-  }
-  ++ops_in_flight_;
-  return Status::Ok();
-}
-
 Result<Op*> OfiWorker::RecvTagged(fi_addr_t from, uint64_t tag, std::span<std::byte> dst,
                                   std::function<void(const Status&, uint64_t)> done) {
   const Clock::time_point retry_start = Clock::now();
-  auto* op = new Op();
-  op->kind = Op::Kind::kBulkRecv;
+  Op* op = NewOp(Op::Kind::kBulkRecv);
   op->done = std::move(done);
   for (;;) {
     ssize_t rc = fi_trecv(ep_, dst.data(), dst.size(), nullptr, from, tag, 0, &op->ctx);
     if (rc == 0) break;
     if (rc != -FI_EAGAIN || !Retry(retry_start)) {
-      delete op;
+      FreeOp(op);
       return FiStatus("fi_trecv", rc);
     }
   }
   ++ops_in_flight_;
+  ++transfers_in_flight_;
   return op;
-}
-
-Status OfiWorker::SendMessage(OfiConnection& conn, const wire::Message& msg,
-                              std::function<void(const Status&, uint64_t)> done, bool resend_once) {
-  if (conn.addr == FI_ADDR_UNSPEC)
-    return conn.status.ok() ? Status::Disconnected("transport ofi: no peer") : conn.status;
-  std::vector<uint8_t> bytes(wire::EncodedSize(msg));
-  ROS2_ASSIGN_OR_RETURN(size_t n, wire::Encode(msg, bytes));
-  bytes.resize(n);
-  if (conn.auth != nullptr && conn.auth->keyed) ROS2_RETURN_IF_ERROR(Seal(conn, bytes));
-  // A send the provider fails (the peer is gone: rxm reports it on the
-  // completion, or keeps answering EAGAIN) fails the connection, so its
-  // calls end and nothing more is tried on it.
-  const uint64_t id = conn.local_id;
-  std::vector<uint8_t> again;
-  if (resend_once) again = bytes;
-  auto wrapped = [this, id, done = std::move(done), again = std::move(again)](const Status& st, uint64_t len) mutable {
-    if (!st.ok() && st.code() != Status::Code::kCancelled && !again.empty()) {
-      // The provider closed the connection under this message (tcp;ofi_rxm
-      // does when the peer refused a memory key): it goes once more, over
-      // the connection the provider makes anew (rma.cc).
-      resends_.push_back(Resend{id, std::move(again), 0, Clock::now() + std::chrono::milliseconds(1)});
-      return;
-    }
-    if (!st.ok() && st.code() != Status::Code::kCancelled) {
-      deferred_failures_.emplace_back(
-          id, Status::Disconnected(fmt::format("transport ofi: send failed: {}", st.message())));
-    }
-    if (done) done(st, len);
-  };
-  Status st = SendBytes(conn.addr, std::move(bytes), std::move(wrapped));
-  if (!st.ok() && st.code() != Status::Code::kInvalidArgument) {
-    deferred_failures_.emplace_back(id, Status::Disconnected(fmt::format("transport ofi: {}", st.message())));
-  }
-  return st;
 }
 
 int OfiWorker::DrainCompletions() {
@@ -361,7 +268,12 @@ void OfiWorker::OnCompletion(Op* op, const Status& st, uint64_t len, fi_addr_t f
     return;
   }
   --ops_in_flight_;
-  std::unique_ptr<Op> owned(op);
+  if (op->kind != Op::Kind::kSend) --transfers_in_flight_;
+  struct Release {
+    OfiWorker* w;
+    Op* op;
+    ~Release() { w->FreeOp(op); }
+  } release{this, op};
   if (op->kind == Op::Kind::kLargeRecv) {
     if (st.ok() && len == op->bytes.size()) {
       OnWireMessage(op->bytes, op->from);
@@ -369,6 +281,18 @@ void OfiWorker::OnCompletion(Op* op, const Status& st, uint64_t len, fi_addr_t f
       ++stats_.malformed_messages;
     }
     return;
+  }
+  if (op->fail_connection != 0 && !st.ok() && st.code() != Status::Code::kCancelled) {
+    const uint64_t id = op->fail_connection;
+    if (op->resend_once && !op->bytes.empty()) {
+      // The provider closed the connection under this message (tcp;ofi_rxm
+      // does when the peer refused a memory key): it goes once more, over
+      // the connection the provider makes anew (rma.cc).
+      resends_.push_back(Resend{id, std::move(op->bytes), 0, Clock::now() + std::chrono::milliseconds(1)});
+      return;
+    }
+    deferred_failures_.emplace_back(id,
+                                    Status::Disconnected(fmt::format("transport ofi: send failed: {}", st.message())));
   }
   if (op->done) op->done(st, len);
 }
@@ -391,21 +315,21 @@ void OfiWorker::OnMessage(std::span<const uint8_t> bytes, fi_addr_t from) {
       ++stats_.malformed_messages;
       return;
     }
-    auto* op = new Op();
-    op->kind = Op::Kind::kLargeRecv;
+    Op* op = NewOp(Op::Kind::kLargeRecv);
     op->bytes.resize(length);
     op->from = from;
     for (;;) {
       ssize_t rc = fi_trecv(ep_, op->bytes.data(), length, nullptr, from, tag, 0, &op->ctx);
       if (rc == 0) break;
       if (rc != -FI_EAGAIN) {
-        delete op;
+        FreeOp(op);
         ++stats_.malformed_messages;
         return;
       }
       fi_cq_read(cq_, nullptr, 0);
     }
     ++ops_in_flight_;
+    ++transfers_in_flight_;
     return;
   }
   OnWireMessage(bytes, from);
@@ -515,10 +439,14 @@ void OfiWorker::FailConnection(uint64_t id, const Status& why, bool count_as_los
 
 int OfiWorker::ProgressNoClock() {
   if (!pending_batches_.empty()) FlushPendingBatches();
+  if (queued_sends_ > 0) FlushSendQueues();
   int n = DrainCompletions();
   // Replies the handlers gave inside this pass leave now, not a pass later.
   if (!pending_batches_.empty()) FlushPendingBatches();
-  if (poll_only_) nap_ = n > 0 ? kMinNap : std::min(nap_ * 2, kMaxNap);
+  // Naps grow only while no bulk transfer is in flight: a segmented shm
+  // transfer (tagged bulk, a message above 64 KiB) moves a piece each time
+  // both sides progress.
+  if (poll_only_) nap_ = n > 0 || transfers_in_flight_ > 0 ? kMinNap : std::min(nap_ * 2, kMaxNap);
   if (!deferred_failures_.empty()) {
     auto failures = std::move(deferred_failures_);
     deferred_failures_.clear();
@@ -634,6 +562,8 @@ std::chrono::microseconds OfiWorker::NextDeadline(std::chrono::microseconds max_
   // Expiry checks (calls and unauthenticated connections) run every ms.
   if (live_calls_ > 0 || !connections_.empty()) wait = std::min(wait, std::chrono::microseconds(100000));
   if (poll_only_) wait = std::min(wait, nap_);
+  // Queued sends go when the provider takes them: look again soon.
+  if (queued_sends_ > 0) wait = std::min(wait, kMinNap);
   return wait;
 }
 

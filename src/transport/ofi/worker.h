@@ -137,6 +137,19 @@ struct Op {
   // Runs with the result (and bytes received); kBulkSend, kBulkRecv, kSend.
   std::function<void(const Status&, uint64_t)> done;
   bool cancelled = false;
+  // Sends: what goes where (`bytes`, or the caller's buffer for tagged
+  // bulk), and, while queued behind an EAGAIN, when to give up.
+  fi_addr_t to = FI_ADDR_UNSPEC;
+  bool tagged = false;
+  uint64_t tag = 0;
+  const void* data = nullptr;
+  size_t len = 0;
+  Clock::time_point give_up_at;
+  std::chrono::milliseconds patience{0};
+  // A failed send fails this connection (0: none); with resend_once, a
+  // message the provider failed goes once more first (SendMessage).
+  uint64_t fail_connection = 0;
+  bool resend_once = false;
 };
 
 // A client call (a slot in OfiWorker::calls_).
@@ -208,6 +221,12 @@ class OfiWorker final : public Worker, public RequestBackend {
   Status SendMessage(OfiConnection& conn, const wire::Message& msg,
                      std::function<void(const Status&, uint64_t)> done = nullptr, bool resend_once = false);
   Status SendBytes(fi_addr_t to, std::vector<uint8_t> bytes, std::function<void(const Status&, uint64_t)> done);
+  // Sends op->bytes (an op from NewOp, whose completion the worker handles).
+  Status SendOp(fi_addr_t to, Op* op);
+  // Ops come from a pool (no allocation per message once warm; their byte
+  // buffers keep their capacity) and return to it when they complete.
+  Op* NewOp(Op::Kind kind);
+  void FreeOp(Op* op);
   // Tagged send of `data` / directed tagged receive into `dst`.
   Status SendTagged(fi_addr_t to, uint64_t tag, std::span<const std::byte> data,
                     std::function<void(const Status&, uint64_t)> done);
@@ -257,6 +276,18 @@ class OfiWorker final : public Worker, public RequestBackend {
   // After an EAGAIN: progress, and whether to try again (within send_patience_ of `start`).
   bool Retry(Clock::time_point start);
   std::chrono::milliseconds send_patience_{500};
+  // Sends (worker.cc): posted at once when the provider takes them; a send
+  // it answers EAGAIN, and every later one to the same peer, waits in that
+  // peer's queue (in order) until Progress posts it, or fails once it waited
+  // send_patience_. A send never waits inside its caller, so no completion
+  // (no reply callback) runs inside Endpoint::Call or a handler's Reply.
+  Status Submit(Op* op, fi_addr_t to, const void* data, size_t len);
+  ssize_t PostSend(Op* op);
+  void FlushSendQueues();
+  std::unordered_map<fi_addr_t, std::deque<Op*>> send_queues_;
+  uint64_t queued_sends_ = 0;
+  static constexpr size_t kOpPoolSize = 256;
+  std::vector<Op*> op_pool_;
   int DrainCompletions();
   // Progress without reading the clock (no housekeeping): the spin's poll.
   int ProgressNoClock();
@@ -339,6 +370,9 @@ class OfiWorker final : public Worker, public RequestBackend {
   std::vector<std::vector<uint8_t>> recv_buffers_;
   std::vector<Op> recv_ops_;
   uint64_t ops_in_flight_ = 0;
+  // Of those, tagged sends and receives and RMA chunks (bulk, large
+  // messages): while any is in flight a poll-only worker naps the least.
+  uint64_t transfers_in_flight_ = 0;
   uint64_t next_large_tag_ = 0;
   uint64_t last_connection_id_ = 0;
   std::vector<uint8_t> scratch_;  // discarded bulk-out bytes land here
