@@ -323,6 +323,7 @@ TEST_F(CatalogTest, ADownTargetBackWhileOthersTookWritesCatchesUpFirst) {
   auto up = sys.SetTargetState(b.engine, 1, rpc::TARGET_UP);
   EXPECT_EQ(up.status().code(), Status::Code::kBusy) << up.status().ToString();
   EXPECT_NE(up.status().message().find("REINT"), std::string::npos) << up.status().ToString();
+  EXPECT_EQ(sys.SetTargetState(b.engine, 1, rpc::TARGET_DRAIN).status().code(), Status::Code::kBusy);
   // Caught up: UP, the mark gone.
   auto settled = sys.SettleTargets({{b.engine.ToString(), 1, rpc::TARGET_REINT, rpc::TARGET_UP}}, StoreBatch());
   ASSERT_TRUE(settled.ok()) << settled.status().ToString();

@@ -196,7 +196,9 @@ Result<uint64_t> SystemMap::SetTargetState(const Uuid& engine, uint32_t index, r
               "pool rebuild wait), then reintegrate",
               index, engine_id));
         }
-        if (state == rpc::TARGET_UP && target->state() == rpc::TARGET_REINT) {
+        // REINT is read only once caught up: UP or DRAIN now would serve
+        // its stale copies. Only an exclude (DOWN) takes it out meanwhile.
+        if (state != rpc::TARGET_DOWN && target->state() == rpc::TARGET_REINT) {
           return Status::Busy(fmt::format(
               "target {} of engine {} is REINT, catching up: it becomes UP by itself once it holds every copy "
               "(ros2ctl pool rebuild wait)",

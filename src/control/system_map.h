@@ -66,8 +66,8 @@ class SystemMap {
   Result<uint64_t> RegisterEngine(const EngineRegistration& reg);
   // NotFound for an unknown engine or target; returns the new version. UP on
   // a DOWNOUT target sets REINT (it catches up first); on a DOWN one it is
-  // refused (Busy) until the rebuild made it DOWNOUT, and on a REINT one
-  // (Busy) since it becomes UP once caught up.
+  // refused (Busy) until the rebuild made it DOWNOUT. A REINT target takes
+  // only DOWN (Busy otherwise): it becomes UP once caught up.
   Result<uint64_t> SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state);
   // Sets every target of `engine` to `state` in one write that also carries
   // `guard` (its compares and puts: the leader key, the engine's state
