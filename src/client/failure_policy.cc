@@ -46,11 +46,20 @@ Recovery Classify(Status::Code code, CallPhase phase, Idempotency idempotency) {
       if (nothing_sent || idempotency == Idempotency::kIdempotent) return Recovery::kReconnect;
       return Recovery::kGiveUp;
     case C::kTimedOut:
-    case C::kBusy:
       // Reaching the target or the control plane may succeed later; a request
-      // that timed out after io_timeout, or that the transport or engine
-      // refused as too many, is the caller's to pace.
+      // that timed out after io_timeout is final.
       return phase == CallPhase::kConnecting ? Recovery::kReconnect : Recovery::kGiveUp;
+    case C::kBusy:
+      // Reaching the target or the control plane may succeed later. An
+      // engine answers Busy before it runs anything: fenced (its etcd lease
+      // unrenewed, until it renews or the map marks it DOWN), still starting,
+      // or over its request budget. A request whose resend is harmless (a
+      // read; a replicated update, which carries its transaction id) waits
+      // that out, the map refreshed before each attempt; a plain write is
+      // the caller's to pace.
+      if (phase == CallPhase::kConnecting) return Recovery::kReconnect;
+      return phase == CallPhase::kAnswered && idempotency == Idempotency::kIdempotent ? Recovery::kReconnect
+                                                                                       : Recovery::kGiveUp;
     case C::kNotSupported:
     case C::kProtocol:
       // Connecting to a target's address failed outright (over tcp UCX

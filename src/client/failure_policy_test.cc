@@ -35,7 +35,9 @@ const std::map<C, std::pair<std::string, std::string>>& Table() {
       {C::kTimedOut, {"RGGG", "RGGG"}},
       // A write that was sent has an unknown outcome: never resent.
       {C::kDisconnected, {"RRGG", "RRRR"}},
-      {C::kBusy, {"RGGG", "RGGG"}},
+      // Answered Busy (fenced, starting, over budget: nothing ran): a read or
+      // a replicated update waits it out; a plain write is the caller's.
+      {C::kBusy, {"RGGG", "RGGR"}},
       // Connecting to an address that is gone (UCX over tcp): the map may
       // name a new one.
       {C::kNotSupported, {"MGGG", "MGGG"}},

@@ -296,6 +296,53 @@ TEST_F(CatalogTest, SystemMapVersionsAndPoolMaps) {
   EXPECT_EQ(catalog().CreatePool(admin_, "huge", 1ull << 40, 0).status().code(), Status::Code::kNoSpace);
 }
 
+// docs/replication.md, "Target states": a DOWN target whose engine registers
+// again comes back REINT, back from DOWN, while another engine's target took
+// writes meanwhile; UP when none could (every other target out too).
+TEST_F(CatalogTest, ADownTargetBackWhileOthersTookWritesCatchesUpFirst) {
+  EngineRegistration a = MakeEngine(2, 1ull << 30);
+  EngineRegistration b = MakeEngine(2, 1ull << 30);
+  ASSERT_TRUE(plane_->RegisterLocalEngine(a).ok());
+  ASSERT_TRUE(plane_->RegisterLocalEngine(b).ok());
+  SystemMap& sys = plane_->system_map();
+  auto state_of = [&](const EngineRegistration& e, uint32_t index) {
+    const rpc::PoolMap map = sys.Snapshot();
+    for (const auto& t : map.targets()) {
+      if (t.engine_uuid() == e.engine.ToString() && t.index() == index) return std::pair(t.state(), t.back_from_down());
+    }
+    return std::pair(rpc::TARGET_STATE_UNSPECIFIED, false);
+  };
+  ASSERT_TRUE(sys.SetTargetState(b.engine, 1, rpc::TARGET_DOWN).ok());
+  b.targets[1].worker_address = "restarted";
+  ASSERT_TRUE(plane_->RegisterLocalEngine(b).ok());
+  EXPECT_EQ(state_of(b, 1), std::pair(rpc::TARGET_REINT, true)) << "it missed the writes a's targets took";
+  EXPECT_EQ(state_of(b, 0), std::pair(rpc::TARGET_UP, false));
+  // Registering again keeps it catching up; an administrator's UP is refused.
+  ASSERT_TRUE(plane_->RegisterLocalEngine(b).ok());
+  EXPECT_EQ(state_of(b, 1), std::pair(rpc::TARGET_REINT, true));
+  auto up = sys.SetTargetState(b.engine, 1, rpc::TARGET_UP);
+  EXPECT_EQ(up.status().code(), Status::Code::kBusy) << up.status().ToString();
+  EXPECT_NE(up.status().message().find("REINT"), std::string::npos) << up.status().ToString();
+  EXPECT_EQ(sys.SetTargetState(b.engine, 1, rpc::TARGET_DRAIN).status().code(), Status::Code::kBusy);
+  // Caught up: UP, the mark gone.
+  auto settled = sys.SettleTargets({{b.engine.ToString(), 1, rpc::TARGET_REINT, rpc::TARGET_UP}}, StoreBatch());
+  ASSERT_TRUE(settled.ok()) << settled.status().ToString();
+  EXPECT_EQ(state_of(b, 1), std::pair(rpc::TARGET_UP, false));
+
+  // A cold start: both engines DOWN in the map. The first back took no write
+  // without the other: UP. The second missed what the first took since: REINT.
+  ASSERT_TRUE(sys.SetEngineState(a.engine, rpc::TARGET_DOWN, StoreBatch()).ok());
+  ASSERT_TRUE(sys.SetEngineState(b.engine, rpc::TARGET_DOWN, StoreBatch()).ok());
+  ASSERT_TRUE(plane_->RegisterLocalEngine(a).ok());
+  EXPECT_EQ(state_of(a, 0), std::pair(rpc::TARGET_UP, false));
+  EXPECT_EQ(state_of(a, 1), std::pair(rpc::TARGET_UP, false));
+  ASSERT_TRUE(plane_->RegisterLocalEngine(b).ok());
+  EXPECT_EQ(state_of(b, 0), std::pair(rpc::TARGET_REINT, true));
+  // DOWN again: the mark goes with the state.
+  ASSERT_TRUE(sys.SetEngineState(b.engine, rpc::TARGET_DOWN, StoreBatch()).ok());
+  EXPECT_EQ(state_of(b, 0), std::pair(rpc::TARGET_DOWN, false));
+}
+
 TEST_F(CatalogTest, StateSurvivesRestart) {
   EngineRegistration engine = MakeEngine(2);
   ASSERT_TRUE(plane_->RegisterLocalEngine(engine).ok());

@@ -37,7 +37,7 @@ std::pair<bool, uint64_t> ParseEngineState(const std::string& v) {
 }  // namespace
 
 ClusterMember::ClusterMember(EtcdStore* store, SystemMap* map, ClusterMemberOptions options)
-    : store_(store), map_(map), options_(std::move(options)) {
+    : store_(store), map_(map), options_(std::move(options)), started_ns_(SteadyNs()) {
   leader_value_ = options_.engine.ToString() + " " + options_.control_endpoint;
 }
 
@@ -223,8 +223,23 @@ void ClusterMember::MarkExpiredDown() {
   std::set<std::string> alive;
   for (const auto& [key, value] : *members) alive.insert(key.substr(kMembersPrefix.size()));
   const rpc::PoolMap sys = map_->Snapshot();
+  // An engine this one never saw as a member is left alone for 2 x TTL
+  // after this one started: at a cold start of the whole cluster, the
+  // engines last up (UP in the map) get that long to come back UP; marked
+  // DOWN they would come back stale (REINT) and be copied again.
+  bool starting = false;
+  {
+    const int64_t two_ttl = 2 * std::chrono::duration_cast<std::chrono::nanoseconds>(options_.ttl).count();
+    std::lock_guard lock(mu_);
+    for (const std::string& e : alive) seen_members_.insert(e);
+    starting = SteadyNs() - started_ns_ < two_ttl;
+  }
   for (const auto& e : sys.engines()) {
     if (alive.count(e.uuid()) != 0) continue;
+    if (starting) {
+      std::lock_guard lock(mu_);
+      if (!seen_members_.contains(e.uuid())) continue;
+    }
     bool any_up = false;
     for (const auto& t : sys.targets()) any_up |= t.engine_uuid() == e.uuid() && t.state() != rpc::TARGET_DOWN && t.state() != rpc::TARGET_DOWNOUT;
     if (!any_up) continue;
@@ -254,6 +269,7 @@ void ClusterMember::RefreshPeers() {
     if (info.ParseFromString(value) && !info.address().empty()) endpoints[info.uuid()] = info.address();
   }
   std::lock_guard lock(mu_);
+  for (const auto& [uuid, endpoint] : endpoints) seen_members_.insert(uuid);
   peer_endpoints_ = std::move(endpoints);
 }
 

@@ -36,6 +36,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -127,6 +128,7 @@ class ClusterMember {
   SystemMap* map_;
   ClusterMemberOptions options_;
   std::string leader_value_;  // "<uuid> <endpoint>"
+  const int64_t started_ns_;  // steady clock when this member was made
   std::atomic<int64_t> lease_{0};
   std::atomic<int64_t> renewed_ns_{0};  // steady clock of the last renewal
   std::atomic<bool> leader_{false};
@@ -141,6 +143,7 @@ class ClusterMember {
   bool members_changed_ = false;  // GUARDED_BY(mu_)
   std::string leader_endpoint_;   // GUARDED_BY(mu_)
   std::map<std::string, std::string> peer_endpoints_;  // GUARDED_BY(mu_): engine uuid -> control endpoint
+  std::set<std::string> seen_members_;                 // GUARDED_BY(mu_): engines seen as members since the start
   std::string fence_reason_;                           // GUARDED_BY(mu_): why the last hold was refused
   std::unique_ptr<EtcdWatch> watch_;
   std::thread thread_;

@@ -12,6 +12,41 @@
 namespace ros2::control {
 namespace {
 constexpr std::string_view kSysmapKey = "sysmap";
+
+// Whether a target of another engine than `engine_id` takes writes (UP,
+// DRAIN or REINT): while one does, a target that is DOWN misses them.
+bool OthersWritten(const rpc::PoolMap& map, const std::string& engine_id) {
+  return std::any_of(map.targets().begin(), map.targets().end(), [&](const rpc::TargetInfo& t) {
+    return t.engine_uuid() != engine_id &&
+           (t.state() == rpc::TARGET_UP || t.state() == rpc::TARGET_DRAIN || t.state() == rpc::TARGET_REINT);
+  });
+}
+
+// The states the targets of a registering engine come back in, by index
+// (with back_from_down), for those that do not come back UP
+// (docs/replication.md, "Target states"):
+//  - DOWNOUT, DRAIN and REINT keep theirs: only `pool reintegrate` and the
+//    rebuild's end change them;
+//  - DOWN becomes REINT back from DOWN when another engine's target takes
+//    writes: the writes made while it was DOWN went to the others, so it is
+//    caught up before it is read. When none does (every other target is
+//    out: a cold start of a cluster whose engines the map has all DOWN), no
+//    write was acknowledged without it, and it comes back UP.
+std::map<uint32_t, std::pair<rpc::TargetState, bool>> ReturningStates(const rpc::PoolMap& map,
+                                                                       const std::string& engine_id) {
+  std::map<uint32_t, std::pair<rpc::TargetState, bool>> kept;
+  const bool others_written = OthersWritten(map, engine_id);
+  for (const auto& t : map.targets()) {
+    if (t.engine_uuid() != engine_id) continue;
+    if (t.state() == rpc::TARGET_DOWNOUT || t.state() == rpc::TARGET_DRAIN || t.state() == rpc::TARGET_REINT) {
+      kept[t.index()] = {t.state(), t.state() == rpc::TARGET_REINT && t.back_from_down()};
+    } else if (t.state() == rpc::TARGET_DOWN && others_written) {
+      kept[t.index()] = {rpc::TARGET_REINT, true};
+    }
+  }
+  return kept;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<SystemMap>> SystemMap::Load(StateStore* store) {
@@ -109,16 +144,7 @@ Result<uint64_t> SystemMap::RegisterEngine(const EngineRegistration& reg) {
         // or appended when it is new.
         std::vector<TargetRegistration> sorted = reg.targets;
         std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
-        // A target out with its data rebuilt elsewhere (DOWNOUT), or moving
-        // (DRAIN, REINT), keeps its state: only `pool reintegrate` and the
-        // rebuild's end change it. Anything else comes back UP.
-        std::map<uint32_t, rpc::TargetState> kept;
-        for (const auto& t : next.targets()) {
-          if (t.engine_uuid() == engine_id &&
-              (t.state() == rpc::TARGET_DOWNOUT || t.state() == rpc::TARGET_DRAIN || t.state() == rpc::TARGET_REINT)) {
-            kept[t.index()] = t.state();
-          }
-        }
+        std::map<uint32_t, std::pair<rpc::TargetState, bool>> kept = ReturningStates(next, engine_id);
         google::protobuf::RepeatedPtrField<rpc::TargetInfo> rebuilt;
         bool placed = false;
         auto place = [&] {
@@ -126,7 +152,9 @@ Result<uint64_t> SystemMap::RegisterEngine(const EngineRegistration& reg) {
             rpc::TargetInfo* ti = rebuilt.Add();
             ti->set_engine_uuid(engine_id);
             ti->set_index(t.index);
-            ti->set_state(kept.contains(t.index) ? kept[t.index] : rpc::TARGET_UP);
+            const auto k = kept.find(t.index);
+            ti->set_state(k != kept.end() ? k->second.first : rpc::TARGET_UP);
+            ti->set_back_from_down(k != kept.end() && k->second.second);
             ti->set_worker_address(t.worker_address);
             ti->set_capacity_bytes(t.capacity_bytes);
           }
@@ -168,10 +196,19 @@ Result<uint64_t> SystemMap::SetTargetState(const Uuid& engine, uint32_t index, r
               "pool rebuild wait), then reintegrate",
               index, engine_id));
         }
+        // REINT is read only once caught up: UP or DRAIN now would serve
+        // its stale copies. Only an exclude (DOWN) takes it out meanwhile.
+        if (state != rpc::TARGET_DOWN && target->state() == rpc::TARGET_REINT) {
+          return Status::Busy(fmt::format(
+              "target {} of engine {} is REINT, catching up: it becomes UP by itself once it holds every copy "
+              "(ros2ctl pool rebuild wait)",
+              index, engine_id));
+        }
         // Back from DOWNOUT: written at once, read only once caught up (REINT).
         if (state == rpc::TARGET_UP && target->state() == rpc::TARGET_DOWNOUT) state = rpc::TARGET_REINT;
         if (target->state() == state) return false;
         target->set_state(state);
+        target->set_back_from_down(false);
         return true;
       },
       StoreBatch());
@@ -185,6 +222,7 @@ Result<uint64_t> SystemMap::SetEngineState(const Uuid& engine, rpc::TargetState 
         for (auto& t : *next->mutable_targets()) {
           if (t.engine_uuid() != engine_id || t.state() == state) continue;
           t.set_state(state);
+          t.set_back_from_down(false);
           changed = true;
         }
         return changed;
@@ -200,6 +238,7 @@ Result<uint64_t> SystemMap::SettleTargets(const std::vector<TargetMove>& moves, 
           for (const TargetMove& m : moves) {
             if (t.engine_uuid() == m.engine && t.index() == m.index && t.state() == m.from) {
               t.set_state(m.to);
+              t.set_back_from_down(false);
               changed = true;
             }
           }

@@ -58,12 +58,16 @@ class SystemMap {
   static Result<std::unique_ptr<SystemMap>> Load(StateStore* store);
 
   // Adds or updates the engine; every target of it becomes UP, but for one
-  // that is DOWNOUT, DRAIN or REINT, which keeps its state. Returns the new
-  // version. InvalidArgument names a missing field or a duplicate target index.
+  // that is DOWNOUT, DRAIN or REINT, which keeps its state, and one that is
+  // DOWN while another engine's target takes writes, which becomes REINT
+  // back from DOWN (it missed writes: caught up before it is read). Returns
+  // the new version. InvalidArgument names a missing field or a duplicate
+  // target index.
   Result<uint64_t> RegisterEngine(const EngineRegistration& reg);
   // NotFound for an unknown engine or target; returns the new version. UP on
   // a DOWNOUT target sets REINT (it catches up first); on a DOWN one it is
-  // refused (Busy) until the rebuild made it DOWNOUT.
+  // refused (Busy) until the rebuild made it DOWNOUT. A REINT target takes
+  // only DOWN (Busy otherwise): it becomes UP once caught up.
   Result<uint64_t> SetTargetState(const Uuid& engine, uint32_t index, rpc::TargetState state);
   // Sets every target of `engine` to `state` in one write that also carries
   // `guard` (its compares and puts: the leader key, the engine's state

@@ -22,6 +22,23 @@ bool Settled(const rpc::PoolMap& map) {
   });
 }
 
+// What the purge of REINT target `global` drops: everything replicated
+// (empty: whole objects) when it was DOWNOUT; back from DOWN, only the dkeys
+// it is not read for, keeping those of a group with no other readable
+// replica (placement reads it there: nothing holds more).
+Target::SweepDrop StaleCopies(const rpc::PoolMap& map, uint32_t global) {
+  if (!map.targets(int(global)).back_from_down()) return {};
+  auto converted = PoolMapFromProto(map);
+  if (!converted.ok()) return [](const ObjectId&, const std::string&) { return false; };
+  auto placed = std::make_shared<const PoolMap>(converted->map);
+  return [placed, global](const ObjectId& oid, const std::string& dkey) {
+    auto places = ReplicasForDkey(*placed, oid, dkey);
+    if (!places.ok()) return true;
+    return std::none_of(places->begin(), places->end(),
+                        [global](const ReplicaPlace& p) { return p.target == global && !p.fallback && !p.down; });
+  };
+}
+
 bool Reintegrates(const rpc::RebuildJob& job) {
   return std::find(job.states().begin(), job.states().end(), rpc::TARGET_REINT) != job.states().end();
 }
@@ -53,7 +70,7 @@ Status Rebuilder::Purge(const std::string& pool, const rpc::RebuildJob& job, con
     if (job.states(i) != rpc::TARGET_REINT || int(job.targets(i)) >= map.targets_size()) continue;
     const rpc::TargetInfo& t = map.targets(int(job.targets(i)));
     if (t.engine_uuid() != self) continue;
-    ROS2_ASSIGN_OR_RETURN(auto swept, SweepTarget(pool_id, t.index(), {}));
+    ROS2_ASSIGN_OR_RETURN(auto swept, SweepTarget(pool_id, t.index(), StaleCopies(map, job.targets(i))));
     ROS2_LOG_INFO("rebuild: pool {}: target {} reintegrating: {} stale replicated objects dropped, {} bytes freed",
                   pool, t.index(), swept.punched, swept.freed);
   }

@@ -184,12 +184,28 @@ bool Listed(const std::vector<ReplicaPlace>& places, uint32_t t) {
   return std::any_of(places.begin(), places.end(), [t](const ReplicaPlace& p) { return p.target == t; });
 }
 
+// REINT back from DOWN (TargetInfo::back_from_down) keeps its slot: no
+// fallback holds its copy whole. The slot is written, not read, unless no
+// other slot of the group is readable (then nothing holds more than it).
+void WriteOnlyBackFromDown(const PoolMap& map, std::vector<ReplicaPlace>* places) {
+  auto back = [&map](const ReplicaPlace& p) {
+    return map.targets[p.target].state == TargetState::kReint && map.targets[p.target].back_from_down;
+  };
+  const bool other_readable = std::any_of(places->begin(), places->end(), [&](const ReplicaPlace& p) {
+    return !p.down && !p.fallback && !back(p);
+  });
+  if (!other_readable) return;
+  for (ReplicaPlace& p : *places) {
+    if (back(p)) p.fallback = true;
+  }
+}
+
 // The copies of one replicated group: its r slots, then the write-only
 // copies of a move in progress (flagged `fallback`). A DRAIN member keeps its
 // slot (read and written) and its future DOWNOUT fallback, the slot it gets
 // once DRAIN becomes DOWNOUT, is written too. A REINT member is placed as
 // DOWNOUT (its fallback is read) and written too, as the copy it becomes once
-// UP.
+// UP; one back from DOWN keeps its slot, written only (WriteOnlyBackFromDown).
 std::vector<ReplicaPlace> ReplicatedGroup(const PoolMap& map, const ObjectId& oid, uint32_t group, uint32_t r) {
   const std::vector<uint32_t> ranked = RankTargets(map, oid, group, r);
   std::vector<uint32_t> ideal;
@@ -201,15 +217,19 @@ std::vector<ReplicaPlace> ReplicatedGroup(const PoolMap& map, const ObjectId& oi
     reintegrating |= map.targets[t].state == TargetState::kReint;
   }
   auto placed = [&map](uint32_t t) {
-    const TargetState s = map.targets[t].state;
-    return s == TargetState::kReint ? TargetState::kDownOut : s == TargetState::kDrain ? TargetState::kUp : s;
+    const TargetInfo& info = map.targets[t];
+    if (info.state == TargetState::kReint) return info.back_from_down ? TargetState::kUp : TargetState::kDownOut;
+    return info.state == TargetState::kDrain ? TargetState::kUp : info.state;
   };
   std::vector<ReplicaPlace> places = GroupSlots(map, ranked, ideal, placed);
   if (!draining && !reintegrating) return places;
+  WriteOnlyBackFromDown(map, &places);
   if (draining) {
     auto drained = [&map](uint32_t t) {
-      const TargetState s = map.targets[t].state;
-      return s == TargetState::kReint || s == TargetState::kDrain ? TargetState::kDownOut : s;
+      const TargetInfo& info = map.targets[t];
+      if (info.state == TargetState::kReint && info.back_from_down) return TargetState::kUp;
+      return info.state == TargetState::kReint || info.state == TargetState::kDrain ? TargetState::kDownOut
+                                                                                     : info.state;
     };
     const std::vector<ReplicaPlace> after = GroupSlots(map, ranked, ideal, drained);
     for (uint32_t j = 0; j < r; ++j) {

@@ -322,6 +322,57 @@ TEST(PlacementTest, DrainAndReintegrateWriteBothTheOldAndTheNewCopies) {
   EXPECT_EQ(drained, reintegrated);
 }
 
+// REINT back from DOWN (no rebuild filled a fallback): the target keeps its
+// slot, written and not read; the group is read from its other replicas and
+// the DOWN fallback is dropped. A group whose other replicas are all out or
+// back from DOWN too reads them: nothing holds more.
+TEST(PlacementTest, BackFromDownIsWrittenInItsOwnSlotAndNotRead) {
+  PoolMap map = MakeMap(4, 2);
+  int members = 0, orphans = 0;
+  for (uint64_t i = 0; i < 400; ++i) {
+    const ObjectId oid = ObjectId::Make(ObjectType::kKeyValue, ObjectClass::kRP2G1, 0, i);
+    map.targets[2] = {1, 0, TargetState::kUp};
+    auto up = ReplicasForDkey(map, oid, "d");
+    ASSERT_TRUE(up.ok());
+    const auto slot = std::find_if(up->begin(), up->end(), [](const ReplicaPlace& p) { return p.target == 2; });
+    if (slot == up->end()) continue;
+    const uint32_t other = (*up)[slot == up->begin() ? 1 : 0].target;
+    map.targets[2].state = TargetState::kReint;
+    map.targets[2].back_from_down = true;
+    auto back = ReplicasForDkey(map, oid, "d");
+    ASSERT_TRUE(back.ok());
+    ASSERT_EQ(back->size(), 2u) << "object " << i << ": no fallback beside the target back from DOWN";
+    for (size_t j = 0; j < 2; ++j) {
+      EXPECT_EQ((*back)[j].target, (*up)[j].target) << "object " << i;
+      EXPECT_EQ((*back)[j].fallback, (*up)[j].target == 2) << "object " << i << ": only its slot is write-only";
+    }
+    auto reads = ReadTargets(map, oid, "d");
+    auto writes = WriteTargets(map, oid, "d");
+    ASSERT_TRUE(reads.ok() && writes.ok());
+    EXPECT_EQ(*reads, std::vector<uint32_t>{other}) << "object " << i << ": read from the other replica only";
+    EXPECT_EQ(*writes, (std::vector<uint32_t>{other, 2})) << "object " << i << ": the other leads, both written";
+    ++members;
+    // The other replica back from DOWN as well (a cold start after both
+    // failed): both are read, as nothing else holds the group's data.
+    const TargetInfo saved = map.targets[other];
+    map.targets[other].state = TargetState::kReint;
+    map.targets[other].back_from_down = true;
+    reads = ReadTargets(map, oid, "d");
+    ASSERT_TRUE(reads.ok()) << reads.status().ToString();
+    EXPECT_EQ(reads->size(), 2u) << "object " << i;
+    // The other DOWN: the target back from DOWN is the only copy, and read.
+    map.targets[other].state = TargetState::kDown;
+    map.targets[other].back_from_down = false;
+    reads = ReadTargets(map, oid, "d");
+    ASSERT_TRUE(reads.ok()) << reads.status().ToString();
+    EXPECT_EQ(std::count(reads->begin(), reads->end(), 2u), 1) << "object " << i;
+    map.targets[other] = saved;
+    ++orphans;
+  }
+  EXPECT_GT(members, 40);
+  EXPECT_EQ(members, orphans);
+}
+
 TEST(PlacementTest, FallbacksSpreadOverTheSurvivors) {
   PoolMap map = MakeMap(4, 3);
   for (auto& t : map.targets) {

@@ -27,8 +27,10 @@ enum class TargetState : uint8_t {
   // Was DOWN; rebuild made its data whole on the fallback targets, which are
   // then read like any replica. No I/O goes to the target itself.
   kDownOut = 3,
-  // Was DOWNOUT, being reintegrated: placed as DOWNOUT (its fallbacks are
-  // read), and written as well while it catches up; UP once it has.
+  // Being reintegrated: written while it catches up, read once UP. From
+  // DOWNOUT it is placed as DOWNOUT (its fallbacks are read); back from DOWN
+  // (TargetInfo::back_from_down) its replicas keep their slots, write-only,
+  // and their groups are read from the other replicas.
   kReint = 4,
 };
 // DOWN or DOWNOUT: the target takes no I/O, its replicas have fallbacks.
@@ -46,6 +48,10 @@ struct TargetInfo {
   // The host the engine runs on (an index shared by the engines of one host),
   // the outer fault domain of replica placement; kUnknownHost: not known.
   uint32_t host = kUnknownHost;
+  // REINT back from DOWN before its rebuild: no fallback holds its copies
+  // whole, so its groups are read from their other replicas (a group with no
+  // other readable replica reads it: nothing holds more).
+  bool back_from_down = false;
 };
 
 struct PoolMap {

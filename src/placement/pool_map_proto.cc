@@ -51,6 +51,7 @@ Result<ConvertedPoolMap> PoolMapFromProto(const rpc::PoolMap& map) {
     info.host = HostIndex(out.engine_addresses[it->second], hosts);
     info.engine_index = t.index();
     info.state = TargetStateFromProto(t.state());
+    info.back_from_down = info.state == TargetState::kReint && t.back_from_down();
     if (t.worker_address().empty() && !IsOut(info.state)) {
       return Status::InvalidArgument(fmt::format("pool map v{}: target {} (engine {} index {}) has no worker address",
                                                  map.version(), i, t.engine_uuid(), t.index()));

@@ -25,14 +25,21 @@
 // - While a forward to one copy hangs, neither the leader nor the copy that
 //   stored the forward shows the update (their reads wait for the leader's
 //   watermark); a forward to a copy the map marks DOWN fails at once.
+// - An engine killed -9, marked DOWN, its RP_3G1 and RP_2G1 keys
+//   overwritten or punched, restarted before its rebuild (nvme stores): it
+//   comes back REINT, no read returns its stale values (every copy read,
+//   before and after its catch-up), it ends UP holding the new values, and
+//   the RP_2G1 fallback's copies are given back.
 //
 // The cluster set-up is a minimal copy of replication_test.cc's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -58,12 +65,13 @@ constexpr int kTtlSeconds = 3;
 // The shared etcd cluster, a client with the timeouts this test's kills need,
 // and raw sessions to read each copy directly.
 struct ForwardCluster : EtcdEngineCluster {
-  void Start(int engine_count, const std::string& storage_class) {
+  void Start(int engine_count, const std::string& storage_class, const std::string& rebuild = "") {
     ROS2_ASSERT_OK(EtcdEngineCluster::Start({.engines = engine_count,
                                              .storage_class = storage_class,
                                              .data_size = "32MiB",
                                              .lease_ttl = std::chrono::seconds(kTtlSeconds),
-                                             .metrics = true}));
+                                             .metrics = true,
+                                             .rebuild = rebuild}));
   }
 
   Result<std::unique_ptr<client::Client>> Client(size_t i) {
@@ -156,12 +164,13 @@ struct BackgroundRead {
 class ReplicationForwardTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_NO_FATAL_FAILURE(c_.Start(3, storage_class_));
+    ASSERT_NO_FATAL_FAILURE(c_.Start(3, storage_class_, rebuild_));
     auto mgmt = c_.Mgmt(0);
     ASSERT_TRUE(mgmt->CreatePool("p", 256 << 20).ok());
     ASSERT_TRUE(mgmt->CreateContainer("p", "rp3", {{"oclass", "RP_3G1"}, {"rd_fac", "2"}}).ok());
   }
   std::string storage_class_ = "ram";
+  std::string rebuild_;  // the engines' rebuild section (empty: defaults)
   ForwardCluster c_;
 };
 
@@ -677,10 +686,14 @@ TEST_F(ReplicationForwardTest, AnUpdateOnOneCopyOfARestartedLeaderReachesTheOthe
   ForwardToOneCopyThenKillTheLeader(c_, /*restart=*/true);
 }
 
-// The same cluster on nvme stores: what a restart keeps.
+// The same cluster on nvme stores: what a restart keeps. A DOWN engine's
+// rebuild waits a minute: an engine restarted meanwhile comes back before it.
 class ReplicationForwardDurableTest : public ReplicationForwardTest {
  protected:
-  ReplicationForwardDurableTest() { storage_class_ = "nvme"; }
+  ReplicationForwardDurableTest() {
+    storage_class_ = "nvme";
+    rebuild_ = "{ delay: 60s }";
+  }
 };
 
 // A create-if-absent of (dkey, "a") at `epoch`, sent by hand to the group's
@@ -740,6 +753,205 @@ TEST_F(ReplicationForwardDurableTest, ConditionalResendAfterTheLeadersRestartGet
     ASSERT_TRUE(got.ok()) << "target " << t << ": " << got.status().ToString();
     EXPECT_EQ(*got, first) << "target " << t;
   }
+}
+
+// The states of engine `e`'s targets in the system map engine `ask` holds.
+std::vector<rpc::TargetState> TargetStates(ForwardCluster& c, size_t ask, size_t e) {
+  std::vector<rpc::TargetState> out;
+  auto st = c.Mgmt(ask)->GetEngineStatus();
+  if (!st.ok()) return out;
+  for (const auto& t : st->targets()) {
+    if (t.engine_uuid() == c.engines[e]->engine_id()) out.push_back(t.state());
+  }
+  return out;
+}
+
+// The keys BackFromDown... writes: RP_3G1 and RP_2G1 values, each read
+// through a client `kReads` times (successive fetches start at each readable
+// copy in turn) and from each copy directly.
+struct StaleCase {
+  ObjectId oid;
+  std::string dkey;
+  size_t size;
+  uint64_t seed;  // the value's pattern; 0: punched (reads as absent)
+};
+constexpr int kReads = 6;
+
+void ExpectEveryReadNew(client::Container& cont, const std::vector<StaleCase>& keys, const char* when) {
+  for (const StaleCase& k : keys) {
+    auto obj = cont.OpenObject(k.oid);
+    ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+    for (int r = 0; r < kReads; ++r) {
+      auto got = obj->Get(k.dkey, "a", k.size);
+      ASSERT_TRUE(got.ok()) << when << ": " << k.oid.ToString() << " " << k.dkey << ": " << got.status().ToString();
+      if (k.seed == 0) {
+        EXPECT_TRUE(got->empty()) << when << ": " << k.dkey << " was punched while the engine was DOWN, read "
+                                  << got->size() << " bytes (read " << r << ")";
+      } else {
+        EXPECT_TRUE(*got == Pattern(k.size, k.seed))
+            << when << ": " << k.oid.ToString() << " " << k.dkey << " read " << r
+            << " is not the value acknowledged while the engine was DOWN";
+      }
+    }
+  }
+}
+
+// An engine killed -9, marked DOWN, its keys overwritten (and one punched)
+// through libros2, then restarted before its rebuild (docs/replication.md,
+// "Target states"): its target comes back REINT, not UP, so no read goes
+// to its stale copies; it is caught up (written meanwhile, its replicated
+// copies pulled from the survivors) and then UP, read again, with every
+// value the one acknowledged while it was DOWN. The RP_2G1 fallback's
+// copies are given back. With the engine's targets back UP at once, a
+// third of the RP_3G1 reads return the old values.
+TEST_F(ReplicationForwardDurableTest, AnEngineBackFromDownServesNoStaleRead) {
+  auto mgmt = c_.Mgmt(0);
+  ASSERT_TRUE(mgmt->CreateContainer("p", "rp2", {{"oclass", "RP_2G1"}, {"rd_fac", "1"}}).ok());
+  const int leader = c_.LeaderIndex(0);
+  ASSERT_GE(leader, 0);
+  const size_t home = leader == 0 ? 1 : 0;
+  const size_t victim = 3 - home - static_cast<size_t>(leader);
+  auto raw = c_.Raw(home, "rp2");
+  ASSERT_NE(raw, nullptr);
+  uint32_t victim_target = 0;
+  while (raw->engine_of(victim_target) != c_.engines[victim]->engine_id()) ++victim_target;
+  // An RP_2G1 object with a copy on the victim (its other copy elsewhere).
+  ObjectId rp2;
+  std::vector<uint32_t> rp2_copies;
+  for (uint64_t lo = 1; lo < 1000 && rp2_copies.empty(); ++lo) {
+    rp2 = client::Container::MakeObjectId(ObjectClass::kRP2G1, 0, lo);
+    auto copies = WriteTargets(raw->map(), rp2, "k0");
+    ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+    if (std::find(copies->begin(), copies->end(), victim_target) != copies->end()) rp2_copies = *copies;
+  }
+  ASSERT_EQ(rp2_copies.size(), 2u);
+  const ObjectId rp3 = client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, 77);
+
+  auto cl = c_.Client(home);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  auto pool = (*cl)->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  std::map<std::string, std::unique_ptr<client::Container>> conts;
+  for (const char* name : {"rp2", "rp3"}) {
+    auto cont = (*pool)->OpenContainer(name);
+    ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+    conts[name] = std::move(*cont);
+  }
+  auto cont_of = [&](const ObjectId& oid) { return oid == rp3 ? conts["rp3"].get() : conts["rp2"].get(); };
+  std::vector<StaleCase> keys;
+  for (const ObjectId& oid : {rp3, rp2}) {
+    for (int i = 0; i < 6; ++i) keys.push_back({oid, "k" + std::to_string(i), i % 2 == 0 ? 900u : 40u << 10, 0});
+  }
+  auto put_all = [&](uint64_t base) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto obj = cont_of(keys[i].oid)->OpenObject(keys[i].oid);
+      ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+      keys[i].seed = base + i;
+      ROS2_ASSERT_OK(obj->Put(keys[i].dkey, "a", Bytes(Pattern(keys[i].size, keys[i].seed))));
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(put_all(100));
+
+  const auto killed = std::chrono::steady_clock::now();
+  c_.Kill(victim);
+  while (TargetStates(c_, home, victim) != std::vector<rpc::TargetState>{rpc::TARGET_DOWN}) {
+    ASSERT_LT(MsSince(killed), 20'000) << "the victim's target never went DOWN";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  const long long down_ms = MsSince(killed);
+  // Overwritten while DOWN (the survivors and the RP_2G1 fallback take them),
+  // and one key of each object punched.
+  ASSERT_NO_FATAL_FAILURE(put_all(200));
+  for (size_t i : {size_t{5}, size_t{11}}) {
+    auto obj = cont_of(keys[i].oid)->OpenObject(keys[i].oid);
+    ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+    ROS2_ASSERT_OK(obj->PunchDkey(keys[i].dkey));
+    keys[i].seed = 0;
+  }
+  PoolMap degraded = raw->map();  // the map as it is now, the victim DOWN
+  degraded.targets[victim_target].state = TargetState::kDown;
+  auto fallback_copies = WriteTargets(degraded, rp2, "k0");
+  ASSERT_TRUE(fallback_copies.ok()) << fallback_copies.status().ToString();
+  uint32_t fallback = UINT32_MAX;
+  for (uint32_t t : *fallback_copies) {
+    if (std::find(rp2_copies.begin(), rp2_copies.end(), t) == rp2_copies.end()) fallback = t;
+  }
+  ASSERT_NE(fallback, UINT32_MAX) << "the RP_2G1 group has no fallback while its copy is DOWN";
+
+  const auto restarted = std::chrono::steady_clock::now();
+  ROS2_ASSERT_OK(c_.Restart(victim));
+  std::vector<rpc::TargetState> back;
+  while ((back = TargetStates(c_, home, victim)) == std::vector<rpc::TargetState>{rpc::TARGET_DOWN}) {
+    ASSERT_LT(MsSince(restarted), 20'000) << "the restarted victim's target stayed DOWN";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::printf("kill -9 -> DOWN %lld ms; restart -> registered in %lld ms, state %s\n", down_ms, MsSince(restarted),
+              back.empty() ? "?" : rpc::TargetState_Name(back[0]).c_str());
+  EXPECT_EQ(back, std::vector<rpc::TargetState>{rpc::TARGET_REINT})
+      << "an engine back from DOWN before its rebuild must catch up before it is read";
+
+  // A fresh client (its map has the victim back) reads every key from every
+  // copy it reads, while the victim catches up.
+  auto fresh = c_.Client(home);
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  auto fresh_pool = (*fresh)->ConnectPool("p");
+  ASSERT_TRUE(fresh_pool.ok()) << fresh_pool.status().ToString();
+  std::map<std::string, std::unique_ptr<client::Container>> fresh_conts;
+  for (const char* name : {"rp2", "rp3"}) {
+    auto cont = (*fresh_pool)->OpenContainer(name);
+    ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+    fresh_conts[name] = std::move(*cont);
+  }
+  auto read_all = [&](const char* when) {
+    for (const char* name : {"rp3", "rp2"}) {
+      std::vector<StaleCase> mine;
+      for (const StaleCase& k : keys) {
+        if ((k.oid == rp3) == (std::string(name) == "rp3")) mine.push_back(k);
+      }
+      ASSERT_NO_FATAL_FAILURE(ExpectEveryReadNew(*fresh_conts[name], mine, when));
+    }
+  };
+  ASSERT_NO_FATAL_FAILURE(read_all("back from DOWN, catching up"));
+
+  // Caught up: UP, and read again.
+  while (TargetStates(c_, home, victim) != std::vector<rpc::TargetState>{rpc::TARGET_UP}) {
+    ASSERT_LT(MsSince(restarted), 30'000) << "the victim never caught up (UP)";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const long long up_ms = MsSince(restarted);
+  std::map<bool, std::unique_ptr<ObjectSession>> caught;  // by "is rp3"
+  for (bool is_rp3 : {false, true}) {
+    caught[is_rp3] = c_.Raw(home, is_rp3 ? "rp3" : "rp2");
+    ASSERT_NE(caught[is_rp3], nullptr);
+  }
+  for (const StaleCase& k : keys) {
+    auto got = ReadCopy(*caught[k.oid == rp3], victim_target, k.oid, k.dkey, k.size);
+    if (k.seed == 0) {
+      EXPECT_TRUE(got.status().IsNotFound()) << k.dkey << " punched while DOWN is still on the caught-up copy";
+    } else {
+      ASSERT_TRUE(got.ok()) << k.oid.ToString() << " " << k.dkey << " on the caught-up copy: " << got.status().ToString();
+      EXPECT_TRUE(*got == Pattern(k.size, k.seed)) << k.oid.ToString() << " " << k.dkey << " on the caught-up copy";
+    }
+  }
+  // The fresh client's map watch brings the UP map; its reads then use the
+  // victim's copies too (its fetch count grows).
+  const auto before = FetchesByEngine(c_);
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_NO_FATAL_FAILURE(read_all("caught up, UP"));
+    const auto after = FetchesByEngine(c_);
+    if (after[victim] > before[victim]) break;
+    ASSERT_LT(round, 19) << "the caught-up victim is never read";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // The RP_2G1 fallback's copies (written while DOWN) are given back.
+  bool reclaimed = false;
+  while (!reclaimed && MsSince(restarted) < 30'000) {
+    reclaimed = ReadCopy(*caught[false], fallback, rp2, "k0", 900).status().IsNotFound();
+    if (!reclaimed) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(reclaimed) << "the fallback target " << fallback << " still holds its copy of the RP_2G1 group";
+  std::printf("restart -> caught up and UP in %lld ms; fallback copies reclaimed at %lld ms\n", up_ms,
+              MsSince(restarted));
 }
 
 }  // namespace
