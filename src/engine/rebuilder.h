@@ -130,20 +130,36 @@ class Rebuilder {
   bool ClientsActive(uint64_t source_count, ClientsSeen* seen);
   Result<rpc::RebuildPullBodyOut> PullFrom(const std::string& source, const std::string& endpoint,
                                            const rpc::RebuildPullBody& body);
-  // Stores a pull's records on this engine's fallback targets; the remote
-  // ones (array extents) are read first from their source targets over the
-  // data plane (worker `addresses` by global target index).
-  Status Apply(const Uuid& pool, const ConvertedPoolMap& map, const std::vector<std::string>& addresses,
-               rpc::RebuildPullBodyOut out);
-  Status ApplyGroup(Target* target, const Uuid& pool, const Uuid& container, const ConvertedPoolMap& map,
-                    const std::vector<std::string>& addresses, std::shared_ptr<const rpc::RebuildPullBodyOut> out,
-                    std::vector<int> records);
-  // The data of a group's remote records (rebuilder_apply.cc), read into one
-  // buffer of `buffers_`.
+  // A pull's answer made ready to store: its records checked and grouped by
+  // (target, container), and the remote ones' data (array extents) read from
+  // their source targets over the data plane (worker `addresses` by global
+  // target index), every group's reads in flight at once. A stream prepares
+  // its next answer while it stores this one (rebuilder_pull.cc). With
+  // count_only the answer is only carried.
   struct Fetched;
-  Result<std::shared_ptr<Fetched>> ReadRemote(Target* target, const Uuid& pool, const Uuid& container,
+  struct Prepared {
+    std::shared_ptr<const rpc::RebuildPullBodyOut> out;
+    struct Group {
+      Target* target = nullptr;
+      Uuid container;
+      std::vector<int> records;  // indexes into out->records()
+      std::shared_ptr<Fetched> fetched;
+    };
+    std::vector<Group> groups;
+  };
+  Result<std::shared_ptr<Prepared>> Prepare(const Uuid& pool, const ConvertedPoolMap& map,
+                                            const std::vector<std::string>& addresses, rpc::RebuildPullBodyOut out,
+                                            bool count_only);
+  // Stores a prepared answer's records on this engine's fallback targets at
+  // their epochs (rebuilder_apply.cc).
+  Status Store(const Uuid& pool, const Prepared& prepared);
+  // The data of a group's remote records (rebuilder_apply.cc), read into one
+  // buffer of `buffers_`: StartReads sends the reads, FinishReads waits for
+  // their authenticated replies (Target::ReadForRebuild).
+  Result<std::shared_ptr<Fetched>> StartReads(Target* target, const Uuid& pool, const Uuid& container,
                                               const ConvertedPoolMap& map, const std::vector<std::string>& addresses,
                                               const rpc::RebuildPullBodyOut& out, const std::vector<int>& records);
+  static Status FinishReads(Target* target, Fetched* fetched);
   // Ok while `job` is still the pool's busy job; Cancelled otherwise.
   Status StillCurrent(const std::string& pool, const rpc::RebuildJob& job);
   void Report(const std::string& pool, const rpc::RebuildProgress& progress, bool force);
