@@ -247,11 +247,14 @@ Status Rebuilder::PullJob(const std::string& pool, const rpc::RebuildJob& job) {
   if (st.ok()) {
     counted = std::async(std::launch::async, [&] {
       Status c = PullAll(pool, job, *map, true, &progress);
-      std::lock_guard lock(progress_mu_);
-      count_end = Clock::now();
-      if (!c.ok()) return c;
-      progress.set_counted(true);
-      Report(pool, progress, true);
+      {
+        std::lock_guard lock(progress_mu_);
+        count_end = Clock::now();
+        if (!c.ok()) return c;
+        progress.set_counted(true);
+      }
+      std::lock_guard io(etcd_mu_);
+      Report(pool, Progress(progress), true);
       return c;
     });
     st = PullAll(pool, job, *map, false, &progress);

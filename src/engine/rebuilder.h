@@ -163,6 +163,8 @@ class Rebuilder {
   // Ok while `job` is still the pool's busy job; Cancelled otherwise.
   Status StillCurrent(const std::string& pool, const rpc::RebuildJob& job);
   void Report(const std::string& pool, const rpc::RebuildProgress& progress, bool force);
+  // A copy of `progress` taken under progress_mu_.
+  rpc::RebuildProgress Progress(const rpc::RebuildProgress& progress);
 
   RebuilderOptions o_;
   // Buffers for the data plane's reads, kept between batches (a fresh
@@ -174,9 +176,11 @@ class Rebuilder {
   bool stop_ = false;   // GUARDED_BY(mu_)
   bool poked_ = false;  // GUARDED_BY(mu_)
   std::unique_ptr<control::EtcdWatch> watch_;  // of rebuild*: pokes the thread
-  // Report and StillCurrent, called from the pull threads, and the progress
-  // they share.
+  // The progress the pull threads share.
   std::mutex progress_mu_;
+  // Report and StillCurrent (their etcd calls and times) from the pull
+  // threads; never held with progress_mu_ waited for inside.
+  std::mutex etcd_mu_;
   // Leader: when each pool's DOWN set (pool + targets) was first seen.
   std::map<std::string, std::chrono::steady_clock::time_point> down_since_;
   std::set<std::pair<std::string, uint64_t>> finished_;   // (pool, job version) this engine pulled for

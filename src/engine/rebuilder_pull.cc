@@ -170,8 +170,13 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
       } else {
         p->set_objects_done(p->objects_done() + objects);
         p->set_bytes_done(p->bytes_done() + bytes);
-        Report(pass->pool, *p, false);
       }
+    }
+    // The report and the job check (etcd, each at most every so often) by
+    // one stream at a time and outside progress_mu_: a slow etcd call holds
+    // up the stream making it, while the others go on and skip their turn.
+    if (std::unique_lock io(etcd_mu_, std::try_to_lock); io.owns_lock()) {
+      if (!pass->count_only) Report(pass->pool, Progress(*pass->progress), false);
       ROS2_RETURN_IF_ERROR(StillCurrent(pass->pool, *pass->job));
     }
     if (!pass->count_only) {
@@ -201,6 +206,11 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
     prepared = next.valid() ? next.get() : pull(body);
     waited += Clock::now() - start;
   }
+}
+
+rpc::RebuildProgress Rebuilder::Progress(const rpc::RebuildProgress& progress) {
+  std::lock_guard lock(progress_mu_);
+  return progress;
 }
 
 Result<rpc::RebuildPullBodyOut> Rebuilder::PullFrom(const std::string& source, const std::string& endpoint,
