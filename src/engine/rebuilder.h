@@ -15,9 +15,9 @@
 //  - on every engine: for a busy job it has not finished, pulls what its
 //    fallback targets stand in for from the sources (RebuildSource here,
 //    RebuildPeers elsewhere), from every source at once: a count (objects,
-//    bytes: the ETA) beside the copy, the data batch by batch with the next
-//    batch's pull in flight while one is written into its shards at the
-//    records' epochs (a remote source's answers name the records; their
+//    bytes: the ETA) beside the copy, the data batch by batch, the next
+//    batch pulled and its data read while one is stored into its shards at
+//    the records' epochs (a remote source's answers name the records; their
 //    data comes over the data plane, Target::ReadForRebuild); while client requests reach the puller's or the
 //    source's targets, one batch at a time with a pause after each so client
 //    I/O keeps `client_share_percent` of the engine's time; reporting
