@@ -36,7 +36,9 @@
 //    copy on the dead engine to its fallback. Reported: its rate (bytes done
 //    over job start to done, as `pool query` shows it) against the disk's own
 //    copy rate of the same bytes, measured right after by fio reading and
-//    writing that many bytes (rw=rw, 1 MiB, direct, not time-based).
+//    writing that many bytes (rw=rw, 1 MiB, direct, not time-based), and the
+//    live engines' CPU over the rebuild per MiB rebuilt
+//    (engine_cpu_ms_per_mib).
 // docs/replication.md holds the figures and the command.
 #include <sys/resource.h>
 #include <unistd.h>
@@ -590,14 +592,22 @@ Status RunRebuild(Reporter& rep, EngineSet& set, const std::string& scratch) {
   if (!mgmt) return Status::Disconnected("replication bench: no management channel");
   const auto deadline = Clock::now() + std::chrono::seconds(300);
   rpc::RebuildStatus st;
+  // The engines' CPU over the rebuild: from the last sample before the job
+  // was seen busy (polled every 10 ms until then) to its end.
+  double cpu_before = set.EnginesCpuSeconds();
+  bool busy_seen = false;
   while (true) {
+    const double cpu = set.EnginesCpuSeconds();
     ROS2_ASSIGN_OR_RETURN(rpc::PoolInfo info, mgmt->QueryPool("bench"));
     st = info.rebuild();
     if (st.state() == "done") break;
     if (st.state() == "failed") return Status::Internal(fmt::format("rebuild failed: {}", st.error()));
     if (Clock::now() > deadline) return Status::TimedOut(fmt::format("rebuild still '{}' after 300 s", st.state()));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (st.state() == "busy") busy_seen = true;
+    if (!busy_seen) cpu_before = cpu;
+    std::this_thread::sleep_for(std::chrono::milliseconds(busy_seen ? 100 : 10));
   }
+  const double engine_cpu = set.EnginesCpuSeconds() - cpu_before;
   stop_client = true;
   if (client_thread.joinable()) client_thread.join();
   ROS2_RETURN_IF_ERROR(client.status);
@@ -607,9 +617,13 @@ Status RunRebuild(Reporter& rep, EngineSet& set, const std::string& scratch) {
         fmt::format("rebuild done with {} bytes in {:.3f} s: nothing to measure", st.bytes_done(), secs));
   }
   const double rate = static_cast<double>(st.bytes_done()) / secs;
-  std::fprintf(stderr, "replication bench: rebuild: %llu objects, %.1f MiB in %.2f s: %.1f MiB/s (client_share %d)\n",
+  const double cpu_ms_per_mib = engine_cpu * 1000.0 / (static_cast<double>(st.bytes_done()) / kMiB);
+  std::fprintf(stderr,
+               "replication bench: rebuild: %llu objects, %.1f MiB in %.2f s: %.1f MiB/s (client_share %d), the "
+               "engines' CPU %.2f s: %.1f ms a MiB (wall clock ms %llu to %llu)\n",
                static_cast<unsigned long long>(st.objects_done()), static_cast<double>(st.bytes_done()) / kMiB, secs,
-               rate / kMiB, g_opts.rebuild_share);
+               rate / kMiB, g_opts.rebuild_share, engine_cpu, cpu_ms_per_mib,
+               static_cast<unsigned long long>(st.started_ms()), static_cast<unsigned long long>(st.finished_ms()));
   ROS2_ASSIGN_OR_RETURN(double copy, DiskCopyRate(scratch, st.bytes_done()));
   std::string classes;
   for (const auto& name : g_opts.oclasses) {
@@ -638,6 +652,7 @@ Status RunRebuild(Reporter& rep, EngineSet& set, const std::string& scratch) {
                rate / kMiB, copy / kMiB, rate / copy);
   rep.Add(Record{"replication", desc, "mib_s", rate / kMiB, std::string("fio-disk-copy"), copy / kMiB});
   rep.Add(Record{"replication", desc, "bytes", static_cast<double>(st.bytes_done()), std::nullopt, std::nullopt});
+  rep.Add(Record{"replication", desc, "engine_cpu_ms_per_mib", cpu_ms_per_mib, std::nullopt, std::nullopt});
   return Status::Ok();
 }
 

@@ -85,6 +85,7 @@ TEST(ReplicationSuiteTest, RpAgainstS1TheKillAndTheRebuild) {
   EXPECT_GT(rate["baseline_value"].get<double>(), 0) << rate.dump();
   EXPECT_NEAR(rate["ratio"].get<double>(), rate["value"].get<double>() / rate["baseline_value"].get<double>(), 1e-6);
   EXPECT_GT(records[rebuild]["bytes"]["value"].get<double>(), 0);
+  EXPECT_GT(records[rebuild]["engine_cpu_ms_per_mib"]["value"].get<double>(), 0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "placement/placement.h"
+#include "vos/keys.h"
 
 namespace ros2::engine {
 namespace {
@@ -17,6 +18,7 @@ constexpr auto kTargetWait = std::chrono::seconds(20);
 constexpr size_t kBatchDkeys = 64;     // dkeys copied per batch
 constexpr size_t kBatchVisits = 1024;  // objects and dkeys looked at per batch
 constexpr size_t kSingleGuess = 4096;  // first buffer of a single value (larger ones are read again)
+constexpr size_t kDkeysAhead = 32;     // dkeys listed per enumeration of an object
 
 std::string OidBytes(const ObjectId& oid) {
   std::string out(16, '\0');
@@ -215,6 +217,11 @@ void RunBatch(vos::Vos* v, const BatchScope& s, const std::shared_ptr<Batch>& b,
   bool matched = cursor->object_matched();
   size_t visits = 0, copied = 0;
   const PoolMap& map = s.scan->map.map;
+  // The object's dkeys are listed kDkeysAhead at a time (one enumeration, not
+  // one per dkey); `resume` is the anchor just after the last one looked at,
+  // where the cursor resumes when the batch ends before `ahead` is used up.
+  std::deque<std::string> ahead;
+  std::string resume = dkeys.position;
   while (visits++ < kBatchVisits && copied < kBatchDkeys && (b->count_only || b->bytes < s.scan->max_bytes)) {
     if (!have_oid) {
       auto listed = v->ListObjects(kEpochMax, &objects, 1);
@@ -229,27 +236,35 @@ void RunBatch(vos::Vos* v, const BatchScope& s, const std::shared_ptr<Batch>& b,
       have_oid = true;
       matched = false;
       dkeys = ListAnchor{};
+      ahead.clear();
+      resume.clear();
     }
-    auto listed = v->ListDkeys(oid, kEpochMax, &dkeys, 1);
-    if (!listed.ok()) return b->Fail(listed.status());
-    if (listed->empty()) {
-      b->objects += matched && PartOf(oid.lo ^ oid.hi, s.scan) == s.scan->part ? 1 : 0;
-      have_oid = matched = false;
-      continue;
+    if (ahead.empty()) {
+      auto listed = v->ListDkeys(oid, kEpochMax, &dkeys, kDkeysAhead);
+      if (!listed.ok()) return b->Fail(listed.status());
+      if (listed->empty()) {
+        b->objects += matched && PartOf(oid.lo ^ oid.hi, s.scan) == s.scan->part ? 1 : 0;
+        have_oid = matched = false;
+        continue;
+      }
+      ahead.assign(std::make_move_iterator(listed->begin()), std::make_move_iterator(listed->end()));
     }
-    auto places = ReplicasForDkey(map, oid, listed->front());
+    const std::string dkey = std::move(ahead.front());
+    ahead.pop_front();
+    resume = vos::keys::TreeKey(vos::keys::DkeyScope(oid, dkey));  // as ListDkeys leaves its anchor
+    auto places = ReplicasForDkey(map, oid, dkey);
     if (!places.ok()) continue;
     auto fallbacks = FallbacksFor(*places, s.self, s.requester);
     if (fallbacks.empty()) continue;
     matched = true;
-    if (PartOf(std::hash<std::string>{}(listed->front()) ^ oid.lo ^ oid.hi, s.scan) != s.scan->part) continue;
+    if (PartOf(std::hash<std::string>{}(dkey) ^ oid.lo ^ oid.hi, s.scan) != s.scan->part) continue;
     ++copied;
-    Status st = CollectDkey(v, b, oid, listed->front(), fallbacks);
+    Status st = CollectDkey(v, b, oid, dkey, fallbacks);
     if (!st.ok()) return b->Fail(st);
   }
   cursor->set_object_anchor(objects.position);
   cursor->set_oid(have_oid ? OidBytes(oid) : std::string());
-  cursor->set_dkey_anchor(have_oid ? dkeys.position : std::string());
+  cursor->set_dkey_anchor(have_oid ? (ahead.empty() ? dkeys.position : resume) : std::string());
   cursor->set_object_matched(have_oid && matched);
 }
 

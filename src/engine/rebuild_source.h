@@ -25,6 +25,7 @@
 
 #include "common/status.h"
 #include "common/uuid.h"
+#include "control/crypto.h"
 #include "engine/target.h"
 #include "placement/pool_map_proto.h"
 #include "ros2/rebuild.pb.h"
@@ -61,6 +62,24 @@ inline constexpr uint64_t kMaxRebuildReadBytes = uint64_t{64} << 20;
 // kMaxRebuildReadBytes in all; else InvalidArgument naming the first bad
 // extent (target_rebuild_plane.cc; `target` only names the reader).
 Result<std::vector<uint64_t>> RebuildReadLengths(const rpc::RebuildReadRequest& m, uint32_t target);
+
+// The source's reply to a rebuild read (target_rebuild_plane.cc): the label,
+// the request's `nonce` and `body` (each extent's size and checksums) sealed
+// with AES-256-GCM under a key derived from the engines' `forward` key, with
+// every byte of `data` (what the source pushes) as authenticated data. The
+// serialized rpc::RebuildReadReply.
+Result<std::string> SealRebuildReadReply(const control::HmacSha256& forward, std::string_view nonce,
+                                         const rpc::RebuildReadBody& body, std::span<const std::byte> data);
+
+// The puller's check of the reply `payload` to its read with `nonce`, the
+// pushed bytes in `data`: the body only if the reply opens under the read key
+// with exactly these bytes and this nonce (so neither the data, the
+// checksums, nor a reply to another read passes) and names `extents`
+// extents; else Unauthenticated (Protocol for a reply that does not parse or
+// lacks extents). Nothing of a refused reply reaches a store.
+Result<rpc::RebuildReadBody> OpenRebuildReadReply(const control::HmacSha256& forward, std::string_view nonce,
+                                                  std::span<const uint8_t> payload, std::span<const std::byte> data,
+                                                  size_t extents, uint32_t target);
 
 class RebuildSource {
  public:

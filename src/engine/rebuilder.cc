@@ -247,11 +247,14 @@ Status Rebuilder::PullJob(const std::string& pool, const rpc::RebuildJob& job) {
   if (st.ok()) {
     counted = std::async(std::launch::async, [&] {
       Status c = PullAll(pool, job, *map, true, &progress);
-      std::lock_guard lock(progress_mu_);
-      count_end = Clock::now();
-      if (!c.ok()) return c;
-      progress.set_counted(true);
-      Report(pool, progress, true);
+      {
+        std::lock_guard lock(progress_mu_);
+        count_end = Clock::now();
+        if (!c.ok()) return c;
+        progress.set_counted(true);
+      }
+      std::lock_guard io(etcd_mu_);
+      Report(pool, Progress(progress), true);
       return c;
     });
     st = PullAll(pool, job, *map, false, &progress);
@@ -272,25 +275,6 @@ Status Rebuilder::PullJob(const std::string& pool, const rpc::RebuildJob& job) {
   progress.set_updated_ms(HybridClock::WallMillis());
   Report(pool, progress, true);
   return st;
-}
-
-Status Rebuilder::Apply(const Uuid& pool, const ConvertedPoolMap& map, const std::vector<std::string>& addresses,
-                        rpc::RebuildPullBodyOut out) {
-  auto shared = std::make_shared<const rpc::RebuildPullBodyOut>(std::move(out));
-  std::map<std::pair<uint32_t, std::string>, std::vector<int>> groups;  // (target index, container) -> records
-  for (int i = 0; i < shared->records_size(); ++i) {
-    const rpc::RebuildRecord& r = shared->records(i);
-    if (r.fallback_target() >= map.map.targets.size()) {
-      return Status::Protocol(fmt::format("rebuild: a record for target {} beyond the map", r.fallback_target()));
-    }
-    groups[{map.map.targets[r.fallback_target()].engine_index, r.container()}].push_back(i);
-  }
-  for (auto& [key, records] : groups) {
-    if (key.first >= o_.targets.size()) return Status::Protocol("rebuild: a record for a target this engine lacks");
-    ROS2_ASSIGN_OR_RETURN(Uuid container, Uuid::Parse(key.second));
-    ROS2_RETURN_IF_ERROR(ApplyGroup(o_.targets[key.first], pool, container, map, addresses, shared, std::move(records)));
-  }
-  return Status::Ok();
 }
 
 }  // namespace ros2::engine

@@ -15,9 +15,9 @@
 //  - on every engine: for a busy job it has not finished, pulls what its
 //    fallback targets stand in for from the sources (RebuildSource here,
 //    RebuildPeers elsewhere), from every source at once: a count (objects,
-//    bytes: the ETA) beside the copy, the data batch by batch with the next
-//    batch's pull in flight while one is written into its shards at the
-//    records' epochs (a remote source's answers name the records; their
+//    bytes: the ETA) beside the copy, the data batch by batch, the next
+//    batch pulled and its data read while one is stored into its shards at
+//    the records' epochs (a remote source's answers name the records; their
 //    data comes over the data plane, Target::ReadForRebuild); while client requests reach the puller's or the
 //    source's targets, one batch at a time with a pause after each so client
 //    I/O keeps `client_share_percent` of the engine's time; reporting
@@ -130,23 +130,41 @@ class Rebuilder {
   bool ClientsActive(uint64_t source_count, ClientsSeen* seen);
   Result<rpc::RebuildPullBodyOut> PullFrom(const std::string& source, const std::string& endpoint,
                                            const rpc::RebuildPullBody& body);
-  // Stores a pull's records on this engine's fallback targets; the remote
-  // ones (array extents) are read first from their source targets over the
-  // data plane (worker `addresses` by global target index).
-  Status Apply(const Uuid& pool, const ConvertedPoolMap& map, const std::vector<std::string>& addresses,
-               rpc::RebuildPullBodyOut out);
-  Status ApplyGroup(Target* target, const Uuid& pool, const Uuid& container, const ConvertedPoolMap& map,
-                    const std::vector<std::string>& addresses, std::shared_ptr<const rpc::RebuildPullBodyOut> out,
-                    std::vector<int> records);
-  // The data of a group's remote records (rebuilder_apply.cc), read into one
-  // buffer of `buffers_`.
+  // A pull's answer made ready to store: its records checked and grouped by
+  // (target, container), and the remote ones' data (array extents) read from
+  // their source targets over the data plane (worker `addresses` by global
+  // target index), every group's reads in flight at once. A stream prepares
+  // its next answer while it stores this one (rebuilder_pull.cc). With
+  // count_only the answer is only carried.
   struct Fetched;
-  Result<std::shared_ptr<Fetched>> ReadRemote(Target* target, const Uuid& pool, const Uuid& container,
+  struct Prepared {
+    std::shared_ptr<const rpc::RebuildPullBodyOut> out;
+    struct Group {
+      Target* target = nullptr;
+      Uuid container;
+      std::vector<int> records;  // indexes into out->records()
+      std::shared_ptr<Fetched> fetched;
+    };
+    std::vector<Group> groups;
+  };
+  Result<std::shared_ptr<Prepared>> Prepare(const Uuid& pool, const ConvertedPoolMap& map,
+                                            const std::vector<std::string>& addresses, rpc::RebuildPullBodyOut out,
+                                            bool count_only);
+  // Stores a prepared answer's records on this engine's fallback targets at
+  // their epochs (rebuilder_apply.cc).
+  Status Store(const Uuid& pool, const Prepared& prepared);
+  // The data of a group's remote records (rebuilder_apply.cc), read into one
+  // buffer of `buffers_`: StartReads sends the reads, FinishReads waits for
+  // their authenticated replies (Target::ReadForRebuild).
+  Result<std::shared_ptr<Fetched>> StartReads(Target* target, const Uuid& pool, const Uuid& container,
                                               const ConvertedPoolMap& map, const std::vector<std::string>& addresses,
                                               const rpc::RebuildPullBodyOut& out, const std::vector<int>& records);
+  static Status FinishReads(Target* target, Fetched* fetched);
   // Ok while `job` is still the pool's busy job; Cancelled otherwise.
   Status StillCurrent(const std::string& pool, const rpc::RebuildJob& job);
   void Report(const std::string& pool, const rpc::RebuildProgress& progress, bool force);
+  // A copy of `progress` taken under progress_mu_.
+  rpc::RebuildProgress Progress(const rpc::RebuildProgress& progress);
 
   RebuilderOptions o_;
   // Buffers for the data plane's reads, kept between batches (a fresh
@@ -158,9 +176,11 @@ class Rebuilder {
   bool stop_ = false;   // GUARDED_BY(mu_)
   bool poked_ = false;  // GUARDED_BY(mu_)
   std::unique_ptr<control::EtcdWatch> watch_;  // of rebuild*: pokes the thread
-  // Report and StillCurrent, called from the pull threads, and the progress
-  // they share.
+  // The progress the pull threads share.
   std::mutex progress_mu_;
+  // Report and StillCurrent (their etcd calls and times) from the pull
+  // threads; never held with progress_mu_ waited for inside.
+  std::mutex etcd_mu_;
   // Leader: when each pool's DOWN set (pool + targets) was first seen.
   std::map<std::string, std::chrono::steady_clock::time_point> down_since_;
   std::set<std::pair<std::string, uint64_t>> finished_;   // (pool, job version) this engine pulled for

@@ -2,8 +2,8 @@
 // and reporting progress.
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <future>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -87,9 +87,11 @@ struct Rebuilder::Fetched {
   std::shared_ptr<std::byte> buffer;
   // By record: its bytes in `buffer` and their checksums.
   std::map<int, std::pair<std::span<const std::byte>, rpc::RebuildReadChecksums>> records;
+  // The reads in flight (one per source target) and the records each names.
+  std::vector<std::pair<std::future<Result<rpc::RebuildReadBody>>, std::vector<int>>> reads;
 };
 
-Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::ReadRemote(Target* target, const Uuid& pool,
+Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::StartReads(Target* target, const Uuid& pool,
                                                                   const Uuid& container, const ConvertedPoolMap& map,
                                                                   const std::vector<std::string>& addresses,
                                                                   const rpc::RebuildPullBodyOut& out,
@@ -111,9 +113,8 @@ Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::ReadRemote(Target* target
   if (by_source.empty()) return f;
   f->buffer = buffers_->Take(total);
   if (f->buffer == nullptr) return Status::NoSpace(fmt::format("rebuild: no memory for a read of {} bytes", total));
-  std::vector<std::pair<std::future<Result<rpc::RebuildReadBody>>, const std::vector<int>*>> reads;
   uint64_t at = 0;
-  for (const auto& [source, indexes] : by_source) {
+  for (auto& [source, indexes] : by_source) {
     Target::RebuildRead read;
     read.address = addresses[source];
     read.request.set_pool_uuid(pool.ToString());
@@ -136,76 +137,111 @@ Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::ReadRemote(Target* target
     }
     read.dst = std::span(f->buffer.get() + start, at - start);
     auto promise = std::make_shared<std::promise<Result<rpc::RebuildReadBody>>>();
-    reads.emplace_back(promise->get_future(), &indexes);
+    f->reads.emplace_back(promise->get_future(), std::move(indexes));
     // The buffer stays alive until the transport is done with it.
     read.done = [promise, keep = f->buffer](Result<rpc::RebuildReadBody> r) { promise->set_value(std::move(r)); };
     target->ReadForRebuild(std::move(read));
   }
+  return f;
+}
+
+Status Rebuilder::FinishReads(Target* target, Fetched* f) {
   const auto deadline = std::chrono::steady_clock::now() + kApplyWait;
-  for (auto& [future, indexes] : reads) {
+  for (auto& [future, indexes] : f->reads) {
     if (future.wait_until(deadline) != std::future_status::ready) {
       return Status::TimedOut(fmt::format("rebuild: target {} did not read from the source", target->index()));
     }
+    // Only a reply that opened under the read key (its nonce, checksums and
+    // bytes authenticated) gets here; anything else fails the batch before a
+    // byte of it is stored.
     ROS2_ASSIGN_OR_RETURN(rpc::RebuildReadBody body, future.get());
-    for (size_t k = 0; k < indexes->size(); ++k) {
-      auto& [data, csum] = f->records[(*indexes)[k]];
+    for (size_t k = 0; k < indexes.size(); ++k) {
+      auto& [data, csum] = f->records[indexes[k]];
       csum = std::move(*body.mutable_extents(static_cast<int>(k)));
       if (csum.size() > data.size()) return Status::Protocol("rebuild read: a value larger than its buffer");
       data = data.first(csum.size());
     }
   }
-  return f;
+  f->reads.clear();
+  return Status::Ok();
 }
 
-Status Rebuilder::ApplyGroup(Target* target, const Uuid& pool, const Uuid& container, const ConvertedPoolMap& map,
-                             const std::vector<std::string>& addresses,
-                             std::shared_ptr<const rpc::RebuildPullBodyOut> out, std::vector<int> records) {
-  for (const int i : records) {
-    const rpc::RebuildRecord& r = out->records(i);
+Result<std::shared_ptr<Rebuilder::Prepared>> Rebuilder::Prepare(const Uuid& pool, const ConvertedPoolMap& map,
+                                                                 const std::vector<std::string>& addresses,
+                                                                 rpc::RebuildPullBodyOut out, bool count_only) {
+  auto p = std::make_shared<Prepared>();
+  p->out = std::make_shared<const rpc::RebuildPullBodyOut>(std::move(out));
+  if (count_only) return p;
+  const rpc::RebuildPullBodyOut& o = *p->out;
+  std::map<std::pair<uint32_t, std::string>, std::vector<int>> groups;  // (target index, container) -> records
+  for (int i = 0; i < o.records_size(); ++i) {
+    const rpc::RebuildRecord& r = o.records(i);
+    if (r.fallback_target() >= map.map.targets.size()) {
+      return Status::Protocol(fmt::format("rebuild: a record for target {} beyond the map", r.fallback_target()));
+    }
     if (r.oid().size() != 16 || r.dkey().empty() || r.akey().empty() || (r.array() && r.record_size() == 0) ||
         (r.array() && r.epoch() == 0) || (r.remote() && (r.count() == 0 || r.record_size() == 0))) {
-      return Status::Protocol(fmt::format("rebuild: a malformed record for container {}", container.ToString()));
+      return Status::Protocol(fmt::format("rebuild: a malformed record for container {}", r.container()));
     }
+    groups[{map.map.targets[r.fallback_target()].engine_index, r.container()}].push_back(i);
   }
-  ROS2_ASSIGN_OR_RETURN(std::shared_ptr<Fetched> fetched,
-                        ReadRemote(target, pool, container, map, addresses, *out, records));
-  const auto deadline = std::chrono::steady_clock::now() + kApplyWait;
-  while (true) {
-    auto w = std::make_shared<Writes>();
-    std::future<Status> done = w->done.get_future();
-    target->WithShard(pool, container, true, [w, out, records, fetched](Result<vos::Vos*> v) {
-      if (!v.ok() || *v == nullptr) {
-        w->status = v.ok() ? Status::Busy("opening") : v.status();
-        w->Finish();
-        return;
-      }
-      for (const int i : records) {
-        ++w->pending;
-        vos::UpdateOp op = UpdateFor(out->records(i));
-        if (auto it = fetched->records.find(i); it != fetched->records.end()) {
-          op.data = it->second.first;
-          op.csum.type = static_cast<ChecksumType>(it->second.second.csum_type());
-          op.csum.chunk_size = it->second.second.csum_chunk();
-          op.csum.values.assign(it->second.second.csums().begin(), it->second.second.csums().end());
-        }
-        (*v)->SubmitUpdate(op, [w, out, fetched](Status st) {
-          if (!st.ok() && w->status.ok()) w->status = st.WithContext("rebuild: storing a pulled record");
+  for (auto& [key, records] : groups) {
+    if (key.first >= o_.targets.size()) return Status::Protocol("rebuild: a record for a target this engine lacks");
+    ROS2_ASSIGN_OR_RETURN(Uuid container, Uuid::Parse(key.second));
+    Prepared::Group g{o_.targets[key.first], container, std::move(records), nullptr};
+    ROS2_ASSIGN_OR_RETURN(g.fetched, StartReads(g.target, pool, container, map, addresses, o, g.records));
+    p->groups.push_back(std::move(g));
+  }
+  for (auto& g : p->groups) ROS2_RETURN_IF_ERROR(FinishReads(g.target, g.fetched.get()));
+  return p;
+}
+
+Status Rebuilder::Store(const Uuid& pool, const Prepared& prepared) {
+  const std::shared_ptr<const rpc::RebuildPullBodyOut>& out = prepared.out;
+  for (const Prepared::Group& g : prepared.groups) {
+    const auto deadline = std::chrono::steady_clock::now() + kApplyWait;
+    while (true) {
+      auto w = std::make_shared<Writes>();
+      std::future<Status> done = w->done.get_future();
+      g.target->WithShard(pool, g.container, true,
+                          [w, out, records = g.records, fetched = g.fetched](Result<vos::Vos*> v) {
+        if (!v.ok() || *v == nullptr) {
+          w->status = v.ok() ? Status::Busy("opening") : v.status();
           w->Finish();
-        });
+          return;
+        }
+        for (const int i : records) {
+          ++w->pending;
+          vos::UpdateOp op = UpdateFor(out->records(i));
+          if (auto it = fetched->records.find(i); it != fetched->records.end()) {
+            op.data = it->second.first;
+            op.csum.type = static_cast<ChecksumType>(it->second.second.csum_type());
+            op.csum.chunk_size = it->second.second.csum_chunk();
+            op.csum.values.assign(it->second.second.csums().begin(), it->second.second.csums().end());
+          }
+          (*v)->SubmitUpdate(op, [w, out, fetched](Status st) {
+            if (!st.ok() && w->status.ok()) w->status = st.WithContext("rebuild: storing a pulled record");
+            w->Finish();
+          });
+        }
+        w->Finish();
+      });
+      if (done.wait_until(deadline) != std::future_status::ready) {
+        return Status::TimedOut(fmt::format("rebuild: target {} did not store the pulled records", g.target->index()));
       }
-      w->Finish();
-    });
-    if (done.wait_until(deadline) != std::future_status::ready) {
-      return Status::TimedOut(fmt::format("rebuild: target {} did not store the pulled records", target->index()));
+      Status st = done.get();
+      if (st.code() != Status::Code::kBusy || st.message() != "opening") {
+        ROS2_RETURN_IF_ERROR(st);
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        return Status::TimedOut(fmt::format("rebuild: the shard of container {} on target {} did not open",
+                                            g.container.ToString(), g.target->index()));
+      }
+      if (!Pause(std::chrono::milliseconds(20))) return Status::Cancelled("rebuild: the engine is stopping");
     }
-    Status st = done.get();
-    if (st.code() != Status::Code::kBusy || st.message() != "opening") return st;
-    if (std::chrono::steady_clock::now() > deadline) {
-      return Status::TimedOut(fmt::format("rebuild: the shard of container {} on target {} did not open",
-                                          container.ToString(), target->index()));
-    }
-    if (!Pause(std::chrono::milliseconds(20))) return Status::Cancelled("rebuild: the engine is stopping");
   }
+  return Status::Ok();
 }
 
 Status Rebuilder::StillCurrent(const std::string& pool, const rpc::RebuildJob& job) {

@@ -1,6 +1,6 @@
 // Rebuilder (rebuilder.h): the pulls of one pass, from every source at once,
-// each source's next batch in flight while the last one is written, and the
-// pauses that leave client I/O its share.
+// each stream's next batch pulled and its data read while the last one is
+// stored, and the pauses that leave client I/O its share.
 #include <atomic>
 #include <future>
 
@@ -13,9 +13,9 @@ namespace ros2::engine {
 namespace {
 
 constexpr auto kPullTimeout = std::chrono::seconds(30);
-// The data an answer carries (a dkey is never split). Each stream holds at
-// most two answers (one being written, one in flight), so a pass holds about
-// 2 x kWorkers x this (48 MiB), plus the copies gRPC and protobuf make.
+// The data an answer names (a dkey is never split). Each stream holds at most
+// two answers with their data (one being stored, the next being pulled and
+// read), so a pass holds about 2 x kWorkers x this (48 MiB) in reused buffers.
 constexpr uint64_t kBatchBytes = 4 << 20;
 // A copy pulls from each source in this many parts side by side (each its
 // own cursor); at most kWorkers parts of a pass are in flight.
@@ -117,11 +117,16 @@ bool Rebuilder::ClientsActive(uint64_t source_count, ClientsSeen* seen) {
 Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::RebuildPullBody body) {
   using Clock = std::chrono::steady_clock;
   const std::string endpoint = pass->endpoints[source];
-  auto pull = [this, source, endpoint](rpc::RebuildPullBody b) { return PullFrom(source, endpoint, std::move(b)); };
+  // An answer and, for a copy, its data read over the data plane: the next
+  // one is prepared while this one is stored.
+  auto pull = [this, pass, source, endpoint](rpc::RebuildPullBody b) -> Result<std::shared_ptr<Prepared>> {
+    ROS2_ASSIGN_OR_RETURN(rpc::RebuildPullBodyOut out, PullFrom(source, endpoint, std::move(b)));
+    return Prepare(pass->pool_id, pass->map, pass->addresses, std::move(out), pass->count_only);
+  };
   const uint32_t share = o_.config.client_share_percent;
   ClientsSeen seen{ClientRequests(o_.targets), std::nullopt};
   bool throttled = false;  // clients were active during the last batch
-  std::future<Result<rpc::RebuildPullBodyOut>> next;
+  std::future<Result<std::shared_ptr<Prepared>>> next;
   auto start = Clock::now();
   std::unique_lock throttle(pass->throttle, std::defer_lock);
   // Where the time went (logged at the end): waiting for answers, writing
@@ -138,21 +143,23 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
         pass->pool, pass->count_only ? "count" : "copy", source, body.part(), std::max<uint32_t>(body.stride(), 1),
         moved, inline_bytes, batches, throttled_batches, ms(waited), ms(applied), ms(paused));
   };
-  Result<rpc::RebuildPullBodyOut> out = pull(body);
+  Result<std::shared_ptr<Prepared>> prepared = pull(body);
   waited += Clock::now() - start;
   while (true) {
-    if (!out.ok()) return out.status();
+    if (!prepared.ok()) return prepared.status();
     ++batches;
     if (pass->failed) return Status::Cancelled("rebuild: another source failed");
-    const bool more = !out->cursor().done();
-    *body.mutable_cursor() = out->cursor();
-    // Unthrottled, the next batch is read and sent while this one is written.
+    const rpc::RebuildPullBodyOut& out = *(*prepared)->out;
+    const bool more = !out.cursor().done();
+    *body.mutable_cursor() = out.cursor();
+    // Unthrottled, the next batch is pulled and its data read while this one
+    // is stored.
     if (more && !throttled) next = std::async(std::launch::async, pull, body);
-    const uint64_t objects = out->objects(), bytes = out->bytes(), clients = out->client_requests();
+    const uint64_t objects = out.objects(), bytes = out.bytes(), clients = out.client_requests();
     moved += bytes;
-    for (const auto& r : out->records()) inline_bytes += r.data().size();
+    for (const auto& r : out.records()) inline_bytes += r.data().size();
     const auto apply_start = Clock::now();
-    if (!pass->count_only) ROS2_RETURN_IF_ERROR(Apply(pass->pool_id, pass->map, pass->addresses, std::move(*out)));
+    if (!pass->count_only) ROS2_RETURN_IF_ERROR(Store(pass->pool_id, **prepared));
     applied += Clock::now() - apply_start;
     {
       std::lock_guard lock(progress_mu_);
@@ -163,8 +170,13 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
       } else {
         p->set_objects_done(p->objects_done() + objects);
         p->set_bytes_done(p->bytes_done() + bytes);
-        Report(pass->pool, *p, false);
       }
+    }
+    // The report and the job check (etcd, each at most every so often) by
+    // one stream at a time and outside progress_mu_: a slow etcd call holds
+    // up the stream making it, while the others go on and skip their turn.
+    if (std::unique_lock io(etcd_mu_, std::try_to_lock); io.owns_lock()) {
+      if (!pass->count_only) Report(pass->pool, Progress(*pass->progress), false);
       ROS2_RETURN_IF_ERROR(StillCurrent(pass->pool, *pass->job));
     }
     if (!pass->count_only) {
@@ -191,9 +203,14 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
     }
     if (throttled && !pass->count_only) throttle.lock();
     start = Clock::now();
-    out = next.valid() ? next.get() : pull(body);
+    prepared = next.valid() ? next.get() : pull(body);
     waited += Clock::now() - start;
   }
+}
+
+rpc::RebuildProgress Rebuilder::Progress(const rpc::RebuildProgress& progress) {
+  std::lock_guard lock(progress_mu_);
+  return progress;
 }
 
 Result<rpc::RebuildPullBodyOut> Rebuilder::PullFrom(const std::string& source, const std::string& endpoint,

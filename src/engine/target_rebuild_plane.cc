@@ -84,6 +84,41 @@ Result<std::vector<uint64_t>> RebuildReadLengths(const rpc::RebuildReadRequest& 
   return out;
 }
 
+Result<std::string> SealRebuildReadReply(const control::HmacSha256& forward, std::string_view nonce,
+                                         const rpc::RebuildReadBody& body, std::span<const std::byte> data) {
+  ROS2_ASSIGN_OR_RETURN(control::Aes256Key key, ReadKey(forward));
+  std::string plain(kReadLabel);
+  plain.append(nonce).append(body.SerializeAsString());
+  ROS2_ASSIGN_OR_RETURN(std::string sealed, control::SealAes256Gcm(key, plain, AsView(data)));
+  rpc::RebuildReadReply reply;
+  reply.set_sealed(std::move(sealed));
+  return reply.SerializeAsString();
+}
+
+Result<rpc::RebuildReadBody> OpenRebuildReadReply(const control::HmacSha256& forward, std::string_view nonce,
+                                                  std::span<const uint8_t> payload, std::span<const std::byte> data,
+                                                  size_t extents, uint32_t target) {
+  rpc::RebuildReadReply m;
+  if (!m.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return Status::Protocol("rebuild read: the source's reply does not parse");
+  }
+  ROS2_ASSIGN_OR_RETURN(control::Aes256Key key, ReadKey(forward));
+  auto plain = control::OpenAes256Gcm(key, m.sealed(), AsView(data));
+  const std::string prefix = std::string(kReadLabel).append(nonce);
+  if (!plain.ok() || !plain->starts_with(prefix)) {
+    return Status::Unauthenticated(
+        fmt::format("engine target {}: rebuild read: the reply or its data fails authentication (not from an "
+                    "engine of the cluster, altered, or a replay)",
+                    target));
+  }
+  rpc::RebuildReadBody body;
+  if (!body.ParseFromArray(plain->data() + prefix.size(), static_cast<int>(plain->size() - prefix.size())) ||
+      static_cast<size_t>(body.extents_size()) != extents) {
+    return Status::Protocol("rebuild read: the source's reply lacks extents");
+  }
+  return body;
+}
+
 void Target::HandleRebuildRead(IncomingRequest req) {
   if (Status st = RequireEngineSession(req, "rebuild read", "only a rebuilding engine reads extents this way");
       !st.ok()) {
@@ -127,15 +162,9 @@ void Target::HandleRebuildRead(IncomingRequest req) {
     if (!r->status.ok()) return r->req.Reply(r->status);
     // label || nonce || checksums, sealed with the pushed bytes as
     // authenticated data (AES-256-GCM: GMAC over the bulk).
-    auto key = ReadKey(*replica().mac);
-    if (!key.ok()) return r->req.Reply(key.status());
-    std::string plain(kReadLabel);
-    plain.append(r->m.nonce()).append(r->body.SerializeAsString());
-    auto sealed = control::SealAes256Gcm(*key, plain, AsView(r->buffer.span()));
+    auto sealed = SealRebuildReadReply(*replica().mac, r->m.nonce(), r->body, r->buffer.span());
     if (!sealed.ok()) return r->req.Reply(sealed.status());
-    rpc::RebuildReadReply reply;
-    reply.set_sealed(std::move(*sealed));
-    auto out = std::make_shared<std::string>(reply.SerializeAsString());
+    auto out = std::make_shared<std::string>(std::move(*sealed));
     r->req.Push(r->buffer.span(), [r, out](const Status& pushed) {
       if (!pushed.ok()) return r->req.Reply(pushed.WithContext("rebuild read: pushing the extents"));
       r->req.Reply(Status::Ok(), AsBytes(*out));
@@ -217,30 +246,11 @@ void Target::ReadForRebuild(RebuildRead read) {
         static_cast<uint16_t>(obj::Opcode::kRebuildRead), AsBytes(payload), o,
         [this, done, nonce, dst, lengths = std::move(*lengths)](const transport::ReplyView& reply) {
           if (!reply.status.ok()) return done(reply.status.WithContext("rebuild read"));
-          rpc::RebuildReadReply m;
-          if (!m.ParseFromArray(reply.payload.data(), static_cast<int>(reply.payload.size()))) {
-            return done(Status::Protocol("rebuild read: the source's reply does not parse"));
-          }
           if (reply.bulk_in_bytes != dst.size()) {
             return done(Status::Protocol(fmt::format("rebuild read: the source pushed {} bytes of {}",
                                                      reply.bulk_in_bytes, dst.size())));
           }
-          auto key = ReadKey(*replica().mac);
-          if (!key.ok()) return done(key.status());
-          auto plain = control::OpenAes256Gcm(*key, m.sealed(), AsView(dst));
-          const std::string prefix = std::string(kReadLabel) + nonce;
-          if (!plain.ok() || !plain->starts_with(prefix)) {
-            return done(Status::Unauthenticated(
-                fmt::format("engine target {}: rebuild read: the reply or its data fails authentication (not from an "
-                            "engine of the cluster, altered, or a replay)",
-                            index_)));
-          }
-          rpc::RebuildReadBody body;
-          if (!body.ParseFromArray(plain->data() + prefix.size(), static_cast<int>(plain->size() - prefix.size())) ||
-              static_cast<size_t>(body.extents_size()) != lengths.size()) {
-            return done(Status::Protocol("rebuild read: the source's reply lacks extents"));
-          }
-          done(std::move(body));
+          done(OpenRebuildReadReply(*replica().mac, nonce, reply.payload, dst, lengths.size(), index_));
         });
     if (!sent.ok()) done(sent.WithContext("rebuild read"));
   });
