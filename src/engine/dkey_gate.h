@@ -24,6 +24,13 @@ namespace ros2::engine {
 class DkeyGate {
  public:
   static std::string Key(const Uuid& pool, const Uuid& container, const ObjectId& oid, std::string_view dkey);
+  // The object's part of Key: its first kObjectKeySize bytes. A dkey is never
+  // empty (obj_rpc refuses it), so no dkey's key equals an object's.
+  static constexpr size_t kObjectKeySize = 48;
+  static std::string ObjectKey(const Uuid& pool, const Uuid& container, const ObjectId& oid) {
+    return Key(pool, container, oid, {});
+  }
+  static std::string_view ObjectOf(std::string_view key) { return key.substr(0, kObjectKeySize); }
 
   // Runs `critical` now when no operation holds `key`, else after every earlier
   // holder released it. `critical` owns the key until it calls Release(key)
@@ -43,7 +50,7 @@ class DkeyGate {
 
 inline std::string DkeyGate::Key(const Uuid& pool, const Uuid& container, const ObjectId& oid, std::string_view dkey) {
   std::string k;
-  k.reserve(48 + dkey.size());
+  k.reserve(kObjectKeySize + dkey.size());
   k.append(reinterpret_cast<const char*>(pool.bytes().data()), pool.bytes().size());
   k.append(reinterpret_cast<const char*>(container.bytes().data()), container.bytes().size());
   for (uint64_t v : {oid.hi, oid.lo}) {

@@ -518,6 +518,14 @@ void Target::HandleList(IncomingRequest req) {
   auto shard = Admit(req, m->header, control::kRightRead);
   if (!shard.ok()) return FailEnumerate(req, shard.status(), &m->header);
   if (*shard == nullptr) return Park(std::move(req), m->header);
+  // A replicated object's dkeys (or a dkey's akeys, an akey's extents) with an
+  // update or punch not yet on every copy: held until it is, as a fetch is
+  // (docs/replication.md "Read rule"). A listing of objects is not.
+  if (m->kind == obj::ListKind::kDkeys ? HoldWhileObjectOpen(req, m->header, m->oid)
+      : m->kind != obj::ListKind::kObjects ? HoldWhileResolving(req, m->header, m->oid, m->dkey)
+                                           : false) {
+    return;
+  }
   vos::Vos& vos = *(*shard)->vos;
   const Epoch epoch = ReadEpoch(m->header.epoch);
 
@@ -585,6 +593,11 @@ void Target::HandleQuery(IncomingRequest req) {
   auto shard = Admit(req, m->header, control::kRightRead);
   if (!shard.ok()) return FailEnumerate(req, shard.status(), &m->header);
   if (*shard == nullptr) return Park(std::move(req), m->header);
+  // Held as a listing of the object's dkeys (or of the dkey's akeys) is.
+  if (m->kind == obj::QueryKind::kArrayEnd ? HoldWhileResolving(req, m->header, m->oid, m->dkey)
+                                           : HoldWhileObjectOpen(req, m->header, m->oid)) {
+    return;
+  }
   vos::Vos& vos = *(*shard)->vos;
   const Epoch epoch = ReadEpoch(m->header.epoch);
   obj::QueryReply reply;

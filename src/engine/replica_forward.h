@@ -97,7 +97,7 @@ struct ReplicaState {
   std::shared_ptr<const std::vector<uint8_t>> last_capability;
   // Dkeys (DkeyGate::Key) with an in-doubt operation being resolved, and the
   // reads held until it is.
-  std::map<std::string, int> resolving;
+  std::map<std::string, int, std::less<>> resolving;
   // The committed watermark (docs/replication.md, "Read rule").
   // Leader: positions are numbered from next_seq (set at first use to the
   // wall clock in ns, so above any earlier incarnation's); `open` holds those
@@ -123,8 +123,10 @@ struct ReplicaState {
   std::map<std::string, uint64_t> watermarks;
   // Both: the dkeys (DkeyGate::Key) with an update or punch not yet known to
   // be on every copy (led here and not settled, or forwarded here and above
-  // its leader's watermark), and how many; their reads are held.
-  std::map<std::string, int> unsettled;
+  // its leader's watermark), and how many; their reads are held. Ordered:
+  // the keys of one object's dkeys are contiguous (listings of the object
+  // are held while any is here, Target::ObjectOpen).
+  std::map<std::string, int, std::less<>> unsettled;
   std::chrono::steady_clock::time_point next_prune;
   std::vector<std::tuple<std::string, transport::IncomingRequest, void (Target::*)(transport::IncomingRequest)>> held;
 };

@@ -18,7 +18,9 @@
 // keeps only what it stored above its leader's watermark, and holds reads
 // of those dkeys until the watermark passes them (or their resolution
 // completes); the leader holds reads of a dkey it has an operation in flight
-// on. Target thread only.
+// on. Listings and queries are held the same way, per object (of its dkeys,
+// its largest dkey) or per dkey (of its akeys, extents, an array's end).
+// Target thread only.
 #include <algorithm>
 #include <set>
 
@@ -251,13 +253,32 @@ void Target::ResolvedOne(const std::shared_ptr<InDoubtOp>& e, const std::string&
   ReleaseHeld(gate);
 }
 
+namespace {
+
+// Whether `keys` (DkeyGate keys, ordered) has a dkey of `object`: the keys of
+// one object's dkeys are contiguous, after the object's own key.
+bool HasDkeyOf(const std::map<std::string, int, std::less<>>& keys, std::string_view object) {
+  auto it = keys.lower_bound(object);
+  return it != keys.end() && std::string_view(it->first).substr(0, object.size()) == object;
+}
+
+}  // namespace
+
+bool Target::ObjectOpen(std::string_view object) {
+  const ReplicaState& rs = replica();
+  return HasDkeyOf(rs.unsettled, object) || HasDkeyOf(rs.resolving, object);
+}
+
 void Target::ReleaseHeld(const std::string& gate) {
   ReplicaState& rs = replica();
-  if (rs.resolving.count(gate) != 0 || rs.unsettled.count(gate) != 0) return;
-  // The reads held for the dkey run now, in arrival order.
+  if (rs.held.empty() || rs.resolving.count(gate) != 0 || rs.unsettled.count(gate) != 0) return;
+  // The reads held for the dkey, and the listings held for its object once
+  // none of its dkeys has an operation left, run now, in arrival order.
+  const std::string_view object = DkeyGate::ObjectOf(gate);
+  const bool object_free = !ObjectOpen(object);
   std::vector<std::pair<transport::IncomingRequest, Handler>> ready;
   for (auto h = rs.held.begin(); h != rs.held.end();) {
-    if (std::get<0>(*h) != gate) {
+    if (std::get<0>(*h) != gate && !(object_free && std::get<0>(*h) == object)) {
       ++h;
       continue;
     }
@@ -280,6 +301,19 @@ bool Target::HoldWhileResolving(transport::IncomingRequest& req, const obj::Requ
   if (ReplicaCount(oid.object_class()) < 2) return false;  // only replicated updates are held
   std::string gate = DkeyGate::Key(h.pool, h.container, oid, dkey);
   if (replica_->resolving.count(gate) == 0 && replica_->unsettled.count(gate) == 0) return false;
+  return Hold(std::move(gate), req);
+}
+
+bool Target::HoldWhileObjectOpen(transport::IncomingRequest& req, const obj::RequestHeader& h, const ObjectId& oid) {
+  if (replica_ == nullptr || dispatching_ == nullptr) return false;
+  if (replica_->resolving.empty() && replica_->unsettled.empty()) return false;
+  if (ReplicaCount(oid.object_class()) < 2) return false;  // only replicated updates are held
+  std::string object = DkeyGate::ObjectKey(h.pool, h.container, oid);
+  if (!ObjectOpen(object)) return false;
+  return Hold(std::move(object), req);
+}
+
+bool Target::Hold(std::string gate, transport::IncomingRequest& req) {
   if (replica_->held.size() >= env_->limits.target_requests_in_flight) return false;  // served as it is
   replica_->held.emplace_back(std::move(gate), std::move(req), dispatching_);
   return true;

@@ -351,6 +351,18 @@ class Target {
   // held).
   bool HoldWhileResolving(transport::IncomingRequest& req, const obj::RequestHeader& h, const ObjectId& oid,
                           const std::string& dkey);
+  // A listing or query of a replicated object's dkeys (or its largest dkey)
+  // while an operation on any of its dkeys is counted as above: held until
+  // none is (true: held). Costs an emptiness check while no replicated
+  // operation is open on the target, and a class check for a non-replicated
+  // object.
+  bool HoldWhileObjectOpen(transport::IncomingRequest& req, const obj::RequestHeader& h, const ObjectId& oid);
+  // Queues `req` under `gate` (a dkey's or an object's key) for ReleaseHeld;
+  // false when the held queue is full (served as it is).
+  bool Hold(std::string gate, transport::IncomingRequest& req);
+  // Whether a dkey of `object` (DkeyGate::ObjectKey) has an operation counted
+  // in ReplicaState::unsettled or ::resolving: one ordered lookup in each.
+  bool ObjectOpen(std::string_view object);
   ReplicaState& replica();
 
  public:
