@@ -7,12 +7,16 @@
 //              answers each with a 64-byte reply (the shape of a call whose
 //              bulk rides the request inline);
 //   op=read  — the client sends 64 bytes, the server answers with 64 + `size`.
-// `qd` requests are in flight; a reply sends the next. Manual progress, a
+// `qd` requests are in flight; a reply sends the next. With --batch B a
+// message carries B requests' payloads (op=write: 64 + B x size bytes, op=read:
+// the reply carries them) and answers for B, as the transport's corked calls
+// share a kBatch message: qd / B messages are in flight, and rxm's eager
+// buffer (FI_OFI_RXM_BUFFER_SIZE, unless set) is raised to hold one. Manual progress, a
 // completion queue per process (FI_CQ_FORMAT_CONTEXT) with wait object
 // FI_WAIT_FD, polled and, when empty for --spin-us, slept on through
 // fi_trywait + epoll_wait on its fd, as the transport's worker does; with
 // --wait none the queue has no wait object and both sides busy-poll.
-// Prints one line: `ofi-floor op=.. size=.. qd=.. messages=N seconds=S mib_s=X`.
+// Prints one line: `ofi-floor op=.. size=.. qd=.. batch=.. wait=.. calls=N seconds=S mib_s=X`.
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -23,6 +27,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -45,6 +50,7 @@ struct Options {
   std::string wait = "fd";
   uint64_t size = 4096;
   int qd = 128;
+  int batch = 1;
   double seconds = 1;
   double warmup = 0.2;
   int spin_us = 50;
@@ -236,8 +242,9 @@ std::vector<Op> MakeOps(int n, bool recv, size_t bytes) {
 
 void Server(Side& s, const Options& o) {
   const bool write = o.op == "write";
-  const size_t in_len = kHeader + (write ? o.size : 0);
-  const size_t out_len = kHeader + (write ? 0 : o.size);
+  const uint64_t payload = o.size * static_cast<uint64_t>(o.batch);
+  const size_t in_len = kHeader + (write ? payload : 0);
+  const size_t out_len = kHeader + (write ? 0 : payload);
   std::vector<Op> recvs = MakeOps(o.qd + 16, true, in_len);
   std::vector<Op> sends = MakeOps(o.qd + 16, false, 0);
   for (Op& op : sends) s.free_sends.push_back(&op);
@@ -266,8 +273,10 @@ void Server(Side& s, const Options& o) {
 
 void Client(Side& s, const Options& o) {
   const bool write = o.op == "write";
-  const size_t out_len = kHeader + (write ? o.size : 0);
-  const size_t in_len = kHeader + (write ? 0 : o.size);
+  const uint64_t payload = o.size * static_cast<uint64_t>(o.batch);
+  const size_t out_len = kHeader + (write ? payload : 0);
+  const size_t in_len = kHeader + (write ? 0 : payload);
+  const int messages = (o.qd + o.batch - 1) / o.batch;
   std::vector<Op> recvs = MakeOps(o.qd + 16, true, in_len);
   std::vector<Op> sends = MakeOps(o.qd + 16, false, 0);
   for (Op& op : sends) s.free_sends.push_back(&op);
@@ -280,7 +289,7 @@ void Client(Side& s, const Options& o) {
   const Clock::time_point end =
       measure_from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   int in_flight = 0;
-  for (int i = 0; i < o.qd; ++i, ++in_flight) Send(s, request.data(), request.size());
+  for (int i = 0; i < messages; ++i, ++in_flight) Send(s, request.data(), request.size());
   uint64_t counted = 0;
   bool measuring = false;
   Clock::time_point t0 = measure_from, t1 = end;
@@ -303,7 +312,7 @@ void Client(Side& s, const Options& o) {
     }
     for (Op* op : arrived) {
       --in_flight;
-      ++counted;
+      counted += static_cast<uint64_t>(o.batch);
       PostRecv(s, op);
       if (now < end) {
         Send(s, request.data(), request.size());
@@ -316,8 +325,8 @@ void Client(Side& s, const Options& o) {
   Send(s, request.data(), kHeader);
   Drain(s, sends.size());
   const double secs = std::chrono::duration<double>(t1 - t0).count();
-  std::printf("ofi-floor op=%s size=%llu qd=%d wait=%s messages=%llu seconds=%.3f mib_s=%.1f\n", o.op.c_str(),
-              static_cast<unsigned long long>(o.size), o.qd, o.wait.c_str(), static_cast<unsigned long long>(counted),
+  std::printf("ofi-floor op=%s size=%llu qd=%d batch=%d wait=%s calls=%llu seconds=%.3f mib_s=%.1f\n", o.op.c_str(),
+              static_cast<unsigned long long>(o.size), o.qd, o.batch, o.wait.c_str(), static_cast<unsigned long long>(counted),
               secs, secs > 0 ? static_cast<double>(counted * o.size) / secs / (1 << 20) : 0.0);
 }
 
@@ -332,6 +341,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"write", "read"}));
   app.add_option("--size", o.size, "payload bytes a message")->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   app.add_option("--qd", o.qd, "requests in flight")->check(CLI::Range(1, 1024));
+  app.add_option("--batch", o.batch, "requests a message carries (and a reply answers)")->check(CLI::Range(1, 64));
   app.add_option("--seconds", o.seconds, "measured seconds (after --warmup)")->check(CLI::Range(0.01, 600.0));
   app.add_option("--warmup", o.warmup, "seconds streamed before measuring");
   app.add_option("--wait", o.wait, "fd (FI_WAIT_FD queue, sleep when idle) or none (busy-poll)")
@@ -343,6 +353,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "ofi-floor: --cpus takes two CPUs: CLIENT,SERVER\n");
     return 2;
   }
+  const uint64_t eager = std::max<uint64_t>(16384, kHeader + o.size * static_cast<uint64_t>(o.batch) + 1024);
+  setenv("FI_OFI_RXM_BUFFER_SIZE", std::to_string(eager).c_str(), /*overwrite=*/0);
   int to_client[2], to_server[2];
   if (pipe(to_client) != 0 || pipe(to_server) != 0) {
     std::perror("ofi-floor: pipe");

@@ -31,8 +31,10 @@
 // the same provider, op and size, run in each round before the op
 // (ros2-bench-ofi-floor, bench/transport_ofi_floor.cc: qd messages in flight,
 // a small reply each, no ROS2 code in the path): ofi-floor (a FI_WAIT_FD queue
-// slept on when idle, as the transport's worker) and ofi-floor-busy (no wait
-// object, both processes busy-poll).
+// slept on when idle, as the transport's worker), ofi-floor-busy (no wait
+// object, both processes busy-poll), and, where corked calls share batches
+// (bs small enough that batch_limit holds two), ofi-floor-batched: a message
+// carrying as many payloads as a batch of that size holds, one reply each.
 // Finally the shm/tcp ratio of the 4 KiB write RPC p50 is a record of its own.
 #include <linux/limits.h>
 #include <unistd.h>
@@ -235,7 +237,7 @@ std::optional<PerftestResult> FiPingpong(const Context& ctx, uint64_t bs) {
 // The raw libfabric floor (ros2-bench-ofi-floor) of one bulk case over the
 // provider the Context opened: its MiB/s, or nothing when it failed.
 std::optional<double> OfiFloor(const Context& ctx, const std::string& op, uint64_t bs, const std::string& wait,
-                               double seconds) {
+                               int batch, double seconds) {
   const auto fail = [&](const Status& st) -> std::optional<double> {
     std::fprintf(stderr, "transport bench: ofi floor op=%s bs=%llu wait=%s: %s\n", op.c_str(),
                  static_cast<unsigned long long>(bs), wait.c_str(), st.ToString().c_str());
@@ -250,7 +252,7 @@ std::optional<double> OfiFloor(const Context& ctx, const std::string& op, uint64
   SpawnOptions spawn;
   spawn.argv = {floor_path, "--provider", OfiProviderName(ctx), "--domain", shm ? "" : ctx.options().net_devices,
                 "--op", op, "--size", std::to_string(bs), "--qd", std::to_string(g_opts.bulk_qd), "--wait", wait,
-                "--seconds", fmt::format("{:.3f}", std::max(seconds, 0.05))};
+                "--batch", std::to_string(batch), "--seconds", fmt::format("{:.3f}", std::max(seconds, 0.05))};
   if (g_opts.pin.size() == 2) {
     spawn.argv.push_back("--cpus");
     spawn.argv.push_back(fmt::format("{},{}", g_opts.pin[0], g_opts.pin[1]));
@@ -572,7 +574,14 @@ int RunTransportSuite(Reporter& rep) {
         floors = [&](const std::string& op, double seconds) {
           std::vector<std::pair<std::string, double>> out;
           for (const auto& [wait, name] : {std::pair{"fd", "ofi-floor"}, std::pair{"none", "ofi-floor-busy"}}) {
-            if (auto v = OfiFloor(*c.ctx, op, bs, wait, seconds)) out.emplace_back(name, *v);
+            if (auto v = OfiFloor(*c.ctx, op, bs, wait, 1, seconds)) out.emplace_back(name, *v);
+          }
+          // Corked, the calls share kBatch messages of up to batch_limit bytes
+          // (about 7 calls of 4 KiB with their entries): the same stream raw.
+          const uint64_t per_batch = c.ctx->options().batch_limit / (bs + 64);
+          if (g_opts.batch && per_batch >= 2) {
+            const int b = static_cast<int>(std::min<uint64_t>(per_batch, 64));
+            if (auto v = OfiFloor(*c.ctx, op, bs, "fd", b, seconds)) out.emplace_back("ofi-floor-batched", *v);
           }
           return out;
         };
@@ -658,7 +667,8 @@ const bool registered = RegisterSuite(Suite{
       app.add_option("--idle", g_opts.idle_s, "seconds of the idle CPU measurement");
       app.add_flag("--floor", g_opts.floor,
                    "ofi bulk cases: also run the raw libfabric floor (ros2-bench-ofi-floor) of each op in each "
-                   "round, records ofi-floor (FI_WAIT_FD queue, as the worker) and ofi-floor-busy (busy-polled)");
+                   "round, records ofi-floor (FI_WAIT_FD queue, as the worker), ofi-floor-busy (busy-polled) and "
+                   "ofi-floor-batched (payloads shared by messages as corked calls share batches)");
       app.add_flag("!--no-perftest", g_opts.perftest, "skip the baselines (ucx_perftest, fi_pingpong)");
       app.add_option("--pingpong-iterations", g_opts.pingpong_iterations,
                      "fi_pingpong transfers per baseline up to 64 KiB (a tenth of it above)")

@@ -101,7 +101,8 @@ TEST(TransportSuiteTest, BulkRunsWithABufferPerCallInFlight) {
 }
 
 // --floor: each ofi bulk case carries the raw libfabric floors of its op
-// (FI_WAIT_FD as the worker, and busy-polled), measured in the same run.
+// (FI_WAIT_FD as the worker, busy-polled, and batched as corked calls are),
+// measured in the same run.
 TEST(TransportSuiteTest, OfiBulkCasesCarryTheRawLibfabricFloors) {
   BenchRun r = RunBench({"--json", "transport", "--provider", "ofi", "--transports", "tcp", "--bs", "4096", "--ops",
                          "write,read", "--runtime", "0.3", "--idle", "0.1", "--no-perftest", "--floor"});
@@ -119,7 +120,7 @@ TEST(TransportSuiteTest, OfiBulkCasesCarryTheRawLibfabricFloors) {
     floors[c.find("op=write") != std::string::npos ? "write" : "read"].insert(j.at("baseline").get<std::string>());
   }
   for (const std::string op : {"write", "read"}) {
-    EXPECT_EQ(floors[op], (std::set<std::string>{"ofi-floor", "ofi-floor-busy"})) << op << "\n" << r.out << r.err;
+    EXPECT_EQ(floors[op], (std::set<std::string>{"ofi-floor", "ofi-floor-busy", "ofi-floor-batched"})) << op << "\n" << r.out << r.err;
   }
 }
 
