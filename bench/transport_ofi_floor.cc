@@ -203,9 +203,7 @@ int Progress(Side& s, F&& on_complete) {
 
 void Send(Side& s, const char* buf, size_t len) {
   while (s.free_sends.empty()) {
-    Progress(s, [&](Op* op) {
-      (op->recv ? s.stashed : s.free_sends).push_back(op);
-    });
+    Progress(s, [&](Op* op) { (op->recv ? s.stashed : s.free_sends).push_back(op); });
   }
   Op* op = s.free_sends.back();
   s.free_sends.pop_back();
@@ -255,13 +253,14 @@ void Server(Side& s, const Options& o) {
   while (!stop) {
     arrived.swap(s.stashed);
     s.stashed.clear();
-    if (arrived.empty()) Progress(s, [&](Op* op) {
-      if (op->recv) {
-        arrived.push_back(op);
-      } else {
-        s.free_sends.push_back(op);
-      }
-    });
+    if (arrived.empty())
+      Progress(s, [&](Op* op) {
+        if (op->recv) {
+          arrived.push_back(op);
+        } else {
+          s.free_sends.push_back(op);
+        }
+      });
     for (Op* op : arrived) {
       if (static_cast<uint8_t>(op->buf[0]) == kStop) stop = true;
       PostRecv(s, op);
@@ -284,8 +283,8 @@ void Client(Side& s, const Options& o) {
   std::vector<char> request(out_len, 'q');  // one source buffer for every call in flight
   request[0] = 0;
   const Clock::time_point start = Clock::now();
-  const Clock::time_point measure_from = start + std::chrono::duration_cast<Clock::duration>(
-                                                     std::chrono::duration<double>(o.warmup));
+  const Clock::time_point measure_from =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.warmup));
   const Clock::time_point end =
       measure_from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   int in_flight = 0;
@@ -297,13 +296,14 @@ void Client(Side& s, const Options& o) {
   while (in_flight > 0) {
     arrived.swap(s.stashed);
     s.stashed.clear();
-    if (arrived.empty()) Progress(s, [&](Op* op) {
-      if (op->recv) {
-        arrived.push_back(op);
-      } else {
-        s.free_sends.push_back(op);
-      }
-    });
+    if (arrived.empty())
+      Progress(s, [&](Op* op) {
+        if (op->recv) {
+          arrived.push_back(op);
+        } else {
+          s.free_sends.push_back(op);
+        }
+      });
     const Clock::time_point now = Clock::now();
     if (!measuring && now >= measure_from) {
       measuring = true;
@@ -326,8 +326,9 @@ void Client(Side& s, const Options& o) {
   Drain(s, sends.size());
   const double secs = std::chrono::duration<double>(t1 - t0).count();
   std::printf("ofi-floor op=%s size=%llu qd=%d batch=%d wait=%s calls=%llu seconds=%.3f mib_s=%.1f\n", o.op.c_str(),
-              static_cast<unsigned long long>(o.size), o.qd, o.batch, o.wait.c_str(), static_cast<unsigned long long>(counted),
-              secs, secs > 0 ? static_cast<double>(counted * o.size) / secs / (1 << 20) : 0.0);
+              static_cast<unsigned long long>(o.size), o.qd, o.batch, o.wait.c_str(),
+              static_cast<unsigned long long>(counted), secs,
+              secs > 0 ? static_cast<double>(counted * o.size) / secs / (1 << 20) : 0.0);
 }
 
 }  // namespace
