@@ -27,10 +27,19 @@
 // On libfabric (--provider ofi or both) the baseline is fi_pingpong over the
 // same provider and size instead (record fi_pingpong-rtt: 2 x its usec/xfer;
 // fi_pingpong-bw: its MB/sec, both directions, in MiB/s).
+// With --floor, each ofi bulk case also carries two raw libfabric floors of
+// the same provider, op and size, run in each round before the op
+// (ros2-bench-ofi-floor, bench/transport_ofi_floor.cc: qd messages in flight,
+// a small reply each, no ROS2 code in the path): ofi-floor (a FI_WAIT_FD queue
+// slept on when idle, as the transport's worker), ofi-floor-busy (no wait
+// object, both processes busy-poll), and, where corked calls share batches
+// (bs small enough that batch_limit holds two), ofi-floor-batched: a message
+// carrying as many payloads as a batch of that size holds, one reply each.
 // Finally the shm/tcp ratio of the 4 KiB write RPC p50 is a record of its own.
 #include <linux/limits.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -72,6 +81,7 @@ struct TransportSuiteOptions {
   double runtime_s = 3;
   double idle_s = 5;
   int rounds = 1;
+  bool floor = false;    // --floor: the raw libfabric floors beside ofi's bulk cases
   bool perftest = true;  // the baselines: ucx_perftest beside ucx, fi_pingpong beside ofi
   uint64_t pingpong_iterations = 10000;  // fi_pingpong -I up to 64 KiB (a tenth of it above)
   // ucx, ofi or both: each transport of `transports` on that fabric library
@@ -190,13 +200,18 @@ std::vector<std::pair<std::string, std::string>> PerftestEnv(const Context& ctx)
   return env;
 }
 
+// The libfabric provider the Context picked for its kind (docs/transport.md, "Providers").
+std::string OfiProviderName(const Context& ctx) {
+  if (!ctx.options().ofi_provider.empty()) return ctx.options().ofi_provider;
+  return ctx.resolved_kind() == TransportKind::kShm ? "shm" : "tcp;ofi_rxm";
+}
+
 // fi_pingpong over the libfabric provider the Context opened (same size):
 // the round trip (2 x usec/xfer) and its MiB/s, as a Perftest result.
 std::optional<PerftestResult> FiPingpong(const Context& ctx, uint64_t bs) {
   FiPingpongJob job;
   const bool shm = ctx.resolved_kind() == TransportKind::kShm;
-  // The provider the Context picked for its kind (docs/transport.md, "Providers").
-  job.provider = !ctx.options().ofi_provider.empty() ? ctx.options().ofi_provider : shm ? "shm" : "tcp;ofi_rxm";
+  job.provider = OfiProviderName(ctx);
   job.domain = shm ? "" : ctx.options().net_devices;
   job.size = bs;
   job.iterations = bs <= 65536 ? g_opts.pingpong_iterations : std::max<uint64_t>(g_opts.pingpong_iterations / 10, 10);
@@ -217,6 +232,48 @@ std::optional<PerftestResult> FiPingpong(const Context& ctx, uint64_t bs) {
   p.bw_mib_s = r->bw_mib_s;
   p.command = r->command;
   return p;
+}
+
+// The raw libfabric floor (ros2-bench-ofi-floor) of one bulk case over the
+// provider the Context opened: its MiB/s, or nothing when it failed.
+std::optional<double> OfiFloor(const Context& ctx, const std::string& op, uint64_t bs, const std::string& wait,
+                               int batch, double seconds) {
+  const auto fail = [&](const Status& st) -> std::optional<double> {
+    std::fprintf(stderr, "transport bench: ofi floor op=%s bs=%llu wait=%s: %s\n", op.c_str(),
+                 static_cast<unsigned long long>(bs), wait.c_str(), st.ToString().c_str());
+    return std::nullopt;
+  };
+  auto peer_path = PeerExecutable();
+  if (!peer_path.ok()) return fail(peer_path.status());
+  const std::string floor_path = std::filesystem::path(*peer_path).parent_path() / "ros2-bench-ofi-floor";
+  auto scratch = TempDir::Create("/tmp", "ros2-bench-ofi-floor-");
+  if (!scratch.ok()) return fail(scratch.status());
+  const bool shm = ctx.resolved_kind() == TransportKind::kShm;
+  SpawnOptions spawn;
+  spawn.argv = {floor_path, "--provider", OfiProviderName(ctx), "--domain", shm ? "" : ctx.options().net_devices,
+                "--op", op, "--size", std::to_string(bs), "--qd", std::to_string(g_opts.bulk_qd), "--wait", wait,
+                "--batch", std::to_string(batch), "--seconds", fmt::format("{:.3f}", std::max(seconds, 0.05))};
+  if (g_opts.pin.size() == 2) {
+    spawn.argv.push_back("--cpus");
+    spawn.argv.push_back(fmt::format("{},{}", g_opts.pin[0], g_opts.pin[1]));
+  }
+  spawn.stdout_path = scratch->path() + "/floor.out";
+  spawn.stderr_path = scratch->path() + "/floor.err";
+  auto proc = ChildProcess::Spawn(spawn);
+  if (!proc.ok()) return fail(proc.status());
+  auto rc = proc->Wait(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000) + 60000));
+  if (!rc.ok()) {
+    proc->Kill();
+    return fail(rc.status());
+  }
+  auto out = ReadFileOrError(spawn.stdout_path);
+  const size_t at = out.ok() ? out->find("mib_s=") : std::string::npos;
+  if (*rc != 0 || at == std::string::npos) {
+    auto err = ReadFileOrError(spawn.stderr_path);
+    return fail(Status::IOError(fmt::format("exited with {}: {}", *rc, err.ok() ? *err : "")));
+  }
+  std::fprintf(stderr, "transport bench: %s", out->c_str());
+  return std::stod(out->substr(at + 6));
 }
 
 std::optional<PerftestResult> Perftest(const Context& ctx, const std::string& test, uint64_t bs) {
@@ -378,15 +435,20 @@ struct Baseline {
 // in every round are kept.
 struct RoundResults {
   std::vector<std::pair<std::string, std::vector<double>>> baselines;
+  // Baselines of one op (the ofi floors): op -> record name -> rounds.
+  std::map<std::string, std::vector<std::pair<std::string, std::vector<double>>>> op_baselines;
   std::map<std::string, std::vector<std::vector<double>>> metrics;  // op -> metric -> rounds
 };
 
 // Each round runs the baselines and then every op for runtime / rounds, so a
 // shift of the VM's speed (it swings 2-3x within minutes) lands inside one
 // round instead of between a case and its baseline.
+// `op_baseline(op, seconds)`, when given, returns the per-op baselines of
+// one round (record name, value), run just before the op.
+using OpBaseline = std::function<std::vector<std::pair<std::string, double>>(const std::string& op, double seconds)>;
 RoundResults RunRounds(Connection& c, uint64_t bs, const std::vector<Baseline>& baselines,
                        const std::function<Result<std::vector<double>>(const std::string& op, double seconds)>& measure,
-                       int* rc) {
+                       int* rc, const OpBaseline& op_baseline = nullptr) {
   RoundResults out;
   for (const Baseline& b : baselines) out.baselines.emplace_back(b.record, std::vector<double>{});
   const double slice = g_opts.runtime_s / g_opts.rounds;
@@ -396,6 +458,14 @@ RoundResults RunRounds(Connection& c, uint64_t bs, const std::vector<Baseline>& 
         out.baselines[i].second.push_back(baselines[i].latency ? 2 * r->lat_us_typical : r->bw_mib_s);
     }
     for (const auto& op : g_opts.ops) {
+      if (op_baseline) {
+        auto& mine = out.op_baselines[op];
+        for (const auto& [name, value] : op_baseline(op, slice)) {
+          auto it = std::find_if(mine.begin(), mine.end(), [&](const auto& kv) { return kv.first == name; });
+          if (it == mine.end()) it = mine.insert(mine.end(), {name, {}});
+          it->second.push_back(value);
+        }
+      }
       auto m = measure(op, slice);
       if (!m.ok()) {
         std::fprintf(stderr, "transport bench: %s\n", m.status().ToString().c_str());
@@ -499,13 +569,30 @@ int RunTransportSuite(Reporter& rep) {
         rep.Add(Record{"transport", case_desc, "lat_us_p99", Percentile(m->second[1], 50), std::nullopt, std::nullopt});
         if (op == "write" && bs == 4096) write4k_p50[kind] = p50;
       }
+      OpBaseline floors;
+      if (ofi && g_opts.floor) {
+        floors = [&](const std::string& op, double seconds) {
+          std::vector<std::pair<std::string, double>> out;
+          for (const auto& [wait, name] : {std::pair{"fd", "ofi-floor"}, std::pair{"none", "ofi-floor-busy"}}) {
+            if (auto v = OfiFloor(*c.ctx, op, bs, wait, 1, seconds)) out.emplace_back(name, *v);
+          }
+          // Corked, the calls share kBatch messages of up to batch_limit bytes
+          // (about 7 calls of 4 KiB with their entries): the same stream raw.
+          const uint64_t per_batch = c.ctx->options().batch_limit / (bs + 64);
+          if (g_opts.batch && per_batch >= 2) {
+            const int b = static_cast<int>(std::min<uint64_t>(per_batch, 64));
+            if (auto v = OfiFloor(*c.ctx, op, bs, "fd", b, seconds)) out.emplace_back("ofi-floor-batched", *v);
+          }
+          return out;
+        };
+      }
       const RoundResults bulk = RunRounds(
           c, bs, bulk_baselines,
           [&](const std::string& op, double seconds) -> Result<std::vector<double>> {
             ROS2_ASSIGN_OR_RETURN(double mib_s, BulkBandwidth(c, op, bs, g_opts.bulk_qd, seconds));
             return std::vector<double>{mib_s};
           },
-          &rc);
+          &rc, floors);
       for (const auto& op : g_opts.ops) {
         auto m = bulk.metrics.find(op);
         if (m == bulk.metrics.end()) continue;
@@ -514,9 +601,12 @@ int RunTransportSuite(Reporter& rep) {
                                                   {"bs", std::to_string(bs)},
                                                   {"qd", std::to_string(g_opts.bulk_qd)},
                                                   {"transport", kind}});
+        auto baselines = bulk.baselines;
+        if (auto f = bulk.op_baselines.find(op); f != bulk.op_baselines.end())
+          baselines.insert(baselines.end(), f->second.begin(), f->second.end());
         AddWithBaselines(
             rep, Record{"transport", case_desc, "mib_s", Percentile(m->second[0], 50), std::nullopt, std::nullopt},
-            bulk.baselines);
+            baselines);
       }
     }
     // Idle CPU of the connected pair.
@@ -575,6 +665,10 @@ const bool registered = RegisterSuite(Suite{
                      "rounds each; records carry the medians over rounds")
           ->check(CLI::Range(1, 100));
       app.add_option("--idle", g_opts.idle_s, "seconds of the idle CPU measurement");
+      app.add_flag("--floor", g_opts.floor,
+                   "ofi bulk cases: also run the raw libfabric floor (ros2-bench-ofi-floor) of each op in each "
+                   "round, records ofi-floor (FI_WAIT_FD queue, as the worker), ofi-floor-busy (busy-polled) and "
+                   "ofi-floor-batched (payloads shared by messages as corked calls share batches)");
       app.add_flag("!--no-perftest", g_opts.perftest, "skip the baselines (ucx_perftest, fi_pingpong)");
       app.add_option("--pingpong-iterations", g_opts.pingpong_iterations,
                      "fi_pingpong transfers per baseline up to 64 KiB (a tenth of it above)")

@@ -100,6 +100,30 @@ TEST(TransportSuiteTest, BulkRunsWithABufferPerCallInFlight) {
   EXPECT_NE(bad.err.find("--bulk-buffers"), std::string::npos) << bad.err;
 }
 
+// --floor: each ofi bulk case carries the raw libfabric floors of its op
+// (FI_WAIT_FD as the worker, busy-polled, and batched as corked calls are),
+// measured in the same run.
+TEST(TransportSuiteTest, OfiBulkCasesCarryTheRawLibfabricFloors) {
+  BenchRun r = RunBench({"--json", "transport", "--provider", "ofi", "--transports", "tcp", "--bs", "4096", "--ops",
+                         "write,read", "--runtime", "0.3", "--idle", "0.1", "--no-perftest", "--floor"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, std::set<std::string>> floors;  // op -> floor baselines
+  std::istringstream lines(r.out);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line);
+    const std::string c = j.at("case").get<std::string>();
+    if (c.find("mode=bulk") == std::string::npos || !j.contains("baseline")) continue;
+    EXPECT_TRUE(c.ends_with("transport=ofi-tcp")) << line;
+    EXPECT_GT(j.at("value").get<double>(), 0) << line;
+    EXPECT_GT(j.at("baseline_value").get<double>(), 0) << line;
+    floors[c.find("op=write") != std::string::npos ? "write" : "read"].insert(j.at("baseline").get<std::string>());
+  }
+  for (const std::string op : {"write", "read"}) {
+    EXPECT_EQ(floors[op], (std::set<std::string>{"ofi-floor", "ofi-floor-busy", "ofi-floor-batched"})) << op << "\n" << r.out << r.err;
+  }
+}
+
 TEST(TransportSuiteTest, RejectsABadRoundCount) {
   BenchRun r = RunBench({"--json", "transport", "--rounds", "0"});
   EXPECT_NE(r.exit_code, 0);
