@@ -451,9 +451,18 @@ class Client {
   Result<std::unique_ptr<Pool>> ConnectPool(std::string_view pool);
   // An event queue bound to the calling thread.
   Result<std::unique_ptr<EventQueue>> CreateEventQueue();
-  // Registers a buffer the caller will reuse for I/O in the transport's
-  // registration cache ahead of time (optional: I/O registers on first use).
+  // Registers [addr, addr + length), a buffer the caller will reuse for I/O,
+  // with the transport until UnregisterBuffer(addr) or until the client
+  // closes; I/O on a range inside it then uses this registration. Optional:
+  // any other buffer is registered for the I/O that uses it, and that
+  // registration ends with the I/O. The memory must stay mapped while it is
+  // registered. Registering at an address already registered replaces that
+  // registration. InvalidArgument for a null address or zero length.
   Status RegisterBuffer(void* addr, uint64_t length);
+  // Ends the registration RegisterBuffer made at `addr` (call it before
+  // freeing the memory); I/O still in flight on it keeps it until it
+  // completes. NotFound when none starts there.
+  Status UnregisterBuffer(void* addr);
   // Allocates `length` bytes (zero-filled) of I/O buffer memory an engine on
   // this host writes and reads directly (IoBuffer).
   Result<IoBuffer> AllocateIoBuffer(uint64_t length);

@@ -23,8 +23,8 @@ namespace ros2::client {
 namespace {
 
 // One transport Context per process and transport selection: every Client
-// with the same selection shares it (a UCX context is heavy and holds the
-// registration cache).
+// with the same selection shares it (a UCX context is heavy: its memory
+// domains and UCX's own registration cache).
 Result<std::shared_ptr<transport::Context>> SharedContext(const transport::TransportOptions& options) {
   static std::mutex mu;
   static std::map<std::string, std::weak_ptr<transport::Context>> contexts;
@@ -246,6 +246,37 @@ Result<std::shared_ptr<ThreadIo>> ClientCore::ThisThreadIo() {
   return io;
 }
 
+Status ClientCore::RegisterBuffer(void* addr, uint64_t length) {
+  auto region = context_->RegisterMemory(addr, length);
+  if (!region.ok()) return region.status().WithContext("register buffer");
+  std::lock_guard<std::mutex> lock(registered_mu_);
+  registered_[reinterpret_cast<uintptr_t>(addr)] = std::move(*region);
+  has_registered_.store(true, std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status ClientCore::UnregisterBuffer(void* addr) {
+  std::shared_ptr<const transport::MemoryRegion> gone;  // released after the lock
+  std::lock_guard<std::mutex> lock(registered_mu_);
+  auto it = registered_.find(reinterpret_cast<uintptr_t>(addr));
+  if (it == registered_.end()) {
+    return Status::NotFound(fmt::format("unregister buffer: no registration starts at {}", addr));
+  }
+  gone = std::move(it->second);
+  registered_.erase(it);
+  has_registered_.store(!registered_.empty(), std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+std::shared_ptr<const transport::MemoryRegion> ClientCore::RegisteredRegion(const void* addr, uint64_t length) {
+  if (!has_registered_.load(std::memory_order_relaxed)) return nullptr;
+  std::lock_guard<std::mutex> lock(registered_mu_);
+  auto it = registered_.upper_bound(reinterpret_cast<uintptr_t>(addr));
+  if (it == registered_.begin()) return nullptr;
+  --it;
+  return it->second->Contains(addr, length) ? it->second : nullptr;
+}
+
 void ClientCore::AbandonPeers(const std::vector<std::string>& addresses) {
   if (addresses.empty()) return;
   std::lock_guard<std::mutex> lock(mu_);
@@ -296,6 +327,10 @@ Status Client::RegisterBuffer(void* addr, uint64_t length) {
   if (addr == nullptr || length == 0) return Status::InvalidArgument("register buffer: null address or zero length");
   return impl_->RegisterBuffer(addr, length);
 }
+Status Client::UnregisterBuffer(void* addr) {
+  if (addr == nullptr) return Status::InvalidArgument("unregister buffer: null address");
+  return impl_->UnregisterBuffer(addr);
+}
 Result<IoBuffer> Client::AllocateIoBuffer(uint64_t length) {
   return impl_->AllocateIoBuffer(length);
 }
@@ -327,8 +362,11 @@ Result<std::unique_ptr<EventQueue>> DirectClient::CreateEventQueue() {
 }
 
 Status DirectClient::RegisterBuffer(void* addr, uint64_t length) {
-  auto region = core_->context().CachedRegistration(addr, length);
-  return region.ok() ? Status::Ok() : region.status().WithContext("register buffer");
+  return core_->RegisterBuffer(addr, length);
+}
+
+Status DirectClient::UnregisterBuffer(void* addr) {
+  return core_->UnregisterBuffer(addr);
 }
 
 Result<IoBuffer> DirectClient::AllocateIoBuffer(uint64_t length) {

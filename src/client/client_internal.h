@@ -184,6 +184,13 @@ class ClientCore {
   void AbandonPeers(const std::vector<std::string>& addresses);
   // The channel to the first of options().control (the map watches' first endpoint).
   const std::shared_ptr<grpc::Channel>& control_channel() const { return control_channel_; }
+  // Client::RegisterBuffer / UnregisterBuffer: registrations the application
+  // asked for, owned here until unregistered or the client closes (any thread).
+  Status RegisterBuffer(void* addr, uint64_t length);
+  Status UnregisterBuffer(void* addr);
+  // The application's registration covering [addr, addr + length), or null:
+  // the I/O then lets the transport register the buffer for its call alone.
+  std::shared_ptr<const transport::MemoryRegion> RegisteredRegion(const void* addr, uint64_t length);
 
  private:
   ClientOptions options_;
@@ -194,6 +201,9 @@ class ClientCore {
   std::shared_ptr<transport::Context> context_;
   std::mutex mu_;
   std::map<std::thread::id, std::shared_ptr<ThreadIo>> threads_;  // GUARDED_BY(mu_)
+  std::mutex registered_mu_;
+  std::map<uintptr_t, std::shared_ptr<const transport::MemoryRegion>> registered_;  // GUARDED_BY(registered_mu_), by start
+  std::atomic<bool> has_registered_{false};  // !registered_.empty(): I/O skips the lock when none
 };
 
 // Where one dkey of an object goes under one map version.

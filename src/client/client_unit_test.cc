@@ -267,6 +267,35 @@ TEST(ClientRetryTest, PrepareRecoveryRenewsWhatTheDecisionCallsFor) {
 // What lets Object::ConnectShards skip placing and connecting: a thread's
 // record of the targets it connected under one map, all of them but those
 // out, and nothing dropped since.
+// Client::RegisterBuffer is an owned registration, not a cache: I/O on a
+// range inside it finds it until UnregisterBuffer, which ends it; a buffer
+// never registered has none (its I/O registers it for the call alone).
+TEST(ClientRegistrationTest, RegisteredBuffersStayUntilUnregistered) {
+  ClientOptions o;
+  o.control = "unix:/nonexistent/control.sock";
+  o.secret = "s";
+  o.transport = "tcp";
+  auto client = ClientCore::Create(o);
+  ASSERT_TRUE(client.ok()) << client.status().ToString();
+  ClientCore& core = **client;
+  std::vector<std::byte> a(1 << 20), other(1 << 16);
+  EXPECT_EQ(core.RegisteredRegion(a.data() + 4096, 8192), nullptr);
+  ASSERT_TRUE(core.RegisterBuffer(a.data(), a.size()).ok());
+  auto region = core.RegisteredRegion(a.data() + 4096, 8192);
+  ASSERT_NE(region, nullptr);
+  EXPECT_EQ(region->base(), a.data());
+  EXPECT_EQ(core.RegisteredRegion(a.data() + a.size() - 10, 20), nullptr) << "past the registered end";
+  EXPECT_EQ(core.RegisteredRegion(other.data(), other.size()), nullptr);
+  EXPECT_EQ(core.context().registration_stats().live, 1u);
+  region.reset();
+  ASSERT_TRUE(core.UnregisterBuffer(a.data()).ok());
+  EXPECT_EQ(core.RegisteredRegion(a.data(), 1), nullptr);
+  EXPECT_EQ(core.context().registration_stats().live, 0u) << "unregistering left the key valid";
+  const Status again = core.UnregisterBuffer(a.data());
+  EXPECT_EQ(again.code(), Status::Code::kNotFound) << again.ToString();
+  EXPECT_TRUE(core.RegisterBuffer(nullptr, 10).IsInvalidArgument());
+}
+
 TEST(ClientMapTest, ConnectedToAllNeedsEveryLiveTargetOfThatMapAndNoDrop) {
   ClientOptions o;
   o.control = "unix:/nonexistent/control.sock";

@@ -63,6 +63,7 @@ class Client::Impl {
   virtual Result<std::unique_ptr<Pool>> ConnectPool(std::string_view pool) = 0;
   virtual Result<std::unique_ptr<EventQueue>> CreateEventQueue() = 0;
   virtual Status RegisterBuffer(void* addr, uint64_t length) = 0;
+  virtual Status UnregisterBuffer(void* addr) = 0;
   virtual Result<IoBuffer> AllocateIoBuffer(uint64_t length) = 0;
   virtual std::string DescribeTransport() const = 0;
   virtual const ClientOptions& options() const = 0;
@@ -110,6 +111,7 @@ class DirectClient final : public ClientBackend {
   Result<std::unique_ptr<Pool>> ConnectPool(std::string_view pool) override;
   Result<std::unique_ptr<EventQueue>> CreateEventQueue() override;
   Status RegisterBuffer(void* addr, uint64_t length) override;
+  Status UnregisterBuffer(void* addr) override;
   Result<IoBuffer> AllocateIoBuffer(uint64_t length) override;
   std::string DescribeTransport() const override;
   const ClientOptions& options() const override;

@@ -130,28 +130,24 @@ struct IoOp : std::enable_shared_from_this<IoOp> {
   }
 
   // The encoded request of this op; its bulk buffers go into `options`.
+  // Above the inline limit a buffer inside one the application registered
+  // (Client::RegisterBuffer) travels with that registration; any other is
+  // registered by the transport for its call alone, when it moves by RMA.
   Result<std::vector<uint8_t>> Encode(transport::CallOptions& options) {
-    transport::Context& context = io().context();
+    const uint64_t inline_limit = io().context().options().inline_limit;
+    ClientCore& client = cont->pool().client();
     if (is_fetch) {
       auto req = NewRequest<obj::FetchRequest>();
       req.count = count;
       options.bulk_in = buffer;
-      if (expected > context.options().inline_limit) {
-        auto region = context.CachedRegistration(buffer.data(), expected);
-        if (!region.ok()) return region.status().WithContext(What() + ": register the buffer");
-        options.bulk_in_region = *region;
-      }
+      if (expected > inline_limit) options.bulk_in_region = client.RegisteredRegion(buffer.data(), expected);
       return obj::Encode(req);
     }
     auto req = NewRequest<obj::UpdateRequest>();
     req.length = data.size();
-    req.csum = ChecksumsForUpdate(cont->checksum_type(), cont->pool().client().options().checksum_chunk_size, data);
+    req.csum = ChecksumsForUpdate(cont->checksum_type(), client.options().checksum_chunk_size, data);
     options.bulk_out = data;
-    if (data.size() > context.options().inline_limit) {
-      auto region = context.CachedRegistration(const_cast<std::byte*>(data.data()), data.size());
-      if (!region.ok()) return region.status().WithContext(What() + ": register the data buffer");
-      options.bulk_out_region = *region;
-    }
+    if (data.size() > inline_limit) options.bulk_out_region = client.RegisteredRegion(data.data(), data.size());
     return obj::Encode(req);
   }
 

@@ -134,10 +134,9 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
     transport::CallOptions options;
     options.bulk_out = args.data;
     if (args.data.size() > io->context().options().inline_limit) {
-      auto region = io->context().CachedRegistration(const_cast<std::byte*>(args.data.data()), args.data.size());
-      if (!region.ok())
-        return Fail(region.status().WithContext(Name() + ": register the data buffer"), CallPhase::kBeforeSend);
-      options.bulk_out_region = *region;
+      // The application's registration if it made one; else the transport
+      // registers the buffer for this call alone when it moves by RMA.
+      options.bulk_out_region = cont->pool().client().RegisteredRegion(args.data.data(), args.data.size());
     }
     obj::LeaderRequest lead;
     lead.op = obj::Opcode::kUpdate;

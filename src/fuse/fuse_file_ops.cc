@@ -48,8 +48,7 @@ bool SameProcess(pid_t tid, pid_t opener) {
 
 namespace {
 
-// Each worker thread reads into its own buffer, reused across requests (it
-// stays in the transport's registration cache).
+// Each worker thread reads into its own buffer, reused across requests.
 std::span<std::byte> ThreadReadBuffer(size_t size) {
   thread_local std::unique_ptr<std::byte[]> buffer;
   thread_local size_t capacity = 0;

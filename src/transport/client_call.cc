@@ -74,7 +74,11 @@ Status WorkerImpl::ChooseBulk(const Connection& conn, std::byte* addr,
       (conn.info.rma_any_memory || (caller_region && caller_region->Contains(addr, length)))) {
     plan.region = caller_region;
     if (!plan.region || !plan.region->Contains(addr, length)) {
-      ROS2_ASSIGN_OR_RETURN(plan.region, context_.CachedRegistration(addr, length));
+      // The application's own memory: registered for this call alone (the
+      // call holds the region and drops it when it completes, which ends the
+      // key it sent), never kept by address. UCX's rcache makes a repeated
+      // registration of the same pages cheap where registering pins them.
+      ROS2_ASSIGN_OR_RETURN(plan.region, context_.RegisterMemory(addr, length));
     }
     d.transfer = wire::BulkTransfer::kRma;
     d.remote_addr = reinterpret_cast<uint64_t>(addr);

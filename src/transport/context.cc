@@ -1,9 +1,8 @@
-// Context: transport selection, the ucp_context, memory registration and its cache.
+// Context: transport selection, the ucp_context and memory registration.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <list>
-#include <map>
+#include <atomic>
 #include <mutex>
 #include <optional>
 #include <sstream>
@@ -32,33 +31,12 @@ bool MemoryRegion::Contains(const void* p, uint64_t n) const {
   return static_cast<uint64_t>(b - base_) <= length_ - n;
 }
 
-// ---- Registration cache ---------------------------------------------------------
-// Keyed by start address; an entry serves any range it contains. LRU order in
-// `lru` (front = most recent). Guarded by `mu` (workers of several threads share
-// the context).
-struct Context::Cache {
-  std::mutex mu;
-  struct Entry {
-    std::shared_ptr<const MemoryRegion> region;
-    std::list<uintptr_t>::iterator lru_pos;
-  };
-  std::map<uintptr_t, Entry> by_start;
-  std::list<uintptr_t> lru;
-  RegistrationStats stats;
-
-  // REQUIRES: mu held. Drops every entry overlapping [start, start + length).
-  void EraseOverlapping(uintptr_t start, uint64_t length) {
-    for (auto it = by_start.begin(); it != by_start.end();) {
-      const MemoryRegion& r = *it->second.region;
-      const auto rs = reinterpret_cast<uintptr_t>(r.base());
-      if (rs < start + length && start < rs + r.length()) {
-        lru.erase(it->second.lru_pos);
-        it = by_start.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
+// ---- Registration counts -------------------------------------------------------
+// Registrations of application memory made and still held (registration_stats).
+// Each counted region holds it, so a count never outlives what it counts.
+struct Context::Counts {
+  std::atomic<uint64_t> made{0};
+  std::atomic<uint64_t> live{0};
 };
 
 namespace {
@@ -141,7 +119,7 @@ Result<UcpContextPtr> MakeUcpContext(const TransportOptions& o, const std::strin
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP | (rma ? UCP_FEATURE_RMA : 0);
   // Each worker has one thread, but the workers of one context run on
   // different threads (engine targets, client threads) and register memory
-  // concurrently: the context's own state (registration cache, memory
+  // concurrently: the context's own state (UCX's registration cache, memory
   // domains) needs UCX's locking.
   params.mt_workers_shared = 1;
   params.name = "ros2";
@@ -213,7 +191,7 @@ constexpr const char* kTlsAutoRdma = "rc,dc,posix,sysv,cma,self";
 Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options) {
   if (options.provider == Provider::kOfi) {
     std::unique_ptr<Context> ctx(new Context());
-    ctx->cache_ = std::make_unique<Cache>();
+    ctx->counts_ = std::make_shared<Counts>();
     ROS2_RETURN_IF_ERROR(ctx->InitOfi(options));  // ofi/fabric.cc
     return ctx;
   }
@@ -250,7 +228,7 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
 
   std::unique_ptr<Context> ctx(new Context());
   ctx->options_ = options;
-  ctx->cache_ = std::make_unique<Cache>();
+  ctx->counts_ = std::make_shared<Counts>();
 
   std::string tls;
   TransportKind resolved = options.kind;
@@ -309,10 +287,6 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
 }
 
 Context::~Context() {
-  if (cache_) {
-    cache_->by_start.clear();
-    cache_->lru.clear();
-  }
   if (context_ != nullptr) ucp_cleanup(static_cast<ucp_context_h>(context_));
 }
 
@@ -330,7 +304,23 @@ Result<std::shared_ptr<const MemoryRegion>> Context::RegisterMemory(void* addr, 
   if (addr == nullptr || length == 0) {
     return Status::InvalidArgument(fmt::format("transport: register {}+{}: empty range", addr, length));
   }
-  return MapMemory(addr, length, /*allocate=*/false);
+  ROS2_ASSIGN_OR_RETURN(auto region, MapMemory(addr, length, /*allocate=*/false));
+  // Counted while held: the holder's shared_ptr aliases the region, and
+  // dropping the last reference drops the count and then the registration.
+  struct Held {
+    Held(std::shared_ptr<const MemoryRegion> r, std::shared_ptr<Counts> c) : region(std::move(r)), counts(std::move(c)) {
+      counts->made.fetch_add(1, std::memory_order_relaxed);
+      counts->live.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~Held() { counts->live.fetch_sub(1, std::memory_order_relaxed); }
+    Held(const Held&) = delete;
+    Held& operator=(const Held&) = delete;
+    std::shared_ptr<const MemoryRegion> region;
+    std::shared_ptr<Counts> counts;
+  };
+  auto held = std::make_shared<Held>(std::move(region), counts_);
+  const MemoryRegion* raw = held->region.get();
+  return std::shared_ptr<const MemoryRegion>(std::move(held), raw);
 }
 
 Result<std::shared_ptr<const MemoryRegion>> Context::AllocateMemory(uint64_t length) {
@@ -378,46 +368,8 @@ Result<std::shared_ptr<const MemoryRegion>> Context::MapMemory(void* addr, uint6
   return std::shared_ptr<const MemoryRegion>(std::move(region));
 }
 
-Result<std::shared_ptr<const MemoryRegion>> Context::CachedRegistration(void* addr, uint64_t length) {
-  const auto start = reinterpret_cast<uintptr_t>(addr);
-  Cache& c = *cache_;
-  {
-    std::lock_guard<std::mutex> lock(c.mu);
-    auto it = c.by_start.upper_bound(start);
-    if (it != c.by_start.begin()) {
-      --it;
-      if (it->second.region->Contains(addr, length)) {
-        c.lru.splice(c.lru.begin(), c.lru, it->second.lru_pos);
-        ++c.stats.hits;
-        return it->second.region;
-      }
-    }
-    ++c.stats.misses;
-  }
-  ROS2_ASSIGN_OR_RETURN(auto region, RegisterMemory(addr, length));
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.EraseOverlapping(start, length);  // the new registration is the current one
-  c.lru.push_front(start);
-  c.by_start[start] = Cache::Entry{region, c.lru.begin()};
-  while (c.by_start.size() > options_.registration_cache_entries && !c.lru.empty()) {
-    c.by_start.erase(c.lru.back());
-    c.lru.pop_back();
-  }
-  c.stats.cached = c.by_start.size();
-  return region;
-}
-
-void Context::InvalidateRegistrations(const void* addr, uint64_t length) {
-  const auto start = reinterpret_cast<uintptr_t>(addr);
-  Cache& c = *cache_;
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.EraseOverlapping(start, length);
-  c.stats.cached = c.by_start.size();
-}
-
 Context::RegistrationStats Context::registration_stats() const {
-  std::lock_guard<std::mutex> lock(cache_->mu);
-  return cache_->stats;
+  return RegistrationStats{counts_->made.load(std::memory_order_relaxed), counts_->live.load(std::memory_order_relaxed)};
 }
 
 }  // namespace ros2::transport

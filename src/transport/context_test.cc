@@ -1,4 +1,4 @@
-// Unit tests of transport selection, names and the memory registration cache
+// Unit tests of transport selection, names and memory registration
 // (one process, no peer).
 #include <sched.h>
 
@@ -118,38 +118,42 @@ TEST(TransportSelectionTest, SameHostIntegrityTakesOnlyZeroOrOne) {
   unsetenv("ROS2_SAME_HOST_INTEGRITY");
 }
 
-TEST(RegistrationCacheTest, HotBuffersAreRegisteredOnce) {
+// No address cache: every RegisterMemory of application memory is a
+// registration of its own (UCX's rcache makes repeating one cheap), held
+// only by its references, and it ends with the last of them.
+TEST(RegistrationTest, ARegistrationEndsWithItsLastReference) {
   TransportOptions o;
   o.kind = TransportKind::kShm;
-  o.registration_cache_entries = 2;
   auto ctx = Context::Create(o).value();
-  std::vector<std::byte> a(1 << 20), b(1 << 16), c(1 << 16);
-  auto r1 = ctx->CachedRegistration(a.data(), a.size());
-  ASSERT_TRUE(r1.ok()) << r1.status().ToString();
-  auto r2 = ctx->CachedRegistration(a.data() + 4096, 8192);  // inside the first range
-  ASSERT_TRUE(r2.ok());
-  EXPECT_EQ(r1->get(), r2->get());
-  EXPECT_FALSE((*r1)->packed_rkey().empty());
-  EXPECT_FALSE((*r1)->ucx_allocated());
-  auto st = ctx->registration_stats();
-  EXPECT_EQ(st.misses, 1u);
-  EXPECT_EQ(st.hits, 1u);
-  // Capacity 2: a third buffer evicts the least recently used (b).
-  ASSERT_TRUE(ctx->CachedRegistration(b.data(), b.size()).ok());
-  ASSERT_TRUE(ctx->CachedRegistration(a.data(), a.size()).ok());
-  ASSERT_TRUE(ctx->CachedRegistration(c.data(), c.size()).ok());
-  EXPECT_EQ(ctx->registration_stats().cached, 2u);
-  ASSERT_TRUE(ctx->CachedRegistration(a.data(), 1).ok());
-  EXPECT_EQ(ctx->registration_stats().misses, 3u);  // a stayed cached
-  // Invalidation drops the entry; the region a caller holds stays valid.
-  ctx->InvalidateRegistrations(a.data(), a.size());
-  EXPECT_EQ(ctx->registration_stats().cached, 1u);
-  EXPECT_TRUE((*r1)->Contains(a.data(), a.size()));
-  ASSERT_TRUE(ctx->CachedRegistration(a.data(), a.size()).ok());
-  EXPECT_EQ(ctx->registration_stats().misses, 4u);
+  std::vector<std::byte> a(1 << 20);
+  {
+    auto r1 = ctx->RegisterMemory(a.data(), a.size());
+    ROS2_ASSERT_OK(r1.status());
+    auto r2 = ctx->RegisterMemory(a.data() + 4096, 8192);  // inside the first range
+    ROS2_ASSERT_OK(r2.status());
+    EXPECT_NE(r1->get(), r2->get()) << "a second registration of the same pages was served from a cache";
+    EXPECT_FALSE((*r1)->packed_rkey().empty());
+    EXPECT_FALSE((*r1)->ucx_allocated());
+    EXPECT_TRUE((*r1)->Contains(a.data(), a.size()));
+    EXPECT_EQ(ctx->registration_stats().made, 2u);
+    EXPECT_EQ(ctx->registration_stats().live, 2u);
+    std::shared_ptr<const MemoryRegion> kept = *r1;  // a second reference keeps it
+    r1->reset();
+    r2->reset();
+    EXPECT_EQ(ctx->registration_stats().live, 1u);
+    EXPECT_EQ(kept->base(), a.data());
+  }
+  EXPECT_EQ(ctx->registration_stats().live, 0u) << "a registration outlived every reference";
+  EXPECT_EQ(ctx->registration_stats().made, 2u);
+  // Transport-allocated memory is not application memory: not counted.
+  auto arena = ctx->AllocateMemory(1 << 16);
+  ROS2_ASSERT_OK(arena.status());
+  EXPECT_EQ(ctx->registration_stats().made, 2u);
+  EXPECT_TRUE(ctx->RegisterMemory(nullptr, 10).status().IsInvalidArgument());
+  EXPECT_TRUE(ctx->RegisterMemory(a.data(), 0).status().IsInvalidArgument());
 }
 
-TEST(RegistrationCacheTest, AllocatedMemoryIsUcxAllocatedAndWritable) {
+TEST(RegistrationTest, AllocatedMemoryIsUcxAllocatedAndWritable) {
   auto ctx = Context::Create(TransportOptions{}).value();
   auto r = ctx->AllocateMemory(1 << 20);
   ASSERT_TRUE(r.ok()) << r.status().ToString();

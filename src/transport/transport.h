@@ -3,8 +3,9 @@
 //
 // Objects and ownership:
 //   Context  — one per process. Owns the ucp_context,
-//              the transport selection (tcp | shm | rdma | auto) and the memory
-//              registration cache. Thread-safe.
+//              the transport selection (tcp | shm | rdma | auto) and memory
+//              registration (no cache: an application buffer is registered
+//              for the call that uses it). Thread-safe.
 //   Worker   — one per I/O thread (engine target thread, client I/O thread).
 //              Owns a ucp_worker, its endpoints, the RPC handler table, the table
 //              of outstanding requests and the adaptive progress loop. NOT
@@ -157,7 +158,11 @@ struct TransportOptions {
   std::chrono::milliseconds default_timeout{30000};
   // Connect(): how long to wait for the peer's hello acknowledgement.
   std::chrono::milliseconds connect_timeout{10000};
-  // Memory registration cache capacity (registrations kept after last use).
+  // libfabric only: how many registrations of transport-allocated memory
+  // (Context::AllocateMemory regions passed in CallOptions) a worker keeps
+  // after their last use, least recently used dropped. UCX keeps none of its
+  // own (an application buffer is registered per call; UCX's own rcache
+  // serves repeated registrations where they pin pages).
   uint32_t registration_cache_entries = 64;
   // Move bulk above the inline limit by RMA on every transport, even where UCX
   // only emulates RMA in software (tcp, and shm with error handling). Off by
@@ -244,7 +249,7 @@ class Fabric;
 }
 
 // A registered memory range (ucp_mem_map without allocation) and its packed
-// remote key. Created by Context::RegisterMemory or the registration cache;
+// remote key. Created by Context::RegisterMemory or AllocateMemory;
 // unregistered when the last reference is dropped. The memory must stay mapped
 // while the region exists. Immutable after creation; thread-safe.
 class MemoryRegion {
@@ -316,25 +321,21 @@ class Context {
 
   // Allocates `length` bytes of registered memory from UCX (ucp_mem_map with
   // UCP_MEM_MAP_ALLOCATE; pinned on verbs), for I/O arenas whose buffers are
-  // reused as bulk buffers: pass the region in CallOptions so no registration
-  // lookup is needed. Freed with the last reference.
+  // reused as bulk buffers: pass the region in CallOptions and calls reuse its
+  // registration. Freed with the last reference.
   Result<std::shared_ptr<const MemoryRegion>> AllocateMemory(uint64_t length);
 
   // Registers [addr, addr + length) for remote read and write. The caller keeps
-  // the region (and the memory) alive as long as peers may access it.
+  // the region (and the memory) alive as long as peers may access it; the
+  // registration (and every key packed from it) ends with the last reference.
   Result<std::shared_ptr<const MemoryRegion>> RegisterMemory(void* addr, uint64_t length);
 
-  // Returns a registration covering [addr, addr + length) from the cache, or
-  // registers it and caches it (least recently used entries beyond
-  // `registration_cache_entries` are dropped from the cache; regions still
-  // referenced stay valid). Hot buffers are registered once.
-  Result<std::shared_ptr<const MemoryRegion>> CachedRegistration(void* addr, uint64_t length);
-  // Drops every cached registration overlapping [addr, addr + length). Call it
-  // before unmapping or freeing memory that was used as a bulk buffer.
-  void InvalidateRegistrations(const void* addr, uint64_t length);
-
+  // Registrations of application memory (RegisterMemory): how many were made
+  // and how many are still held. There is no cache of them: a call registers
+  // an application buffer for itself and releases it when it completes, so
+  // `live` counts only calls in flight and regions an owner holds.
   struct RegistrationStats {
-    uint64_t hits = 0, misses = 0, cached = 0;
+    uint64_t made = 0, live = 0;
   };
   RegistrationStats registration_stats() const;
 
@@ -360,11 +361,11 @@ class Context {
  private:
   Context() = default;
   Result<std::shared_ptr<const MemoryRegion>> MapMemory(void* addr, uint64_t length, bool allocate);
-  // Create() for Provider::kOfi, after the cache (ofi/fabric.cc).
+  // Create() for Provider::kOfi (ofi/fabric.cc).
   Status InitOfi(const TransportOptions& options);
 
  public:
-  struct Cache;  // internal (context.cc)
+  struct Counts;  // internal (context.cc)
 
  private:
   TransportOptions options_;
@@ -372,7 +373,7 @@ class Context {
   std::string ucx_tls_;
   std::vector<std::string> devices_;
   void* context_ = nullptr;  // ucp_context_h
-  std::unique_ptr<Cache> cache_;
+  std::shared_ptr<Counts> counts_;
   std::unique_ptr<cma::Authority> cma_;
   std::unique_ptr<ofi::Fabric> ofi_;
   bool rma_ = false;
@@ -418,8 +419,10 @@ struct CallOptions {
   std::span<const std::byte> bulk_out;
   // Client buffer the server may Push into. Must stay valid until the reply callback.
   std::span<std::byte> bulk_in;
-  // Optional pre-registered regions covering bulk_out / bulk_in (RMA mode); when
-  // null and registration is needed, Context::CachedRegistration is used.
+  // Optional registered regions covering bulk_out / bulk_in (RMA mode), kept
+  // by the call until it completes; when null (or not covering the buffer) and
+  // the bulk moves by RMA, the call registers the buffer for itself
+  // (Context::RegisterMemory) and releases the registration when it completes.
   std::shared_ptr<const MemoryRegion> bulk_out_region;
   std::shared_ptr<const MemoryRegion> bulk_in_region;
 };

@@ -25,7 +25,10 @@ FileStreamer::FileStreamer(client::Client& client, dfs::Filesystem& fs, std::uni
   slots_.reserve(depth_);
 }
 
-FileStreamer::~FileStreamer() = default;
+FileStreamer::~FileStreamer() {
+  // A call still in flight keeps its own reference to the registration.
+  for (Slot& s : slots_) (void)client_.UnregisterBuffer(s.buffer.data());
+}
 
 Result<std::unique_ptr<FileStreamer>> FileStreamer::Create(client::Client& client, dfs::Filesystem& fs,
                                                            const StreamOptions& options) {
@@ -43,7 +46,8 @@ size_t FileStreamer::TakeSlot() {
   if (free_.empty()) {
     Slot s;
     s.buffer.resize(block_size_);
-    // Optional: I/O registers on first use anyway; a failure here costs nothing.
+    // Optional (I/O registers an unregistered buffer per call); a failure
+    // here costs nothing. Unregistered when the streamer goes.
     (void)client_.RegisterBuffer(s.buffer.data(), s.buffer.size());
     slots_.push_back(std::move(s));
     return slots_.size() - 1;

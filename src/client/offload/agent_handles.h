@@ -27,6 +27,7 @@ class AgentClient final : public ClientBackend {
   Result<std::unique_ptr<EventQueue>> CreateEventQueue() override;
   // The agent's arena is the registered memory: nothing to do.
   Status RegisterBuffer(void* addr, uint64_t length) override;
+  Status UnregisterBuffer(void* addr) override;
   // Arena memory, which the agent reads and writes in place; a full arena
   // falls back to ordinary memory (copied through the arena).
   Result<IoBuffer> AllocateIoBuffer(uint64_t length) override;
