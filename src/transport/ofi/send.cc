@@ -7,23 +7,10 @@
 #include <fmt/format.h>
 
 #include "transport/ofi/fabric_library.h"
+#include "transport/ofi/frame_bytes.h"
 #include "transport/ofi/worker.h"
 
 namespace ros2::transport::ofi {
-namespace {
-
-Status FiStatus(std::string_view what, ssize_t rc) {
-  return Status::IOError(fmt::format("transport ofi: {}: {} ({})", what, Fi().strerror(static_cast<int>(-rc)), rc));
-}
-
-void PutLe32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void PutLe64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-
-}  // namespace
 
 Op* OfiWorker::NewOp(Op::Kind kind) {
   Op* op;

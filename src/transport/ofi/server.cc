@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "common/log.h"
+#include "transport/ofi/frame_bytes.h"
 #include "transport/ofi/worker.h"
 
 namespace ros2::transport::ofi {
@@ -21,10 +22,6 @@ namespace {
 using State = IncomingRequest::State;
 constexpr uint32_t kClientToServer = 1;  // the directions of connection_auth.cc
 constexpr uint32_t kServerToClient = 2;
-
-void PutLe64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
 
 int ServedSlot(TransportKind kind) {
   return kind == TransportKind::kShm ? 0 : kind == TransportKind::kRdma ? 2 : 1;

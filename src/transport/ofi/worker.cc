@@ -23,28 +23,11 @@
 
 #include "common/log.h"
 #include "transport/ofi/fabric_library.h"
+#include "transport/ofi/frame_bytes.h"
 #include "transport/spin_wait.h"
 
 namespace ros2::transport::ofi {
 namespace {
-
-Status FiStatus(std::string_view what, ssize_t rc) {
-  return Status::IOError(fmt::format("transport ofi: {}: {} ({})", what, Fi().strerror(static_cast<int>(-rc)), rc));
-}
-
-void PutLe32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t GetLe32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-uint64_t GetLe64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
 
 // libfabric's shm provider names each endpoint's region in /dev/shm after the
 // process id ("<pid>:<n>:<m>") and refuses (EBUSY) to make one that exists. A
