@@ -159,10 +159,10 @@ void OfiWorker::FlushSendQueues() {
   }
   // Outside the loop: a callback may send (and change the queues).
   for (Op* op : failed) {
-    const Status why = op->cancelled
-                           ? Status::IOError("transport ofi: the provider refused a queued send")
-                           : Status::IOError(fmt::format("transport ofi: the provider took no send to this peer for {} ms",
-                                                         op->patience.count()));
+    const Status why =
+        op->cancelled ? Status::IOError("transport ofi: the provider refused a queued send")
+                      : Status::IOError(fmt::format("transport ofi: the provider took no send to this peer for {} ms",
+                                                    op->patience.count()));
     op->cancelled = false;
     OnCompletion(op, why, 0, FI_ADDR_NOTAVAIL);
   }

@@ -2,13 +2,13 @@
 // posted receives, sends, completions, progress and sleeping.
 #include "transport/ofi/worker.h"
 
+#include <poll.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 #include <sys/epoll.h>
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -218,10 +218,9 @@ int OfiWorker::DrainCompletions() {
       fi_cq_err_entry err{};
       if (fi_cq_readerr(cq_, &err, 0) <= 0) break;
       auto* op = static_cast<Op*>(err.op_context);
-      const Status st =
-          err.err == FI_ECANCELED
-              ? Status::Cancelled("transport ofi: cancelled")
-              : Status::IOError(fmt::format("transport ofi: {} (provider: {})", Fi().strerror(err.err), err.prov_errno));
+      const Status st = err.err == FI_ECANCELED ? Status::Cancelled("transport ofi: cancelled")
+                                                : Status::IOError(fmt::format("transport ofi: {} (provider: {})",
+                                                                              Fi().strerror(err.err), err.prov_errno));
       if (op != nullptr) OnCompletion(op, st, err.len, FI_ADDR_NOTAVAIL);
       ++handled;
       continue;
@@ -497,8 +496,8 @@ void OfiWorker::Keepalive(Clock::time_point now) {
     if (conn->pidfd >= 0) {
       pollfd p{conn->pidfd, POLLIN, 0};
       if (poll(&p, 1, 0) == 1) {
-        deferred_failures_.emplace_back(
-            id, Status::Disconnected(fmt::format("transport ofi: {} exited", conn->peer_name)));
+        deferred_failures_.emplace_back(id,
+                                        Status::Disconnected(fmt::format("transport ofi: {} exited", conn->peer_name)));
       }
       continue;
     }
@@ -519,7 +518,8 @@ void OfiWorker::Keepalive(Clock::time_point now) {
     const auto patience = send_patience_;
     send_patience_ = std::chrono::milliseconds(5);
     if (Status st = SendBytes(conn->addr, std::move(frame), std::move(failed)); !st.ok()) {
-      deferred_failures_.emplace_back(id, Status::Disconnected(fmt::format("transport ofi: keepalive: {}", st.message())));
+      deferred_failures_.emplace_back(id,
+                                      Status::Disconnected(fmt::format("transport ofi: keepalive: {}", st.message())));
     }
     send_patience_ = patience;
   }
@@ -557,9 +557,9 @@ std::chrono::microseconds OfiWorker::NextDeadline(std::chrono::microseconds max_
 // its sockets); a sched_yield a poll would double the system calls of the
 // busy window and let a peer on our CPU run only when it needs to.
 int OfiWorker::Wait(std::chrono::microseconds max_wait) {
-  const SpinResult spun = PollThenSpin([this] { return ProgressNoClock(); },
-                                      [this](Clock::time_point now) { MaybeHousekeeping(now); }, waits_,
-                                      thread_pinned_, max_wait, options());
+  const SpinResult spun =
+      PollThenSpin([this] { return ProgressNoClock(); }, [this](Clock::time_point now) { MaybeHousekeeping(now); },
+                   waits_, thread_pinned_, max_wait, options());
   if (spun.events >= 0) return spun.events;
   const Clock::time_point start = spun.start;
   if (!PrepareSleep()) return Progress();
@@ -572,9 +572,10 @@ int OfiWorker::Wait(std::chrono::microseconds max_wait) {
     return Progress();
   }
   epoll_event ev[2];
-  const timespec sleep_ts{static_cast<time_t>(left.count() / 1000000), static_cast<long>(left.count() % 1000000) * 1000};
+  const timespec sleep_ts{static_cast<time_t>(left.count() / 1000000),
+                          static_cast<long>(left.count() % 1000000) * 1000};
   (void)epoll_pwait2(epoll_fd_, ev, 2, &sleep_ts, nullptr);  // microsecond timeouts (deadlines, naps)
-  next_housekeeping_ = Clock::time_point{};                   // a pid event or a deadline may be due
+  next_housekeeping_ = Clock::time_point{};                  // a pid event or a deadline may be due
   return Progress();
 }
 
