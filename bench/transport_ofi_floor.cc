@@ -238,6 +238,21 @@ std::vector<Op> MakeOps(int n, bool recv, size_t bytes) {
   return ops;
 }
 
+// The receives that arrived: those stashed by a send waiting for room, else
+// what one progress pass completes (send completions free their ops).
+void NextArrivals(Side& s, std::vector<Op*>* arrived) {
+  arrived->swap(s.stashed);
+  s.stashed.clear();
+  if (!arrived->empty()) return;
+  Progress(s, [&](Op* op) {
+    if (op->recv) {
+      arrived->push_back(op);
+    } else {
+      s.free_sends.push_back(op);
+    }
+  });
+}
+
 void Server(Side& s, const Options& o) {
   const bool write = o.op == "write";
   const uint64_t payload = o.size * static_cast<uint64_t>(o.batch);
@@ -251,16 +266,7 @@ void Server(Side& s, const Options& o) {
   bool stop = false;
   std::vector<Op*> arrived;
   while (!stop) {
-    arrived.swap(s.stashed);
-    s.stashed.clear();
-    if (arrived.empty())
-      Progress(s, [&](Op* op) {
-        if (op->recv) {
-          arrived.push_back(op);
-        } else {
-          s.free_sends.push_back(op);
-        }
-      });
+    NextArrivals(s, &arrived);
     for (Op* op : arrived) {
       if (static_cast<uint8_t>(op->buf[0]) == kStop) stop = true;
       PostRecv(s, op);
@@ -294,16 +300,7 @@ void Client(Side& s, const Options& o) {
   Clock::time_point t0 = measure_from, t1 = end;
   std::vector<Op*> arrived;
   while (in_flight > 0) {
-    arrived.swap(s.stashed);
-    s.stashed.clear();
-    if (arrived.empty())
-      Progress(s, [&](Op* op) {
-        if (op->recv) {
-          arrived.push_back(op);
-        } else {
-          s.free_sends.push_back(op);
-        }
-      });
+    NextArrivals(s, &arrived);
     const Clock::time_point now = Clock::now();
     if (!measuring && now >= measure_from) {
       measuring = true;
