@@ -49,6 +49,7 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -142,8 +143,8 @@ class EngineSet {
     // runs without client I/O and at full speed (client_share applies only
     // while clients use the engines).
     const double delay_s = g_opts.rebuild_delay_s >= 0 ? g_opts.rebuild_delay_s : 2.0 * g_opts.ttl_s + 4.0;
-    o.rebuild = fmt::format("{{ delay: {}ms, client_share: {} }}", static_cast<int64_t>(delay_s * 1000),
-                            g_opts.rebuild_share);
+    o.rebuild =
+        fmt::format("{{ delay: {}ms, client_share: {} }}", static_cast<int64_t>(delay_s * 1000), g_opts.rebuild_share);
     ROS2_RETURN_IF_ERROR(set->cluster_.Start(o));
     return set;
   }
@@ -160,6 +161,16 @@ class EngineSet {
 
   // The management leader's index, asking engine `ask`; -1 when none answers.
   int LeaderIndex(size_t ask) { return cluster_.LeaderIndex(ask); }
+  Result<size_t> FindLeader(size_t ask) { return cluster_.FindLeader(ask); }
+
+  // The pids of the engines still running.
+  std::vector<pid_t> LivePids() const {
+    std::vector<pid_t> out;
+    for (const auto& e : cluster_.engines) {
+      if (e->pid() > 0) out.push_back(e->pid());
+    }
+    return out;
+  }
 
   // User + system CPU seconds of the live engines.
   double EnginesCpuSeconds() const {
@@ -170,12 +181,69 @@ class EngineSet {
     return s;
   }
 
+  // Ok unless an engine exited on its own: then its exit and log tail.
+  Status CheckEngines() { return cluster_.CheckEngines(); }
+
   size_t size() const { return cluster_.engines.size(); }
   testing::EngineProcess& engine(size_t i) { return *cluster_.engines[i]; }
 
  private:
   EngineSet() = default;
   testing::EtcdEngineCluster cluster_;
+};
+
+// The summed CPU seconds (user + system) of a fixed set of processes,
+// sampled every 10 ms with each sample's wall-clock ms from construction to
+// destruction: the CPU of a span the engines stamp in wall-clock ms (a
+// rebuild's start to done) however late the bench learns of the span.
+class CpuSampler {
+ public:
+  explicit CpuSampler(std::vector<pid_t> pids) : pids_(std::move(pids)) {
+    thread_ = std::jthread([this](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        Take();
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    });
+  }
+
+  // CPU seconds from the last sample at or before `from_ms` (the first
+  // sample when none is) to the first at or after `to_ms`, waiting up to
+  // 1 s for that one; TimedOut when it never comes.
+  Result<double> Between(uint64_t from_ms, uint64_t to_ms) {
+    const auto deadline = Clock::now() + std::chrono::seconds(1);
+    while (true) {
+      {
+        std::lock_guard lock(mu_);
+        if (!samples_.empty() && samples_.back().first >= to_ms) {
+          auto after = std::lower_bound(samples_.begin(), samples_.end(), std::make_pair(to_ms, 0.0));
+          auto before = std::upper_bound(samples_.begin(), samples_.end(), std::make_pair(from_ms, 1e300));
+          if (before != samples_.begin()) --before;
+          return after->second - before->second;
+        }
+      }
+      if (Clock::now() > deadline) return Status::TimedOut("CPU sampler: no sample after the span's end");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+ private:
+  void Take() {
+    double s = 0;
+    for (pid_t pid : pids_) {
+      if (auto c = ProcessCpuSeconds(pid); c.ok()) s += *c;
+    }
+    const auto now = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    std::lock_guard lock(mu_);
+    samples_.emplace_back(now, s);
+  }
+
+  const std::vector<pid_t> pids_;
+  std::mutex mu_;
+  std::vector<std::pair<uint64_t, double>> samples_;  // (wall-clock ms, CPU seconds), in time order
+  std::jthread thread_;                               // last: stopped and joined before the members go
 };
 
 double SelfCpuSeconds() {
@@ -430,7 +498,9 @@ void RunKillWriter(KillWriter& w, const std::atomic<int64_t>& kill_ns, const std
 }
 
 // Writers on every RP class, one engine killed under them.
-Status RunKill(Reporter& rep, EngineSet& set, bool* lost) {
+// `*cpu` samples the surviving engines' CPU from the kill on (for the
+// rebuild the kill starts).
+Status RunKill(Reporter& rep, EngineSet& set, bool* lost, std::unique_ptr<CpuSampler>* cpu) {
   auto mgmt = set.Mgmt(0);
   if (!mgmt) return Status::Disconnected("replication bench: no management channel");
   std::vector<std::unique_ptr<KillWriter>> writers;
@@ -459,6 +529,7 @@ Status RunKill(Reporter& rep, EngineSet& set, bool* lost) {
     std::this_thread::sleep_for(std::chrono::duration<double>(g_opts.kill_after_s));
     kill_ns.store(Clock::now().time_since_epoch().count());
     set.engine(victim).Kill();
+    *cpu = std::make_unique<CpuSampler>(set.LivePids());
     std::fprintf(stderr, "replication bench: engine %zu killed (SIGKILL) under %zu writers (leader: engine %d)\n",
                  victim, writers.size(), leader);
     std::this_thread::sleep_for(std::chrono::duration<double>(post_kill_s));
@@ -554,9 +625,9 @@ void RunRebuildClient(const EngineSet& set, ClientSlices* out, const std::atomic
     return;
   }
   auto wall_ms = [] {
-    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count());
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
   };
   while (!stop.load()) {
     const uint64_t start = wall_ms();
@@ -581,33 +652,32 @@ double SliceRate(const ClientSlices& c, uint64_t from, uint64_t to) {
 // Waits for the rebuild the kill started, then copies as many bytes with fio.
 // With --rebuild-client, a client reads meanwhile: its rate during the
 // rebuild against its rate before it, and the rebuild's rate (throttled).
-Status RunRebuild(Reporter& rep, EngineSet& set, const std::string& scratch) {
+// `cpu` has sampled the live engines since the kill: their CPU between the
+// job's start and done stamps, however early the job ran.
+Status RunRebuild(Reporter& rep, EngineSet& set, const std::string& scratch, CpuSampler& cpu) {
   std::atomic<bool> stop_client{false};
   ClientSlices client;
   std::jthread client_thread;
   if (g_opts.rebuild_client) client_thread = std::jthread([&] { RunRebuildClient(set, &client, stop_client); });
-  const int leader = set.LeaderIndex(0);
-  if (leader < 0) return Status::Disconnected("no management leader");
-  auto mgmt = set.Mgmt(static_cast<size_t>(leader));
+  // An early return stops the client before its thread is joined.
+  struct StopOnExit {
+    std::atomic<bool>& flag;
+    ~StopOnExit() { flag = true; }
+  } stop_on_exit{stop_client};
+  ROS2_ASSIGN_OR_RETURN(const size_t leader, set.FindLeader(0));
+  auto mgmt = set.Mgmt(leader);
   if (!mgmt) return Status::Disconnected("replication bench: no management channel");
   const auto deadline = Clock::now() + std::chrono::seconds(300);
   rpc::RebuildStatus st;
-  // The engines' CPU over the rebuild: from the last sample before the job
-  // was seen busy (polled every 10 ms until then) to its end.
-  double cpu_before = set.EnginesCpuSeconds();
-  bool busy_seen = false;
   while (true) {
-    const double cpu = set.EnginesCpuSeconds();
     ROS2_ASSIGN_OR_RETURN(rpc::PoolInfo info, mgmt->QueryPool("bench"));
     st = info.rebuild();
     if (st.state() == "done") break;
     if (st.state() == "failed") return Status::Internal(fmt::format("rebuild failed: {}", st.error()));
     if (Clock::now() > deadline) return Status::TimedOut(fmt::format("rebuild still '{}' after 300 s", st.state()));
-    if (st.state() == "busy") busy_seen = true;
-    if (!busy_seen) cpu_before = cpu;
-    std::this_thread::sleep_for(std::chrono::milliseconds(busy_seen ? 100 : 10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  const double engine_cpu = set.EnginesCpuSeconds() - cpu_before;
+  ROS2_ASSIGN_OR_RETURN(const double engine_cpu, cpu.Between(st.started_ms(), st.finished_ms()));
   stop_client = true;
   if (client_thread.joinable()) client_thread.join();
   ROS2_RETURN_IF_ERROR(client.status);
@@ -704,13 +774,16 @@ int RunReplicationSuite(Reporter& rep) {
     if (Status st = RunThroughput(rep, **set, cases); !st.ok()) fail("throughput", st);
   }
   bool lost = false;
+  std::unique_ptr<CpuSampler> cpu_since_kill;
   if (g_opts.kill) {
-    if (Status st = RunKill(rep, **set, &lost); !st.ok()) fail("engine kill", st);
+    if (Status st = RunKill(rep, **set, &lost, &cpu_since_kill); !st.ok()) fail("engine kill", st);
   }
   if (lost) fail("engine kill", Status::Corruption("acknowledged writes did not read back"));
-  if (g_opts.kill && g_opts.rebuild && rc == 0) {
-    if (Status st = RunRebuild(rep, **set, scratch->path()); !st.ok()) fail("rebuild", st);
+  if (g_opts.kill && g_opts.rebuild && rc == 0 && cpu_since_kill != nullptr) {
+    if (Status st = RunRebuild(rep, **set, scratch->path(), *cpu_since_kill); !st.ok()) fail("rebuild", st);
   }
+  // A failure an engine's death explains says so, with the dead engine's log.
+  if (Status st = (*set)->CheckEngines(); rc != 0 && !st.ok()) std::fprintf(stderr, "%s\n", st.ToString().c_str());
   return rc;
 }
 

@@ -24,14 +24,16 @@ namespace ros2::testing {
 
 Result<std::string> WriteTestClusterKey(const std::string& dir) {
   const std::string key_dir = dir + "/keys";
-  if (::mkdir(key_dir.c_str(), 0700) != 0) return Status::IOError(fmt::format("mkdir {}: {}", key_dir, std::strerror(errno)));
+  if (::mkdir(key_dir.c_str(), 0700) != 0)
+    return Status::IOError(fmt::format("mkdir {}: {}", key_dir, std::strerror(errno)));
   const std::string key_file = key_dir + "/cluster.key";
   {
     std::ofstream out(key_file);
     out << "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
     if (!out) return Status::IOError("cannot write " + key_file);
   }
-  if (::chmod(key_file.c_str(), 0600) != 0) return Status::IOError(fmt::format("chmod {}: {}", key_file, std::strerror(errno)));
+  if (::chmod(key_file.c_str(), 0600) != 0)
+    return Status::IOError(fmt::format("chmod {}: {}", key_file, std::strerror(errno)));
   ROS2_RETURN_IF_ERROR(GiveToServiceUser(key_dir));
   return key_file;
 }
@@ -142,6 +144,16 @@ Result<int> EngineProcess::Terminate() {
 
 void EngineProcess::Kill() {
   process_.Kill();
+}
+
+Status EngineProcess::CheckNotDied() {
+  if (!process_.running()) return died_;
+  const pid_t pid = process_.pid();
+  auto code = process_.Wait(std::chrono::milliseconds(0));
+  if (!code.ok()) return Status::Ok();  // still running
+  died_ = Status::IOError(fmt::format("ros2-engine pid {} ({}) exited on its own (exit {}); its log ends:\n{}", pid,
+                                      options_.data_dir, *code, LogTail()));
+  return died_;
 }
 
 std::string EngineProcess::LogTail() const {

@@ -35,9 +35,9 @@ struct EngineOptions {
   std::string capability_lifetime;  // e.g. "2s"; empty: the default
   std::string sync_interval;        // joined engines, e.g. "200ms"; empty: the default
   std::string shutdown_grace = "3s";
-  std::string keepalive;    // transport.keepalive, e.g. "10ms"; empty: the default
-  std::string target_cpus;  // target_cpus, e.g. "[1, 0]"; empty: unpinned
-  std::string limits;       // the limits map, e.g. "{ max_io_size: 1MiB }"; empty: the defaults
+  std::string keepalive;       // transport.keepalive, e.g. "10ms"; empty: the default
+  std::string target_cpus;     // target_cpus, e.g. "[1, 0]"; empty: unpinned
+  std::string limits;          // the limits map, e.g. "{ max_io_size: 1MiB }"; empty: the defaults
   std::string metrics_listen;  // metrics.listen, e.g. "127.0.0.1:0"; empty: no endpoint
   std::string rebuild;         // the rebuild map, e.g. "{ delay: 1s }"; empty: the defaults
 
@@ -76,10 +76,14 @@ class EngineProcess {
   pid_t pid() const { return process_.pid(); }
   const std::string& control() const { return control_; }  // "unix:/.../control.sock" or the joined endpoint
   const std::string& engine_id() const { return engine_id_; }
-  const std::string& tcp() const { return tcp_; }  // the TCP control listener "host:port", if any
+  const std::string& tcp() const { return tcp_; }          // the TCP control listener "host:port", if any
   const std::string& metrics() const { return metrics_; }  // the bound metrics endpoint "host:port", if any
   std::string admin_secret_file() const { return options_.data_dir + "/admin.secret"; }
   std::string LogTail() const;
+  // Ok while the engine runs or after Kill/Terminate; once it has exited on
+  // its own (a crash, an abort, a fatal error), an error naming its exit code
+  // (128 + signal) with the tail of its log, every time it is asked.
+  Status CheckNotDied();
 
  private:
   explicit EngineProcess(EngineOptions options) : options_(std::move(options)) {}
@@ -89,6 +93,7 @@ class EngineProcess {
   std::string engine_id_;
   std::string tcp_;
   std::string metrics_;
+  Status died_;
 };
 
 }  // namespace ros2::testing

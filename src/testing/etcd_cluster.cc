@@ -71,19 +71,31 @@ std::unique_ptr<control::ManagementClient> EtcdEngineCluster::Mgmt(size_t i, con
   return std::make_unique<control::ManagementClient>(*channel, creds, std::chrono::seconds(5));
 }
 
-std::unique_ptr<control::ManagementClient> EtcdEngineCluster::Mgmt(size_t i) { return Mgmt(i, admin); }
+std::unique_ptr<control::ManagementClient> EtcdEngineCluster::Mgmt(size_t i) {
+  return Mgmt(i, admin);
+}
 
-int EtcdEngineCluster::LeaderIndex(size_t ask) {
+Result<size_t> EtcdEngineCluster::FindLeader(size_t ask) {
+  std::string last = "no answer";
   for (int attempt = 0; attempt < 50; ++attempt) {
     auto st = Mgmt(ask)->GetEngineStatus();
     if (st.ok()) {
       for (size_t i = 0; i < engines.size(); ++i) {
-        if (st->leader() == engines[i]->control()) return static_cast<int>(i);
+        if (st->leader() == engines[i]->control()) return i;
       }
+      last = fmt::format("leader '{}'{}", st->leader(), st->fenced() ? ", the engine asked is fenced" : "");
+    } else {
+      last = st.status().ToString();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return -1;
+  return Status::Disconnected(
+      fmt::format("engine {} names no engine of the cluster as leader for 5 s; its last answer: {}", ask, last));
+}
+
+int EtcdEngineCluster::LeaderIndex(size_t ask) {
+  auto leader = FindLeader(ask);
+  return leader.ok() ? static_cast<int>(*leader) : -1;
 }
 
 client::ClientOptions EtcdEngineCluster::ClientOptionsFor(size_t i) const {
@@ -93,6 +105,15 @@ client::ClientOptions EtcdEngineCluster::ClientOptionsFor(size_t i) const {
   o.secret = admin.secret;
   o.transport = "tcp";
   return o;
+}
+
+Status EtcdEngineCluster::CheckEngines() {
+  std::string died;
+  for (size_t i = 0; i < engines.size(); ++i) {
+    if (Status st = engines[i]->CheckNotDied(); !st.ok()) died += fmt::format("\nengine {}: {}", i, st.message());
+  }
+  if (died.empty()) return Status::Ok();
+  return Status::IOError("etcd engine cluster: an engine died" + died);
 }
 
 void EtcdEngineCluster::Kill(size_t i) {

@@ -28,13 +28,13 @@ namespace ros2::testing {
 struct EtcdEngineClusterOptions {
   int etcd_members = 1;
   int engines = 3;
-  uint32_t targets = 1;                // each engine's
-  std::string storage_class = "ram";   // EngineOptions::storage_class
-  std::string data_size = "16MiB";     // EngineOptions::data_size
-  std::chrono::seconds lease_ttl{3};   // control.lease_ttl
-  bool metrics = false;                // each engine's metrics endpoint on 127.0.0.1:0
-  std::string rebuild;                 // EngineOptions::rebuild (empty: the engine's defaults)
-  std::string data_parent;             // engine i's data in <data_parent>/engine<i> (empty: under `dir`)
+  uint32_t targets = 1;               // each engine's
+  std::string storage_class = "ram";  // EngineOptions::storage_class
+  std::string data_size = "16MiB";    // EngineOptions::data_size
+  std::chrono::seconds lease_ttl{3};  // control.lease_ttl
+  bool metrics = false;               // each engine's metrics endpoint on 127.0.0.1:0
+  std::string rebuild;                // EngineOptions::rebuild (empty: the engine's defaults)
+  std::string data_parent;            // engine i's data in <data_parent>/engine<i> (empty: under `dir`)
 };
 
 class EtcdEngineCluster {
@@ -51,6 +51,9 @@ class EtcdEngineCluster {
   // The index of the engine engine `ask` names as leader, polled up to 5 s
   // (-1 when none is named that long).
   int LeaderIndex(size_t ask);
+  // The same, with Disconnected carrying engine `ask`'s last answer when no
+  // leader is named.
+  Result<size_t> FindLeader(size_t ask);
   // A libros2 client of engine i's control endpoint, as the admin tenant, on tcp.
   client::ClientOptions ClientOptionsFor(size_t i) const;
   // SIGKILL of engine i; its handle stays.
@@ -58,6 +61,9 @@ class EtcdEngineCluster {
   // Starts killed engine i again on its data directory (its engine id and
   // its stores kept) and waits (up to 20 s) until it is an up member again.
   Status Restart(size_t i);
+  // Ok unless an engine exited on its own (not by Kill): then each such
+  // engine's exit code and log tail, for a failure message.
+  Status CheckEngines();
   bool alive(size_t i) const { return alive_[i]; }
   const std::string& data_dir(size_t i) const { return data_dirs_[i]; }
 
