@@ -62,9 +62,9 @@ Recovery Classify(Status::Code code, CallPhase phase, Idempotency idempotency) {
                                                                                        : Recovery::kGiveUp;
     case C::kNotSupported:
     case C::kProtocol:
-      // Connecting to a target's address failed outright (over tcp UCX
-      // reports an address whose process is gone as NotSupported): the map
-      // may name a new one.
+      // Connecting to a target's address failed outright (no transport of
+      // ours reaches it; a peer that no longer listens is Disconnected): the
+      // map may name a new one.
       return phase == CallPhase::kConnecting ? Recovery::kRefreshMap : Recovery::kGiveUp;
     case C::kOk:
     case C::kNotFound:

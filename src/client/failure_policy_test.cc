@@ -38,7 +38,7 @@ const std::map<C, std::pair<std::string, std::string>>& Table() {
       // Answered Busy (fenced, starting, over budget: nothing ran): a read or
       // a replicated update waits it out; a plain write is the caller's.
       {C::kBusy, {"RGGG", "RGGR"}},
-      // Connecting to an address that is gone (UCX over tcp): the map may
+      // Connecting to an address no transport of ours reaches: the map may
       // name a new one.
       {C::kNotSupported, {"MGGG", "MGGG"}},
       {C::kCancelled, {"RRGG", "RRRR"}},

@@ -2,6 +2,11 @@
 // (transport_test_fixture.h): timeouts, a peer killed mid-transfer, malformed
 // messages, unproven or damaged memory references, another wire version; the
 // failure is reported, counted, and the connection or server keeps working.
+#include <signal.h>
+
+#include <fstream>
+#include <thread>
+
 #include "transport/transport_test_fixture.h"
 
 namespace ros2::transport {
@@ -312,6 +317,29 @@ TEST_P(TransportFailureTest, ConnectToAnotherWireVersionFailsClearly) {
   EXPECT_LT(took, 1s);  // refused, not timed out
   // The existing connection is untouched.
   EXPECT_TRUE(ep_->CallSync(testing::kOpEcho, Bytes("still here")).ok());
+}
+
+// A peer that exited, killed but not yet reaped (its pid still names it, so
+// the pid watch opens), no longer listens: Connect fails Disconnected, which
+// a caller's failure policy waits out as any lost peer (until the pool map
+// marks it DOWN), not NotSupported, which a caller takes as final.
+TEST_P(TransportFailureTest, ConnectToAPeerThatExitedIsDisconnected) {
+  const std::vector<uint8_t> address = peer_.address();
+  ASSERT_EQ(::kill(peer_.pid(), SIGKILL), 0);
+  bool zombie = false;
+  for (int i = 0; i < 500 && !zombie; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(peer_.pid()) + "/stat");
+    std::string pid, comm, state;
+    stat >> pid >> comm >> state;
+    zombie = state == "Z";
+    if (!zombie) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(zombie) << "the killed peer never became a zombie";
+  auto ep = worker_->Connect(address);
+  ASSERT_FALSE(ep.ok());
+  EXPECT_EQ(ep.status().code(), Status::Code::kDisconnected) << ep.status().ToString();
+  EXPECT_NE(ep.status().message().find(fmt::format("pid {}", peer_.pid())), std::string::npos)
+      << ep.status().ToString();
 }
 
 // `auto` on a host without verbs: a same-host peer is reached over shared memory

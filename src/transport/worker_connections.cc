@@ -120,8 +120,16 @@ Result<std::shared_ptr<Connection>> WorkerImpl::CreateConnection(std::span<const
   ucs_status_t st = ucp_ep_create(worker_, &ep_params, &conn->ep);
   if (st != UCS_OK) {
     if (conn->pidfd >= 0) close(conn->pidfd);
-    return UcsError(
-        fmt::format("transport: ucp_ep_create to {} (transport {})", conn->peer_name, TransportKindName(kind)), st);
+    const std::string what =
+        fmt::format("transport: ucp_ep_create to {} (transport {})", conn->peer_name, TransportKindName(kind));
+    // The address decoded, its wire version and provider are ours, and a
+    // shm peer is on this host (checked above): unreachable here is a socket
+    // the peer no longer listens on (it exited, or is restarting), which a
+    // caller's failure policy waits out like any lost peer.
+    if (st == UCS_ERR_UNREACHABLE) {
+      return Status::Disconnected(fmt::format("{}: {} (the peer no longer listens)", what, ucs_status_string(st)));
+    }
+    return UcsError(what, st);
   }
   FillEndpointInfo(*conn);
   connections_[conn->local_id] = conn;
