@@ -1,14 +1,17 @@
 // Context: transport selection, the ucp_context and memory registration.
 #include <algorithm>
+#include <atomic>
+#include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-#include <atomic>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 #include <ucp/api/ucp.h>
+#include <ucs/debug/log_def.h>
 #include <ucs/sys/string.h>
 
 #include "common/log.h"
@@ -74,6 +77,41 @@ std::string Join(const std::vector<std::string>& v) {
   std::string s;
   for (const std::string& x : v) s += (s.empty() ? "" : " ") + x;
   return s;
+}
+
+// UCX prints its warnings and errors on stdout unless UCX_LOG_FILE names
+// another file, and stdout is the program's own output: ros2-bench's JSON
+// records, an application's. Those lines go through this process's log
+// (stderr) instead, at their own level and marked "ucx:". A user who set
+// UCX_LOG_FILE keeps UCX's own output.
+ucs_log_func_rc_t UcxLogToOurs(const char* file, unsigned line, const char* /*function*/, ucs_log_level_t level,
+                               const ucs_log_component_config_t* comp_conf, const char* format, va_list ap) {
+  if (level > comp_conf->log_level && level != UCS_LOG_LEVEL_PRINT) return UCS_LOG_FUNC_RC_CONTINUE;
+  char text[512];
+  va_list copy;
+  va_copy(copy, ap);
+  std::vsnprintf(text, sizeof text, format, copy);
+  va_end(copy);
+  const char* base = std::strrchr(file, '/');
+  base = base == nullptr ? file : base + 1;
+  switch (level) {
+    case UCS_LOG_LEVEL_FATAL:
+    case UCS_LOG_LEVEL_ERROR: ROS2_LOG_ERROR("ucx: {} ({}:{})", text, base, line); break;
+    case UCS_LOG_LEVEL_WARN: ROS2_LOG_WARN("ucx: {} ({}:{})", text, base, line); break;
+    case UCS_LOG_LEVEL_DIAG:
+    case UCS_LOG_LEVEL_INFO:
+    case UCS_LOG_LEVEL_PRINT: ROS2_LOG_INFO("ucx: {} ({}:{})", text, base, line); break;
+    default: ROS2_LOG_DEBUG("ucx: {} ({}:{})", text, base, line); break;
+  }
+  return UCS_LOG_FUNC_RC_STOP;
+}
+
+void RouteUcxLogThroughOurs() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* file = std::getenv("UCX_LOG_FILE");
+    if (file == nullptr || *file == '\0') ucs_log_push_handler(UcxLogToOurs);
+  });
 }
 
 struct UcpContextDeleter {
@@ -204,6 +242,7 @@ Result<std::unique_ptr<Context>> Context::Create(const TransportOptions& options
   if (options.max_outstanding_requests == 0 || options.max_outstanding_requests > (1u << 24)) {
     return Status::InvalidArgument("transport: max_outstanding_requests must be in 1 .. 16M");
   }
+  RouteUcxLogThroughOurs();
   ROS2_RETURN_IF_ERROR(ApplyTcpSegmentRule(options.tcp_seg_size));
   ROS2_RETURN_IF_ERROR(ReadSameHostIntegrity());
   // A whole batch (TransportOptions::batch_limit) in one shared-memory segment:
@@ -308,7 +347,8 @@ Result<std::shared_ptr<const MemoryRegion>> Context::RegisterMemory(void* addr, 
   // Counted while held: the holder's shared_ptr aliases the region, and
   // dropping the last reference drops the count and then the registration.
   struct Held {
-    Held(std::shared_ptr<const MemoryRegion> r, std::shared_ptr<Counts> c) : region(std::move(r)), counts(std::move(c)) {
+    Held(std::shared_ptr<const MemoryRegion> r, std::shared_ptr<Counts> c)
+        : region(std::move(r)), counts(std::move(c)) {
       counts->made.fetch_add(1, std::memory_order_relaxed);
       counts->live.fetch_add(1, std::memory_order_relaxed);
     }
@@ -369,7 +409,8 @@ Result<std::shared_ptr<const MemoryRegion>> Context::MapMemory(void* addr, uint6
 }
 
 Context::RegistrationStats Context::registration_stats() const {
-  return RegistrationStats{counts_->made.load(std::memory_order_relaxed), counts_->live.load(std::memory_order_relaxed)};
+  return RegistrationStats{counts_->made.load(std::memory_order_relaxed),
+                           counts_->live.load(std::memory_order_relaxed)};
 }
 
 }  // namespace ros2::transport

@@ -335,7 +335,15 @@ TEST_P(TransportFailureTest, ConnectToAPeerThatExitedIsDisconnected) {
     if (!zombie) std::this_thread::sleep_for(10ms);
   }
   ASSERT_TRUE(zombie) << "the killed peer never became a zombie";
+  // UCX logs the refused socket; the line goes through the process's log
+  // ("ucx: ...", on stderr in the engine and the tools), never UCX's own
+  // printer, which writes on stdout, the program's own output (ros2-bench's
+  // JSON records).
+  ::testing::internal::CaptureStdout();
   auto ep = worker_->Connect(address);
+  std::fflush(stdout);
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(printed.find(" UCX "), std::string::npos) << "UCX printed on stdout:\n" << printed;
   ASSERT_FALSE(ep.ok());
   EXPECT_EQ(ep.status().code(), Status::Code::kDisconnected) << ep.status().ToString();
   EXPECT_NE(ep.status().message().find(fmt::format("pid {}", peer_.pid())), std::string::npos)
