@@ -73,7 +73,8 @@ Status VosStore::PrepareFetch(FetchState* f) {
   } else if (op.type != ValueType::kSingle) {
     return Status::InvalidArgument(fmt::format("vos: {}: unknown value type", Describe(op)));
   }
-  std::string scope = keys::AkeyScope(op.oid, op.dkey, op.akey);
+  keys::AssignAkeyScope(op.oid, op.dkey, op.akey, &f->scope);
+  const std::string& scope = f->scope;
   size_t dkey_scope_len = keys::DkeyScopeSize(op.dkey);
   AkeyCache::Akey* cached = akey_cache_.Find(scope);  // the one lookup for the header and the extents
   auto header = LoadHeader(scope, &cached);
@@ -148,7 +149,8 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
   uint64_t rs = op.record_size;
   f->size = f->deliver = op.buffer.size();
   Epoch punched = PunchedAt(akey_scope, dkey_scope_len, op.epoch);
-  std::vector<ExtentCandidate> candidates;
+  std::vector<ExtentCandidate>& candidates = f->candidates;
+  candidates.clear();
   std::optional<uint64_t> end;
   if (const AkeyCache::Extents* cached = CachedExtents(akey_scope, cached_akey)) {
     ROS2_RETURN_IF_ERROR(CollectCachedSources(f, *cached, h, punched, &candidates));
@@ -162,9 +164,9 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
     }
   }
   f->array_end = end.value_or(0);
-  std::vector<VisiblePiece> pieces = ResolveVisible(std::move(candidates), lo, hi);
+  ResolveVisibleInto(candidates, lo, hi, &f->visible);
   uint64_t pos = lo;
-  for (const VisiblePiece& p : pieces) {
+  for (const VisiblePiece& p : f->visible) {
     if (p.begin > pos) std::memset(op.buffer.data() + (pos - lo) * rs, 0, (p.begin - pos) * rs);
     const SourceVersion& src = f->sources[p.id];
     AddPiece(f, p.id, (p.begin - src.index) * rs, (p.end - src.index) * rs, (p.begin - lo) * rs);

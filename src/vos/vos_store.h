@@ -143,6 +143,10 @@ class VosStore final : public Vos {
     uint64_t array_end = 0;  // FetchResult::array_end
     std::vector<SourceVersion> sources;
     std::vector<ReadPiece> pieces;
+    // The plan's scratch, kept with the node for the next fetch's plan.
+    std::string scope;  // keys::AkeyScope
+    std::vector<ExtentCandidate> candidates;
+    std::vector<VisiblePiece> visible;
     size_t reads_pending = 0;
     Status status;
     std::list<FetchState>::iterator self;
