@@ -45,7 +45,6 @@ void VosStore::SubmitFetch(const FetchOp& op, FetchCallback done) {
   f.op = op;
   f.done = std::move(done);
   f.generation = next_generation_++;
-  active_generations_.insert(f.generation);
   f.status = PrepareFetch(&f);
   if (f.status.ok()) StartReads(&f);
   if (f.reads_pending == 0) {
@@ -421,7 +420,6 @@ void VosStore::FinishFetch(FetchState* f) {
     std::memset(op.buffer.data(), 0, op.buffer.size());
   }
   FetchCallback done = std::move(f->done);
-  active_generations_.erase(active_generations_.find(f->generation));
   RecycleFetch(f);
   --in_flight_;
   ReleaseDeferredFrees();

@@ -650,7 +650,7 @@ Result<std::optional<AkeyHeader>> VosStore::LoadHeader(std::string_view akey_sco
 void VosStore::FreeAfterReaders(uint64_t offset, uint64_t len) {
   // Fetches submitted before now may still read these bytes: hold the space
   // until they have all completed.
-  if (active_generations_.empty()) {
+  if (fetches_.empty()) {
     FreeExtent(offset, len);
     return;
   }
@@ -659,7 +659,7 @@ void VosStore::FreeAfterReaders(uint64_t offset, uint64_t len) {
 }
 
 void VosStore::ReleaseDeferredFrees() {
-  uint64_t oldest = active_generations_.empty() ? ~uint64_t{0} : *active_generations_.begin();
+  uint64_t oldest = fetches_.empty() ? ~uint64_t{0} : fetches_.front().generation;
   while (!deferred_frees_.empty() && deferred_frees_.front().generation <= oldest) {
     const DeferredFree& f = deferred_frees_.front();
     FreeExtent(f.offset, f.len);

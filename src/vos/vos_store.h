@@ -303,6 +303,8 @@ class VosStore final : public Vos {
 
   size_t in_flight_ = 0;
   std::list<UpdateState> updates_;
+  // Fetches in flight, in generation order (SubmitFetch appends, FinishFetch
+  // takes out): the front is the oldest one a deferred free waits for.
   std::list<FetchState> fetches_;
   // Finished fetches' nodes, kept for the next ones (their vectors and key
   // strings keep their memory): a fetch allocates nothing of its own.
@@ -333,7 +335,6 @@ class VosStore final : public Vos {
   uint64_t written_prefix_ = 0;
 
   uint64_t next_generation_ = 1;
-  std::multiset<uint64_t> active_generations_;  // of fetches in flight
   std::deque<DeferredFree> deferred_frees_;
   uint64_t deferred_free_bytes_ = 0;
 };
