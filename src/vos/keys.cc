@@ -91,11 +91,16 @@ std::string DkeyScope(const ObjectId& oid, std::string_view dkey) {
 }
 
 std::string AkeyScope(const ObjectId& oid, std::string_view dkey, std::string_view akey) {
+  std::string s;
+  AssignAkeyScope(oid, dkey, akey, &s);
+  return s;
+}
+
+void AssignAkeyScope(const ObjectId& oid, std::string_view dkey, std::string_view akey, std::string* out) {
   // Sized once and written in place: the scope is built for every fetch and
   // update, and a chunk's dkey (a big-endian index) is mostly NUL bytes.
-  std::string s(DkeyScopeSize(dkey) + EscapedSize(akey), '\0');
-  WriteEscaped(WriteEscaped(WriteU64(WriteU64(s.data(), oid.hi), oid.lo), dkey), akey);
-  return s;
+  out->resize(DkeyScopeSize(dkey) + EscapedSize(akey));
+  WriteEscaped(WriteEscaped(WriteU64(WriteU64(out->data(), oid.hi), oid.lo), dkey), akey);
 }
 
 std::string TreeKey(std::string_view scope) {

@@ -44,6 +44,8 @@ std::string DkeyScope(const ObjectId& oid, std::string_view dkey);
 // DkeyScope(oid, dkey).size(), without building it.
 size_t DkeyScopeSize(std::string_view dkey);
 std::string AkeyScope(const ObjectId& oid, std::string_view dkey, std::string_view akey);
+// AkeyScope into `out`, reusing its memory (the fetch path's, with no allocation).
+void AssignAkeyScope(const ObjectId& oid, std::string_view dkey, std::string_view akey, std::string* out);
 
 std::string TreeKey(std::string_view scope);  // 'T' + scope: prefix of everything below the scope
 std::string HeaderKey(std::string_view akey_scope);

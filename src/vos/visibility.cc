@@ -5,19 +5,26 @@
 namespace ros2::vos {
 
 std::vector<VisiblePiece> ResolveVisible(std::vector<ExtentCandidate> candidates, uint64_t lo, uint64_t hi) {
+  std::vector<VisiblePiece> pieces;
+  ResolveVisibleInto(candidates, lo, hi, &pieces);
+  return pieces;
+}
+
+void ResolveVisibleInto(std::vector<ExtentCandidate>& candidates, uint64_t lo, uint64_t hi,
+                        std::vector<VisiblePiece>* pieces) {
+  pieces->clear();
   // One version (a read inside what one write wrote, the common case): its
   // overlap with [lo, hi), without the interval map.
   if (candidates.size() == 1) {
     const ExtentCandidate& c = candidates.front();
     const uint64_t b = std::max(c.begin, lo);
     const uint64_t e = std::min(c.end, hi);
-    if (b >= e) return {};
-    return {VisiblePiece{b, e, c.id}};
+    if (b < e) pieces->push_back(VisiblePiece{b, e, c.id});
+    return;
   }
   std::stable_sort(candidates.begin(), candidates.end(),
                    [](const ExtentCandidate& a, const ExtentCandidate& b) { return a.epoch > b.epoch; });
   std::map<uint64_t, uint64_t> covered;  // begin -> end, disjoint and coalesced
-  std::vector<VisiblePiece> pieces;
   for (const ExtentCandidate& c : candidates) {
     uint64_t b = std::max(c.begin, lo);
     uint64_t e = std::min(c.end, hi);
@@ -29,19 +36,18 @@ std::vector<VisiblePiece> ResolveVisible(std::vector<ExtentCandidate> candidates
     uint64_t merged_begin = b;
     uint64_t merged_end = e;
     while (it != covered.end() && it->first <= e) {
-      if (it->first > pos) pieces.push_back({pos, it->first, c.id});
+      if (it->first > pos) pieces->push_back({pos, it->first, c.id});
       pos = std::max(pos, it->second);
       merged_begin = std::min(merged_begin, it->first);
       merged_end = std::max(merged_end, it->second);
       it = covered.erase(it);
     }
-    if (pos < e) pieces.push_back({pos, e, c.id});
+    if (pos < e) pieces->push_back({pos, e, c.id});
     covered.emplace(merged_begin, merged_end);
     if (covered.size() == 1 && covered.begin()->first <= lo && covered.begin()->second >= hi) break;
   }
-  std::sort(pieces.begin(), pieces.end(),
+  std::sort(pieces->begin(), pieces->end(),
             [](const VisiblePiece& a, const VisiblePiece& b) { return a.begin < b.begin; });
-  return pieces;
 }
 
 void PunchIndex::Add(std::string_view scope, Epoch epoch) {

@@ -35,6 +35,10 @@ struct VisiblePiece {
 // The visible pieces of `candidates` within [lo, hi), in index order; records
 // no candidate covers are absent (holes).
 std::vector<VisiblePiece> ResolveVisible(std::vector<ExtentCandidate> candidates, uint64_t lo, uint64_t hi);
+// The same into `pieces` (cleared first), reordering `candidates`: for a
+// caller that keeps both vectors' memory from one call to the next.
+void ResolveVisibleInto(std::vector<ExtentCandidate>& candidates, uint64_t lo, uint64_t hi,
+                        std::vector<VisiblePiece>* pieces);
 
 class PunchIndex {
  public:

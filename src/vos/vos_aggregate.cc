@@ -117,7 +117,7 @@ Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
       for (const VisiblePiece& p : ResolveVisible(std::move(candidates), 0, ~uint64_t{0})) keep[p.id] = true;
     }
     size_t kept = 0;
-    if (std::find(keep.begin(), keep.end(), false) != keep.end()) extent_cache_.Erase(scope);
+    if (std::find(keep.begin(), keep.end(), false) != keep.end()) akey_cache_.DropExtents(scope);
     for (size_t i = 0; i < versions.size(); ++i) {
       if (keep[i]) {
         ++kept;
@@ -135,7 +135,7 @@ Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
     }
     if (kept == 0 && has_header) {
       batch.Delete(keys::HeaderKey(scope));
-      if (auto c = header_cache_.find(scope); c != header_cache_.end()) header_cache_.erase(c);
+      akey_cache_.DropHeader(scope);
     }
     if (batch.Count() >= kBatchLimit) ROS2_RETURN_IF_ERROR(flush());
   }

@@ -138,7 +138,8 @@ Result<std::optional<std::string>> VosStore::QueryMaxDkey(const ObjectId& oid, E
 Result<std::optional<uint64_t>> VosStore::QueryArrayEnd(const ObjectId& oid, const std::string& dkey,
                                                         const std::string& akey, Epoch epoch) {
   std::string scope = keys::AkeyScope(oid, dkey, akey);
-  auto header = LoadHeader(scope);
+  AkeyCache::Akey* cached = akey_cache_.Find(scope);
+  auto header = LoadHeader(scope, &cached);
   if (!header.ok()) return header.status();
   if (!header->has_value()) return std::optional<uint64_t>();
   if ((*header)->type != ValueType::kArray) {
@@ -146,8 +147,8 @@ Result<std::optional<uint64_t>> VosStore::QueryArrayEnd(const ObjectId& oid, con
         fmt::format("vos: query array end oid={} dkey='{}' akey='{}': not an array", oid.ToString(), dkey, akey));
   }
   Epoch punched = PunchedAt(scope, keys::DkeyScopeSize(dkey), epoch);
-  if (const ExtentCache::Extents* cached = extent_cache_.Find(scope)) {
-    return CachedArrayEnd(*cached, **header, epoch, punched);
+  if (const AkeyCache::Extents* extents = cached ? cached->extents() : nullptr) {
+    return CachedArrayEnd(*extents, **header, epoch, punched);
   }
   auto it = NewIterator();
   return StoredArrayEnd(it.get(), scope, **header, epoch, punched);
@@ -178,7 +179,7 @@ Result<std::optional<uint64_t>> VosStore::StoredArrayEnd(rocksdb::Iterator* it, 
   return best;
 }
 
-std::optional<uint64_t> VosStore::CachedArrayEnd(const ExtentCache::Extents& extents, const AkeyHeader& h, Epoch epoch,
+std::optional<uint64_t> VosStore::CachedArrayEnd(const AkeyCache::Extents& extents, const AkeyHeader& h, Epoch epoch,
                                                  Epoch punched) {
   std::optional<uint64_t> best;
   for (int c = keys::kMaxSizeClass; c >= 0; --c) {

@@ -45,7 +45,6 @@ void VosStore::SubmitFetch(const FetchOp& op, FetchCallback done) {
   f.op = op;
   f.done = std::move(done);
   f.generation = next_generation_++;
-  active_generations_.insert(f.generation);
   f.status = PrepareFetch(&f);
   if (f.status.ok()) StartReads(&f);
   if (f.reads_pending == 0) {
@@ -73,9 +72,11 @@ Status VosStore::PrepareFetch(FetchState* f) {
   } else if (op.type != ValueType::kSingle) {
     return Status::InvalidArgument(fmt::format("vos: {}: unknown value type", Describe(op)));
   }
-  std::string scope = keys::AkeyScope(op.oid, op.dkey, op.akey);
+  keys::AssignAkeyScope(op.oid, op.dkey, op.akey, &f->scope);
+  const std::string& scope = f->scope;
   size_t dkey_scope_len = keys::DkeyScopeSize(op.dkey);
-  auto header = LoadHeader(scope);
+  AkeyCache::Akey* cached = akey_cache_.Find(scope);  // the one lookup for the header and the extents
+  auto header = LoadHeader(scope, &cached);
   if (!header.ok()) return header.status().WithContext(Describe(op));
   if (!header->has_value()) {
     if (op.type == ValueType::kArray) {
@@ -94,7 +95,7 @@ Status VosStore::PrepareFetch(FetchState* f) {
     return Status::InvalidArgument(fmt::format("vos: {}: record size {} does not match the akey's {}", Describe(op),
                                                op.record_size, h.record_size));
   }
-  return PlanArray(f, scope, dkey_scope_len, h);
+  return PlanArray(f, scope, dkey_scope_len, h, cached);
 }
 
 Status VosStore::PlanSingle(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len) {
@@ -139,16 +140,18 @@ Result<std::vector<std::pair<ExtentCandidate, ValueRecord>>> VosStore::EligibleE
   return out;
 }
 
-Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len, const AkeyHeader& h) {
+Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len, const AkeyHeader& h,
+                           AkeyCache::Akey* cached_akey) {
   const FetchOp& op = f->op;
   uint64_t lo = op.index;
   uint64_t hi = op.index + op.count;
   uint64_t rs = op.record_size;
   f->size = f->deliver = op.buffer.size();
   Epoch punched = PunchedAt(akey_scope, dkey_scope_len, op.epoch);
-  std::vector<ExtentCandidate> candidates;
+  std::vector<ExtentCandidate>& candidates = f->candidates;
+  candidates.clear();
   std::optional<uint64_t> end;
-  if (const ExtentCache::Extents* cached = CachedExtents(akey_scope)) {
+  if (const AkeyCache::Extents* cached = CachedExtents(akey_scope, cached_akey)) {
     ROS2_RETURN_IF_ERROR(CollectCachedSources(f, *cached, h, punched, &candidates));
     if (op.want_array_end) end = CachedArrayEnd(*cached, h, op.epoch, punched);
   } else {
@@ -160,9 +163,9 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
     }
   }
   f->array_end = end.value_or(0);
-  std::vector<VisiblePiece> pieces = ResolveVisible(std::move(candidates), lo, hi);
+  ResolveVisibleInto(candidates, lo, hi, &f->visible);
   uint64_t pos = lo;
-  for (const VisiblePiece& p : pieces) {
+  for (const VisiblePiece& p : f->visible) {
     if (p.begin > pos) std::memset(op.buffer.data() + (pos - lo) * rs, 0, (p.begin - pos) * rs);
     const SourceVersion& src = f->sources[p.id];
     AddPiece(f, p.id, (p.begin - src.index) * rs, (p.end - src.index) * rs, (p.begin - lo) * rs);
@@ -172,17 +175,19 @@ Status VosStore::PlanArray(FetchState* f, std::string_view akey_scope, size_t dk
   return Status::Ok();
 }
 
-const ExtentCache::Extents* VosStore::CachedExtents(std::string_view akey_scope) {
-  if (const ExtentCache::Extents* hit = extent_cache_.Find(akey_scope)) return hit;
-  if (extent_cache_.IsUncacheable(akey_scope)) return nullptr;
-  ExtentCache::Extents loaded;
+const AkeyCache::Extents* VosStore::CachedExtents(std::string_view akey_scope, AkeyCache::Akey* cached) {
+  if (cached) {
+    if (const AkeyCache::Extents* hit = cached->extents()) return hit;
+    if (cached->uncacheable()) return nullptr;
+  }
+  AkeyCache::Extents loaded;
   std::string prefix = keys::TreeKey(akey_scope) + keys::kExtentKind;
   rocksdb::Iterator* it = FetchIterator();
   for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
     std::string_view k = it->key().ToStringView().substr(prefix.size());
     auto rec = DecodeValueRecord(it->value().ToStringView(), "stored version", kAllChecksums);
-    if (k.size() != 17 || !rec.ok() || loaded.size() >= ExtentCache::kMaxExtentsPerAkey) {
-      extent_cache_.MarkUncacheable(akey_scope);
+    if (k.size() != 17 || !rec.ok() || loaded.size() >= AkeyCache::kMaxExtentsPerAkey) {
+      akey_cache_.MarkUncacheable(cached ? *cached : akey_cache_.FindOrAdd(akey_scope));
       return nullptr;
     }
     ExtentSlot slot{static_cast<uint8_t>(k[0]), keys::ReadU64(k.substr(1)), ~keys::ReadU64(k.substr(9))};
@@ -193,10 +198,10 @@ const ExtentCache::Extents* VosStore::CachedExtents(std::string_view akey_scope)
     loaded.emplace(slot, std::move(e));
   }
   if (!it->status().ok()) return nullptr;  // the RocksDB path reports the error
-  return extent_cache_.Insert(akey_scope, std::move(loaded));
+  return akey_cache_.SetExtents(cached ? *cached : akey_cache_.FindOrAdd(akey_scope), std::move(loaded));
 }
 
-Status VosStore::CollectCachedSources(FetchState* f, const ExtentCache::Extents& extents, const AkeyHeader& h,
+Status VosStore::CollectCachedSources(FetchState* f, const AkeyCache::Extents& extents, const AkeyHeader& h,
                                       Epoch punched, std::vector<ExtentCandidate>* candidates) {
   const FetchOp& op = f->op;
   uint64_t lo = op.index;
@@ -415,7 +420,6 @@ void VosStore::FinishFetch(FetchState* f) {
     std::memset(op.buffer.data(), 0, op.buffer.size());
   }
   FetchCallback done = std::move(f->done);
-  active_generations_.erase(active_generations_.find(f->generation));
   RecycleFetch(f);
   --in_flight_;
   ReleaseDeferredFrees();

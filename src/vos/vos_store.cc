@@ -28,7 +28,6 @@ namespace {
 // file a format-1 store had zero-filled. A format-1 store is upgraded at open.
 constexpr uint64_t kFormatVersion = 2;
 constexpr uint64_t kLegacyFormatVersion = 1;
-constexpr size_t kHeaderCacheEntries = 1 << 16;
 
 std::string EncodeU64(uint64_t v) {
   std::string s;
@@ -633,9 +632,9 @@ Status VosStore::Sync() {
   return FromRocks(db_->FlushWAL(/*sync=*/true), "vos: sync WAL");
 }
 
-Result<std::optional<AkeyHeader>> VosStore::LoadHeader(std::string_view akey_scope) {
+Result<std::optional<AkeyHeader>> VosStore::LoadHeader(std::string_view akey_scope, AkeyCache::Akey** cached) {
   if (auto it = pending_headers_.find(akey_scope); it != pending_headers_.end()) return {it->second.header};
-  if (auto it = header_cache_.find(akey_scope); it != header_cache_.end()) return {it->second};
+  if (*cached && (*cached)->header()) return {*(*cached)->header()};
   std::string value;
   rocksdb::ReadOptions ro;
   rocksdb::Status rs = db_->Get(ro, keys::HeaderKey(akey_scope), &value);
@@ -643,19 +642,15 @@ Result<std::optional<AkeyHeader>> VosStore::LoadHeader(std::string_view akey_sco
   if (!rs.ok()) return FromRocks(rs, "vos: read akey header");
   auto h = DecodeAkeyHeader(value, "akey header");
   if (!h.ok()) return h.status();
-  CacheHeader(akey_scope, *h);
+  if (!*cached) *cached = &akey_cache_.FindOrAdd(akey_scope);
+  akey_cache_.SetHeader(**cached, *h);
   return std::optional<AkeyHeader>(*h);
-}
-
-void VosStore::CacheHeader(std::string_view akey_scope, const AkeyHeader& h) {
-  if (header_cache_.size() >= kHeaderCacheEntries) header_cache_.clear();  // crude bound; refills from RocksDB
-  header_cache_[std::string(akey_scope)] = h;
 }
 
 void VosStore::FreeAfterReaders(uint64_t offset, uint64_t len) {
   // Fetches submitted before now may still read these bytes: hold the space
   // until they have all completed.
-  if (active_generations_.empty()) {
+  if (fetches_.empty()) {
     FreeExtent(offset, len);
     return;
   }
@@ -664,7 +659,7 @@ void VosStore::FreeAfterReaders(uint64_t offset, uint64_t len) {
 }
 
 void VosStore::ReleaseDeferredFrees() {
-  uint64_t oldest = active_generations_.empty() ? ~uint64_t{0} : *active_generations_.begin();
+  uint64_t oldest = fetches_.empty() ? ~uint64_t{0} : fetches_.front().generation;
   while (!deferred_frees_.empty() && deferred_frees_.front().generation <= oldest) {
     const DeferredFree& f = deferred_frees_.front();
     FreeExtent(f.offset, f.len);

@@ -21,13 +21,12 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "vos/akey_cache.h"
 #include "vos/aligned_buffer.h"
 #include "vos/commit_thread.h"
 #include "vos/extent_allocator.h"
-#include "vos/extent_cache.h"
 #include "vos/extent_store.h"
 #include "vos/keys.h"
 #include "vos/range_set.h"
@@ -144,6 +143,10 @@ class VosStore final : public Vos {
     uint64_t array_end = 0;  // FetchResult::array_end
     std::vector<SourceVersion> sources;
     std::vector<ReadPiece> pieces;
+    // The plan's scratch, kept with the node for the next fetch's plan.
+    std::string scope;  // keys::AkeyScope
+    std::vector<ExtentCandidate> candidates;
+    std::vector<VisiblePiece> visible;
     size_t reads_pending = 0;
     Status status;
     std::list<FetchState>::iterator self;
@@ -159,7 +162,7 @@ class VosStore final : public Vos {
     uint64_t len;
   };
 
-  static constexpr size_t kExtentCacheBytes = size_t{256} << 20;
+  static constexpr size_t kAkeyCacheBytes = size_t{256} << 20;
 
   explicit VosStore(const VosOptions& options);
   Status Init();
@@ -198,19 +201,22 @@ class VosStore final : public Vos {
   // vos_fetch.cc
   Status PrepareFetch(FetchState* f);
   Status PlanSingle(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len);
-  Status PlanArray(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len, const AkeyHeader& header);
-  // The akey's extents from the extent cache, loaded from RocksDB on a miss;
-  // nullptr when the akey cannot be cached (too large, or a record that does
-  // not decode: the RocksDB path then reports it for the fetches it affects).
-  const ExtentCache::Extents* CachedExtents(std::string_view akey_scope);
-  Status CollectCachedSources(FetchState* f, const ExtentCache::Extents& extents, const AkeyHeader& h, Epoch punched,
+  // `cached`: the akey's cache entry found with its header, or nullptr.
+  Status PlanArray(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len, const AkeyHeader& header,
+                   AkeyCache::Akey* cached);
+  // The akey's extents from its cache entry `cached` (nullptr: none), loaded
+  // from RocksDB on a miss; nullptr when the akey cannot be cached (too large,
+  // or a record that does not decode: the RocksDB path then reports it for
+  // the fetches it affects).
+  const AkeyCache::Extents* CachedExtents(std::string_view akey_scope, AkeyCache::Akey* cached);
+  Status CollectCachedSources(FetchState* f, const AkeyCache::Extents& extents, const AkeyHeader& h, Epoch punched,
                               std::vector<ExtentCandidate>* candidates);
   Status CollectStoredSources(FetchState* f, std::string_view akey_scope, const AkeyHeader& h, Epoch punched,
                               std::vector<ExtentCandidate>* candidates);
   // One past the highest record visible at `epoch` (above `punched`) of an
   // array akey, or nullopt: from its cached extents, or from RocksDB through
   // `it`. Per size class, backwards from the highest start.
-  static std::optional<uint64_t> CachedArrayEnd(const ExtentCache::Extents& extents, const AkeyHeader& h, Epoch epoch,
+  static std::optional<uint64_t> CachedArrayEnd(const AkeyCache::Extents& extents, const AkeyHeader& h, Epoch epoch,
                                                 Epoch punched);
   Result<std::optional<uint64_t>> StoredArrayEnd(rocksdb::Iterator* it, std::string_view akey_scope,
                                                  const AkeyHeader& h, Epoch epoch, Epoch punched);
@@ -230,8 +236,15 @@ class VosStore final : public Vos {
                                                                                size_t dkey_scope_len, Epoch epoch);
 
   // shared helpers
-  Result<std::optional<AkeyHeader>> LoadHeader(std::string_view akey_scope);
-  void CacheHeader(std::string_view akey_scope, const AkeyHeader& h);
+  // The akey's header: an update's in flight, else the committed one (from
+  // the akey cache, else RocksDB, which then fills the cache); nullopt when
+  // the akey has none. `cached`: the akey's cache entry as Find returned it
+  // (nullptr: none), updated when the header is cached here.
+  Result<std::optional<AkeyHeader>> LoadHeader(std::string_view akey_scope, AkeyCache::Akey** cached);
+  Result<std::optional<AkeyHeader>> LoadHeader(std::string_view akey_scope) {
+    AkeyCache::Akey* cached = akey_cache_.Find(akey_scope);
+    return LoadHeader(akey_scope, &cached);
+  }
   Epoch PunchedAt(std::string_view akey_scope, size_t dkey_scope_len, Epoch at) const {
     return punches_.LatestCovering(akey_scope, dkey_scope_len, at);
   }
@@ -290,6 +303,8 @@ class VosStore final : public Vos {
 
   size_t in_flight_ = 0;
   std::list<UpdateState> updates_;
+  // Fetches in flight, in generation order (SubmitFetch appends, FinishFetch
+  // takes out): the front is the oldest one a deferred free waits for.
   std::list<FetchState> fetches_;
   // Finished fetches' nodes, kept for the next ones (their vectors and key
   // strings keep their memory): a fetch allocates nothing of its own.
@@ -300,12 +315,7 @@ class VosStore final : public Vos {
   std::vector<PunchState*> ready_punches_;                             // waiting for a commit group
   std::vector<std::function<void()>> deferred_;                        // callbacks to run from Progress
   std::map<std::string, PendingHeader, std::less<>> pending_headers_;  // akeys with uncommitted updates
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::unordered_map<std::string, AkeyHeader, StringHash, std::equal_to<>> header_cache_;  // committed (bounded)
-  ExtentCache extent_cache_{kExtentCacheBytes};
+  AkeyCache akey_cache_{kAkeyCacheBytes};                              // committed headers and extents
   std::unique_ptr<rocksdb::Iterator> fetch_iter_;
   rocksdb::SequenceNumber fetch_iter_seq_ = 0;
   std::set<std::string, std::less<>> uncommitted_keys_;  // record keys of uncommitted updates
@@ -325,7 +335,6 @@ class VosStore final : public Vos {
   uint64_t written_prefix_ = 0;
 
   uint64_t next_generation_ = 1;
-  std::multiset<uint64_t> active_generations_;  // of fetches in flight
   std::deque<DeferredFree> deferred_frees_;
   uint64_t deferred_free_bytes_ = 0;
 };

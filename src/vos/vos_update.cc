@@ -246,7 +246,7 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
                            ready_.size() + ready_punches_.size() == in_flight_;
   if (commit_here && !from_progress) return 0;
   auto group = std::make_unique<CommitGroup>();
-  std::string check_list;  // extents whose durability rides on the group's WAL sync
+  std::string check_list;     // extents whose durability rides on the group's WAL sync
   uint64_t inline_delta = 0;  // change of 'M' "inline_bytes" (modulo 2^64)
   // The akey header is written when RocksDB may not hold it yet: not when the
   // cache of committed headers holds exactly this one (it mirrors RocksDB:
@@ -268,8 +268,8 @@ int VosStore::StartCommitIfIdle(bool from_progress) {
     inline_delta += (u->rec.external ? 0 : u->rec.length) - u->replaced_inline;
     auto h = pending_headers_.find(u->akey_scope);
     u->committed_header = h->second.header;
-    auto stored = header_cache_.find(u->akey_scope);
-    if ((stored == header_cache_.end() || !(stored->second == u->committed_header)) &&
+    const AkeyCache::Akey* stored = akey_cache_.Find(u->akey_scope);
+    if ((!stored || !stored->header() || !(*stored->header() == u->committed_header)) &&
         std::find(headers_written.begin(), headers_written.end(), u->akey_scope) == headers_written.end()) {
       group->batch.Put(keys::HeaderKey(u->akey_scope), EncodeAkeyHeader(u->committed_header));
       headers_written.push_back(u->akey_scope);
@@ -392,7 +392,8 @@ int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
   for (void* opaque : group->updates) {
     auto* u = static_cast<UpdateState*>(opaque);
     if (group->status.ok()) {
-      CacheHeader(u->akey_scope, u->committed_header);
+      AkeyCache::Akey& cached = akey_cache_.FindOrAdd(u->akey_scope);
+      akey_cache_.SetHeader(cached, u->committed_header);
       if (u->op.type == ValueType::kArray) {
         // Keep a cached akey equal to RocksDB (the same key replaces a replayed version).
         ExtentSlot slot{keys::ExtentSizeClass(u->op.data.size() / u->op.record_size), u->op.index, u->op.epoch};
@@ -401,7 +402,7 @@ int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
         extent.rec.inline_data = {};
         if (!u->rec.external)
           extent.inline_data.assign(reinterpret_cast<const char*>(u->op.data.data()), u->op.data.size());
-        extent_cache_.Add(u->akey_scope, slot, std::move(extent));
+        akey_cache_.AddExtent(cached, slot, std::move(extent));
       }
       if (u->replaced) FreeAfterReaders(u->replaced->offset, u->replaced->alloc_len);
       if (u->replaced_inline > 0) {
@@ -412,9 +413,8 @@ int VosStore::FinishCommit(std::unique_ptr<CommitGroup> group) {
       u->inline_charge = 0;  // now the store's
     } else if (group->metadata_attempted) {
       // The batch may or may not be in RocksDB: both caches reload from there.
-      extent_cache_.Erase(u->akey_scope);
-      if (auto c = header_cache_.find(u->akey_scope); c != header_cache_.end()) header_cache_.erase(c);
-      u->inline_charge = 0;                // like its extent, counted until the next open recounts
+      akey_cache_.Erase(u->akey_scope);
+      u->inline_charge = 0;  // like its extent, counted until the next open recounts
     } else if (u->rec.external) {
       FreeExtent(u->rec.offset, u->rec.alloc_len);
     }
