@@ -408,6 +408,11 @@ void OfiWorker::FailConnection(uint64_t id, const Status& why, bool count_as_los
     (void)SendMessage(*conn, bye);
     send_patience_ = patience;
   }
+  // Free request states remember the connection they last served (server.cc);
+  // let this one go.
+  for (auto& state : state_pool_) {
+    if (state->conn == conn) state->conn.reset();
+  }
   if (conn->status.ok()) conn->status = why;
   conn->batch.clear();
   conn->batch_count = 0;

@@ -345,6 +345,7 @@ class OfiWorker final : public Worker, public RequestBackend {
   void FinishCall(uint32_t slot);
   void CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed);
   void ExpireDeadlines(Clock::time_point now);
+  void CompactDeadlines();
   void OnPushDone(uint32_t slot, uint32_t generation, const Status& st, uint64_t len);
   void OnBulkOutSent(uint32_t slot, uint32_t generation, const Status& st);
 
@@ -375,9 +376,9 @@ class OfiWorker final : public Worker, public RequestBackend {
   uint64_t transfers_in_flight_ = 0;
   uint64_t next_large_tag_ = 0;
   uint64_t last_connection_id_ = 0;
-  std::vector<uint8_t> scratch_;  // discarded bulk-out bytes land here
+  std::vector<uint8_t> scratch_;               // discarded bulk-out bytes land here
   std::deque<std::vector<uint8_t>> av_names_;  // InsertAddress's copies, NUL-terminated
-  int door_fd_ = -1;  // shm: the door (door.cc)
+  int door_fd_ = -1;                           // shm: the door (door.cc)
   std::vector<uint8_t> door_buffer_;
   // RMA bulk (rma.cc): the client's cached registrations (at most
   // registration_cache_entries, least recently used dropped), and the
