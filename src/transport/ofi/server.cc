@@ -108,7 +108,7 @@ void OfiWorker::HandleHello(const wire::Message& msg, fi_addr_t from) {
     const std::string& reason = why.message();
     bye.payload = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(reason.data()),
                                            std::min<size_t>(reason.size(), wire::kMaxStatusMessage));
-    std::vector<uint8_t> bytes(wire::EncodedSize(bye));
+    MessageBytes bytes(wire::EncodedSize(bye), 0);
     if (wire::Encode(bye, bytes).ok()) (void)SendBytes(addr, std::move(bytes), nullptr);
   };
   // A hello flood from one address is bounded by max_connections_per_peer
@@ -525,7 +525,7 @@ Status OfiWorker::AuthenticateSession(OfiConnection& conn, const SessionCredenti
 }
 
 // ---- Integrity ------------------------------------------------------------------
-Status OfiWorker::Seal(OfiConnection& conn, std::vector<uint8_t>& bytes) {
+Status OfiWorker::Seal(OfiConnection& conn, MessageBytes& bytes) {
   ConnectionAuth& auth = *conn.auth;
   wire::SetIntegrityFlag(bytes);
   const size_t n = bytes.size();
