@@ -17,22 +17,23 @@ Status OfiWorker::SendOrBatch(OfiConnection& conn, const wire::Message& msg) {
     FlushBatch(conn);  // keep the order: what was batched goes first
     return SendMessage(conn, msg);
   }
-  if (conn.batch_count > 0 && (conn.batch.size() + entry > limit || conn.batch_count == wire::kMaxBatchMessages)) {
+  if (conn.batch_count > 0 &&
+      (conn.batch_bytes.size() + entry > limit || conn.batch_count == wire::kMaxBatchMessages)) {
     FlushBatch(conn);
   }
   if (conn.batch_count == 0) {
-    if (conn.batch.capacity() < limit + wire::kIntegrityTrailerSize) {
-      conn.batch.reserve(limit + wire::kIntegrityTrailerSize);
+    if (conn.batch_bytes.capacity() < limit + wire::kIntegrityTrailerSize) {
+      conn.batch_bytes.reserve(limit + wire::kIntegrityTrailerSize);
     }
-    conn.batch.resize(wire::kHeaderSize);
+    conn.batch_bytes.resize(wire::kHeaderSize);
     if (!conn.reply_batching) pending_batches_.push_back(conn.local_id);
   }
-  const size_t at = conn.batch.size();
-  conn.batch.resize(at + entry);
-  auto n = wire::EncodeBatchEntry(msg, std::span<uint8_t>(conn.batch).subspan(at));
+  const size_t at = conn.batch_bytes.size();
+  conn.batch_bytes.resize(at + entry);
+  auto n = wire::EncodeBatchEntry(msg, std::span<uint8_t>(conn.batch_bytes).subspan(at));
   if (!n.ok()) {
-    conn.batch.resize(at);
-    if (conn.batch_count == 0) conn.batch.clear();
+    conn.batch_bytes.resize(at);
+    if (conn.batch_count == 0) conn.batch_bytes.clear();
     return n.status();
   }
   ++conn.batch_count;
@@ -48,14 +49,14 @@ void OfiWorker::FlushBatch(OfiConnection& conn) {
   conn.batch_count = 0;
   conn.batch_pushed = 0;
   if (conn.addr == FI_ADDR_UNSPEC || !conn.status.ok()) {
-    conn.batch.clear();
+    conn.batch_bytes.clear();
     return;
   }
   // The batch's storage goes out in a pooled op; the op's former buffer
   // takes the next batch (no allocation once warm).
   Op* op = NewOp(Op::Kind::kSend);
-  op->bytes.swap(conn.batch);
-  std::vector<uint8_t>& bytes = op->bytes;
+  op->bytes.swap(conn.batch_bytes);
+  MessageBytes& bytes = op->bytes;
   if (count == 1) {
     // One entry goes as the plain message it holds.
     bytes.erase(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(wire::kHeaderSize + wire::kBatchEntryPrefix));
@@ -105,7 +106,8 @@ void OfiWorker::HandleBatch(OfiConnection& conn, const wire::Message& msg) {
     // an honest peer never sends such a batch, and its calls in it fail now
     // with that reason instead of at their deadlines.
     ++stats_.malformed_messages;
-    CloseForMalformedBatch(conn, !count.ok() ? count.status().message() : std::string("a batch of the wrong direction"));
+    CloseForMalformedBatch(conn,
+                           !count.ok() ? count.status().message() : std::string("a batch of the wrong direction"));
     return;
   }
   ++stats_.batches_received;
@@ -121,8 +123,9 @@ void OfiWorker::HandleBatch(OfiConnection& conn, const wire::Message& msg) {
 }
 
 void OfiWorker::CloseForMalformedBatch(OfiConnection& conn, std::string_view why) {
-  const Status reason = Status::Protocol(fmt::format(
-      "transport: worker '{}' closed connection {:#x} ({}): malformed batch: {}", name_, conn.local_id, conn.peer_name, why));
+  const Status reason =
+      Status::Protocol(fmt::format("transport: worker '{}' closed connection {:#x} ({}): malformed batch: {}", name_,
+                                   conn.local_id, conn.peer_name, why));
   ROS2_LOG_WARN("{}", reason.message());
   if (conn.client_side) {
     deferred_failures_.emplace_back(conn.local_id, reason);  // the calls fail with the reason

@@ -328,7 +328,7 @@ void OfiWorker::SendAgain(Clock::time_point now) {
     }
     const uint64_t id = r.connection;
     const int attempt = r.attempts + 1;
-    auto copy = std::make_shared<std::vector<uint8_t>>(r.bytes);
+    auto copy = std::make_shared<MessageBytes>(r.bytes);
     auto failed = [this, id, attempt, copy](const Status& st, uint64_t) {
       if (st.ok() || st.code() == Status::Code::kCancelled) return;
       if (attempt < kAttempts) {

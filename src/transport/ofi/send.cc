@@ -34,7 +34,7 @@ void OfiWorker::FreeOp(Op* op) {
   op->ctx = fi_context{};
   op->index = 0;
   op->bytes.clear();
-  if (op->bytes.capacity() > kRecvSize) std::vector<uint8_t>().swap(op->bytes);
+  if (op->bytes.capacity() > kRecvSize) MessageBytes().swap(op->bytes);
   op->from = FI_ADDR_UNSPEC;
   op->done = nullptr;
   op->cancelled = false;
@@ -48,8 +48,7 @@ void OfiWorker::FreeOp(Op* op) {
   op_pool_.push_back(op);
 }
 
-Status OfiWorker::SendBytes(fi_addr_t to, std::vector<uint8_t> bytes,
-                            std::function<void(const Status&, uint64_t)> done) {
+Status OfiWorker::SendBytes(fi_addr_t to, MessageBytes bytes, std::function<void(const Status&, uint64_t)> done) {
   Op* op = NewOp(Op::Kind::kSend);
   op->bytes = std::move(bytes);
   op->done = std::move(done);

@@ -108,7 +108,7 @@ void OfiWorker::HandleHello(const wire::Message& msg, fi_addr_t from) {
     const std::string& reason = why.message();
     bye.payload = std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(reason.data()),
                                            std::min<size_t>(reason.size(), wire::kMaxStatusMessage));
-    std::vector<uint8_t> bytes(wire::EncodedSize(bye));
+    MessageBytes bytes(wire::EncodedSize(bye), 0);
     if (wire::Encode(bye, bytes).ok()) (void)SendBytes(addr, std::move(bytes), nullptr);
   };
   // A hello flood from one address is bounded by max_connections_per_peer
@@ -196,7 +196,8 @@ void OfiWorker::Release(State* s) {
     IncomingRequest(s).Reply(Status::Internal("transport: handler dropped the request without replying"));
     --s->refs;
   }
-  s->conn.reset();
+  // s->conn is kept for the next request of the same peer (FailConnection
+  // clears it in free states).
   s->pulled = s->pushed = s->replied = false;
   s->pushed_bytes = 0;
   s->inline_push.clear();
@@ -231,8 +232,22 @@ void OfiWorker::HandleRequest(OfiConnection& conn, const wire::Message& msg, std
     }
   }
   State* s = AcquireState();
-  s->conn = connections_[conn.local_id];
-  s->copy.assign(bytes.begin(), bytes.end());
+  // A pooled state keeps the connection it last served: a peer's next
+  // request usually finds it and skips a lookup and a reference count round
+  // trip (FailConnection clears it in free states).
+  if (s->conn.get() != &conn) s->conn = connections_[conn.local_id];
+  // The bytes (a posted receive buffer, or a received batch in one) are
+  // reposted once this message is handled: copy them, and point the decoded
+  // message's views at the copy. The inline bulk-out section (last, unless a
+  // trailer follows) is not copied yet: a handler that pulls while it runs,
+  // as the engine's update and the bench peer do, copies it once, straight
+  // from the receive buffer into its own; it is copied here only if the
+  // handler keeps the request unpulled.
+  const size_t inline_len = msg.inline_data.size();
+  const bool inline_last = inline_len == 0 || msg.inline_data.data() + inline_len == bytes.data() + bytes.size();
+  const size_t head_len = inline_last ? bytes.size() - inline_len : bytes.size();
+  s->copy.reserve(bytes.size());  // appending the inline bytes later must not move the views
+  s->copy.assign(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(head_len));
   s->msg = msg;
   const auto moved = [&](std::span<const uint8_t> view) {
     if (view.empty()) return std::span<const uint8_t>();
@@ -240,18 +255,29 @@ void OfiWorker::HandleRequest(OfiConnection& conn, const wire::Message& msg, std
   };
   s->msg.capability = moved(msg.capability);
   s->msg.payload = moved(msg.payload);
-  s->msg.inline_data = moved(msg.inline_data);
+  s->msg.inline_data = inline_last ? msg.inline_data : moved(msg.inline_data);  // the receive buffer's, for now
   for (uint8_t i = 0; i < s->msg.bulk_count; ++i) s->msg.bulk[i].rkey = moved(msg.bulk[i].rkey);
   s->msg.status_message = {};
   s->msg.integrity = {};
-  IncomingRequest req(s);
-  const uint16_t op = msg.opcode;
-  if (op >= handlers_.size() || !handlers_[op]) {
-    ++stats_.unknown_opcode;
-    req.Reply(Status::NotSupported(fmt::format("transport: worker '{}' has no handler for opcode {}", name_, op)));
-    return;
+  // Held across the handler, so that the state outlives it whatever the
+  // handler does with its handle, and the inline bytes can be kept below.
+  IncomingRequest hold(s);
+  {
+    IncomingRequest req(s);
+    const uint16_t op = msg.opcode;
+    if (op >= handlers_.size() || !handlers_[op]) {
+      ++stats_.unknown_opcode;
+      req.Reply(Status::NotSupported(fmt::format("transport: worker '{}' has no handler for opcode {}", name_, op)));
+    } else {
+      handlers_[op](std::move(req));
+    }
   }
-  handlers_[op](std::move(req));
+  if (inline_last && inline_len > 0 && s->refs > 1 && !s->pulled) {
+    // The handler kept the request without pulling: keep the inline bytes too.
+    const size_t at = s->copy.size();
+    s->copy.insert(s->copy.end(), msg.inline_data.begin(), msg.inline_data.end());
+    s->msg.inline_data = std::span<const uint8_t>(s->copy.data() + at, inline_len);
+  }
 }
 
 void OfiWorker::Pull(State* s, std::span<std::byte> dst, Completion done) {
@@ -341,7 +367,8 @@ void OfiWorker::Push(State* s, std::span<const std::byte> src, Completion done) 
 }
 
 void OfiWorker::Reply(State* s, const Status& status, std::span<const uint8_t> payload) {
-  if (auto it = writes_in_flight_.find(s); it != writes_in_flight_.end()) {
+  if (auto it = writes_in_flight_.empty() ? writes_in_flight_.end() : writes_in_flight_.find(s);
+      it != writes_in_flight_.end()) {
     // The pushed bytes are not in the client's buffer yet: the reply leaves
     // once they are (rma.cc).
     s->replied = true;
@@ -498,7 +525,7 @@ Status OfiWorker::AuthenticateSession(OfiConnection& conn, const SessionCredenti
 }
 
 // ---- Integrity ------------------------------------------------------------------
-Status OfiWorker::Seal(OfiConnection& conn, std::vector<uint8_t>& bytes) {
+Status OfiWorker::Seal(OfiConnection& conn, MessageBytes& bytes) {
   ConnectionAuth& auth = *conn.auth;
   wire::SetIntegrityFlag(bytes);
   const size_t n = bytes.size();

@@ -408,8 +408,13 @@ void OfiWorker::FailConnection(uint64_t id, const Status& why, bool count_as_los
     (void)SendMessage(*conn, bye);
     send_patience_ = patience;
   }
+  // Free request states remember the connection they last served (server.cc);
+  // let this one go.
+  for (auto& state : state_pool_) {
+    if (state->conn == conn) state->conn.reset();
+  }
   if (conn->status.ok()) conn->status = why;
-  conn->batch.clear();
+  conn->batch_bytes.clear();
   conn->batch_count = 0;
   for (uint32_t slot = 0; slot < calls_.size(); ++slot) {
     OfiCall& c = calls_[slot];
@@ -507,7 +512,7 @@ void OfiWorker::Keepalive(Clock::time_point now) {
   for (uint64_t id : idle) {
     OfiConnection* conn = FindConnection(id);
     if (conn == nullptr) continue;
-    std::vector<uint8_t> frame(kFrameSize);
+    MessageBytes frame(kFrameSize, 0);
     PutLe32(frame.data(), kKeepaliveMagic);
     auto failed = [this, id](const Status& st, uint64_t) {
       if (!st.ok() && st.code() != Status::Code::kCancelled) {

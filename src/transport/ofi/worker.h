@@ -42,6 +42,7 @@
 #include <queue>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -76,6 +77,30 @@ inline constexpr uint64_t kTagPush = uint64_t{3} << 62;
 inline uint64_t TagOf(uint64_t kind, uint64_t id) {
   return kind | (id & ~kTagKindMask);
 }
+
+// The bytes of an outgoing message: grown without zeroing what it grows by,
+// since the encoder writes every byte right after (a batch entry carrying 4
+// KiB of bulk cost as much to zero as to copy). Elements are default-, not
+// value-initialised; everything else is std::vector's.
+template <class T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <class U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  DefaultInitAllocator() = default;
+  template <class U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <class U>
+  void construct(U* p) noexcept(std::is_nothrow_default_constructible_v<U>) {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using MessageBytes = std::vector<uint8_t, DefaultInitAllocator<uint8_t>>;
 // The rkey section of an ofi kRma descriptor: the u64 key and the u64 virtual
 // address the registration starts at, little-endian. The descriptor's address
 // is the buffer's own; a provider whose keys name offsets (no
@@ -123,6 +148,9 @@ struct OfiConnection : Connection {
   // interval sends the peer a keepalive frame, whose failed send fails it.
   uint64_t heard = 0;
   uint64_t heard_at_tick = 0;
+  // The batch being gathered (Connection::batch's role on this provider, in
+  // MessageBytes: kHeaderSize bytes for the header, then the entries).
+  MessageBytes batch_bytes;
 };
 inline constexpr uint32_t kKeepaliveMagic = 0x4b49464f;  // "OFIK": a keepalive frame (kFrameSize bytes)
 
@@ -131,8 +159,8 @@ inline constexpr uint32_t kKeepaliveMagic = 0x4b49464f;  // "OFIK": a keepalive 
 struct Op {
   fi_context ctx{};
   enum class Kind : uint8_t { kRecv, kSend, kLargeRecv, kBulkSend, kBulkRecv } kind = Kind::kSend;
-  size_t index = 0;            // kRecv: which posted buffer
-  std::vector<uint8_t> bytes;  // kSend, kLargeRecv: the message; kBulkRecv discard: scratch
+  size_t index = 0;    // kRecv: which posted buffer
+  MessageBytes bytes;  // kSend, kLargeRecv: the message; kBulkRecv discard: scratch
   fi_addr_t from = FI_ADDR_UNSPEC;
   // Runs with the result (and bytes received); kBulkSend, kBulkRecv, kSend.
   std::function<void(const Status&, uint64_t)> done;
@@ -220,7 +248,7 @@ class OfiWorker final : public Worker, public RequestBackend {
   // RMA the peer's provider refused, closing the connection under it).
   Status SendMessage(OfiConnection& conn, const wire::Message& msg,
                      std::function<void(const Status&, uint64_t)> done = nullptr, bool resend_once = false);
-  Status SendBytes(fi_addr_t to, std::vector<uint8_t> bytes, std::function<void(const Status&, uint64_t)> done);
+  Status SendBytes(fi_addr_t to, MessageBytes bytes, std::function<void(const Status&, uint64_t)> done);
   // Sends op->bytes (an op from NewOp, whose completion the worker handles).
   Status SendOp(fi_addr_t to, Op* op);
   // Ops come from a pool (no allocation per message once warm; their byte
@@ -322,7 +350,7 @@ class OfiWorker final : public Worker, public RequestBackend {
   IncomingRequest::State* AcquireState();
 
   // Integrity (server.cc): as connection_auth.cc does for UCX connections.
-  Status Seal(OfiConnection& conn, std::vector<uint8_t>& bytes);
+  Status Seal(OfiConnection& conn, MessageBytes& bytes);
   Status CheckIntegrity(OfiConnection& conn, const wire::Message& msg, std::span<const uint8_t> bytes);
 
   // RMA bulk (rma.cc). Server: whether a kRma descriptor may be served on
@@ -345,6 +373,7 @@ class OfiWorker final : public Worker, public RequestBackend {
   void FinishCall(uint32_t slot);
   void CompleteCall(uint32_t slot, const Status& status, std::span<const uint8_t> payload, uint64_t pushed);
   void ExpireDeadlines(Clock::time_point now);
+  void CompactDeadlines();
   void OnPushDone(uint32_t slot, uint32_t generation, const Status& st, uint64_t len);
   void OnBulkOutSent(uint32_t slot, uint32_t generation, const Status& st);
 
@@ -375,9 +404,9 @@ class OfiWorker final : public Worker, public RequestBackend {
   uint64_t transfers_in_flight_ = 0;
   uint64_t next_large_tag_ = 0;
   uint64_t last_connection_id_ = 0;
-  std::vector<uint8_t> scratch_;  // discarded bulk-out bytes land here
+  std::vector<uint8_t> scratch_;               // discarded bulk-out bytes land here
   std::deque<std::vector<uint8_t>> av_names_;  // InsertAddress's copies, NUL-terminated
-  int door_fd_ = -1;  // shm: the door (door.cc)
+  int door_fd_ = -1;                           // shm: the door (door.cc)
   std::vector<uint8_t> door_buffer_;
   // RMA bulk (rma.cc): the client's cached registrations (at most
   // registration_cache_entries, least recently used dropped), and the
@@ -406,7 +435,7 @@ class OfiWorker final : public Worker, public RequestBackend {
   // connection fails.
   struct Resend {
     uint64_t connection = 0;
-    std::vector<uint8_t> bytes;
+    MessageBytes bytes;
     int attempts = 0;
     Clock::time_point not_before;
   };

@@ -40,6 +40,10 @@ inline constexpr uint16_t kOpFillDirect = 9;
 // next progress pass, then flushes. The peer runs with reply batching on
 // (Worker::SetReplyBatching), so those answers leave in batches.
 inline constexpr uint16_t kOpEchoLater = 10;
+// Kept without pulling: after the peer's next progress pass (when the receive
+// buffer the request arrived in may hold later messages) it pulls the bulk-out
+// bytes and replies with their CRC32C (4 bytes).
+inline constexpr uint16_t kOpPullLater = 11;
 inline std::byte FillByte(uint64_t i) {
   return static_cast<std::byte>((i * 131 + 7) & 0xff);
 }

@@ -133,6 +133,9 @@ int main(int argc, char** argv) {
   });
   std::vector<IncomingRequest> later;
   (void)worker->RegisterHandler(testing::kOpEchoLater, [&later](IncomingRequest req) { later.push_back(req); });
+  std::vector<IncomingRequest> pull_later;
+  (void)worker->RegisterHandler(testing::kOpPullLater,
+                                [&pull_later](IncomingRequest req) { pull_later.push_back(req); });
   worker->SetReplyBatching(true);
   worker->SetPeerLostHandler([&held](uint64_t connection_id, const Status&) {
     std::erase_if(held, [&](const IncomingRequest& r) { return r.connection_id() == connection_id; });
@@ -150,6 +153,15 @@ int main(int argc, char** argv) {
     worker->Wait(std::chrono::milliseconds(100));
     for (IncomingRequest& req : later) req.Reply(Status::Ok(), req.payload());
     later.clear();
+    for (IncomingRequest& req : pull_later) {
+      auto buffer = std::make_shared<std::vector<std::byte>>(req.bulk_out_size());
+      req.Pull(*buffer, [req, buffer](const Status& pulled) mutable {
+        if (!pulled.ok()) return req.Reply(pulled);
+        const uint32_t crc = Crc32c(buffer->data(), buffer->size());
+        req.Reply(Status::Ok(), std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(&crc), 4));
+      });
+    }
+    pull_later.clear();
     worker->FlushBatches();
   }
 }
