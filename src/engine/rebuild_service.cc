@@ -82,14 +82,13 @@ grpc::Status RebuildPullService::Pull(grpc::ServerContext* /*ctx*/, const rpc::R
   }
   scan.cursor = body->cursor();
   scan.max_bytes = body->max_bytes() == 0 ? (1 << 20) : std::min<uint64_t>(body->max_bytes(), kMaxAnswerBytes / 2);
-  scan.max_dkeys = body->max_dkeys();
   scan.count_only = body->count_only();
   scan.stride = std::max<uint32_t>(body->stride(), 1);
   scan.part = body->part();
   scan.data_plane = body->data_plane();
   if (scan.part >= scan.stride) {
-    return control::ToGrpcStatus(
-        Status::InvalidArgument(fmt::format("rebuild pull: part {} of a stride of {}", scan.part, scan.stride)));
+    return control::ToGrpcStatus(Status::InvalidArgument(
+        fmt::format("rebuild pull: part {} of a stride of {}", scan.part, scan.stride)));
   }
   auto out = source_->Scan(scan);
   if (!out.ok()) return control::ToGrpcStatus(out.status());

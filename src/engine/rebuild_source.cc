@@ -70,7 +70,6 @@ struct Batch {
   std::vector<size_t> refetch;  // singles larger than their first buffer
   uint64_t bytes = 0;
   uint64_t objects = 0;
-  size_t dkeys = 0;  // dkeys copied
   bool count_only = false;
   bool data_plane = false;     // array extents as remote records (RebuildScan::data_plane)
   uint32_t source_target = 0;  // the global index of the target scanned
@@ -206,7 +205,6 @@ struct BatchScope {
   const RebuildScan* scan;
   uint32_t self;  // the global index of the target scanned
   std::set<uint32_t> requester;
-  size_t max_dkeys = kBatchDkeys;  // dkeys copied per batch
 };
 
 // The enumeration of one batch (on the target thread): advances `cursor`.
@@ -224,7 +222,7 @@ void RunBatch(vos::Vos* v, const BatchScope& s, const std::shared_ptr<Batch>& b,
   // where the cursor resumes when the batch ends before `ahead` is used up.
   std::deque<std::string> ahead;
   std::string resume = dkeys.position;
-  while (visits++ < kBatchVisits && copied < s.max_dkeys && (b->count_only || b->bytes < s.scan->max_bytes)) {
+  while (visits++ < kBatchVisits && copied < kBatchDkeys && (b->count_only || b->bytes < s.scan->max_bytes)) {
     if (!have_oid) {
       auto listed = v->ListObjects(kEpochMax, &objects, 1);
       if (!listed.ok()) return b->Fail(listed.status());
@@ -254,12 +252,17 @@ void RunBatch(vos::Vos* v, const BatchScope& s, const std::shared_ptr<Batch>& b,
     const std::string dkey = std::move(ahead.front());
     ahead.pop_front();
     resume = vos::keys::TreeKey(vos::keys::DkeyScope(oid, dkey));  // as ListDkeys leaves its anchor
+    // A dkey of another part is placed only while it can still decide whether
+    // this part counts the object (the object is this part's, and none of its
+    // dkeys matched yet): the other parts walk the same dkeys.
+    const bool mine = PartOf(std::hash<std::string>{}(dkey) ^ oid.lo ^ oid.hi, s.scan) == s.scan->part;
+    if (!mine && (matched || PartOf(oid.lo ^ oid.hi, s.scan) != s.scan->part)) continue;
     auto places = ReplicasForDkey(map, oid, dkey);
     if (!places.ok()) continue;
     auto fallbacks = FallbacksFor(*places, s.self, s.requester);
     if (fallbacks.empty()) continue;
     matched = true;
-    if (PartOf(std::hash<std::string>{}(dkey) ^ oid.lo ^ oid.hi, s.scan) != s.scan->part) continue;
+    if (!mine) continue;
     ++copied;
     Status st = CollectDkey(v, b, oid, dkey, fallbacks);
     if (!st.ok()) return b->Fail(st);
@@ -268,7 +271,6 @@ void RunBatch(vos::Vos* v, const BatchScope& s, const std::shared_ptr<Batch>& b,
   cursor->set_oid(have_oid ? OidBytes(oid) : std::string());
   cursor->set_dkey_anchor(have_oid ? (ahead.empty() ? dkeys.position : resume) : std::string());
   cursor->set_object_matched(have_oid && matched);
-  b->dkeys += copied;
 }
 
 Status Await(std::future<Status>& f, std::string_view what) {
@@ -294,13 +296,12 @@ std::vector<std::pair<uint32_t, uint32_t>> LocalTargets(const ConvertedPoolMap& 
 }
 
 Status RebuildSource::ScanBatch(const RebuildScan& scan, uint32_t engine_index, uint32_t global, const Uuid& container,
-                                size_t max_dkeys, rpc::RebuildCursor* cursor, rpc::RebuildPullBodyOut* out,
-                                size_t* dkeys, bool* container_done) {
+                                rpc::RebuildCursor* cursor, rpc::RebuildPullBodyOut* out, bool* container_done) {
   auto b = std::make_shared<Batch>();
   b->count_only = scan.count_only;
   b->data_plane = scan.data_plane;
   b->source_target = global;
-  BatchScope scope{&scan, global, scan.requester_targets, std::max<size_t>(max_dkeys, 1)};
+  BatchScope scope{&scan, global, scan.requester_targets};
   std::future<Status> done = b->done.get_future();
   Target* target = targets_[engine_index];
   target->WithShard(scan.pool, container, false, [b, scope, cursor, container_done](Result<vos::Vos*> v) {
@@ -344,7 +345,6 @@ Status RebuildSource::ScanBatch(const RebuildScan& scan, uint32_t engine_index, 
   }
   out->set_objects(out->objects() + b->objects);
   out->set_bytes(out->bytes() + b->bytes);
-  *dkeys += b->dkeys;
   if (scan.count_only) return Status::Ok();
   for (size_t i = 0; i < b->records.size(); ++i) {
     rpc::RebuildRecord& rec = b->records[i];
@@ -376,7 +376,6 @@ Result<rpc::RebuildPullBodyOut> RebuildSource::Scan(const RebuildScan& scan) {
   rpc::RebuildPullBodyOut out;
   out.set_client_requests(ClientRequests(targets_));
   rpc::RebuildCursor cursor = scan.cursor;
-  size_t dkeys = 0;  // copied into this answer
   for (const auto& [index, global] : LocalTargets(scan.map, engine_.ToString())) {
     if (cursor.done() || index < cursor.target() || index >= targets_.size()) continue;
     if (index > cursor.target()) {
@@ -397,11 +396,8 @@ Result<rpc::RebuildPullBodyOut> RebuildSource::Scan(const RebuildScan& scan) {
       }
       bool container_done = false;
       while (!container_done) {
-        const size_t max_dkeys = scan.count_only || scan.max_dkeys == 0
-                                     ? kBatchDkeys
-                                     : std::min<size_t>(kBatchDkeys, scan.max_dkeys - dkeys);
-        ROS2_RETURN_IF_ERROR(ScanBatch(scan, index, global, c, max_dkeys, &cursor, &out, &dkeys, &container_done));
-        if (out.bytes() >= scan.max_bytes || (!scan.count_only && scan.max_dkeys > 0 && dkeys >= scan.max_dkeys)) {
+        ROS2_RETURN_IF_ERROR(ScanBatch(scan, index, global, c, &cursor, &out, &container_done));
+        if (out.bytes() >= scan.max_bytes) {
           *out.mutable_cursor() = cursor;
           return out;
         }

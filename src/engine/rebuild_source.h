@@ -38,7 +38,6 @@ struct RebuildScan {
   std::set<uint32_t> requester_targets;  // global indexes of the puller's targets
   rpc::RebuildCursor cursor;
   uint64_t max_bytes = 4 << 20;
-  uint32_t max_dkeys = 0;  // > 0: also stop once the answer names this many dkeys
   bool count_only = false;
   uint32_t stride = 1;  // > 1: only the dkeys whose hash % stride is `part`
   uint32_t part = 0;
@@ -91,11 +90,9 @@ class RebuildSource {
 
  private:
   // One batch on one target's shard: advances `cursor` inside the container
-  // and appends to `out`, copying at most `max_dkeys` dkeys; adds the dkeys
-  // it copied to `*dkeys`. Sets `*container_done` at its end.
+  // and appends to `out`. Sets `*container_done` at its end.
   Status ScanBatch(const RebuildScan& scan, uint32_t engine_index, uint32_t global, const Uuid& container,
-                   size_t max_dkeys, rpc::RebuildCursor* cursor, rpc::RebuildPullBodyOut* out, size_t* dkeys,
-                   bool* container_done);
+                   rpc::RebuildCursor* cursor, rpc::RebuildPullBodyOut* out, bool* container_done);
 
   Uuid engine_;
   std::vector<Target*> targets_;

@@ -17,12 +17,6 @@ constexpr auto kPullTimeout = std::chrono::seconds(30);
 // two answers with their data (one being stored, the next being pulled and
 // read), so a pass holds about 2 x kWorkers x this (48 MiB) in reused buffers.
 constexpr uint64_t kBatchBytes = 4 << 20;
-// A stream's first answer is smaller: until it arrives (the source's scan,
-// then the read) the stream has nothing to store, and nothing overlaps that
-// wait; a small first batch starts the stores sooner, and the next, full
-// batch is scanned and read while it is stored.
-constexpr uint64_t kFirstBatchBytes = 512 << 10;
-constexpr uint32_t kFirstBatchDkeys = 8;
 constexpr uint64_t kCountBytes = 32 << 20;
 // A copy pulls from each source in this many parts side by side (each its
 // own cursor); at most kWorkers parts of a pass are in flight.
@@ -153,12 +147,7 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
         pass->pool, pass->count_only ? "count" : "copy", source, body.part(), std::max<uint32_t>(body.stride(), 1),
         moved, inline_bytes, batches, throttled_batches, ms(waited), ms(applied), ms(paused));
   };
-  rpc::RebuildPullBody first = body;
-  if (!pass->count_only) {
-    first.set_max_bytes(std::min<uint64_t>(body.max_bytes(), kFirstBatchBytes));
-    first.set_max_dkeys(kFirstBatchDkeys);
-  }
-  Result<std::shared_ptr<Prepared>> prepared = pull(std::move(first));
+  Result<std::shared_ptr<Prepared>> prepared = pull(body);
   waited += Clock::now() - start;
   while (true) {
     if (!prepared.ok()) return prepared.status();
@@ -237,7 +226,6 @@ Result<rpc::RebuildPullBodyOut> Rebuilder::PullFrom(const std::string& source, c
   for (const auto& [index, global] : LocalTargets(scan.map, source)) scan.requester_targets.insert(global);
   scan.cursor = body.cursor();
   scan.max_bytes = std::max<uint64_t>(body.max_bytes(), 1);
-  scan.max_dkeys = body.max_dkeys();
   scan.count_only = body.count_only();
   scan.stride = std::max<uint32_t>(body.stride(), 1);
   scan.part = body.part();
