@@ -14,8 +14,9 @@
 //    are DOWNOUT) and REINT targets (they are filled, then UP), at once;
 //  - on every engine: for a busy job it has not finished, pulls what its
 //    fallback targets stand in for from the sources (RebuildSource here,
-//    RebuildPeers elsewhere), from every source at once: a count (objects,
-//    bytes: the ETA) beside the copy, the data batch by batch, the next
+//    RebuildPeers elsewhere), from every source at once: the data batch by
+//    batch and, once the copy has run a second, a count (objects, bytes: the
+//    ETA) beside it, stopped when the copy ends; the next
 //    batch pulled and its data read while one is stored into its shards at
 //    the records' epochs (a remote source's answers name the records; their
 //    data comes over the data plane, Target::ReadForRebuild); while client requests reach the puller's or the
