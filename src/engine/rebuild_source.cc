@@ -252,12 +252,17 @@ void RunBatch(vos::Vos* v, const BatchScope& s, const std::shared_ptr<Batch>& b,
     const std::string dkey = std::move(ahead.front());
     ahead.pop_front();
     resume = vos::keys::TreeKey(vos::keys::DkeyScope(oid, dkey));  // as ListDkeys leaves its anchor
+    // A dkey of another part is placed only while it can still decide whether
+    // this part counts the object (the object is this part's, and none of its
+    // dkeys matched yet): the other parts walk the same dkeys.
+    const bool mine = PartOf(std::hash<std::string>{}(dkey) ^ oid.lo ^ oid.hi, s.scan) == s.scan->part;
+    if (!mine && (matched || PartOf(oid.lo ^ oid.hi, s.scan) != s.scan->part)) continue;
     auto places = ReplicasForDkey(map, oid, dkey);
     if (!places.ok()) continue;
     auto fallbacks = FallbacksFor(*places, s.self, s.requester);
     if (fallbacks.empty()) continue;
     matched = true;
-    if (PartOf(std::hash<std::string>{}(dkey) ^ oid.lo ^ oid.hi, s.scan) != s.scan->part) continue;
+    if (!mine) continue;
     ++copied;
     Status st = CollectDkey(v, b, oid, dkey, fallbacks);
     if (!st.ok()) return b->Fail(st);
@@ -392,7 +397,7 @@ Result<rpc::RebuildPullBodyOut> RebuildSource::Scan(const RebuildScan& scan) {
       bool container_done = false;
       while (!container_done) {
         ROS2_RETURN_IF_ERROR(ScanBatch(scan, index, global, c, &cursor, &out, &container_done));
-        if (!scan.count_only && out.bytes() >= scan.max_bytes) {
+        if (out.bytes() >= scan.max_bytes) {
           *out.mutable_cursor() = cursor;
           return out;
         }

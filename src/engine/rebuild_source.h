@@ -8,7 +8,8 @@
 //     every puller picks, so no dkey is copied twice);
 // array extents with their epochs, single values with epoch 0 (the puller
 // stores them below every newer write), each with the checksums VOS read.
-// With count_only it counts objects and bytes and sends no data. With a
+// With count_only it counts objects and bytes and sends no data (an answer
+// ends once it counted max_bytes, so a count can stop between answers). With a
 // stride it answers for one part of the dkeys (RebuildPartOf), so several
 // pulls can walk the same shards side by side. With data_plane the records
 // carry no data: the puller reads it from the source target over the

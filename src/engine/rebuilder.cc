@@ -16,6 +16,8 @@ namespace {
 
 constexpr auto kTick = std::chrono::milliseconds(250);
 constexpr auto kMoveSettle = std::chrono::milliseconds(500);
+// A copy still running after this long gets a count beside it (the ETA).
+constexpr auto kCountAfter = std::chrono::milliseconds(1000);
 
 // The targets a job works for: DOWN (rebuild), DRAIN (drain), REINT
 // (catch-up), with their states.
@@ -241,23 +243,38 @@ Status Rebuilder::PullJob(const std::string& pool, const rpc::RebuildJob& job) {
   const auto start = Clock::now();
   if (st.ok()) st = Purge(pool, job, *map);
   const auto purged = Clock::now();
-  // The count (the ETA's total) runs beside the copy rather than before it.
+  // The count (the ETA's total) runs beside the copy rather than before it,
+  // and only once the copy has run for kCountAfter: it walks the same dkeys
+  // on the same target threads as the copy, so a rebuild short enough to need
+  // no ETA does not pay for it. A copy that ends first stops it; the copy's
+  // own figures are then the totals.
   std::future<Status> counted;
+  std::promise<void> copy_ended;
+  std::atomic<bool> copy_over{false};
   auto count_end = purged;
   if (st.ok()) {
-    counted = std::async(std::launch::async, [&] {
-      Status c = PullAll(pool, job, *map, true, &progress);
+    counted = std::async(std::launch::async, [&, copy_end = copy_ended.get_future()] {
+      Status c = Status::Ok();
+      if (copy_end.wait_for(kCountAfter) != std::future_status::ready) {
+        c = PullAll(pool, job, *map, true, &progress, &copy_over);
+      }
       {
         std::lock_guard lock(progress_mu_);
         count_end = Clock::now();
         if (!c.ok()) return c;
+        if (copy_over) {
+          progress.set_objects_total(progress.objects_done());
+          progress.set_bytes_total(progress.bytes_done());
+        }
         progress.set_counted(true);
       }
       std::lock_guard io(etcd_mu_);
       Report(pool, Progress(progress), true);
       return c;
     });
-    st = PullAll(pool, job, *map, false, &progress);
+    st = PullAll(pool, job, *map, false, &progress, nullptr);
+    copy_over = true;
+    copy_ended.set_value();
   }
   const auto copied = Clock::now();
   if (counted.valid()) {

@@ -14,8 +14,9 @@
 //    are DOWNOUT) and REINT targets (they are filled, then UP), at once;
 //  - on every engine: for a busy job it has not finished, pulls what its
 //    fallback targets stand in for from the sources (RebuildSource here,
-//    RebuildPeers elsewhere), from every source at once: a count (objects,
-//    bytes: the ETA) beside the copy, the data batch by batch, the next
+//    RebuildPeers elsewhere), from every source at once: the data batch by
+//    batch and, once the copy has run a second, a count (objects, bytes: the
+//    ETA) beside it, stopped when the copy ends; the next
 //    batch pulled and its data read while one is stored into its shards at
 //    the records' epochs (a remote source's answers name the records; their
 //    data comes over the data plane, Target::ReadForRebuild); while client requests reach the puller's or the
@@ -115,10 +116,11 @@ class Rebuilder {
   // returns the keys punched and the bytes freed.
   Result<Target::SweepResult> SweepTarget(const Uuid& pool, uint32_t index, const Target::SweepDrop& drop);
   // One pass over every source (rebuilder_pull.cc), each in its own thread:
-  // count_only counts, else copies.
+  // count_only counts, else copies. Once `*stop` (when given) is set, the
+  // streams end after their current answer, successfully.
   struct PullPass;
   Status PullAll(const std::string& pool, const rpc::RebuildJob& job, const rpc::PoolMap& map, bool count_only,
-                 rpc::RebuildProgress* progress);
+                 rpc::RebuildProgress* progress, const std::atomic<bool>* stop);
   Status PullSource(PullPass* pass, const std::string& source, rpc::RebuildPullBody body);
   // Whether clients used this engine's or the source's targets since the last
   // call for that stream (`*seen`: the counts then; the source's is unknown
@@ -173,8 +175,8 @@ class Rebuilder {
   std::thread thread_;
   std::mutex mu_;
   std::condition_variable wake_;
-  bool stop_ = false;   // GUARDED_BY(mu_)
-  bool poked_ = false;  // GUARDED_BY(mu_)
+  bool stop_ = false;                          // GUARDED_BY(mu_)
+  bool poked_ = false;                         // GUARDED_BY(mu_)
   std::unique_ptr<control::EtcdWatch> watch_;  // of rebuild*: pokes the thread
   // The progress the pull threads share.
   std::mutex progress_mu_;

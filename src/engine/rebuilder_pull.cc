@@ -17,6 +17,7 @@ constexpr auto kPullTimeout = std::chrono::seconds(30);
 // two answers with their data (one being stored, the next being pulled and
 // read), so a pass holds about 2 x kWorkers x this (48 MiB) in reused buffers.
 constexpr uint64_t kBatchBytes = 4 << 20;
+constexpr uint64_t kCountBytes = 32 << 20;
 // A copy pulls from each source in this many parts side by side (each its
 // own cursor); at most kWorkers parts of a pass are in flight.
 constexpr uint32_t kParts = 3;
@@ -36,9 +37,10 @@ struct Rebuilder::PullPass {
   bool count_only = false;
   rpc::RebuildProgress* progress = nullptr;  // GUARDED_BY(progress_mu_)
   std::map<std::string, std::string> endpoints;
-  std::vector<std::string> addresses;  // worker address by global target index (the data plane's)
-  std::atomic<bool> failed{false};  // a source failed: the others stop
-  std::atomic<int> first_failed{-1};  // the index of the source that failed first
+  std::vector<std::string> addresses;       // worker address by global target index (the data plane's)
+  const std::atomic<bool>* stop = nullptr;  // set: the streams end after their current answer
+  std::atomic<bool> failed{false};          // a source failed: the others stop
+  std::atomic<int> first_failed{-1};        // the index of the source that failed first
   // Held by a source thread for a batch and its pause while clients are
   // active, so then the engine does one batch at a time, as the share needs.
   std::mutex throttle;
@@ -47,7 +49,7 @@ struct Rebuilder::PullPass {
 };
 
 Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, const rpc::PoolMap& map, bool count_only,
-                          rpc::RebuildProgress* progress) {
+                          rpc::RebuildProgress* progress, const std::atomic<bool>* stop) {
   PullPass pass;
   ROS2_ASSIGN_OR_RETURN(pass.map, PoolMapFromProto(map));
   ROS2_ASSIGN_OR_RETURN(pass.pool_id, Uuid::Parse(pool));
@@ -55,6 +57,7 @@ Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, c
   pass.job = &job;
   pass.count_only = count_only;
   pass.progress = progress;
+  pass.stop = stop;
   for (const auto& t : map.targets()) pass.addresses.push_back(t.worker_address());
   const std::string self = o_.engine.ToString();
   if (LocalTargets(pass.map, self).empty()) return Status::Ok();  // no fallback here
@@ -68,7 +71,8 @@ Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, c
   body.set_map_version(map.version());
   body.set_requester_engine(self);
   *body.mutable_map() = map;
-  body.set_max_bytes(kBatchBytes);
+  // A count's answers carry no data: each counts up to kCountBytes.
+  body.set_max_bytes(count_only ? kCountBytes : kBatchBytes);
   body.set_count_only(count_only);
   // Array extents come over the data plane (Target::ReadForRebuild); a pull
   // from this engine itself reads them in the scan.
@@ -150,7 +154,7 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
     ++batches;
     if (pass->failed) return Status::Cancelled("rebuild: another source failed");
     const rpc::RebuildPullBodyOut& out = *(*prepared)->out;
-    const bool more = !out.cursor().done();
+    const bool more = !out.cursor().done() && (pass->stop == nullptr || !*pass->stop);
     *body.mutable_cursor() = out.cursor();
     // Unthrottled, the next batch is pulled and its data read while this one
     // is stored.
