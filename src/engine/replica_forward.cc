@@ -517,9 +517,10 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
       op->buffer = PooledBuffer();
       if (st.ok()) {
         NoteInDoubt(obj::Opcode::kUpdate, &op->update, nullptr, op->condition, std::move(op->group), op->capability,
-                    op->seq);
+                    op->seq, std::move(op->read_gate));
+      } else if (!op->read_gate.empty()) {
+        Unsettle(op->read_gate);
       }
-      if (!op->read_gate.empty()) Unsettle(op->read_gate);  // NoteInDoubt counts it now, if it is in doubt
       Finish(op->ticket, st, obj::Encode(obj::UpdateReply{op->epoch}));
     });
   };
@@ -549,8 +550,11 @@ void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint
   (*shard)->vos->SubmitPunch(punch, [this, t = *ticket, epoch, p = std::move(p), flags, group = std::move(group),
                                      capability = std::move(capability), seq, gate](Status st) mutable {
     usage_dirty_ = true;
-    if (st.ok()) NoteInDoubt(obj::Opcode::kPunch, nullptr, &p, flags, std::move(group), capability, seq);
-    if (!gate.empty()) Unsettle(gate);  // NoteInDoubt counts it now, if it is in doubt
+    if (st.ok()) {
+      NoteInDoubt(obj::Opcode::kPunch, nullptr, &p, flags, std::move(group), capability, seq, std::move(gate));
+    } else if (!gate.empty()) {
+      Unsettle(gate);
+    }
     Finish(t, st, obj::Encode(obj::PunchReply{epoch}));
   });
 }

@@ -45,13 +45,18 @@ bool MapExcludes(const ReplicaState& rs, const std::set<std::string>& live, cons
 
 void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const obj::PunchRequest* punch,
                          uint8_t flags, std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability,
-                         uint64_t seq) {
+                         uint64_t seq, std::string gate) {
   ReplicaState& rs = replica();
   // Nothing to resolve it with, a resolution another copy sends (its leader
   // is gone already, and it numbered nothing), or settled already (its
   // leader's watermark passed it: a replay).
-  if (group.empty() || seq == 0 || MapExcludes(rs, MapAddresses(rs), group.front().address)) return;
-  if (auto w = rs.watermarks.find(group.front().address); w != rs.watermarks.end() && seq < w->second) return;
+  auto settled = [&] {
+    if (!gate.empty()) Unsettle(gate);
+  };
+  if (group.empty() || seq == 0 || MapExcludes(rs, MapAddresses(rs), group.front().address)) return settled();
+  if (auto w = rs.watermarks.find(group.front().address); w != rs.watermarks.end() && seq < w->second) {
+    return settled();
+  }
   const auto now = std::chrono::steady_clock::now();
   PruneInDoubt(now);
   if (rs.in_doubt.size() >= ReplicaState::kMaxInDoubt) {
@@ -68,12 +73,9 @@ void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const
   if (update != nullptr) e->update = *update;
   if (punch != nullptr) e->punch = *punch;
   e->decided = (flags & obj::kForwardDecided) != 0;
-  const obj::RequestHeader& h = update != nullptr ? update->header : punch->header;
-  e->gate = DkeyGate::Key(h.pool, h.container, update != nullptr ? update->oid : punch->oid,
-                          update != nullptr ? update->dkey : punch->dkey);
+  e->gate = std::move(gate);  // counted since the forward arrived (HoldFromArrival)
   e->seq = seq;
   e->counted = true;
-  ++rs.unsettled[e->gate];
   if (rs.last_group == nullptr || *rs.last_group != group) {
     rs.last_group = std::make_shared<const std::vector<obj::ReplicaPeer>>(std::move(group));
   }

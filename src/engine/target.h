@@ -348,9 +348,9 @@ class Target {
   void StoreForwardedPunch(transport::IncomingRequest& req, obj::PunchRequest m, uint8_t flags,
                            std::vector<obj::ReplicaPeer> group, uint64_t seq);
   // Copy: holds the reads of a forward's dkey (`*gate`, counted in
-  // ReplicaState::unsettled) while it is stored; the store's callback
-  // Unsettles it once NoteInDoubt counted it (or found it settled). Nothing
-  // for a forward without a position (`seq` 0).
+  // ReplicaState::unsettled) from its arrival; once stored, NoteInDoubt
+  // takes the count over (or Unsettles it), and a failed store Unsettles
+  // it. Nothing for a forward without a position (`seq` 0).
   void HoldFromArrival(const obj::RequestHeader& h, const ObjectId& oid, const std::string& dkey, uint64_t seq,
                        std::string* gate);
   // --- the committed watermark (replica_in_doubt.cc, docs/replication.md "Read rule") ---
@@ -371,9 +371,13 @@ class Target {
   // Drops the in-doubt operations resolved or past their window (Forget).
   void PruneInDoubt(std::chrono::steady_clock::time_point now);
   // --- in-doubt operations (replica_in_doubt.cc, docs/replication.md "In-doubt updates") ---
-  // Keeps a stored forward (InDoubtOp) from the request that carried it.
+  // Keeps a stored forward (InDoubtOp) from the request that carried it;
+  // `gate`: its dkey's key, counted by HoldFromArrival (empty for `seq` 0),
+  // whose count the entry takes over, or which is Unsettled when the
+  // forward is not in doubt.
   void NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const obj::PunchRequest* punch, uint8_t flags,
-                   std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability, uint64_t seq);
+                   std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability, uint64_t seq,
+                   std::string gate);
   // Resolves the in-doubt operations whose leader the map marks DOWN or no
   // longer has (`live`: the map's worker addresses).
   void ResolveInDoubt();
