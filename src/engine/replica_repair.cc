@@ -81,7 +81,7 @@ void Target::SettleFailed(const std::shared_ptr<LeaderOp>& op) {
   op->retry_at = now + op->pause;
   op->give_up_at = now + 2 * env_->forward_timeout;
   rs.repairs.push_back(op);
-  ROS2_LOG_INFO(
+  ROS2_LOG_DEBUG(
       "engine target {}: {} at epoch {} failed on {} cop{} ({}): kept open, its reads held, until it is "
       "forwarded to them again or the map excludes them",
       index_, Kind(*op), op->epoch, Lacking(*op), Lacking(*op) == 1 ? "y" : "ies", op->failure.ToString());
@@ -140,8 +140,8 @@ void Target::ForwardAgain(const std::shared_ptr<LeaderOp>& op) {
 
 void Target::RepairAnswered(const std::shared_ptr<LeaderOp>& op) {
   if (!StillLacking(*op)) {
-    ROS2_LOG_INFO("engine target {}: {} at epoch {} that had failed is now on every copy the map has", index_,
-                  Kind(*op), op->epoch);
+    ROS2_LOG_DEBUG("engine target {}: {} at epoch {} that had failed is now on every copy the map has", index_,
+                   Kind(*op), op->epoch);
     return EndRepair(op);
   }
   op->pause = std::min(2 * op->pause, kLongestPause);
