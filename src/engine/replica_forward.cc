@@ -255,9 +255,9 @@ void Target::Replicate(const std::shared_ptr<LeaderOp>& op) {
   // leader's own store answered (Settle).
   ReplicaState& rs = replica();
   if (rs.next_seq == 0) {
-    rs.next_seq = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                            std::chrono::system_clock::now().time_since_epoch())
-                                            .count());
+    rs.next_seq = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+            .count());
   }
   op->seq = rs.next_seq++;
   rs.open.insert(op->seq);
@@ -275,7 +275,7 @@ void Target::StoreOwnCopy(const std::shared_ptr<LeaderOp>& op) {
   const obj::RequestHeader& h = op->op == obj::Opcode::kUpdate ? op->update.header : op->punch.header;
   auto mine = [this, op](Status st) {
     usage_dirty_ = true;
-    CopyDone(op, st.ok() ? st : st.WithContext(fmt::format("engine target {}: the leader's copy", index_)));
+    CopyDone(op, nullptr, st.ok() ? st : st.WithContext(fmt::format("engine target {}: the leader's copy", index_)));
   };
   // A decided conditional operation records its transaction with itself
   // (the same commit batch): a resend after a restart finds it.
@@ -285,7 +285,7 @@ void Target::StoreOwnCopy(const std::shared_ptr<LeaderOp>& op) {
     return SubmitUpdateWithRetry(h.pool, h.container, &op->store, mine);
   }
   auto shard = OpenShard(h.pool, h.container);
-  if (!shard.ok()) return CopyDone(op, shard.status());
+  if (!shard.ok()) return CopyDone(op, nullptr, shard.status());
   const obj::PunchRequest& p = op->punch;
   vos::PunchOp punch{p.scope, p.oid, p.dkey, p.akey, op->epoch};
   punch.decided = decided;
@@ -294,7 +294,7 @@ void Target::StoreOwnCopy(const std::shared_ptr<LeaderOp>& op) {
 
 void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPeer& peer) {
   ReplicaState& rs = replica();
-  auto fail = [&](const Status& st) { CopyDone(op, CopyFailure(st, index_, peer.target)); };
+  auto fail = [&](const Status& st) { CopyDone(op, &peer, CopyFailure(st, index_, peer.target)); };
   if (Status st = EnsureForwardKey(rs, env_->verifier.load(std::memory_order_acquire), index_); !st.ok()) {
     return fail(st);
   }
@@ -329,32 +329,63 @@ void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::Replica
   if (op->op == obj::Opcode::kUpdate) options.bulk_out = op->buffer.span();
   const auto payload = obj::Encode(fwd);
   Status st = (*ep)->Call(static_cast<uint16_t>(obj::Opcode::kForward), payload, options,
-                          [this, op, copy = peer.target](const transport::ReplyView& reply) {
-                            CopyDone(op, reply.status.ok() ? Status::Ok() : CopyFailure(reply.status, index_, copy));
+                          [this, op, peer](const transport::ReplyView& reply) {
+                            CopyDone(op, &peer,
+                                     reply.status.ok() ? Status::Ok() : CopyFailure(reply.status, index_, peer.target));
                           });
   if (!st.ok()) fail(st);
 }
 
-void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const Status& st) {
-  if (!st.ok() && op->failure.ok()) op->failure = st;
+void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPeer* copy, const Status& st) {
+  // A forward that timed out or lost its connection may have been stored.
+  if (st.ok() || st.code() == Status::Code::kDisconnected) op->maybe_stored = true;
+  if (!st.ok()) {
+    if (op->failure.ok()) op->failure = st;
+    if (copy != nullptr) {
+      op->lacking.push_back(*copy);
+    } else {
+      op->own_lacking = true;
+    }
+  }
   if (--op->remaining > 0) return;
   if (op->resolved) return op->resolved(op->failure);  // an in-doubt operation's resolution: stored here already
+  if (op->closed) {                                    // a repair that ended while this forward was in flight
+    op->buffer = PooledBuffer();
+    return;
+  }
+  if (op->repairing) return RepairAnswered(op);
+  if (op->failure.ok()) {
+    SupersedeRepairs(*op);
+    return Settle(op, Status::Ok());
+  }
   // A copy failed: answered with that failure (the client resends the
-  // whole operation, same epoch, under its next map).
-  Settle(op, op->failure);
+  // whole operation, same epoch, under its next map), and kept open while
+  // another copy holds it (replica_repair.cc).
+  SettleFailed(op);
 }
 
 void Target::Settle(const std::shared_ptr<LeaderOp>& op, const Status& st) {
-  op->buffer = PooledBuffer();
-  if (!op->gate_key.empty()) conditional_gate_.Release(op->gate_key);
-  if (op->seq != 0) {
-    ReplicaState& rs = replica();
-    rs.open.erase(op->seq);
-    if (!rs.watermark_due) {
-      rs.watermark_due = true;
-      rs.watermark_at = std::chrono::steady_clock::now() + ReplicaState::kWatermarkDelay;
-    }
-    Unsettle(op->read_gate);
+  ClosePosition(op);
+  Answer(op, st);
+}
+
+void Target::ClosePosition(const std::shared_ptr<LeaderOp>& op) {
+  op->closed = true;
+  if (op->remaining == 0) op->buffer = PooledBuffer();  // else a copy may still pull from it
+  if (op->seq == 0) return;
+  ReplicaState& rs = replica();
+  rs.open.erase(op->seq);
+  if (!rs.watermark_due) {
+    rs.watermark_due = true;
+    rs.watermark_at = std::chrono::steady_clock::now() + ReplicaState::kWatermarkDelay;
+  }
+  Unsettle(op->read_gate);
+}
+
+void Target::Answer(const std::shared_ptr<LeaderOp>& op, const Status& st) {
+  if (!op->gate_key.empty()) {
+    conditional_gate_.Release(op->gate_key);
+    op->gate_key.clear();
   }
   if (!st.ok()) return Finish(op->ticket, st);
   if (op->op == obj::Opcode::kUpdate) return Finish(op->ticket, Status::Ok(), obj::Encode(obj::UpdateReply{op->epoch}));
@@ -389,6 +420,9 @@ void Target::SetMapPeers(std::vector<std::string> addresses, std::vector<std::pa
   // map), may have left updates on this copy that other copies lack
   // (replica_in_doubt.cc).
   if (!rs.in_doubt.empty()) ResolveInDoubt();
+  // A failed operation kept open for a copy the map now excludes: the
+  // survivors hold it, and the rebuild carries it to the fallback.
+  if (!rs.repairs.empty()) ExcludeFromRepairs();
 }
 
 Status Target::RequireEngineSession(const IncomingRequest& req, std::string_view what, std::string_view who_may) {
@@ -471,8 +505,10 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
   op->store.csum = u.csum;
   op->update = std::move(u);
   op->seq = seq;
+  HoldFromArrival(op->update.header, op->update.oid, op->update.dkey, seq, &op->read_gate);
   auto store = [this, op](const Status& pulled) {
     if (!pulled.ok()) {
+      if (!op->read_gate.empty()) Unsettle(op->read_gate);
       return Finish(op->ticket, pulled.WithContext(fmt::format("engine target {}: pulling forwarded data", index_)));
     }
     const obj::RequestHeader& h = op->update.header;
@@ -481,7 +517,9 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
       op->buffer = PooledBuffer();
       if (st.ok()) {
         NoteInDoubt(obj::Opcode::kUpdate, &op->update, nullptr, op->condition, std::move(op->group), op->capability,
-                    op->seq);
+                    op->seq, std::move(op->read_gate));
+      } else if (!op->read_gate.empty()) {
+        Unsettle(op->read_gate);
       }
       Finish(op->ticket, st, obj::Encode(obj::UpdateReply{op->epoch}));
     });
@@ -507,12 +545,28 @@ void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint
   vos::PunchOp punch{p.scope, p.oid, p.dkey, p.akey, epoch};
   punch.decided = (flags & obj::kForwardDecided) != 0;
   std::vector<uint8_t> capability(req.capability().begin(), req.capability().end());
+  std::string gate;
+  HoldFromArrival(p.header, p.oid, p.dkey, seq, &gate);
   (*shard)->vos->SubmitPunch(punch, [this, t = *ticket, epoch, p = std::move(p), flags, group = std::move(group),
-                                     capability = std::move(capability), seq](Status st) mutable {
+                                     capability = std::move(capability), seq, gate](Status st) mutable {
     usage_dirty_ = true;
-    if (st.ok()) NoteInDoubt(obj::Opcode::kPunch, nullptr, &p, flags, std::move(group), capability, seq);
+    if (st.ok()) {
+      NoteInDoubt(obj::Opcode::kPunch, nullptr, &p, flags, std::move(group), capability, seq, std::move(gate));
+    } else if (!gate.empty()) {
+      Unsettle(gate);
+    }
     Finish(t, st, obj::Encode(obj::PunchReply{epoch}));
   });
+}
+
+void Target::HoldFromArrival(const obj::RequestHeader& h, const ObjectId& oid, const std::string& dkey, uint64_t seq,
+                             std::string* gate) {
+  // Counted from the forward's arrival, not from its commit: a store's commit
+  // thread makes the value visible to a fetch before this thread runs the
+  // store's callback (NoteInDoubt), and a fetch in between would serve it.
+  if (seq == 0) return;  // a resolution's forward: its leader is gone already
+  *gate = DkeyGate::Key(h.pool, h.container, oid, dkey);
+  ++replica().unsettled[*gate];
 }
 
 void Target::SendWatermarks() {

@@ -46,6 +46,7 @@ inline constexpr std::array<uint8_t, 16> kForwardSession = {'r', 'o', 's', '2', 
                                                             'l', 'i', 'c', 'a', '-', 'f', 'w', 'd'};
 
 class Target;
+struct LeaderOp;
 
 // A forwarded update or punch this copy stored, kept while its leader has
 // not said that every copy answered it: until the leader's watermark passes
@@ -64,9 +65,9 @@ struct InDoubtOp {
   bool decided = false;       // forwarded with kForwardDecided
   std::shared_ptr<const std::vector<obj::ReplicaPeer>> group;  // the leader first
   std::shared_ptr<const std::vector<uint8_t>> capability;      // the client's
-  uint64_t seq = 0;           // the leader's position of it
-  std::string gate;           // DkeyGate::Key of its dkey
-  bool counted = false;       // counted in ReplicaState::unsettled
+  uint64_t seq = 0;                                            // the leader's position of it
+  std::string gate;                                            // DkeyGate::Key of its dkey
+  bool counted = false;                                        // counted in ReplicaState::unsettled
   bool resolving = false;
   bool done = false;  // resolved: every live copy answered OK
 };
@@ -95,6 +96,14 @@ struct ReplicaState {
   // Successive forwards mostly share the group and the capability: kept once.
   std::shared_ptr<const std::vector<obj::ReplicaPeer>> last_group;
   std::shared_ptr<const std::vector<uint8_t>> last_capability;
+  // Operations this target leads that failed on some copies after others
+  // (or this target) stored them, or may have: answered, and kept open (their
+  // position and their dkey's reads) while they are re-forwarded to the
+  // copies that lack them (replica_repair.cc), oldest first; at most
+  // kMaxRepairs (the oldest give up first, logged).
+  std::deque<std::shared_ptr<LeaderOp>> repairs;
+  static constexpr size_t kMaxRepairs = 1024;
+  std::chrono::steady_clock::time_point next_repair;
   // Dkeys (DkeyGate::Key) with an in-doubt operation being resolved, and the
   // reads held until it is.
   std::map<std::string, int, std::less<>> resolving;
@@ -156,7 +165,27 @@ struct LeaderOp {
   // (nothing is stored here, and nothing is answered to a client).
   bool decided = false;
   std::function<void(const Status&)> resolved;
+  // A failed operation's repair (docs/replication.md, "Failed updates"): the
+  // copies whose store failed (`lacking`, `own_lacking` for the leader's
+  // own), whether any copy stored it or may have (a forward that timed out
+  // or lost its connection), and, once it is answered and kept open
+  // (ReplicaState::repairs), when it is forwarded again and when it gives up.
+  std::vector<obj::ReplicaPeer> lacking;
+  bool own_lacking = false;
+  bool maybe_stored = false;
+  bool repairing = false;  // answered; in ReplicaState::repairs
+  bool closed = false;     // its position released: nothing more to do
+  std::chrono::steady_clock::time_point retry_at;
+  std::chrono::steady_clock::time_point give_up_at;
+  std::chrono::milliseconds pause{0};
 };
+
+// The worker addresses of the map's targets (empty: the engine reads no map).
+std::set<std::string> MapAddresses(const ReplicaState& rs);
+// Whether the map says the copy at `address` is gone: its target is DOWN or
+// DOWNOUT, or no target has that worker address any more (its engine
+// restarted, and registered new ones). `live`: MapAddresses(rs).
+bool MapExcludes(const ReplicaState& rs, const std::set<std::string>& live, const std::string& address);
 
 // The forward key in `rs` (mac, credential), made once the capability
 // verifier exists (Busy before). Target thread only.

@@ -33,33 +33,30 @@
 
 namespace ros2::engine {
 
-namespace {
-
-// The worker addresses of the map's targets (empty: the engine reads no map).
-std::set<std::string> LiveAddresses(const ReplicaState& rs) {
+std::set<std::string> MapAddresses(const ReplicaState& rs) {
   std::set<std::string> live;
   for (const auto& [index, address] : rs.members) live.insert(address);
   return live;
 }
 
-// Whether the map says the copy at `address` is gone: its target is DOWN, or
-// no target has that worker address any more (its engine restarted, and
-// registered new ones).
-bool Gone(const ReplicaState& rs, const std::set<std::string>& live, const std::string& address) {
+bool MapExcludes(const ReplicaState& rs, const std::set<std::string>& live, const std::string& address) {
   return rs.down.count(address) != 0 || (!live.empty() && live.count(address) == 0);
 }
 
-}  // namespace
-
 void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const obj::PunchRequest* punch,
                          uint8_t flags, std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability,
-                         uint64_t seq) {
+                         uint64_t seq, std::string gate) {
   ReplicaState& rs = replica();
   // Nothing to resolve it with, a resolution another copy sends (its leader
   // is gone already, and it numbered nothing), or settled already (its
   // leader's watermark passed it: a replay).
-  if (group.empty() || seq == 0 || Gone(rs, LiveAddresses(rs), group.front().address)) return;
-  if (auto w = rs.watermarks.find(group.front().address); w != rs.watermarks.end() && seq < w->second) return;
+  auto settled = [&] {
+    if (!gate.empty()) Unsettle(gate);
+  };
+  if (group.empty() || seq == 0 || MapExcludes(rs, MapAddresses(rs), group.front().address)) return settled();
+  if (auto w = rs.watermarks.find(group.front().address); w != rs.watermarks.end() && seq < w->second) {
+    return settled();
+  }
   const auto now = std::chrono::steady_clock::now();
   PruneInDoubt(now);
   if (rs.in_doubt.size() >= ReplicaState::kMaxInDoubt) {
@@ -76,12 +73,9 @@ void Target::NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const
   if (update != nullptr) e->update = *update;
   if (punch != nullptr) e->punch = *punch;
   e->decided = (flags & obj::kForwardDecided) != 0;
-  const obj::RequestHeader& h = update != nullptr ? update->header : punch->header;
-  e->gate = DkeyGate::Key(h.pool, h.container, update != nullptr ? update->oid : punch->oid,
-                          update != nullptr ? update->dkey : punch->dkey);
+  e->gate = std::move(gate);  // counted since the forward arrived (HoldFromArrival)
   e->seq = seq;
   e->counted = true;
-  ++rs.unsettled[e->gate];
   if (rs.last_group == nullptr || *rs.last_group != group) {
     rs.last_group = std::make_shared<const std::vector<obj::ReplicaPeer>>(std::move(group));
   }
@@ -100,10 +94,10 @@ void Target::PruneInDoubt(std::chrono::steady_clock::time_point now) {
   while (!rs.in_doubt.empty() && (rs.in_doubt.front()->done ||
                                   (now - rs.in_doubt.front()->stored > window && !rs.in_doubt.front()->resolving))) {
     if (const InDoubtOp& e = *rs.in_doubt.front(); !e.done) {
-      ROS2_LOG_WARN("engine target {}: a forward at epoch {} was not settled by its leader within {} ms: its "
-                    "reads are no longer held",
-                    index_, e.op == obj::Opcode::kUpdate ? e.update.header.epoch : e.punch.header.epoch,
-                    window.count());
+      ROS2_LOG_WARN(
+          "engine target {}: a forward at epoch {} was not settled by its leader within {} ms: its "
+          "reads are no longer held",
+          index_, e.op == obj::Opcode::kUpdate ? e.update.header.epoch : e.punch.header.epoch, window.count());
     }
     Forget(*rs.in_doubt.front());
     rs.in_doubt.pop_front();
@@ -153,16 +147,20 @@ void Target::ReplicaTick(std::chrono::steady_clock::time_point now) {
     rs.next_prune = now + std::chrono::milliseconds(100);
     PruneInDoubt(now);
   }
+  if (!rs.repairs.empty() && now >= rs.next_repair) {
+    rs.next_repair = now + std::chrono::milliseconds(10);
+    RetryRepairs(now);
+  }
 }
 
 void Target::ResolveInDoubt() {
   ReplicaState& rs = replica();
   const auto now = std::chrono::steady_clock::now();
   const auto window = 3 * env_->forward_timeout;
-  const std::set<std::string> live = LiveAddresses(rs);
+  const std::set<std::string> live = MapAddresses(rs);
   for (const auto& e : rs.in_doubt) {
     if (e->done || e->resolving || now - e->stored > window) continue;
-    if (!Gone(rs, live, e->group->front().address)) continue;  // its leader is still there
+    if (!MapExcludes(rs, live, e->group->front().address)) continue;  // its leader is still there
     ResolveOne(e, live);
   }
 }
@@ -187,7 +185,7 @@ void Target::ResolveOne(const std::shared_ptr<InDoubtOp>& e, const std::set<std:
   op->group = *e->group;
   const std::string self(address_.begin(), address_.end());
   for (const auto& peer : *e->group) {
-    if (peer.address != self && !Gone(rs, live, peer.address)) op->peers.push_back(peer);
+    if (peer.address != self && !MapExcludes(rs, live, peer.address)) op->peers.push_back(peer);
   }
   if (op->peers.empty()) {  // no other live copy: nothing in doubt left
     e->done = true;

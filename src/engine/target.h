@@ -53,9 +53,9 @@
 #include "engine/pool_space.h"
 #include "engine/request_budget.h"
 #include "engine/target_metrics.h"
-#include "ros2/rebuild.pb.h"
 #include "object/obj_rpc.h"
 #include "object/replica_rpc.h"
+#include "ros2/rebuild.pb.h"
 #include "transport/transport.h"
 #include "vos/vos.h"
 
@@ -313,13 +313,46 @@ class Target {
   // dkey are held here until every copy answered (Settle).
   void Replicate(const std::shared_ptr<LeaderOp>& op);
   void SendForward(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPeer& peer);
-  void CopyDone(const std::shared_ptr<LeaderOp>& op, const Status& st);
+  // One copy's answer (`copy`; nullptr: the leader's own store).
+  void CopyDone(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPeer* copy, const Status& st);
   void StoreOwnCopy(const std::shared_ptr<LeaderOp>& op);
+  // Answers the client (Answer) and releases the operation's position
+  // (ClosePosition).
   void Settle(const std::shared_ptr<LeaderOp>& op, const Status& st);
+  void Answer(const std::shared_ptr<LeaderOp>& op, const Status& st);
+  // Its position and its dkey's reads here are released; its buffer once no
+  // forward of it is in flight.
+  void ClosePosition(const std::shared_ptr<LeaderOp>& op);
+  // --- failed operations of a leader (replica_repair.cc, docs/replication.md "Failed updates") ---
+  // A first attempt that failed on some copy: settled with its failure, or,
+  // when another copy stored it (or may have) and the map still has the one
+  // that lacks it, answered and kept open (ReplicaState::repairs).
+  void SettleFailed(const std::shared_ptr<LeaderOp>& op);
+  // Drops from `op` the copies the map excludes; whether any (or the
+  // leader's own store) still lacks it.
+  bool StillLacking(LeaderOp& op);
+  // Ends the repairs of earlier attempts of `op`'s transaction: `op` holds
+  // the dkey's reads in their place, and reaches every copy they lack.
+  void SupersedeRepairs(const LeaderOp& op);
+  // From the loop: forwards again the repairs whose pause ended; gives up
+  // those past their window.
+  void RetryRepairs(std::chrono::steady_clock::time_point now);
+  void ForwardAgain(const std::shared_ptr<LeaderOp>& op);
+  // Every copy of a repair's forward answered.
+  void RepairAnswered(const std::shared_ptr<LeaderOp>& op);
+  // The map changed: the repairs whose lacking copies it now excludes end.
+  void ExcludeFromRepairs();
+  void EndRepair(const std::shared_ptr<LeaderOp>& op);
   void StoreForwardedUpdate(transport::IncomingRequest& req, obj::UpdateRequest m, uint8_t flags,
                             std::vector<obj::ReplicaPeer> group, uint64_t seq);
   void StoreForwardedPunch(transport::IncomingRequest& req, obj::PunchRequest m, uint8_t flags,
                            std::vector<obj::ReplicaPeer> group, uint64_t seq);
+  // Copy: holds the reads of a forward's dkey (`*gate`, counted in
+  // ReplicaState::unsettled) from its arrival; once stored, NoteInDoubt
+  // takes the count over (or Unsettles it), and a failed store Unsettles
+  // it. Nothing for a forward without a position (`seq` 0).
+  void HoldFromArrival(const obj::RequestHeader& h, const ObjectId& oid, const std::string& dkey, uint64_t seq,
+                       std::string* gate);
   // --- the committed watermark (replica_in_doubt.cc, docs/replication.md "Read rule") ---
   // Leader: every position below it is answered by every copy.
   uint64_t Watermark();
@@ -338,9 +371,13 @@ class Target {
   // Drops the in-doubt operations resolved or past their window (Forget).
   void PruneInDoubt(std::chrono::steady_clock::time_point now);
   // --- in-doubt operations (replica_in_doubt.cc, docs/replication.md "In-doubt updates") ---
-  // Keeps a stored forward (InDoubtOp) from the request that carried it.
+  // Keeps a stored forward (InDoubtOp) from the request that carried it;
+  // `gate`: its dkey's key, counted by HoldFromArrival (empty for `seq` 0),
+  // whose count the entry takes over, or which is Unsettled when the
+  // forward is not in doubt.
   void NoteInDoubt(obj::Opcode op, const obj::UpdateRequest* update, const obj::PunchRequest* punch, uint8_t flags,
-                   std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability, uint64_t seq);
+                   std::vector<obj::ReplicaPeer> group, std::span<const uint8_t> capability, uint64_t seq,
+                   std::string gate);
   // Resolves the in-doubt operations whose leader the map marks DOWN or no
   // longer has (`live`: the map's worker addresses).
   void ResolveInDoubt();
@@ -445,7 +482,7 @@ class Target {
   // other engines' targets, the decided conditional operations. Made on
   // first use; dropped before the worker.
   std::shared_ptr<ReplicaState> replica_;
-  InFlightBudget budget_;      // tracked requests and their buffers, per connection and in total
+  InFlightBudget budget_;  // tracked requests and their buffers, per connection and in total
   struct Reservation {
     uint64_t connection = 0;
     uint64_t bytes = 0;

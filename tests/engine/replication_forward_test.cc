@@ -22,6 +22,10 @@
 //   giving up: once the map marks the leader DOWN, that copy forwards the
 //   update to the other, so the value the new leader serves is on every
 //   live copy; the same when the leader's engine restarts at once.
+// - A copy refuses a forward (its store full) and the writer never resends:
+//   neither the leader nor the copy that stored it serves the update until
+//   the leader forwarded it again and the refusing copy (given room) stored
+//   it.
 // - While a forward to one copy hangs, neither the leader nor the copy that
 //   stored the forward shows the update (their reads wait for the leader's
 //   watermark); a forward to a copy the map marks DOWN fails at once.
@@ -45,8 +49,8 @@
 #include <thread>
 
 #include "control/control_channel.h"
-#include "metrics/scrape.h"
 #include "control/management_client.h"
+#include "metrics/scrape.h"
 #include "object/replica_rpc.h"
 #include "placement/placement.h"
 #include "ros2/client.h"
@@ -346,7 +350,8 @@ TEST_F(ReplicationForwardTest, LeaderRequestNamingACopyOutsideTheMapIsRefused) {
   std::string altered = real;
   altered.back() = static_cast<char>(altered.back() ^ 0x5a);
   const uint32_t copy_index = raw->map().targets[copies->back()].engine_index;
-  for (const obj::ReplicaPeer& forged : {obj::ReplicaPeer{copy_index, altered}, obj::ReplicaPeer{copy_index + 1000, real}}) {
+  for (const obj::ReplicaPeer& forged :
+       {obj::ReplicaPeer{copy_index, altered}, obj::ReplicaPeer{copy_index + 1000, real}}) {
     obj::LeaderRequest lead;
     lead.op = obj::Opcode::kUpdate;
     lead.body = obj::Encode(u);
@@ -686,6 +691,103 @@ TEST_F(ReplicationForwardTest, AnUpdateOnOneCopyOfARestartedLeaderReachesTheOthe
   ForwardToOneCopyThenKillTheLeader(c_, /*restart=*/true);
 }
 
+// A copy (C2) that refuses a forward, its store full (NoSpace), while the
+// leader and the other copy (C1) store it, and a writer that never resends
+// (a raw leader request): the leader answers NoSpace at once, and keeps the
+// update open, so neither C1 nor the leader serves it while C2 lacks it
+// (without that, C1 answers the value as soon as the leader's watermark
+// passes the failed update, about 1 ms after its answer). Once C2 has room
+// again (the data that filled it punched), the leader's next forward stores
+// it there, and the held reads answer the value.
+TEST_F(ReplicationForwardTest, AnUpdateRefusedByOneCopyIsServedOnlyOnceEveryCopyHoldsIt) {
+  VictimScene scene;
+  ASSERT_NO_FATAL_FAILURE(SetUpVictim(c_, 2, &scene));
+  auto& [mgmt_leader, home, raw, v] = scene;
+  const uint32_t c2 = v.copies[2];
+  // An S1 object on C2's target only, written until its store is full.
+  ASSERT_TRUE(c_.Mgmt(0)->CreateContainer("p", "s1", {{"oclass", "S1"}}).ok());
+  auto cl = c_.Client(home);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  auto pool = (*cl)->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto s1 = (*pool)->OpenContainer("s1");
+  ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+  std::optional<client::Object> filler;
+  for (uint64_t lo = 1; lo < 1000 && !filler; ++lo) {
+    const ObjectId oid = client::Container::MakeObjectId(ObjectClass::kS1, 0, lo);
+    auto targets = WriteTargets(raw->map(), oid, "f0");
+    ASSERT_TRUE(targets.ok()) << targets.status().ToString();
+    if (targets->front() != c2) continue;
+    auto obj = (*s1)->OpenObject(oid);
+    ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+    filler.emplace(std::move(*obj));
+  }
+  ASSERT_TRUE(filler.has_value());
+  int filled = 0;
+  for (size_t size : {size_t{1} << 20, size_t{64} << 10}) {  // then what is left between
+    for (Status st; st.ok(); ++filled) {
+      st = filler->Put("f" + std::to_string(filled), "a", Bytes(Pattern(size, filled)));
+      ASSERT_TRUE(st.ok() || st.IsNoSpace()) << st.ToString();
+      ASSERT_LT(filled, 4096) << "C2's store never filled";
+    }
+  }
+  std::printf("C2's store full after %d values\n", filled);
+
+  const auto value = Pattern(256 << 10, 43);
+  auto writer_session = c_.Raw(home, "rp3");
+  ASSERT_NE(writer_session, nullptr);
+  obj::LeaderRequest lead;
+  lead.op = obj::Opcode::kUpdate;
+  lead.body = obj::Encode(RawUpdate(*writer_session, v.copies[0], v.oid, "k0", value.size()));
+  for (size_t i = 1; i < 3; ++i) {
+    lead.peers.push_back({raw->map().targets[v.copies[i]].engine_index,
+                          raw->pool().map.targets(static_cast<int>(v.copies[i])).worker_address()});
+  }
+  const Status written =
+      writer_session->Call(v.copies[0], obj::Opcode::kLeader, obj::Encode(lead), Bytes(value)).status();
+  ASSERT_TRUE(written.IsNoSpace()) << "the leader answered " << written.ToString();
+  auto on_c2 = ReadCopy(*raw, c2, v.oid, "k0", value.size());
+  ASSERT_TRUE(on_c2.status().IsNotFound()) << "C2 refused the update, yet holds " << on_c2.status().ToString();
+
+  // Neither C1 nor the leader serves it while C2 lacks it.
+  BackgroundRead on_c1;
+  BackgroundRead on_leader;
+  ASSERT_NO_FATAL_FAILURE(on_c1.Open(c_, home));
+  ASSERT_NO_FATAL_FAILURE(on_leader.Open(c_, home));
+  on_c1.Start(v.copies[1], v.oid, "k0", value.size());
+  on_leader.Start(v.copies[0], v.oid, "k0", value.size());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  for (const auto& [name, read] : {std::pair<const char*, BackgroundRead*>{"copy C1", &on_c1},
+                                   std::pair<const char*, BackgroundRead*>{"the leader", &on_leader}}) {
+    EXPECT_FALSE(read->Done() && read->got.ok() && *read->got == value)
+        << name << " served an update that copy C2 refused, 1 s after the refusal was answered";
+  }
+  const bool held = !on_c1.Done() && !on_leader.Done();
+
+  // C2 has room again: the leader's next forward of the update stores it.
+  const auto freed = std::chrono::steady_clock::now();
+  ROS2_ASSERT_OK(filler->PunchObject());
+  bool repaired = false;
+  while (!repaired && MsSince(freed) < 2 * kTtlSeconds * 1000) {
+    on_c2 = ReadCopy(*raw, c2, v.oid, "k0", value.size());
+    repaired = on_c2.ok() && *on_c2 == value;
+    if (!repaired) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::printf("the refused update reached C2 %lld ms after it had room again\n", MsSince(freed));
+  on_c1.Join();
+  on_leader.Join();
+  EXPECT_TRUE(repaired) << "the leader never forwarded the refused update to C2 again: " << on_c2.status().ToString();
+  ASSERT_TRUE(held) << "no read of the refused update was held";
+  for (const auto& [name, read] : {std::pair<const char*, BackgroundRead*>{"copy C1", &on_c1},
+                                   std::pair<const char*, BackgroundRead*>{"the leader", &on_leader}}) {
+    ASSERT_TRUE(read->got.ok()) << name << ": " << read->got.status().ToString();
+    EXPECT_TRUE(*read->got == value) << name << "'s held read answered another value";
+    std::printf(
+        "%s's held read answered %lld ms after C2 had room again\n", name,
+        static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(read->finished - freed).count()));
+  }
+}
+
 // The same cluster on nvme stores: what a restart keeps. A DOWN engine's
 // rebuild waits a minute: an engine restarted meanwhile comes back before it.
 class ReplicationForwardDurableTest : public ReplicationForwardTest {
@@ -788,9 +890,8 @@ void ExpectEveryReadNew(client::Container& cont, const std::vector<StaleCase>& k
         EXPECT_TRUE(got->empty()) << when << ": " << k.dkey << " was punched while the engine was DOWN, read "
                                   << got->size() << " bytes (read " << r << ")";
       } else {
-        EXPECT_TRUE(*got == Pattern(k.size, k.seed))
-            << when << ": " << k.oid.ToString() << " " << k.dkey << " read " << r
-            << " is not the value acknowledged while the engine was DOWN";
+        EXPECT_TRUE(*got == Pattern(k.size, k.seed)) << when << ": " << k.oid.ToString() << " " << k.dkey << " read "
+                                                     << r << " is not the value acknowledged while the engine was DOWN";
       }
     }
   }
@@ -929,7 +1030,8 @@ TEST_F(ReplicationForwardDurableTest, AnEngineBackFromDownServesNoStaleRead) {
     if (k.seed == 0) {
       EXPECT_TRUE(got.status().IsNotFound()) << k.dkey << " punched while DOWN is still on the caught-up copy";
     } else {
-      ASSERT_TRUE(got.ok()) << k.oid.ToString() << " " << k.dkey << " on the caught-up copy: " << got.status().ToString();
+      ASSERT_TRUE(got.ok()) << k.oid.ToString() << " " << k.dkey
+                            << " on the caught-up copy: " << got.status().ToString();
       EXPECT_TRUE(*got == Pattern(k.size, k.seed)) << k.oid.ToString() << " " << k.dkey << " on the caught-up copy";
     }
   }
