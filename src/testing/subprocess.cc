@@ -186,6 +186,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv, const std::string
   so.env = env;
   so.stdout_path = base + ".out";
   so.stderr_path = base + ".err";
+  // Killed at its time limit with whatever it started: a bench's peer or
+  // busy-polling floor process left behind would spin on through the tests
+  // that follow.
+  so.own_process_group = true;
   CommandResult r;
   auto child = ChildProcess::Spawn(so);
   if (!child.ok()) {

@@ -86,7 +86,8 @@ struct CommandResult {
 };
 
 // Runs `argv` (argv[0] a path, or a name on PATH) to completion; stdout and
-// stderr are captured through files in `scratch_dir`; killed after `timeout`.
+// stderr are captured through files in `scratch_dir`; killed after `timeout`,
+// with every process it started (it runs in its own process group).
 CommandResult RunCommand(const std::vector<std::string>& argv, const std::string& scratch_dir,
                          std::chrono::seconds timeout = std::chrono::seconds(300),
                          const std::vector<std::pair<std::string, std::string>>& env = {});
