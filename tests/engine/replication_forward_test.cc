@@ -424,6 +424,21 @@ void PickVictim(ForwardCluster& c_, ObjectSession& raw, size_t copy, size_t home
   ASSERT_NE(v->engine, home);
 }
 
+// A replicated update of `length` bytes of (dkey, "a"), as libros2 sends it
+// to the group's leader v.copies[0], naming the other copies by the map
+// `raw` holds; its header from `writer`'s session.
+obj::LeaderRequest LeaderUpdate(const ObjectSession& writer, const ObjectSession& raw, const Victim& v,
+                                const std::string& dkey, size_t length) {
+  obj::LeaderRequest lead;
+  lead.op = obj::Opcode::kUpdate;
+  lead.body = obj::Encode(RawUpdate(writer, v.copies[0], v.oid, dkey, length));
+  for (size_t i = 1; i < v.copies.size(); ++i) {
+    lead.peers.push_back({raw.map().targets[v.copies[i]].engine_index,
+                          raw.pool().map.targets(static_cast<int>(v.copies[i])).worker_address()});
+  }
+  return lead;
+}
+
 // What each kill test starts from: `home`, the engine its clients use (not
 // the management leader's), a raw session through it, and `v`, the copy
 // `copy` of a fresh rp3 object's group (PickVictim).
@@ -617,13 +632,7 @@ void ForwardToOneCopyThenKillTheLeader(ForwardCluster& c_, bool restart) {
   ROS2_ASSERT_OK(obj->Put("warm", "a", Bytes(Pattern(100, 40))));  // the leader's endpoints to both copies
 
   const auto value = Pattern(256 << 10, 41);
-  obj::LeaderRequest lead;
-  lead.op = obj::Opcode::kUpdate;
-  lead.body = obj::Encode(RawUpdate(*writer_session, v.copies[0], v.oid, "k0", value.size()));
-  for (size_t i = 1; i < 3; ++i) {
-    lead.peers.push_back({raw->map().targets[v.copies[i]].engine_index,
-                          raw->pool().map.targets(static_cast<int>(v.copies[i])).worker_address()});
-  }
+  const obj::LeaderRequest lead = LeaderUpdate(*writer_session, *raw, v, "k0", value.size());
   BackgroundRead held;  // of C1
   ASSERT_NO_FATAL_FAILURE(held.Open(c_, home));
   const pid_t stopped = c_.engines[c2]->pid();
@@ -736,13 +745,7 @@ TEST_F(ReplicationForwardTest, AnUpdateRefusedByOneCopyIsServedOnlyOnceEveryCopy
   const auto value = Pattern(256 << 10, 43);
   auto writer_session = c_.Raw(home, "rp3");
   ASSERT_NE(writer_session, nullptr);
-  obj::LeaderRequest lead;
-  lead.op = obj::Opcode::kUpdate;
-  lead.body = obj::Encode(RawUpdate(*writer_session, v.copies[0], v.oid, "k0", value.size()));
-  for (size_t i = 1; i < 3; ++i) {
-    lead.peers.push_back({raw->map().targets[v.copies[i]].engine_index,
-                          raw->pool().map.targets(static_cast<int>(v.copies[i])).worker_address()});
-  }
+  const obj::LeaderRequest lead = LeaderUpdate(*writer_session, *raw, v, "k0", value.size());
   const Status written =
       writer_session->Call(v.copies[0], obj::Opcode::kLeader, obj::Encode(lead), Bytes(value)).status();
   ASSERT_TRUE(written.IsNoSpace()) << "the leader answered " << written.ToString();
