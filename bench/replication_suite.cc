@@ -124,6 +124,15 @@ Result<Case> ParseCase(const std::string& s) {
   return c;
 }
 
+// User + system CPU seconds of `pids` summed (a process gone counts 0).
+double CpuSecondsOf(const std::vector<pid_t>& pids) {
+  double s = 0;
+  for (pid_t pid : pids) {
+    if (auto c = ProcessCpuSeconds(pid); c.ok()) s += *c;
+  }
+  return s;
+}
+
 // The etcd member, the three engines and the admin credentials: the tests'
 // EtcdEngineCluster (src/testing/etcd_cluster.h) with the bench's options.
 class EngineSet {
@@ -173,13 +182,7 @@ class EngineSet {
   }
 
   // User + system CPU seconds of the live engines.
-  double EnginesCpuSeconds() const {
-    double s = 0;
-    for (const auto& e : cluster_.engines) {
-      if (auto c = ProcessCpuSeconds(e->pid()); c.ok()) s += *c;
-    }
-    return s;
-  }
+  double EnginesCpuSeconds() const { return CpuSecondsOf(LivePids()); }
 
   // Ok unless an engine exited on its own: then its exit and log tail.
   Status CheckEngines() { return cluster_.CheckEngines(); }
@@ -229,10 +232,7 @@ class CpuSampler {
 
  private:
   void Take() {
-    double s = 0;
-    for (pid_t pid : pids_) {
-      if (auto c = ProcessCpuSeconds(pid); c.ok()) s += *c;
-    }
+    const double s = CpuSecondsOf(pids_);
     const auto now = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
             .count());

@@ -25,6 +25,16 @@ int ros2_c_check_strerror(void);
 namespace ros2::client {
 namespace {
 
+// Options of a client whose control plane is not there: what the tests of
+// the client's own state need (nothing is ever sent).
+ClientOptions OfflineOptions() {
+  ClientOptions o;
+  o.control = "unix:/nonexistent/control.sock";
+  o.secret = "s";
+  o.transport = "tcp";
+  return o;
+}
+
 using ros2::testing::Pattern;
 
 // --- checksums ---
@@ -212,10 +222,7 @@ TEST(ClientMapTest, SnapshotRefusesAnUpTargetWithoutAddressAndAnEmptyMap) {
 // after a refusal; each is fetched again on next use (here from a control
 // plane that is not there, so that fails with the control plane's error).
 TEST(ClientRetryTest, PrepareRecoveryRenewsWhatTheDecisionCallsFor) {
-  ClientOptions o;
-  o.control = "unix:/nonexistent/control.sock";
-  o.secret = "s";
-  o.transport = "tcp";
+  ClientOptions o = OfflineOptions();
   o.control_timeout = std::chrono::milliseconds(200);
   o.reconnect_timeout = std::chrono::milliseconds(300);
   auto client = ClientCore::Create(o);
@@ -271,11 +278,7 @@ TEST(ClientRetryTest, PrepareRecoveryRenewsWhatTheDecisionCallsFor) {
 // range inside it finds it until UnregisterBuffer, which ends it; a buffer
 // never registered has none (its I/O registers it for the call alone).
 TEST(ClientRegistrationTest, RegisteredBuffersStayUntilUnregistered) {
-  ClientOptions o;
-  o.control = "unix:/nonexistent/control.sock";
-  o.secret = "s";
-  o.transport = "tcp";
-  auto client = ClientCore::Create(o);
+  auto client = ClientCore::Create(OfflineOptions());
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   ClientCore& core = **client;
   std::vector<std::byte> a(1 << 20), other(1 << 16);
@@ -297,11 +300,7 @@ TEST(ClientRegistrationTest, RegisteredBuffersStayUntilUnregistered) {
 }
 
 TEST(ClientMapTest, ConnectedToAllNeedsEveryLiveTargetOfThatMapAndNoDrop) {
-  ClientOptions o;
-  o.control = "unix:/nonexistent/control.sock";
-  o.secret = "s";
-  o.transport = "tcp";
-  auto client = ClientCore::Create(o);
+  auto client = ClientCore::Create(OfflineOptions());
   ASSERT_TRUE(client.ok()) << client.status().ToString();
   auto io = (*client)->ThisThreadIo();
   ASSERT_TRUE(io.ok()) << io.status().ToString();
@@ -334,11 +333,7 @@ TEST(ClientMapTest, ConnectedToAllNeedsEveryLiveTargetOfThatMapAndNoDrop) {
 // --- event queue without I/O ---
 
 TEST(ClientEventQueueTest, EmptyQueuePollsAndWaitsWithoutBlocking) {
-  ClientOptions o;
-  o.control = "unix:/nonexistent/control.sock";
-  o.secret = "s";
-  o.transport = "tcp";
-  auto c = Client::Connect(o);
+  auto c = Client::Connect(OfflineOptions());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   auto eq = (*c)->CreateEventQueue();
   ASSERT_TRUE(eq.ok()) << eq.status().ToString();
@@ -353,7 +348,7 @@ TEST(ClientEventQueueTest, EmptyQueuePollsAndWaitsWithoutBlocking) {
   EXPECT_EQ((*eq)->in_flight(), 0u);
   EXPECT_NE((*c)->DescribeTransport().find("tcp"), std::string::npos) << (*c)->DescribeTransport();
   // An unreachable control endpoint is reported by the first call that needs it.
-  ClientOptions quick = o;
+  ClientOptions quick = OfflineOptions();
   quick.control_timeout = std::chrono::milliseconds(300);
   auto c2 = Client::Connect(quick);
   ASSERT_TRUE(c2.ok());

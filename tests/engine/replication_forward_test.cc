@@ -860,6 +860,27 @@ TEST_F(ReplicationForwardDurableTest, ConditionalResendAfterTheLeadersRestartGet
   }
 }
 
+// A client of engine `home`, its pool "p" and the containers "rp2" and
+// "rp3" (kept together: the containers need the pool and the client).
+struct RpContainers {
+  std::unique_ptr<client::Client> client;
+  std::unique_ptr<client::Pool> pool;
+  std::map<std::string, std::unique_ptr<client::Container>> by_name;
+};
+void OpenRpContainers(ForwardCluster& c, size_t home, RpContainers* out) {
+  auto cl = c.Client(home);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  out->client = std::move(*cl);
+  auto pool = out->client->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  out->pool = std::move(*pool);
+  for (const char* name : {"rp2", "rp3"}) {
+    auto cont = out->pool->OpenContainer(name);
+    ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+    out->by_name[name] = std::move(*cont);
+  }
+}
+
 // The states of engine `e`'s targets in the system map engine `ask` holds.
 std::vector<rpc::TargetState> TargetStates(ForwardCluster& c, size_t ask, size_t e) {
   std::vector<rpc::TargetState> out;
@@ -931,16 +952,9 @@ TEST_F(ReplicationForwardDurableTest, AnEngineBackFromDownServesNoStaleRead) {
   ASSERT_EQ(rp2_copies.size(), 2u);
   const ObjectId rp3 = client::Container::MakeObjectId(ObjectClass::kRP3G1, 0, 77);
 
-  auto cl = c_.Client(home);
-  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
-  auto pool = (*cl)->ConnectPool("p");
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-  std::map<std::string, std::unique_ptr<client::Container>> conts;
-  for (const char* name : {"rp2", "rp3"}) {
-    auto cont = (*pool)->OpenContainer(name);
-    ASSERT_TRUE(cont.ok()) << cont.status().ToString();
-    conts[name] = std::move(*cont);
-  }
+  RpContainers writer;
+  ASSERT_NO_FATAL_FAILURE(OpenRpContainers(c_, home, &writer));
+  auto& conts = writer.by_name;
   auto cont_of = [&](const ObjectId& oid) { return oid == rp3 ? conts["rp3"].get() : conts["rp2"].get(); };
   std::vector<StaleCase> keys;
   for (const ObjectId& oid : {rp3, rp2}) {
@@ -996,16 +1010,9 @@ TEST_F(ReplicationForwardDurableTest, AnEngineBackFromDownServesNoStaleRead) {
 
   // A fresh client (its map has the victim back) reads every key from every
   // copy it reads, while the victim catches up.
-  auto fresh = c_.Client(home);
-  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
-  auto fresh_pool = (*fresh)->ConnectPool("p");
-  ASSERT_TRUE(fresh_pool.ok()) << fresh_pool.status().ToString();
-  std::map<std::string, std::unique_ptr<client::Container>> fresh_conts;
-  for (const char* name : {"rp2", "rp3"}) {
-    auto cont = (*fresh_pool)->OpenContainer(name);
-    ASSERT_TRUE(cont.ok()) << cont.status().ToString();
-    fresh_conts[name] = std::move(*cont);
-  }
+  RpContainers fresh;
+  ASSERT_NO_FATAL_FAILURE(OpenRpContainers(c_, home, &fresh));
+  auto& fresh_conts = fresh.by_name;
   auto read_all = [&](const char* when) {
     for (const char* name : {"rp3", "rp2"}) {
       std::vector<StaleCase> mine;
