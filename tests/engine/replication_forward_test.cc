@@ -369,9 +369,17 @@ TEST_F(ReplicationForwardTest, LeaderRequestNamingACopyOutsideTheMapIsRefused) {
   }
 }
 
-// A group whose copy `copy` (0: the leader) is on an engine that is neither
-// the client's control plane (`home`) nor the management leader: that
-// engine (`victim`) can be killed or stopped while the client goes on.
+// A client of engine `home` and its pool "p".
+void ConnectPoolP(ForwardCluster& c, size_t home, std::unique_ptr<client::Client>* client,
+                  std::unique_ptr<client::Pool>* pool) {
+  auto cl = c.Client(home);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  *client = std::move(*cl);
+  auto p = (*client)->ConnectPool("p");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  *pool = std::move(*p);
+}
+
 // A libros2 client of engine `home` with object `oid` of container "rp3"
 // (pool "p") open; members end in the reverse order, the object first.
 struct OpenedRp3 {
@@ -381,12 +389,7 @@ struct OpenedRp3 {
   std::optional<client::Object> obj;
 };
 void OpenRp3(ForwardCluster& c, size_t home, const ObjectId& oid, OpenedRp3* out) {
-  auto cl = c.Client(home);
-  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
-  out->client = std::move(*cl);
-  auto pool = out->client->ConnectPool("p");
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-  out->pool = std::move(*pool);
+  ASSERT_NO_FATAL_FAILURE(ConnectPoolP(c, home, &out->client, &out->pool));
   auto cont = out->pool->OpenContainer("rp3");
   ASSERT_TRUE(cont.ok()) << cont.status().ToString();
   out->cont = std::move(*cont);
@@ -395,6 +398,9 @@ void OpenRp3(ForwardCluster& c, size_t home, const ObjectId& oid, OpenedRp3* out
   out->obj.emplace(std::move(*obj));
 }
 
+// A group whose copy `copy` (0: the leader) is on an engine that is neither
+// the client's control plane (`home`) nor the management leader: that
+// engine (`victim`) can be killed or stopped while the client goes on.
 struct Victim {
   size_t home = 0;
   ObjectId oid;
@@ -868,12 +874,7 @@ struct RpContainers {
   std::map<std::string, std::unique_ptr<client::Container>> by_name;
 };
 void OpenRpContainers(ForwardCluster& c, size_t home, RpContainers* out) {
-  auto cl = c.Client(home);
-  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
-  out->client = std::move(*cl);
-  auto pool = out->client->ConnectPool("p");
-  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
-  out->pool = std::move(*pool);
+  ASSERT_NO_FATAL_FAILURE(ConnectPoolP(c, home, &out->client, &out->pool));
   for (const char* name : {"rp2", "rp3"}) {
     auto cont = out->pool->OpenContainer(name);
     ASSERT_TRUE(cont.ok()) << cont.status().ToString();
