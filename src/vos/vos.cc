@@ -62,6 +62,13 @@ Status Vos::Punch(const PunchOp& op) {
   return *result;
 }
 
+Status Vos::Discard(const DiscardOp& op) {
+  std::optional<Status> result;
+  SubmitDiscard(op, [&result](Status s) { result = std::move(s); });
+  while (!result) Progress(/*wait=*/true);
+  return *result;
+}
+
 Result<FetchResult> Vos::Fetch(const FetchOp& op) {
   std::optional<Result<FetchResult>> result;
   SubmitFetch(op, [&result](Result<FetchResult> r) { result = std::move(r); });

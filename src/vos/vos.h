@@ -208,9 +208,24 @@ struct PunchOp {
   bool decided = false;
 };
 
+// A discard: takes back one update or punch (docs/vos.md, "Discard").
+// Removes exactly what operations at `epoch` wrote under (oid, dkey, akey) —
+// under the whole dkey when `akey` is empty: single-value versions and array
+// extents (their space freed), dkey and akey punch records, the decided
+// records that hold `epoch`, and the akey headers it leaves without a
+// version. The older versions they hid are visible again. Nothing at `epoch`
+// there: OK.
+struct DiscardOp {
+  ObjectId oid;
+  std::string dkey;  // non-empty
+  std::string akey;  // empty: every akey of the dkey, and the dkey's own punch
+  Epoch epoch = 0;   // > 0
+};
+
 using UpdateCallback = std::function<void(Status)>;
 using FetchCallback = std::function<void(Result<FetchResult>)>;
 using PunchCallback = std::function<void(Status)>;
+using DiscardCallback = std::function<void(Status)>;
 
 class Vos {
  public:
@@ -238,6 +253,12 @@ class Vos {
   // updates (one WAL sync for all of them) and becomes visible when its
   // callback runs.
   virtual void SubmitPunch(const PunchOp& op, PunchCallback done) = 0;
+  // A discard (DiscardOp) runs once no update or punch at its epoch on its
+  // dkey is in flight (submitted before or after it), so it lands after the
+  // store it undoes; it is one RocksDB batch, durable (synced) as a commit
+  // group is, written on the calling thread from Progress(). `done` runs from
+  // Progress() once it is.
+  virtual void SubmitDiscard(const DiscardOp& op, DiscardCallback done) = 0;
   // Reaps completions and runs callbacks. Returns the number of callbacks run.
   // With `wait`, blocks until at least one op completes (if any is in flight).
   virtual int Progress(bool wait = false) = 0;
@@ -279,6 +300,8 @@ class Vos {
   Status PunchAkey(const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch) {
     return Punch({PunchScope::kAkey, oid, dkey, akey, epoch});
   }
+  // SubmitDiscard and Progress until it completed.
+  Status Discard(const DiscardOp& op);
 
   // --- enumeration: up to `max` entries visible at `epoch`, resuming from `anchor` ---
   virtual Result<std::vector<ObjectId>> ListObjects(Epoch epoch, ListAnchor* anchor, size_t max) = 0;
@@ -310,7 +333,10 @@ class Vos {
   virtual Status DestroySnapshot(Epoch epoch) = 0;
   virtual std::vector<Epoch> ListSnapshots() const = 0;
   // Removes versions at or below `upto` that no snapshot and not the latest view
-  // can see, and frees their extent space.
+  // can see, and frees their extent space. A version above `upto` is never
+  // removed, nor one it hides from the view at `upto`: an owner that may still
+  // discard the operation at epoch E (SubmitDiscard) passes upto < E, so that
+  // the older version E hides is there to come back.
   virtual Result<AggregateStats> Aggregate(Epoch upto = kEpochMax) = 0;
 
   // The highest epoch of any update or punch stored (committed or in a commit

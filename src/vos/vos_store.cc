@@ -472,6 +472,9 @@ int VosStore::Progress(bool wait) {
     if (committer_) {
       if (auto group = committer_->TakeFinished()) ran += FinishCommit(std::move(group));
     }
+    // Discards before the next group: one whose operation was in the group
+    // just finished runs now, whatever keeps the commit thread busy next.
+    if (!discards_.empty()) ran += StartDiscards();
     ran += StartCommitIfIdle(/*from_progress=*/true);
     ran += RunDeferred();
     bool committing = committer_ && committer_->busy();

@@ -65,6 +65,7 @@ class VosStore final : public Vos {
   void HoldSubmissions(bool hold) override { owner_holds_ = hold; }
 
   void SubmitPunch(const PunchOp& op, PunchCallback done) override;
+  void SubmitDiscard(const DiscardOp& op, DiscardCallback done) override;
 
   Result<std::vector<ObjectId>> ListObjects(Epoch epoch, ListAnchor* anchor, size_t max) override;
   Result<std::vector<std::string>> ListDkeys(const ObjectId& oid, Epoch epoch, ListAnchor* anchor, size_t max) override;
@@ -198,6 +199,17 @@ class VosStore final : public Vos {
   // group's own records go into `batch` after these deletions.
   Status SweepDecided(rocksdb::WriteBatch* batch);
 
+  // vos_discard.cc
+  struct DiscardState {
+    DiscardOp op;
+    DiscardCallback done;
+  };
+  // Runs the discards with no update or punch at their epoch on their dkey in
+  // flight; returns the callbacks run.
+  int StartDiscards();
+  bool DiscardWaits(const DiscardOp& op) const;
+  Status DiscardNow(const DiscardOp& op);
+
   // vos_fetch.cc
   Status PrepareFetch(FetchState* f);
   Status PlanSingle(FetchState* f, std::string_view akey_scope, size_t dkey_scope_len);
@@ -313,6 +325,7 @@ class VosStore final : public Vos {
   std::vector<UpdateState*> ready_;  // data written, waiting for a commit group
   std::list<PunchState> punch_states_;
   std::vector<PunchState*> ready_punches_;                             // waiting for a commit group
+  std::list<DiscardState> discards_;                                   // submitted, not yet run
   std::vector<std::function<void()>> deferred_;                        // callbacks to run from Progress
   std::map<std::string, PendingHeader, std::less<>> pending_headers_;  // akeys with uncommitted updates
   AkeyCache akey_cache_{kAkeyCacheBytes};                              // committed headers and extents
