@@ -197,6 +197,11 @@ void Target::LeadPunch(IncomingRequest& req, obj::LeaderRequest& m) {
 }
 
 void Target::Decide(const std::shared_ptr<LeaderOp>& op) {
+  // A resend while an earlier attempt of the transaction is open here (in
+  // flight, or being taken back) goes after it: an abort must not take
+  // back what a resend stored.
+  if (WaitForOpenAttempt(op)) return;
+  Lead(op);
   // Forwarding may connect (a blocking round trip that progresses the
   // worker): never inside a completion, always from the loop.
   auto replicate = [this, op] { deferred_.push_back([this, op] { Replicate(op); }); };
@@ -234,6 +239,7 @@ void Target::Decide(const std::shared_ptr<LeaderOp>& op) {
     }
     if (!st.ok()) {
       Finish(op->ticket, st);
+      Unlead(op);
       return conditional_gate_.Release(op->gate_key);
     }
     replicate();
@@ -302,7 +308,7 @@ void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::Replica
   if (!ep.ok()) return fail(ep.status());
   obj::ForwardRequest fwd;
   fwd.op = op->op;
-  fwd.flags = op->condition != 0 || op->decided ? obj::kForwardDecided : 0;
+  fwd.flags = op->aborting ? obj::kForwardAbort : op->condition != 0 || op->decided ? obj::kForwardDecided : 0;
   fwd.group = op->group;
   if (!op->resolved) {  // a resolution's forward carries no position and no watermark
     fwd.seq = op->seq;
@@ -326,7 +332,7 @@ void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::Replica
   transport::CallOptions options;
   options.capability = op->capability;
   options.timeout = env_->forward_timeout;
-  if (op->op == obj::Opcode::kUpdate) options.bulk_out = op->buffer.span();
+  if (op->op == obj::Opcode::kUpdate && !op->aborting) options.bulk_out = op->buffer.span();
   const auto payload = obj::Encode(fwd);
   Status st = (*ep)->Call(static_cast<uint16_t>(obj::Opcode::kForward), payload, options,
                           [this, op, peer](const transport::ReplyView& reply) {
@@ -337,8 +343,12 @@ void Target::SendForward(const std::shared_ptr<LeaderOp>& op, const obj::Replica
 }
 
 void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPeer* copy, const Status& st) {
-  // A forward that timed out or lost its connection may have been stored.
+  // A forward that timed out or lost its connection may have been stored;
+  // one refused was not.
   if (st.ok() || st.code() == Status::Code::kDisconnected) op->maybe_stored = true;
+  if (!st.ok() && copy != nullptr && !op->aborting && st.code() != Status::Code::kDisconnected) {
+    op->refused.push_back(*copy);
+  }
   if (!st.ok()) {
     if (op->failure.ok()) op->failure = st;
     if (copy != nullptr) {
@@ -353,14 +363,11 @@ void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPee
     op->buffer = PooledBuffer();
     return;
   }
-  if (op->repairing) return RepairAnswered(op);
-  if (op->failure.ok()) {
-    SupersedeRepairs(*op);
-    return Settle(op, Status::Ok());
-  }
+  if (op->aborting) return AbortAnswered(op);
+  if (op->failure.ok()) return Settle(op, Status::Ok());
   // A copy failed: answered with that failure (the client resends the
-  // whole operation, same epoch, under its next map), and kept open while
-  // another copy holds it (replica_repair.cc).
+  // whole operation, same epoch, under its next map), and taken back from
+  // the copies that stored it (replica_repair.cc).
   SettleFailed(op);
 }
 
@@ -371,6 +378,7 @@ void Target::Settle(const std::shared_ptr<LeaderOp>& op, const Status& st) {
 
 void Target::ClosePosition(const std::shared_ptr<LeaderOp>& op) {
   op->closed = true;
+  Unlead(op);
   if (op->remaining == 0) op->buffer = PooledBuffer();  // else a copy may still pull from it
   if (op->seq == 0) return;
   ReplicaState& rs = replica();
@@ -457,6 +465,7 @@ void Target::HandleForward(IncomingRequest req) {
   // Only an engine can send it (the session and the MAC above).
   if (!m->group.empty()) NoteWatermark(m->group.front().address, m->watermark);
   if ((m->flags & obj::kForwardWatermark) != 0) return req.Reply(Status::Ok());
+  if ((m->flags & obj::kForwardAbort) != 0) return AbortForwarded(req, *m);
   if (m->op == obj::Opcode::kUpdate) {
     auto u = obj::DecodeUpdateRequest(m->body);
     if (!u.ok()) return req.Reply(u.status().WithContext("forward request"));
@@ -506,13 +515,18 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
   op->update = std::move(u);
   op->seq = seq;
   HoldFromArrival(op->update.header, op->update.oid, op->update.dkey, seq, &op->read_gate);
-  auto store = [this, op](const Status& pulled) {
+  // An abort of this transaction arriving before the store answered runs
+  // after it (ForwardStored).
+  const std::string transaction = TransactionKey(op->update.header, op->update.oid, op->update.dkey);
+  ++replica().storing[transaction];
+  auto store = [this, op, transaction](const Status& pulled) {
     if (!pulled.ok()) {
       if (!op->read_gate.empty()) Unsettle(op->read_gate);
+      ForwardStored(transaction);
       return Finish(op->ticket, pulled.WithContext(fmt::format("engine target {}: pulling forwarded data", index_)));
     }
     const obj::RequestHeader& h = op->update.header;
-    SubmitUpdateWithRetry(h.pool, h.container, &op->store, [this, op](Status st) {
+    SubmitUpdateWithRetry(h.pool, h.container, &op->store, [this, op, transaction](Status st) {
       usage_dirty_ = true;
       op->buffer = PooledBuffer();
       if (st.ok()) {
@@ -521,6 +535,7 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
       } else if (!op->read_gate.empty()) {
         Unsettle(op->read_gate);
       }
+      ForwardStored(transaction);
       Finish(op->ticket, st, obj::Encode(obj::UpdateReply{op->epoch}));
     });
   };
@@ -557,6 +572,76 @@ void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint
     }
     Finish(t, st, obj::Encode(obj::PunchReply{epoch}));
   });
+}
+
+std::string TransactionKey(const obj::RequestHeader& h, const ObjectId& oid, const std::string& dkey) {
+  std::string key = DkeyGate::Key(h.pool, h.container, oid, dkey);
+  key.append(reinterpret_cast<const char*>(&h.epoch), sizeof(h.epoch));
+  return key;
+}
+
+void Target::ForwardStored(const std::string& transaction) {
+  ReplicaState& rs = replica();
+  auto it = rs.storing.find(transaction);
+  if (it == rs.storing.end() || --it->second > 0) return;
+  rs.storing.erase(it);
+  auto [first, last] = rs.after_store.equal_range(transaction);
+  for (auto a = first; a != last; ++a) deferred_.push_back(std::move(a->second));
+  rs.after_store.erase(first, last);
+}
+
+void Target::AbortForwarded(IncomingRequest& req, const obj::ForwardRequest& m) {
+  // The operation it takes back, as the leader forwarded it (no data).
+  obj::RequestHeader header;
+  vos::DiscardOp d;
+  if (m.op == obj::Opcode::kUpdate) {
+    auto u = obj::DecodeUpdateRequest(m.body);
+    if (!u.ok()) return req.Reply(u.status().WithContext("abort request"));
+    header = u->header;
+    d.oid = u->oid;
+    d.dkey = std::move(u->dkey);
+    d.akey = std::move(u->akey);
+  } else {
+    auto p = obj::DecodePunchRequest(m.body);
+    if (!p.ok()) return req.Reply(p.status().WithContext("abort request"));
+    if (p->scope == obj::PunchScope::kObject) {
+      return req.Reply(Status::InvalidArgument(
+          fmt::format("engine target {}: an abort takes back a dkey or akey punch, not an object punch", index_)));
+    }
+    header = p->header;
+    d.oid = p->oid;
+    d.dkey = std::move(p->dkey);
+    if (p->scope == obj::PunchScope::kAkey) d.akey = std::move(p->akey);
+  }
+  if (header.flags != 0 || header.epoch == 0 || d.dkey.empty()) {
+    return req.Reply(Status::InvalidArgument(
+        fmt::format("engine target {}: an abort must name a decided operation's dkey and epoch", index_)));
+  }
+  // As its forward was: the client's capability for the container, the map
+  // version, fencing.
+  auto shard = Admit(req, header, control::kRightWrite, /*forwarded=*/true);
+  if (!shard.ok()) return ReplyRefused(req, shard.status(), header);
+  if (*shard == nullptr) return Park(std::move(req), header);
+  auto ticket = Track(req);
+  if (!ticket.ok()) return req.Reply(ticket.status());
+  d.epoch = header.epoch;
+  const std::string transaction = TransactionKey(header, d.oid, d.dkey);
+  auto discard = [this, t = *ticket, pool = header.pool, container = header.container, d,
+                  leader = m.group.front().address, seq = m.seq] {
+    auto shard = OpenShard(pool, container);
+    if (!shard.ok()) return Finish(t, shard.status());
+    (*shard)->vos->SubmitDiscard(d, [this, t, leader, seq](Status st) {
+      usage_dirty_ = true;
+      if (st.ok()) DropInDoubt(leader, seq);
+      Finish(t, st);
+    });
+  };
+  ReplicaState& rs = replica();
+  if (rs.storing.count(transaction) != 0) {
+    rs.after_store.emplace(transaction, std::move(discard));
+    return;
+  }
+  discard();
 }
 
 void Target::HoldFromArrival(const obj::RequestHeader& h, const ObjectId& oid, const std::string& dkey, uint64_t seq,

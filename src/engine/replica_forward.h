@@ -96,14 +96,26 @@ struct ReplicaState {
   // Successive forwards mostly share the group and the capability: kept once.
   std::shared_ptr<const std::vector<obj::ReplicaPeer>> last_group;
   std::shared_ptr<const std::vector<uint8_t>> last_capability;
-  // Operations this target leads that failed on some copies after others
-  // (or this target) stored them, or may have: answered, and kept open (their
-  // position and their dkey's reads) while they are re-forwarded to the
-  // copies that lack them (replica_repair.cc), oldest first; at most
+  // Operations this target leads that failed on a copy the map still has
+  // after others (or this target) stored them, or may have: answered, and
+  // kept open (their position and their dkey's reads) while they are taken
+  // back (aborted) on every copy (replica_repair.cc), oldest first; at most
   // kMaxRepairs (the oldest give up first, logged).
   std::deque<std::shared_ptr<LeaderOp>> repairs;
   static constexpr size_t kMaxRepairs = 1024;
   std::chrono::steady_clock::time_point next_repair;
+  // Leader: the operations it leads, from their decision to the release of
+  // their position, by epoch (their transaction id): a later attempt of
+  // the same transaction waits for the one open (LeaderOp::waiting), so an
+  // abort never takes back a resend; the lowest epoch of a shard bounds its
+  // aggregation (Target::AggregationBound).
+  std::multimap<Epoch, LeaderOp*> leading;
+  // Copy: forwarded updates between their arrival and their store's answer,
+  // by transaction (TransactionKey), and the aborts of those transactions
+  // that arrived meanwhile, run once the store answered (an abort applies
+  // after the forward it takes back).
+  std::map<std::string, int, std::less<>> storing;
+  std::multimap<std::string, std::function<void()>> after_store;
   // Dkeys (DkeyGate::Key) with an in-doubt operation being resolved, and the
   // reads held until it is.
   std::map<std::string, int, std::less<>> resolving;
@@ -165,20 +177,32 @@ struct LeaderOp {
   // (nothing is stored here, and nothing is answered to a client).
   bool decided = false;
   std::function<void(const Status&)> resolved;
-  // A failed operation's repair (docs/replication.md, "Failed updates"): the
+  // A failed operation's abort (docs/replication.md, "Failed updates"): the
   // copies whose store failed (`lacking`, `own_lacking` for the leader's
-  // own), whether any copy stored it or may have (a forward that timed out
-  // or lost its connection), and, once it is answered and kept open
-  // (ReplicaState::repairs), when it is forwarded again and when it gives up.
+  // own) and those that refused it (stored nothing), whether any copy stored
+  // it or may have (a forward that timed out or lost its connection). Once
+  // it is answered and kept open (ReplicaState::repairs), `lacking` holds
+  // the copies (`own_lacking` the leader) whose discard has not answered OK,
+  // and `retry_at` when the abort goes to them again.
   std::vector<obj::ReplicaPeer> lacking;
+  std::vector<obj::ReplicaPeer> refused;
   bool own_lacking = false;
   bool maybe_stored = false;
-  bool repairing = false;  // answered; in ReplicaState::repairs
-  bool closed = false;     // its position released: nothing more to do
+  bool aborting = false;  // answered; in ReplicaState::repairs
+  bool closed = false;    // its position released: nothing more to do
+  bool leading = false;   // in ReplicaState::leading
   std::chrono::steady_clock::time_point retry_at;
-  std::chrono::steady_clock::time_point give_up_at;
   std::chrono::milliseconds pause{0};
+  // Later attempts of its transaction, decided once its position is released.
+  std::vector<std::shared_ptr<LeaderOp>> waiting;
 };
+
+// Whether two attempts are of one transaction: same kind, key and epoch.
+bool SameTransaction(const LeaderOp& a, const LeaderOp& b);
+
+// The engine-local key of one transaction's forwarded store: its dkey's
+// DkeyGate::Key and its epoch (ReplicaState::storing).
+std::string TransactionKey(const obj::RequestHeader& h, const ObjectId& oid, const std::string& dkey);
 
 // The worker addresses of the map's targets (empty: the engine reads no map).
 std::set<std::string> MapAddresses(const ReplicaState& rs);

@@ -126,6 +126,17 @@ void Target::NoteWatermark(const std::string& leader, uint64_t watermark) {
   for (const auto& gate : settled) Unsettle(gate);
 }
 
+void Target::DropInDoubt(const std::string& leader, uint64_t seq) {
+  ReplicaState& rs = replica();
+  std::vector<std::shared_ptr<InDoubtOp>> dropped;
+  std::erase_if(rs.in_doubt, [&](const std::shared_ptr<InDoubtOp>& e) {
+    if (e->resolving || e->seq != seq || e->group->front().address != leader) return false;
+    dropped.push_back(e);
+    return true;
+  });
+  for (const auto& e : dropped) Forget(*e);
+}
+
 void Target::Forget(InDoubtOp& e) {
   if (!e.counted) return;
   e.counted = false;

@@ -340,9 +340,12 @@ int Target::RunDeferred() {
 
 uint64_t Target::AggregateShard(Shard& shard, std::string_view why) {
   const auto start = std::chrono::steady_clock::now();
-  shard.aggregate_pending = false;
   shard.last_aggregate = start;
-  auto stats = shard.vos->Aggregate();
+  // Below an operation that may still be taken back; what it leaves is
+  // for a later pass.
+  const Epoch upto = AggregationBound(shard);
+  shard.aggregate_pending = upto != kEpochMax;
+  auto stats = shard.vos->Aggregate(upto);
   if (!stats.ok()) {
     ROS2_LOG_WARN("engine target {}: aggregating shard {} ({}): {}", index_, shard.path, why,
                   stats.status().ToString());
@@ -654,8 +657,8 @@ Result<uint64_t> Target::Track(const transport::IncomingRequest& req, uint64_t b
   const uint16_t opcode = req.opcode();
   // A replicated update or punch (leader or forward, replica_forward.cc)
   // counts as what it wraps: an update carries data, a punch none.
-  const bool replica = opcode == static_cast<uint16_t>(obj::Opcode::kLeader) ||
-                       opcode == static_cast<uint16_t>(obj::Opcode::kForward);
+  const bool replica =
+      opcode == static_cast<uint16_t>(obj::Opcode::kLeader) || opcode == static_cast<uint16_t>(obj::Opcode::kForward);
   const OpKind replica_kind = bytes > 0 ? OpKind::kUpdate : OpKind::kPunch;
   const OpKind kind = opcode == static_cast<uint16_t>(obj::Opcode::kUpdate)  ? OpKind::kUpdate
                       : opcode == static_cast<uint16_t>(obj::Opcode::kFetch) ? OpKind::kFetch

@@ -252,6 +252,10 @@ class Target {
   void MaybeAggregate(std::chrono::steady_clock::time_point now);
   // One aggregation pass of `shard`; returns the bytes it freed.
   uint64_t AggregateShard(Shard& shard, std::string_view why);
+  // The highest epoch aggregation may reach on `shard`: below the lowest
+  // epoch of a replicated operation open on it (led here, or in doubt
+  // here), which may still be taken back (replica_repair.cc).
+  Epoch AggregationBound(const Shard& shard);
   // A pass over every open shard of `pool` on this target (they share the
   // pool's space); returns the bytes freed.
   uint64_t AggregatePoolShards(const Uuid& pool, std::string_view why);
@@ -326,23 +330,37 @@ class Target {
   // --- failed operations of a leader (replica_repair.cc, docs/replication.md "Failed updates") ---
   // A first attempt that failed on some copy: settled with its failure, or,
   // when another copy stored it (or may have) and the map still has the one
-  // that lacks it, answered and kept open (ReplicaState::repairs).
+  // that lacks it, answered and taken back on every copy (aborted), kept
+  // open meanwhile (ReplicaState::repairs).
   void SettleFailed(const std::shared_ptr<LeaderOp>& op);
   // Drops from `op` the copies the map excludes; whether any (or the
-  // leader's own store) still lacks it.
+  // leader's own store) still lacks what it is waiting for.
   bool StillLacking(LeaderOp& op);
-  // Ends the repairs of earlier attempts of `op`'s transaction: `op` holds
-  // the dkey's reads in their place, and reaches every copy they lack.
-  void SupersedeRepairs(const LeaderOp& op);
-  // From the loop: forwards again the repairs whose pause ended; gives up
-  // those past their window.
+  // Sends the abort to the copies in `lacking`, and discards the leader's
+  // own version when `own_lacking`.
+  void SendAborts(const std::shared_ptr<LeaderOp>& op);
+  void DiscardOwnCopy(const std::shared_ptr<LeaderOp>& op);
+  // From the loop: sends again the aborts whose pause ended.
   void RetryRepairs(std::chrono::steady_clock::time_point now);
-  void ForwardAgain(const std::shared_ptr<LeaderOp>& op);
-  // Every copy of a repair's forward answered.
-  void RepairAnswered(const std::shared_ptr<LeaderOp>& op);
-  // The map changed: the repairs whose lacking copies it now excludes end.
+  // Every copy of an abort answered.
+  void AbortAnswered(const std::shared_ptr<LeaderOp>& op);
+  // The map changed: the aborts whose lacking copies it now excludes end.
   void ExcludeFromRepairs();
   void EndRepair(const std::shared_ptr<LeaderOp>& op);
+  // ReplicaState::leading: an operation decided here, until its position is
+  // released (Unlead then decides the attempts that waited for it).
+  void Lead(const std::shared_ptr<LeaderOp>& op);
+  void Unlead(const std::shared_ptr<LeaderOp>& op);
+  // True (and `op` queued on it) when an attempt of the same transaction is open.
+  bool WaitForOpenAttempt(const std::shared_ptr<LeaderOp>& op);
+  // Copy: an abort of a forwarded operation (kForwardAbort): discards its
+  // version once a store of it still in flight answered, then stops
+  // holding its dkey's reads (DropInDoubt).
+  void AbortForwarded(transport::IncomingRequest& req, const obj::ForwardRequest& m);
+  // Copy: a forwarded store of `transaction` (TransactionKey) answered.
+  void ForwardStored(const std::string& transaction);
+  // Copy: forgets the in-doubt operation `leader` numbered `seq`.
+  void DropInDoubt(const std::string& leader, uint64_t seq);
   void StoreForwardedUpdate(transport::IncomingRequest& req, obj::UpdateRequest m, uint8_t flags,
                             std::vector<obj::ReplicaPeer> group, uint64_t seq);
   void StoreForwardedPunch(transport::IncomingRequest& req, obj::PunchRequest m, uint8_t flags,

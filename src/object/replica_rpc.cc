@@ -61,7 +61,8 @@ Status ReadHead(In& in, Opcode* op, std::vector<uint8_t>* body, uint8_t* flags) 
   *op = static_cast<Opcode>(v);
   if (flags != nullptr) {
     ROS2_RETURN_IF_ERROR(in.Le("flags", 1, &v));
-    if ((v & ~uint64_t{kForwardDecided | kForwardWatermark}) != 0) return in.Fail("flags", fmt::format("unknown bits {:#04x}", v));
+    if ((v & ~uint64_t{kForwardDecided | kForwardWatermark | kForwardAbort}) != 0)
+      return in.Fail("flags", fmt::format("unknown bits {:#04x}", v));
     *flags = static_cast<uint8_t>(v);
   }
   ROS2_RETURN_IF_ERROR(in.Le("request size", 4, &v));
@@ -147,6 +148,10 @@ Result<ForwardRequest> DecodeForwardRequest(std::span<const uint8_t> bytes) {
   ROS2_RETURN_IF_ERROR(in.Le("watermark", 8, &m.watermark));
   if ((m.flags & kForwardWatermark) != 0 && (!m.body.empty() || m.group.empty())) {
     return in.Fail("flags", "a watermark carries no request and names its leader");
+  }
+  if ((m.flags & kForwardAbort) != 0 &&
+      ((m.flags & kForwardWatermark) != 0 || m.body.empty() || m.group.empty() || m.seq == 0)) {
+    return in.Fail("flags", "an abort carries the request it takes back, its leader and its position");
   }
   std::span<const uint8_t> mac;
   ROS2_RETURN_IF_ERROR(in.Raw("mac", m.mac.size(), &mac));

@@ -15,7 +15,7 @@
 // Layout (little-endian), after the object protocol's version byte:
 //   leader:  u16 opcode (kUpdate or kPunch) | u32 n | n bytes request |
 //            u8 peers | per peer: u32 target, u16 n, n bytes address
-//   forward: u16 opcode | u8 flags (kForwardDecided) | u32 n | n bytes request |
+//   forward: u16 opcode | u8 flags (kForwardDecided, kForwardWatermark, kForwardAbort) | u32 n | n bytes request |
 //            u8 copies | per copy: u32 target, u16 n, n bytes address |
 //            u64 seq | u64 watermark | 32 bytes MAC
 // Decoding validates the opcode, the sizes against the payload and the limits
@@ -46,6 +46,11 @@ inline constexpr uint8_t kForwardDecided = 1u << 0;
 // watermark (docs/replication.md, "Read rule"): the leader sends it alone
 // when no forward carried its latest one.
 inline constexpr uint8_t kForwardWatermark = 1u << 1;
+// A forward's flag: take the operation back (docs/replication.md, "Failed
+// updates"). The body is the request the leader forwarded (no data: the
+// transfer carries none), `seq` its position; the copy discards what it
+// stored of it at its epoch and stops holding its dkey's reads.
+inline constexpr uint8_t kForwardAbort = 1u << 2;
 
 struct ReplicaPeer {
   uint32_t target = 0;  // the engine-local index of the copy's target

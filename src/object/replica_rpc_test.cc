@@ -97,6 +97,24 @@ TEST(ReplicaRpc, MalformedMessagesNameTheField) {
   ForwardRequest mark_without_leader = mark;
   mark_without_leader.group.clear();
   ExpectProtocol(DecodeForwardRequest(Encode(mark_without_leader)).status(), "flags");
+  // An abort names the request it takes back, its leader and its position.
+  ForwardRequest abort;
+  abort.flags = kForwardAbort;
+  abort.body = {1};
+  abort.group = {{0, "leader"}};
+  abort.seq = 5;
+  auto abort_back = DecodeForwardRequest(Encode(abort));
+  ASSERT_TRUE(abort_back.ok()) << abort_back.status().ToString();
+  EXPECT_EQ(*abort_back, abort);
+  ForwardRequest abort_without_body = abort;
+  abort_without_body.body.clear();
+  ExpectProtocol(DecodeForwardRequest(Encode(abort_without_body)).status(), "flags");
+  ForwardRequest abort_without_seq = abort;
+  abort_without_seq.seq = 0;
+  ExpectProtocol(DecodeForwardRequest(Encode(abort_without_seq)).status(), "flags");
+  ForwardRequest abort_and_mark = abort;
+  abort_and_mark.flags |= kForwardWatermark;
+  ExpectProtocol(DecodeForwardRequest(Encode(abort_and_mark)).status(), "flags");
 }
 
 TEST(ReplicaRpc, TheMacInputCoversTheRequestAndTheCapability) {
@@ -110,6 +128,9 @@ TEST(ReplicaRpc, TheMacInputCoversTheRequestAndTheCapability) {
   ForwardRequest other_flags = f;
   other_flags.flags = kForwardDecided;
   EXPECT_NE(ForwardMacInput(other_flags, cap), base);
+  ForwardRequest abort = f;  // a forward cannot be turned into an abort
+  abort.flags = kForwardAbort;
+  EXPECT_NE(ForwardMacInput(abort, cap), base);
   EXPECT_NE(ForwardMacInput(f, std::vector<uint8_t>{9, 8}), base);
   ForwardRequest other_group = f;
   other_group.group = {{1, "x"}};
