@@ -54,6 +54,17 @@ std::span<const uint8_t> AsBytes(const std::string& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
 }
 
+// An abort a copy refuses for a reason that no later attempt changes.
+bool AbortRefusedForGood(const Status& st) {
+  switch (st.code()) {
+    case Status::Code::kPermissionDenied:
+    case Status::Code::kUnauthenticated:
+    case Status::Code::kInvalidArgument:
+    case Status::Code::kNotFound: return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 // The forward key, once the capability verifier exists.
@@ -349,7 +360,13 @@ void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPee
   if (!st.ok() && copy != nullptr && !op->aborting && st.code() != Status::Code::kDisconnected) {
     op->refused.push_back(*copy);
   }
-  if (!st.ok()) {
+  if (!st.ok() && op->aborting && copy != nullptr && AbortRefusedForGood(st)) {
+    // Sending it again would change nothing (the client's capability
+    // expired or was revoked, the container is gone): that copy keeps what
+    // it stored, and its in-doubt window ends its hold.
+    ROS2_LOG_WARN("engine target {}: the abort of the operation at epoch {} is refused by target {} for good: {}",
+                  index_, op->epoch, copy->target, st.ToString());
+  } else if (!st.ok()) {
     if (op->failure.ok()) op->failure = st;
     if (copy != nullptr) {
       op->lacking.push_back(*copy);
