@@ -445,8 +445,8 @@ void Target::SetMapPeers(std::vector<std::string> addresses, std::vector<std::pa
   // map), may have left updates on this copy that other copies lack
   // (replica_in_doubt.cc).
   if (!rs.in_doubt.empty()) ResolveInDoubt();
-  // A failed operation kept open for a copy the map now excludes: the
-  // survivors hold it, and the rebuild carries it to the fallback.
+  // A failed operation being taken back ends once the map excludes every
+  // copy that has not answered its abort.
   if (!rs.repairs.empty()) ExcludeFromRepairs();
 }
 
