@@ -1,6 +1,7 @@
 // Rebuilder (rebuilder.h): writing pulled records into this engine's shards,
 // and reporting progress.
-#include <cstdlib>
+#include <sys/mman.h>
+
 #include <cstring>
 #include <future>
 #include <map>
@@ -51,14 +52,13 @@ vos::UpdateOp UpdateFor(const rpc::RebuildRecord& r) {
 }  // namespace
 
 void ReadBuffers::Free::operator()(std::byte* p) const {
-  std::free(p);
+  ::munmap(p, size);
 }
 
 std::shared_ptr<std::byte> ReadBuffers::Take(size_t size) {
   constexpr size_t kRound = size_t{1} << 20;
   size = (std::max<size_t>(size, 1) + kRound - 1) / kRound * kRound;
   std::unique_ptr<std::byte, Free> p;
-  size_t capacity = size;
   {
     std::lock_guard lock(mu_);
     auto best = spare_.end();
@@ -66,19 +66,23 @@ std::shared_ptr<std::byte> ReadBuffers::Take(size_t size) {
       if (it->first >= size && (best == spare_.end() || it->first < best->first)) best = it;
     }
     if (best != spare_.end()) {
-      capacity = best->first;
       p = std::move(best->second);
       spare_.erase(best);
     }
   }
-  if (p == nullptr) p.reset(static_cast<std::byte*>(std::aligned_alloc(4096, size)));
-  if (p == nullptr) return nullptr;
-  return std::shared_ptr<std::byte>(p.release(), [self = shared_from_this(), capacity](std::byte* q) {
+  if (p == nullptr) {
+    // Populated here (MAP_POPULATE), on the taker's thread, in one call.
+    void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    p = std::unique_ptr<std::byte, Free>(static_cast<std::byte*>(m), Free{size});
+  }
+  const Free free = p.get_deleter();
+  return std::shared_ptr<std::byte>(p.release(), [self = shared_from_this(), free](std::byte* q) {
     std::lock_guard lock(self->mu_);
     if (self->spare_.size() < kKept) {
-      self->spare_.emplace_back(capacity, std::unique_ptr<std::byte, Free>(q));
+      self->spare_.emplace_back(free.size, std::unique_ptr<std::byte, Free>(q, free));
     } else {
-      std::free(q);
+      free(q);
     }
   });
 }
@@ -87,8 +91,9 @@ struct Rebuilder::Fetched {
   std::shared_ptr<std::byte> buffer;
   // By record: its bytes in `buffer` and their checksums.
   std::map<int, std::pair<std::span<const std::byte>, rpc::RebuildReadChecksums>> records;
-  // The reads in flight (one per source target) and the records each names.
-  std::vector<std::pair<std::future<Result<rpc::RebuildReadBody>>, std::vector<int>>> reads;
+  // The reads in flight (one per source target) and the records each names;
+  // each reply still sealed (FinishReads opens it).
+  std::vector<std::pair<std::future<Result<Target::SealedRebuildRead>>, std::vector<int>>> reads;
 };
 
 Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::StartReads(Target* target, const Uuid& pool,
@@ -136,10 +141,10 @@ Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::StartReads(Target* target
       at += n;
     }
     read.dst = std::span(f->buffer.get() + start, at - start);
-    auto promise = std::make_shared<std::promise<Result<rpc::RebuildReadBody>>>();
+    auto promise = std::make_shared<std::promise<Result<Target::SealedRebuildRead>>>();
     f->reads.emplace_back(promise->get_future(), std::move(indexes));
     // The buffer stays alive until the transport is done with it.
-    read.done = [promise, keep = f->buffer](Result<rpc::RebuildReadBody> r) { promise->set_value(std::move(r)); };
+    read.done = [promise, keep = f->buffer](Result<Target::SealedRebuildRead> r) { promise->set_value(std::move(r)); };
     target->ReadForRebuild(std::move(read));
   }
   return f;
@@ -151,10 +156,12 @@ Status Rebuilder::FinishReads(Target* target, Fetched* f) {
     if (future.wait_until(deadline) != std::future_status::ready) {
       return Status::TimedOut(fmt::format("rebuild: target {} did not read from the source", target->index()));
     }
-    // Only a reply that opened under the read key (its nonce, checksums and
-    // bytes authenticated) gets here; anything else fails the batch before a
-    // byte of it is stored.
-    ROS2_ASSIGN_OR_RETURN(rpc::RebuildReadBody body, future.get());
+    // Only a reply that opens under the read key (its nonce, checksums and
+    // bytes authenticated) goes on; anything else fails the batch before a
+    // byte of it is stored. Opened here, on the stream's thread, rather than
+    // on the target thread that serves every stream.
+    ROS2_ASSIGN_OR_RETURN(Target::SealedRebuildRead sealed, future.get());
+    ROS2_ASSIGN_OR_RETURN(rpc::RebuildReadBody body, sealed.Open());
     for (size_t k = 0; k < indexes.size(); ++k) {
       auto& [data, csum] = f->records[indexes[k]];
       csum = std::move(*body.mutable_extents(static_cast<int>(k)));

@@ -60,7 +60,8 @@ Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, c
   pass.stop = stop;
   for (const auto& t : map.targets()) pass.addresses.push_back(t.worker_address());
   const std::string self = o_.engine.ToString();
-  if (LocalTargets(pass.map, self).empty()) return Status::Ok();  // no fallback here
+  const size_t local_targets = LocalTargets(pass.map, self).size();
+  if (local_targets == 0) return Status::Ok();  // no fallback here
   ROS2_ASSIGN_OR_RETURN(auto members, o_.plane->store().Scan("members/"));
   for (const auto& [key, value] : members) {
     rpc::EngineInfo info;
@@ -82,6 +83,11 @@ Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, c
   const uint32_t parts = count_only ? 1 : kParts;
   std::vector<std::pair<std::string, uint32_t>> streams;  // (source, part)
   for (const std::string& source : LiveEngines(map)) {
+    // A dkey's source copy and its fallback are distinct targets of its
+    // group, so this engine is its own source only with two targets or more;
+    // with one, its own streams would walk every dkey of it on the target
+    // thread for nothing, just when the remote scans start.
+    if (source == self && local_targets < 2) continue;
     if (source != self && !pass.endpoints.contains(source)) {
       return Status::Disconnected(fmt::format("rebuild: source engine {} is not a member", source));
     }
