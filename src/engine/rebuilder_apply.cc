@@ -91,9 +91,8 @@ struct Rebuilder::Fetched {
   std::shared_ptr<std::byte> buffer;
   // By record: its bytes in `buffer` and their checksums.
   std::map<int, std::pair<std::span<const std::byte>, rpc::RebuildReadChecksums>> records;
-  // The reads in flight (one per source target) and the records each names;
-  // each reply still sealed (FinishReads opens it).
-  std::vector<std::pair<std::future<Result<Target::SealedRebuildRead>>, std::vector<int>>> reads;
+  // The reads in flight (one per source target) and the records each names.
+  std::vector<std::pair<std::future<Result<rpc::RebuildReadBody>>, std::vector<int>>> reads;
 };
 
 Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::StartReads(Target* target, const Uuid& pool,
@@ -141,10 +140,10 @@ Result<std::shared_ptr<Rebuilder::Fetched>> Rebuilder::StartReads(Target* target
       at += n;
     }
     read.dst = std::span(f->buffer.get() + start, at - start);
-    auto promise = std::make_shared<std::promise<Result<Target::SealedRebuildRead>>>();
+    auto promise = std::make_shared<std::promise<Result<rpc::RebuildReadBody>>>();
     f->reads.emplace_back(promise->get_future(), std::move(indexes));
     // The buffer stays alive until the transport is done with it.
-    read.done = [promise, keep = f->buffer](Result<Target::SealedRebuildRead> r) { promise->set_value(std::move(r)); };
+    read.done = [promise, keep = f->buffer](Result<rpc::RebuildReadBody> r) { promise->set_value(std::move(r)); };
     target->ReadForRebuild(std::move(read));
   }
   return f;
@@ -156,12 +155,10 @@ Status Rebuilder::FinishReads(Target* target, Fetched* f) {
     if (future.wait_until(deadline) != std::future_status::ready) {
       return Status::TimedOut(fmt::format("rebuild: target {} did not read from the source", target->index()));
     }
-    // Only a reply that opens under the read key (its nonce, checksums and
-    // bytes authenticated) goes on; anything else fails the batch before a
-    // byte of it is stored. Opened here, on the stream's thread, rather than
-    // on the target thread that serves every stream.
-    ROS2_ASSIGN_OR_RETURN(Target::SealedRebuildRead sealed, future.get());
-    ROS2_ASSIGN_OR_RETURN(rpc::RebuildReadBody body, sealed.Open());
+    // Only a reply that opened under the read key (its nonce, checksums and
+    // bytes authenticated) gets here; anything else fails the batch before a
+    // byte of it is stored.
+    ROS2_ASSIGN_OR_RETURN(rpc::RebuildReadBody body, future.get());
     for (size_t k = 0; k < indexes.size(); ++k) {
       auto& [data, csum] = f->records[indexes[k]];
       csum = std::move(*body.mutable_extents(static_cast<int>(k)));

@@ -169,24 +169,13 @@ class Target {
   // (`dst` holds exactly their bytes and stays valid until `done` runs),
   // over this target's endpoint authenticated as an engine (the replica
   // forward session, PeerEndpoint). `done` runs on this target's thread with
-  // the reply still sealed: Open() (on any thread: the waiting puller's, so
-  // the GMAC over every pushed byte is not the target thread's work) gives
-  // each extent's checksums only once the reply authenticates (the forward
-  // key, the request's fresh nonce, the bytes in `dst`). Thread-safe.
-  struct SealedRebuildRead {
-    control::Aes256Key key;  // derived from the forward key
-    std::string nonce;
-    std::string payload;
-    std::span<const std::byte> data;
-    size_t extents = 0;
-    uint32_t target = 0;
-    Result<rpc::RebuildReadBody> Open() const;
-  };
+  // each extent's checksums, once the reply's MAC (under the forward key,
+  // with a fresh nonce) verified. Thread-safe.
   struct RebuildRead {
     std::string address;
     rpc::RebuildReadRequest request;  // its nonce is filled in here
     std::span<std::byte> dst;
-    std::function<void(Result<SealedRebuildRead>)> done;
+    std::function<void(Result<rpc::RebuildReadBody>)> done;
   };
   void ReadForRebuild(RebuildRead read);
   // The containers of `pool` whose shards are open here, waiting at most

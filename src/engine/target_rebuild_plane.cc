@@ -98,15 +98,11 @@ Result<std::string> SealRebuildReadReply(const control::HmacSha256& forward, std
 Result<rpc::RebuildReadBody> OpenRebuildReadReply(const control::HmacSha256& forward, std::string_view nonce,
                                                   std::span<const uint8_t> payload, std::span<const std::byte> data,
                                                   size_t extents, uint32_t target) {
-  ROS2_ASSIGN_OR_RETURN(control::Aes256Key key, ReadKey(forward));
-  return Target::SealedRebuildRead{
-      key, std::string(nonce), std::string(payload.begin(), payload.end()), data, extents, target}
-      .Open();
-}
-
-Result<rpc::RebuildReadBody> Target::SealedRebuildRead::Open() const {
   rpc::RebuildReadReply m;
-  if (!m.ParseFromString(payload)) return Status::Protocol("rebuild read: the source's reply does not parse");
+  if (!m.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
+    return Status::Protocol("rebuild read: the source's reply does not parse");
+  }
+  ROS2_ASSIGN_OR_RETURN(control::Aes256Key key, ReadKey(forward));
   auto plain = control::OpenAes256Gcm(key, m.sealed(), AsView(data));
   const std::string prefix = std::string(kReadLabel).append(nonce);
   if (!plain.ok() || !plain->starts_with(prefix)) {
@@ -254,11 +250,7 @@ void Target::ReadForRebuild(RebuildRead read) {
             return done(Status::Protocol(fmt::format("rebuild read: the source pushed {} bytes of {}",
                                                      reply.bulk_in_bytes, dst.size())));
           }
-          // Opened by the waiting puller (SealedRebuildRead::Open), not here.
-          auto key = ReadKey(*replica().mac);
-          if (!key.ok()) return done(key.status());
-          done(SealedRebuildRead{*key, nonce, std::string(reply.payload.begin(), reply.payload.end()), dst,
-                                 lengths.size(), index_});
+          done(OpenRebuildReadReply(*replica().mac, nonce, reply.payload, dst, lengths.size(), index_));
         });
     if (!sent.ok()) done(sent.WithContext("rebuild read"));
   });
