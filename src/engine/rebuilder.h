@@ -66,10 +66,6 @@ struct RebuilderOptions {
 std::vector<std::string> LiveEngines(const rpc::PoolMap& map);
 
 // Aligned buffers for the rebuild's data-plane reads, reused; thread-safe.
-// A new buffer's pages are mapped and zeroed by the taker (a stream thread),
-// all at once: otherwise the transport's copy of the pushed bytes into the
-// buffer faults them in one page at a time on the target thread, which
-// serves the scans, reads and stores of every stream.
 class ReadBuffers : public std::enable_shared_from_this<ReadBuffers> {
  public:
   // At least `size` bytes, 4 KiB aligned; back here when the last owner drops it.
@@ -77,7 +73,6 @@ class ReadBuffers : public std::enable_shared_from_this<ReadBuffers> {
 
  private:
   struct Free {
-    size_t size = 0;
     void operator()(std::byte* p) const;
   };
   static constexpr size_t kKept = 16;

@@ -1,7 +1,6 @@
 // Rebuilder (rebuilder.h): writing pulled records into this engine's shards,
 // and reporting progress.
-#include <sys/mman.h>
-
+#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <map>
@@ -52,13 +51,14 @@ vos::UpdateOp UpdateFor(const rpc::RebuildRecord& r) {
 }  // namespace
 
 void ReadBuffers::Free::operator()(std::byte* p) const {
-  ::munmap(p, size);
+  std::free(p);
 }
 
 std::shared_ptr<std::byte> ReadBuffers::Take(size_t size) {
   constexpr size_t kRound = size_t{1} << 20;
   size = (std::max<size_t>(size, 1) + kRound - 1) / kRound * kRound;
   std::unique_ptr<std::byte, Free> p;
+  size_t capacity = size;
   {
     std::lock_guard lock(mu_);
     auto best = spare_.end();
@@ -66,23 +66,19 @@ std::shared_ptr<std::byte> ReadBuffers::Take(size_t size) {
       if (it->first >= size && (best == spare_.end() || it->first < best->first)) best = it;
     }
     if (best != spare_.end()) {
+      capacity = best->first;
       p = std::move(best->second);
       spare_.erase(best);
     }
   }
-  if (p == nullptr) {
-    // Populated here (MAP_POPULATE), on the taker's thread, in one call.
-    void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (m == MAP_FAILED) return nullptr;
-    p = std::unique_ptr<std::byte, Free>(static_cast<std::byte*>(m), Free{size});
-  }
-  const Free free = p.get_deleter();
-  return std::shared_ptr<std::byte>(p.release(), [self = shared_from_this(), free](std::byte* q) {
+  if (p == nullptr) p.reset(static_cast<std::byte*>(std::aligned_alloc(4096, size)));
+  if (p == nullptr) return nullptr;
+  return std::shared_ptr<std::byte>(p.release(), [self = shared_from_this(), capacity](std::byte* q) {
     std::lock_guard lock(self->mu_);
     if (self->spare_.size() < kKept) {
-      self->spare_.emplace_back(free.size, std::unique_ptr<std::byte, Free>(q, free));
+      self->spare_.emplace_back(capacity, std::unique_ptr<std::byte, Free>(q));
     } else {
-      free(q);
+      std::free(q);
     }
   });
 }
