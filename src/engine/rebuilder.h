@@ -19,7 +19,8 @@
 //    ETA) beside it, stopped when the copy ends; the next
 //    batch pulled and its data read while one is stored into its shards at
 //    the records' epochs (a remote source's answers name the records; their
-//    data comes over the data plane, Target::ReadForRebuild); while client requests reach the puller's or the
+//    data comes over the data plane, Target::ReadForRebuild), and the answer
+//    after asked for as soon as an answer arrives; while client requests reach the puller's or the
 //    source's targets, one batch at a time with a pause after each so client
 //    I/O keeps `client_share_percent` of the engine's time; reporting
 //    progress (rebuild-progress/...); a REINT target of its own is purged

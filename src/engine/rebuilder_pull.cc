@@ -15,7 +15,9 @@ namespace {
 constexpr auto kPullTimeout = std::chrono::seconds(30);
 // The data an answer names (a dkey is never split). Each stream holds at most
 // two answers with their data (one being stored, the next being pulled and
-// read), so a pass holds about 2 x kWorkers x this (48 MiB) in reused buffers.
+// read), so a pass holds about 2 x kWorkers x this (48 MiB) in reused buffers,
+// and one answer ahead (records without data, but for a pull from the engine
+// itself).
 constexpr uint64_t kBatchBytes = 4 << 20;
 constexpr uint64_t kCountBytes = 32 << 20;
 // A copy pulls from each source in this many parts side by side (each its
@@ -60,7 +62,8 @@ Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, c
   pass.stop = stop;
   for (const auto& t : map.targets()) pass.addresses.push_back(t.worker_address());
   const std::string self = o_.engine.ToString();
-  if (LocalTargets(pass.map, self).empty()) return Status::Ok();  // no fallback here
+  const size_t local_targets = LocalTargets(pass.map, self).size();
+  if (local_targets == 0) return Status::Ok();  // no fallback here
   ROS2_ASSIGN_OR_RETURN(auto members, o_.plane->store().Scan("members/"));
   for (const auto& [key, value] : members) {
     rpc::EngineInfo info;
@@ -82,6 +85,11 @@ Status Rebuilder::PullAll(const std::string& pool, const rpc::RebuildJob& job, c
   const uint32_t parts = count_only ? 1 : kParts;
   std::vector<std::pair<std::string, uint32_t>> streams;  // (source, part)
   for (const std::string& source : LiveEngines(map)) {
+    // A dkey's source copy and its fallback are distinct targets of its
+    // group, so this engine is its own source only with two targets or more;
+    // with one, its own streams would walk every dkey of it on the target
+    // thread for nothing, just when the remote scans start.
+    if (source == self && local_targets < 2) continue;
     if (source != self && !pass.endpoints.contains(source)) {
       return Status::Disconnected(fmt::format("rebuild: source engine {} is not a member", source));
     }
@@ -121,10 +129,26 @@ bool Rebuilder::ClientsActive(uint64_t source_count, ClientsSeen* seen) {
 Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::RebuildPullBody body) {
   using Clock = std::chrono::steady_clock;
   const std::string endpoint = pass->endpoints[source];
+  // A copy asks for the answer after this one as soon as this one (and so
+  // its cursor) arrives, while this one's data is read: the source's scan
+  // of the next batch overlaps the read of this one instead of following
+  // it. Not while clients are active (then one batch at a time), nor in a
+  // count. At most one answer ahead (on the data plane it names the
+  // records without their data).
+  std::atomic<bool> scan_ahead{!pass->count_only};
+  std::future<Result<rpc::RebuildPullBodyOut>> ahead;
   // An answer and, for a copy, its data read over the data plane: the next
-  // one is prepared while this one is stored.
-  auto pull = [this, pass, source, endpoint](rpc::RebuildPullBody b) -> Result<std::shared_ptr<Prepared>> {
-    ROS2_ASSIGN_OR_RETURN(rpc::RebuildPullBodyOut out, PullFrom(source, endpoint, std::move(b)));
+  // one is prepared while this one is stored. Runs for one batch at a time.
+  auto pull = [this, pass, source, endpoint, &scan_ahead,
+               &ahead](const rpc::RebuildPullBody& b) -> Result<std::shared_ptr<Prepared>> {
+    ROS2_ASSIGN_OR_RETURN(rpc::RebuildPullBodyOut out, ahead.valid() ? ahead.get() : PullFrom(source, endpoint, b));
+    if (scan_ahead && !out.cursor().done()) {
+      rpc::RebuildPullBody after = b;
+      *after.mutable_cursor() = out.cursor();
+      ahead = std::async(std::launch::async, [this, source, endpoint, after = std::move(after)] {
+        return PullFrom(source, endpoint, after);
+      });
+    }
     return Prepare(pass->pool_id, pass->map, pass->addresses, std::move(out), pass->count_only);
   };
   const uint32_t share = o_.config.client_share_percent;
@@ -191,6 +215,7 @@ Status Rebuilder::PullSource(PullPass* pass, const std::string& source, rpc::Reb
       if (ClientsActive(clients, &seen)) pass->clients_seen_ns = now;
       const int64_t seen_ns = pass->clients_seen_ns;
       throttled = share > 0 && seen_ns != 0 && Clock::duration(now - seen_ns) < kClientHold;
+      scan_ahead = !throttled;
       if (throttled) {
         ++throttled_batches;
         const auto took = Clock::now() - start;
