@@ -463,6 +463,18 @@ void SetUpVictim(ForwardCluster& c, size_t copy, VictimScene* s) {
   ASSERT_NO_FATAL_FAILURE(PickVictim(c, *s->raw, copy, s->home, s->mgmt_leader, &s->v));
 }
 
+// SetUpVictim, then "k0" holds `old_value` on every copy, written through the
+// group's leader by `*writer` (a raw session of its own, for the test's
+// later leader requests).
+void SetUpVictimWithOldValue(ForwardCluster& c, size_t copy, const std::vector<std::byte>& old_value, VictimScene* s,
+                             std::unique_ptr<ObjectSession>* writer) {
+  ASSERT_NO_FATAL_FAILURE(SetUpVictim(c, copy, s));
+  *writer = c.Raw(s->home, "rp3");
+  ASSERT_NE(*writer, nullptr);
+  const obj::LeaderRequest first = LeaderUpdate(**writer, *s->raw, s->v, "k0", old_value.size());
+  ROS2_ASSERT_OK((*writer)->Call(s->v.copies[0], obj::Opcode::kLeader, obj::Encode(first), Bytes(old_value)).status());
+}
+
 // Kills -9 the engine of copy `copy` of the group (0: the leader) while one
 // client writes; every write must be acknowledged and read back from every
 // surviving copy and through the client.
@@ -780,15 +792,11 @@ void FillTarget(ForwardCluster& c, size_t home, ObjectSession& raw, uint32_t tar
 // while another lacks it would make them alternate). Given room, the same
 // transaction resent lands on every copy.
 TEST_F(ReplicationForwardTest, AnUpdateRefusedByOneCopyIsTakenBackFromEveryCopy) {
-  VictimScene scene;
-  ASSERT_NO_FATAL_FAILURE(SetUpVictim(c_, 2, &scene));
-  auto& [mgmt_leader, home, raw, v] = scene;
-  auto writer_session = c_.Raw(home, "rp3");
-  ASSERT_NE(writer_session, nullptr);
   const auto old_value = Pattern(1000, 42);
-  const obj::LeaderRequest first = LeaderUpdate(*writer_session, *raw, v, "k0", old_value.size());
-  ROS2_ASSERT_OK(
-      writer_session->Call(v.copies[0], obj::Opcode::kLeader, obj::Encode(first), Bytes(old_value)).status());
+  VictimScene scene;
+  std::unique_ptr<ObjectSession> writer_session;
+  ASSERT_NO_FATAL_FAILURE(SetUpVictimWithOldValue(c_, 2, old_value, &scene, &writer_session));
+  auto& [mgmt_leader, home, raw, v] = scene;
 
   std::unique_ptr<client::Client> cl;
   std::unique_ptr<client::Pool> pool;
@@ -835,15 +843,11 @@ TEST_F(ReplicationForwardTest, AnUpdateRefusedByOneCopyIsTakenBackFromEveryCopy)
 // keeps the old value it hides (without the bound, the discard leaves the
 // key empty).
 TEST_F(ReplicationForwardTest, AnUpdateTimedOutOnAStoppedCopyIsTakenBackFromEveryCopy) {
-  VictimScene scene;
-  ASSERT_NO_FATAL_FAILURE(SetUpVictim(c_, 2, &scene));
-  auto& [mgmt_leader, home, raw, v] = scene;
-  auto writer_session = c_.Raw(home, "rp3");
-  ASSERT_NE(writer_session, nullptr);
   const auto old_value = Pattern(1000, 44);
-  const obj::LeaderRequest first = LeaderUpdate(*writer_session, *raw, v, "k0", old_value.size());
-  ROS2_ASSERT_OK(
-      writer_session->Call(v.copies[0], obj::Opcode::kLeader, obj::Encode(first), Bytes(old_value)).status());
+  VictimScene scene;
+  std::unique_ptr<ObjectSession> writer_session;
+  ASSERT_NO_FATAL_FAILURE(SetUpVictimWithOldValue(c_, 2, old_value, &scene, &writer_session));
+  auto& [mgmt_leader, home, raw, v] = scene;
   ASSERT_NO_FATAL_FAILURE(ExpectEveryCopyAnswers(*raw, v.copies, v.oid, "k0", old_value, 1000, 1, "before"));
 
   const auto value = Pattern(256 << 10, 45);
