@@ -49,6 +49,8 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
   Epoch epoch = 0;
   obj::Checksums csum;
   FailurePolicy policy{std::chrono::milliseconds(0)};
+  // The map the current attempt was placed with (null until it was placed).
+  std::shared_ptr<const MapSnapshot> placed_with;
   // After kRefreshMap: the map the failed attempt was placed with.
   std::shared_ptr<const MapSnapshot> refresh_from;
   // The current attempt: replies outstanding (plus the sender's hold), the
@@ -92,11 +94,13 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
     failure = Status::Ok();
     failure_phase = CallPhase::kConnecting;
     remaining = 1;  // the sender's hold
+    placed_with = nullptr;
     auto routes = cont->WriteRoutes(oid, args.dkey);
     if (!routes.ok()) {
       Fail(routes.status(), CallPhase::kConnecting);
       return Release();
     }
+    placed_with = routes->front().snapshot;
     if (refresh_from != nullptr) {
       auto base = std::exchange(refresh_from, nullptr);
       if (!MapChanged(*base, *routes->front().snapshot)) {
@@ -182,7 +186,10 @@ class ReplicatedUpdate : public std::enable_shared_from_this<ReplicatedUpdate> {
       if (d.recovery != Recovery::kGiveUp) {
         PrepareRecovery(d.recovery, *cont);
         if (d.recovery == Recovery::kRefreshMap) {
-          refresh_from = cont->pool().CurrentMap();
+          // The map the failed attempt used, not the pool's current one: a
+          // newer map the watch installed while the attempt was in flight
+          // must count as a change, or the resend would never be sent.
+          refresh_from = placed_with != nullptr ? placed_with : cont->pool().CurrentMap();
           failure_on_refresh = failure;
         }
         io->Schedule(d.pause, [self = shared_from_this()] { self->Attempt(); });

@@ -39,6 +39,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -906,6 +907,84 @@ class ReplicationForwardDurableTest : public ReplicationForwardTest {
     rebuild_ = "{ delay: 60s }";
   }
 };
+
+// A replicated update refused StaleMap by its leader, when the client has
+// learned the newer map before it handles that answer (another thread's
+// refresh, or the pool map watch), is resent under the newer map. The
+// client's watch is off, so the map changes only when the test refreshes
+// it: the update is submitted under map v, the leader answers StaleMap (it
+// knows v + 1: a target outside the object's group excluded), the pool map
+// is refreshed to v + 1, and only then is the answer handled. Comparing the
+// map the attempt was placed with (v) against the one it places with now
+// (v + 1) sends it again; comparing the current map with itself found "no
+// change" every time and failed the update after reconnect_timeout. (The
+// durable cluster's rebuild waits a minute: no later map, DOWNOUT after the
+// rebuild, moves the map on by itself within the client's window.)
+TEST_F(ReplicationForwardDurableTest, AStaleMapAnswerHandledAfterTheMapMovedOnIsResent) {
+  auto mgmt = c_.Mgmt(0);
+  ASSERT_TRUE(mgmt->CreateContainer("p", "rp2", {{"oclass", "RP_2G1"}, {"rd_fac", "1"}}).ok());
+  client::ClientOptions o = c_.ClientOptionsFor(0);
+  o.watch_pool_maps = false;
+  o.reconnect_timeout = std::chrono::seconds(5);
+  o.io_timeout = std::chrono::seconds(10);
+  auto cl = client::Client::Connect(o);
+  ASSERT_TRUE(cl.ok()) << cl.status().ToString();
+  auto pool = (*cl)->ConnectPool("p");
+  ASSERT_TRUE(pool.ok()) << pool.status().ToString();
+  auto cont = (*pool)->OpenContainer("rp2");
+  ASSERT_TRUE(cont.ok()) << cont.status().ToString();
+
+  // An object whose two copies leave one target out: that one is excluded.
+  auto raw = c_.Raw(0, "rp2");
+  ASSERT_NE(raw, nullptr);
+  ObjectId oid;
+  uint32_t outside = 0;
+  for (uint64_t lo = 1; lo < 1000; ++lo) {
+    oid = client::Container::MakeObjectId(ObjectClass::kRP2G1, 0, lo);
+    auto copies = WriteTargets(raw->map(), oid, "k");
+    ASSERT_TRUE(copies.ok()) << copies.status().ToString();
+    if (copies->size() != 2) continue;
+    outside = 3 - (*copies)[0] - (*copies)[1];
+    break;
+  }
+  auto obj = (*cont)->OpenObject(oid);
+  ASSERT_TRUE(obj.ok()) << obj.status().ToString();
+  ROS2_ASSERT_OK(obj->Put("k", "a", Bytes(Pattern(500, 1))));  // connected under map v
+  const uint64_t before = (*pool)->summary().map_version;
+
+  size_t engine = 0;
+  while (c_.engines[engine]->engine_id() != raw->engine_of(outside)) ++engine;
+  auto excluded = mgmt->SetTargetState(*Uuid::Parse(c_.engines[engine]->engine_id()), 0, rpc::TARGET_DOWN, "p");
+  ASSERT_TRUE(excluded.ok()) << excluded.status().ToString();
+  ASSERT_GT(*excluded, before);
+  // Every engine learns the new map from its watch of the store, within
+  // milliseconds; the client (no watch) keeps map v.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_EQ((*pool)->summary().map_version, before);
+
+  auto eq = (*cont)->CreateEventQueue();
+  ASSERT_TRUE(eq.ok()) << eq.status().ToString();
+  const auto value = Pattern(700, 2);
+  client::UpdateArgs args;
+  args.dkey = "k";
+  args.akey = "a";
+  args.data = Bytes(value);
+  ROS2_ASSERT_OK(obj->SubmitUpdate(**eq, args, 7));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the leader's StaleMap arrives, unhandled
+  auto refreshed = (*pool)->RefreshMap();
+  ASSERT_TRUE(refreshed.ok()) << refreshed.status().ToString();
+  ASSERT_EQ(*refreshed, *excluded);
+
+  std::array<client::Event, 1> events;
+  auto waited = (*eq)->Wait(events, 1, std::chrono::seconds(15));
+  ASSERT_TRUE(waited.ok()) << waited.status().ToString();
+  ASSERT_EQ(*waited, 1u);
+  EXPECT_EQ(events[0].user_data, 7u);
+  ROS2_ASSERT_OK(events[0].result.status);
+  auto back = obj->Get("k", "a", 700);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, value);
+}
 
 // A create-if-absent of (dkey, "a") at `epoch`, sent by hand to the group's
 // leader `copies[0]` naming the other copies: what libros2 sends, and
