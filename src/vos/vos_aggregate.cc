@@ -31,6 +31,31 @@ constexpr size_t kBatchLimit = 1024;
 
 }  // namespace
 
+void VosStore::DeleteVersion(rocksdb::WriteBatch* batch, std::string_view key, bool external, uint64_t offset,
+                             uint64_t alloc_len, uint64_t length, Reclaimed* r) {
+  batch->Delete(key);
+  if (external) {
+    batch->Delete(keys::AllocKey(offset));
+    r->frees.emplace_back(offset, alloc_len);
+  } else {
+    r->inline_bytes += length;
+  }
+}
+
+Status VosStore::WriteReclaiming(rocksdb::WriteBatch* batch, Reclaimed* r, std::string_view what) {
+  if (r->inline_bytes > 0) {
+    std::string delta;
+    keys::AppendU64(&delta, uint64_t{0} - r->inline_bytes);
+    batch->Merge(keys::MetaKey("inline_bytes"), delta);
+  }
+  ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), batch), what));
+  for (auto [offset, len] : r->frees) FreeAfterReaders(offset, len);
+  inline_bytes_ -= std::min(inline_bytes_, r->inline_bytes);
+  ReleaseSpace(r->inline_bytes);
+  *r = Reclaimed{};
+  return Status::Ok();
+}
+
 Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
   AggregateStats stats;
   std::vector<Epoch> views;
@@ -40,23 +65,13 @@ Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
   views.push_back(upto);
 
   rocksdb::WriteBatch batch;
-  std::vector<std::pair<uint64_t, uint64_t>> frees;
-  uint64_t inline_freed = 0;  // bytes of the inline versions the batch deletes
+  Reclaimed reclaimed;
   auto flush = [&]() -> Status {
     if (batch.Count() == 0) return Status::Ok();
-    if (inline_freed > 0) {
-      std::string delta;
-      keys::AppendU64(&delta, uint64_t{0} - inline_freed);
-      batch.Merge(keys::MetaKey("inline_bytes"), delta);
-    }
-    ROS2_RETURN_IF_ERROR(FromRocks(db_->Write(WriteOpts(), &batch), "vos: aggregate"));
+    const uint64_t inline_freed = reclaimed.inline_bytes;
+    ROS2_RETURN_IF_ERROR(WriteReclaiming(&batch, &reclaimed, "vos: aggregate"));
     batch.Clear();
-    for (auto [off, len] : frees) FreeAfterReaders(off, len);
-    frees.clear();
-    inline_bytes_ -= std::min(inline_bytes_, inline_freed);
-    ReleaseSpace(inline_freed);
     stats.inline_bytes_freed += inline_freed;
-    inline_freed = 0;
     return Status::Ok();
   };
 
@@ -123,15 +138,10 @@ Result<AggregateStats> VosStore::Aggregate(Epoch upto) {
         ++kept;
         continue;
       }
-      batch.Delete(versions[i].key);
+      const auto& v = versions[i];
+      DeleteVersion(&batch, v.key, v.external, v.offset, v.alloc_len, v.length, &reclaimed);
       ++stats.versions_removed;
-      if (versions[i].external) {
-        batch.Delete(keys::AllocKey(versions[i].offset));
-        frees.emplace_back(versions[i].offset, versions[i].alloc_len);
-        stats.bytes_freed += versions[i].alloc_len;
-      } else {
-        inline_freed += versions[i].length;
-      }
+      if (v.external) stats.bytes_freed += v.alloc_len;
     }
     if (kept == 0 && has_header) {
       batch.Delete(keys::HeaderKey(scope));

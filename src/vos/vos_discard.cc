@@ -70,8 +70,7 @@ Status VosStore::DiscardNow(const DiscardOp& op) {
   const std::string scope =
       op.akey.empty() ? keys::DkeyScope(op.oid, op.dkey) : keys::AkeyScope(op.oid, op.dkey, op.akey);
   rocksdb::WriteBatch batch;
-  std::vector<std::pair<uint64_t, uint64_t>> frees;  // offset, alloc_len
-  uint64_t inline_freed = 0;
+  Reclaimed reclaimed;
   // Per akey of the dkey: whether the discard removed a version there, and
   // whether one is left (an akey it leaves empty loses its header).
   struct AkeyState {
@@ -97,14 +96,9 @@ Status VosStore::DiscardNow(const DiscardOp& op) {
     }
     auto rec = DecodeValueRecord(it->value().ToStringView(), what, kNoChecksums);
     if (!rec.ok()) return rec.status();
-    batch.Delete(it->key());
+    DeleteVersion(&batch, it->key().ToStringView(), rec->external, rec->offset, rec->alloc_len, rec->length,
+                  &reclaimed);
     a.removed = true;
-    if (rec->external) {
-      batch.Delete(keys::AllocKey(rec->offset));
-      frees.emplace_back(rec->offset, rec->alloc_len);
-    } else {
-      inline_freed += rec->length;
-    }
   }
   if (!it->status().ok()) return FromRocks(it->status(), what);
   for (const auto& [akey, a] : akeys) {
@@ -136,20 +130,11 @@ Status VosStore::DiscardNow(const DiscardOp& op) {
   it.reset();
 
   if (batch.Count() == 0) return Status::Ok();
-  if (inline_freed > 0) {
-    std::string delta;
-    keys::AppendU64(&delta, uint64_t{0} - inline_freed);
-    batch.Merge(keys::MetaKey("inline_bytes"), delta);
-  }
-  Status st = FromRocks(db_->Write(WriteOpts(), &batch), what);
-  // Whether or not the batch landed, the cached akeys reload from RocksDB.
+  // Whether or not the batch lands, the cached akeys reload from RocksDB.
   for (const auto& [akey, a] : akeys) {
     if (a.removed) akey_cache_.Erase(akey);
   }
-  if (!st.ok()) return st;
-  for (const auto& [offset, len] : frees) FreeAfterReaders(offset, len);
-  inline_bytes_ -= std::min(inline_bytes_, inline_freed);
-  ReleaseSpace(inline_freed);
+  ROS2_RETURN_IF_ERROR(WriteReclaiming(&batch, &reclaimed, what));
   for (const std::string& punched : punch_scopes) punches_.Remove(punched, op.epoch);
   decided_count_ -= std::min(decided_count_, decided_removed);
   return Status::Ok();

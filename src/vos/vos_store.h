@@ -262,6 +262,19 @@ class VosStore final : public Vos {
   }
   void CompletePunch(PunchState* p, Status st);
   void FreeAfterReaders(uint64_t offset, uint64_t len);
+  // Versions a batch deletes (Aggregate, DiscardNow) and the space they give
+  // back once it is written.
+  struct Reclaimed {
+    std::vector<std::pair<uint64_t, uint64_t>> frees;  // external: offset, alloc_len
+    uint64_t inline_bytes = 0;
+  };
+  // Adds one version's deletion to `batch`: its key, and an external one's
+  // allocation record.
+  static void DeleteVersion(rocksdb::WriteBatch* batch, std::string_view key, bool external, uint64_t offset,
+                            uint64_t alloc_len, uint64_t length, Reclaimed* r);
+  // Writes `batch` with the inline-bytes counter's change, then gives the
+  // versions' space back (extents once no reader holds them); `r` is then empty.
+  Status WriteReclaiming(rocksdb::WriteBatch* batch, Reclaimed* r, std::string_view what);
   // Space accounting (docs/vos.md, "Space accounting"): charges the budget
   // (NoSpace, nothing charged, when it does not fit) and returns space to it.
   Status ChargeSpace(uint64_t bytes, const UpdateOp& op);
