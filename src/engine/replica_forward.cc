@@ -376,7 +376,7 @@ void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPee
   }
   if (--op->remaining > 0) return;
   if (op->resolved) return op->resolved(op->failure);  // an in-doubt operation's resolution: stored here already
-  if (op->closed) {                                    // a repair that ended while this forward was in flight
+  if (op->closed) {                                    // an abort that ended while this forward was in flight
     op->buffer = PooledBuffer();
     return;
   }
@@ -384,7 +384,7 @@ void Target::CopyDone(const std::shared_ptr<LeaderOp>& op, const obj::ReplicaPee
   if (op->failure.ok()) return Settle(op, Status::Ok());
   // A copy failed: answered with that failure (the client resends the
   // whole operation, same epoch, under its next map), and taken back from
-  // the copies that stored it (replica_repair.cc).
+  // the copies that stored it (replica_abort.cc).
   SettleFailed(op);
 }
 
@@ -447,7 +447,7 @@ void Target::SetMapPeers(std::vector<std::string> addresses, std::vector<std::pa
   if (!rs.in_doubt.empty()) ResolveInDoubt();
   // A failed operation being taken back ends once the map excludes every
   // copy that has not answered its abort.
-  if (!rs.repairs.empty()) ExcludeFromRepairs();
+  if (!rs.aborts.empty()) ExcludeFromAborts();
 }
 
 Status Target::RequireEngineSession(const IncomingRequest& req, std::string_view what, std::string_view who_may) {

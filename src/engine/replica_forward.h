@@ -99,11 +99,11 @@ struct ReplicaState {
   // Operations this target leads that failed on a copy the map still has
   // after others (or this target) stored them, or may have: answered, and
   // kept open (their position and their dkey's reads) while they are taken
-  // back (aborted) on every copy (replica_repair.cc), oldest first; at most
-  // kMaxRepairs (the oldest give up first, logged).
-  std::deque<std::shared_ptr<LeaderOp>> repairs;
-  static constexpr size_t kMaxRepairs = 1024;
-  std::chrono::steady_clock::time_point next_repair;
+  // back (aborted) on every copy (replica_abort.cc), oldest first; at most
+  // kMaxAborts (the oldest give up first, logged).
+  std::deque<std::shared_ptr<LeaderOp>> aborts;
+  static constexpr size_t kMaxAborts = 1024;
+  std::chrono::steady_clock::time_point next_abort;
   // Leader: the operations it leads, from their decision to the release of
   // their position, by epoch (their transaction id): a later attempt of
   // the same transaction waits for the one open (LeaderOp::waiting), so an
@@ -181,14 +181,14 @@ struct LeaderOp {
   // copies whose store failed (`lacking`, `own_lacking` for the leader's
   // own) and those that refused it (stored nothing), whether any copy stored
   // it or may have (a forward that timed out or lost its connection). Once
-  // it is answered and kept open (ReplicaState::repairs), `lacking` holds
+  // it is answered and kept open (ReplicaState::aborts), `lacking` holds
   // the copies (`own_lacking` the leader) whose discard has not answered OK,
   // and `retry_at` when the abort goes to them again.
   std::vector<obj::ReplicaPeer> lacking;
   std::vector<obj::ReplicaPeer> refused;
   bool own_lacking = false;
   bool maybe_stored = false;
-  bool aborting = false;  // answered; in ReplicaState::repairs
+  bool aborting = false;  // answered; in ReplicaState::aborts
   bool closed = false;    // its position released: nothing more to do
   bool leading = false;   // in ReplicaState::leading
   std::chrono::steady_clock::time_point retry_at;

@@ -158,9 +158,9 @@ void Target::ReplicaTick(std::chrono::steady_clock::time_point now) {
     rs.next_prune = now + std::chrono::milliseconds(100);
     PruneInDoubt(now);
   }
-  if (!rs.repairs.empty() && now >= rs.next_repair) {
-    rs.next_repair = now + std::chrono::milliseconds(10);
-    RetryRepairs(now);
+  if (!rs.aborts.empty() && now >= rs.next_abort) {
+    rs.next_abort = now + std::chrono::milliseconds(10);
+    RetryAborts(now);
   }
 }
 

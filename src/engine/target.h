@@ -254,7 +254,7 @@ class Target {
   uint64_t AggregateShard(Shard& shard, std::string_view why);
   // The highest epoch aggregation may reach on `shard`: below the lowest
   // epoch of a replicated operation open on it (led here, or in doubt
-  // here), which may still be taken back (replica_repair.cc).
+  // here), which may still be taken back (replica_abort.cc).
   Epoch AggregationBound(const Shard& shard);
   // A pass over every open shard of `pool` on this target (they share the
   // pool's space); returns the bytes freed.
@@ -327,11 +327,11 @@ class Target {
   // Its position and its dkey's reads here are released; its buffer once no
   // forward of it is in flight.
   void ClosePosition(const std::shared_ptr<LeaderOp>& op);
-  // --- failed operations of a leader (replica_repair.cc, docs/replication.md "Failed updates") ---
+  // --- failed operations of a leader (replica_abort.cc, docs/replication.md "Failed updates") ---
   // A first attempt that failed on some copy: settled with its failure, or,
   // when another copy stored it (or may have) and the map still has the one
   // that lacks it, answered and taken back on every copy (aborted), kept
-  // open meanwhile (ReplicaState::repairs).
+  // open meanwhile (ReplicaState::aborts).
   void SettleFailed(const std::shared_ptr<LeaderOp>& op);
   // Drops from `op` the copies the map excludes; whether any (or the
   // leader's own store) still lacks what it is waiting for.
@@ -341,12 +341,12 @@ class Target {
   void SendAborts(const std::shared_ptr<LeaderOp>& op);
   void DiscardOwnCopy(const std::shared_ptr<LeaderOp>& op);
   // From the loop: sends again the aborts whose pause ended.
-  void RetryRepairs(std::chrono::steady_clock::time_point now);
+  void RetryAborts(std::chrono::steady_clock::time_point now);
   // Every copy of an abort answered.
   void AbortAnswered(const std::shared_ptr<LeaderOp>& op);
   // The map changed: the aborts whose lacking copies it now excludes end.
-  void ExcludeFromRepairs();
-  void EndRepair(const std::shared_ptr<LeaderOp>& op);
+  void ExcludeFromAborts();
+  void EndAbort(const std::shared_ptr<LeaderOp>& op);
   // ReplicaState::leading: an operation decided here, until its position is
   // released (Unlead then decides the attempts that waited for it).
   void Lead(const std::shared_ptr<LeaderOp>& op);

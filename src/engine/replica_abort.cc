@@ -71,21 +71,21 @@ void Target::SettleFailed(const std::shared_ptr<LeaderOp>& op) {
   // map excludes lack it: settled with the failure, as it is.
   if (op->seq == 0 || !op->maybe_stored || !StillLacking(*op)) return Settle(op, op->failure);
   ReplicaState& rs = replica();
-  if (rs.repairs.size() >= ReplicaState::kMaxRepairs) {
-    const std::shared_ptr<LeaderOp> oldest = rs.repairs.front();
+  if (rs.aborts.size() >= ReplicaState::kMaxAborts) {
+    const std::shared_ptr<LeaderOp> oldest = rs.aborts.front();
     ROS2_LOG_WARN(
         "engine target {}: more than {} failed operations being taken back: the {} at epoch {} is no longer "
         "held, and the copies that did not discard it yet serve it",
-        index_, ReplicaState::kMaxRepairs, Kind(*oldest), oldest->epoch);
-    EndRepair(oldest);
+        index_, ReplicaState::kMaxAborts, Kind(*oldest), oldest->epoch);
+    EndAbort(oldest);
   }
   op->aborting = true;
   op->pause = kFirstPause;
-  rs.repairs.push_back(op);
+  rs.aborts.push_back(op);
   ROS2_LOG_DEBUG("engine target {}: {} at epoch {} failed on {} cop{} ({}): taken back on every copy", index_,
                  Kind(*op), op->epoch, Lacking(*op), Lacking(*op) == 1 ? "y" : "ies", op->failure.ToString());
   // The client has the failure at once; the gate of a conditional operation
-  // stays held until the abort settled (EndRepair).
+  // stays held until the abort settled (EndAbort).
   Finish(op->ticket, op->failure);
   // The first abort: to the leader's own store and to every copy but those
   // that refused the forward (they stored nothing) and those the map excludes.
@@ -130,16 +130,16 @@ void Target::DiscardOwnCopy(const std::shared_ptr<LeaderOp>& op) {
   });
 }
 
-void Target::RetryRepairs(std::chrono::steady_clock::time_point now) {
+void Target::RetryAborts(std::chrono::steady_clock::time_point now) {
   ReplicaState& rs = replica();
   std::vector<std::shared_ptr<LeaderOp>> due;
-  for (const auto& op : rs.repairs) {
+  for (const auto& op : rs.aborts) {
     if (op->remaining == 0 && now >= op->retry_at) due.push_back(op);
   }
   for (const auto& op : due) {
     if (op->closed) continue;  // ended by an earlier one's answer
     if (!StillLacking(*op)) {
-      EndRepair(op);
+      EndAbort(op);
       continue;
     }
     ROS2_LOG_DEBUG("engine target {}: {} at epoch {}: its abort goes again to {} cop{}", index_, Kind(*op), op->epoch,
@@ -152,7 +152,7 @@ void Target::AbortAnswered(const std::shared_ptr<LeaderOp>& op) {
   if (!StillLacking(*op)) {
     ROS2_LOG_DEBUG("engine target {}: {} at epoch {} that had failed is taken back on every copy the map has", index_,
                    Kind(*op), op->epoch);
-    return EndRepair(op);
+    return EndAbort(op);
   }
   op->pause = std::min(2 * op->pause, kLongestPause);
   op->retry_at = std::chrono::steady_clock::now() + op->pause;
@@ -160,20 +160,20 @@ void Target::AbortAnswered(const std::shared_ptr<LeaderOp>& op) {
                  op->epoch, Lacking(*op), Lacking(*op) == 1 ? "y" : "ies", op->failure.ToString());
 }
 
-void Target::ExcludeFromRepairs() {
+void Target::ExcludeFromAborts() {
   ReplicaState& rs = replica();
   std::vector<std::shared_ptr<LeaderOp>> ended;
-  for (const auto& op : rs.repairs) {
+  for (const auto& op : rs.aborts) {
     // One in flight is decided when its aborts answer (an abort to a copy
     // just marked DOWN fails as its endpoint closes).
     if (op->remaining == 0 && !StillLacking(*op)) ended.push_back(op);
   }
-  for (const auto& op : ended) EndRepair(op);
+  for (const auto& op : ended) EndAbort(op);
 }
 
-void Target::EndRepair(const std::shared_ptr<LeaderOp>& op) {
+void Target::EndAbort(const std::shared_ptr<LeaderOp>& op) {
   ReplicaState& rs = replica();
-  std::erase(rs.repairs, op);
+  std::erase(rs.aborts, op);
   if (!op->gate_key.empty()) {
     conditional_gate_.Release(op->gate_key);
     op->gate_key.clear();
