@@ -534,7 +534,10 @@ void Target::StoreForwardedUpdate(IncomingRequest& req, obj::UpdateRequest u, ui
   HoldFromArrival(op->update.header, op->update.oid, op->update.dkey, seq, &op->read_gate);
   // An abort of this transaction arriving before the store answered runs
   // after it (ForwardStored).
-  const std::string transaction = TransactionKey(op->update.header, op->update.oid, op->update.dkey);
+  // The dkey's gate key is made once: HoldFromArrival's, when it held it.
+  const std::string transaction = op->read_gate.empty()
+                                      ? TransactionKey(op->update.header, op->update.oid, op->update.dkey)
+                                      : TransactionKey(op->read_gate, op->update.header.epoch);
   ++replica().storing[transaction];
   auto store = [this, op, transaction](const Status& pulled) {
     if (!pulled.ok()) {
@@ -591,10 +594,13 @@ void Target::StoreForwardedPunch(IncomingRequest& req, obj::PunchRequest p, uint
   });
 }
 
+std::string TransactionKey(std::string gate_key, Epoch epoch) {
+  gate_key.append(reinterpret_cast<const char*>(&epoch), sizeof(epoch));
+  return gate_key;
+}
+
 std::string TransactionKey(const obj::RequestHeader& h, const ObjectId& oid, const std::string& dkey) {
-  std::string key = DkeyGate::Key(h.pool, h.container, oid, dkey);
-  key.append(reinterpret_cast<const char*>(&h.epoch), sizeof(h.epoch));
-  return key;
+  return TransactionKey(DkeyGate::Key(h.pool, h.container, oid, dkey), h.epoch);
 }
 
 void Target::ForwardStored(const std::string& transaction) {

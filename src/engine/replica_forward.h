@@ -203,6 +203,8 @@ bool SameTransaction(const LeaderOp& a, const LeaderOp& b);
 // The engine-local key of one transaction's forwarded store: its dkey's
 // DkeyGate::Key and its epoch (ReplicaState::storing).
 std::string TransactionKey(const obj::RequestHeader& h, const ObjectId& oid, const std::string& dkey);
+// The same from the dkey's DkeyGate::Key, already made.
+std::string TransactionKey(std::string gate_key, Epoch epoch);
 
 // The worker addresses of the map's targets (empty: the engine reads no map).
 std::set<std::string> MapAddresses(const ReplicaState& rs);
