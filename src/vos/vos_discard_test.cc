@@ -120,12 +120,7 @@ TEST_P(VosDiscardTest, ADiscardSubmittedWithItsUpdateInFlightLandsAfterIt) {
   const ObjectId oid = TestOid(6);
   ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "a", 10, Pattern(50, 1)).ok());
   const auto data = Pattern(64 << 10, 2);
-  UpdateOp u;
-  u.oid = oid;
-  u.dkey = "d";
-  u.akey = "a";
-  u.epoch = 20;
-  u.data = data;
+  const UpdateOp u = SingleUpdate(oid, "d", "a", 20, data);
   std::optional<Status> stored;
   std::optional<Status> discarded;
   vos_->SubmitUpdate(u, [&](Status st) { stored = st; });

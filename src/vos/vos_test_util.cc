@@ -42,8 +42,8 @@ ObjectId TestOid(uint64_t n) {
   return ObjectId::Make(ObjectType::kArray, ObjectClass::kS1, 7, n);
 }
 
-Status PutSingle(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,
-                 const std::vector<std::byte>& data) {
+UpdateOp SingleUpdate(const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,
+                      std::span<const std::byte> data) {
   UpdateOp op;
   op.oid = oid;
   op.dkey = dkey;
@@ -51,7 +51,12 @@ Status PutSingle(Vos* vos, const ObjectId& oid, const std::string& dkey, const s
   op.epoch = epoch;
   op.type = ValueType::kSingle;
   op.data = data;
-  return vos->Update(op);
+  return op;
+}
+
+Status PutSingle(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,
+                 const std::vector<std::byte>& data) {
+  return vos->Update(SingleUpdate(oid, dkey, akey, epoch, data));
 }
 
 void WarmDataFile(Vos* vos, uint64_t bytes) {

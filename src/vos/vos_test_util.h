@@ -35,6 +35,9 @@ VosOptions SmallOptions(const std::string& dir, StorageClass cls = StorageClass:
 
 ObjectId TestOid(uint64_t n);
 
+// A single-value update of `data` (which must outlive it).
+UpdateOp SingleUpdate(const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,
+                      std::span<const std::byte> data);
 Status PutSingle(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,
                  const std::vector<std::byte>& data);
 Status PutArray(Vos* vos, const ObjectId& oid, const std::string& dkey, const std::string& akey, Epoch epoch,

@@ -10,8 +10,8 @@
 #include <optional>
 #include <random>
 
-#include "vos/aligned_buffer.h"
 #include "testing/vos_fixture.h"
+#include "vos/aligned_buffer.h"
 #include "vos/vos_store.h"
 #include "vos/vos_test_util.h"
 
@@ -204,12 +204,7 @@ TEST_P(VosUpdateFetchTest, ReturnedChecksumsAlwaysCoverTheReturnedBytes) {
 TEST_P(VosUpdateFetchTest, CallerChecksumsAreVerifiedAtUpdate) {
   ObjectId oid = TestOid(7);
   auto data = Pattern(10000, 7);
-  UpdateOp op;
-  op.oid = oid;
-  op.dkey = "d";
-  op.akey = "a";
-  op.epoch = 3;
-  op.data = data;
+  UpdateOp op = SingleUpdate(oid, "d", "a", 3, data);
   op.csum = {ChecksumType::kCrc64, 1024, ComputeChunkChecksums(ChecksumType::kCrc64, data, 1024)};
   ASSERT_TRUE(vos_->Update(op).ok());
   EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "a", kEpochMax), data);
@@ -302,9 +297,9 @@ TEST_P(VosUpdateFetchTest, ReplaysBelowAndAtTheNewestEpochReplaceAfterReopen) {
   ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "b", 9, 0, 1, a).ok());
   if (GetParam() == StorageClass::kNvme) Reopen();
   const SpaceInfo before = vos_->Space();
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 5, 0, 1, b).ok());   // below the newest epoch
-  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "b", 9, 0, 1, b).ok());   // at it
-  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "s", 6, small).ok());    // an inline value
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "a", 5, 0, 1, b).ok());  // below the newest epoch
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "b", 9, 0, 1, b).ok());  // at it
+  ASSERT_TRUE(PutSingle(vos_.get(), oid, "d", "s", 6, small).ok());   // an inline value
   EXPECT_EQ(vos_->Space().data_used, before.data_used);
   EXPECT_EQ(vos_->Space().inline_bytes, before.inline_bytes);
   EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "a", 5, 0, b.size(), 1), b);
