@@ -17,10 +17,11 @@
 
 #include "bench/fi_pingpong_bench_util.h"
 #include "bench/fio_bench_util.h"
+#include "bench/harness.h"
 #include "bench/memory_bench_util.h"
 #include "bench/perftest_bench_util.h"
 #include "bench/stages_bench_util.h"
-#include "bench/harness.h"
+#include "transport/transport.h"
 
 namespace ros2::bench {
 namespace {
@@ -193,6 +194,34 @@ TEST(Stages, MachineCpuSampleCountsThisProcessesBusyTime) {
   EXPECT_GT(after->busy_s, before->busy_s);
 }
 
+TEST(Stages, MachineCpuSampleHasEveryCpu) {
+  auto m = SampleMachineCpu();
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(static_cast<int>(m->per_cpu_busy_s.size()), m->cpus);
+  double sum = 0;
+  for (double b : m->per_cpu_busy_s) sum += b;
+  // The per-CPU lines add up to the machine's line (each rounded to a tick).
+  EXPECT_NEAR(sum, m->busy_s, 0.05 * m->busy_s + 1);
+}
+
+TEST(Stages, WakeProbeCountsEveryRoundTrip) {
+  auto p = ProbeWakeUps(200);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->rounds, 200);
+  EXPECT_GE(p->same_cpu_share, 0.0);
+  EXPECT_LE(p->same_cpu_share, 1.0);
+  EXPECT_GT(p->free_rtt_us, 0.0);
+  if (transport::CurrentThreadCpus().size() >= 2) {
+    EXPECT_GT(p->split_rtt_us, 0.0);
+  }
+  // The probe gives the calling thread its CPUs back after pinning it.
+  EXPECT_FALSE(transport::CurrentThreadPinnedToOneCpu());
+  const std::string line = FormatWakeProbe(*p);
+  EXPECT_NE(line.find("posix bench: wake-ups: "), std::string::npos) << line;
+  EXPECT_NE(line.find("(median of 200)"), std::string::npos) << line;
+  EXPECT_FALSE(ProbeWakeUps(0).ok());
+}
+
 TEST(Stages, CpuOfRunSplitsOwnAndOtherProcesses) {
   MachineCpu before{.busy_s = 100, .irq_s = 1, .cpus = 2, .at = std::chrono::steady_clock::time_point{}};
   MachineCpu after = before;
@@ -202,8 +231,9 @@ TEST(Stages, CpuOfRunSplitsOwnAndOtherProcesses) {
   const RunCpu r = CpuOfRun(before, after, /*own_s=*/2.0, /*ios=*/100000);
   EXPECT_DOUBLE_EQ(r.wall_s, 4);
   EXPECT_DOUBLE_EQ(r.busy_cpus, 1.5);
-  EXPECT_DOUBLE_EQ(r.other_cpus, 1.0);  // 1.5 busy - 2 s / 4 s own
+  EXPECT_DOUBLE_EQ(r.other_cpus, 1.0);      // 1.5 busy - 2 s / 4 s own
   EXPECT_NEAR(r.irq_us_per_io, 2.0, 1e-9);  // 0.2 s over 100,000 I/Os
+  EXPECT_TRUE(r.per_cpu_busy.empty());      // no per-CPU samples given
   // The arithmetic: 20 + 10 us a read on 2 idle CPUs is 66.7 K IOPS, 2.22 x
   // local's 30 K; the 1.0 CPU the other load left allows half of that.
   const std::string line = FormatCpuArithmetic(20, 10, 4, 30000, r);
@@ -211,6 +241,13 @@ TEST(Stages, CpuOfRunSplitsOwnAndOtherProcesses) {
   EXPECT_NE(line.find("2 idle CPUs allow 66.7 K IOPS (2.22 x local's 30.0 K)"), std::string::npos) << line;
   EXPECT_NE(line.find("left 1.00 CPUs: 33.3 K (1.11 x local)"), std::string::npos) << line;
   EXPECT_EQ(FormatCpuArithmetic(0, 0, 4, 30000, r), "");  // nothing measured: no line
+
+  before.per_cpu_busy_s = {50, 50};
+  after.per_cpu_busy_s = {53.6, 52.4};  // 0.9 and 0.6 of a CPU over the 4 s
+  const RunCpu split = CpuOfRun(before, after, 2.0, 100000);
+  ASSERT_EQ(split.per_cpu_busy.size(), 2u);
+  EXPECT_NEAR(split.per_cpu_busy[0], 0.9, 1e-9);
+  EXPECT_NEAR(split.per_cpu_busy[1], 0.6, 1e-9);
 }
 
 TEST(PerftestParse, TakesTheFinalNumericLine) {

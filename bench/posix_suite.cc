@@ -39,8 +39,8 @@
 #include <fmt/format.h>
 
 #include "bench/bench_report.h"
-#include "bench/harness.h"
 #include "bench/fio_bench_util.h"
+#include "bench/harness.h"
 #include "bench/posix_bench_util.h"
 #include "bench/stages_bench_util.h"
 
@@ -73,6 +73,8 @@ struct PosixSuiteOptions {
   std::vector<std::string> fuse_args;
   std::vector<std::string> fio_engine_args;  // e.g. --spin_us=50
   bool stages = false;  // time the engine's read stages (ROS2_ENGINE_IO_STAGES=1) and print them per engine run
+  std::vector<int> target_cpus;  // engine target_cpus (empty: unpinned)
+  std::string fio_cpus;          // fio --cpus_allowed of every side (empty: unpinned)
 };
 
 PosixSuiteOptions g_opts;
@@ -99,6 +101,7 @@ struct Figures {
 std::vector<std::string> JobArgs(const CaseKey& k) {
   auto a = posix::FioCaseArgs(k.op, k.bs, g_opts.qd, k.jobs, g_opts.runtime_s, g_opts.read_size, g_opts.write_total);
   a.push_back("--lat_percentiles=1");
+  if (!g_opts.fio_cpus.empty()) a.push_back("--cpus_allowed=" + g_opts.fio_cpus);
   return a;
 }
 
@@ -212,8 +215,9 @@ class CaseRunner {
               (FormatStages(*stages_before, *after, g_opts.qd * k.jobs, io_seconds) +
                FormatClientStages(ClientStagesFile()))
                   .c_str(),
-              FormatThreads(targets_before, targets_after,
-                            io_seconds > 0 ? io_seconds : std::chrono::duration<double>(after->at - stages_before->at).count())
+              FormatThreads(
+                  targets_before, targets_after,
+                  io_seconds > 0 ? io_seconds : std::chrono::duration<double>(after->at - stages_before->at).count())
                   .c_str());
         }
         if (cont) DestroyContainer(*cont);
@@ -269,14 +273,18 @@ class CaseRunner {
     if (!before.ok() || !after.ok() || ios <= 0) return;
     const double own_s = (f.cpu_us_per_io + f.client_cpu_us_per_io) * ios / 1e6;
     const RunCpu run = CpuOfRun(*before, *after, own_s, ios);
-    std::fprintf(stderr, "posix bench:   %-6s machine: %.2f of %d CPUs busy, %.2f by other processes; "
-                 "irq+softirq %.2f us/io\n", mode.c_str(), run.busy_cpus, run.cpus, run.other_cpus, run.irq_us_per_io);
+    std::string per_cpu;
+    for (double b : run.per_cpu_busy) per_cpu += fmt::format("{}{:.2f}", per_cpu.empty() ? "" : " / ", b);
+    std::fprintf(stderr,
+                 "posix bench:   %-6s machine: %.2f of %d CPUs busy (%s), %.2f by other processes; "
+                 "irq+softirq %.2f us/io\n",
+                 mode.c_str(), run.busy_cpus, run.cpus, per_cpu.c_str(), run.other_cpus, run.irq_us_per_io);
     auto local = out.find("local");
     if (mode != "engine" || k.bs != 4096 || k.op != "randread" || local == out.end() || local->second.empty()) return;
     const Figures& l = local->second.back();
-    std::fputs(FormatCpuArithmetic(f.cpu_us_per_io, f.client_cpu_us_per_io, l.client_cpu_us_per_io, l.iops, run)
-                   .c_str(),
-               stderr);
+    std::fputs(
+        FormatCpuArithmetic(f.cpu_us_per_io, f.client_cpu_us_per_io, l.client_cpu_us_per_io, l.iops, run).c_str(),
+        stderr);
   }
 
   // Where the fio engine's queues write their own timings (ROS2_FIO_STAGES).
@@ -424,12 +432,14 @@ int RunPosixSuite(Reporter& rep) {
   std::fprintf(stderr, "posix bench: dir %s, %s over %s, qd %d, runtime %.1fs, repeat %d, load average %s\n",
                dir.c_str(), g_opts.cls.c_str(), g_opts.transport.c_str(), g_opts.qd, g_opts.runtime_s, g_opts.repeat,
                LoadAverage().c_str());
+  if (auto wake = ProbeWakeUps(2000); wake.ok()) std::fputs(FormatWakeProbe(*wake).c_str(), stderr);
   auto cluster = LocalCluster::Up(dir, {.ros2ctl = g_opts.ros2ctl,
                                         .engine = g_opts.engine,
                                         .storage_class = g_opts.cls,
                                         .transport = g_opts.transport,
                                         .targets = g_opts.targets,
-                                        .shard_size = g_opts.shard_size});
+                                        .shard_size = g_opts.shard_size,
+                                        .target_cpus = g_opts.target_cpus});
   if (!cluster.ok()) {
     std::fprintf(stderr, "posix bench: %s\n", cluster.status().ToString().c_str());
     return 1;
@@ -507,6 +517,10 @@ const bool registered = RegisterSuite(Suite{
                      "transport of the cluster and clients: shm tcp, or ofi-shm ofi-tcp (libfabric; modes local and "
                      "engine only)");
       app.add_option("--targets", g_opts.targets, "engine targets");
+      app.add_option("--target-cpus", g_opts.target_cpus,
+                     "CPUs the engine's targets are pinned to (target i on the i-th)");
+      app.add_option("--fio-cpus", g_opts.fio_cpus,
+                     "fio --cpus_allowed of every side, e.g. 0 (same for local and engine)");
       app.add_option("--shard-size", g_opts.shard_size, "extent capacity of each container shard (cluster up)");
       app.add_option("--ros2ctl", g_opts.ros2ctl, "ros2ctl binary (default: the build tree's)");
       app.add_option("--engine", g_opts.engine, "ros2-engine binary (default: the build tree's)");

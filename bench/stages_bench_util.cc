@@ -1,15 +1,22 @@
 #include "bench/stages_bench_util.h"
 
+#include <sched.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "metrics/scrape.h"
+#include "transport/transport.h"
 
 namespace ros2::bench {
 
@@ -42,8 +49,8 @@ Result<StageSnapshot> ScrapeStages(const std::string& endpoint) {
     }
   }
   if (!any) {
-    return Status::NotSupported(
-        fmt::format("{}: no ros2_engine_io_stage_* counters (start the engine with ROS2_ENGINE_IO_STAGES=1)", endpoint));
+    return Status::NotSupported(fmt::format(
+        "{}: no ros2_engine_io_stage_* counters (start the engine with ROS2_ENGINE_IO_STAGES=1)", endpoint));
   }
   return snap;
 }
@@ -56,8 +63,7 @@ std::string FormatStages(const StageSnapshot& before, const StageSnapshot& after
     const double us = reads > 0 ? (after.seconds[i] - before.seconds[i]) * 1e6 / reads : 0;
     out << fmt::format("  stage {:<7} {:9.1f} us  ({:.0f} reads)\n", io_stages::kStageNames[i], us, reads);
   }
-  const double wall =
-      io_seconds > 0 ? io_seconds : std::chrono::duration<double>(after.at - before.at).count();
+  const double wall = io_seconds > 0 ? io_seconds : std::chrono::duration<double>(after.at - before.at).count();
   const double depth = wall > 0 ? (after.device_inflight_seconds - before.device_inflight_seconds) / wall : 0;
   const size_t total = io_stages::kTotal;
   const double in_engine = wall > 0 ? (after.seconds[total] - before.seconds[total]) / wall : 0;
@@ -139,6 +145,14 @@ Result<MachineCpu> SampleMachineCpu() {
   MachineCpu m;
   m.busy_s = (user + nice + system + irq + softirq + steal) / tick;
   m.irq_s = (irq + softirq) / tick;
+  std::string line;
+  std::getline(in, line);  // the rest of the "cpu" line
+  while (std::getline(in, line) && line.starts_with("cpu")) {
+    std::istringstream fields(line);
+    double u = 0, n = 0, sy = 0, id = 0, io = 0, iq = 0, sq = 0, st = 0;
+    if (fields >> cpu >> u >> n >> sy >> id >> io >> iq >> sq >> st)
+      m.per_cpu_busy_s.push_back((u + n + sy + iq + sq + st) / tick);
+  }
   m.cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   m.at = std::chrono::steady_clock::now();
   return m;
@@ -152,6 +166,11 @@ RunCpu CpuOfRun(const MachineCpu& before, const MachineCpu& after, double own_s,
   r.busy_cpus = (after.busy_s - before.busy_s) / r.wall_s;
   r.other_cpus = std::max(0.0, r.busy_cpus - own_s / r.wall_s);
   if (ios > 0) r.irq_us_per_io = (after.irq_s - before.irq_s) * 1e6 / ios;
+  if (before.per_cpu_busy_s.size() == after.per_cpu_busy_s.size()) {
+    for (size_t i = 0; i < after.per_cpu_busy_s.size(); ++i) {
+      r.per_cpu_busy.push_back((after.per_cpu_busy_s[i] - before.per_cpu_busy_s[i]) / r.wall_s);
+    }
+  }
   return r;
 }
 
@@ -166,9 +185,92 @@ std::string FormatCpuArithmetic(double engine_us, double client_us, double local
       "  cpu arithmetic: engine {:.1f} + client {:.1f} = {:.1f} us a read ({:.1f}x local fio's {:.1f}); "
       "{} idle CPUs allow {:.1f} K IOPS ({:.2f} x local's {:.1f} K); the other load left {:.2f} CPUs: "
       "{:.1f} K ({:.2f} x local)\n",
-      engine_us, client_us, sum, local_us > 0 ? sum / local_us : 0.0, local_us, engine_run.cpus,
-      idle_ceiling / 1e3, idle_ceiling / local_iops, local_iops / 1e3, left, left_ceiling / 1e3,
-      left_ceiling / local_iops);
+      engine_us, client_us, sum, local_us > 0 ? sum / local_us : 0.0, local_us, engine_run.cpus, idle_ceiling / 1e3,
+      idle_ceiling / local_iops, local_iops / 1e3, left, left_ceiling / 1e3, left_ceiling / local_iops);
+}
+
+namespace {
+
+// One side of the probe: waits for the token on `in`, notes its CPU, passes it on `out`.
+struct HandOff {
+  int in = -1;
+  int out = -1;
+};
+
+bool Pass(int fd) {
+  const uint64_t one = 1;
+  return ::write(fd, &one, sizeof(one)) == sizeof(one);
+}
+
+bool Take(int fd) {
+  uint64_t v = 0;
+  return ::read(fd, &v, sizeof(v)) == sizeof(v);
+}
+
+// `rounds` round trips from this thread to a responder thread; the responder
+// is pinned to `responder_cpu` and this thread to `own_cpu` when both are >= 0.
+Result<std::pair<double, double>> RoundTrips(int rounds, int own_cpu, int responder_cpu) {
+  const int ping = ::eventfd(0, EFD_CLOEXEC);
+  const int pong = ::eventfd(0, EFD_CLOEXEC);
+  if (ping < 0 || pong < 0) {
+    if (ping >= 0) ::close(ping);
+    if (pong >= 0) ::close(pong);
+    return Status::IOError("wake probe: eventfd failed");
+  }
+  std::atomic<int> responder_at{-1};
+  std::thread responder([&] {
+    if (responder_cpu >= 0) (void)transport::PinCurrentThreadToCpu(responder_cpu);
+    for (int i = 0; i < rounds; ++i) {
+      if (!Take(ping)) break;
+      responder_at.store(::sched_getcpu(), std::memory_order_relaxed);
+      if (!Pass(pong)) break;
+    }
+  });
+  const std::vector<int> own_cpus = transport::CurrentThreadCpus();
+  if (own_cpu >= 0) (void)transport::PinCurrentThreadToCpu(own_cpu);
+  std::vector<double> rtt;
+  rtt.reserve(static_cast<size_t>(rounds));
+  int same = 0;
+  for (int i = 0; i < rounds; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    if (!Pass(ping) || !Take(pong)) break;
+    rtt.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (responder_at.load(std::memory_order_relaxed) == ::sched_getcpu()) ++same;
+  }
+  if (static_cast<int>(rtt.size()) < rounds) Pass(ping);  // let a waiting responder out
+  responder.join();
+  if (own_cpu >= 0 && !own_cpus.empty()) (void)transport::SetCurrentThreadCpus(own_cpus);
+  ::close(ping);
+  ::close(pong);
+  if (rtt.empty()) return Status::IOError("wake probe: the event fds failed");
+  std::sort(rtt.begin(), rtt.end());
+  return std::make_pair(rtt[rtt.size() / 2], static_cast<double>(same) / static_cast<double>(rtt.size()));
+}
+
+}  // namespace
+
+Result<WakeProbe> ProbeWakeUps(int rounds) {
+  if (rounds <= 0) return Status::InvalidArgument("wake probe: rounds must be positive");
+  WakeProbe p;
+  p.rounds = rounds;
+  ROS2_ASSIGN_OR_RETURN(auto free, RoundTrips(rounds, -1, -1));
+  p.free_rtt_us = free.first;
+  p.same_cpu_share = free.second;
+  const std::vector<int> cpus = transport::CurrentThreadCpus();
+  if (cpus.size() >= 2) {
+    ROS2_ASSIGN_OR_RETURN(auto split, RoundTrips(rounds, cpus[0], cpus[1]));
+    p.split_rtt_us = split.first;
+  }
+  return p;
+}
+
+std::string FormatWakeProbe(const WakeProbe& p) {
+  std::string out = fmt::format(
+      "posix bench: wake-ups: {:.0f}% of a blocked thread's wake-ups ran on its waker's CPU; round trip {:.1f} us "
+      "where the scheduler put the threads",
+      p.same_cpu_share * 100, p.free_rtt_us);
+  if (p.split_rtt_us > 0) out += fmt::format(", {:.1f} us across two CPUs", p.split_rtt_us);
+  return out + fmt::format(" (median of {})\n", p.rounds);
 }
 
 }  // namespace ros2::bench

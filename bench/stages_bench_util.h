@@ -10,6 +10,7 @@
 #include <chrono>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/io_stages.h"
 #include "common/status.h"
@@ -77,6 +78,7 @@ struct MachineCpu {
   double busy_s = 0;
   double irq_s = 0;
   int cpus = 0;
+  std::vector<double> per_cpu_busy_s;  // the same per CPU ("cpuN" lines), in /proc/stat's order
   std::chrono::steady_clock::time_point at;
 };
 Result<MachineCpu> SampleMachineCpu();
@@ -93,6 +95,9 @@ struct RunCpu {
   double other_cpus = 0;  // busy minus the run's own processes
   double irq_us_per_io = 0;
   int cpus = 0;
+  // How busy each CPU was (0..1): a scheduler that keeps the run's threads
+  // together shows one CPU far busier than the other.
+  std::vector<double> per_cpu_busy;
 };
 RunCpu CpuOfRun(const MachineCpu& before, const MachineCpu& after, double own_s, double ios);
 
@@ -103,5 +108,22 @@ RunCpu CpuOfRun(const MachineCpu& before, const MachineCpu& after, double own_s,
 // against local fio's measured rate. One line, "  cpu arithmetic ...".
 std::string FormatCpuArithmetic(double engine_us, double client_us, double local_us, double local_iops,
                                 const RunCpu& engine_run);
+
+// What a wake-up costs on this machine, and where the scheduler runs the
+// woken thread: two threads hand a token back and forth over event fds
+// (each blocks in read(2) until the other writes), `rounds` round trips left
+// to the scheduler, then as many with the threads pinned to two different
+// CPUs. A read through the engine is such a hand-off twice (client to
+// target, target to client), so these bound what the hand-offs cost a read
+// (docs/engine.md, "What bounds small reads on a 2-vCPU machine").
+struct WakeProbe {
+  int rounds = 0;
+  double same_cpu_share = 0;  // free round trips whose woken thread ran on the waker's CPU
+  double free_rtt_us = 0;     // median round trip, threads where the scheduler put them
+  double split_rtt_us = 0;    // median round trip, threads on two CPUs (0: fewer than two CPUs usable)
+};
+Result<WakeProbe> ProbeWakeUps(int rounds);
+// One line, "posix bench: wake-ups: ...".
+std::string FormatWakeProbe(const WakeProbe& p);
 
 }  // namespace ros2::bench
