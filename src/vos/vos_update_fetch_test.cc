@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -157,6 +158,44 @@ TEST_P(VosUpdateFetchTest, FetchesInterleavedWithUpdatesAndAggregationMatchAByte
           << "round " << round << " fetch [" << lo << ", +" << n << ")";
     }
   }
+}
+
+// A fetch plans its extents when submitted and reads them later: space that
+// aggregation frees meanwhile must not be handed to another write until the
+// fetch has completed, or the fetch would return that write's bytes.
+TEST_P(VosUpdateFetchTest, SpaceAFetchInFlightMayReadIsNotReusedUntilItCompletes) {
+  const ObjectId oid = TestOid(16);
+  constexpr uint64_t kLen = 256 << 10;
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 10, 0, 1, Pattern(kLen, 1)).ok());
+  ASSERT_TRUE(PutArray(vos_.get(), oid, "d", "x", 20, 0, 1, Pattern(kLen, 2)).ok());
+  const uint64_t used_both = vos_->Space().data_used;
+
+  AlignedBuffer buf(kLen);
+  std::optional<Result<FetchResult>> fetched;
+  vos_->SubmitFetch(FetchOp{oid, "d", "x", 15, ValueType::kArray, 0, kLen, 1, buf.span()},
+                    [&](Result<FetchResult> r) { fetched = std::move(r); });
+  ASSERT_FALSE(fetched.has_value()) << "the fetch completed inside SubmitFetch: nothing was in flight";
+
+  // Aggregation removes the epoch-10 version the fetch is reading ...
+  auto agg = vos_->Aggregate();
+  ASSERT_TRUE(agg.ok()) << agg.status().ToString();
+  EXPECT_EQ(agg->versions_removed, 1u);
+  // ... but keeps its space while the fetch may read it,
+  EXPECT_EQ(vos_->Space().data_used, used_both);
+  // so a new write of the same size is placed elsewhere.
+  const auto other_data = Pattern(kLen, 3);
+  const UpdateOp other = SingleUpdate(oid, "d", "y", 30, other_data);
+  std::optional<Status> stored;
+  vos_->SubmitUpdate(other, [&](Status st) { stored = st; });
+  while (!fetched.has_value() || !stored.has_value()) vos_->Progress(/*wait=*/true);
+  ASSERT_TRUE(stored->ok()) << stored->ToString();
+  ASSERT_TRUE(fetched->ok()) << fetched->status().ToString();
+  EXPECT_EQ(std::memcmp(buf.data(), Pattern(kLen, 1).data(), kLen), 0) << "the fetch read bytes written after it";
+  // The fetch is done: the old version's space is free now, the new value's taken.
+  vos_->Progress(false);
+  EXPECT_EQ(vos_->Space().data_used, used_both);
+  EXPECT_EQ(*GetSingle(vos_.get(), oid, "d", "y", kEpochMax), other_data);
+  EXPECT_EQ(*GetArray(vos_.get(), oid, "d", "x", kEpochMax, 0, kLen, 1), Pattern(kLen, 2));
 }
 
 TEST_P(VosUpdateFetchTest, RecordSizesAboveOneAndAlignedZeroCopyBuffers) {
