@@ -2,7 +2,8 @@
 # Installs Debian's libuct and libucp (UCX's transport and protocol layers)
 # rebuilt with the patches in third_party/ucx-patches, so a peer cannot kill a
 # ROS2 engine with what it sends over UCX (docs/security.md, "UCX tcp
-# segments" and "Remote memory access into the engine").
+# segments" and "Remote memory access into the engine") or by exiting while
+# the engine connects to it (docs/transport.md, "Failure handling").
 #
 # Why a rebuilt library: UCX 1.13's tcp receiver checks the length in a
 # peer's active-message header only with an assertion
@@ -19,7 +20,10 @@
 # connection that sends a transport-level put request with data (UCX 1.13
 # copies it to the address the request names even when put is disabled), and
 # any endpoint close one that acknowledges a put it did not send (an assertion
-# in UCX 1.13).
+# in UCX 1.13). The fourth makes uct_ep_create fail when the peer of its new
+# tcp connection exits before the connection request is sent and refuses the
+# reconnection: UCX 1.13 returns that endpoint and then destroys it itself
+# from the next progress call (an assertion in uct_tcp_ep_destroy_progress).
 #
 # Steps: `apt-get source ucx` at the installed libucx0 version (deb-src from
 # scripts/ensure-deb-src.sh), apply the patches, configure with the options
