@@ -96,7 +96,16 @@ void Target::SettleFailed(const std::shared_ptr<LeaderOp>& op) {
   op->lacking = std::move(copies);
   op->own_lacking = true;
   StillLacking(*op);
-  SendAborts(op);
+  // Sending may connect to a copy (a blocking round trip that progresses the
+  // worker), and this runs inside a completion, i.e. inside the worker's
+  // progress (UCX asserts against progressing it again there): the first
+  // abort leaves from the loop, as Decide's forwards do. RetryAborts leaves
+  // it alone until then.
+  op->abort_queued = true;
+  deferred_.push_back([this, op] {
+    op->abort_queued = false;
+    if (!op->closed) SendAborts(op);
+  });
 }
 
 void Target::SendAborts(const std::shared_ptr<LeaderOp>& op) {
@@ -134,7 +143,7 @@ void Target::RetryAborts(std::chrono::steady_clock::time_point now) {
   ReplicaState& rs = replica();
   std::vector<std::shared_ptr<LeaderOp>> due;
   for (const auto& op : rs.aborts) {
-    if (op->remaining == 0 && now >= op->retry_at) due.push_back(op);
+    if (op->remaining == 0 && !op->abort_queued && now >= op->retry_at) due.push_back(op);
   }
   for (const auto& op : due) {
     if (op->closed) continue;  // ended by an earlier one's answer

@@ -188,9 +188,10 @@ struct LeaderOp {
   std::vector<obj::ReplicaPeer> refused;
   bool own_lacking = false;
   bool maybe_stored = false;
-  bool aborting = false;  // answered; in ReplicaState::aborts
-  bool closed = false;    // its position released: nothing more to do
-  bool leading = false;   // in ReplicaState::leading
+  bool aborting = false;      // answered; in ReplicaState::aborts
+  bool abort_queued = false;  // its first abort waits in the target's deferred work (SettleFailed)
+  bool closed = false;        // its position released: nothing more to do
+  bool leading = false;       // in ReplicaState::leading
   std::chrono::steady_clock::time_point retry_at;
   std::chrono::milliseconds pause{0};
   // Later attempts of its transaction, decided once its position is released.

@@ -392,7 +392,8 @@ void WorkerImpl::HandleBatch(const wire::Message& msg, ucp_ep_h from) {
   }
   if ((!count.ok() || requests == conn->client_side) && conn->peer_ep == from && from != nullptr) {
     ++stats_.malformed_messages;
-    CloseForMalformedBatch(*conn, !count.ok() ? count.status().message() : std::string("a batch of the wrong direction"));
+    CloseForMalformedBatch(*conn,
+                           !count.ok() ? count.status().message() : std::string("a batch of the wrong direction"));
     return;
   }
   if (!count.ok() || requests == conn->client_side) {
@@ -636,7 +637,9 @@ void WorkerImpl::Housekeeping() {
 
 int WorkerImpl::ProgressNoClock() {
   if (!pending_batches_.empty()) FlushPendingBatches();
+  ++progress_depth_;
   int events = static_cast<int>(ucp_worker_progress(worker_));
+  --progress_depth_;
   // Replies the handlers gave inside this pass leave now, together, not a
   // loop iteration later (SetReplyBatching).
   if (!pending_batches_.empty()) FlushPendingBatches();
@@ -700,9 +703,9 @@ std::chrono::microseconds WorkerImpl::NextDeadline(std::chrono::microseconds max
 }
 
 int WorkerImpl::Wait(std::chrono::microseconds max_wait) {
-  const SpinResult spun = PollThenSpin([this] { return ProgressNoClock(); },
-                                      [this](Clock::time_point now) { MaybeHousekeeping(now); }, waits_,
-                                      thread_pinned_, max_wait, options());
+  const SpinResult spun =
+      PollThenSpin([this] { return ProgressNoClock(); }, [this](Clock::time_point now) { MaybeHousekeeping(now); },
+                   waits_, thread_pinned_, max_wait, options());
   if (spun.events >= 0) return spun.events;
   const Clock::time_point start = spun.start;
   if (!PrepareSleep()) return Progress();
@@ -718,6 +721,7 @@ int WorkerImpl::Wait(std::chrono::microseconds max_wait) {
 }
 
 Status WorkerImpl::RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  if (progress_depth_ > 0) return InsideProgress(name_, "wait");
   const Clock::time_point end = CoarseNow() + timeout;
   auto left = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
   for (uint32_t round = 1; !done(); ++round) {

@@ -13,8 +13,8 @@
 
 #include "common/log.h"
 #include "transport/connection_auth.h"
-#include "transport/ofi/fabric.h"
 #include "transport/fault_injection.h"
+#include "transport/ofi/fabric.h"
 #include "transport/ucx_util.h"
 #include "transport/worker_impl.h"
 
@@ -137,6 +137,7 @@ Result<std::shared_ptr<Connection>> WorkerImpl::CreateConnection(std::span<const
 }
 
 Result<std::shared_ptr<Endpoint>> WorkerImpl::Connect(std::span<const uint8_t> peer_address) {
+  if (progress_depth_ > 0) return InsideProgress(name_, "connect");
   ROS2_ASSIGN_OR_RETURN(auto conn, CreateConnection(peer_address, /*client_side=*/true));
   wire::Message hello;
   hello.kind = wire::Kind::kHello;

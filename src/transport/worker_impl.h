@@ -21,9 +21,11 @@
 #include <memory>
 #include <queue>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include <fmt/format.h>
 #include <ucp/api/ucp.h>
 
 #include "transport/cma.h"
@@ -74,9 +76,9 @@ struct Connection {
   // TransportOptions::unauthenticated_timeout.
   Clock::time_point opened{};
   bool authenticated = false;
-  bool closing = false;   // CloseWithReason deferred its close: no longer counted
+  bool closing = false;     // CloseWithReason deferred its close: no longer counted
   int8_t served_slot = -1;  // server side: its slot in WorkerImpl::served_ (-1: not counted)
-  std::string peer_name;  // "pid 123 on this host" / "remote pid 123"
+  std::string peer_name;    // "pid 123 on this host" / "remote pid 123"
   // Bulk by cross-memory attach (BulkTransfer::kCma): set on the server once the
   // client's hello proof checked out, on the client when the ack says so.
   bool cma = false;
@@ -108,6 +110,18 @@ struct Connection {
   std::shared_ptr<ConnectionAuth> auth;
 };
 inline constexpr size_t kMaxPeerSegments = 64;
+
+// Why a worker refuses to connect or wait from inside its own progress (a
+// request handler or a completion callback): the call would progress the
+// worker again, which UCX forbids (it asserts and aborts the process) and
+// which would run other callbacks in the middle of this one. Busy: the
+// caller connects or waits from its own loop instead.
+inline Status InsideProgress(std::string_view worker, std::string_view what) {
+  return Status::Busy(fmt::format(
+      "transport: worker '{}' cannot {} inside its own progress (from a handler or a completion callback); do it "
+      "from the worker's loop",
+      worker, what));
+}
 
 // A buffer for one outgoing message, returned to the pool when UCX is done.
 // While UCX holds it, it is linked in WorkerImpl's in-flight list (so buffers of
@@ -470,13 +484,17 @@ class WorkerImpl final : public Worker {
   uint32_t waits_ = 0;
   bool thread_pinned_ = false;
   bool in_destructor_ = false;
+  // Depth of ucp_worker_progress on this thread's worker: handlers and
+  // completion callbacks run inside it, where UCX must not be progressed
+  // again (it asserts), so Connect and RunUntil refuse there (Busy).
+  int progress_depth_ = 0;
   std::vector<std::pair<uint64_t, Status>> deferred_failures_;
   std::vector<std::pair<uint64_t, Status>> deferred_closes_;  // graceful, not counted as lost
   std::vector<uint64_t> pending_batches_;                     // local ids of connections with a batch not yet sent
   // DecodeBatch's output for received batches (reused; a nested batch, from a
   // handler that progresses the worker, decodes into its own).
   wire::BatchScratch batch_scratch_;  // received batches' entries (HandleBatch)
-  bool batch_replies_ = false;  // SetReplyBatching
+  bool batch_replies_ = false;        // SetReplyBatching
   void HandleBatch(const wire::Message& msg, ucp_ep_h from);
   std::vector<void*> closing_;  // ucp_ep_close_nbx requests still in progress
 };

@@ -22,6 +22,7 @@ uint64_t MakeRequestId(uint32_t slot, uint32_t generation) {
 }  // namespace
 
 Result<std::shared_ptr<Endpoint>> OfiWorker::Connect(std::span<const uint8_t> peer_address) {
+  if (progress_depth_ > 0) return InsideProgress(name_, "connect");
   ROS2_ASSIGN_OR_RETURN(wire::WorkerAddress peer, wire::DecodeAddress(peer_address));
   const std::string who = fmt::format("peer pid {}", peer.pid);
   ROS2_RETURN_IF_ERROR(wire::CheckPeerWireVersion(peer.wire_version, who));

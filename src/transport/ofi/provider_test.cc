@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "common/checksum.h"
 #include "testing/pattern.h"
@@ -86,6 +87,34 @@ TEST_P(ProviderTest, RoundTripAndHandlerErrors) {
 
 // Every size through the peer and back (Pull, then Push), byte for byte:
 // inline sizes, around the inline limit, and 1 MiB and 16 MiB tagged bulk.
+// A completion callback runs inside the worker's progress: a connect or a
+// wait there would progress it again (UCX answers that with an assertion
+// that aborts the process). Both are refused, naming why, on either
+// provider, and the worker goes on serving.
+TEST_P(ProviderTest, ConnectAndWaitInsideACallbackAreRefusedNotFatal) {
+  std::optional<Status> connected;
+  std::optional<Status> waited;
+  bool answered = false;
+  ASSERT_TRUE(ep_->Call(testing::kOpEcho, Bytes("x"), {},
+                        [&](const ReplyView& r) {
+                          answered = r.status.ok();
+                          connected = worker_->Connect(peer_.address()).status();
+                          waited = worker_->RunUntil([] { return true; }, 10ms);
+                        })
+                  .ok());
+  ASSERT_TRUE(worker_->RunUntil([&] { return connected.has_value(); }, 20s).ok());
+  EXPECT_TRUE(answered);
+  EXPECT_EQ(connected->code(), Status::Code::kBusy) << connected->ToString();
+  EXPECT_NE(connected->message().find("cannot connect inside its own progress"), std::string::npos)
+      << connected->ToString();
+  EXPECT_EQ(waited->code(), Status::Code::kBusy) << waited->ToString();
+  // Outside the callback both work, and the first endpoint still serves.
+  auto second = worker_->Connect(peer_.address());
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_TRUE((*second)->CallSync(testing::kOpEcho, Bytes("y")).ok());
+  EXPECT_TRUE(ep_->CallSync(testing::kOpEcho, Bytes("z")).ok());
+}
+
 TEST_P(ProviderTest, BulkIsByteExactInBothDirections) {
   const uint64_t limit = ctx_->options().inline_limit;
   uint32_t seed = 1;

@@ -427,7 +427,9 @@ void OfiWorker::FailConnection(uint64_t id, const Status& why, bool count_as_los
 int OfiWorker::ProgressNoClock() {
   if (!pending_batches_.empty()) FlushPendingBatches();
   if (queued_sends_ > 0) FlushSendQueues();
+  ++progress_depth_;
   int n = DrainCompletions();
+  --progress_depth_;
   // Replies the handlers gave inside this pass leave now, not a pass later.
   if (!pending_batches_.empty()) FlushPendingBatches();
   // Naps grow only while no bulk transfer is in flight: a segmented shm
@@ -585,6 +587,7 @@ int OfiWorker::Wait(std::chrono::microseconds max_wait) {
 }
 
 Status OfiWorker::RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  if (progress_depth_ > 0) return InsideProgress(name_, "wait");
   const Clock::time_point end = Clock::now() + timeout;
   while (!done()) {
     const Clock::time_point now = Clock::now();

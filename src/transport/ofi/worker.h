@@ -466,6 +466,7 @@ class OfiWorker final : public Worker, public RequestBackend {
   // one is dispatched uses its own).
   wire::BatchScratch batch_scratch_;  // received batches' entries (HandleBatch)
   bool in_destructor_ = false;
+  int progress_depth_ = 0;  // as WorkerImpl's: Connect and RunUntil refuse inside a completion
 };
 
 // Client-facing handle of a client-side OfiConnection.
