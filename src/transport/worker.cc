@@ -721,7 +721,7 @@ int WorkerImpl::Wait(std::chrono::microseconds max_wait) {
 }
 
 Status WorkerImpl::RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  if (progress_depth_ > 0) return InsideProgress(name_, "wait");
+  if (progress_depth_ > 0 && !done()) return InsideProgress(name_, "wait");
   const Clock::time_point end = CoarseNow() + timeout;
   auto left = std::chrono::duration_cast<std::chrono::microseconds>(timeout);
   for (uint32_t round = 1; !done(); ++round) {

@@ -486,7 +486,8 @@ class WorkerImpl final : public Worker {
   bool in_destructor_ = false;
   // Depth of ucp_worker_progress on this thread's worker: handlers and
   // completion callbacks run inside it, where UCX must not be progressed
-  // again (it asserts), so Connect and RunUntil refuse there (Busy).
+  // again (it asserts), so Connect, and RunUntil on a condition not yet
+  // met, refuse there (Busy).
   int progress_depth_ = 0;
   std::vector<std::pair<uint64_t, Status>> deferred_failures_;
   std::vector<std::pair<uint64_t, Status>> deferred_closes_;  // graceful, not counted as lost

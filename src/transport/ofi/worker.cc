@@ -587,7 +587,7 @@ int OfiWorker::Wait(std::chrono::microseconds max_wait) {
 }
 
 Status OfiWorker::RunUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  if (progress_depth_ > 0) return InsideProgress(name_, "wait");
+  if (progress_depth_ > 0 && !done()) return InsideProgress(name_, "wait");
   const Clock::time_point end = Clock::now() + timeout;
   while (!done()) {
     const Clock::time_point now = Clock::now();
