@@ -35,7 +35,7 @@ if(ROS2_BUILD_TESTS AND NOT TARGET ros2_unit_tests)
   add_custom_target(ros2_unit_tests)
 endif()
 function(ros2_add_test)
-  cmake_parse_arguments(T "" "NAME;TIMEOUT" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(T "" "NAME;TIMEOUT;RESOURCE_LOCK" "SOURCES;LIBS;LABELS;ENV" ${ARGN})
   if(NOT ROS2_BUILD_TESTS)
     return()
   endif()
@@ -58,6 +58,11 @@ function(ros2_add_test)
   set(props "LABELS \"${T_LABELS}\"")
   if(T_ENV)
     string(APPEND props " ENVIRONMENT \"${T_ENV}\"")
+  endif()
+  # Tests that must not run at the same time as others holding the same lock
+  # (ctest -j runs them one after another).
+  if(T_RESOURCE_LOCK)
+    string(APPEND props " RESOURCE_LOCK \"${T_RESOURCE_LOCK}\"")
   endif()
   file(WRITE "${props_file}"
     "if(EXISTS \"${tests_file}\")\n"

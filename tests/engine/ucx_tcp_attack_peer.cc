@@ -27,8 +27,8 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <unistd.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -128,10 +128,12 @@ void AppendRaw(std::vector<uint8_t>& out, const T& v) {
   out.insert(out.end(), reinterpret_cast<const uint8_t*>(&v), reinterpret_cast<const uint8_t*>(&v) + sizeof(v));
 }
 
-// The engine's UCX tcp listening address: the peer of this process's
-// connected tcp sockets that are not accepted by one of its own listeners
-// (after ucp connected to the engine, those go to the engine's interface).
-bool FindEngineTcpAddress(sockaddr_in* engine) {
+// Candidates for the engine's UCX tcp listening address: the peers of this
+// process's connected tcp sockets that are not accepted by one of its own
+// listeners (after ucp connected to the engine, those go to the engine's
+// interface). More than one when UCX keeps another connection to the engine
+// at that moment (e.g. one being replaced): the caller tries each.
+std::vector<sockaddr_in> EngineTcpAddresses() {
   std::vector<int> fds;
   if (DIR* d = opendir("/proc/self/fd")) {
     while (dirent* e = readdir(d)) {
@@ -154,15 +156,15 @@ bool FindEngineTcpAddress(sockaddr_in* engine) {
       connected.push_back(fd);
     }
   }
+  std::vector<sockaddr_in> out;
   for (int fd : connected) {
     sockaddr_in self{}, peer{};
     socklen_t len = sizeof(self), plen = sizeof(peer);
     if (getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) != 0 || listening.count(self.sin_port)) continue;
     if (getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;
-    *engine = peer;
-    return true;
+    out.push_back(peer);
   }
-  return false;
+  return out;
 }
 
 // Reads the engine's messages on `fd` until it closes the socket or
@@ -194,14 +196,23 @@ bool ReadUntilClosed(int fd, std::chrono::steady_clock::time_point deadline, boo
 // 8 bytes after it; tcp_put=ack: an acknowledgement of put number
 // UINT32_MAX, the sequence number of an endpoint that never put.
 int RunTcpPut() {
-  sockaddr_in engine{};
-  if (!FindEngineTcpAddress(&engine)) {
+  const std::vector<sockaddr_in> candidates = EngineTcpAddresses();
+  if (candidates.empty()) {
     fprintf(stderr, "ucx_tcp_attack_peer: found no tcp connection to the engine\n");
     return 1;
   }
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&engine), sizeof(engine)) != 0) {
-    perror("ucx_tcp_attack_peer: connect");
+  int fd = -1;
+  for (const sockaddr_in& engine : candidates) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) break;
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&engine), sizeof(engine)) == 0) break;
+    fprintf(stderr, "ucx_tcp_attack_peer: connect to port %u: %s\n", ntohs(engine.sin_port), strerror(errno));
+    close(fd);
+    fd = -1;
+  }
+  if (fd < 0) {
+    fprintf(stderr, "ucx_tcp_attack_peer: none of %zu candidate addresses of the engine took a connection\n",
+            candidates.size());
     return 1;
   }
   // The connection request: {event, flags, conn_sn} and the socket address
@@ -229,8 +240,8 @@ int RunTcpPut() {
     AppendFrame(out, kPutAckAmId, body);
   } else {
     AppendRaw(body, uint64_t{std::strtoull(Arg("remote", "10").c_str(), nullptr, 16)});  // addr
-    AppendRaw(body, uint64_t{8});                                                          // length
-    AppendRaw(body, uint32_t{0});                                                          // sn
+    AppendRaw(body, uint64_t{8});                                                        // length
+    AppendRaw(body, uint32_t{0});                                                        // sn
     AppendFrame(out, kPutReqAmId, body);
     out.insert(out.end(), 8, 'Z');
   }
@@ -339,6 +350,14 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Descriptors the test process leaked into this one (UCX opens its sockets
+  // without close-on-exec): EngineTcpAddresses must see only this process's
+  // own connections, not, say, a test's half-closed one to a port nobody
+  // listens on any more.
+  if (::close_range(3, ~0U, 0) != 0) {
+    perror("ucx_tcp_attack_peer: close_range");
+    return 2;
+  }
   for (int i = 1; i < argc; ++i) {
     const char* eq = std::strchr(argv[i], '=');
     if (eq == nullptr) {
