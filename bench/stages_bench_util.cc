@@ -8,6 +8,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -134,24 +135,40 @@ std::string FormatThreads(const std::map<pid_t, ThreadSched>& before, const std:
   return out.str();
 }
 
+namespace {
+
+// One /proc/stat "cpu" or "cpuN" line: its name and its busy and interrupt
+// ticks (busy: user, nice, system, irq, softirq, steal; iowait counts as idle).
+struct CpuLine {
+  std::string name;
+  double busy = 0;
+  double irq = 0;
+};
+std::optional<CpuLine> ParseCpuLine(const std::string& line) {
+  std::istringstream fields(line);
+  CpuLine c;
+  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+  if (!(fields >> c.name >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal)) return std::nullopt;
+  c.busy = user + nice + system + irq + softirq + steal;
+  c.irq = irq + softirq;
+  return c;
+}
+
+}  // namespace
+
 Result<MachineCpu> SampleMachineCpu() {
   std::ifstream in("/proc/stat");
-  std::string cpu;
-  double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-  if (!(in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal) || cpu != "cpu") {
+  std::string line;
+  std::optional<CpuLine> all;
+  if (!std::getline(in, line) || !(all = ParseCpuLine(line)) || all->name != "cpu") {
     return Status::IOError("/proc/stat: no cpu line");
   }
   const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
   MachineCpu m;
-  m.busy_s = (user + nice + system + irq + softirq + steal) / tick;
-  m.irq_s = (irq + softirq) / tick;
-  std::string line;
-  std::getline(in, line);  // the rest of the "cpu" line
+  m.busy_s = all->busy / tick;
+  m.irq_s = all->irq / tick;
   while (std::getline(in, line) && line.starts_with("cpu")) {
-    std::istringstream fields(line);
-    double u = 0, n = 0, sy = 0, id = 0, io = 0, iq = 0, sq = 0, st = 0;
-    if (fields >> cpu >> u >> n >> sy >> id >> io >> iq >> sq >> st)
-      m.per_cpu_busy_s.push_back((u + n + sy + iq + sq + st) / tick);
+    if (auto one = ParseCpuLine(line)) m.per_cpu_busy_s.push_back(one->busy / tick);
   }
   m.cpus = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   m.at = std::chrono::steady_clock::now();
