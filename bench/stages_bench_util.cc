@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_report.h"
 #include "metrics/scrape.h"
 #include "transport/transport.h"
 
@@ -208,12 +209,6 @@ std::string FormatCpuArithmetic(double engine_us, double client_us, double local
 
 namespace {
 
-// One side of the probe: waits for the token on `in`, notes its CPU, passes it on `out`.
-struct HandOff {
-  int in = -1;
-  int out = -1;
-};
-
 bool Pass(int fd) {
   const uint64_t one = 1;
   return ::write(fd, &one, sizeof(one)) == sizeof(one);
@@ -260,8 +255,8 @@ Result<std::pair<double, double>> RoundTrips(int rounds, int own_cpu, int respon
   ::close(ping);
   ::close(pong);
   if (rtt.empty()) return Status::IOError("wake probe: the event fds failed");
-  std::sort(rtt.begin(), rtt.end());
-  return std::make_pair(rtt[rtt.size() / 2], static_cast<double>(same) / static_cast<double>(rtt.size()));
+  const double share = static_cast<double>(same) / static_cast<double>(rtt.size());
+  return std::make_pair(Percentile(std::move(rtt), 50), share);
 }
 
 }  // namespace
